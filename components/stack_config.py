@@ -1,0 +1,568 @@
+"""The stack configuration: read once, validated, frozen.
+
+This is the only module in the program that reads Pulumi config. `load_from_pulumi()`
+collects every `triton-platform:*` key (plus `aws:region`) and `parse()` turns the raw
+strings into a frozen `StackConfig`, raising `ConfigError` before any resource exists.
+
+Pulumi's project-config schema accepts only `string`, `integer`, `boolean` and `array`
+types (no objects), so the two name-keyed collections, `nodeGroups` and
+`tritonDeployments`, are declared `type: string` and hold a YAML mapping that `parse()`
+reads strictly: unknown fields are errors, never silently ignored.
+
+`KEYS` is the single source of the project's config keys; `Pulumi.yaml`'s `config:`
+section is generated from it (`make pulumi-yaml`) and a test fails when the two drift.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+PROJECT = "triton-platform"
+ENVIRONMENTS = ("dev", "staging", "prod")
+KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34")
+NAT_MODES = ("single", "perAz")
+CAPACITY_TYPES = ("ON_DEMAND", "SPOT")
+GPU_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA")
+SYSTEM_AMI_TYPES = ("AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64")
+NODE_GROUP_KINDS = ("system", "gpu")
+TLS_ISSUERS = ("letsencrypt", "letsencrypt-staging")
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+# x86_64 NVIDIA instance families the NVIDIA EKS AMIs support.
+# ref: https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html
+GPU_INSTANCE_FAMILIES = ("g4dn", "g5", "g6", "g6e", "gr6", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en")
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+_INSTANCE_TYPE = re.compile(r"^([a-z][a-z0-9-]*?)\.([0-9a-z]+)$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")
+_GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
+_IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
+_IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$")
+_AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
+
+
+class ConfigError(ValueError):
+    """A stack-config value that is not allowed. The message is one line:
+    `<key>: <bad value> <what is wrong>; allowed: <what is allowed>`."""
+
+    def __init__(self, key: str, value: Any, problem: str, allowed: str) -> None:
+        self.key = key
+        self.value = value
+        shown = "<unset>" if value is None else repr(value if isinstance(value, str) else json.dumps(value, default=str))
+        super().__init__(f"{key}: {shown} {problem}; allowed: {allowed}".replace("\n", " "))
+
+
+def _key(name: str) -> str:
+    return f"{PROJECT}:{name}"
+
+
+# --------------------------------------------------------------------------------------
+# The declared keys (generated into Pulumi.yaml).
+# --------------------------------------------------------------------------------------
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str  # string | integer | boolean | array
+    description: str
+    default: Any = _REQUIRED
+    secret: bool = False
+    items: str | None = None  # item type for arrays
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+
+KEYS: tuple[Key, ...] = (
+    Key("environment", "string", "Environment this stack serves: dev | staging | prod. Drives the environment rules (prod needs >= 3 AZs and >= 2 Triton replicas)."),
+    Key("kubernetesVersion", "string", f"EKS Kubernetes minor version ({' | '.join(KUBERNETES_VERSIONS)}); manifests are validated against it."),
+    Key("availabilityZoneCount", "integer", "Availability zones the VPC and node groups span (2-6; prod >= 3).", 3),
+    Key("vpcCidr", "string", "IPv4 CIDR of the VPC (a /16 to /20 private range).", "10.0.0.0/16"),
+    Key("natGatewayMode", "string", "NAT gateways: `single` (one shared, cheaper) or `perAz` (one per AZ, no cross-AZ dependency).", "perAz"),
+    Key("clusterEndpointPublicAccessCidrs", "array", "CIDRs allowed to reach the EKS API endpoint publicly. Empty (default) = private endpoint only. 0.0.0.0/0 is refused unless allowWorldOpenClusterEndpoint is true.", [], items="string"),
+    Key("allowWorldOpenClusterEndpoint", "boolean", "Explicit, reviewed opt-in to a public EKS endpoint open to 0.0.0.0/0. Never set in the shipped stacks.", False),
+    Key("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries.", items="string"),
+    Key("clusterLogTypes", "array", f"EKS control-plane log types sent to CloudWatch ({', '.join(CONTROL_PLANE_LOG_TYPES)}).", list(CONTROL_PLANE_LOG_TYPES), items="string"),
+    Key("clusterLogRetentionDays", "integer", "CloudWatch retention of the control-plane logs, in days.", 90),
+    Key("nodeGroups", "string", "YAML mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, desiredSize, maxSize, diskSizeGiB, labels}. Exactly one system group; at least one gpu group."),
+    Key("modelRepositoryNoncurrentVersionDays", "integer", "Days after which noncurrent S3 object versions in the model repository expire (1-3650).", 30),
+    Key("modelRepositoryForceDestroy", "boolean", "Let `pulumi destroy` delete a non-empty model repository bucket. Allowed in dev only.", False),
+    Key("githubRepository", "string", "GitHub `owner/name` whose workflows may assume the CI roles through OIDC."),
+    Key("githubDeployRefs", "array", "Git refs (or `environment:<name>`) whose workflows may assume this stack's CI roles.", ["refs/heads/main"], items="string"),
+    Key("tritonDeployments", "string", "YAML mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}."),
+    Key("agentImage", "string", "Repository-agent image (built from the repo's Dockerfile), pinned by digest (`repo:tag@sha256:...`); prod and staging refuse a tag without a digest."),
+    Key("domain", "string", "DNS zone the public Triton hosts live under (hosts: `infer.<domain>` HTTP, `grpc.<domain>` gRPC)."),
+    Key("tlsIssuer", "string", f"ACME issuer for the ingress certificates ({' | '.join(TLS_ISSUERS)}).", "letsencrypt"),
+    Key("acmeEmail", "string", "Contact e-mail registered with the ACME issuer."),
+    Key("ingressAllowedCidrs", "array", "Client CIDRs allowed through the public ingress (0.0.0.0/0 = any client; clients still need an API key).", ["0.0.0.0/0"], items="string"),
+    Key("ingressRequestBodyLimitMiB", "integer", "Largest inference request body the ingress accepts, in MiB (1-1024).", 64),
+    Key("ingressRateLimitRps", "integer", "Requests per second allowed per client API key at the ingress (1-100000).", 200),
+    Key("monitoringEnabled", "boolean", "Deploy kube-prometheus-stack (Prometheus, Alertmanager, Grafana), the Triton/GPU dashboard and alert rules.", True),
+    Key("prometheusRetentionDays", "integer", "Prometheus metrics retention, in days (1-365).", 15),
+    Key("prometheusStorageGiB", "integer", "Prometheus persistent volume size, in GiB (10-10000).", 50),
+    Key("loggingEnabled", "boolean", "Deploy Loki, its log shipper and the Grafana datasource.", True),
+    Key("lokiRetentionDays", "integer", "Loki log retention, in days (1-365).", 7),
+    Key("alertmanagerSlackWebhookUrl", "string", "Slack incoming-webhook URL Alertmanager notifies (secret; set with `pulumi config set --secret`). Empty = alerts stay in Alertmanager.", "", secret=True),
+)
+
+_KEYS_BY_NAME = {k.name: k for k in KEYS}
+
+
+# --------------------------------------------------------------------------------------
+# The model.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeGroupConfig:
+    name: str
+    kind: str  # system | gpu
+    instance_types: tuple[str, ...]
+    capacity_type: str
+    ami_type: str
+    min_size: int
+    desired_size: int
+    max_size: int
+    disk_size_gib: int
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "gpu"
+
+
+@dataclass(frozen=True)
+class TritonDeploymentConfig:
+    name: str
+    node_group: str
+    models: tuple[str, ...]
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int
+    cpu: str
+    memory: str
+    model_volume_gib: int
+    shm_size_gib: int
+    queue_time_target_microseconds: int
+    scale_up_stabilization_seconds: int
+    scale_down_stabilization_seconds: int
+    startup_timeout_seconds: int
+    termination_grace_period_seconds: int
+    agent_interval_seconds: int
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    environment: str
+    region: str
+    kubernetes_version: str
+    availability_zone_count: int
+    vpc_cidr: str
+    nat_gateway_mode: str
+    cluster_endpoint_public_access_cidrs: tuple[str, ...]
+    allow_world_open_cluster_endpoint: bool
+    cluster_admin_role_arns: tuple[str, ...]
+    cluster_log_types: tuple[str, ...]
+    cluster_log_retention_days: int
+    node_groups: tuple[NodeGroupConfig, ...]
+    model_repository_noncurrent_version_days: int
+    model_repository_force_destroy: bool
+    github_repository: str
+    github_deploy_refs: tuple[str, ...]
+    triton_deployments: tuple[TritonDeploymentConfig, ...]
+    agent_image: str
+    domain: str
+    tls_issuer: str
+    acme_email: str
+    ingress_allowed_cidrs: tuple[str, ...]
+    ingress_request_body_limit_mib: int
+    ingress_rate_limit_rps: int
+    monitoring_enabled: bool
+    prometheus_retention_days: int
+    prometheus_storage_gib: int
+    logging_enabled: bool
+    loki_retention_days: int
+    alertmanager_slack_webhook_url: str = field(default="", repr=False)
+
+    @property
+    def is_prod(self) -> bool:
+        return self.environment == "prod"
+
+    @property
+    def system_node_group(self) -> NodeGroupConfig:
+        return next(g for g in self.node_groups if g.kind == "system")
+
+    @property
+    def gpu_node_groups(self) -> tuple[NodeGroupConfig, ...]:
+        return tuple(g for g in self.node_groups if g.is_gpu)
+
+    def node_group(self, name: str) -> NodeGroupConfig:
+        return next(g for g in self.node_groups if g.name == name)
+
+
+# --------------------------------------------------------------------------------------
+# Field readers: each raises ConfigError naming the full key path.
+# --------------------------------------------------------------------------------------
+
+
+def _int(key: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str, float)):
+        raise ConfigError(key, value, "is not an integer", f"an integer from {lo} to {hi}")
+    try:
+        number = float(value) if isinstance(value, str) else value
+        if number != int(number):
+            raise ValueError
+        result = int(number)
+    except ValueError:
+        raise ConfigError(key, value, "is not an integer", f"an integer from {lo} to {hi}") from None
+    if not lo <= result <= hi:
+        raise ConfigError(key, value, "is out of range", f"an integer from {lo} to {hi}")
+    return result
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in ("true", "false"):
+        return value == "true"
+    raise ConfigError(key, value, "is not a boolean", "true or false")
+
+
+def _str(key: str, value: Any, pattern: re.Pattern[str] | None = None, allowed: str = "a non-empty string") -> str:
+    if not isinstance(value, str) or not value or (pattern is not None and not pattern.match(value)):
+        raise ConfigError(key, value, "is not valid", allowed)
+    return value
+
+
+def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(key, value, "is not allowed", " | ".join(choices))
+    return str(value)
+
+
+def _list(key: str, value: Any) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ConfigError(key, value, "is not a list", "a YAML/JSON list") from None
+    if not isinstance(value, list):
+        raise ConfigError(key, value, "is not a list", "a YAML/JSON list")
+    return value
+
+
+def _dns_name(key: str, value: Any) -> str:
+    return _str(key, value, _DNS_LABEL, "a DNS label: lowercase letters, digits and '-', starting with a letter, at most 32 characters")
+
+
+def _cidr(key: str, value: Any) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(value, strict=True)
+    except (ValueError, TypeError):
+        raise ConfigError(key, value, "is not an IPv4 CIDR", "a CIDR such as 203.0.113.0/24 (host bits zero)") from None
+
+
+def _mapping(key: str, value: Any, fields: Mapping[str, bool]) -> dict[str, Any]:
+    """Check `value` is a mapping whose keys are all in `fields` (name -> required)."""
+    if not isinstance(value, dict):
+        raise ConfigError(key, value, "is not a mapping", f"a mapping with keys {', '.join(fields)}")
+    for name in value:
+        if name not in fields:
+            raise ConfigError(f"{key}.{name}", value[name], "is an unknown key", ", ".join(sorted(fields)))
+    for name, required in fields.items():
+        if required and name not in value:
+            raise ConfigError(f"{key}.{name}", None, "is missing", "a value (this key is required)")
+    return value
+
+
+def _yaml_mapping(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(key, "<yaml>", f"does not parse as YAML ({str(exc).splitlines()[0]})", "a YAML mapping") from None
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(key, value, "is not a non-empty mapping", "a YAML mapping of name -> settings")
+    return value
+
+
+def _gpu_family_ok(instance_type: str) -> bool:
+    m = _INSTANCE_TYPE.match(instance_type)
+    return bool(m) and m.group(1) in GPU_INSTANCE_FAMILIES  # type: ignore[union-attr]
+
+
+_NODE_GROUP_FIELDS = {
+    "kind": True, "instanceTypes": True, "capacityType": False, "amiType": False,
+    "minSize": True, "desiredSize": True, "maxSize": True, "diskSizeGiB": False, "labels": False,
+}
+
+
+def _parse_node_group(name: str, raw: Any) -> NodeGroupConfig:
+    base = f"{_key('nodeGroups')}.{name}"
+    _dns_name(f"{_key('nodeGroups')}.<name>", name)
+    m = _mapping(base, raw, _NODE_GROUP_FIELDS)
+    kind = _choice(f"{base}.kind", m["kind"], NODE_GROUP_KINDS)
+    types = _list(f"{base}.instanceTypes", m["instanceTypes"])
+    if not types:
+        raise ConfigError(f"{base}.instanceTypes", types, "is empty", "at least one EC2 instance type")
+    for t in types:
+        if not isinstance(t, str) or not _INSTANCE_TYPE.match(t):
+            raise ConfigError(f"{base}.instanceTypes", t, "is not an EC2 instance type", "names such as g5.xlarge")
+        if kind == "gpu" and not _gpu_family_ok(t):
+            raise ConfigError(f"{base}.instanceTypes", t, "is not a GPU instance type", f"families {', '.join(GPU_INSTANCE_FAMILIES)}")
+        if kind == "system" and _gpu_family_ok(t):
+            raise ConfigError(f"{base}.instanceTypes", t, "is a GPU instance type in the system group", "non-GPU families such as m7i, c7i")
+    amis = GPU_AMI_TYPES if kind == "gpu" else SYSTEM_AMI_TYPES
+    ami = _choice(f"{base}.amiType", m.get("amiType", amis[0]), amis)
+    lo, hi = (0 if kind == "gpu" else 1), 1000
+    min_size = _int(f"{base}.minSize", m["minSize"], lo, hi)
+    desired = _int(f"{base}.desiredSize", m["desiredSize"], lo, hi)
+    max_size = _int(f"{base}.maxSize", m["maxSize"], 1, hi)
+    if not min_size <= desired <= max_size:
+        raise ConfigError(f"{base}.desiredSize", {"minSize": min_size, "desiredSize": desired, "maxSize": max_size},
+                          "breaks minSize <= desiredSize <= maxSize", "sizes with minSize <= desiredSize <= maxSize")
+    labels_raw = m.get("labels", {}) or {}
+    if not isinstance(labels_raw, dict):
+        raise ConfigError(f"{base}.labels", labels_raw, "is not a mapping", "a mapping of label key -> value")
+    for k, v in labels_raw.items():
+        if not isinstance(v, str) or k.startswith("triton-platform.io/") or k.startswith("kubernetes.io/"):
+            raise ConfigError(f"{base}.labels.{k}", v, "is not allowed", "string values; keys outside the reserved triton-platform.io/ and kubernetes.io/ prefixes")
+    return NodeGroupConfig(
+        name=name, kind=kind, instance_types=tuple(types),
+        capacity_type=_choice(f"{base}.capacityType", m.get("capacityType", "ON_DEMAND"), CAPACITY_TYPES),
+        ami_type=ami, min_size=min_size, desired_size=desired, max_size=max_size,
+        disk_size_gib=_int(f"{base}.diskSizeGiB", m.get("diskSizeGiB", 100 if kind == "gpu" else 50), 20, 16384),
+        labels=tuple(sorted(labels_raw.items())),
+    )
+
+
+_TRITON_FIELDS = {
+    "nodeGroup": True, "models": True, "minReplicas": True, "maxReplicas": True, "gpusPerReplica": False,
+    "cpu": False, "memory": False, "modelVolumeGiB": False, "shmSizeGiB": False,
+    "queueTimeTargetMicroseconds": False, "scaleUpStabilizationSeconds": False,
+    "scaleDownStabilizationSeconds": False, "startupTimeoutSeconds": False,
+    "terminationGracePeriodSeconds": False, "agentIntervalSeconds": False,
+}
+
+
+def _quantity(key: str, value: Any) -> str:
+    value = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    return _str(key, value, _QUANTITY, "a Kubernetes quantity such as 4, 500m, 16Gi")
+
+
+def _parse_triton(name: str, raw: Any, groups: Mapping[str, NodeGroupConfig]) -> TritonDeploymentConfig:
+    base = f"{_key('tritonDeployments')}.{name}"
+    _dns_name(f"{_key('tritonDeployments')}.<name>", name)
+    m = _mapping(base, raw, _TRITON_FIELDS)
+    gpu_groups = sorted(n for n, g in groups.items() if g.is_gpu)
+    node_group = m["nodeGroup"]
+    if node_group not in gpu_groups:
+        raise ConfigError(f"{base}.nodeGroup", node_group, "is not a GPU node group of this stack", ", ".join(gpu_groups) or "(none defined)")
+    models = _list(f"{base}.models", m["models"])
+    if not models:
+        raise ConfigError(f"{base}.models", models, "is empty", "at least one model name")
+    for model in models:
+        _str(f"{base}.models", model, re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$"),
+             "model names of lowercase letters, digits, '_' and '-', at most 63 characters")
+    if len(set(models)) != len(models):
+        raise ConfigError(f"{base}.models", models, "lists a model twice", "each model once")
+    min_r = _int(f"{base}.minReplicas", m["minReplicas"], 0, 1000)
+    max_r = _int(f"{base}.maxReplicas", m["maxReplicas"], 1, 1000)
+    if min_r > max_r:
+        raise ConfigError(f"{base}.minReplicas", {"minReplicas": min_r, "maxReplicas": max_r}, "exceeds maxReplicas", "minReplicas <= maxReplicas")
+    startup = _int(f"{base}.startupTimeoutSeconds", m.get("startupTimeoutSeconds", 900), 30, 7200)
+    return TritonDeploymentConfig(
+        name=name, node_group=node_group, models=tuple(models), min_replicas=min_r, max_replicas=max_r,
+        gpus_per_replica=_int(f"{base}.gpusPerReplica", m.get("gpusPerReplica", 1), 1, 16),
+        cpu=_quantity(f"{base}.cpu", m.get("cpu", "4")),
+        memory=_quantity(f"{base}.memory", m.get("memory", "16Gi")),
+        model_volume_gib=_int(f"{base}.modelVolumeGiB", m.get("modelVolumeGiB", 50), 1, 16384),
+        shm_size_gib=_int(f"{base}.shmSizeGiB", m.get("shmSizeGiB", 2), 1, 512),
+        queue_time_target_microseconds=_int(f"{base}.queueTimeTargetMicroseconds", m.get("queueTimeTargetMicroseconds", 50_000), 100, 60_000_000),
+        scale_up_stabilization_seconds=_int(f"{base}.scaleUpStabilizationSeconds", m.get("scaleUpStabilizationSeconds", 30), 0, 3600),
+        scale_down_stabilization_seconds=_int(f"{base}.scaleDownStabilizationSeconds", m.get("scaleDownStabilizationSeconds", 600), 0, 3600),
+        startup_timeout_seconds=startup,
+        termination_grace_period_seconds=_int(f"{base}.terminationGracePeriodSeconds", m.get("terminationGracePeriodSeconds", 120), 10, 3600),
+        agent_interval_seconds=_int(f"{base}.agentIntervalSeconds", m.get("agentIntervalSeconds", 10), 1, 3600),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# parse(): raw config strings -> StackConfig
+# --------------------------------------------------------------------------------------
+
+
+def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
+    """Validate `raw` (Pulumi config as `namespace:key -> value`) into a StackConfig.
+
+    Values may be the strings Pulumi passes to programs or already-typed YAML values.
+    Raises ConfigError (one line naming the key, the bad value and what is allowed).
+    """
+    values: dict[str, Any] = {}
+    region: Any = None
+    for full_key, value in raw.items():
+        namespace, _, name = full_key.partition(":")
+        if full_key == "aws:region":
+            region = value
+        elif namespace == PROJECT:
+            if name not in _KEYS_BY_NAME:
+                raise ConfigError(full_key, value, "is an unknown config key", ", ".join(sorted(_KEYS_BY_NAME)))
+            values[name] = value
+    for k in KEYS:
+        if k.name not in values:
+            if k.required:
+                raise ConfigError(_key(k.name), None, "is missing", f"a {k.type} value ({k.description})")
+            values[k.name] = k.default
+
+    region = _str("aws:region", region, _AWS_REGION, "an AWS region such as us-east-1")
+    environment = _choice(_key("environment"), values["environment"], ENVIRONMENTS)
+    prod = environment == "prod"
+
+    az_count = _int(_key("availabilityZoneCount"), values["availabilityZoneCount"], 2, 6)
+    if prod and az_count < 3:
+        raise ConfigError(_key("availabilityZoneCount"), az_count, "is below the prod minimum", "3 to 6 in prod")
+
+    vpc = _cidr(_key("vpcCidr"), values["vpcCidr"])
+    if not vpc.is_private or not 16 <= vpc.prefixlen <= 20:
+        raise ConfigError(_key("vpcCidr"), str(vpc), "is not a private /16-/20 range", "a private (RFC 1918) CIDR with prefix length 16 to 20")
+    nat_mode = _choice(_key("natGatewayMode"), values["natGatewayMode"], NAT_MODES)
+    if prod and nat_mode != "perAz":
+        raise ConfigError(_key("natGatewayMode"), nat_mode, "is not allowed in prod (one NAT is a single point of failure)", "perAz in prod")
+
+    allow_world = _bool(_key("allowWorldOpenClusterEndpoint"), values["allowWorldOpenClusterEndpoint"])
+    endpoint_cidrs = []
+    for c in _list(_key("clusterEndpointPublicAccessCidrs"), values["clusterEndpointPublicAccessCidrs"]):
+        net = _cidr(_key("clusterEndpointPublicAccessCidrs"), c)
+        if net.prefixlen == 0 and not allow_world:
+            raise ConfigError(_key("clusterEndpointPublicAccessCidrs"), str(net), "opens the cluster API to the whole internet",
+                              f"specific CIDRs, or set {_key('allowWorldOpenClusterEndpoint')}=true after review")
+        endpoint_cidrs.append(str(net))
+
+    admin_arns = _list(_key("clusterAdminRoleArns"), values["clusterAdminRoleArns"])
+    if not admin_arns:
+        raise ConfigError(_key("clusterAdminRoleArns"), admin_arns, "is empty", "at least one IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+    for arn in admin_arns:
+        _str(_key("clusterAdminRoleArns"), arn, _ROLE_ARN, "IAM role ARNs: arn:aws:iam::<12-digit account>:role/<name>")
+
+    log_types = _list(_key("clusterLogTypes"), values["clusterLogTypes"])
+    for t in log_types:
+        _choice(_key("clusterLogTypes"), t, CONTROL_PLANE_LOG_TYPES)
+    if prod and "audit" not in log_types:
+        raise ConfigError(_key("clusterLogTypes"), log_types, "omits audit logs in prod", "a list including audit in prod")
+
+    groups_raw = _yaml_mapping(_key("nodeGroups"), values["nodeGroups"])
+    groups = {name: _parse_node_group(str(name), raw_g) for name, raw_g in groups_raw.items()}
+    systems = [g.name for g in groups.values() if g.kind == "system"]
+    if len(systems) != 1:
+        raise ConfigError(_key("nodeGroups"), systems, "must contain exactly one system group", "one group with kind: system")
+    if not any(g.is_gpu for g in groups.values()):
+        raise ConfigError(_key("nodeGroups"), sorted(groups), "has no GPU group", "at least one group with kind: gpu")
+
+    tritons_raw = _yaml_mapping(_key("tritonDeployments"), values["tritonDeployments"])
+    tritons = tuple(_parse_triton(str(name), raw_t, groups) for name, raw_t in tritons_raw.items())
+    for t in tritons:
+        if prod and t.min_replicas < 2:
+            raise ConfigError(f"{_key('tritonDeployments')}.{t.name}.minReplicas", t.min_replicas, "is below the prod minimum", "2 or more in prod (one replica cannot survive a node drain)")
+        group = groups[t.node_group]
+        if prod and group.capacity_type == "SPOT":
+            raise ConfigError(f"{_key('nodeGroups')}.{group.name}.capacityType", "SPOT", f"backs prod Triton deployment {t.name!r} with spot capacity only", "ON_DEMAND for node groups serving prod deployments")
+
+    days = _int(_key("modelRepositoryNoncurrentVersionDays"), values["modelRepositoryNoncurrentVersionDays"], 1, 3650)
+    force_destroy = _bool(_key("modelRepositoryForceDestroy"), values["modelRepositoryForceDestroy"])
+    if force_destroy and environment != "dev":
+        raise ConfigError(_key("modelRepositoryForceDestroy"), True, f"is not allowed in {environment}", "true in dev only")
+
+    github_repo = _str(_key("githubRepository"), values["githubRepository"], _GITHUB_REPO, "a GitHub owner/name")
+    refs = _list(_key("githubDeployRefs"), values["githubDeployRefs"])
+    if not refs:
+        raise ConfigError(_key("githubDeployRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
+    for ref in refs:
+        _str(_key("githubDeployRefs"), ref, re.compile(r"^(refs/(heads|tags)/[\w./-]+|environment:[\w.-]+)$"),
+             "refs/heads/<branch>, refs/tags/<tag> or environment:<name> (no wildcards)")
+
+    agent_image = _str(_key("agentImage"), values["agentImage"], _IMAGE_TAGGED if environment == "dev" else _IMAGE_PINNED,
+                       "registry/repo:tag in dev; registry/repo:tag@sha256:<digest> in staging and prod" if environment == "dev"
+                       else "an image pinned by digest: registry/repo:tag@sha256:<64 hex>")
+    if environment == "dev" and not (_IMAGE_TAGGED.match(agent_image) or _IMAGE_PINNED.match(agent_image)):
+        raise ConfigError(_key("agentImage"), agent_image, "is not an image reference", "registry/repo:tag[@sha256:<digest>]")
+    if agent_image.endswith(":latest"):
+        raise ConfigError(_key("agentImage"), agent_image, "uses the mutable latest tag", "a version tag, pinned by digest outside dev")
+
+    domain = _str(_key("domain"), values["domain"], _DNS_NAME, "a lowercase DNS name such as inference.example.com")
+    acme_email = _str(_key("acmeEmail"), values["acmeEmail"], _EMAIL, "an e-mail address")
+    tls_issuer = _choice(_key("tlsIssuer"), values["tlsIssuer"], TLS_ISSUERS)
+    if prod and tls_issuer != "letsencrypt":
+        raise ConfigError(_key("tlsIssuer"), tls_issuer, "issues untrusted certificates in prod", "letsencrypt in prod")
+    ingress_cidrs = tuple(str(_cidr(_key("ingressAllowedCidrs"), c)) for c in _list(_key("ingressAllowedCidrs"), values["ingressAllowedCidrs"]))
+    if not ingress_cidrs:
+        raise ConfigError(_key("ingressAllowedCidrs"), [], "is empty", "at least one client CIDR")
+
+    webhook = values["alertmanagerSlackWebhookUrl"] or ""
+    if webhook and not str(webhook).startswith("https://hooks.slack.com/"):
+        raise ConfigError(_key("alertmanagerSlackWebhookUrl"), "<secret>", "is not a Slack webhook URL", "https://hooks.slack.com/... or empty")
+
+    return StackConfig(
+        stack=stack, environment=environment, region=region,
+        kubernetes_version=_choice(_key("kubernetesVersion"), values["kubernetesVersion"], KUBERNETES_VERSIONS),
+        availability_zone_count=az_count, vpc_cidr=str(vpc), nat_gateway_mode=nat_mode,
+        cluster_endpoint_public_access_cidrs=tuple(endpoint_cidrs), allow_world_open_cluster_endpoint=allow_world,
+        cluster_admin_role_arns=tuple(admin_arns), cluster_log_types=tuple(log_types),
+        cluster_log_retention_days=_int(_key("clusterLogRetentionDays"), values["clusterLogRetentionDays"], 1, 3653),
+        node_groups=tuple(groups.values()),
+        model_repository_noncurrent_version_days=days, model_repository_force_destroy=force_destroy,
+        github_repository=github_repo, github_deploy_refs=tuple(refs),
+        triton_deployments=tritons, agent_image=agent_image,
+        domain=domain, tls_issuer=tls_issuer, acme_email=acme_email,
+        ingress_allowed_cidrs=ingress_cidrs,
+        ingress_request_body_limit_mib=_int(_key("ingressRequestBodyLimitMiB"), values["ingressRequestBodyLimitMiB"], 1, 1024),
+        ingress_rate_limit_rps=_int(_key("ingressRateLimitRps"), values["ingressRateLimitRps"], 1, 100_000),
+        monitoring_enabled=_bool(_key("monitoringEnabled"), values["monitoringEnabled"]),
+        prometheus_retention_days=_int(_key("prometheusRetentionDays"), values["prometheusRetentionDays"], 1, 365),
+        prometheus_storage_gib=_int(_key("prometheusStorageGiB"), values["prometheusStorageGiB"], 10, 10_000),
+        logging_enabled=_bool(_key("loggingEnabled"), values["loggingEnabled"]),
+        loki_retention_days=_int(_key("lokiRetentionDays"), values["lokiRetentionDays"], 1, 365),
+        alertmanager_slack_webhook_url=str(webhook),
+    )
+
+
+def load_from_pulumi(get_env: Callable[[], Mapping[str, str]] | None = None) -> StackConfig:
+    """Read this stack's config from the Pulumi runtime (the program's only config read)."""
+    import pulumi
+    from pulumi.runtime.config import CONFIG, get_config_env
+
+    if get_env is not None:
+        raw = dict(get_env())
+    else:
+        # The language host passes config either in PULUMI_CONFIG or through
+        # set_all_config (also what the mocks use); explicit settings win.
+        raw = {**get_config_env(), **CONFIG.get()}
+    return parse(raw, pulumi.get_stack())
+
+
+def pulumi_yaml_config() -> dict[str, Any]:
+    """The `config:` section of Pulumi.yaml, generated from KEYS."""
+    out: dict[str, Any] = {}
+    for k in KEYS:
+        decl: dict[str, Any] = {"type": k.type, "description": k.description}
+        if k.items:
+            decl["items"] = {"type": k.items}
+        if not k.required:
+            decl["default"] = k.default
+        if k.secret:
+            decl["secret"] = True
+        out[k.name] = decl
+    return out

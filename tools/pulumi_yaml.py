@@ -1,0 +1,53 @@
+"""Regenerate (or check) Pulumi.yaml's `config:` section from components/stack_config.KEYS.
+
+`python -m tools.pulumi_yaml` rewrites Pulumi.yaml; `--check` exits 1 when it is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = """\
+# Generated config section: edit components/stack_config.py (KEYS), then `make pulumi-yaml`.
+# Pulumi's config schema has no object type, so the two name-keyed collections
+# (nodeGroups, tritonDeployments) are strings holding a YAML mapping, parsed strictly.
+"""
+
+
+def render() -> str:
+    sys.path.insert(0, str(ROOT))
+    from components.stack_config import PROJECT, pulumi_yaml_config
+
+    project = {
+        "name": PROJECT,
+        "description": "Production NVIDIA Triton inference platform on AWS (EKS + S3 model repository), one stack per environment.",
+        "runtime": {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}},
+        "stackConfigDir": "stacks",
+    }
+    body = yaml.safe_dump(project, sort_keys=False)
+    config = yaml.safe_dump({"config": pulumi_yaml_config()}, sort_keys=False, width=120)
+    return body + HEADER + config
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    path = ROOT / "Pulumi.yaml"
+    text = render()
+    if args.check:
+        if not path.exists() or path.read_text() != text:
+            print("Pulumi.yaml is stale: run `make pulumi-yaml`", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
