@@ -12,3 +12,9 @@ from __future__ import annotations
 TRITON_IMAGE_REPOSITORY = "nvcr.io/nvidia/tritonserver"
 TRITON_IMAGE_TAG = "25.10-py3"
 TRITON_IMAGE = f"{TRITON_IMAGE_REPOSITORY}:{TRITON_IMAGE_TAG}"
+
+# ---- AWS foundation: EKS add-ons, NVIDIA device plugin, DCGM exporter ---------------
+
+# ---- Serving plane: ingress, cert-manager, monitoring, logging, prometheus-adapter ---
+
+# ---- Node autoscaling ---------------------------------------------------------------

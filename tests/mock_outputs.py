@@ -11,6 +11,10 @@ from typing import Any
 
 from tests.pulumi_kit import ACCOUNT, mock_invoke, mock_outputs
 
+# Per-area tables (one file each so they can grow independently).
+import tests.mock_outputs_aws  # noqa: E402,F401
+import tests.mock_outputs_kubernetes  # noqa: E402,F401
+
 
 @mock_outputs("random:index/randomPassword:RandomPassword")
 def _random_password(name: str, inputs: dict[str, Any]) -> dict[str, Any]:

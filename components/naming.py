@@ -1,0 +1,24 @@
+"""Names shared between components that must agree (namespaces, service accounts).
+
+Defined once so the identity bindings (EKS Pod Identity associations) and the
+Kubernetes objects they bind can never drift apart.
+"""
+
+from __future__ import annotations
+
+TRITON_NAMESPACE = "triton"
+MONITORING_NAMESPACE = "monitoring"
+LOGGING_NAMESPACE = "logging"
+INGRESS_NAMESPACE = "ingress"
+CERT_MANAGER_NAMESPACE = "cert-manager"
+GPU_OPERATORS_NAMESPACE = "gpu-operators"
+
+
+def triton_service_account(deployment: str) -> str:
+    """The ServiceAccount a Triton deployment's pods run as (bound to the serving role)."""
+    return f"triton-{deployment}"
+
+
+def triton_app_name(deployment: str) -> str:
+    """`app.kubernetes.io/instance` (and object name) of a Triton deployment."""
+    return f"triton-{deployment}"
