@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.pulumi_kit import ACCOUNT, mock_invoke, mock_outputs
-
 # Per-area tables (one file each so they can grow independently).
-import tests.mock_outputs_aws  # noqa: E402,F401
-import tests.mock_outputs_kubernetes  # noqa: E402,F401
+import tests.mock_outputs_aws
+import tests.mock_outputs_kubernetes  # noqa: F401
+from tests.pulumi_kit import ACCOUNT, mock_invoke, mock_outputs
 
 
 @mock_outputs("random:index/randomPassword:RandomPassword")
