@@ -57,7 +57,7 @@ class ConfigError(ValueError):
     def __init__(self, key: str, value: Any, problem: str, allowed: str) -> None:
         self.key = key
         self.value = value
-        shown = "<unset>" if value is None else repr(value if isinstance(value, str) else json.dumps(value, default=str))
+        shown = "<unset>" if value is None else repr(value) if isinstance(value, str) else json.dumps(value, default=str)
         super().__init__(f"{key}: {shown} {problem}; allowed: {allowed}".replace("\n", " "))
 
 

@@ -259,9 +259,9 @@ def _plain(value: Any) -> Any:
 # --------------------------------------------------------------------------------------
 
 
-def stack_config(stack: str) -> dict[str, Any]:
-    """The raw `config:` mapping of stacks/Pulumi.<stack>.yaml."""
-    path = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+def stack_config(stack: str, path: Path | None = None) -> dict[str, Any]:
+    """The raw `config:` mapping of stacks/Pulumi.<stack>.yaml (or of `path`)."""
+    path = path or ROOT / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise KitError(f"no stack file {path}")
     return dict(yaml.safe_load(path.read_text())["config"])
@@ -297,10 +297,12 @@ def run_program(
     remove: tuple[str, ...] = (),
     program: Path | None = None,
     allow_empty: bool = False,
+    stack_file: Path | None = None,
 ) -> Run:
-    """Run `program` (default: the real __main__.py) for `stack` under recording mocks."""
+    """Run `program` (default: the real __main__.py) for `stack` under recording mocks.
+    `stack_file` replaces stacks/Pulumi.<stack>.yaml (e.g. a deliberately broken copy)."""
     program = program or ROOT / "__main__.py"
-    config = stack_config(stack)
+    config = stack_config(stack, stack_file)
     config.update(overrides or {})
     for key in remove:
         config.pop(key, None)

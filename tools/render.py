@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="render", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("stack", help="stack name: dev | staging | prod (reads stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--out", default=str(ROOT / "build"), help="output folder (default: build/)")
+    parser.add_argument("--stack-file", type=Path, help="read this stack file instead of stacks/Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -77,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     from tests.pulumi_kit import KitError, run_program
 
     try:
-        run = run_program(args.stack)
+        run = run_program(args.stack, stack_file=args.stack_file)
     except ConfigError as exc:
         print(f"render: invalid stack config: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"render: {exc}", file=sys.stderr)
         return 2
     except KitError as exc:
         print(f"render: {exc}", file=sys.stderr)

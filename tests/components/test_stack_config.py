@@ -1,0 +1,410 @@
+"""Every stack-config rule, one test each: the error is one line naming the key, the bad
+value and what is allowed, and it is raised by parse() before any resource exists."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+
+from components import stack_config as sc
+from tests.pulumi_kit import stack_config as stack_file
+
+K = "triton-platform:"
+
+
+def raw(stack: str) -> dict[str, Any]:
+    """The stack file's config with the two YAML-string maps parsed, for easy mutation."""
+    cfg = stack_file(stack)
+    cfg[K + "nodeGroups"] = yaml.safe_load(cfg[K + "nodeGroups"])
+    cfg[K + "tritonDeployments"] = yaml.safe_load(cfg[K + "tritonDeployments"])
+    return copy.deepcopy(cfg)
+
+
+def parse(cfg: dict[str, Any], stack: str = "x") -> sc.StackConfig:
+    return sc.parse(cfg, stack)
+
+
+def fails(cfg: dict[str, Any], match: str) -> sc.ConfigError:
+    with pytest.raises(sc.ConfigError, match=match) as info:
+        parse(cfg)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "allowed:" in message
+    return info.value
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_shipped_stacks_parse(stack: str) -> None:
+    cfg = sc.parse(stack_file(stack), stack)
+    assert cfg.environment == stack
+    assert cfg.stack == stack
+    assert cfg.gpu_node_groups
+    assert cfg.triton_deployments
+
+
+def test_string_encoded_values_parse_like_typed_ones() -> None:
+    """Pulumi hands programs strings (JSON for arrays); both forms give the same model."""
+    from tests.pulumi_kit import to_pulumi_strings
+
+    typed = sc.parse(stack_file("prod"), "prod")
+    stringly = sc.parse(to_pulumi_strings(stack_file("prod")), "prod")
+    assert typed == stringly
+
+
+# ---- environment rules ---------------------------------------------------------------
+
+
+def test_prod_needs_three_azs() -> None:
+    cfg = raw("prod")
+    cfg[K + "availabilityZoneCount"] = 2
+    err = fails(cfg, r"availabilityZoneCount: 2 is below the prod minimum; allowed: 3 to 6 in prod")
+    assert err.key == K + "availabilityZoneCount"
+
+
+def test_prod_needs_two_triton_replicas() -> None:
+    cfg = raw("prod")
+    cfg[K + "tritonDeployments"]["large"]["minReplicas"] = 1
+    fails(cfg, r"tritonDeployments\.large\.minReplicas: 1 is below the prod minimum; allowed: 2 or more in prod")
+
+
+def test_prod_refuses_single_nat() -> None:
+    cfg = raw("prod")
+    cfg[K + "natGatewayMode"] = "single"
+    fails(cfg, r"natGatewayMode: 'single' is not allowed in prod")
+
+
+def test_prod_refuses_spot_only_serving_group() -> None:
+    cfg = raw("prod")
+    cfg[K + "nodeGroups"]["gpu-l4"]["capacityType"] = "SPOT"
+    fails(cfg, r"nodeGroups\.gpu-l4\.capacityType: 'SPOT' backs prod Triton deployment 'default' with spot capacity only")
+
+
+def test_prod_requires_audit_logs() -> None:
+    cfg = raw("prod")
+    cfg[K + "clusterLogTypes"] = ["api"]
+    fails(cfg, r"clusterLogTypes: .* omits audit logs in prod")
+
+
+def test_prod_refuses_staging_acme_issuer() -> None:
+    cfg = raw("prod")
+    cfg[K + "tlsIssuer"] = "letsencrypt-staging"
+    fails(cfg, r"tlsIssuer: 'letsencrypt-staging' issues untrusted certificates in prod")
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_force_destroy_only_in_dev(stack: str) -> None:
+    cfg = raw(stack)
+    cfg[K + "modelRepositoryForceDestroy"] = True
+    fails(cfg, rf"modelRepositoryForceDestroy: true is not allowed in {stack}; allowed: true in dev only")
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_agent_image_must_be_pinned_by_digest_outside_dev(stack: str) -> None:
+    cfg = raw(stack)
+    cfg[K + "agentImage"] = "registry.example.com/agent:0.1.0"
+    fails(cfg, r"agentImage: 'registry.example.com/agent:0.1.0' is not valid; allowed: an image pinned by digest")
+
+
+def test_agent_image_latest_refused() -> None:
+    cfg = raw("dev")
+    cfg[K + "agentImage"] = "registry.example.com/agent:latest"
+    fails(cfg, r"agentImage: .* uses the mutable latest tag")
+
+
+# ---- node groups ------------------------------------------------------------------------
+
+
+def test_gpu_group_accepts_only_gpu_families() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["gpu-l4"]["instanceTypes"] = ["g6.xlarge", "m5.large"]
+    fails(cfg, r"nodeGroups\.gpu-l4\.instanceTypes: 'm5.large' is not a GPU instance type; allowed: families g4dn, g5")
+
+
+def test_system_group_refuses_gpu_instances() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["system"]["instanceTypes"] = ["g5.xlarge"]
+    fails(cfg, r"nodeGroups\.system\.instanceTypes: 'g5.xlarge' is a GPU instance type in the system group")
+
+
+def test_instance_type_shape() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["gpu-l4"]["instanceTypes"] = ["bigbox"]
+    fails(cfg, r"instanceTypes: 'bigbox' is not an EC2 instance type")
+
+
+@pytest.mark.parametrize(("mn", "desired", "mx"), [(2, 1, 3), (1, 4, 3), (3, 3, 2)])
+def test_node_group_min_desired_max(mn: int, desired: int, mx: int) -> None:
+    cfg = raw("staging")
+    cfg[K + "nodeGroups"]["gpu-l4"].update(minSize=mn, desiredSize=desired, maxSize=mx)
+    fails(cfg, r"nodeGroups\.gpu-l4\.desiredSize: .* breaks minSize <= desiredSize <= maxSize")
+
+
+def test_system_group_cannot_scale_to_zero() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["system"].update(minSize=0, desiredSize=0)
+    fails(cfg, r"nodeGroups\.system\.minSize: 0 is out of range; allowed: an integer from 1 to 1000")
+
+
+def test_gpu_group_may_scale_to_zero() -> None:
+    assert parse(raw("dev")).node_group("gpu-l4").min_size == 0
+
+
+def test_exactly_one_system_group() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["system2"] = dict(cfg[K + "nodeGroups"]["system"])
+    fails(cfg, r"nodeGroups: .* must contain exactly one system group")
+
+
+def test_at_least_one_gpu_group() -> None:
+    cfg = raw("dev")
+    del cfg[K + "nodeGroups"]["gpu-l4"]
+    fails(cfg, r"nodeGroups: .* has no GPU group")
+
+
+def test_capacity_type_choices() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["gpu-l4"]["capacityType"] = "spot"
+    fails(cfg, r"capacityType: 'spot' is not allowed; allowed: ON_DEMAND \| SPOT")
+
+
+def test_gpu_ami_type_choices() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["gpu-l4"]["amiType"] = "AL2023_x86_64_STANDARD"
+    fails(cfg, r"amiType: 'AL2023_x86_64_STANDARD' is not allowed; allowed: AL2023_x86_64_NVIDIA \| BOTTLEROCKET_x86_64_NVIDIA")
+
+
+def test_reserved_label_prefix_refused() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["gpu-l4"]["labels"] = {"triton-platform.io/node-role": "system"}
+    fails(cfg, r"labels\.triton-platform\.io/node-role: 'system' is not allowed")
+
+
+# ---- names --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["GPU", "gpu_l4", "-gpu", "g" * 40, "gpu.l4"])
+def test_node_group_names_are_dns_safe(bad: str) -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"][bad] = cfg[K + "nodeGroups"].pop("gpu-l4")
+    fails(cfg, r"nodeGroups\.<name>: .* is not valid; allowed: a DNS label")
+
+
+def test_triton_deployment_names_are_dns_safe() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["Default"] = cfg[K + "tritonDeployments"].pop("default")
+    fails(cfg, r"tritonDeployments\.<name>: 'Default' is not valid; allowed: a DNS label")
+
+
+def test_model_names_checked() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["models"] = ["ResNet 18"]
+    fails(cfg, r"tritonDeployments\.default\.models: 'ResNet 18' is not valid; allowed: model names of lowercase letters")
+
+
+def test_model_listed_twice() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["models"] = ["a", "a"]
+    fails(cfg, r"models: .* lists a model twice")
+
+
+# ---- endpoint exposure ------------------------------------------------------------------
+
+
+def test_world_open_endpoint_refused_by_default() -> None:
+    cfg = raw("dev")
+    cfg[K + "clusterEndpointPublicAccessCidrs"] = ["0.0.0.0/0"]
+    fails(cfg, r"clusterEndpointPublicAccessCidrs: '0.0.0.0/0' opens the cluster API to the whole internet; allowed: specific CIDRs, or set triton-platform:allowWorldOpenClusterEndpoint=true")
+
+
+def test_world_open_endpoint_allowed_only_explicitly() -> None:
+    cfg = raw("dev")
+    cfg[K + "clusterEndpointPublicAccessCidrs"] = ["0.0.0.0/0"]
+    cfg[K + "allowWorldOpenClusterEndpoint"] = True
+    assert parse(cfg).cluster_endpoint_public_access_cidrs == ("0.0.0.0/0",)
+
+
+def test_endpoint_cidr_must_be_a_network() -> None:
+    cfg = raw("dev")
+    cfg[K + "clusterEndpointPublicAccessCidrs"] = ["198.51.100.7/24"]
+    fails(cfg, r"clusterEndpointPublicAccessCidrs: '198.51.100.7/24' is not an IPv4 CIDR")
+
+
+def test_prod_endpoint_private_only() -> None:
+    assert parse(raw("prod")).cluster_endpoint_public_access_cidrs == ()
+
+
+def test_vpc_cidr_private_range() -> None:
+    cfg = raw("dev")
+    cfg[K + "vpcCidr"] = "8.8.0.0/16"
+    fails(cfg, r"vpcCidr: '8.8.0.0/16' is not a private /16-/20 range")
+
+
+def test_admin_role_arns_required_and_shaped() -> None:
+    cfg = raw("dev")
+    cfg[K + "clusterAdminRoleArns"] = ["arn:aws:iam::1234:user/bob"]
+    fails(cfg, r"clusterAdminRoleArns: 'arn:aws:iam::1234:user/bob' is not valid; allowed: IAM role ARNs")
+    cfg[K + "clusterAdminRoleArns"] = []
+    fails(cfg, r"clusterAdminRoleArns: .* is empty")
+
+
+def test_github_refs_have_no_wildcards() -> None:
+    cfg = raw("dev")
+    cfg[K + "githubDeployRefs"] = ["refs/heads/*"]
+    fails(cfg, r"githubDeployRefs: 'refs/heads/\*' is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or environment:<name> \(no wildcards\)")
+
+
+def test_github_repository_shape() -> None:
+    cfg = raw("dev")
+    cfg[K + "githubRepository"] = "just-a-name"
+    fails(cfg, r"githubRepository: 'just-a-name' is not valid; allowed: a GitHub owner/name")
+
+
+# ---- triton deployments ------------------------------------------------------------------
+
+
+def test_triton_node_group_must_be_a_gpu_group() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["nodeGroup"] = "system"
+    fails(cfg, r"tritonDeployments\.default\.nodeGroup: 'system' is not a GPU node group of this stack; allowed: gpu-l4")
+
+
+def test_triton_min_replicas_not_above_max() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"].update(minReplicas=3, maxReplicas=2)
+    fails(cfg, r"minReplicas: .* exceeds maxReplicas")
+
+
+def test_triton_quantities() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["memory"] = "lots"
+    fails(cfg, r"tritonDeployments\.default\.memory: 'lots' is not valid; allowed: a Kubernetes quantity")
+
+
+def test_triton_numbers_in_range() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["gpusPerReplica"] = 0
+    fails(cfg, r"gpusPerReplica: 0 is out of range; allowed: an integer from 1 to 16")
+
+
+def test_integer_fields_refuse_non_integers() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["maxReplicas"] = 2.5
+    fails(cfg, r"maxReplicas: 2.5 is not an integer")
+
+
+# ---- typos and missing keys -------------------------------------------------------------
+
+
+def test_unknown_top_level_key_rejected() -> None:
+    cfg = raw("dev")
+    cfg[K + "availabilityZoneCont"] = 3
+    fails(cfg, r"triton-platform:availabilityZoneCont: 3 is an unknown config key; allowed: .*availabilityZoneCount")
+
+
+def test_unknown_node_group_field_rejected() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["gpu-l4"]["maxSise"] = 4
+    fails(cfg, r"nodeGroups\.gpu-l4\.maxSise: 4 is an unknown key; allowed: .*maxSize")
+
+
+def test_unknown_triton_field_rejected() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["readynessProbe"] = {}
+    fails(cfg, r"tritonDeployments\.default\.readynessProbe: .* is an unknown key")
+
+
+def test_missing_required_key() -> None:
+    cfg = raw("dev")
+    del cfg[K + "domain"]
+    fails(cfg, r"triton-platform:domain: <unset> is missing")
+
+
+def test_missing_required_nested_field() -> None:
+    cfg = raw("dev")
+    del cfg[K + "nodeGroups"]["gpu-l4"]["maxSize"]
+    fails(cfg, r"nodeGroups\.gpu-l4\.maxSize: <unset> is missing")
+
+
+def test_node_groups_yaml_must_parse() -> None:
+    cfg = stack_file("dev")
+    cfg[K + "nodeGroups"] = "system: [unclosed"
+    with pytest.raises(sc.ConfigError, match=r"nodeGroups: '<yaml>' does not parse as YAML"):
+        sc.parse(cfg, "dev")
+
+
+def test_environment_choices() -> None:
+    cfg = raw("dev")
+    cfg[K + "environment"] = "production"
+    fails(cfg, r"environment: 'production' is not allowed; allowed: dev \| staging \| prod")
+
+
+def test_region_shape() -> None:
+    cfg = raw("dev")
+    cfg["aws:region"] = "moon-1"
+    fails(cfg, r"aws:region: 'moon-1' is not valid; allowed: an AWS region")
+
+
+def test_kubernetes_version_choices() -> None:
+    cfg = raw("dev")
+    cfg[K + "kubernetesVersion"] = "1.20"
+    fails(cfg, r"kubernetesVersion: '1.20' is not allowed")
+
+
+def test_domain_shape() -> None:
+    cfg = raw("dev")
+    cfg[K + "domain"] = "Not A Domain"
+    fails(cfg, r"domain: 'Not A Domain' is not valid; allowed: a lowercase DNS name")
+
+
+def test_booleans_are_booleans() -> None:
+    cfg = raw("dev")
+    cfg[K + "monitoringEnabled"] = "yes"
+    fails(cfg, r"monitoringEnabled: 'yes' is not a boolean; allowed: true or false")
+
+
+def test_slack_webhook_value_never_echoed() -> None:
+    cfg = raw("dev")
+    cfg[K + "alertmanagerSlackWebhookUrl"] = "http://example.com/secret-token"
+    err = fails(cfg, r"alertmanagerSlackWebhookUrl: '<secret>' is not a Slack webhook URL")
+    assert "secret-token" not in str(err)
+
+
+def test_config_is_frozen() -> None:
+    cfg = parse(raw("dev"))
+    with pytest.raises(AttributeError):
+        cfg.environment = "prod"  # type: ignore[misc]
+
+
+# ---- Pulumi.yaml declares exactly KEYS -----------------------------------------------------
+
+
+def test_pulumi_yaml_declares_every_key_with_type_and_description() -> None:
+    from tests.pulumi_kit import ROOT
+
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert project["name"] == "triton-platform"
+    assert project["stackConfigDir"] == "stacks"
+    assert project["runtime"]["name"] == "python"
+    declared = project["config"]
+    assert set(declared) == {k.name for k in sc.KEYS}
+    for name, decl in declared.items():
+        assert decl["type"] in ("string", "integer", "boolean", "array"), name
+        assert len(decl["description"]) > 20, name
+        if decl["type"] == "array":
+            assert decl["items"]["type"] == "string", name
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_stack_files_use_only_declared_keys_and_no_plaintext_secrets(stack: str) -> None:
+    cfg = stack_file(stack)
+    secret_keys = {K + k.name for k in sc.KEYS if k.secret}
+    for key, value in cfg.items():
+        namespace, _, name = key.partition(":")
+        assert namespace in ("aws", "triton-platform"), key
+        if namespace == "triton-platform":
+            assert name in {k.name for k in sc.KEYS}, key
+        if key in secret_keys:
+            assert isinstance(value, dict) and "secure" in value, f"{key} must be set with `pulumi config set --secret`"

@@ -1,0 +1,50 @@
+"""`make render` / `python -m tools.render`: runs without credentials and writes loadable
+YAML/JSON; a broken stack file exits 2 naming the key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import stack_run
+from tests.pulumi_kit import ROOT
+from tools.render import write_render
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_render_writes_loadable_manifests_and_inventory(stack: str, tmp_path: Path) -> None:
+    run = stack_run(stack)
+    counts = write_render(run, tmp_path / stack)
+    out = tmp_path / stack
+    inventory = json.loads((out / "inventory.json").read_text())
+    assert len(inventory) == counts["resources"] == len(run.resources) > 0
+    assert {"type", "name", "parent", "parentType", "provider", "inputs"} <= set(inventory[0])
+    assert {r["name"] for r in inventory} == {r.name for r in run.resources}
+    manifests = sorted((out / "manifests").glob("*.yaml"))
+    assert len(manifests) == counts["manifests"] == len(run.kubernetes_objects())
+    for path in manifests:
+        doc = yaml.safe_load(path.read_text())
+        assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"], path.name
+    for path in (out / "helm").glob("*.yaml"):
+        release = yaml.safe_load(path.read_text())
+        assert release["chart"] and release["version"], path.name
+    assert isinstance(json.loads((out / "exports.json").read_text()), dict)
+
+
+def test_render_cli_refuses_a_broken_stack_file_naming_the_key(tmp_path: Path) -> None:
+    broken = tmp_path / "Pulumi.dev.yaml"
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    assert "maxSize: 2\n" in text
+    broken.write_text(text.replace("      maxSize: 2\n", "      maxSise: 2\n", 1))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.render", "dev", "--stack-file", str(broken), "--out", str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("render: invalid stack config: triton-platform:nodeGroups.gpu-l4.maxSise: 2 is an unknown key; allowed:")
+    assert not (tmp_path / "out").exists()
