@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
+
 PROJECT = "triton-platform"
 ENVIRONMENTS = ("dev", "staging", "prod")
 KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34")
@@ -98,6 +100,9 @@ KEYS: tuple[Key, ...] = (
     Key("clusterLogTypes", "array", f"EKS control-plane log types sent to CloudWatch ({', '.join(CONTROL_PLANE_LOG_TYPES)}).", list(CONTROL_PLANE_LOG_TYPES), items="string"),
     Key("clusterLogRetentionDays", "integer", "CloudWatch retention of the control-plane logs, in days.", 90),
     Key("nodeGroups", "string", "YAML mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, desiredSize, maxSize, diskSizeGiB, labels}. Exactly one system group; at least one gpu group."),
+    Key("nodeAutoscalingEnabled", "boolean", "Run the Cluster Autoscaler so GPU node groups follow the Triton replicas (scale from/to zero where minSize is 0).", True),
+    Key("scaleDownUnneededMinutes", "integer", "Minutes a node must be unneeded before the autoscaler removes it (1-1440).", 10),
+    Key("scaleDownDelayAfterAddMinutes", "integer", "Minutes after a scale-up before scale-down is considered again (0-1440).", 10),
     Key("modelRepositoryNoncurrentVersionDays", "integer", "Days after which noncurrent S3 object versions in the model repository expire (1-3650).", 30),
     Key("modelRepositoryForceDestroy", "boolean", "Let `pulumi destroy` delete a non-empty model repository bucket. Allowed in dev only.", False),
     Key("githubRepository", "string", "GitHub `owner/name` whose workflows may assume the CI roles through OIDC."),
@@ -179,6 +184,9 @@ class StackConfig:
     cluster_log_types: tuple[str, ...]
     cluster_log_retention_days: int
     node_groups: tuple[NodeGroupConfig, ...]
+    node_autoscaling_enabled: bool
+    scale_down_unneeded_minutes: int
+    scale_down_delay_after_add_minutes: int
     model_repository_noncurrent_version_days: int
     model_repository_force_destroy: bool
     github_repository: str
@@ -324,6 +332,8 @@ def _parse_node_group(name: str, raw: Any) -> NodeGroupConfig:
             raise ConfigError(f"{base}.instanceTypes", t, "is not an EC2 instance type", "names such as g5.xlarge")
         if kind == "gpu" and not _gpu_family_ok(t):
             raise ConfigError(f"{base}.instanceTypes", t, "is not a GPU instance type", f"families {', '.join(GPU_INSTANCE_FAMILIES)}")
+        if kind == "gpu" and t not in GPUS_PER_INSTANCE:
+            raise ConfigError(f"{base}.instanceTypes", t, "is not a GPU instance size with a known GPU count", "sizes listed in components/gpu_instances.py")
         if kind == "system" and _gpu_family_ok(t):
             raise ConfigError(f"{base}.instanceTypes", t, "is a GPU instance type in the system group", "non-GPU families such as m7i, c7i")
     amis = GPU_AMI_TYPES if kind == "gpu" else SYSTEM_AMI_TYPES
@@ -399,6 +409,35 @@ def _parse_triton(name: str, raw: Any, groups: Mapping[str, NodeGroupConfig]) ->
         termination_grace_period_seconds=_int(f"{base}.terminationGracePeriodSeconds", m.get("terminationGracePeriodSeconds", 120), 10, 3600),
         agent_interval_seconds=_int(f"{base}.agentIntervalSeconds", m.get("agentIntervalSeconds", 10), 1, 3600),
     )
+
+
+def _check_gpu_capacity(groups: Mapping[str, NodeGroupConfig], tritons: tuple[TritonDeploymentConfig, ...], prod: bool) -> None:
+    """Every GPU group can hold what the Triton deployments scheduled on it may need:
+    maxSize x GPUs per node >= sum(maxReplicas x gpusPerReplica); a replica fits on one
+    node; in prod the on-demand floor (minSize) holds every deployment's minReplicas."""
+    for group in groups.values():
+        if not group.is_gpu:
+            continue
+        per_node = gpus_per_node(group.instance_types)
+        served = [t for t in tritons if t.node_group == group.name]
+        tkey = _key("tritonDeployments")
+        gkey = f"{_key('nodeGroups')}.{group.name}"
+        for t in served:
+            if t.gpus_per_replica > per_node:
+                raise ConfigError(f"{tkey}.{t.name}.gpusPerReplica", t.gpus_per_replica,
+                                  f"does not fit on one node of {gkey} ({per_node} GPU(s) per node)", f"at most {per_node}")
+        need_max = sum(t.max_replicas * t.gpus_per_replica for t in served)
+        if need_max > group.max_size * per_node:
+            names = ", ".join(f"{tkey}.{t.name}.maxReplicas" for t in served)
+            raise ConfigError(f"{gkey}.maxSize", group.max_size,
+                              f"holds {group.max_size * per_node} GPU(s) but {names} x gpusPerReplica need {need_max}",
+                              f"maxSize >= {-(-need_max // per_node)} (or fewer maxReplicas)")
+        need_min = sum(t.min_replicas * t.gpus_per_replica for t in served)
+        if prod and need_min > group.min_size * per_node:
+            names = ", ".join(f"{tkey}.{t.name}.minReplicas" for t in served)
+            raise ConfigError(f"{gkey}.minSize", group.min_size,
+                              f"keeps {group.min_size * per_node} on-demand GPU(s) but {names} x gpusPerReplica need {need_min}",
+                              f"minSize >= {-(-need_min // per_node)} in prod")
 
 
 # --------------------------------------------------------------------------------------
@@ -481,6 +520,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         if prod and group.capacity_type == "SPOT":
             raise ConfigError(f"{_key('nodeGroups')}.{group.name}.capacityType", "SPOT", f"backs prod Triton deployment {t.name!r} with spot capacity only", "ON_DEMAND for node groups serving prod deployments")
 
+    _check_gpu_capacity(groups, tritons, prod)
+
     days = _int(_key("modelRepositoryNoncurrentVersionDays"), values["modelRepositoryNoncurrentVersionDays"], 1, 3650)
     force_destroy = _bool(_key("modelRepositoryForceDestroy"), values["modelRepositoryForceDestroy"])
     if force_destroy and environment != "dev":
@@ -523,6 +564,9 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         cluster_admin_role_arns=tuple(admin_arns), cluster_log_types=tuple(log_types),
         cluster_log_retention_days=_int(_key("clusterLogRetentionDays"), values["clusterLogRetentionDays"], 1, 3653),
         node_groups=tuple(groups.values()),
+        node_autoscaling_enabled=_bool(_key("nodeAutoscalingEnabled"), values["nodeAutoscalingEnabled"]),
+        scale_down_unneeded_minutes=_int(_key("scaleDownUnneededMinutes"), values["scaleDownUnneededMinutes"], 1, 1440),
+        scale_down_delay_after_add_minutes=_int(_key("scaleDownDelayAfterAddMinutes"), values["scaleDownDelayAfterAddMinutes"], 0, 1440),
         model_repository_noncurrent_version_days=days, model_repository_force_destroy=force_destroy,
         github_repository=github_repo, github_deploy_refs=tuple(refs),
         triton_deployments=tritons, agent_image=agent_image,

@@ -408,3 +408,45 @@ def test_stack_files_use_only_declared_keys_and_no_plaintext_secrets(stack: str)
             assert name in {k.name for k in sc.KEYS}, key
         if key in secret_keys:
             assert isinstance(value, dict) and "secure" in value, f"{key} must be set with `pulumi config set --secret`"
+
+
+# ---- GPU capacity (node autoscaling can only add what the group's limits allow) ----------
+
+
+def test_gpu_pool_limit_must_hold_max_replicas() -> None:
+    cfg = raw("prod")
+    cfg[K + "tritonDeployments"]["default"]["maxReplicas"] = 9
+    fails(cfg, r"nodeGroups\.gpu-l4\.maxSize: 8 holds 8 GPU\(s\) but triton-platform:tritonDeployments\.default\.maxReplicas x gpusPerReplica need 9; allowed: maxSize >= 9")
+
+
+def test_gpu_pool_limit_counts_gpus_per_instance() -> None:
+    cfg = raw("prod")
+    cfg[K + "nodeGroups"]["gpu-l4"]["instanceTypes"] = ["g6.12xlarge"]
+    cfg[K + "nodeGroups"]["gpu-l4"].update(minSize=1, desiredSize=1, maxSize=2)
+    cfg[K + "tritonDeployments"]["default"]["gpusPerReplica"] = 1
+    cfg[K + "tritonDeployments"]["default"]["maxReplicas"] = 8
+    assert parse(cfg).node_group("gpu-l4").max_size == 2  # 2 nodes x 4 GPUs hold 8 replicas
+
+
+def test_replica_must_fit_on_one_node() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["gpusPerReplica"] = 2
+    fails(cfg, r"tritonDeployments\.default\.gpusPerReplica: 2 does not fit on one node of triton-platform:nodeGroups\.gpu-l4 \(1 GPU\(s\) per node\); allowed: at most 1")
+
+
+def test_prod_on_demand_floor_holds_min_replicas() -> None:
+    cfg = raw("prod")
+    cfg[K + "nodeGroups"]["gpu-a10g"].update(minSize=1, desiredSize=2)
+    fails(cfg, r"nodeGroups\.gpu-a10g\.minSize: 1 keeps 1 on-demand GPU\(s\) but triton-platform:tritonDeployments\.large\.minReplicas x gpusPerReplica need 2; allowed: minSize >= 2 in prod")
+
+
+def test_gpu_size_must_have_known_gpu_count() -> None:
+    cfg = raw("dev")
+    cfg[K + "nodeGroups"]["gpu-l4"]["instanceTypes"] = ["g6.96xlarge"]
+    fails(cfg, r"instanceTypes: 'g6.96xlarge' is not a GPU instance size with a known GPU count")
+
+
+def test_scale_down_minutes_in_range() -> None:
+    cfg = raw("dev")
+    cfg[K + "scaleDownUnneededMinutes"] = 0
+    fails(cfg, r"scaleDownUnneededMinutes: 0 is out of range; allowed: an integer from 1 to 1440")

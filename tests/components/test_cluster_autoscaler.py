@@ -1,0 +1,146 @@
+"""Cluster Autoscaler: builders, Args validation, and (under the mocks, per stack) the
+recorded role, policy, scale-from-zero tags and Helm release."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import cluster_autoscaler as ca
+from components import gpu_contract, versions
+from components.gpu_instances import gpus_per_node
+from components.stack_config import StackConfig
+from components.stack_config import parse as parse_config
+from tests.pulumi_kit import Run
+from tests.pulumi_kit import stack_config as stack_file
+
+POOL = ca.GpuPool(name="gpu-l4", autoscaling_group_name="eks-gpu-l4-abc", gpus_per_node=4, capacity_type="SPOT")
+
+
+def args(**kw: object) -> ca.ClusterAutoscalerArgs:
+    base: dict[str, object] = {"cluster_name": "c", "region": "us-east-1", "kubernetes_version": "1.33", "gpu_pools": (POOL,)}
+    base.update(kw)
+    return ca.ClusterAutoscalerArgs(**base)  # type: ignore[arg-type]
+
+
+def test_node_template_tags_derive_from_the_gpu_contract() -> None:
+    tags = ca._build_node_template_tags(POOL)
+    prefix = "k8s.io/cluster-autoscaler/node-template"
+    for key, value in gpu_contract.gpu_node_labels("gpu-l4").items():
+        assert tags[f"{prefix}/label/{key}"] == value
+    taint = gpu_contract.GPU_TAINT
+    assert tags[f"{prefix}/taint/{taint.key}"] == f"{taint.value}:{taint.effect}" == "true:NoSchedule"
+    assert tags[f"{prefix}/resources/nvidia.com/gpu"] == "4"
+
+
+def test_policy_scopes_mutations_to_this_clusters_groups() -> None:
+    policy = json.loads(ca._build_policy("prod-cluster", "us-east-1", "123456789012"))
+    by_sid = {s["Sid"]: s for s in policy["Statement"]}
+    assert set(by_sid) == {"DescribeOnly", "ScaleOwnGroupsOnly", "ReadOwnNodeGroups"}
+    # The only wildcard resource is for Describe* calls, which IAM cannot scope.
+    for s in policy["Statement"]:
+        assert all(not a.endswith("*") for a in s["Action"])
+        if s["Resource"] == "*":
+            assert all(a.split(":")[1].startswith(("Describe", "Get")) for a in s["Action"]), s
+    scale = by_sid["ScaleOwnGroupsOnly"]
+    assert scale["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
+    assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/prod-cluster": "owned"}}
+    assert by_sid["ReadOwnNodeGroups"]["Resource"] == "arn:aws:eks:us-east-1:123456789012:nodegroup/prod-cluster/*/*"
+
+
+def test_trust_is_pod_identity_only() -> None:
+    trust = json.loads(ca._build_trust_policy())
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+
+
+def test_priority_expander_prefers_spot_then_on_demand() -> None:
+    od = ca.GpuPool(name="gpu-a10g", autoscaling_group_name="x", gpus_per_node=1, capacity_type="ON_DEMAND")
+    prio = ca._build_priorities((POOL, od))
+    assert prio == {1: [".*"], 20: ["^eks-gpu-a10g-.*"], 30: ["^eks-gpu-l4-.*"]}
+
+
+def test_values_let_gpu_nodes_with_emptydir_models_scale_down() -> None:
+    values = ca._build_values(args(scale_down_unneeded_minutes=7, scale_down_delay_after_add_minutes=3), "c")
+    extra = values["extraArgs"]
+    assert extra["skip-nodes-with-local-storage"] is False
+    assert extra["scale-down-unneeded-time"] == "7m"
+    assert extra["scale-down-delay-after-add"] == "3m"
+    assert extra["expander"] == "priority,least-waste"
+    assert values["image"]["tag"] == versions.CLUSTER_AUTOSCALER_IMAGE_TAGS["1.33"]
+    assert values["autoDiscovery"] == {"clusterName": "c"}
+    assert values["nodeSelector"] == gpu_contract.system_node_labels()
+    assert values["containerSecurityContext"]["readOnlyRootFilesystem"] is True
+    assert values["securityContext"]["runAsNonRoot"] is True
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"kubernetes_version": "1.20"}, r"kubernetes_version: '1.20' has no matching autoscaler image"),
+    ({"gpu_pools": (POOL, POOL)}, r"gpu_pools: \['gpu-l4', 'gpu-l4'\] repeats a name"),
+    ({"scale_down_unneeded_minutes": 0}, r"scale_down_unneeded_minutes: 0 is out of range"),
+    ({"scale_down_delay_after_add_minutes": -1}, r"scale_down_delay_after_add_minutes: -1 is out of range"),
+])
+def test_args_validation(kw: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        args(**kw)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"gpus_per_node": 0}, r"GpuPool.gpus_per_node: 0 is out of range"),
+    ({"capacity_type": "spot"}, r"GpuPool.capacity_type: 'spot' is not allowed"),
+])
+def test_pool_validation(kw: dict[str, object], match: str) -> None:
+    base: dict[str, object] = {"name": "g", "autoscaling_group_name": "a", "gpus_per_node": 1, "capacity_type": "SPOT"}
+    base.update(kw)
+    with pytest.raises(ValueError, match=match):
+        ca.GpuPool(**base)  # type: ignore[arg-type]
+
+
+# ---- the real program, per stack -------------------------------------------------------------
+
+
+def _config(stack: str) -> StackConfig:
+    return parse_config(stack_file(stack), stack)
+
+
+def test_every_stack_runs_the_autoscaler_with_tags_for_each_gpu_group(any_stack: Run) -> None:
+    config = _config(any_stack.stack)
+    component = any_stack.one("triton-platform:autoscaling:ClusterAutoscaler")
+    children = any_stack.children_of(component)
+    assert children, "autoscaler component has no children"
+    assert all(c.name.startswith(f"{component.name}-") for c in children)
+    tags = [c for c in children if c.type == "aws:autoscaling/tag:Tag"]
+    for group in config.gpu_node_groups:
+        mine = {t.inputs["tag"]["key"]: t.inputs["tag"]["value"] for t in tags if t.name.startswith(f"{component.name}-{group.name}-template-")}
+        assert mine["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == str(gpus_per_node(group.instance_types))
+        assert mine["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"
+        assert all(t.inputs["tag"]["propagateAtLaunch"] is False for t in tags)
+    release = any_stack.one("kubernetes:helm.sh/v3:Release", f"{component.name}-release")
+    assert release.inputs["version"] == versions.CLUSTER_AUTOSCALER_CHART_VERSION
+    assert release.inputs["namespace"] == "kube-system"
+    values = release.inputs["values"]
+    assert values["image"]["tag"] == versions.CLUSTER_AUTOSCALER_IMAGE_TAGS[config.kubernetes_version]
+    assert values["extraArgs"]["scale-down-unneeded-time"] == f"{config.scale_down_unneeded_minutes}m"
+    assoc = any_stack.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{component.name}-pod-identity")
+    assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
+    policy = json.loads(any_stack.one("aws:iam/rolePolicy:RolePolicy", f"{component.name}-policy").inputs["policy"])
+    scale = next(s for s in policy["Statement"] if s["Sid"] == "ScaleOwnGroupsOnly")
+    assert list(scale["Condition"]["StringEquals"].values()) == ["owned"]
+
+
+def test_dev_gpu_capacity_can_reach_zero_and_prod_keeps_an_on_demand_floor(dev: Run, prod: Run) -> None:
+    """What EKS is asked for: dev GPU node groups may scale to 0; prod GPU groups keep an
+    on-demand floor large enough for every deployment's minReplicas."""
+    for run, stack in ((dev, "dev"), (prod, "prod")):
+        config = _config(stack)
+        recorded = {r.inputs.get("nodeGroupName"): r for r in run.of_type("aws:eks/nodeGroup:NodeGroup")}
+        for group in config.gpu_node_groups:
+            scaling = next(r for name, r in recorded.items() if name and name.endswith(group.name)).inputs["scalingConfig"]
+            if stack == "dev":
+                assert scaling["minSize"] == 0
+            else:
+                node_gpus = gpus_per_node(group.instance_types)
+                need = sum(t.min_replicas * t.gpus_per_replica for t in config.triton_deployments if t.node_group == group.name)
+                assert scaling["minSize"] * node_gpus >= need
