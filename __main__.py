@@ -7,13 +7,130 @@ directly and nothing here reads `pulumi.Config()`: see components/stack_config.p
 
 import pulumi
 
+from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, GpuPool
+from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
+from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
+from components.gpu_instances import gpus_per_node
+from components.gpu_operators import GpuOperators, GpuOperatorsArgs
+from components.identities import Identities, IdentitiesArgs
+from components.ingress import Ingress, IngressArgs, TritonBackend
+from components.log_shipping import LogShipping, LogShippingArgs
+from components.model_repository import ModelRepository, ModelRepositoryArgs
+from components.monitoring import MonitoredDeployment, Monitoring, MonitoringArgs
+from components.naming import TRITON_NAMESPACE, triton_app_name
+from components.network import Network, NetworkArgs
+from components.node_group import build_node_groups
+from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.stack_config import load_from_pulumi
+from components.triton_deployment import build_triton_deployments
 
 config = load_from_pulumi()
 
 # ---- AWS foundation (DESIGN.md items 1-6) -------------------------------------------
+# Names other sections rely on: network, cluster (.provider), node_groups (name ->
+# NodeGroup), repository (.bucket_name, .bucket_arn, .kms_key_arn), identities
+# (.serving_role_arn), gpu_operators. See docs/stack-outputs.md.
+aws_tags = {"triton-platform.io/environment": config.environment, "triton-platform.io/stack": config.stack, "managed-by": "pulumi"}
+eks_name = cluster_name(config.environment)
+
+network = Network("network", NetworkArgs(
+    cluster_name=eks_name, region=config.region, vpc_cidr=config.vpc_cidr,
+    availability_zone_count=config.availability_zone_count, nat_gateway_mode=config.nat_gateway_mode, tags=aws_tags,
+))
+cluster = EksCluster("cluster", EksClusterArgs(
+    cluster_name=eks_name, region=config.region, kubernetes_version=config.kubernetes_version,
+    subnet_ids=network.private_subnet_ids, cluster_admin_role_arns=config.cluster_admin_role_arns,
+    public_access_cidrs=config.cluster_endpoint_public_access_cidrs,
+    allow_world_open_endpoint=config.allow_world_open_cluster_endpoint,
+    log_types=config.cluster_log_types, log_retention_days=config.cluster_log_retention_days,
+    deletion_protection=config.environment != "dev", tags=aws_tags,
+))
+node_groups = build_node_groups(config.node_groups, cluster.cluster_name, config.kubernetes_version,
+                                network.private_subnet_ids, aws_tags)
+cluster_addons = EksAddons("post-compute-addons", EksAddonsArgs(
+    cluster_name=cluster.cluster_name, kubernetes_version=config.kubernetes_version, addons=AFTER_COMPUTE_ADDONS, tags=aws_tags,
+), opts=pulumi.ResourceOptions(depends_on=list(node_groups.values())))
+repository = ModelRepository("model-repository", ModelRepositoryArgs(
+    environment=config.environment, region=config.region,
+    noncurrent_version_days=config.model_repository_noncurrent_version_days,
+    force_destroy=config.model_repository_force_destroy,
+    read_principal_arns=config.model_repository_read_principal_arns, tags=aws_tags,
+))
+identities = Identities("identities", IdentitiesArgs(
+    environment=config.environment, cluster_name=cluster.cluster_name,
+    bucket_arn=repository.bucket_arn, kms_key_arn=repository.kms_key_arn,
+    triton_deployments=[d.name for d in config.triton_deployments],
+    github_repository=config.github_repository, github_deploy_refs=config.github_deploy_refs,
+    deployer_policy_arns=config.deployer_policy_arns, github_oidc_provider_arn=config.github_oidc_provider_arn,
+    promotion_source_bucket=config.promotion_source_bucket,
+    promotion_source_kms_key_arn=config.promotion_source_kms_key_arn, tags=aws_tags,
+), opts=pulumi.ResourceOptions(depends_on=[cluster.addons]))  # the pod-identity agent add-on first
+# service_monitor needs the prometheus-operator CRDs: the serving-plane section adds
+# kube-prometheus-stack to depends_on when it creates it.
+gpu_operators = GpuOperators("gpu-operators", GpuOperatorsArgs(
+    gpu_node_groups=[g.name for g in config.gpu_node_groups], service_monitor=config.monitoring_enabled,
+), opts=pulumi.ResourceOptions(provider=cluster.provider))
+
+# Node autoscaling (docs/node-autoscaling.md): GPU node groups follow the Triton replicas.
+if config.node_autoscaling_enabled:
+    cluster_autoscaler = ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
+        cluster_name=cluster.cluster_name, region=config.region, kubernetes_version=config.kubernetes_version,
+        gpu_pools=tuple(
+            GpuPool(name=g.name, autoscaling_group_name=node_groups[g.name].autoscaling_group_name,
+                    gpus_per_node=gpus_per_node(g.instance_types), capacity_type=g.capacity_type)
+            for g in config.gpu_node_groups
+        ),
+        scale_down_unneeded_minutes=config.scale_down_unneeded_minutes,
+        scale_down_delay_after_add_minutes=config.scale_down_delay_after_add_minutes,
+        service_monitor=config.monitoring_enabled,
+    ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster_addons]))
 
 # ---- Kubernetes serving plane (DESIGN.md items 7-9) ---------------------------------
+# Every Kubernetes object goes through the cluster's provider (children inherit it).
+# Order: namespace -> monitoring (CRDs + adapter) -> Triton -> ingress. docs/serving-plane.md.
+on_cluster = pulumi.ResourceOptions(provider=cluster.provider)
+replicas = 2 if config.is_prod else 1
+triton_namespace = ServingNamespace("triton-namespace", ServingNamespaceArgs(TRITON_NAMESPACE), opts=on_cluster)
+monitoring = Monitoring("monitoring", MonitoringArgs(
+    deployments=tuple(MonitoredDeployment(d.name, d.queue_time_target_microseconds) for d in config.triton_deployments),
+    prometheus_retention_days=config.prometheus_retention_days, prometheus_storage_gib=config.prometheus_storage_gib,
+    slack_webhook_url=config.alertmanager_slack_webhook_url, replicas=replicas,
+), opts=on_cluster) if config.monitoring_enabled else None
+log_shipping = LogShipping("log-shipping", LogShippingArgs(
+    retention_days=config.loki_retention_days, shipper_replicas=replicas + 1,
+    grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None,
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[monitoring] if monitoring else [])) if config.logging_enabled else None
+tritons = build_triton_deployments(
+    config.triton_deployments, environment=config.environment, bucket_name=repository.bucket_name, region=config.region,
+    agent_image=config.agent_image, monitoring=monitoring is not None,
+    # The Pod Identity associations exist before the first pod asks for credentials.
+    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[triton_namespace, identities, *([monitoring] if monitoring else [])]),
+)
+ingress = Ingress("ingress", IngressArgs(
+    domain=config.domain, acme_email=config.acme_email, tls_issuer=config.tls_issuer,
+    backends=tuple(TritonBackend(d.name, triton_app_name(d.name), d.models) for d in config.triton_deployments),
+    allowed_cidrs=config.ingress_allowed_cidrs, request_body_limit_mib=config.ingress_request_body_limit_mib,
+    rate_limit_rps=config.ingress_rate_limit_rps, replicas=replicas + 1,
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[triton_namespace]))
 
 # ---- Stack outputs -------------------------------------------------------------------
 pulumi.export("environment", config.environment)
+# AWS foundation outputs (documented in docs/stack-outputs.md).
+pulumi.export("clusterName", cluster.cluster_name)
+pulumi.export("kubeconfig", cluster.kubeconfig)  # secret
+pulumi.export("modelRepositoryBucket", repository.bucket_name)
+pulumi.export("modelRepositoryUri", repository.repository_uri)
+pulumi.export("modelRepositoryKmsKeyArn", repository.kms_key_arn)
+pulumi.export("servingRoleArn", identities.serving_role_arn)
+pulumi.export("deployerRoleArn", identities.deployer_role_arn)
+if identities.publisher_role_arn is not None:
+    pulumi.export("publisherRoleArn", identities.publisher_role_arn)
+if identities.promoter_role_arn is not None:
+    pulumi.export("promoterRoleArn", identities.promoter_role_arn)
+# Serving-plane outputs (docs/serving-plane.md).
+pulumi.export("tritonEndpoints", {"http": ingress.http_host.apply(lambda h: f"https://{h}"),
+                                  "grpc": ingress.grpc_host.apply(lambda h: f"{h}:443")})
+pulumi.export("tritonDeployments", sorted(tritons))
+pulumi.export("ingressDefaultApiKey", ingress.default_api_key)  # secret
+if monitoring is not None:
+    pulumi.export("grafanaAdminPassword", monitoring.grafana_admin_password)  # secret

@@ -158,19 +158,20 @@ def _build_node_template_tags(pool: GpuPool) -> dict[str, str]:
     return tags
 
 
-def _build_priorities(pools: tuple[GpuPool, ...]) -> dict[int, list[str]]:
+def _build_priorities(pools: tuple[GpuPool, ...]) -> dict[str, list[str]]:
     """Priority expander: spot GPU groups first (cheapest, where a stack allows spot),
     then on-demand GPU groups; anything else (the system group) last. Managed node group
-    ASGs are named `eks-<nodegroup name>-<uuid>`.
+    ASGs are named `eks-<nodegroup name>-<uuid>`. Keys are strings (Helm values travel
+    as a protobuf Struct); the chart writes them into the priority ConfigMap as-is.
     # ref: https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/expander/priority/readme.md
     """
     spot = sorted(f"^eks-{p.name}-.*" for p in pools if p.capacity_type == "SPOT")
     on_demand = sorted(f"^eks-{p.name}-.*" for p in pools if p.capacity_type == "ON_DEMAND")
-    priorities: dict[int, list[str]] = {1: [".*"]}
+    priorities: dict[str, list[str]] = {"1": [".*"]}
     if on_demand:
-        priorities[20] = on_demand
+        priorities["20"] = on_demand
     if spot:
-        priorities[30] = spot
+        priorities["30"] = spot
     return priorities
 
 

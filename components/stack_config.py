@@ -50,6 +50,11 @@ _IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{
 _IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
+_GITHUB_OIDC_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
+_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
+_REFUSED_DEPLOYER_POLICIES = ("arn:aws:iam::aws:policy/AdministratorAccess", "arn:aws:iam::aws:policy/IAMFullAccess")
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
 
 
 class ConfigError(ValueError):
@@ -107,6 +112,11 @@ KEYS: tuple[Key, ...] = (
     Key("modelRepositoryForceDestroy", "boolean", "Let `pulumi destroy` delete a non-empty model repository bucket. Allowed in dev only.", False),
     Key("githubRepository", "string", "GitHub `owner/name` whose workflows may assume the CI roles through OIDC."),
     Key("githubDeployRefs", "array", "Git refs (or `environment:<name>`) whose workflows may assume this stack's CI roles.", ["refs/heads/main"], items="string"),
+    Key("githubOidcProviderArn", "string", "Existing GitHub Actions OIDC provider of the AWS account (one per account). Empty (default) = this stack creates it.", ""),
+    Key("deployerPolicyArns", "array", "IAM managed policy ARNs of the CI deployer role (`pulumi up`). Required, explicit; AdministratorAccess and IAMFullAccess are refused.", items="string"),
+    Key("promotionSourceBucket", "string", "prod only (required there): the staging model-repository bucket the promoter reads (triton-platform-staging-models-<account>).", ""),
+    Key("promotionSourceKmsKeyArn", "string", "prod only (required there): ARN of the staging bucket's KMS key (kms:Decrypt for server-side copies).", ""),
+    Key("modelRepositoryReadPrincipalArns", "array", "staging only: IAM role ARNs in other accounts (the prod promoter) granted read on the promotion prefixes by the bucket and key policies.", [], items="string"),
     Key("tritonDeployments", "string", "YAML mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}."),
     Key("agentImage", "string", "Repository-agent image (built from the repo's Dockerfile), pinned by digest (`repo:tag@sha256:...`); prod and staging refuse a tag without a digest."),
     Key("domain", "string", "DNS zone the public Triton hosts live under (hosts: `infer.<domain>` HTTP, `grpc.<domain>` gRPC)."),
@@ -205,6 +215,11 @@ class StackConfig:
     logging_enabled: bool
     loki_retention_days: int
     alertmanager_slack_webhook_url: str = field(default="", repr=False)
+    github_oidc_provider_arn: str = ""
+    deployer_policy_arns: tuple[str, ...] = ()
+    promotion_source_bucket: str = ""
+    promotion_source_kms_key_arn: str = ""
+    model_repository_read_principal_arns: tuple[str, ...] = ()
 
     @property
     def is_prod(self) -> bool:
@@ -552,6 +567,33 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     if not ingress_cidrs:
         raise ConfigError(_key("ingressAllowedCidrs"), [], "is empty", "at least one client CIDR")
 
+    oidc_arn = values["githubOidcProviderArn"] or ""
+    if oidc_arn and not _GITHUB_OIDC_ARN.match(oidc_arn):
+        raise ConfigError(_key("githubOidcProviderArn"), oidc_arn, "is not the GitHub OIDC provider", "arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com, or empty to create it")
+    deployer_arns = _list(_key("deployerPolicyArns"), values["deployerPolicyArns"])
+    if not deployer_arns:
+        raise ConfigError(_key("deployerPolicyArns"), deployer_arns, "is empty", "one or more IAM managed policy ARNs")
+    for arn in deployer_arns:
+        _str(_key("deployerPolicyArns"), arn, _POLICY_ARN, "IAM policy ARNs: arn:aws:iam::<account|aws>:policy/<name>")
+        if arn in _REFUSED_DEPLOYER_POLICIES:
+            raise ConfigError(_key("deployerPolicyArns"), arn, "grants unrestricted power to CI", "a scoped deployer policy, not " + " or ".join(_REFUSED_DEPLOYER_POLICIES))
+    source_bucket = values["promotionSourceBucket"] or ""
+    source_key = values["promotionSourceKmsKeyArn"] or ""
+    if prod:
+        for missing_key, missing_value in (("promotionSourceBucket", source_bucket), ("promotionSourceKmsKeyArn", source_key)):
+            if not missing_value:
+                raise ConfigError(_key(missing_key), None, "is missing (prod promotes from staging)", "set it in prod to the staging stack's value")
+        _str(_key("promotionSourceBucket"), source_bucket, _BUCKET_NAME, "the staging model-repository bucket name (required in prod)")
+        _str(_key("promotionSourceKmsKeyArn"), source_key, _KMS_KEY_ARN, "arn:aws:kms:<region>:<account>:key/<key id> of the staging bucket (required in prod)")
+    elif source_bucket or source_key:
+        bad = "promotionSourceBucket" if source_bucket else "promotionSourceKmsKeyArn"
+        raise ConfigError(_key(bad), source_bucket or source_key, f"is set in {environment}", "empty outside prod (only prod promotes)")
+    readers = _list(_key("modelRepositoryReadPrincipalArns"), values["modelRepositoryReadPrincipalArns"])
+    for arn in readers:
+        _str(_key("modelRepositoryReadPrincipalArns"), arn, _ROLE_ARN, "IAM role ARNs: arn:aws:iam::<12-digit account>:role/<name>")
+    if readers and environment != "staging":
+        raise ConfigError(_key("modelRepositoryReadPrincipalArns"), readers, f"is set in {environment}", "staging only (the promotion source)")
+
     webhook = values["alertmanagerSlackWebhookUrl"] or ""
     if webhook and not str(webhook).startswith("https://hooks.slack.com/"):
         raise ConfigError(_key("alertmanagerSlackWebhookUrl"), "<secret>", "is not a Slack webhook URL", "https://hooks.slack.com/... or empty")
@@ -580,6 +622,9 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         logging_enabled=_bool(_key("loggingEnabled"), values["loggingEnabled"]),
         loki_retention_days=_int(_key("lokiRetentionDays"), values["lokiRetentionDays"], 1, 365),
         alertmanager_slack_webhook_url=str(webhook),
+        github_oidc_provider_arn=oidc_arn, deployer_policy_arns=tuple(deployer_arns),
+        promotion_source_bucket=source_bucket, promotion_source_kms_key_arn=source_key,
+        model_repository_read_principal_arns=tuple(readers),
     )
 
 

@@ -204,8 +204,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
         for prop in _declared_outputs(self.classes.get((args.typ, args.name))):
             if prop not in state:
                 state[prop] = f"{UNMOCKED}{args.typ}.{prop}"
-        state.setdefault("id", f"{args.name}-id")
-        return f"{args.name}-id", state
+        # A mock table may give the physical id (an S3 bucket's id is its name).
+        resource_id = str(state.get("id") or f"{args.name}-id")
+        state["id"] = resource_id
+        return resource_id, state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         self.invokes.append(Invoke(args.token, dict(args.args)))

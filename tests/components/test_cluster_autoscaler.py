@@ -59,7 +59,7 @@ def test_trust_is_pod_identity_only() -> None:
 def test_priority_expander_prefers_spot_then_on_demand() -> None:
     od = ca.GpuPool(name="gpu-a10g", autoscaling_group_name="x", gpus_per_node=1, capacity_type="ON_DEMAND")
     prio = ca._build_priorities((POOL, od))
-    assert prio == {1: [".*"], 20: ["^eks-gpu-a10g-.*"], 30: ["^eks-gpu-l4-.*"]}
+    assert prio == {"1": [".*"], "20": ["^eks-gpu-a10g-.*"], "30": ["^eks-gpu-l4-.*"]}
 
 
 def test_values_let_gpu_nodes_with_emptydir_models_scale_down() -> None:
@@ -117,6 +117,9 @@ def test_every_stack_runs_the_autoscaler_with_tags_for_each_gpu_group(any_stack:
         assert mine["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == str(gpus_per_node(group.instance_types))
         assert mine["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"
         assert all(t.inputs["tag"]["propagateAtLaunch"] is False for t in tags)
+        group_resource = any_stack.one("aws:eks/nodeGroup:NodeGroup", f"nodegroup-{group.name}-node-group")
+        asg = group_resource.state["resources"][0]["autoscalingGroups"][0]["name"]
+        assert {t.inputs["autoscalingGroupName"] for t in tags if t.name.startswith(f"{component.name}-{group.name}-")} == {asg}
     release = any_stack.one("kubernetes:helm.sh/v3:Release", f"{component.name}-release")
     assert release.inputs["version"] == versions.CLUSTER_AUTOSCALER_CHART_VERSION
     assert release.inputs["namespace"] == "kube-system"
@@ -135,9 +138,10 @@ def test_dev_gpu_capacity_can_reach_zero_and_prod_keeps_an_on_demand_floor(dev: 
     on-demand floor large enough for every deployment's minReplicas."""
     for run, stack in ((dev, "dev"), (prod, "prod")):
         config = _config(stack)
-        recorded = {r.inputs.get("nodeGroupName"): r for r in run.of_type("aws:eks/nodeGroup:NodeGroup")}
         for group in config.gpu_node_groups:
-            scaling = next(r for name, r in recorded.items() if name and name.endswith(group.name)).inputs["scalingConfig"]
+            recorded = run.one("aws:eks/nodeGroup:NodeGroup", f"nodegroup-{group.name}-node-group")
+            assert recorded.inputs["capacityType"] == group.capacity_type
+            scaling = recorded.inputs["scalingConfig"]
             if stack == "dev":
                 assert scaling["minSize"] == 0
             else:

@@ -407,7 +407,8 @@ def test_stack_files_use_only_declared_keys_and_no_plaintext_secrets(stack: str)
         if namespace == "triton-platform":
             assert name in {k.name for k in sc.KEYS}, key
         if key in secret_keys:
-            assert isinstance(value, dict) and "secure" in value, f"{key} must be set with `pulumi config set --secret`"
+            assert isinstance(value, dict), f"{key} must be set with `pulumi config set --secret`"
+            assert "secure" in value, f"{key} must be set with `pulumi config set --secret`"
 
 
 # ---- GPU capacity (node autoscaling can only add what the group's limits allow) ----------

@@ -1,0 +1,264 @@
+"""The EKS control plane (DESIGN.md item 2), built from plain `pulumi_aws.eks` resources.
+
+- Authentication mode `API`: who may reach the cluster is a list of EKS access entries
+  in this program (AmazonEKSClusterAdminPolicy for `cluster_admin_role_arns`), never an
+  aws-auth ConfigMap, and the cluster creator gets no invisible admin entry
+  (`bootstrap_cluster_creator_admin_permissions=False`). The first `pulumi up` must
+  therefore be run by one of the admin roles; afterwards the CI deployer role (an access
+  entry made by `Identities`) takes over.
+  ref: https://docs.aws.amazon.com/eks/latest/userguide/access-entries.html
+- Private endpoint always on. The public endpoint is on only when
+  `public_access_cidrs` is non-empty, and then limited to those CIDRs (prod ships with
+  none: `pulumi up` runs from inside the VPC).
+- Control-plane logs to a CloudWatch log group created here (so its retention is ours,
+  not "never expire"), secrets envelope-encrypted with a dedicated KMS key (rotation on).
+- Workload identity is EKS Pod Identity, not IRSA. The decision: Pod Identity needs no
+  per-cluster IAM OIDC provider and no trust policy naming a cluster's issuer URL, so a
+  role's trust policy is the same for every cluster (`pods.eks.amazonaws.com`) and a
+  cluster can be replaced or blue/green-upgraded without editing IAM; the binding
+  (namespace + service account -> role) is an EKS API object (`PodIdentityAssociation`)
+  reviewed in this program instead of a ServiceAccount annotation anyone with RBAC on
+  the namespace can change; sessions carry the cluster/namespace/service-account as
+  session tags for ABAC. It is AWS's recommended path for new clusters.
+  ref: https://docs.aws.amazon.com/eks/latest/userguide/service-accounts.html#service-accounts-iam
+- `provider`: a `pulumi_kubernetes.Provider` on this cluster's kubeconfig (token from
+  `aws eks get-token`, no static credentials), shared by every Kubernetes resource.
+  It waits for the admin access entries, so nothing races an Unauthorized API.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.eks_addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
+from components.stack_config import CONTROL_PLANE_LOG_TYPES
+from components.versions import EKS_ADDON_VERSIONS
+
+CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+CLUSTER_ROLE_POLICY_ARNS = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/(?:[\w+=,.@-]+/)*([\w+=,.@-]{1,64})$")
+_CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/\d{1,2}$")
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+
+def cluster_name(environment: str) -> str:
+    """The EKS cluster name of an environment (subnet tags need it before the cluster exists)."""
+    return f"triton-{environment}"
+
+
+def role_key(role_arn: str) -> str:
+    """A stable, readable key for a role ARN (the role name): names the access-entry children."""
+    m = _ROLE_ARN.match(role_arn)
+    if not m:
+        raise ValueError(f"role ARN: {role_arn!r} is not an IAM role ARN; allowed: arn:aws:iam::<12-digit account>:role/<name>")
+    return m.group(1).lower().replace("_", "-").replace("+", "-").replace("=", "-").replace(",", "-").replace(".", "-").replace("@", "-")
+
+
+@dataclass(frozen=True)
+class EksClusterArgs:
+    """Inputs of `EksCluster`.
+
+    cluster_name: EKS cluster name (required; see `cluster_name()`).
+    region: AWS region, used by the kubeconfig's `aws eks get-token` (required).
+    kubernetes_version: minor version; must have pinned add-ons in versions.py (required).
+    subnet_ids: private subnets for the control-plane ENIs (required, >= 2 AZs).
+    cluster_admin_role_arns: IAM roles granted AmazonEKSClusterAdminPolicy (required, >= 1, distinct).
+    public_access_cidrs: CIDRs allowed to the public endpoint; empty (default) = private only.
+        0.0.0.0/0 is refused here unless allow_world_open_endpoint (stack config already gates it).
+    allow_world_open_endpoint: explicit opt-in for 0.0.0.0/0 (default False).
+    log_types: control-plane log types (default all five).
+    log_retention_days: CloudWatch retention of those logs, in days (default 90).
+    deletion_protection: refuse `DeleteCluster` until turned off (default True; dev may turn it off).
+    tags: extra tags on every resource (default none).
+    """
+
+    cluster_name: str
+    region: str
+    kubernetes_version: str
+    subnet_ids: pulumi.Input[Sequence[str]]
+    cluster_admin_role_arns: Sequence[str]
+    public_access_cidrs: Sequence[str] = ()
+    allow_world_open_endpoint: bool = False
+    log_types: Sequence[str] = CONTROL_PLANE_LOG_TYPES
+    log_retention_days: int = 90
+    deletion_protection: bool = True
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _CLUSTER_NAME.match(self.cluster_name):
+            raise ValueError(f"EksClusterArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: letters, digits, '-' and '_', starting alphanumeric, at most 100 characters")
+        if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
+            raise ValueError(f"EksClusterArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1")
+        if self.kubernetes_version not in EKS_ADDON_VERSIONS:
+            raise ValueError(f"EksClusterArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))}")
+        if not self.cluster_admin_role_arns:
+            raise ValueError("EksClusterArgs.cluster_admin_role_arns: [] is empty; allowed: at least one IAM role ARN")
+        keys = [role_key(a) for a in self.cluster_admin_role_arns]  # raises on a non-role ARN
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"EksClusterArgs.cluster_admin_role_arns: {list(self.cluster_admin_role_arns)!r} names a role twice; allowed: distinct role names")
+        for cidr in self.public_access_cidrs:
+            if not _CIDR.match(cidr):
+                raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as 198.51.100.0/24")
+            if cidr.endswith("/0") and not self.allow_world_open_endpoint:
+                raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} opens the API to the internet; allowed: specific CIDRs, or allow_world_open_endpoint=True after review")
+        for t in self.log_types:
+            if t not in CONTROL_PLANE_LOG_TYPES:
+                raise ValueError(f"EksClusterArgs.log_types: {t!r} is not a log type; allowed: {', '.join(CONTROL_PLANE_LOG_TYPES)}")
+        # CloudWatch accepts only these retention values.
+        # ref: https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
+        if self.log_retention_days not in _RETENTION_DAYS:
+            raise ValueError(f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; allowed: {', '.join(map(str, _RETENTION_DAYS))}")
+
+
+_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
+def _build_assume_role_policy(service: str) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": service}, "Action": ["sts:AssumeRole", "sts:TagSession"],
+    }]}
+
+
+def _build_encryption_policy(key_arn: str) -> dict[str, Any]:
+    """What the cluster role needs on its secrets key (envelope encryption)."""
+    # ref: https://docs.aws.amazon.com/eks/latest/userguide/enable-kms.html
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "ClusterSecretsEncryption", "Effect": "Allow",
+        "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"], "Resource": key_arn,
+    }]}
+
+
+def _build_vpc_config(subnet_ids: pulumi.Input[Sequence[str]], public_access_cidrs: Sequence[str]) -> aws.eks.ClusterVpcConfigArgs:
+    public = bool(public_access_cidrs)
+    return aws.eks.ClusterVpcConfigArgs(
+        subnet_ids=subnet_ids,
+        endpoint_private_access=True,
+        endpoint_public_access=public,
+        # Omitted when private: EKS would otherwise default the (unused) list to 0.0.0.0/0.
+        public_access_cidrs=list(public_access_cidrs) if public else None,
+    )
+
+
+def _build_kubeconfig(name: str, endpoint: str, ca_data: str, region: str) -> str:
+    """A kubeconfig whose credentials come from `aws eks get-token` (ambient AWS identity)."""
+    # ref: https://docs.aws.amazon.com/eks/latest/userguide/create-kubeconfig.html
+    user = {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
+        "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
+        "interactiveMode": "Never",
+    }}
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
+        "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "users": [{"name": name, "user": user}],
+    })
+
+
+class EksCluster(pulumi.ComponentResource):
+    """The EKS control plane, its access entries, pre-compute add-ons and Kubernetes provider."""
+
+    cluster_name: pulumi.Output[str]
+    cluster_arn: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    certificate_authority: pulumi.Output[str]
+    security_group_id: pulumi.Output[str]
+    kubernetes_version: str
+    kms_key_arn: pulumi.Output[str]
+    log_group_name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    addons: EksAddons
+
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-platform:eks:EksCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+
+        role = aws.iam.Role(f"{name}-role", name=f"{args.cluster_name}-cluster",
+                            assume_role_policy=json.dumps(_build_assume_role_policy("eks.amazonaws.com")), tags=tags, opts=child)
+        attachments = [
+            aws.iam.RolePolicyAttachment(f"{name}-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child)
+            for arn in CLUSTER_ROLE_POLICY_ARNS
+        ]
+
+        key = aws.kms.Key(
+            f"{name}-secrets-key", description=f"EKS {args.cluster_name}: envelope encryption of Kubernetes secrets",
+            enable_key_rotation=True, deletion_window_in_days=30, tags=tags, opts=child,
+        )
+        aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/{args.cluster_name}-eks-secrets", target_key_id=key.key_id, opts=child)
+        encryption = aws.iam.RolePolicy(f"{name}-role-encryption", role=role.id,
+                                        policy=key.arn.apply(lambda arn: json.dumps(_build_encryption_policy(arn))), opts=child)
+
+        # Created before the cluster so EKS does not create it first with no retention.
+        # ref: https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
+        log_group = aws.cloudwatch.LogGroup(f"{name}-logs", name=f"/aws/eks/{args.cluster_name}/cluster",
+                                            retention_in_days=args.log_retention_days, tags=tags, opts=child)
+
+        cluster = aws.eks.Cluster(
+            f"{name}-cluster", name=args.cluster_name, role_arn=role.arn, version=args.kubernetes_version,
+            vpc_config=_build_vpc_config(args.subnet_ids, args.public_access_cidrs),
+            access_config=aws.eks.ClusterAccessConfigArgs(authentication_mode="API", bootstrap_cluster_creator_admin_permissions=False),
+            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn), resources=["secrets"]),
+            enabled_cluster_log_types=list(args.log_types),
+            bootstrap_self_managed_addons=False,  # managed add-ons below are the only copies
+            # Standard support only: a cluster left on an old version fails loudly instead of
+            # silently moving to paid extended support.
+            # ref: https://docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
+            deletion_protection=args.deletion_protection,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, encryption, log_group]),
+        )
+
+        associations: list[pulumi.Resource] = []
+        for arn in args.cluster_admin_role_arns:
+            key_name = role_key(arn)
+            entry = aws.eks.AccessEntry(f"{name}-admin-{key_name}", cluster_name=cluster.name, principal_arn=arn,
+                                        type="STANDARD", tags=tags, opts=child)
+            associations.append(aws.eks.AccessPolicyAssociation(
+                f"{name}-admin-{key_name}-policy", cluster_name=cluster.name, principal_arn=entry.principal_arn,
+                policy_arn=CLUSTER_ADMIN_POLICY_ARN,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child,
+            ))
+
+        self.addons = EksAddons(f"{name}-addons", EksAddonsArgs(
+            cluster_name=cluster.name, kubernetes_version=args.kubernetes_version, addons=BEFORE_COMPUTE_ADDONS, tags=tags,
+        ), opts=child)
+
+        self.cluster_name = cluster.name
+        self.cluster_arn = cluster.arn
+        self.endpoint = cluster.endpoint
+        self.certificate_authority = cluster.certificate_authority.apply(lambda ca: ca.data or "")
+        self.security_group_id = cluster.vpc_config.apply(lambda v: v.cluster_security_group_id or "")
+        self.kubernetes_version = args.kubernetes_version
+        self.kms_key_arn = key.arn
+        self.log_group_name = log_group.name
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(cluster.name, cluster.endpoint, self.certificate_authority).apply(
+            lambda v: _build_kubeconfig(v[0], v[1], v[2], args.region)))
+        self.provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig,
+            # Every Kubernetes object this program creates is named explicitly (STYLE.md).
+            # ref: https://www.pulumi.com/registry/packages/kubernetes/api-docs/provider/#enableserversideapply_python
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=associations),
+        )
+        self.register_outputs({
+            "clusterName": self.cluster_name,
+            "clusterArn": self.cluster_arn,
+            "endpoint": self.endpoint,
+            "securityGroupId": self.security_group_id,
+            "kmsKeyArn": self.kms_key_arn,
+            "logGroupName": self.log_group_name,
+            "kubeconfig": self.kubeconfig,
+            "kubernetesVersion": self.kubernetes_version,
+        })

@@ -1,0 +1,296 @@
+"""Who may do what, least privilege, no static keys (DESIGN.md item 6).
+
+- Serving role (every stack), bound with EKS Pod Identity to the service account of each
+  Triton deployment (`naming.triton_service_account`) in `naming.TRITON_NAMESPACE`:
+  reads `repository/` + `manifests/` (ListBucket only under those prefixes), writes
+  only `status/`, uses only this bucket's KMS key. Trust: `pods.eks.amazonaws.com`, and
+  only sessions tagged with the Triton namespace (Pod Identity session tags), so an
+  association made for another namespace cannot assume it.
+  ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html
+- CI roles, assumed from GitHub Actions through OIDC (no access keys anywhere). Trust is
+  `sts:AssumeRoleWithWebIdentity` from the GitHub OIDC provider with StringEquals on
+  `aud = sts.amazonaws.com` and on `sub` = exactly `repo:<owner/name>:ref:<ref>` or
+  `repo:<owner/name>:environment:<name>` for the stack's deploy refs (no wildcards).
+  ref: https://docs.github.com/en/actions/security-for-github-actions/security-hardening-your-deployments/configuring-openid-connect-in-amazon-web-services
+  - publisher (staging stack only): reads the layout, writes `repository/`, `manifests/`,
+    `audit/` (PUBLISHER_WRITE_PREFIXES); never deletes (versions are immutable).
+  - promoter (prod stack only): reads the staging bucket's promotion prefixes (bucket and
+    KMS key named in the prod config; for another account the staging stack grants it
+    read through `modelRepositoryReadPrincipalArns`), writes prod's PUBLISHER_WRITE_PREFIXES.
+  - deployer (every stack): runs `pulumi up`. Its permissions are the managed policies
+    the stack config names (`deployerPolicyArns`, required, AdministratorAccess refused):
+    the account owners keep that policy next to their guard rails instead of this program
+    granting itself power. It also gets a cluster-admin access entry (Helm releases
+    install CRDs and cluster roles).
+- The GitHub OIDC provider is one per account: created here unless
+  `github_oidc_provider_arn` names an existing one (dev and staging share an account).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components import naming
+from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
+from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
+from components.stack_config import ENVIRONMENTS
+from model_sync import layout
+
+GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
+GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)
+REFUSED_DEPLOYER_POLICIES = ("arn:aws:iam::aws:policy/AdministratorAccess", "arn:aws:iam::aws:policy/IAMFullAccess")
+CI_SESSION_SECONDS = 3600
+
+_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
+_REF = re.compile(r"^(refs/(heads|tags)/[\w./-]+|environment:[\w.-]+)$")
+_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
+_OIDC_ARN = re.compile(rf"^arn:aws[a-z-]*:iam::[0-9]{{12}}:oidc-provider/{re.escape(GITHUB_OIDC_HOST)}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class IdentitiesArgs:
+    """Inputs of `Identities`.
+
+    environment: dev | staging | prod; names the roles and decides publisher (staging) /
+        promoter (prod) (required).
+    cluster_name: the EKS cluster the Pod Identity associations and deployer entry go to (required).
+    bucket_arn / kms_key_arn: this environment's model repository and its key (required).
+    triton_deployments: Triton deployment names; each gets a Pod Identity association (required, >= 1).
+    github_repository: `owner/name` whose workflows may assume the CI roles (required).
+    github_deploy_refs: `refs/heads/<b>`, `refs/tags/<t>` or `environment:<name>`; no wildcards (required, >= 1).
+    deployer_policy_arns: managed policies of the deployer role (required, >= 1; AdministratorAccess
+        and IAMFullAccess refused).
+    github_oidc_provider_arn: existing GitHub OIDC provider of the account; "" (default) = create one.
+    promotion_source_bucket / promotion_source_kms_key_arn: the staging bucket and its key,
+        required in prod, refused elsewhere.
+    tags: extra tags on every resource (default none).
+    """
+
+    environment: str
+    cluster_name: pulumi.Input[str]
+    bucket_arn: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str]
+    triton_deployments: Sequence[str]
+    github_repository: str
+    github_deploy_refs: Sequence[str]
+    deployer_policy_arns: Sequence[str]
+    github_oidc_provider_arn: str = ""
+    promotion_source_bucket: str = ""
+    promotion_source_kms_key_arn: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.environment not in ENVIRONMENTS:
+            raise ValueError(f"IdentitiesArgs.environment: {self.environment!r} is not allowed; allowed: {' | '.join(ENVIRONMENTS)}")
+        if not self.triton_deployments or len(set(self.triton_deployments)) != len(self.triton_deployments):
+            raise ValueError(f"IdentitiesArgs.triton_deployments: {list(self.triton_deployments)!r} is empty or repeats a name; allowed: one or more distinct deployment names")
+        for d in self.triton_deployments:
+            if not _DNS_LABEL.match(d):
+                raise ValueError(f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, digits and '-'")
+        if not _REPO.match(self.github_repository):
+            raise ValueError(f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub owner/name")
+        if not self.github_deploy_refs:
+            raise ValueError("IdentitiesArgs.github_deploy_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
+        for ref in self.github_deploy_refs:
+            if not _REF.match(ref):
+                raise ValueError(f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or environment:<name> (no wildcards)")
+        if not self.deployer_policy_arns:
+            raise ValueError("IdentitiesArgs.deployer_policy_arns: [] is empty; allowed: one or more IAM managed policy ARNs")
+        for arn in self.deployer_policy_arns:
+            if not _POLICY_ARN.match(arn) or arn in REFUSED_DEPLOYER_POLICIES:
+                raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: IAM policy ARNs other than {', '.join(REFUSED_DEPLOYER_POLICIES)}")
+        if self.github_oidc_provider_arn and not _OIDC_ARN.match(self.github_oidc_provider_arn):
+            raise ValueError(f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty")
+        if self.environment == "prod":
+            if not _BUCKET.match(self.promotion_source_bucket):
+                raise ValueError(f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket!r} is not a bucket name; allowed: the staging model-repository bucket (required in prod)")
+            if not _KMS_KEY_ARN.match(self.promotion_source_kms_key_arn):
+                raise ValueError(f"IdentitiesArgs.promotion_source_kms_key_arn: {self.promotion_source_kms_key_arn!r} is not a KMS key ARN; allowed: the staging bucket's key ARN (required in prod)")
+        elif self.promotion_source_bucket or self.promotion_source_kms_key_arn:
+            raise ValueError(f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket or self.promotion_source_kms_key_arn!r} is set in {self.environment}; allowed: empty outside prod")
+
+
+# --------------------------------------------------------------------------------------
+# Policy builders (pure; unit-tested directly).
+# --------------------------------------------------------------------------------------
+
+
+def github_subjects(repository: str, refs: Sequence[str]) -> list[str]:
+    """The exact OIDC `sub` claims GitHub issues for these refs / environments."""
+    subs = []
+    for ref in refs:
+        if ref.startswith("environment:"):
+            subs.append(f"repo:{repository}:environment:{ref.split(':', 1)[1]}")
+        else:
+            subs.append(f"repo:{repository}:ref:{ref}")
+    return sorted(subs)
+
+
+def _build_github_trust(provider_arn: str, repository: str, refs: Sequence[str]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "GitHubActionsOidc", "Effect": "Allow", "Principal": {"Federated": provider_arn},
+        "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {
+            f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE,
+            f"{GITHUB_OIDC_HOST}:sub": github_subjects(repository, refs),
+        }},
+    }]}
+
+
+def _build_pod_identity_trust(namespace: str) -> dict[str, Any]:
+    # ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "EksPodIdentity", "Effect": "Allow", "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": {"StringEquals": {"aws:RequestTag/kubernetes-namespace": namespace}},
+    }]}
+
+
+def _objects(bucket_arn: str, prefixes: Sequence[str]) -> list[str]:
+    return [f"{bucket_arn}/{p}*" for p in prefixes]
+
+
+def _list_statement(sid: str, bucket_arn: str, prefixes: Sequence[str]) -> dict[str, Any]:
+    return {"Sid": sid, "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
+            "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}}}
+
+
+def _build_serving_policy(bucket_arn: str, key_arn: str) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": [
+        _list_statement("ListRepository", bucket_arn, layout.SERVING_READ_PREFIXES),
+        {"Sid": "ReadRepository", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": _objects(bucket_arn, layout.SERVING_READ_PREFIXES)},
+        {"Sid": "WriteStatus", "Effect": "Allow", "Action": "s3:PutObject",
+         "Resource": _objects(bucket_arn, layout.SERVING_WRITE_PREFIXES)},
+        # GenerateDataKey: the status writes are encrypted with the bucket key.
+        {"Sid": "UseRepositoryKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn},
+    ]}
+
+
+def _write_statements(sid: str, bucket_arn: str, key_arn: str) -> list[dict[str, Any]]:
+    return [
+        _list_statement(f"List{sid}", bucket_arn, ALL_PREFIXES),
+        {"Sid": f"Read{sid}", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+         "Resource": _objects(bucket_arn, ALL_PREFIXES)},
+        # PutObject covers the multipart calls; no DeleteObject: versions are immutable.
+        {"Sid": f"Write{sid}", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+         "Resource": _objects(bucket_arn, layout.PUBLISHER_WRITE_PREFIXES)},
+        {"Sid": f"Use{sid}Key", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn},
+    ]
+
+
+def _build_publisher_policy(bucket_arn: str, key_arn: str) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": _write_statements("Repository", bucket_arn, key_arn)}
+
+
+def _build_promoter_policy(bucket_arn: str, key_arn: str, source_bucket: str, source_key_arn: str) -> dict[str, Any]:
+    source_arn = f"arn:aws:s3:::{source_bucket}"
+    return {"Version": "2012-10-17", "Statement": [
+        _list_statement("ListSource", source_arn, PROMOTION_SOURCE_READ_PREFIXES),
+        {"Sid": "ReadSource", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
+         "Resource": _objects(source_arn, PROMOTION_SOURCE_READ_PREFIXES)},
+        {"Sid": "DecryptSource", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": source_key_arn},
+        *_write_statements("Target", bucket_arn, key_arn),
+    ]}
+
+
+# --------------------------------------------------------------------------------------
+# The component.
+# --------------------------------------------------------------------------------------
+
+
+class Identities(pulumi.ComponentResource):
+    """Serving, CI (publisher / promoter / deployer) roles and their bindings."""
+
+    serving_role_arn: pulumi.Output[str]
+    deployer_role_arn: pulumi.Output[str]
+    publisher_role_arn: pulumi.Output[str] | None
+    promoter_role_arn: pulumi.Output[str] | None
+    github_oidc_provider_arn: pulumi.Output[str]
+    pod_identity_association_ids: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, args: IdentitiesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-platform:iam:Identities", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        prefix = f"triton-platform-{args.environment}"
+
+        # ---- serving role + Pod Identity associations --------------------------------
+        serving = aws.iam.Role(f"{name}-serving-role", name=f"{prefix}-serving",
+                               description="Triton pods: read the model repository, write replica status",
+                               assume_role_policy=json.dumps(_build_pod_identity_trust(naming.TRITON_NAMESPACE)), tags=tags, opts=child)
+        aws.iam.RolePolicy(f"{name}-serving-policy", role=serving.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
+            lambda v: json.dumps(_build_serving_policy(v[0], v[1]))), opts=child)
+        self.pod_identity_association_ids = {}
+        for deployment in args.triton_deployments:
+            assoc = aws.eks.PodIdentityAssociation(
+                f"{name}-serving-{deployment}", cluster_name=args.cluster_name, namespace=naming.TRITON_NAMESPACE,
+                service_account=naming.triton_service_account(deployment), role_arn=serving.arn, tags=tags, opts=child)
+            self.pod_identity_association_ids[deployment] = assoc.association_id
+
+        # ---- GitHub OIDC -----------------------------------------------------------
+        if args.github_oidc_provider_arn:
+            provider_arn: pulumi.Output[str] = pulumi.Output.from_input(args.github_oidc_provider_arn)
+        else:
+            provider = aws.iam.OpenIdConnectProvider(
+                f"{name}-github-oidc", url=f"https://{GITHUB_OIDC_HOST}", client_id_lists=[GITHUB_OIDC_AUDIENCE],
+                # No thumbprint: IAM validates GitHub's certificate against its trusted CAs.
+                # ref: https://github.blog/changelog/2023-07-13-github-actions-oidc-integration-with-aws-no-longer-requires-pinning-of-intermediate-tls-certificates/
+                tags=tags, opts=child)
+            provider_arn = provider.arn
+        self.github_oidc_provider_arn = provider_arn
+        trust = provider_arn.apply(lambda arn: json.dumps(_build_github_trust(arn, args.github_repository, args.github_deploy_refs)))
+
+        def ci_role(role: str, description: str) -> aws.iam.Role:
+            return aws.iam.Role(f"{name}-{role}-role", name=f"{prefix}-{role}", description=description,
+                                assume_role_policy=trust, max_session_duration=CI_SESSION_SECONDS, tags=tags, opts=child)
+
+        # ---- publisher (staging) / promoter (prod) -------------------------------------
+        self.publisher_role_arn = None
+        self.promoter_role_arn = None
+        if args.environment == "staging":
+            publisher = ci_role("publisher", "CI: publish model versions to the staging repository")
+            aws.iam.RolePolicy(f"{name}-publisher-policy", role=publisher.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
+                lambda v: json.dumps(_build_publisher_policy(v[0], v[1]))), opts=child)
+            self.publisher_role_arn = publisher.arn
+        if args.environment == "prod":
+            promoter = ci_role("promoter", "CI: promote verified model versions from staging to prod")
+            aws.iam.RolePolicy(f"{name}-promoter-policy", role=promoter.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
+                lambda v: json.dumps(_build_promoter_policy(v[0], v[1], args.promotion_source_bucket, args.promotion_source_kms_key_arn))), opts=child)
+            self.promoter_role_arn = promoter.arn
+
+        # ---- deployer --------------------------------------------------------------------
+        deployer = ci_role("deployer", "CI: pulumi up for this stack")
+        for arn in args.deployer_policy_arns:
+            aws.iam.RolePolicyAttachment(f"{name}-deployer-{arn.rsplit('/', 1)[-1].lower()}", role=deployer.name, policy_arn=arn, opts=child)
+        entry = aws.eks.AccessEntry(f"{name}-deployer-access", cluster_name=args.cluster_name, principal_arn=deployer.arn,
+                                    type="STANDARD", tags=tags, opts=child)
+        aws.eks.AccessPolicyAssociation(
+            f"{name}-deployer-access-policy", cluster_name=args.cluster_name, principal_arn=entry.principal_arn,
+            policy_arn=CLUSTER_ADMIN_POLICY_ARN, access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+        self.serving_role_arn = serving.arn
+        self.deployer_role_arn = deployer.arn
+
+        outputs: dict[str, Any] = {
+            "servingRoleArn": self.serving_role_arn,
+            "deployerRoleArn": self.deployer_role_arn,
+            "githubOidcProviderArn": self.github_oidc_provider_arn,
+            "podIdentityAssociationIds": self.pod_identity_association_ids,
+        }
+        if self.publisher_role_arn is not None:
+            outputs["publisherRoleArn"] = self.publisher_role_arn
+        if self.promoter_role_arn is not None:
+            outputs["promoterRoleArn"] = self.promoter_role_arn
+        self.register_outputs(outputs)

@@ -1,0 +1,385 @@
+"""Public ingress for Triton (DESIGN.md item 8): Traefik Proxy v3 behind an AWS NLB,
+certificates from cert-manager through an ACME ClusterIssuer (HTTP-01).
+
+Why Traefik and cert-manager (docs/serving-plane.md has the long form): ingress-nginx is
+retired (no releases or security fixes after March 2026); Traefik's IngressRoute matches
+on host, method, exact path and regular expression, which is what closing Triton's admin
+API needs, and its IP allow-list, basic-auth, rate-limit and buffering middlewares cover
+client CIDRs, API keys, per-client rate and request size without extra services.
+
+What is public, and nothing else (every route has the same middleware chain):
+  https://infer.<domain>  POST /v2/models/<m>/infer, POST /v2/models/<m>/versions/<n>/infer,
+                          GET /v2/models/<m>, GET /v2/models/<m>/versions/<n>,
+                          GET /v2/models/<m>/config, GET /v2/health/ready, GET /v2/health/live
+  https://grpc.<domain>   inference.GRPCInferenceService/{ModelInfer, ModelMetadata,
+                          ModelConfig, ModelReady, ServerLive, ServerReady}; header
+                          `x-triton-deployment: <name>` selects a deployment (default: the first)
+Each model's HTTP routes go to the deployment that serves it. /v2/repository, logging,
+trace, shared memory, statistics and the metrics port have no route; Triton also refuses
+them without the admin key (components/triton_deployment.py), and the chain strips any
+client-sent `admin-key` header.
+
+Middleware chain: ipAllowList (ingressAllowedCidrs) -> basicAuth (API keys) ->
+rateLimit (ingressRateLimitRps per authenticated client) -> strip admin header ->
+buffering (ingressRequestBodyLimitMiB).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components import gpu_contract, naming, versions
+from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.triton_deployment import ADMIN_HEADER, GRPC_PORT, HTTP_PORT
+
+ACME_SERVERS = {
+    "letsencrypt": "https://acme-v02.api.letsencrypt.org/directory",
+    "letsencrypt-staging": "https://acme-staging-v02.api.letsencrypt.org/directory",
+}
+INGRESS_CLASS = "traefik"
+TLS_SECRET = "triton-tls"  # noqa: S105 (a Secret name)
+API_KEYS_SECRET = "triton-api-keys"  # noqa: S105 (a Secret name)
+DEFAULT_CLIENT = "default"
+CLIENT_HEADER = "X-Triton-Client"
+DEPLOYMENT_HEADER = "x-triton-deployment"
+GRPC_SERVICE = "inference.GRPCInferenceService"
+# Only these RPCs are routed. ModelStreamInfer is left out (the body-limit middleware
+# buffers requests, which a bidirectional stream cannot be); repository, statistics,
+# trace, logging and shared-memory RPCs are admin-only.
+# ref: https://github.com/triton-inference-server/common/blob/main/protobuf/grpc_service.proto
+GRPC_PUBLIC_METHODS = ("ModelInfer", "ModelMetadata", "ModelConfig", "ModelReady", "ServerLive", "ServerReady")
+HEALTH_PATHS = ("/v2/health/ready", "/v2/health/live")
+MIDDLEWARES = ("allowlist", "auth", "ratelimit", "strip-admin", "body-limit")
+ACME_SOLVER_PORT = 8089
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+_MODEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class TritonBackend:
+    """One Triton deployment behind the ingress: its name, Service and the models it serves."""
+
+    deployment: str
+    service: str
+    models: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IngressArgs:
+    """Inputs of `Ingress`.
+
+    domain: DNS zone of the public hosts `infer.<domain>` and `grpc.<domain>` (required).
+    acme_email: contact registered with the ACME CA (required).
+    tls_issuer: `letsencrypt` (default) or `letsencrypt-staging` (untrusted test certificates).
+    backends: the Triton deployments, first = default for health and gRPC (required, >= 1;
+        a model may be served by one backend only).
+    allowed_cidrs: client CIDRs allowed (default none: required, >= 1; 0.0.0.0/0 = any).
+    request_body_limit_mib: largest request body, MiB (1-1024; default 64).
+    rate_limit_rps: average requests per second per client key, burst 2x (1-100000; default 200).
+    replicas: Traefik replicas (default 2; >= 2 keeps a drain from dropping the ingress).
+    triton_namespace / ingress_namespace / cert_manager_namespace: from components/naming.py.
+    """
+
+    domain: str
+    acme_email: str
+    backends: tuple[TritonBackend, ...]
+    allowed_cidrs: tuple[str, ...]
+    tls_issuer: str = "letsencrypt"
+    request_body_limit_mib: int = 64
+    rate_limit_rps: int = 200
+    replicas: int = 2
+    triton_namespace: str = naming.TRITON_NAMESPACE
+    ingress_namespace: str = naming.INGRESS_NAMESPACE
+    cert_manager_namespace: str = naming.CERT_MANAGER_NAMESPACE
+
+    def __post_init__(self) -> None:
+        if not _DNS_NAME.match(self.domain):
+            raise ValueError(f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as inference.example.com")
+        if "@" not in self.acme_email:
+            raise ValueError(f"IngressArgs.acme_email: {self.acme_email!r} is not allowed; allowed: an e-mail address")
+        if self.tls_issuer not in ACME_SERVERS:
+            raise ValueError(f"IngressArgs.tls_issuer: {self.tls_issuer!r} is not allowed; allowed: {' | '.join(ACME_SERVERS)}")
+        if not self.backends:
+            raise ValueError("IngressArgs.backends: () is not allowed; allowed: at least one Triton backend")
+        seen: dict[str, str] = {}
+        for b in self.backends:
+            for m in b.models:
+                if not _MODEL.match(m):
+                    raise ValueError(f"IngressArgs.backends[{b.deployment}].models: {m!r} is not allowed; allowed: lowercase letters, digits, '_' and '-'")
+                if m in seen:
+                    raise ValueError(f"IngressArgs.backends: model {m!r} is served by both {seen[m]!r} and {b.deployment!r}; allowed: each model in one deployment")
+                seen[m] = b.deployment
+        if not self.allowed_cidrs:
+            raise ValueError("IngressArgs.allowed_cidrs: () is not allowed; allowed: at least one CIDR (0.0.0.0/0 for any client)")
+        for c in self.allowed_cidrs:
+            try:
+                ipaddress.ip_network(c, strict=True)
+            except ValueError:
+                raise ValueError(f"IngressArgs.allowed_cidrs: {c!r} is not allowed; allowed: CIDRs such as 203.0.113.0/24") from None
+        if not 1 <= self.request_body_limit_mib <= 1024:
+            raise ValueError(f"IngressArgs.request_body_limit_mib: {self.request_body_limit_mib!r} is out of range; allowed: 1 to 1024")
+        if not 1 <= self.rate_limit_rps <= 100_000:
+            raise ValueError(f"IngressArgs.rate_limit_rps: {self.rate_limit_rps!r} is out of range; allowed: 1 to 100000")
+        if self.replicas < 1:
+            raise ValueError(f"IngressArgs.replicas: {self.replicas!r} is not allowed; allowed: 1 or more")
+
+    @property
+    def http_host(self) -> str:
+        return f"infer.{self.domain}"
+
+    @property
+    def grpc_host(self) -> str:
+        return f"grpc.{self.domain}"
+
+
+# --------------------------------------------------------------------------------------
+# Builders.
+# --------------------------------------------------------------------------------------
+
+
+def _system_node_selector() -> dict[str, str]:
+    return gpu_contract.system_node_labels()
+
+
+def traefik_values(args: IngressArgs) -> dict[str, Any]:
+    # ref: https://github.com/traefik/traefik-helm-chart/blob/master/traefik/values.yaml
+    return {
+        "deployment": {"replicas": args.replicas},
+        "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+        "nodeSelector": _system_node_selector(),
+        "ingressClass": {"enabled": True, "isDefaultClass": False, "name": INGRESS_CLASS},
+        "providers": {
+            # Routes reference only Services in their own namespace.
+            "kubernetesCRD": {"enabled": True, "allowCrossNamespace": False, "allowExternalNameServices": False},
+            # Needed for cert-manager's HTTP-01 solver Ingress.
+            "kubernetesIngress": {"enabled": True, "allowExternalNameServices": False},
+        },
+        # No version checks or anonymous usage reports from production.
+        "globalArguments": [],
+        "ports": {
+            # Port 80 serves only ACME HTTP-01 challenges; nothing else is routed there.
+            "web": {"port": 8000, "exposedPort": 80},
+            "websecure": {"port": 8443, "exposedPort": 443, "tls": {"enabled": True}, "http3": {"enabled": False}},
+        },
+        "tlsOptions": {"default": {"minVersion": "VersionTLS12", "sniStrict": True}},
+        "service": {
+            # Local keeps the client source address, which the ipAllowList middleware checks.
+            # ref: https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
+            "spec": {"externalTrafficPolicy": "Local"},
+            # ref: https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html
+            "annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"},
+        },
+        "logs": {"general": {"format": "json"}, "access": {"enabled": True, "format": "json"}},
+        "metrics": {"prometheus": {"entryPoint": "metrics"}},
+        "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+    }
+
+
+def cert_manager_values(replicas: int) -> dict[str, Any]:
+    # ref: https://cert-manager.io/docs/installation/helm/
+    system = _system_node_selector()
+    return {
+        "crds": {"enabled": True, "keep": True},
+        "replicaCount": replicas,
+        "podDisruptionBudget": {"enabled": replicas > 1, "minAvailable": 1},
+        "nodeSelector": system,
+        "webhook": {"replicaCount": replicas, "nodeSelector": system},
+        "cainjector": {"replicaCount": replicas, "nodeSelector": system},
+        "startupapicheck": {"nodeSelector": system},
+    }
+
+
+def cluster_issuer_spec(args: IngressArgs) -> dict[str, Any]:
+    # ref: https://cert-manager.io/docs/configuration/acme/http01/
+    return {
+        "acme": {
+            "server": ACME_SERVERS[args.tls_issuer],
+            "email": args.acme_email,
+            "privateKeySecretRef": {"name": f"{args.tls_issuer}-account-key"},
+            "solvers": [{"http01": {"ingress": {"ingressClassName": INGRESS_CLASS}}}],
+        }
+    }
+
+
+def certificate_spec(args: IngressArgs) -> dict[str, Any]:
+    return {
+        "secretName": TLS_SECRET,
+        "dnsNames": [args.http_host, args.grpc_host],
+        "issuerRef": {"name": args.tls_issuer, "kind": "ClusterIssuer", "group": "cert-manager.io"},
+        "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+        "duration": "2160h",
+        "renewBefore": "720h",
+    }
+
+
+def htpasswd_line(client: str, key: str) -> str:
+    """A `{SHA}` htpasswd entry. The keys are 48 random alphanumerics (~285 bits), so a
+    slow salted hash buys nothing, while bcrypt would cost ~50 ms of CPU per request."""
+    digest = base64.b64encode(hashlib.sha1(key.encode(), usedforsecurity=False).digest()).decode()
+    return f"{client}:{{SHA}}{digest}"
+
+
+def middleware_specs(args: IngressArgs) -> dict[str, dict[str, Any]]:
+    """Traefik Middleware specs keyed by role (`MIDDLEWARES` order = chain order)."""
+    # ref: https://doc.traefik.io/traefik/middlewares/http/overview/
+    return {
+        "allowlist": {"ipAllowList": {"sourceRange": list(args.allowed_cidrs)}},
+        "auth": {"basicAuth": {"secret": API_KEYS_SECRET, "realm": "triton", "removeHeader": True, "headerField": CLIENT_HEADER}},
+        "ratelimit": {"rateLimit": {"average": args.rate_limit_rps, "burst": 2 * args.rate_limit_rps, "period": "1s",
+                                    "sourceCriterion": {"requestHeaderName": CLIENT_HEADER}}},
+        # An empty value removes the header: clients can never present Triton's admin key.
+        "strip-admin": {"headers": {"customRequestHeaders": {ADMIN_HEADER: ""}}},
+        "body-limit": {"buffering": {"maxRequestBodyBytes": args.request_body_limit_mib * 1024 * 1024,
+                                     "memRequestBodyBytes": 4 * 1024 * 1024}},
+    }
+
+
+def middleware_refs() -> list[dict[str, str]]:
+    return [{"name": f"triton-{role}"} for role in MIDDLEWARES]
+
+
+def _or(*terms: str) -> str:
+    return terms[0] if len(terms) == 1 else "(" + " || ".join(terms) + ")"
+
+
+def http_rules(args: IngressArgs) -> list[tuple[str, TritonBackend]]:
+    """(Traefik rule, backend) for every public HTTP route."""
+    host = f"Host(`{args.http_host}`)"
+    rules: list[tuple[str, TritonBackend]] = []
+    for b in args.backends:
+        for m in b.models:
+            base = f"/v2/models/{m}"
+            infer = _or(f"Path(`{base}/infer`)", f"PathRegexp(`^{base}/versions/[0-9]+/infer$`)")
+            meta = _or(f"Path(`{base}`)", f"Path(`{base}/config`)", f"PathRegexp(`^{base}/versions/[0-9]+$`)")
+            rules.append((f"{host} && Method(`POST`) && {infer}", b))
+            rules.append((f"{host} && Method(`GET`) && {meta}", b))
+    health = _or(*(f"Path(`{p}`)" for p in HEALTH_PATHS))
+    rules.append((f"{host} && Method(`GET`) && {health}", args.backends[0]))
+    return rules
+
+
+def grpc_rules(args: IngressArgs) -> list[tuple[str, TritonBackend, int]]:
+    """(Traefik rule, backend, priority) for the gRPC host: one rule per deployment
+    selected by header, plus the first deployment without it."""
+    host = f"Host(`{args.grpc_host}`)"
+    methods = _or(*(f"Path(`/{GRPC_SERVICE}/{m}`)" for m in GRPC_PUBLIC_METHODS))
+    out = [(f"{host} && Method(`POST`) && Header(`{DEPLOYMENT_HEADER}`, `{b.deployment}`) && {methods}", b, 100)
+           for b in args.backends]
+    out.append((f"{host} && Method(`POST`) && {methods}", args.backends[0], 10))
+    return out
+
+
+def http_route_spec(args: IngressArgs) -> dict[str, Any]:
+    return {
+        "entryPoints": ["websecure"],
+        "routes": [{"kind": "Rule", "match": rule, "middlewares": middleware_refs(),
+                    "services": [{"name": b.service, "port": HTTP_PORT}]} for rule, b in http_rules(args)],
+        "tls": {"secretName": TLS_SECRET},
+    }
+
+
+def grpc_route_spec(args: IngressArgs) -> dict[str, Any]:
+    return {
+        "entryPoints": ["websecure"],
+        "routes": [{"kind": "Rule", "match": rule, "priority": prio, "middlewares": middleware_refs(),
+                    "services": [{"name": b.service, "port": GRPC_PORT, "scheme": "h2c"}]} for rule, b, prio in grpc_rules(args)],
+        "tls": {"secretName": TLS_SECRET},
+    }
+
+
+def acme_solver_policy_spec(ingress_namespace: str) -> dict[str, Any]:
+    """The triton namespace denies everything by default; cert-manager's HTTP-01 solver
+    pods (created next to the Certificate) must be reachable from Traefik."""
+    return {
+        "podSelector": {"matchLabels": {"acme.cert-manager.io/http01-solver": "true"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ingress_namespace}},
+                               "podSelector": {"matchLabels": {"app.kubernetes.io/name": "traefik"}}}],
+                     "ports": [{"port": ACME_SOLVER_PORT, "protocol": "TCP"}]}],
+    }
+
+
+# --------------------------------------------------------------------------------------
+# The component.
+# --------------------------------------------------------------------------------------
+
+
+def _release(name: str, chart: versions.HelmChart, namespace: str, values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    return k8s.helm.v3.Release(
+        name,
+        k8s.helm.v3.ReleaseArgs(
+            name=chart.chart, chart=chart.chart, version=chart.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
+            namespace=namespace, create_namespace=False, atomic=True, timeout=900, max_history=10, values=values,
+        ),
+        opts=opts,
+    )
+
+
+class Ingress(pulumi.ComponentResource):
+    """Traefik + cert-manager, the ClusterIssuer, the certificate and Triton's public routes."""
+
+    http_host: pulumi.Output[str]
+    grpc_host: pulumi.Output[str]
+    default_api_key: pulumi.Output[str]
+
+    def __init__(self, name: str, args: IngressArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-platform:serving:Ingress", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        ingress_ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.ingress_namespace, default_deny=False), opts=child)
+        cm_ns = ServingNamespace(f"{name}-cert-manager-namespace", ServingNamespaceArgs(args.cert_manager_namespace, default_deny=False), opts=child)
+
+        self.cert_manager = _release(f"{name}-cert-manager", versions.CERT_MANAGER_CHART, args.cert_manager_namespace,
+                                     cert_manager_values(min(args.replicas, 3)),
+                                     pulumi.ResourceOptions(parent=self, depends_on=[cm_ns]))
+        self.traefik = _release(f"{name}-traefik", versions.TRAEFIK_CHART, args.ingress_namespace, traefik_values(args),
+                                pulumi.ResourceOptions(parent=self, depends_on=[ingress_ns]))
+
+        after_cm = pulumi.ResourceOptions(parent=self, depends_on=[self.cert_manager])
+        after_traefik = pulumi.ResourceOptions(parent=self, depends_on=[self.traefik])
+        in_triton: Any = lambda n: {"name": n, "namespace": args.triton_namespace, "labels": {"app.kubernetes.io/part-of": "triton-platform"}}  # noqa: E731
+
+        self.cluster_issuer = k8s.apiextensions.CustomResource(
+            f"{name}-cluster-issuer", api_version="cert-manager.io/v1", kind="ClusterIssuer",
+            metadata={"name": args.tls_issuer}, spec=cluster_issuer_spec(args), opts=after_cm)
+        self.certificate = k8s.apiextensions.CustomResource(
+            f"{name}-certificate", api_version="cert-manager.io/v1", kind="Certificate",
+            metadata=in_triton(TLS_SECRET), spec=certificate_spec(args),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_issuer]))
+        solver_spec: Any = acme_solver_policy_spec(args.ingress_namespace)
+        k8s.networking.v1.NetworkPolicy(f"{name}-acme-solver-policy", metadata=in_triton("allow-acme-http01-solver"),
+                                        spec=solver_spec, opts=child)
+
+        key = random.RandomPassword(f"{name}-default-api-key", length=48, special=False, opts=child)
+        self.default_api_key = pulumi.Output.secret(key.result)
+        self.api_keys = k8s.core.v1.Secret(
+            f"{name}-api-keys", metadata=in_triton(API_KEYS_SECRET), type="Opaque",
+            string_data={"users": key.result.apply(lambda k: htpasswd_line(DEFAULT_CLIENT, k))}, opts=child)
+
+        self.middlewares = {
+            role: k8s.apiextensions.CustomResource(
+                f"{name}-middleware-{role}", api_version="traefik.io/v1alpha1", kind="Middleware",
+                metadata=in_triton(f"triton-{role}"), spec=spec, opts=after_traefik)
+            for role, spec in middleware_specs(args).items()
+        }
+        routes_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.traefik, self.certificate, *self.middlewares.values()])
+        self.http_route = k8s.apiextensions.CustomResource(
+            f"{name}-http-route", api_version="traefik.io/v1alpha1", kind="IngressRoute",
+            metadata=in_triton("triton-http"), spec=http_route_spec(args), opts=routes_opts)
+        self.grpc_route = k8s.apiextensions.CustomResource(
+            f"{name}-grpc-route", api_version="traefik.io/v1alpha1", kind="IngressRoute",
+            metadata=in_triton("triton-grpc"), spec=grpc_route_spec(args), opts=routes_opts)
+
+        self.http_host = pulumi.Output.from_input(args.http_host)
+        self.grpc_host = pulumi.Output.from_input(args.grpc_host)
+        self.register_outputs({"httpHost": self.http_host, "grpcHost": self.grpc_host, "defaultApiKey": self.default_api_key})

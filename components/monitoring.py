@@ -1,0 +1,329 @@
+"""Metrics, alerts and dashboards (DESIGN.md item 9, metrics half) and the custom metric
+the Triton HPAs scale on.
+
+- kube-prometheus-stack: Prometheus (retention and volume per stack; selects every
+  ServiceMonitor/PrometheusRule in the cluster, so the Triton and DCGM monitors need no
+  release label), Alertmanager (Slack through a mounted Secret, never in Helm values),
+  Grafana (admin password generated into a Secret; dashboards and datasources picked
+  up by the sidecars from labelled ConfigMaps).
+- prometheus-adapter: serves `triton_queue_time_per_request_us` per pod =
+  delta(nv_inference_queue_duration_us[2m]) / delta(nv_inference_request_success[2m])
+  (queue time per request over the window: a ratio of deltas, not a rate).
+- ConfigMap `triton-dashboard` (grafana_dashboard=1): Triton + GPU dashboard.
+- PrometheusRule `triton-alerts`: queue p99, failure ratio, no ready replica, model load
+  failures, GPU idle, GPU saturated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components import gpu_contract, naming, versions
+from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.triton_deployment import QUEUE_TIME_METRIC
+
+RELEASE = "kube-prometheus-stack"  # also the chart's fullname: services are `<RELEASE>-<component>`
+PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{naming.MONITORING_NAMESPACE}.svc"
+PROMETHEUS_PORT = 9090
+GRAFANA_ADMIN_SECRET = "grafana-admin"  # noqa: S105 (a Secret name)
+SLACK_SECRET = "alertmanager-slack"  # noqa: S105 (a Secret name)
+DASHBOARD_LABEL = {"grafana_dashboard": "1"}
+DATASOURCE_LABEL = {"grafana_datasource": "1"}
+QUEUE_WINDOW = "2m"
+
+
+@dataclass(frozen=True)
+class MonitoredDeployment:
+    """A Triton deployment the alerts cover: its name and HPA queue-time target (µs)."""
+
+    name: str
+    queue_time_target_microseconds: int
+
+
+@dataclass(frozen=True)
+class MonitoringArgs:
+    """Inputs of `Monitoring`.
+
+    deployments: the Triton deployments (required, >= 1): per-deployment queue alerts.
+    prometheus_retention_days: 1-365 (default 15). prometheus_storage_gib: 10-10000 (default 50).
+    slack_webhook_url: Alertmanager's Slack webhook (secret); "" (default) keeps alerts in Alertmanager.
+    replicas: Prometheus/Alertmanager/adapter replicas (default 1; 2 in prod).
+    namespace / triton_namespace: from components/naming.py.
+    """
+
+    deployments: tuple[MonitoredDeployment, ...]
+    prometheus_retention_days: int = 15
+    prometheus_storage_gib: int = 50
+    slack_webhook_url: pulumi.Input[str] = ""
+    replicas: int = 1
+    namespace: str = naming.MONITORING_NAMESPACE
+    triton_namespace: str = naming.TRITON_NAMESPACE
+
+    def __post_init__(self) -> None:
+        if not self.deployments:
+            raise ValueError("MonitoringArgs.deployments: () is not allowed; allowed: at least one Triton deployment")
+        if not 1 <= self.prometheus_retention_days <= 365:
+            raise ValueError(f"MonitoringArgs.prometheus_retention_days: {self.prometheus_retention_days!r} is out of range; allowed: 1 to 365")
+        if not 10 <= self.prometheus_storage_gib <= 10_000:
+            raise ValueError(f"MonitoringArgs.prometheus_storage_gib: {self.prometheus_storage_gib!r} is out of range; allowed: 10 to 10000")
+        if not 1 <= self.replicas <= 5:
+            raise ValueError(f"MonitoringArgs.replicas: {self.replicas!r} is out of range; allowed: 1 to 5")
+        if isinstance(self.slack_webhook_url, str) and self.slack_webhook_url and not self.slack_webhook_url.startswith("https://hooks.slack.com/"):
+            raise ValueError("MonitoringArgs.slack_webhook_url: '<secret>' is not a Slack webhook URL; allowed: https://hooks.slack.com/... or ''")
+
+    @property
+    def slack_enabled(self) -> bool:
+        return not (isinstance(self.slack_webhook_url, str) and not self.slack_webhook_url)
+
+
+# --------------------------------------------------------------------------------------
+# Builders.
+# --------------------------------------------------------------------------------------
+
+
+def queue_time_query(matchers: str = "<<.LabelMatchers>>", group_by: str = "<<.GroupBy>>", window: str = QUEUE_WINDOW) -> str:
+    """Average queue time per request over `window`: delta of the queue-duration counter
+    over delta of the success counter. clamp_min keeps an idle pod at 0 instead of NaN,
+    so the HPA always has a value and enforces minReplicas."""
+    return (f"sum(delta(nv_inference_queue_duration_us{{{matchers}}}[{window}])) by ({group_by}) / "
+            f"clamp_min(sum(delta(nv_inference_request_success{{{matchers}}}[{window}])) by ({group_by}), 1)")
+
+
+def adapter_rules() -> dict[str, Any]:
+    # ref: https://github.com/kubernetes-sigs/prometheus-adapter/blob/master/docs/config.md
+    return {
+        "default": False,
+        "custom": [{
+            "seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
+            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+            "name": {"matches": "^nv_inference_queue_duration_us$", "as": QUEUE_TIME_METRIC},
+            "metricsQuery": queue_time_query(),
+        }],
+    }
+
+
+def adapter_values(args: MonitoringArgs) -> dict[str, Any]:
+    # ref: https://github.com/prometheus-community/helm-charts/blob/main/charts/prometheus-adapter/values.yaml
+    return {
+        "prometheus": {"url": PROMETHEUS_URL, "port": PROMETHEUS_PORT},
+        "rules": adapter_rules(),
+        "replicas": args.replicas,
+        "nodeSelector": gpu_contract.system_node_labels(),
+        "podDisruptionBudget": {"enabled": args.replicas > 1, "minAvailable": 1},
+    }
+
+
+def alertmanager_config(slack: bool) -> dict[str, Any]:
+    receivers: list[dict[str, Any]] = [{"name": "null"}]
+    if slack:
+        receivers.append({"name": "slack", "slack_configs": [{
+            # ref: https://prometheus.io/docs/alerting/latest/configuration/#slack_config
+            "api_url_file": f"/etc/alertmanager/secrets/{SLACK_SECRET}/url",
+            "send_resolved": True,
+            "title": '[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}',
+            "text": '{{ range .Alerts }}{{ .Annotations.summary }}\n{{ end }}',
+        }]})
+    return {
+        "global": {"resolve_timeout": "5m"},
+        "route": {
+            "receiver": "slack" if slack else "null",
+            "group_by": ["alertname", "namespace"],
+            "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h",
+            "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
+        },
+        "receivers": receivers,
+        "inhibit_rules": [{"source_matchers": ['severity = "critical"'], "target_matchers": ['severity = "warning"'],
+                           "equal": ["alertname", "namespace"]}],
+    }
+
+
+def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
+    # ref: https://github.com/prometheus-community/helm-charts/blob/main/charts/kube-prometheus-stack/values.yaml
+    system = gpu_contract.system_node_labels()
+    return {
+        # EKS runs the control plane: these endpoints cannot be scraped.
+        # ref: https://docs.aws.amazon.com/eks/latest/userguide/prometheus.html
+        "kubeControllerManager": {"enabled": False}, "kubeScheduler": {"enabled": False},
+        "kubeEtcd": {"enabled": False}, "kubeProxy": {"enabled": False},
+        "prometheusOperator": {"nodeSelector": system},
+        "kube-state-metrics": {"nodeSelector": system},
+        "prometheus": {"prometheusSpec": {
+            "replicas": args.replicas,
+            "retention": f"{args.prometheus_retention_days}d",
+            # Keep 15 % of the volume free so compaction never fills it.
+            "retentionSize": f"{int(args.prometheus_storage_gib * 0.85)}GB",
+            "storageSpec": {"volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{args.prometheus_storage_gib}Gi"}}}}},
+            # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's.
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "podMonitorSelectorNilUsesHelmValues": False,
+            "ruleSelectorNilUsesHelmValues": False,
+            "nodeSelector": system,
+            "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+        }},
+        "alertmanager": {
+            "config": alertmanager_config(args.slack_enabled),
+            "alertmanagerSpec": {"replicas": args.replicas, "nodeSelector": system,
+                                 "secrets": [SLACK_SECRET] if args.slack_enabled else []},
+        },
+        "grafana": {
+            "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
+            "nodeSelector": system,
+            "sidecar": {
+                "dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": "ALL"},
+                "datasources": {"enabled": True, "label": "grafana_datasource", "labelValue": "1", "searchNamespace": "ALL"},
+            },
+            "defaultDashboardsTimezone": "utc",
+        },
+    }
+
+
+def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: str) -> dict[str, Any]:
+    return {
+        "id": pid, "type": "timeseries", "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
+    }
+
+
+def dashboard(triton_namespace: str) -> dict[str, Any]:
+    """The Triton + GPU dashboard (Grafana JSON model)."""
+    ns = f'namespace="{triton_namespace}"'
+    panels = [
+        _panel(1, "Inference requests / s by model", f"sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m]))", "reqps", 0, 0, "{{model}}"),
+        _panel(2, "Failure ratio by model",
+               f"sum by (model) (rate(nv_inference_request_failure{{{ns}}}[5m])) / clamp_min(sum by (model) (rate(nv_inference_count{{{ns}}}[5m])), 1e-9)",
+               "percentunit", 0, 12, "{{model}}"),
+        _panel(3, "Queue time per request (HPA metric) by pod", queue_time_query(ns, "pod", "2m"), "µs", 8, 0, "{{pod}}"),
+        _panel(4, "Queue time p99 by model", f'max by (model) (nv_inference_queue_summary_us{{{ns},quantile="0.99"}})', "µs", 8, 12, "{{model}}"),
+        _panel(5, "Compute time per request by model",
+               f"sum by (model) (rate(nv_inference_compute_infer_duration_us{{{ns}}}[5m])) / clamp_min(sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9)",
+               "µs", 16, 0, "{{model}}"),
+        _panel(6, "Ready Triton replicas", f'sum by (deployment) (kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}})', "short", 16, 12, "{{deployment}}"),
+        _panel(7, "GPU utilisation", "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "percent", 24, 0, "{{Hostname}} gpu {{gpu}}"),
+        _panel(8, "GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes", 24, 12, "{{Hostname}} gpu {{gpu}}"),
+    ]
+    return {
+        "uid": "triton-platform", "title": "Triton inference + GPU", "schemaVersion": 39, "version": 1,
+        "timezone": "utc", "refresh": "30s", "time": {"from": "now-6h", "to": "now"}, "tags": ["triton", "gpu"],
+        "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Datasource"}]},
+        "panels": panels,
+    }
+
+
+def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
+    ns = f'namespace="{args.triton_namespace}"'
+    triton: list[dict[str, Any]] = []
+    for d in args.deployments:
+        threshold = 5 * d.queue_time_target_microseconds
+        pods = f'{ns},pod=~"{naming.triton_app_name(d.name)}-.*"'
+        triton.append({
+            "alert": "TritonQueueLatencyP99High",
+            "expr": f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}',
+            "for": "10m", "labels": {"severity": "warning", "deployment": d.name},
+            "annotations": {"summary": f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs (5x the HPA target) for 10 minutes",
+                            "description": "Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, or batching is misconfigured."},
+        })
+    triton += [
+        {"alert": "TritonInferenceFailureRatioHigh",
+         "expr": (f"sum by (namespace, model) (rate(nv_inference_request_failure{{{ns}}}[5m])) / "
+                  f"clamp_min(sum by (namespace, model) (rate(nv_inference_request_failure{{{ns}}}[5m]) ) + "
+                  f"sum by (namespace, model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9) > 0.05"),
+         "for": "10m", "labels": {"severity": "critical"},
+         "annotations": {"summary": "Triton: more than 5 % of requests to {{ $labels.model }} fail"}},
+        {"alert": "TritonNoReadyReplica",
+         "expr": f'kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}} < 1',
+         "for": "5m", "labels": {"severity": "critical"},
+         "annotations": {"summary": "Triton deployment {{ $labels.deployment }} has no ready replica"}},
+        {"alert": "TritonModelLoadFailure",
+         # Strict readiness: a running tritonserver that is not ready has a model that failed to load.
+         "expr": (f'(kube_pod_container_status_ready{{{ns},container="tritonserver"}} == 0) and on (namespace, pod) '
+                  f'(kube_pod_container_status_running{{{ns},container="tritonserver"}} == 1)'),
+         "for": "15m", "labels": {"severity": "critical"},
+         "annotations": {"summary": "Triton pod {{ $labels.pod }} runs but is not ready: a model failed to load (see its log)"}},
+        {"alert": "TritonServerRestarting",
+         "expr": f'increase(kube_pod_container_status_restarts_total{{{ns},container="tritonserver"}}[30m]) > 2',
+         "for": "0m", "labels": {"severity": "warning"},
+         "annotations": {"summary": "tritonserver in {{ $labels.pod }} restarted more than twice in 30 minutes (startup budget exceeded or crash)"}},
+    ]
+    gpu = [
+        {"alert": "GpuIdle",
+         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h])) < 5",
+         "for": "1h", "labels": {"severity": "info"},
+         "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} below 5 % utilisation for 2 hours: paying for an idle GPU"}},
+        {"alert": "GpuSaturated",
+         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[15m])) > 95",
+         "for": "15m", "labels": {"severity": "warning"},
+         "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 95 % utilisation for 30 minutes"}},
+    ]
+    return [{"name": "triton", "rules": triton}, {"name": "gpu", "rules": gpu}]
+
+
+# --------------------------------------------------------------------------------------
+# The component.
+# --------------------------------------------------------------------------------------
+
+
+def _release(name: str, chart: versions.HelmChart, namespace: str, values: Any, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    return k8s.helm.v3.Release(
+        name,
+        k8s.helm.v3.ReleaseArgs(
+            name=chart.chart, chart=chart.chart, version=chart.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
+            namespace=namespace, create_namespace=False, atomic=True, timeout=900, max_history=10, values=values,
+        ),
+        opts=opts,
+    )
+
+
+class Monitoring(pulumi.ComponentResource):
+    """kube-prometheus-stack + prometheus-adapter + Triton dashboard and alerts."""
+
+    namespace_name: pulumi.Output[str]
+    grafana_admin_password: pulumi.Output[str]
+
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-platform:serving:Monitoring", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # node-exporter needs the host network and PID namespace.
+        ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, pod_security="privileged", default_deny=False), opts=child)
+        after_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+
+        def meta(obj: str, extra: dict[str, str] | None = None) -> Any:
+            return {"name": obj, "namespace": args.namespace, "labels": {"app.kubernetes.io/part-of": "triton-platform", **(extra or {})}}
+
+        password = random.RandomPassword(f"{name}-grafana-admin-password", length=32, special=False, opts=child)
+        self.grafana_admin_password = pulumi.Output.secret(password.result)
+        grafana_secret = k8s.core.v1.Secret(
+            f"{name}-grafana-admin", metadata=meta(GRAFANA_ADMIN_SECRET), type="Opaque",
+            string_data={"admin-user": "admin", "admin-password": password.result}, opts=after_ns)
+        release_deps: list[pulumi.Resource] = [ns, grafana_secret]
+        if args.slack_enabled:
+            release_deps.append(k8s.core.v1.Secret(
+                f"{name}-alertmanager-slack", metadata=meta(SLACK_SECRET), type="Opaque",
+                string_data={"url": pulumi.Output.secret(args.slack_webhook_url)}, opts=after_ns))
+
+        self.stack = _release(f"{name}-kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK_CHART, args.namespace,
+                              kube_prometheus_stack_values(args), pulumi.ResourceOptions(parent=self, depends_on=release_deps))
+        after_stack = pulumi.ResourceOptions(parent=self, depends_on=[self.stack])
+        self.adapter = _release(f"{name}-prometheus-adapter", versions.PROMETHEUS_ADAPTER_CHART, args.namespace,
+                                adapter_values(args), after_stack)
+
+        self.dashboard = k8s.core.v1.ConfigMap(
+            f"{name}-dashboard", metadata=meta("triton-dashboard", DASHBOARD_LABEL),
+            data={"triton.json": json.dumps(dashboard(args.triton_namespace), indent=1, sort_keys=True)}, opts=after_ns)
+        rules_spec: Any = {"groups": alert_rule_groups(args)}
+        self.rules = k8s.apiextensions.CustomResource(
+            f"{name}-rules", api_version="monitoring.coreos.com/v1", kind="PrometheusRule",
+            metadata=meta("triton-alerts"), spec=rules_spec, opts=after_stack)
+
+        self.namespace_name = ns.namespace_name
+        self.register_outputs({"namespaceName": self.namespace_name, "grafanaAdminPassword": self.grafana_admin_password})

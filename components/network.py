@@ -1,0 +1,207 @@
+"""The VPC the platform runs in (DESIGN.md item 1).
+
+Per availability zone: one private subnet (nodes and pods: the VPC CNI gives every pod a
+VPC address, so these are large) and one public subnet (internet-facing load balancers
+and the NAT gateways only; nothing is launched there with a public IP). Private subnets
+route the internet through a NAT gateway (one per AZ in `perAz` mode, one shared in
+`single` mode) and S3 through a gateway endpoint on every private route table, so model
+downloads never pay NAT data processing and keep working if a NAT gateway fails.
+
+Subnets carry the tags the AWS Load Balancer Controller and EKS use for discovery:
+`kubernetes.io/role/elb` (public), `kubernetes.io/role/internal-elb` (private) and
+`kubernetes.io/cluster/<cluster name>: shared`.
+ref: https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html#network-load-balancer-subnet-tagging
+
+The VPC's default security group is taken over with no rules, so nothing attached to it
+by mistake can talk to anything (CIS AWS Foundations 5.4).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.stack_config import NAT_MODES
+
+# Availability zones where the EKS control plane cannot place its network interfaces.
+# ref: https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets
+EKS_UNSUPPORTED_ZONE_IDS = ("use1-az3", "usw1-az2", "cac1-az3")
+
+# Every tag key the subnets carry for load-balancer discovery.
+ELB_ROLE_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
+
+
+def cluster_tag(cluster_name: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_name}"
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """Inputs of `Network`.
+
+    cluster_name: the EKS cluster the subnets are tagged for (required; DNS label).
+    region: the AWS region of the stack (names the S3 endpoint service; required).
+    vpc_cidr: IPv4 CIDR of the VPC, private, prefix /16 to /20 (required).
+    availability_zone_count: AZs to span, 2 to 6 (the first N EKS-capable zones of the region).
+    nat_gateway_mode: `perAz` (default; one NAT per AZ, no cross-AZ dependency) or `single`.
+    tags: extra tags on every resource (default none).
+    """
+
+    cluster_name: str
+    region: str
+    vpc_cidr: str
+    availability_zone_count: int = 3
+    nat_gateway_mode: str = "perAz"
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.cluster_name or len(self.cluster_name) > 100:
+            raise ValueError(f"NetworkArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: a non-empty name of at most 100 characters")
+        if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
+            raise ValueError(f"NetworkArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1")
+        try:
+            net = ipaddress.IPv4Network(self.vpc_cidr, strict=True)
+        except ValueError:
+            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not an IPv4 CIDR; allowed: a private /16 to /20 network such as 10.0.0.0/16") from None
+        if not net.is_private or not 16 <= net.prefixlen <= 20:
+            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not a private /16-/20 range; allowed: a private /16 to /20 network such as 10.0.0.0/16")
+        if not 2 <= self.availability_zone_count <= 6:
+            raise ValueError(f"NetworkArgs.availability_zone_count: {self.availability_zone_count!r} is out of range; allowed: 2 to 6")
+        if self.nat_gateway_mode not in NAT_MODES:
+            raise ValueError(f"NetworkArgs.nat_gateway_mode: {self.nat_gateway_mode!r} is not allowed; allowed: {' | '.join(NAT_MODES)}")
+
+
+def _build_subnet_cidrs(vpc_cidr: str, zone_count: int) -> tuple[list[str], list[str]]:
+    """(private, public) subnet CIDRs, one each per zone, non-overlapping, inside the VPC.
+
+    The VPC is cut in eight: the first six eighths are the private subnets (a /19 each in a
+    /16: 8,187 pod and node addresses per AZ), the last eighth is cut in eight again for the
+    public subnets (a /22 each in a /16), which only hold load balancers and NAT gateways.
+    """
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    eighths = list(vpc.subnets(prefixlen_diff=3))
+    private = [str(n) for n in eighths[:zone_count]]
+    public = [str(n) for n in list(eighths[7].subnets(prefixlen_diff=3))[:zone_count]]
+    return private, public
+
+
+def _select_zones(names: Sequence[str], count: int) -> list[str]:
+    if len(names) < count:
+        raise ValueError(f"NetworkArgs.availability_zone_count: {count} exceeds the {len(names)} EKS-capable zones of the region ({', '.join(names)}); allowed: at most {len(names)}")
+    return sorted(names)[:count]
+
+
+def _build_subnet_tags(cluster_name: str, public: bool, zone: str, base: Mapping[str, str]) -> dict[str, str]:
+    role_tag = ELB_ROLE_TAG if public else INTERNAL_ELB_ROLE_TAG
+    tier = "public" if public else "private"
+    return {**base, "Name": f"{cluster_name}-{tier}-{zone}", "tier": tier, role_tag: "1", cluster_tag(cluster_name): "shared"}
+
+
+class Network(pulumi.ComponentResource):
+    """VPC, subnets, NAT, routes and the S3 gateway endpoint (see module docstring)."""
+
+    vpc_id: pulumi.Output[str]
+    availability_zones: list[str]
+    private_subnet_ids: pulumi.Output[list[str]]
+    public_subnet_ids: pulumi.Output[list[str]]
+    private_route_table_ids: pulumi.Output[list[str]]
+    nat_gateway_ids: pulumi.Output[list[str]]
+    s3_endpoint_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-platform:network:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        base_tags = dict(args.tags)
+
+        zones = aws.get_availability_zones(
+            state="available",
+            # Regular zones only: Local Zones and Wavelength zones are opt-in.
+            filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
+            exclude_zone_ids=list(EKS_UNSUPPORTED_ZONE_IDS),
+            opts=pulumi.InvokeOptions(parent=self),
+        )
+        self.availability_zones = _select_zones(zones.names, args.availability_zone_count)
+        private_cidrs, public_cidrs = _build_subnet_cidrs(args.vpc_cidr, len(self.availability_zones))
+
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc", cidr_block=args.vpc_cidr,
+            # Both are required for EKS private endpoint resolution and the S3 endpoint.
+            # ref: https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html
+            enable_dns_support=True, enable_dns_hostnames=True,
+            tags={**base_tags, "Name": args.cluster_name}, opts=child,
+        )
+        aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[],
+                                     tags={**base_tags, "Name": f"{args.cluster_name}-default-deny"}, opts=child)
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={**base_tags, "Name": args.cluster_name}, opts=child)
+
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt", vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags={**base_tags, "Name": f"{args.cluster_name}-public"}, opts=child,
+        )
+
+        public_subnets: dict[str, aws.ec2.Subnet] = {}
+        private_subnets: dict[str, aws.ec2.Subnet] = {}
+        for zone, pub_cidr, priv_cidr in zip(self.availability_zones, public_cidrs, private_cidrs, strict=True):
+            public_subnets[zone] = aws.ec2.Subnet(
+                f"{name}-public-{zone}", vpc_id=vpc.id, cidr_block=pub_cidr, availability_zone=zone,
+                map_public_ip_on_launch=False,  # only NAT gateways (own EIPs) and load balancers live here
+                tags=_build_subnet_tags(args.cluster_name, True, zone, base_tags), opts=child,
+            )
+            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}-rta", subnet_id=public_subnets[zone].id,
+                                          route_table_id=public_rt.id, opts=child)
+            private_subnets[zone] = aws.ec2.Subnet(
+                f"{name}-private-{zone}", vpc_id=vpc.id, cidr_block=priv_cidr, availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags=_build_subnet_tags(args.cluster_name, False, zone, base_tags), opts=child,
+            )
+
+        nat_zones = self.availability_zones if args.nat_gateway_mode == "perAz" else self.availability_zones[:1]
+        nats: dict[str, aws.ec2.NatGateway] = {}
+        for zone in nat_zones:
+            eip = aws.ec2.Eip(f"{name}-nat-{zone}-eip", domain="vpc", tags={**base_tags, "Name": f"{args.cluster_name}-nat-{zone}"}, opts=child)
+            nats[zone] = aws.ec2.NatGateway(
+                f"{name}-nat-{zone}", allocation_id=eip.id, subnet_id=public_subnets[zone].id,
+                tags={**base_tags, "Name": f"{args.cluster_name}-{zone}"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+            )
+
+        private_rts: dict[str, aws.ec2.RouteTable] = {}
+        for zone in self.availability_zones:
+            nat = nats.get(zone, nats[nat_zones[0]])
+            private_rts[zone] = aws.ec2.RouteTable(
+                f"{name}-private-{zone}-rt", vpc_id=vpc.id,
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+                tags={**base_tags, "Name": f"{args.cluster_name}-private-{zone}"}, opts=child,
+            )
+            aws.ec2.RouteTableAssociation(f"{name}-private-{zone}-rta", subnet_id=private_subnets[zone].id,
+                                          route_table_id=private_rts[zone].id, opts=child)
+
+        s3_endpoint = aws.ec2.VpcEndpoint(
+            f"{name}-s3-endpoint", vpc_id=vpc.id, vpc_endpoint_type="Gateway",
+            service_name=f"com.amazonaws.{args.region}.s3",
+            route_table_ids=[rt.id for rt in private_rts.values()],
+            tags={**base_tags, "Name": f"{args.cluster_name}-s3"}, opts=child,
+        )
+
+        self.vpc_id = vpc.id
+        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets.values()])
+        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets.values()])
+        self.private_route_table_ids = pulumi.Output.all(*[rt.id for rt in private_rts.values()])
+        self.nat_gateway_ids = pulumi.Output.all(*[n.id for n in nats.values()])
+        self.s3_endpoint_id = s3_endpoint.id
+        self.register_outputs({
+            "vpcId": self.vpc_id,
+            "availabilityZones": self.availability_zones,
+            "privateSubnetIds": self.private_subnet_ids,
+            "publicSubnetIds": self.public_subnet_ids,
+            "privateRouteTableIds": self.private_route_table_ids,
+            "natGatewayIds": self.nat_gateway_ids,
+            "s3EndpointId": self.s3_endpoint_id,
+        })

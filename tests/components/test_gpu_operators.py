@@ -1,0 +1,94 @@
+"""GPU operators: pinned device plugin + DCGM exporter, scheduled by the GPU contract only."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import gpu_contract, naming, versions
+from components.gpu_operators import GpuOperatorsArgs, _build_dcgm_exporter_values, _build_device_plugin_values
+from tests.components._helpers import assert_children_prefixed, registered_outputs
+from tests.pulumi_kit import Run, run_program
+
+GPU_OPERATORS = "triton-platform:gpu:GpuOperators"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+GPU_GROUPS = {"dev": ["gpu-l4"], "staging": ["gpu-l4"], "prod": ["gpu-a10g", "gpu-l4"]}
+
+
+def _release(run: Run, role: str):
+    return run.one(RELEASE, f"gpu-operators-{role}")
+
+
+@pytest.mark.parametrize(("role", "chart", "version", "repo"), [
+    ("device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, versions.NVIDIA_DEVICE_PLUGIN_CHART_VERSION, versions.NVIDIA_DEVICE_PLUGIN_REPOSITORY),
+    ("dcgm-exporter", versions.DCGM_EXPORTER_CHART, versions.DCGM_EXPORTER_CHART_VERSION, versions.DCGM_EXPORTER_REPOSITORY),
+])
+def test_pinned_charts_on_the_cluster_provider(any_stack: Run, role: str, chart: str, version: str, repo: str) -> None:
+    r = _release(any_stack, role)
+    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart, version, repo)
+    assert r.inputs["version"][0].isdigit()
+    assert r.inputs["repositoryOpts"]["repo"].startswith("https://")
+    assert r.inputs["namespace"] == naming.GPU_OPERATORS_NAMESPACE
+    assert r.inputs["atomic"] is True
+    provider = any_stack.one("pulumi:providers:kubernetes", "cluster-k8s")
+    assert r.provider.startswith(provider.urn + "::"), r.provider
+
+
+@pytest.mark.parametrize("role", ["device-plugin", "dcgm-exporter"])
+def test_scheduling_derived_from_the_gpu_contract(any_stack: Run, role: str) -> None:
+    values = _release(any_stack, role).inputs["values"]
+    assert values["tolerations"] == gpu_contract.gpu_tolerations()
+    assert values["affinity"] == gpu_contract.gpu_node_affinity(GPU_GROUPS[any_stack.stack])
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == GPU_GROUPS[any_stack.stack]
+    assert "nodeSelector" not in values
+
+
+def test_device_plugin_values(any_stack: Run) -> None:
+    values = _release(any_stack, "device-plugin").inputs["values"]
+    assert values["priorityClassName"] == "system-node-critical"
+    assert values["gfd"] == {"enabled": False}
+    assert values["nfd"] == {"enabled": False}
+
+
+def test_service_monitor_follows_monitoring_enabled(any_stack: Run) -> None:
+    sm = _release(any_stack, "dcgm-exporter").inputs["values"]["serviceMonitor"]
+    assert sm["enabled"] is True  # monitoringEnabled defaults to true in every shipped stack
+    assert _release(any_stack, "dcgm-exporter").inputs["values"]["service"]["type"] == "ClusterIP"
+
+
+def test_service_monitor_off_when_monitoring_disabled() -> None:
+    run = run_program("dev", overrides={"triton-platform:monitoringEnabled": False})
+    assert run.one(RELEASE, "gpu-operators-dcgm-exporter").inputs["values"]["serviceMonitor"]["enabled"] is False
+
+
+def test_namespace_is_named_and_privileged_for_host_access(any_stack: Run) -> None:
+    ns = any_stack.one("kubernetes:core/v1:Namespace", "gpu-operators-namespace")
+    assert ns.inputs["metadata"]["name"] == naming.GPU_OPERATORS_NAMESPACE
+    assert ns.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_component_shape(any_stack: Run) -> None:
+    comp = any_stack.one(GPU_OPERATORS, "gpu-operators")
+    children = assert_children_prefixed(any_stack, comp, min_children=3)
+    provider = any_stack.one("pulumi:providers:kubernetes", "cluster-k8s")
+    assert all(c.provider.startswith(provider.urn + "::") for c in children)
+    assert registered_outputs(any_stack, comp)["namespace"] == naming.GPU_OPERATORS_NAMESPACE
+
+
+def test_builders_use_only_given_groups() -> None:
+    args = GpuOperatorsArgs(gpu_node_groups=["b", "a"], service_monitor=True, service_monitor_labels={"release": "kps"})
+    dcgm = _build_dcgm_exporter_values(args)
+    assert dcgm["serviceMonitor"]["additionalLabels"] == {"release": "kps"}
+    assert dcgm["affinity"] == gpu_contract.gpu_node_affinity(["a", "b"])
+    assert _build_device_plugin_values(args)["tolerations"] == [gpu_contract.GPU_TAINT.toleration()]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"gpu_node_groups": []}, r"GpuOperatorsArgs.gpu_node_groups: \[\] is empty or repeats a group"),
+    ({"gpu_node_groups": ["a", "a"]}, r"GpuOperatorsArgs.gpu_node_groups: \['a', 'a'\] is empty or repeats a group"),
+    ({"gpu_node_groups": ["a"], "service_monitor_labels": {"x": "y"}}, r"GpuOperatorsArgs.service_monitor_labels: .* is set without service_monitor"),
+    ({"gpu_node_groups": ["a"], "namespace": ""}, r"GpuOperatorsArgs.namespace: '' is empty"),
+])
+def test_args_validation(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        GpuOperatorsArgs(**kwargs)

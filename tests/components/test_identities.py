@@ -1,0 +1,245 @@
+"""Identities: serving role + Pod Identity, GitHub OIDC trust, publisher/promoter/deployer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components import naming
+from components.identities import (
+    GITHUB_OIDC_HOST,
+    IdentitiesArgs,
+    _build_github_trust,
+    _build_promoter_policy,
+    github_subjects,
+)
+from components.stack_config import ConfigError
+from tests.components._helpers import as_list, assert_children_prefixed, assert_no_wildcards, policy, registered_outputs, statements
+from tests.pulumi_kit import ACCOUNT, Run, run_program, stack_config
+
+IDENTITIES = "triton-platform:iam:Identities"
+DEPLOYMENTS = {"dev": ["default"], "staging": ["default"], "prod": ["default", "large"]}
+SUBJECTS = {
+    "dev": ["repo:example-org/triton-platform:ref:refs/heads/main"],
+    "staging": ["repo:example-org/triton-platform:ref:refs/heads/main"],
+    "prod": ["repo:example-org/triton-platform:environment:prod"],
+}
+
+
+def _bucket_arn(stack: str) -> str:
+    return f"arn:aws:s3:::triton-platform-{stack}-models-{ACCOUNT}"
+
+
+def _key_arn(run: Run) -> str:
+    return run.one("aws:kms/key:Key", "model-repository-key").state["arn"]
+
+
+def _role(run: Run, role: str):
+    return run.one("aws:iam/role:Role", f"identities-{role}-role")
+
+
+# ---- serving role ----------------------------------------------------------------------
+
+
+def test_serving_role_trusts_pod_identity_in_the_triton_namespace(any_stack: Run) -> None:
+    role = _role(any_stack, "serving")
+    assert role.inputs["name"] == f"triton-platform-{any_stack.stack}-serving"
+    [st] = policy(role, "assumeRolePolicy")["Statement"]
+    assert st["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(st["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert st["Condition"] == {"StringEquals": {"aws:RequestTag/kubernetes-namespace": naming.TRITON_NAMESPACE}}
+    assert any_stack.exports["servingRoleArn"] == role.state["arn"]
+
+
+def test_serving_policy_read_repository_write_status_only(any_stack: Run) -> None:
+    doc = policy(any_stack.one("aws:iam/rolePolicy:RolePolicy", "identities-serving-policy"))
+    assert_no_wildcards(doc)
+    bucket = _bucket_arn(any_stack.stack)
+    s = statements(doc)
+    assert s["ListRepository"]["Action"] == "s3:ListBucket"
+    assert s["ListRepository"]["Resource"] == bucket
+    assert s["ListRepository"]["Condition"] == {"StringLike": {"s3:prefix": ["repository/*", "manifests/*"]}}
+    assert s["ReadRepository"]["Action"] == "s3:GetObject"
+    assert s["ReadRepository"]["Resource"] == [f"{bucket}/repository/*", f"{bucket}/manifests/*"]
+    assert s["WriteStatus"]["Action"] == "s3:PutObject"
+    assert s["WriteStatus"]["Resource"] == [f"{bucket}/status/*"]
+    assert s["UseRepositoryKey"]["Resource"] == _key_arn(any_stack)
+    writes = [st for st in doc["Statement"] if any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in as_list(st["Action"]))]
+    assert [w["Sid"] for w in writes] == ["WriteStatus"]
+
+
+def test_pod_identity_association_per_deployment(any_stack: Run) -> None:
+    identities = any_stack.one("triton-platform:iam:Identities")
+    assocs = [a for a in any_stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation") if a.name.startswith("identities-")]
+    assert all(a.parent == identities.urn for a in assocs)
+    assert sorted(a.name for a in assocs) == [f"identities-serving-{d}" for d in DEPLOYMENTS[any_stack.stack]]
+    serving = _role(any_stack, "serving").state["arn"]
+    for a in assocs:
+        d = a.name.removeprefix("identities-serving-")
+        assert a.inputs["namespace"] == naming.TRITON_NAMESPACE
+        assert a.inputs["serviceAccount"] == naming.triton_service_account(d)
+        assert a.inputs["roleArn"] == serving
+        assert a.inputs["clusterName"] == f"triton-{any_stack.stack}"
+
+
+# ---- GitHub OIDC + CI roles ------------------------------------------------------------
+
+
+def test_github_oidc_provider_created_once_per_account(any_stack: Run) -> None:
+    providers = any_stack.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
+    if any_stack.stack == "dev":  # reuses the staging stack's provider (same account)
+        assert providers == []
+    else:
+        [p] = providers
+        assert p.inputs["url"] == f"https://{GITHUB_OIDC_HOST}"
+        assert p.inputs["clientIdLists"] == ["sts.amazonaws.com"]
+
+
+def test_ci_roles_per_stack(any_stack: Run) -> None:
+    roles = {r.name for r in any_stack.of_type("aws:iam/role:Role") if r.name.startswith("identities-")}
+    extra = {"dev": set(), "staging": {"identities-publisher-role"}, "prod": {"identities-promoter-role"}}[any_stack.stack]
+    assert roles == {"identities-serving-role", "identities-deployer-role"} | extra
+    assert ("publisherRoleArn" in any_stack.exports) is (any_stack.stack == "staging")
+    assert ("promoterRoleArn" in any_stack.exports) is (any_stack.stack == "prod")
+    assert any_stack.exports["deployerRoleArn"] == _role(any_stack, "deployer").state["arn"]
+
+
+def test_ci_trust_is_exact_repo_and_refs(any_stack: Run) -> None:
+    cfg = stack_config(any_stack.stack)
+    provider_arn = cfg.get("triton-platform:githubOidcProviderArn") or f"arn:aws:iam::{ACCOUNT}:oidc-provider/{GITHUB_OIDC_HOST}"
+    ci = [r for r in any_stack.of_type("aws:iam/role:Role") if r.name in ("identities-deployer-role", "identities-publisher-role", "identities-promoter-role")]
+    assert ci
+    for role in ci:
+        [st] = policy(role, "assumeRolePolicy")["Statement"]
+        assert st["Principal"] == {"Federated": provider_arn}
+        assert st["Action"] == "sts:AssumeRoleWithWebIdentity"
+        assert set(st["Condition"]) == {"StringEquals"}  # no StringLike: no wildcards possible
+        cond = st["Condition"]["StringEquals"]
+        assert cond[f"{GITHUB_OIDC_HOST}:aud"] == "sts.amazonaws.com"
+        assert cond[f"{GITHUB_OIDC_HOST}:sub"] == SUBJECTS[any_stack.stack]
+        assert not any("*" in s for s in cond[f"{GITHUB_OIDC_HOST}:sub"])
+        assert role.inputs["maxSessionDuration"] == 3600
+
+
+def test_publisher_writes_staging_prefixes_only(staging: Run) -> None:
+    doc = policy(staging.one("aws:iam/rolePolicy:RolePolicy", "identities-publisher-policy"))
+    assert_no_wildcards(doc)
+    bucket = _bucket_arn("staging")
+    s = statements(doc)
+    assert s["WriteRepository"]["Action"] == ["s3:PutObject", "s3:AbortMultipartUpload"]
+    assert s["WriteRepository"]["Resource"] == [f"{bucket}/repository/*", f"{bucket}/manifests/*", f"{bucket}/audit/*"]
+    assert not any("s3:DeleteObject" in as_list(st["Action"]) for st in doc["Statement"])
+    for st in doc["Statement"]:
+        for r in as_list(st["Resource"]):
+            assert r.startswith(bucket) or r == _key_arn(staging)
+
+
+def test_promoter_reads_staging_and_writes_prod(prod: Run) -> None:
+    cfg = stack_config("prod")
+    source = f"arn:aws:s3:::{cfg['triton-platform:promotionSourceBucket']}"
+    doc = policy(prod.one("aws:iam/rolePolicy:RolePolicy", "identities-promoter-policy"))
+    assert_no_wildcards(doc)
+    s = statements(doc)
+    assert s["ReadSource"]["Resource"] == [f"{source}/{p}*" for p in ("repository/", "manifests/", "status/", "audit/")]
+    assert s["ListSource"]["Resource"] == source
+    assert s["DecryptSource"] == {"Sid": "DecryptSource", "Effect": "Allow", "Action": "kms:Decrypt",
+                                  "Resource": cfg["triton-platform:promotionSourceKmsKeyArn"]}
+    bucket = _bucket_arn("prod")
+    assert s["WriteTarget"]["Resource"] == [f"{bucket}/repository/*", f"{bucket}/manifests/*", f"{bucket}/audit/*"]
+    # Nothing is ever written to the source bucket.
+    for st in doc["Statement"]:
+        if any(a.startswith("s3:Put") for a in as_list(st["Action"])):
+            assert all(r.startswith(bucket) for r in as_list(st["Resource"]))
+
+
+def test_deployer_policies_and_cluster_access(any_stack: Run) -> None:
+    expected = set(stack_config(any_stack.stack)["triton-platform:deployerPolicyArns"])
+    attached = {a.inputs["policyArn"] for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.name.startswith("identities-deployer-")}
+    assert attached == expected
+    assert not any(a.endswith("/AdministratorAccess") for a in attached)
+    deployer = _role(any_stack, "deployer").state["arn"]
+    entry = any_stack.one("aws:eks/accessEntry:AccessEntry", "identities-deployer-access")
+    assert entry.inputs["principalArn"] == deployer
+    assoc = any_stack.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "identities-deployer-access-policy")
+    assert assoc.inputs["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
+
+
+def test_no_static_keys_anywhere(any_stack: Run) -> None:
+    assert not [r for r in any_stack.resources if r.type in ("aws:iam/accessKey:AccessKey", "aws:iam/user:User")]
+
+
+def test_component_shape(any_stack: Run) -> None:
+    comp = any_stack.one(IDENTITIES, "identities")
+    assert_children_prefixed(any_stack, comp, min_children=6)
+    outputs = registered_outputs(any_stack, comp)
+    assert set(outputs["podIdentityAssociationIds"]) == set(DEPLOYMENTS[any_stack.stack])
+
+
+# ---- builders --------------------------------------------------------------------------
+
+
+def test_github_subjects() -> None:
+    assert github_subjects("o/r", ["refs/tags/v1", "environment:prod"]) == ["repo:o/r:environment:prod", "repo:o/r:ref:refs/tags/v1"]
+    trust = _build_github_trust("arn:p", "o/r", ["refs/heads/main"])
+    assert trust["Statement"][0]["Condition"]["StringEquals"][f"{GITHUB_OIDC_HOST}:sub"] == ["repo:o/r:ref:refs/heads/main"]
+
+
+def test_promoter_policy_builder_has_no_delete() -> None:
+    doc = _build_promoter_policy("arn:aws:s3:::p", "arn:k", "s", "arn:sk")
+    assert not any(a.startswith("s3:Delete") for st in doc["Statement"] for a in as_list(st["Action"]))
+
+
+# ---- validation: component args --------------------------------------------------------
+
+_KEY = "arn:aws:kms:us-east-1:111122223333:key/0d3c6f1e-8a2b-4c5d-9e7f-1a2b3c4d5e6f"
+_BASE: dict[str, Any] = {"environment": "staging", "cluster_name": "c", "bucket_arn": "arn:aws:s3:::b", "kms_key_arn": "k",
+         "triton_deployments": ["default"], "github_repository": "o/r", "github_deploy_refs": ["refs/heads/main"],
+         "deployer_policy_arns": ["arn:aws:iam::111122223333:policy/deployer"]}
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    ({"environment": "qa"}, r"IdentitiesArgs.environment: 'qa' is not allowed"),
+    ({"triton_deployments": []}, r"IdentitiesArgs.triton_deployments: \[\] is empty or repeats a name"),
+    ({"triton_deployments": ["Big"]}, r"IdentitiesArgs.triton_deployments: 'Big' is not a DNS label"),
+    ({"github_repository": "no-slash"}, r"IdentitiesArgs.github_repository: 'no-slash' is not valid"),
+    ({"github_deploy_refs": []}, r"IdentitiesArgs.github_deploy_refs: \[\] is empty"),
+    ({"github_deploy_refs": ["refs/heads/*"]}, r"IdentitiesArgs.github_deploy_refs: 'refs/heads/\*' is not valid"),
+    ({"deployer_policy_arns": []}, r"IdentitiesArgs.deployer_policy_arns: \[\] is empty"),
+    ({"deployer_policy_arns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, r"deployer_policy_arns: '.*AdministratorAccess' is not allowed"),
+    ({"github_oidc_provider_arn": "arn:aws:iam::111122223333:oidc-provider/example.com"}, r"IdentitiesArgs.github_oidc_provider_arn: .* is not the GitHub OIDC provider"),
+    ({"promotion_source_bucket": "b-staging"}, r"IdentitiesArgs.promotion_source_bucket: 'b-staging' is set in staging"),
+    ({"environment": "prod"}, r"IdentitiesArgs.promotion_source_bucket: '' is not a bucket name"),
+    ({"environment": "prod", "promotion_source_bucket": "b-staging"}, r"IdentitiesArgs.promotion_source_kms_key_arn: '' is not a KMS key ARN"),
+])
+def test_args_validation(changes: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        IdentitiesArgs(**{**_BASE, **changes})
+
+
+def test_prod_args_accept_a_promotion_source() -> None:
+    args = IdentitiesArgs(**{**_BASE, "environment": "prod", "promotion_source_bucket": "b-staging", "promotion_source_kms_key_arn": _KEY})
+    assert args.promotion_source_bucket == "b-staging"
+
+
+# ---- validation: the stack-config keys this area added ---------------------------------
+
+
+@pytest.mark.parametrize(("stack", "overrides", "remove", "match"), [
+    ("prod", {}, ("triton-platform:promotionSourceBucket",), r"triton-platform:promotionSourceBucket: <unset> is missing \(prod promotes from staging\)"),
+    ("prod", {"triton-platform:promotionSourceBucket": "Bad_Bucket"}, (), r"triton-platform:promotionSourceBucket: 'Bad_Bucket' is not valid"),
+    ("prod", {}, ("triton-platform:promotionSourceKmsKeyArn",), r"triton-platform:promotionSourceKmsKeyArn: <unset> is missing"),
+    ("prod", {"triton-platform:promotionSourceKmsKeyArn": "alias/x"}, (), r"triton-platform:promotionSourceKmsKeyArn: 'alias/x' is not valid"),
+    ("staging", {"triton-platform:promotionSourceBucket": "b"}, (), r"triton-platform:promotionSourceBucket: 'b' is set in staging"),
+    ("dev", {"triton-platform:promotionSourceKmsKeyArn": _KEY}, (), r"triton-platform:promotionSourceKmsKeyArn: .* is set in dev"),
+    ("dev", {}, ("triton-platform:deployerPolicyArns",), r"triton-platform:deployerPolicyArns: <unset> is missing"),
+    ("dev", {"triton-platform:deployerPolicyArns": []}, (), r"triton-platform:deployerPolicyArns: .* is empty"),
+    ("dev", {"triton-platform:deployerPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, (), r"deployerPolicyArns: '.*AdministratorAccess' grants unrestricted power"),
+    ("dev", {"triton-platform:deployerPolicyArns": ["policy/x"]}, (), r"triton-platform:deployerPolicyArns: 'policy/x' is not valid"),
+    ("dev", {"triton-platform:githubOidcProviderArn": "arn:aws:iam::111122223333:oidc-provider/x"}, (), r"githubOidcProviderArn: .* is not the GitHub OIDC provider"),
+    ("prod", {"triton-platform:modelRepositoryReadPrincipalArns": ["arn:aws:iam::111122223333:role/x"]}, (), r"modelRepositoryReadPrincipalArns: .* is set in prod"),
+    ("staging", {"triton-platform:modelRepositoryReadPrincipalArns": ["arn:aws:iam::1:role/x"]}, (), r"modelRepositoryReadPrincipalArns: 'arn:aws:iam::1:role/x' is not valid"),
+])
+def test_config_validation(stack: str, overrides: dict, remove: tuple, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        run_program(stack, overrides=overrides, remove=remove)
