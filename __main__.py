@@ -123,6 +123,7 @@ pulumi.export("modelRepositoryUri", repository.repository_uri)
 pulumi.export("modelRepositoryKmsKeyArn", repository.kms_key_arn)
 pulumi.export("servingRoleArn", identities.serving_role_arn)
 pulumi.export("deployerRoleArn", identities.deployer_role_arn)
+pulumi.export("previewRoleArn", identities.preview_role_arn)
 if identities.publisher_role_arn is not None:
     pulumi.export("publisherRoleArn", identities.publisher_role_arn)
 if identities.promoter_role_arn is not None:

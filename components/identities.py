@@ -43,6 +43,9 @@ from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
 from components.stack_config import ENVIRONMENTS
 from model_sync import layout
 
+CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+# ref: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/ViewOnlyAccess.html
+PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
@@ -138,13 +141,13 @@ def github_subjects(repository: str, refs: Sequence[str]) -> list[str]:
     return sorted(subs)
 
 
-def _build_github_trust(provider_arn: str, repository: str, refs: Sequence[str]) -> dict[str, Any]:
+def _build_github_trust(provider_arn: str, repository: str, refs: Sequence[str], subjects: Sequence[str] | None = None) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": [{
         "Sid": "GitHubActionsOidc", "Effect": "Allow", "Principal": {"Federated": provider_arn},
         "Action": "sts:AssumeRoleWithWebIdentity",
         "Condition": {"StringEquals": {
             f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE,
-            f"{GITHUB_OIDC_HOST}:sub": github_subjects(repository, refs),
+            f"{GITHUB_OIDC_HOST}:sub": list(subjects) if subjects is not None else github_subjects(repository, refs),
         }},
     }]}
 
@@ -216,6 +219,7 @@ class Identities(pulumi.ComponentResource):
 
     serving_role_arn: pulumi.Output[str]
     deployer_role_arn: pulumi.Output[str]
+    preview_role_arn: pulumi.Output[str]
     publisher_role_arn: pulumi.Output[str] | None
     promoter_role_arn: pulumi.Output[str] | None
     github_oidc_provider_arn: pulumi.Output[str]
@@ -280,12 +284,30 @@ class Identities(pulumi.ComponentResource):
         aws.eks.AccessPolicyAssociation(
             f"{name}-deployer-access-policy", cluster_name=args.cluster_name, principal_arn=entry.principal_arn,
             policy_arn=CLUSTER_ADMIN_POLICY_ARN, access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+
+        # ---- preview (pull requests) -------------------------------------------------
+        # `pulumi preview` on a pull request runs the PR's code, so its role can only read:
+        # AWS's ViewOnlyAccess (describe/list, no object or secret reads) and the EKS view
+        # policy. Trusted only for this repository's pull_request events.
+        preview_trust = provider_arn.apply(lambda arn: json.dumps(
+            _build_github_trust(arn, args.github_repository, (), subjects=[f"repo:{args.github_repository}:pull_request"])))
+        preview = aws.iam.Role(f"{name}-preview-role", name=f"{prefix}-preview", description="CI: read-only pulumi preview for pull requests",
+                               assume_role_policy=preview_trust, max_session_duration=CI_SESSION_SECONDS, tags=tags, opts=child)
+        aws.iam.RolePolicyAttachment(f"{name}-preview-viewonly", role=preview.name, policy_arn=PREVIEW_POLICY_ARN, opts=child)
+        preview_entry = aws.eks.AccessEntry(f"{name}-preview-access", cluster_name=args.cluster_name, principal_arn=preview.arn,
+                                            type="STANDARD", tags=tags, opts=child)
+        aws.eks.AccessPolicyAssociation(
+            f"{name}-preview-access-policy", cluster_name=args.cluster_name, principal_arn=preview_entry.principal_arn,
+            policy_arn=CLUSTER_VIEW_POLICY_ARN, access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+
         self.serving_role_arn = serving.arn
         self.deployer_role_arn = deployer.arn
+        self.preview_role_arn = preview.arn
 
         outputs: dict[str, Any] = {
             "servingRoleArn": self.serving_role_arn,
             "deployerRoleArn": self.deployer_role_arn,
+            "previewRoleArn": self.preview_role_arn,
             "githubOidcProviderArn": self.github_oidc_provider_arn,
             "podIdentityAssociationIds": self.pod_identity_association_ids,
         }

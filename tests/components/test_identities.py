@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -99,7 +100,7 @@ def test_github_oidc_provider_created_once_per_account(any_stack: Run) -> None:
 def test_ci_roles_per_stack(any_stack: Run) -> None:
     roles = {r.name for r in any_stack.of_type("aws:iam/role:Role") if r.name.startswith("identities-")}
     extra = {"dev": set(), "staging": {"identities-publisher-role"}, "prod": {"identities-promoter-role"}}[any_stack.stack]
-    assert roles == {"identities-serving-role", "identities-deployer-role"} | extra
+    assert roles == {"identities-serving-role", "identities-deployer-role", "identities-preview-role"} | extra
     assert ("publisherRoleArn" in any_stack.exports) is (any_stack.stack == "staging")
     assert ("promoterRoleArn" in any_stack.exports) is (any_stack.stack == "prod")
     assert any_stack.exports["deployerRoleArn"] == _role(any_stack, "deployer").state["arn"]
@@ -243,3 +244,17 @@ def test_prod_args_accept_a_promotion_source() -> None:
 def test_config_validation(stack: str, overrides: dict, remove: tuple, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         run_program(stack, overrides=overrides, remove=remove)
+
+
+def test_preview_role_is_read_only_and_pull_request_only(any_stack: Run) -> None:
+    role = any_stack.one("aws:iam/role:Role", "identities-preview-role")
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    assert statement["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"] == ["repo:example-org/triton-platform:pull_request"]
+    assert statement["Condition"]["StringEquals"]["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+    attachments = [r for r in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.name.startswith("identities-preview")]
+    assert [a.inputs["policyArn"] for a in attachments] == ["arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"]
+    assert not [r for r in any_stack.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.startswith("identities-preview")]
+    access = any_stack.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "identities-preview-access-policy")
+    assert access.inputs["policyArn"].endswith("/AmazonEKSViewPolicy")
+    assert any_stack.exports["previewRoleArn"] == role.state["arn"]
