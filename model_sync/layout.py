@@ -1,13 +1,29 @@
 """The S3 model-repository layout: one bucket per environment. Dependency-free, so the
-Pulumi program (IAM policies) and model_sync share the same prefixes.
+Pulumi program (IAM policies) and model_sync share the same prefixes and key builders.
 
-    repository/<model>/config.pbtxt      the pin: version_policy specific {versions: [N]}.
-                                          Rewriting it is the single commit point.
-    repository/<model>/<N>/...            immutable version files (never overwritten)
-    manifests/<model>/<N>.json            per-version manifest: sha256 + size of every file,
-                                          source, exporter/framework versions, who, when
-    status/<deployment>/<replica>.json    what each serving replica's agent has loaded / failed
-    audit/...                             verification, promotion and rollback records
+All keys are relative to the environment's repository root `s3://bucket[/prefix]/`
+(see `model_sync.environments`; `Root.key()` joins the prefix).
+
+    repository/<model>/config.pbtxt        the pin: the version's config with
+                                            version_policy { specific { versions: [N] } }.
+                                            Rewriting it (one PUT) is the single commit point.
+    repository/<model>/<N>/<file>          immutable version files (never overwritten)
+    manifests/<model>/<N>.json             per-version manifest (model_sync.manifest, schema
+                                            "model-sync.manifest/v1"): sha256 + size of every
+                                            file, the pinned config text, source, exporter and
+                                            framework versions, who, when
+    status/<deployment>/<replica>.json     what each serving replica's agent has loaded / failed
+    audit/allocations/<model>/<N>.json     version allocation marker, written first with
+                                            If-None-Match: * (who/when/why); never deleted, so a
+                                            version number is never reused, even after prune
+    audit/pins/<model>/<stamp>-<N>.json    pin history, one record per flip (push, promote,
+                                            rollback); <stamp> = UTC %Y%m%dT%H%M%S%fZ sorts in time
+    audit/verifications/<model>/<N>.json   `verify` result for version N in this environment
+                                            (schema "model-sync.verification/v1")
+    audit/promotions/<model>/<N>.json      provenance of a promoted version N in the TARGET env
+                                            (schema "model-sync.promotion/v1")
+    audit/.conditional-write-probe         constant key used to detect servers that ignore
+                                            If-None-Match (rclone serve s3)
 
 Serving pods read `repository/` and `manifests/` and write only `status/`; the CI
 publisher writes `repository/`, `manifests/`, `audit/` in staging; the promoter reads
@@ -15,6 +31,9 @@ staging and writes `repository/`, `manifests/`, `audit/` in prod.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 REPOSITORY_PREFIX = "repository/"
 MANIFESTS_PREFIX = "manifests/"
@@ -25,3 +44,155 @@ AUDIT_PREFIX = "audit/"
 SERVING_READ_PREFIXES = (REPOSITORY_PREFIX, MANIFESTS_PREFIX)
 SERVING_WRITE_PREFIXES = (STATUS_PREFIX,)
 PUBLISHER_WRITE_PREFIXES = (REPOSITORY_PREFIX, MANIFESTS_PREFIX, AUDIT_PREFIX)
+
+CONFIG_FILE = "config.pbtxt"
+ALLOCATIONS_PREFIX = AUDIT_PREFIX + "allocations/"
+PINS_PREFIX = AUDIT_PREFIX + "pins/"
+VERIFICATIONS_PREFIX = AUDIT_PREFIX + "verifications/"
+PROMOTIONS_PREFIX = AUDIT_PREFIX + "promotions/"
+PROBE_KEY = AUDIT_PREFIX + ".conditional-write-probe"
+
+# Model names become S3 key segments, Triton model names and directory names: keep them boring.
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+MODEL_NAME_ALLOWED = "1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit"
+# Version-relative file paths: one or more segments, no '..', no leading '/', no hidden files.
+FILE_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
+MAX_VERSION = 2**63 - 1  # Triton versions are int64
+
+
+class LayoutError(ValueError):
+    """A model name, version or file path that cannot be part of the layout."""
+
+
+def check_model_name(name: str) -> str:
+    if not isinstance(name, str) or not MODEL_NAME_RE.match(name):
+        raise LayoutError(f"model name: {name!r}; allowed: {MODEL_NAME_ALLOWED}")
+    return name
+
+
+def check_version(version: int) -> int:
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
+        raise LayoutError(f"version: {version!r}; allowed: an integer 1..{MAX_VERSION}")
+    return version
+
+
+def check_file_path(path: str) -> str:
+    """A file path relative to a version directory, '/'-separated."""
+    parts = path.split("/") if isinstance(path, str) else [""]
+    if not all(FILE_SEGMENT_RE.match(p) for p in parts):
+        raise LayoutError(f"file path: {path!r}; allowed: '/'-separated segments of A-Z a-z 0-9 _ . + - not starting with '.' or '-'")
+    return path
+
+
+# ---- key builders (relative to the repository root) ------------------------------------
+
+
+def model_prefix(model: str) -> str:
+    return f"{REPOSITORY_PREFIX}{check_model_name(model)}/"
+
+
+def config_key(model: str) -> str:
+    """The pin: repository/<model>/config.pbtxt."""
+    return model_prefix(model) + CONFIG_FILE
+
+
+def version_prefix(model: str, version: int) -> str:
+    return f"{model_prefix(model)}{check_version(version)}/"
+
+
+def version_file_key(model: str, version: int, path: str) -> str:
+    return version_prefix(model, version) + check_file_path(path)
+
+
+def manifests_prefix(model: str) -> str:
+    return f"{MANIFESTS_PREFIX}{check_model_name(model)}/"
+
+
+def manifest_key(model: str, version: int) -> str:
+    return f"{manifests_prefix(model)}{check_version(version)}.json"
+
+
+def allocations_prefix(model: str) -> str:
+    return f"{ALLOCATIONS_PREFIX}{check_model_name(model)}/"
+
+
+def allocation_key(model: str, version: int) -> str:
+    return f"{allocations_prefix(model)}{check_version(version)}.json"
+
+
+def pins_prefix(model: str) -> str:
+    return f"{PINS_PREFIX}{check_model_name(model)}/"
+
+
+def pin_record_key(model: str, stamp: str, version: int) -> str:
+    if not re.match(r"^\d{8}T\d{12}Z$", stamp):
+        raise LayoutError(f"pin stamp: {stamp!r}; allowed: UTC %Y%m%dT%H%M%S%fZ")
+    return f"{pins_prefix(model)}{stamp}-{check_version(version)}.json"
+
+
+def verification_key(model: str, version: int) -> str:
+    return f"{VERIFICATIONS_PREFIX}{check_model_name(model)}/{check_version(version)}.json"
+
+
+def promotion_key(model: str, version: int) -> str:
+    return f"{PROMOTIONS_PREFIX}{check_model_name(model)}/{check_version(version)}.json"
+
+
+def status_key(deployment: str, replica: str) -> str:
+    for what, value in (("deployment", deployment), ("replica", replica)):
+        if not re.match(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$", value or ""):
+            raise LayoutError(f"{what}: {value!r}; allowed: a Kubernetes DNS subdomain name")
+    return f"{STATUS_PREFIX}{deployment}/{replica}.json"
+
+
+# ---- key parsers ------------------------------------------------------------------------
+
+
+def version_from_dir(segment: str) -> int | None:
+    """'12/' or '12' -> 12; anything else (config.pbtxt, 'latest/', '012/') -> None."""
+    seg = segment.rstrip("/")
+    if re.match(r"^[1-9]\d{0,18}$", seg) and int(seg) <= MAX_VERSION:
+        return int(seg)
+    return None
+
+
+def version_from_json_key(key: str) -> int | None:
+    """'.../12.json' -> 12 (manifests, allocations, verifications, promotions)."""
+    leaf = key.rsplit("/", 1)[-1]
+    return version_from_dir(leaf[:-5]) if leaf.endswith(".json") else None
+
+
+@dataclass(frozen=True)
+class Root:
+    """An environment's repository root: bucket + optional key prefix (no leading/trailing '/')."""
+
+    bucket: str
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", self.bucket or ""):
+            raise LayoutError(f"bucket: {self.bucket!r}; allowed: an S3 bucket name (3-63 of a-z 0-9 . -)")
+        if self.prefix.startswith("/") or self.prefix.endswith("/") or "//" in self.prefix:
+            raise LayoutError(f"bucket prefix: {self.prefix!r}; allowed: key segments without leading/trailing '/'")
+
+    @classmethod
+    def parse(cls, uri: str) -> Root:
+        """'s3://bucket' or 's3://bucket/some/prefix[/]' -> Root."""
+        if not isinstance(uri, str) or not uri.startswith("s3://"):
+            raise LayoutError(f"bucket URI: {uri!r}; allowed: s3://bucket[/prefix]")
+        bucket, _, prefix = uri[5:].partition("/")
+        return cls(bucket, prefix.rstrip("/"))
+
+    def key(self, relative: str) -> str:
+        return f"{self.prefix}/{relative}" if self.prefix else relative
+
+    def relative(self, key: str) -> str:
+        if not self.prefix:
+            return key
+        head = self.prefix + "/"
+        if not key.startswith(head):
+            raise LayoutError(f"key: {key!r}; allowed: keys under {head!r}")
+        return key[len(head) :]
+
+    def uri(self, relative: str = "") -> str:
+        return f"s3://{self.bucket}/{self.key(relative)}"

@@ -1,0 +1,741 @@
+"""The repository agent: keeps a replica's LOCAL Triton model repository in step with the pins
+in its environment's bucket. Runs as the init container (`--once`) and as the sidecar.
+
+One pass (`RepositoryAgent.sync_once`):
+  1. read the pins cheaply: one ListObjectsV2 (Delimiter='/') to discover models, then one
+     conditional GET (If-None-Match: <ETag>) per model pin; a 304 costs nothing else. The
+     number of S3 requests per pass does not depend on how many files a version has.
+  2. for a pin that changed: download every file of the pinned version listed in its manifest
+     into a staging directory BESIDE the repository root (same filesystem, never inside it:
+     Triton takes any directory in the root for a model), verify sha256 + size of each file,
+     then move the version directory into place with one rename(2). A new model is assembled
+     whole (config + version) in staging and renamed in at once.
+  3. rewrite the local config.pbtxt atomically (temp file in staging + rename) to the pin.
+     Triton (poll mode on the local directory) then loads the new version and swaps traffic.
+  4. confirm through Triton's HTTP API that the version is READY; if it fails to load, pin
+     the previous version back locally (the old version keeps serving) and report the failure.
+  5. write what this replica has loaded / failed to status/<deployment>/<replica>.json.
+
+Never exposed to Triton: an incomplete or corrupted version (only verified directories are
+renamed in; a pin is only written after its version is in place). S3 unreachable: nothing
+local changes, Triton keeps serving, the agent retries with exponential backoff + jitter.
+SIGTERM: the current staging directory is abandoned (deleted) and the agent exits 0.
+Restart after a kill: the staging area is wiped at start; the repository only ever received
+complete, verified directories, so nothing partial can be visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from model_sync import errors, layout, manifest
+
+log = logging.getLogger("model_sync.agent")
+
+# The agent image's ENTRYPOINT (docker/agent.Dockerfile) and what the tests run: keep them equal.
+AGENT_COMMAND = ("python", "-m", "model_sync", "agent")
+STATUS_SCHEMA = "model-sync.replica-status/v1"
+CHUNK = 1 << 20
+
+# Replica states written to status files and read by `verify`.
+READY = "READY"
+LOADING = "LOADING"
+FAILED = "FAILED"
+PLACED = "PLACED"  # on disk and pinned locally, Triton not asked (init container: Triton not started yet)
+PENDING = "PENDING"  # pin seen, version not in place yet (download failed / S3 unreachable)
+
+
+class AgentError(Exception):
+    """Configuration or environment problem that stops the agent (one line)."""
+
+
+class S3Unavailable(Exception):
+    """The bucket could not be reached (connection refused, timeout, 5xx): keep serving, back off."""
+
+
+class VersionRejected(Exception):
+    """A pinned version that must not be placed: missing/corrupt files, bad manifest (one line)."""
+
+
+class Abandoned(Exception):
+    """Stop requested while staging a version."""
+
+
+class S3Client(Protocol):  # the boto3 S3 client methods the agent uses
+    def list_objects_v2(self, **kwargs: Any) -> dict[str, Any]: ...
+    def get_object(self, **kwargs: Any) -> dict[str, Any]: ...
+    def put_object(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """What one agent process does. Paths are local; `root` is the environment's bucket root.
+
+    repository: the local Triton model repository root (Triton's --model-repository).
+    staging: scratch area on the SAME filesystem as `repository` and not inside it
+        (default: sibling `.<repository name>.staging`); wiped at start.
+    deployment / replica: where this replica reports (status/<deployment>/<replica>.json).
+    interval: seconds between passes (> 0). triton_url: Triton HTTP endpoint to confirm loads
+        (None: place files only, e.g. the init container before Triton starts).
+    ready_timeout: seconds to wait for a new version to become READY before pinning back.
+    models: serve only these models (empty: every model pinned in the bucket).
+    heartbeat: seconds between status writes when nothing changed (verify's freshness window
+        must be larger). backoff_max: cap (seconds) of the exponential backoff while S3 fails.
+    keep_versions: how many unpinned version directories to keep per model for fast rollback.
+    """
+
+    root: layout.Root
+    repository: Path
+    staging: Path
+    deployment: str
+    replica: str
+    env: str = "local"
+    interval: float = 5.0
+    triton_url: str | None = None
+    ready_timeout: float = 120.0
+    models: tuple[str, ...] = ()
+    heartbeat: float = 30.0
+    backoff_max: float = 60.0
+    keep_versions: int = 2
+    triton_headers: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        layout.status_key(self.deployment, self.replica)  # validates both names (LayoutError)
+        for name in self.models:
+            layout.check_model_name(name)
+        for fname in ("interval", "ready_timeout", "heartbeat", "backoff_max"):
+            value = getattr(self, fname)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise AgentError(f"{fname}: {value!r}; allowed: a number of seconds > 0")
+        if isinstance(self.keep_versions, bool) or not isinstance(self.keep_versions, int) or self.keep_versions < 0:
+            raise AgentError(f"keep_versions: {self.keep_versions!r}; allowed: an integer >= 0")
+        if self.triton_url is not None and not re.match(r"^https?://[^/\s]+$", self.triton_url):
+            raise AgentError(f"triton_url: {self.triton_url!r}; allowed: http(s)://host:port without a path")
+        repo, staging = self.repository.absolute(), self.staging.absolute()
+        if staging == repo or repo in staging.parents:
+            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory outside the repository root {str(repo)!r} (Triton takes any directory inside it for a model)")
+        if staging in repo.parents:
+            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory that does not contain the repository root {str(repo)!r} (it is wiped at start)")
+
+
+def default_staging(repository: Path) -> Path:
+    """`<parent>/.<name>.staging`: beside the repository root, hence (normally) the same filesystem."""
+    repository = repository.absolute()
+    return repository.parent / f".{repository.name}.staging"
+
+
+def default_replica_id() -> str:
+    """$POD_NAME, else the hostname, lower-cased into a DNS-subdomain-safe id."""
+    raw = os.environ.get("POD_NAME") or socket.gethostname()
+    cleaned = re.sub(r"[^a-z0-9.-]+", "-", raw.lower()).strip(".-")
+    return cleaned[:253] or "replica"
+
+
+# ---- pins and local state ----------------------------------------------------------------------
+
+
+def pinned_versions(config_text: str) -> tuple[int, ...]:
+    """Versions pinned by a config.pbtxt (`version_policy { specific { versions: [...] } }`).
+
+    Parsed through Triton's protobuf model config (a misspelled field is an error).
+    """
+    from model_sync import model_config
+
+    try:
+        cfg = model_config.parse(config_text)
+    except model_config.ConfigPbtxtError as e:
+        raise VersionRejected(str(e)) from None
+    if cfg.version_policy.WhichOneof("policy_choice") != "specific" or not cfg.version_policy.specific.versions:
+        raise VersionRejected("config.pbtxt version_policy: not 'specific'; allowed: version_policy { specific { versions: [N] } }")
+    return tuple(sorted(int(v) for v in cfg.version_policy.specific.versions))
+
+
+def local_versions(model_dir: Path) -> list[int]:
+    if not model_dir.is_dir():
+        return []
+    return sorted(v for p in model_dir.iterdir() if p.is_dir() and (v := layout.version_from_dir(p.name)) is not None)
+
+
+def read_local_pin(model_dir: Path) -> str | None:
+    try:
+        return (model_dir / layout.CONFIG_FILE).read_text()
+    except FileNotFoundError:
+        return None
+
+
+@dataclass
+class ModelState:
+    """What the agent knows about one model (reported in the status file)."""
+
+    pin_etag: str | None = None
+    pin_text: str | None = None
+    pinned: tuple[int, ...] = ()  # the bucket's pin
+    serving: tuple[int, ...] = ()  # the local pin (what Triton is told to serve)
+    state: str = PENDING
+    error: str | None = None
+    failed: dict[int, str] = field(default_factory=dict)  # version -> reason (never retried for this pin ETag)
+    rejected_etag: str | None = None  # the pin ETag whose version failed / was rejected
+    changed_at: float = 0.0
+
+
+# ---- Triton probe (stdlib HTTP: the agent image does not need tritonclient) -----------------------
+
+
+class TritonProbe:
+    """Triton's HTTP/REST API on the replica (loopback): readiness and repository index."""
+
+    def __init__(self, url: str, headers: Iterable[tuple[str, str]] = (), timeout: float = 3.0) -> None:
+        self.url = url.rstrip("/")
+        self.headers = dict(headers)
+        self.timeout = timeout
+
+    def _request(self, path: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=self.headers)  # noqa: S310 - http(s) URL validated in AgentSettings
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+                return int(resp.status), resp.read()
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read()
+        except (OSError, ValueError):
+            return 0, b""
+
+    def version_ready(self, model: str, version: int) -> bool:
+        # ref: https://github.com/kserve/open-inference-protocol (GET v2/models/{m}/versions/{v}/ready)
+        return self._request(f"/v2/models/{model}/versions/{version}/ready")[0] == 200
+
+    def index(self) -> list[dict[str, Any]] | None:
+        """POST /v2/repository/index (None when unavailable, e.g. restricted without the header)."""
+        # ref: https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_model_repository.md
+        code, body = self._request("/v2/repository/index", method="POST", body=b"{}")
+        if code != 200:
+            return None
+        with contextlib.suppress(ValueError):
+            doc = json.loads(body)
+            if isinstance(doc, list):
+                return doc
+        return None
+
+    def load_failure(self, model: str, version: int) -> str | None:
+        """Triton's reason when `model` version `version` is UNAVAILABLE after a load attempt."""
+        for entry in self.index() or []:
+            if entry.get("name") == model and str(entry.get("version")) == str(version) and entry.get("state") == "UNAVAILABLE":
+                reason = str(entry.get("reason") or "")
+                if reason and reason != "unloaded":
+                    return reason
+        return None
+
+
+# ---- file operations ---------------------------------------------------------------------------
+
+
+def atomic_write(target: Path, data: bytes, scratch: Path) -> None:
+    """Write `data` to a temp file in `scratch` (same filesystem), fsync, rename over `target`."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    tmp = scratch / f".{target.name}.{os.getpid()}.{random.randrange(1 << 30)}.tmp"  # noqa: S311 - a unique name, not a secret
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _is_unavailable(err: BaseException) -> bool:
+    from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+    from botocore.exceptions import ConnectTimeoutError
+
+    if isinstance(err, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError | ConnectTimeoutError | ConnectionError | TimeoutError):
+        return True
+    if isinstance(err, ClientError):
+        status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        return status >= 500 or status in (0, 429)
+    return type(err).__module__.startswith(("urllib3", "botocore.exceptions")) and "Error" in type(err).__name__
+
+
+def _error_code(err: BaseException) -> str:
+    response = getattr(err, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+# ---- the agent ---------------------------------------------------------------------------------
+
+
+class RepositoryAgent:
+    """Syncs pinned versions from the bucket into the local repository; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        s3: S3Client,
+        stop: threading.Event | None = None,
+        triton: TritonProbe | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.s3 = s3
+        self.stop = stop or threading.Event()
+        self.triton = triton if triton is not None else (TritonProbe(settings.triton_url, settings.triton_headers) if settings.triton_url else None)
+        self.clock = clock
+        self.models: dict[str, ModelState] = {}
+        self.s3_ok: bool | None = None
+        self.last_s3_ok_at: float | None = None
+        self.last_error: str | None = None
+        self.started_at = clock()
+        self._status_body: bytes | None = None
+        self._status_written_at = 0.0
+        self._lock_fd: int | None = None
+
+    # -- lifecycle --
+
+    def prepare(self) -> None:
+        """Create the directories, take the single-agent lock, discard leftovers of a killed run."""
+        s = self.settings
+        s.repository.mkdir(parents=True, exist_ok=True)
+        s.staging.mkdir(parents=True, exist_ok=True)
+        if os.stat(s.repository).st_dev != os.stat(s.staging).st_dev:
+            raise AgentError(f"staging: {str(s.staging)!r} is on another filesystem than the repository {str(s.repository)!r}; allowed: the same filesystem (renames must be atomic)")
+        self._lock_fd = os.open(s.staging, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise AgentError(f"staging: {str(s.staging)!r} is locked by another agent; allowed: one agent per repository") from None
+        leftovers = list(s.staging.iterdir())
+        for entry in leftovers:
+            _remove(entry)
+        if leftovers:
+            log.warning("discarded %d leftover staging entries from an interrupted run: %s", len(leftovers), ", ".join(sorted(p.name for p in leftovers)))
+        # Adopt what is already in place (restart on a persistent volume): report it, re-verify readiness.
+        for model_dir in sorted(p for p in s.repository.iterdir() if p.is_dir()):
+            text = read_local_pin(model_dir)
+            if text is None:
+                continue
+            with contextlib.suppress(VersionRejected, layout.LayoutError):
+                layout.check_model_name(model_dir.name)
+                self.models[model_dir.name] = ModelState(pin_text=None, serving=pinned_versions(text), state=PLACED)
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def run(self, once: bool = False) -> int:
+        """Loop until `stop` is set (SIGTERM): exit code 0. `once` (init container): one pass, then
+        0 when every pin is in place, 6 (CHECK_FAILED) when a version was rejected or failed to
+        load, 5 (S3) when the bucket stayed unreachable for 5 attempts."""
+        self.prepare()
+        try:
+            failures = 0
+            while not self.stop.is_set():
+                try:
+                    ok = self.sync_once()
+                    failures = 0
+                    if once:
+                        return errors.OK if ok else errors.CHECK_FAILED
+                    delay = self.settings.interval
+                except S3Unavailable as e:
+                    failures += 1
+                    delay = backoff_delay(failures, self.settings.interval, self.settings.backoff_max)
+                    log.warning("s3 unavailable (attempt %d): %s; keeping the local repository as is, retrying in %.1fs", failures, e, delay)
+                    self._report(force=False)
+                    if once and failures >= 5:
+                        return errors.S3
+                except Abandoned:
+                    break
+                self.stop.wait(delay)
+            log.info("stop requested: exiting")
+            return 0
+        finally:
+            _remove_children(self.settings.staging)
+            self.close()
+
+    # -- one pass --
+
+    def sync_once(self) -> bool:
+        """One pass over every pin. True when every pinned version is in place (and READY if
+        Triton is watched). Raises S3Unavailable when the bucket cannot be reached."""
+        try:
+            names = self._model_names()
+            all_ok = True
+            for name in names:
+                if self.stop.is_set():
+                    raise Abandoned()
+                all_ok = self._sync_model(name) and all_ok
+            self.s3_ok, self.last_s3_ok_at, self.last_error = True, self.clock(), None
+        except S3Unavailable as e:
+            self.s3_ok, self.last_error = False, str(e)
+            raise
+        self._refresh_readiness()
+        self._prune()
+        self._report(force=False)
+        return all_ok
+
+    def _s3_call(self, what: str, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        try:
+            return fn(**kwargs)
+        except Exception as e:
+            if _is_unavailable(e):
+                raise S3Unavailable(f"{what}: {type(e).__name__}: {e}") from None
+            raise
+
+    def _model_names(self) -> list[str]:
+        if self.settings.models:
+            return list(self.settings.models)
+        root = self.settings.root
+        names: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": root.bucket, "Prefix": root.key(layout.REPOSITORY_PREFIX), "Delimiter": "/"}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._s3_call("list models", self.s3.list_objects_v2, **kwargs)
+            for cp in page.get("CommonPrefixes", []) or []:
+                name = root.relative(cp["Prefix"])[len(layout.REPOSITORY_PREFIX) :].rstrip("/")
+                if layout.MODEL_NAME_RE.match(name):
+                    names.append(name)
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return names
+
+    def _fetch_pin(self, name: str, st: ModelState) -> bool:
+        """Conditional GET of the pin. True when it changed (st.pin_text/pin_etag updated)."""
+        root = self.settings.root
+        kwargs: dict[str, Any] = {"Bucket": root.bucket, "Key": root.key(layout.config_key(name))}
+        if st.pin_etag:
+            kwargs["IfNoneMatch"] = st.pin_etag
+        try:
+            resp = self._s3_call(f"get pin {name}", self.s3.get_object, **kwargs)
+        except S3Unavailable:
+            raise
+        except Exception as e:
+            code = _error_code(e)
+            if code in ("304", "NotModified"):
+                return False
+            if code in ("NoSuchKey", "404"):
+                return False  # a model directory without a pin yet (mid-publish): nothing to serve
+            raise
+        text = resp["Body"].read().decode()
+        st.pin_etag, st.pin_text = resp.get("ETag"), text
+        return True
+
+    def _sync_model(self, name: str) -> bool:
+        st = self.models.setdefault(name, ModelState())
+        changed = self._fetch_pin(name, st)
+        if st.pin_text is None:
+            return True
+        if changed:
+            try:
+                st.pinned = pinned_versions(st.pin_text)
+            except VersionRejected as e:
+                self._reject(name, st, 0, str(e))
+                return False
+        if st.rejected_etag is not None and st.rejected_etag == st.pin_etag:
+            return False  # this pin already failed here: keep serving the previous version until the pin changes
+        model_dir = self.settings.repository / name
+        if read_local_pin(model_dir) == st.pin_text and all(v in local_versions(model_dir) for v in st.pinned):
+            st.serving = st.pinned
+            return True
+        return self._apply_pin(name, st)
+
+    def _apply_pin(self, name: str, st: ModelState) -> bool:
+        s = self.settings
+        model_dir = s.repository / name
+        assert st.pin_text is not None
+        previous_text = read_local_pin(model_dir)
+        previous = st.serving
+        new_model = previous_text is None
+        build = s.staging / f"{name}.model.{os.getpid()}" if new_model else None
+        try:
+            for version in st.pinned:
+                if version in local_versions(model_dir):
+                    continue
+                target = (build / str(version)) if build else (model_dir / str(version))
+                try:
+                    self._stage_version(name, version, st.pin_text, target)
+                except VersionRejected as e:
+                    self._reject(name, st, version, str(e))
+                    return False
+            if build is not None:
+                # A new model appears whole: config + verified version directories in one rename.
+                (build / layout.CONFIG_FILE).write_bytes(st.pin_text.encode())
+                os.rename(build, model_dir)
+                _fsync_dir(s.repository)
+            else:
+                atomic_write(model_dir / layout.CONFIG_FILE, st.pin_text.encode(), s.staging)
+        finally:
+            if build is not None:
+                _remove(build)
+        log.info("pinned %s to version(s) %s locally (was %s)", name, list(st.pinned), list(previous) or "none")
+        st.changed_at = self.clock()
+        if self.triton is None:
+            st.serving, st.state, st.error = st.pinned, PLACED, None
+            return True
+        failure = self._await_ready(name, st.pinned)
+        if failure is None:
+            st.serving, st.state, st.error = st.pinned, READY, None
+            log.info("%s version(s) %s READY", name, list(st.pinned))
+            return True
+        # The new version did not load: pin the previous one back so it keeps serving.
+        if previous_text is not None:
+            atomic_write(model_dir / layout.CONFIG_FILE, previous_text.encode(), s.staging)
+            log.error("%s version(s) %s failed to load (%s): pinned version(s) %s back locally", name, list(st.pinned), failure, list(previous))
+            self._await_ready(name, previous)
+        else:
+            log.error("%s version(s) %s failed to load (%s): no previous version to fall back to", name, list(st.pinned), failure)
+        for version in st.pinned:
+            st.failed[version] = failure
+        st.rejected_etag = st.pin_etag
+        st.serving = previous if previous_text is not None else st.pinned
+        st.state, st.error = FAILED, f"version(s) {list(st.pinned)} failed to load: {failure}"
+        return False
+
+    def _await_ready(self, name: str, versions: tuple[int, ...]) -> str | None:
+        """None when every version is READY; else Triton's failure reason (or a timeout)."""
+        assert self.triton is not None
+        started = time.monotonic()
+        deadline = started + self.settings.ready_timeout
+        while time.monotonic() < deadline:
+            if all(self.triton.version_ready(name, v) for v in versions):
+                return None
+            # Give Triton's poller (1 s) time to notice the new config before trusting the index
+            # (it may still show an earlier attempt's state).
+            if time.monotonic() - started > 3.0:
+                for v in versions:
+                    reason = self.triton.load_failure(name, v)
+                    if reason:
+                        return reason
+            if self.stop.wait(0.2):
+                return "agent stopping before the version became READY"
+        return f"not READY within {self.settings.ready_timeout:.0f}s"
+
+    def _reject(self, name: str, st: ModelState, version: int, reason: str) -> None:
+        log.error("%s version %s rejected, not placed: %s", name, version or "?", reason)
+        st.failed[version] = reason
+        st.rejected_etag = st.pin_etag
+        st.state, st.error = FAILED, f"version {version} rejected: {reason}" if version else reason
+
+    # -- staging --
+
+    def _stage_version(self, name: str, version: int, pin_text: str, target: Path) -> None:
+        """Download + verify `name`/`version` and rename it to `target`. VersionRejected if the
+        bucket's data does not match the manifest; nothing is left in staging either way."""
+        s = self.settings
+        root = s.root
+        mkey = root.key(layout.manifest_key(name, version))
+        try:
+            resp = self._s3_call(f"get manifest {name}/{version}", self.s3.get_object, Bucket=root.bucket, Key=mkey)
+        except S3Unavailable:
+            raise
+        except Exception as e:
+            if _error_code(e) in ("NoSuchKey", "404"):
+                raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest") from None
+            raise
+        try:
+            doc = manifest.read_manifest(resp["Body"].read(), model=name, version=version)
+        except manifest.RecordError as e:
+            raise VersionRejected(str(e)) from None
+        if doc["config_pbtxt"] != pin_text and len(pinned_versions(pin_text)) == 1:
+            raise VersionRejected(f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text recorded in {mkey}")
+        work = s.staging / f"{name}.{version}.{os.getpid()}.{random.randrange(1 << 30)}"  # noqa: S311 - unique name
+        work.mkdir(parents=True)
+        try:
+            total = 0
+            for rel, expect in sorted(doc["files"].items()):
+                if self.stop.is_set():
+                    raise Abandoned()
+                total += self._download_verified(name, version, rel, expect, work / rel)
+            _precompile_python(work)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _fsync_dir(work)
+            os.rename(work, target)  # atomic: Triton sees no version dir, or the complete one
+            _fsync_dir(target.parent)
+            log.info("placed %s version %d (%d files, %d bytes, verified against %s)", name, version, len(doc["files"]), total, mkey)
+        finally:
+            if work.exists():
+                _remove(work)
+
+    def _download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
+        root = self.settings.root
+        key = root.key(layout.version_file_key(name, version, rel))
+        try:
+            resp = self._s3_call(f"get {key}", self.s3.get_object, Bucket=root.bucket, Key=key)
+        except S3Unavailable:
+            raise
+        except Exception as e:
+            if _error_code(e) in ("NoSuchKey", "404"):
+                raise VersionRejected(f"file {key}: missing in the bucket; allowed: every file listed in the manifest") from None
+            raise
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        h = hashlib.sha256()
+        size = 0
+        body = resp["Body"]
+        try:
+            with open(dest, "wb") as f:
+                while chunk := body.read(CHUNK):
+                    if self.stop.is_set():
+                        raise Abandoned()
+                    h.update(chunk)
+                    size += len(chunk)
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+        except (Abandoned, VersionRejected):
+            raise
+        except Exception as e:
+            if _is_unavailable(e):
+                raise S3Unavailable(f"download {key}: {type(e).__name__}: {e}") from None
+            raise
+        if size != expect["size"] or h.hexdigest() != expect["sha256"]:
+            raise VersionRejected(
+                f"file {key}: sha256 {h.hexdigest()[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size {expect['size']} (the manifest)"
+            )
+        return size
+
+    # -- readiness, pruning, status --
+
+    def _refresh_readiness(self) -> None:
+        if self.triton is None:
+            return
+        for name, st in self.models.items():
+            if not st.serving or (st.state == FAILED and st.rejected_etag == st.pin_etag):
+                continue  # a failure of the current pin stays reported until the pin changes
+            ready = all(self.triton.version_ready(name, v) for v in st.serving)
+            st.state = READY if ready else LOADING
+            if ready:
+                st.error = None
+
+    def _prune(self) -> None:
+        """Keep the pinned versions, plus the `keep_versions` newest others (quick local rollback)."""
+        for name, st in self.models.items():
+            model_dir = self.settings.repository / name
+            keep = set(st.serving) | set(st.pinned)
+            others = [v for v in local_versions(model_dir) if v not in keep]
+            for v in others[: max(0, len(others) - self.settings.keep_versions)]:
+                # Unpinned directories are invisible to Triton; move out first so deletion is atomic from its view.
+                trash = self.settings.staging / f"trash.{name}.{v}.{os.getpid()}"
+                with contextlib.suppress(OSError):
+                    os.rename(model_dir / str(v), trash)
+                    _remove(trash)
+                    log.info("pruned %s version %d (unpinned)", name, v)
+
+    def status_document(self) -> dict[str, Any]:
+        s = self.settings
+        models: dict[str, Any] = {}
+        for name, st in sorted(self.models.items()):
+            models[name] = {
+                "pinned": list(st.pinned),
+                "serving": list(st.serving),
+                "state": st.state,
+                "error": st.error,
+                "failed": {str(v): reason for v, reason in sorted(st.failed.items())},
+                "local_versions": local_versions(s.repository / name),
+            }
+        return {
+            "schema": STATUS_SCHEMA,
+            "env": s.env,
+            "deployment": s.deployment,
+            "replica": s.replica,
+            "bucket_uri": s.root.uri(),
+            "triton_url": s.triton_url,
+            "s3_reachable": self.s3_ok,
+            "last_s3_ok_at": _iso(self.last_s3_ok_at),
+            "last_error": self.last_error,
+            "agent_started_at": _iso(self.started_at),
+            "models": models,
+        }
+
+    def _report(self, force: bool) -> None:
+        doc = self.status_document()
+        body = json.dumps(doc, indent=2, sort_keys=True).encode()
+        now = self.clock()
+        if not force and body == self._status_body and now - self._status_written_at < self.settings.heartbeat:
+            return
+        doc["reported_at"] = _iso(now)
+        payload = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+        root = self.settings.root
+        try:
+            self._s3_call(
+                "put status",
+                self.s3.put_object,
+                Bucket=root.bucket,
+                Key=root.key(layout.status_key(self.settings.deployment, self.settings.replica)),
+                Body=payload,
+                ContentType="application/json",
+            )
+        except S3Unavailable as e:
+            log.warning("status not reported (s3 unavailable): %s", e)
+            return
+        self._status_body, self._status_written_at = body, now
+
+
+def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[float, float], float] = random.uniform) -> float:
+    """Exponential backoff with jitter: uniform(half, full) of min(cap, base * 2**(failures-1))."""
+    ceiling = min(cap, base * (2 ** max(0, failures - 1)))
+    return rng(ceiling / 2, ceiling)
+
+
+def _precompile_python(version_dir: Path) -> None:
+    """Write __pycache__ for python-backend files BEFORE the version becomes visible.
+
+    Otherwise the python backend stub writes it on first load, Triton's poller sees the model
+    directory change and loads the model a second time (measured locally). Checked-hash pycs stay
+    valid after the rename; a stub on another Python minor version simply writes its own.
+    In Kubernetes the Triton container mounts the model volume read-only, so nothing is written.
+    """
+    import py_compile
+
+    for src in version_dir.rglob("*.py"):
+        with contextlib.suppress(py_compile.PyCompileError, OSError):
+            py_compile.compile(str(src), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1e6):06d}Z"
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _remove_children(directory: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        for entry in directory.iterdir():
+            _remove(entry)
+
+
+def settings_replace(settings: AgentSettings, **changes: Any) -> AgentSettings:
+    return dataclasses.replace(settings, **changes)

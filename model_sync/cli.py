@@ -1,0 +1,80 @@
+"""`model-sync`: one module per command under model_sync/commands/<name>.py, each exposing
+`register(subparsers)` (adds its parser) and `run(args) -> int` (the exit code; model_sync.errors).
+Add a command by appending its module name to COMMANDS.
+
+Failures print ONE line to stderr, `model-sync: <what>: <bad value>; <allowed>`, and exit with
+the documented code (model_sync/errors.py). MODEL_SYNC_DEBUG=1 prints the traceback of
+unexpected errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import NoReturn
+
+from model_sync import __version__, errors
+from model_sync.ui import error
+
+COMMANDS: tuple[str, ...] = ("export", "push", "promote", "rollback", "status", "prune", "agent", "verify")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit code USAGE."""
+
+    def error(self, message: str) -> NoReturn:
+        error(f"{self.prog.removeprefix('model-sync ')}: {message}; see `{self.prog} --help`")
+        sys.exit(errors.USAGE)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """All commands, or only `only` (start-up time: command modules may import heavy libraries)."""
+    parser = Parser(
+        prog="model-sync",
+        description="Export, publish, verify, promote and roll back Triton models in the S3 model repository.",
+        epilog="Exit codes: " + ", ".join(f"{k} {v}" for k, v in errors.EXIT_CODES.items()),
+    )
+    parser.add_argument("--version", action="version", version=f"model-sync {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for name in [only] if only in COMMANDS else dict.fromkeys(COMMANDS):  # tolerate a duplicate entry
+        try:
+            module = importlib.import_module(f"model_sync.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"model_sync.commands.{name}":
+                continue  # a command another change has not landed yet
+            raise
+        p = module.register(sub)
+        if p is not None and p.get_default("func") is None:
+            p.set_defaults(func=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, usage errors (already printed on one line)
+        return int(e.code or 0)
+    try:
+        return int(args.func(args))
+    except errors.SyncError as e:
+        error(str(e))
+        return e.code
+    except KeyboardInterrupt:
+        error("interrupted: nothing pinned was changed by the unfinished step; re-run the command")
+        return errors.UNEXPECTED
+    except Exception as e:
+        if os.environ.get("MODEL_SYNC_DEBUG"):
+            traceback.print_exc()
+        error(f"unexpected error: {type(e).__name__}: {' '.join(str(e).split())[:300]}; set MODEL_SYNC_DEBUG=1 for a traceback and report it")
+        return errors.UNEXPECTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `model-sync` command; see model_sync/cli.py."""

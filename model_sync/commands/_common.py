@@ -1,0 +1,35 @@
+"""Options shared by commands: the environment flags (model_sync.environments) and --quiet."""
+
+from __future__ import annotations
+
+import argparse
+
+from model_sync import environments
+from model_sync.environments import Environment
+
+
+def add_env_options(p: argparse.ArgumentParser, *, required: bool = True, flag: str = "--env", dest: str = "env") -> None:
+    p.add_argument(flag, dest=dest, required=required, metavar="NAME", help="environment from model-sync.yaml (e.g. staging, prod)")
+    if flag == "--env":
+        add_override_options(p)
+
+
+def add_override_options(p: argparse.ArgumentParser) -> None:
+    existing = {opt for action in p._actions for opt in action.option_strings}
+    for opt, help_text in (
+        ("--config", "model-sync.yaml path (default: $MODEL_SYNC_CONFIG, then ./model-sync.yaml)"),
+        ("--bucket", "override the environment's repository root, s3://bucket[/prefix]"),
+        ("--endpoint-url", "override the S3 endpoint (an S3-compatible server)"),
+        ("--region", "override the AWS region"),
+    ):
+        if opt not in existing:
+            p.add_argument(opt, default=None, help=help_text)
+
+
+def resolve(args: argparse.Namespace, name: str | None = None) -> Environment:
+    env = getattr(args, "env", None) if name is None else name
+    return environments.resolve(env, args.config, args.bucket, args.endpoint_url, args.region, getattr(args, "triton_url", None))
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors (no operation lines, no progress bars)")

@@ -1,0 +1,125 @@
+"""`model-sync agent`: the repository agent (init container with --once, sidecar without).
+
+    python -m model_sync agent --env prod --repository /models [--once] [--interval 5]
+        [--triton-url http://127.0.0.1:8000] [--staging-dir /models-staging]
+        [--deployment NAME] [--replica-id ID] [--model NAME ...]
+
+Exit codes (model_sync/errors.py): 0 stopped cleanly (SIGTERM/SIGINT) or `--once` placed every
+pin; 2 bad usage; 5 `--once` and S3 unreachable after 5 attempts; 6 `--once` and a pinned
+version was rejected (missing/corrupt files) or failed to load.
+See docs/agent.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from model_sync import errors, layout
+from model_sync.commands import _common
+
+NAME = "agent"
+HELP = "keep a replica's local Triton repository in step with the bucket's pins (init container / sidecar)"
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common.add_env_options(p)
+    p.add_argument("--repository", required=True, type=Path, help="local Triton model repository root (tritonserver --model-repository)")
+    p.add_argument("--staging-dir", type=Path, default=None, help="staging area on the same filesystem, outside the repository (default: <parent>/.<name>.staging)")
+    p.add_argument("--once", action="store_true", help="one sync pass then exit (init container); Triton is not waited for unless --triton-url is given")
+    p.add_argument("--interval", type=float, default=float(os.environ.get("MODEL_SYNC_AGENT_INTERVAL", "5")), help="seconds between passes (default 5)")
+    p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint to confirm loads, e.g. http://127.0.0.1:8000 (sidecar)")
+    p.add_argument("--triton-header", action="append", default=[], metavar="NAME:VALUE", help="header sent to Triton (restricted model-repository API key), repeatable")
+    p.add_argument("--ready-timeout", type=float, default=300.0, help="seconds a new version may take to become READY before it is pinned back (default 300)")
+    p.add_argument("--deployment", default=os.environ.get("MODEL_SYNC_DEPLOYMENT", "default"), help="deployment name in status/<deployment>/ (default $MODEL_SYNC_DEPLOYMENT or 'default')")
+    p.add_argument("--replica-id", default=None, help="replica id in status/<deployment>/<replica>.json (default $POD_NAME, else the hostname)")
+    p.add_argument("--model", dest="models", action="append", default=[], help="serve only this model (repeatable; default: every pinned model)")
+    p.add_argument("--heartbeat", type=float, default=30.0, help="seconds between status reports when nothing changes (default 30)")
+    p.add_argument("--backoff-max", type=float, default=60.0, help="cap in seconds of the retry backoff while S3 is unreachable (default 60)")
+    p.add_argument("--keep-versions", type=int, default=2, help="unpinned versions kept locally per model for quick rollback (default 2)")
+    p.add_argument("--log-level", default=os.environ.get("MODEL_SYNC_LOG_LEVEL", "INFO"), choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(func=run)
+    return p
+
+
+def s3_client(endpoint_url: str | None, region: str | None) -> Any:
+    """boto3 client tuned for a long-running loop: short timeouts, one retry (the agent's own
+    backoff handles outages), checksums only where asked (S3-compatible servers)."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session(region_name=region) if region else boto3.session.Session()
+    return session.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        config=Config(
+            retries={"mode": "standard", "max_attempts": 2},
+            connect_timeout=3,
+            read_timeout=30,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            s3={"addressing_style": "path"} if endpoint_url else None,
+        ),
+    )
+
+
+def build_settings(args: argparse.Namespace, env: Any) -> Any:
+    from model_sync.agent import AgentError, AgentSettings, default_replica_id, default_staging
+
+    headers = []
+    for item in args.triton_header:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise errors.usage(f"--triton-header: {item!r}; allowed: NAME:VALUE")
+        headers.append((name.strip(), value.strip()))
+    try:
+        return AgentSettings(
+            root=env.root,
+            repository=args.repository.absolute(),
+            staging=(args.staging_dir or default_staging(args.repository)).absolute(),
+            deployment=args.deployment,
+            replica=args.replica_id or default_replica_id(),
+            env=env.name,
+            interval=args.interval,
+            triton_url=args.triton_url or (None if args.once else env.triton_url),
+            ready_timeout=args.ready_timeout,
+            models=tuple(args.models),
+            heartbeat=args.heartbeat,
+            backoff_max=args.backoff_max,
+            keep_versions=args.keep_versions,
+            triton_headers=tuple(headers),
+        )
+    except (AgentError, layout.LayoutError) as e:
+        raise errors.usage(str(e)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_sync.agent import AgentError, RepositoryAgent
+
+    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    env = _common.resolve(args)
+    settings = build_settings(args, env)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        logging.getLogger("model_sync.agent").info("signal %s received: finishing", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    agent = RepositoryAgent(settings, s3_client(env.endpoint_url, env.region), stop=stop)
+    logging.getLogger("model_sync.agent").info(
+        "agent starting: env=%s bucket=%s repository=%s staging=%s triton=%s replica=%s/%s interval=%.1fs",
+        env.name, env.uri, settings.repository, settings.staging, settings.triton_url, settings.deployment, settings.replica, settings.interval,
+    )
+    try:
+        return agent.run(once=args.once)
+    except AgentError as e:
+        raise errors.usage(str(e)) from None

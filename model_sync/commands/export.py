@@ -1,0 +1,70 @@
+"""`model-sync export MODULE:FACTORY --name NAME --output DIR --example-shape 4,3,224,224 [...]`:
+TorchScript a torch.nn.Module, check it against eager, and write a Triton model directory
+<DIR>/<NAME>/ (config.pbtxt, 1/model.pt, and 1/model.py for --target local). See model_sync/export.py."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from model_sync import errors
+from model_sync.commands import _common
+
+NAME = "export"
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape; allowed: comma-separated integers, e.g. 4,3,224,224") from None
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="TorchScript a PyTorch module and write a Triton model directory", description=__doc__)
+    p.add_argument("factory", metavar="MODULE:FACTORY", help="callable returning a torch.nn.Module, e.g. mypkg.models:build")
+    p.add_argument("--name", required=True, help="model name (directory and Triton name)")
+    p.add_argument("--output", required=True, metavar="DIR", help="parent directory; the model is written to DIR/NAME/")
+    p.add_argument("--example-shape", dest="shapes", action="append", type=_shape, required=True, metavar="D0,D1,...", help="example input shape (repeat per input); the first dimension is the batch when --max-batch-size > 0")
+    p.add_argument("--example-dtype", dest="dtypes", action="append", default=None, metavar="DTYPE", help="example input dtype (one for all, or one per input; default float32)")
+    p.add_argument("--method", choices=("trace", "script"), default="trace", help="torch.jit.trace (default) or torch.jit.script")
+    p.add_argument("--target", choices=("cloud", "local"), default="cloud", help="cloud: platform pytorch_libtorch; local: python backend wrapper (default cloud)")
+    p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance TorchScript vs eager (default 1e-5)")
+    p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance TorchScript vs eager (default 1e-6)")
+    p.add_argument("--max-batch-size", type=int, default=8, help="Triton max_batch_size; 0 disables batching (default 8)")
+    p.add_argument("--no-dynamic-batching", dest="dynamic_batching", action="store_false", help="do not enable the dynamic batcher")
+    p.add_argument("--preferred-batch-size", dest="preferred", type=int, action="append", default=[], metavar="N", help="dynamic batching preferred size (repeatable)")
+    p.add_argument("--max-queue-delay-us", type=int, default=100, help="dynamic batching max queue delay in microseconds (default 100)")
+    p.add_argument("--instance-kind", choices=("KIND_AUTO", "KIND_CPU", "KIND_GPU"), default=None, help="instance group kind (default KIND_GPU for cloud, KIND_CPU for local)")
+    p.add_argument("--instance-count", type=int, default=1, help="instances per device (default 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing DIR/NAME atomically")
+    _common.add_quiet(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_sync import export
+    from model_sync.ui import Console
+
+    opts = export.ExportOptions(
+        factory=args.factory,
+        output=args.output,
+        name=args.name,
+        shapes=tuple(args.shapes),
+        dtypes=tuple(args.dtypes or ["float32"]),
+        method=args.method,
+        target=args.target,
+        rtol=args.rtol,
+        atol=args.atol,
+        max_batch_size=args.max_batch_size,
+        dynamic_batching=args.dynamic_batching,
+        preferred_batch_sizes=tuple(args.preferred),
+        max_queue_delay_us=args.max_queue_delay_us,
+        instance_kind=args.instance_kind,
+        instance_count=args.instance_count,
+        overwrite=args.overwrite,
+    )
+    meta = export.export(opts)
+    Console(args.quiet).line(f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}")
+    return errors.OK

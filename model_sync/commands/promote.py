@@ -1,0 +1,47 @@
+"""`model-sync promote NAME --version N --from staging --to prod [--skip-verification] [--dry-run]`:
+copy a verified version pinned in the source environment into the target and pin it there
+(model_sync/promote.py). The target keeps number N when it is free there, else gets the next one."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from model_sync import errors, layout
+from model_sync.commands import _common
+
+NAME = "promote"
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="copy a verified version from one environment to another and pin it", description=__doc__)
+    p.add_argument("model", metavar="NAME")
+    p.add_argument("--version", type=int, required=True, help="the version pinned (and verified) in the source environment")
+    p.add_argument("--from", dest="source", required=True, metavar="ENV", help="source environment (e.g. staging)")
+    p.add_argument("--to", dest="target", required=True, metavar="ENV", help="target environment (e.g. prod)")
+    p.add_argument("--skip-verification", action="store_true", help="promote without a passing verify record (recorded in the provenance)")
+    p.add_argument("--config", default=None, help="model-sync.yaml path (default: $MODEL_SYNC_CONFIG, then ./model-sync.yaml)")
+    p.add_argument("--dry-run", action="store_true", help="print the copies and the pin flip; write nothing")
+    _common.add_quiet(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_sync import environments, promote
+    from model_sync.s3 import Repo, who
+    from model_sync.ui import Console
+
+    try:
+        layout.check_model_name(args.model)
+        layout.check_version(args.version)
+    except layout.LayoutError as e:
+        raise errors.usage(str(e)) from None
+    if args.source == args.target:
+        raise errors.usage(f"--to: {args.target!r} equals --from; allowed: two different environments")
+    src_env = environments.resolve(args.source, args.config)
+    dst_env = environments.resolve(args.target, args.config)
+    if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
+        raise errors.usage(f"--to: {args.target!r} has the same repository as {args.source!r} ({dst_env.uri}); allowed: two different repositories")
+    promote.promote(Repo(src_env), Repo(dst_env), args.model, args.version, skip_verification=args.skip_verification, dry_run=args.dry_run, console=Console(args.quiet), by=who(dst_env))
+    return errors.OK

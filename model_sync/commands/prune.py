@@ -1,0 +1,72 @@
+"""`model-sync prune NAME --env E --keep K [--dry-run]`: delete old unpinned versions.
+
+Kept: the K highest version numbers, the pinned version and the previous pin (the rollback
+target). Deleted for every other version: repository/<model>/<N>/ and manifests/<model>/<N>.json,
+including debris of interrupted pushes. Allocation markers and the audit trail stay, so a
+version number is never reused."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from model_sync import errors, layout
+from model_sync.commands import _common
+
+NAME = "prune"
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="delete old unpinned versions beyond the last K", description=__doc__)
+    p.add_argument("model", metavar="NAME")
+    _common.add_env_options(p)
+    p.add_argument("--keep", type=int, required=True, metavar="K", help="how many of the newest versions to keep (>= 1), besides the pinned and previous pin")
+    p.add_argument("--dry-run", action="store_true", help="print `(dryrun) delete: s3://...` lines; delete nothing")
+    _common.add_quiet(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def plan(versions: list[int], keep: int, protected: set[int]) -> list[int]:
+    """The versions to delete: all but the `keep` highest and the protected ones."""
+    newest = set(sorted(versions)[-keep:]) if keep else set()
+    return sorted(v for v in versions if v not in newest and v not in protected)
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_sync import repository
+    from model_sync.s3 import Repo
+    from model_sync.ui import Console
+
+    try:
+        layout.check_model_name(args.model)
+    except layout.LayoutError as e:
+        raise errors.usage(str(e)) from None
+    if args.keep < 1:
+        raise errors.usage(f"--keep: {args.keep}; allowed: an integer >= 1")
+    env = _common.resolve(args)
+    repo = Repo(env)
+    console = Console(args.quiet)
+    pin = repository.read_pin(repo, args.model)
+    history = repository.read_history(repo, args.model)
+    protected = {v for v in (pin.version,) if v is not None}
+    if history.latest:
+        protected |= set(history.stack[-1:]) | ({history.latest["previous"]} if history.latest["previous"] else set())
+    if pin.text is not None and pin.version is None:
+        raise errors.refused(f"prune {args.model}: its config.pbtxt pins no single version; allowed: a model pinned by model-sync")
+    versions = sorted(set(repository.list_versions(repo, args.model)) | set(repository.list_manifests(repo, args.model)))
+    doomed = plan(versions, args.keep, protected)
+    for v in doomed:
+        objects, _ = repo.list(layout.version_prefix(args.model, v))
+        keys = [o["Key"] for o in objects]
+        if repo.get(layout.manifest_key(args.model, v)) is not None:
+            keys.append(layout.manifest_key(args.model, v))
+        for k in keys:
+            console.line(f"{'(dryrun) ' if args.dry_run else ''}delete: {repo.uri(k)}")
+        if not args.dry_run:
+            # Version files first, manifest last: a half-pruned version has no manifest-less files a reader trusts.
+            repo.delete([k for k in keys if not k.startswith(layout.MANIFESTS_PREFIX)])
+            repo.delete([k for k in keys if k.startswith(layout.MANIFESTS_PREFIX)])
+    if not doomed:
+        console.line(f"nothing to prune: {args.model} has {len(versions)} versions, keeping {args.keep} + pinned {sorted(protected)}")
+    return errors.OK

@@ -1,0 +1,55 @@
+"""`model-sync push MODEL_DIR --env E [--name NAME] [--dry-run]`: publish a model directory (or a
+repository directory of them) as a new immutable version and pin it (model_sync/publish.py).
+
+A model identical to the pinned version (same files and sha256s, same config) is a no-op that
+says `up to date`. Files identical to the pinned version are copied server-side, not re-uploaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from model_sync import errors
+from model_sync.commands import _common
+
+NAME = "push"
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="publish a model directory as a new version and pin it", description=__doc__)
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="Triton model directory (config.pbtxt + one <N>/), or a directory of them")
+    _common.add_env_options(p)
+    p.add_argument("--name", default=None, help="model name in the repository (default: the directory name)")
+    p.add_argument("--dry-run", action="store_true", help="print `(dryrun) upload: <local> to s3://...` lines; write nothing")
+    p.add_argument("--concurrency", type=int, default=16, help="parallel S3 requests (default 16)")
+    p.add_argument("--multipart-threshold-mb", type=int, default=16, help="files at least this big upload in parts (default 16)")
+    _common.add_quiet(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_sync import localmodel, publish
+    from model_sync.s3 import Repo, who
+    from model_sync.ui import Console, error
+
+    if not 1 <= args.concurrency <= 128:
+        raise errors.usage(f"--concurrency: {args.concurrency}; allowed: 1..128")
+    if not 5 <= args.multipart_threshold_mb <= 5120:
+        raise errors.usage(f"--multipart-threshold-mb: {args.multipart_threshold_mb}; allowed: 5..5120 (S3 parts are at least 5 MiB)")
+    models = localmodel.discover(args.model_dir, args.name)
+    env = _common.resolve(args)
+    repo = Repo(env, max_pool=max(args.concurrency, 10) + 8)
+    size = args.multipart_threshold_mb * publish.MB
+    options = publish.PushOptions(dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size)
+    results = publish.push(repo, models, Console(quiet=args.quiet), options, who(env))
+    failed = [r for r in results if r.error is not None]
+    for r in failed[:-1] if len(failed) > 1 else []:
+        assert r.error is not None
+        error(f"{r.model}: {r.error}")
+    if failed:
+        last = failed[-1].error
+        assert last is not None
+        raise errors.SyncError(min(r.error.code for r in failed if r.error), f"{failed[-1].model}: {last}" if len(models) > 1 else str(last))
+    return errors.OK

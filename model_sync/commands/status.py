@@ -1,0 +1,102 @@
+"""`model-sync status [--env E] [NAME ...] [--output table|json]`: per model, the pinned version,
+the available versions (complete = manifest + every file), the previous pin, provenance (who/when
+published or promoted it, from where) and whether it was verified. Without --env: every
+environment in model-sync.yaml."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from model_sync import errors, layout
+from model_sync.commands import _common
+
+NAME = "status"
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="show pinned and available versions and their provenance", description=__doc__)
+    p.add_argument("models", metavar="NAME", nargs="*", help="models to show (default: all)")
+    _common.add_env_options(p, required=False)
+    p.add_argument("--output", choices=("table", "json"), default="table", help="table (default) or json")
+    p.set_defaults(func=run)
+    return p
+
+
+def model_status(repo: Any, model: str) -> dict[str, Any]:
+    from model_sync import manifest, repository
+
+    pin = repository.read_pin(repo, model)
+    versions = repository.list_versions(repo, model)
+    manifests = set(repository.list_manifests(repo, model))
+    history = repository.read_history(repo, model)
+    out: dict[str, Any] = {
+        "model": model,
+        "pinned": pin.version,
+        "versions": versions,
+        "incomplete": sorted(v for v in versions if v not in manifests),
+        "previous_pin": history.stack[-1] if history.latest and history.latest["version"] == pin.version and history.stack else None,
+        "provenance": None,
+        "verified": None,
+    }
+    if pin.version is not None:
+        doc = repository.read_manifest(repo, model, pin.version, required=False)
+        if doc is not None:
+            out["provenance"] = {"by": doc["created_by"], "at": doc["created_at"], "promoted_from": doc["source"]["promoted_from"], "exporter": doc["exporter"]["tool"]}
+        data = repo.get(layout.verification_key(model, pin.version))
+        if data is not None:
+            try:
+                out["verified"] = manifest.read_verification(data, model, pin.version)["passed"]
+            except manifest.RecordError:
+                out["verified"] = False
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_sync import environments, repository
+    from model_sync.s3 import Repo
+
+    names = [args.env] if args.env else []
+    if not names:
+        path = environments.find_config(args.config)
+        if path is None:
+            raise errors.usage(f"--env: missing and no {environments.CONFIG_NAME} found; allowed: --env NAME or a config listing environments")
+        names = sorted(environments.load_config(path))
+    for m in args.models:
+        try:
+            layout.check_model_name(m)
+        except layout.LayoutError as e:
+            raise errors.usage(str(e)) from None
+    report: dict[str, Any] = {}
+    for name in names:
+        env = _common.resolve(args, name)
+        repo = Repo(env)
+        models = args.models or repository.list_models(repo)
+        report[name] = {"bucket": env.uri, "models": [model_status(repo, m) for m in models]}
+    if args.output == "json":
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return errors.OK
+    rows = [("ENV", "MODEL", "PINNED", "PREVIOUS", "VERSIONS", "VERIFIED", "PUBLISHED BY / AT", "FROM")]
+    for name, body in report.items():
+        for s in body["models"]:
+            prov = s["provenance"] or {}
+            origin = prov.get("promoted_from")
+            rows.append(
+                (
+                    name,
+                    s["model"],
+                    str(s["pinned"] or "-"),
+                    str(s["previous_pin"] or "-"),
+                    ",".join(str(v) + ("*" if v in s["incomplete"] else "") for v in s["versions"]) or "-",
+                    {True: "yes", False: "FAILED", None: "-"}[s["verified"]],
+                    f"{prov.get('by', '-')} {prov.get('at', '')}".strip(),
+                    f"{origin['env']} v{origin['version']}" if origin else "-",
+                )
+            )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    if any(s["incomplete"] for body in report.values() for s in body["models"]):
+        print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
+    return errors.OK

@@ -1,0 +1,164 @@
+"""Resolve `--env NAME` to an Environment: repository root, S3 endpoint, region, Triton endpoint.
+
+Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
+
+    environments:
+      staging:                                  # [a-z][a-z0-9-]{0,31}
+        bucket: s3://triton-models-staging      # s3://bucket[/prefix], the repository root
+        endpointUrl: http://127.0.0.1:9000      # optional: an S3-compatible server
+        region: eu-west-1                       # optional (default: the boto3 default chain)
+        tritonUrl: http://127.0.0.1:8000        # optional: used by `verify`
+      prod:
+        pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
+        pulumiCwd: ../infra                     # optional, relative to the config file
+
+With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI binary: $PULUMI or
+`pulumi` on PATH) and its outputs `modelRepositoryUri` (or `modelRepositoryBucket`), `region` and
+`tritonUrl` fill in what the file does not set. Explicit flags (--bucket, --endpoint-url, --region,
+--triton-url) override both. Credentials are never configured here: boto3's default chain only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from model_sync import errors, layout
+
+ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "pulumiStack", "pulumiCwd")
+CONFIG_NAME = "model-sync.yaml"
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    root: layout.Root
+    endpoint_url: str | None = None
+    region: str | None = None
+    triton_url: str | None = None
+    source: str = "flags"  # where it was resolved from (config path, pulumi stack)
+
+    @property
+    def bucket(self) -> str:
+        return self.root.bucket
+
+    @property
+    def uri(self) -> str:
+        return self.root.uri().rstrip("/")
+
+
+def find_config(explicit: str | None) -> str | None:
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise errors.usage(f"--config: {explicit!r} does not exist; allowed: a readable {CONFIG_NAME}")
+        return explicit
+    from_env = os.environ.get("MODEL_SYNC_CONFIG")
+    if from_env:
+        if not os.path.isfile(from_env):
+            raise errors.usage(f"$MODEL_SYNC_CONFIG: {from_env!r} does not exist; allowed: a readable {CONFIG_NAME}")
+        return from_env
+    return CONFIG_NAME if os.path.isfile(CONFIG_NAME) else None
+
+
+def load_config(path: str) -> dict[str, dict[str, Any]]:
+    import yaml
+
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise errors.usage(f"{path}: cannot be read as YAML ({' '.join(str(e).split())[:200]}); allowed: a {CONFIG_NAME} mapping") from None
+    if not isinstance(doc, dict) or set(doc) - {"environments"} or not isinstance(doc.get("environments"), dict):
+        raise errors.usage(f"{path}: top-level keys {sorted(doc) if isinstance(doc, dict) else doc!r}; allowed: a mapping with only 'environments'")
+    envs: dict[str, dict[str, Any]] = doc["environments"]
+    for name, body in envs.items():
+        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+            raise errors.usage(f"{path} environment name: {name!r}; allowed: [a-z][a-z0-9-]{{0,31}}")
+        if not isinstance(body, dict):
+            raise errors.usage(f"{path} environments.{name}: {body!r}; allowed: a mapping of {', '.join(ENV_KEYS)}")
+        for key, value in body.items():
+            if key not in ENV_KEYS:
+                raise errors.usage(f"{path} environments.{name}.{key}: unknown key; allowed: {', '.join(ENV_KEYS)}")
+            if not isinstance(value, str) or not value:
+                raise errors.usage(f"{path} environments.{name}.{key}: {value!r}; allowed: a non-empty string")
+        if "bucket" not in body and "pulumiStack" not in body:
+            raise errors.usage(f"{path} environments.{name}: no bucket; allowed: set 'bucket' (s3://bucket[/prefix]) or 'pulumiStack'")
+    return envs
+
+
+def pulumi_outputs(stack: str, cwd: str | None) -> dict[str, Any]:
+    binary = os.environ.get("PULUMI") or shutil.which("pulumi")
+    if not binary:
+        raise errors.not_found(f"pulumi CLI: not on PATH (needed for pulumiStack {stack!r}); allowed: install pulumi or set 'bucket' in {CONFIG_NAME}")
+    try:
+        proc = subprocess.run([binary, "stack", "output", "--json", "--stack", stack], cwd=cwd or None, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise errors.s3(f"pulumi stack output --stack {stack}: {e}; allowed: a working pulumi CLI and backend login") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise errors.not_found(f"pulumi stack output --stack {stack}: exit {proc.returncode} ({last}); allowed: an existing stack you are logged in to")
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        raise errors.usage(f"pulumi stack output --stack {stack}: not JSON ({proc.stdout[:80]!r}); allowed: the JSON of `pulumi stack output --json`") from None
+    if not isinstance(out, dict):
+        raise errors.usage(f"pulumi stack output --stack {stack}: {type(out).__name__}; allowed: a JSON object of outputs")
+    return out
+
+
+def resolve(
+    env: str | None,
+    config: str | None = None,
+    bucket: str | None = None,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    triton_url: str | None = None,
+) -> Environment:
+    """Flags > config file > pulumi stack outputs."""
+    if env is not None and not ENV_NAME_RE.match(env):
+        raise errors.usage(f"--env: {env!r}; allowed: [a-z][a-z0-9-]{{0,31}}")
+    path = find_config(config)
+    body: dict[str, Any] = {}
+    source = "flags"
+    if env is not None:
+        envs = load_config(path) if path else {}
+        if env not in envs and bucket is None:
+            known = ", ".join(sorted(envs)) or f"none (no {CONFIG_NAME} found)"
+            raise errors.not_found(f"environment: {env!r} is not configured; allowed: {known}")
+        body = dict(envs.get(env, {}))
+        source = path or "flags"
+        if "pulumiStack" in body and bucket is None:
+            cwd = body.get("pulumiCwd")
+            if cwd and path and not os.path.isabs(cwd):
+                cwd = os.path.join(os.path.dirname(os.path.abspath(path)), cwd)
+            outs = pulumi_outputs(body["pulumiStack"], cwd)
+            uri = outs.get("modelRepositoryUri") or (f"s3://{outs['modelRepositoryBucket']}" if outs.get("modelRepositoryBucket") else None)
+            body.setdefault("bucket", uri)
+            for key in ("region", "tritonUrl"):
+                if isinstance(outs.get(key), str):
+                    body.setdefault(key, outs[key])
+            source = f"pulumi stack {body['pulumiStack']}"
+    uri = bucket or body.get("bucket")
+    if not uri:
+        raise errors.usage(f"bucket: missing for environment {env!r}; allowed: --bucket s3://bucket[/prefix], 'bucket' or 'pulumiStack' in {CONFIG_NAME}")
+    try:
+        root = layout.Root.parse(uri)
+    except layout.LayoutError as e:
+        raise errors.usage(str(e)) from None
+    endpoint = endpoint_url or body.get("endpointUrl")
+    if endpoint and not re.match(r"^https?://[^\s/]+(/\S*)?$", endpoint):
+        raise errors.usage(f"endpoint URL: {endpoint!r}; allowed: http(s)://host[:port]")
+    return Environment(
+        name=env or "adhoc",
+        root=root,
+        endpoint_url=endpoint,
+        region=region or body.get("region"),
+        triton_url=triton_url or body.get("tritonUrl"),
+        source=source,
+    )

@@ -1,0 +1,60 @@
+"""Exit codes of `model-sync` (documented in docs/model-sync.md) and the error type that carries them.
+
+    0  OK            done (including "already up to date" no-ops and --dry-run)
+    1  UNEXPECTED    a bug or an unclassified failure (traceback with MODEL_SYNC_DEBUG=1)
+    2  USAGE         bad input: flags, names, model directory, config.pbtxt, env config, shapes/dtypes
+    3  NOT_FOUND     unknown environment, missing bucket, model or version
+    4  REFUSED       conflict or a safety rule: version collision, unverified promotion, pinned version
+                     in prune, incomplete version, content changed during push
+    5  S3            S3 unreachable, credentials missing or rejected, access denied
+    6  CHECK_FAILED  a verification failed (export output differs from eager; `verify` not READY)
+
+Every failure prints exactly one line to stderr:
+    model-sync: <what>: <bad value>; <what is allowed or what to do>
+"""
+
+from __future__ import annotations
+
+OK = 0
+UNEXPECTED = 1
+USAGE = 2
+NOT_FOUND = 3
+REFUSED = 4
+S3 = 5
+CHECK_FAILED = 6
+
+EXIT_CODES = {
+    OK: "ok",
+    UNEXPECTED: "unexpected error",
+    USAGE: "usage / bad input",
+    NOT_FOUND: "not found",
+    REFUSED: "conflict / refused",
+    S3: "S3 unreachable / credentials / access denied",
+    CHECK_FAILED: "check failed",
+}
+
+
+class SyncError(Exception):
+    """A failure with an exit code and a one-line message `<what>: <bad value>; <allowed>`."""
+
+    def __init__(self, code: int, message: str) -> None:
+        if code not in EXIT_CODES or code == OK:
+            raise ValueError(f"exit code: {code!r}; allowed: one of {sorted(set(EXIT_CODES) - {OK})}")
+        super().__init__(" ".join(message.split()))
+        self.code = code
+
+
+def usage(message: str) -> SyncError:
+    return SyncError(USAGE, message)
+
+
+def not_found(message: str) -> SyncError:
+    return SyncError(NOT_FOUND, message)
+
+
+def refused(message: str) -> SyncError:
+    return SyncError(REFUSED, message)
+
+
+def s3(message: str) -> SyncError:
+    return SyncError(S3, message)

@@ -1,0 +1,119 @@
+"""A local Triton model directory, as `export` writes it and `push` reads it:
+
+    <dir>/config.pbtxt       ModelConfig text (name empty or equal to the model name)
+    <dir>/<N>/...            exactly one numeric version directory: the files to publish
+    <dir>/export.json        optional: what `export` recorded (method, torch and TorchScript
+                             format versions, target); copied into the manifest, never uploaded
+
+A repository directory (no config.pbtxt, subdirectories that have one) holds several models.
+Symlinks, sockets and other non-regular files are refused; `__pycache__` and dot-files are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from model_sync import errors, layout, model_config
+
+EXPORT_META = "export.json"
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    rel: str  # path relative to the version directory, '/'-separated
+    path: str  # absolute local path
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class LocalModel:
+    name: str
+    dir: str
+    cfg: Any
+    version_dir: str
+    files: dict[str, LocalFile]
+    export_meta: dict[str, Any]
+    hashes: dict[str, str] | None = None
+
+    def pinned_text(self, version: int) -> str:
+        return model_config.pinned_text(self.cfg, version, self.name)
+
+
+def _scan_version_dir(root: str) -> dict[str, LocalFile]:
+    files: dict[str, LocalFile] = {}
+    for cur, dirs, names in os.walk(root, followlinks=False):
+        for d in list(dirs):
+            full = os.path.join(cur, d)
+            if os.path.islink(full):
+                raise errors.usage(f"model directory: {full} is a symlink; allowed: regular files and directories only")
+            if d.startswith(".") or d == "__pycache__":
+                dirs.remove(d)
+        for n in names:
+            if n.startswith("."):
+                continue
+            full = os.path.join(cur, n)
+            st = os.lstat(full)
+            import stat as _stat
+
+            if not _stat.S_ISREG(st.st_mode):
+                raise errors.usage(f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)")
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            try:
+                layout.check_file_path(rel)
+            except layout.LayoutError as e:
+                raise errors.usage(f"model directory {root}: {e}") from None
+            files[rel] = LocalFile(rel, full, st.st_size, st.st_mtime_ns)
+    return files
+
+
+def load(path: str, name: str | None = None) -> LocalModel:
+    """Validate and scan one model directory. --name overrides the directory name."""
+    if not os.path.isdir(path):
+        raise errors.usage(f"model directory: {path!r} is not a directory; allowed: a Triton model directory (config.pbtxt + one <N>/)")
+    path = os.path.abspath(path)
+    model = name or os.path.basename(path.rstrip("/"))
+    try:
+        layout.check_model_name(model)
+    except layout.LayoutError as e:
+        raise errors.usage(f"{e} (from {'--name' if name else 'the directory name'})") from None
+    config_path = os.path.join(path, layout.CONFIG_FILE)
+    if not os.path.isfile(config_path):
+        raise errors.usage(f"model directory: {path} has no config.pbtxt; allowed: a Triton model directory (config.pbtxt + one <N>/)")
+    try:
+        cfg = model_config.read_file(config_path)
+        model_config.check(cfg, config_path, None if (cfg.name == model or not cfg.name) else model)
+    except model_config.ConfigPbtxtError as e:
+        raise errors.usage(str(e)) from None
+    versions = sorted(e for e in os.listdir(path) if layout.version_from_dir(e) is not None and os.path.isdir(os.path.join(path, e)))
+    if len(versions) != 1:
+        raise errors.usage(f"model directory: {path} has version directories {versions}; allowed: exactly one numeric version directory to publish")
+    version_dir = os.path.join(path, versions[0])
+    files = _scan_version_dir(version_dir)
+    for required in model_config.required_files(cfg):
+        if required not in files:
+            kind = f"backend {cfg.backend!r}" if cfg.backend else f"platform {cfg.platform!r}"
+            raise errors.usage(f"model directory: {version_dir} lacks {required}; allowed: a version directory with every file {kind} needs")
+    meta: dict[str, Any] = {}
+    meta_path = os.path.join(path, EXPORT_META)
+    if os.path.isfile(meta_path):
+        try:
+            with open(meta_path) as f:
+                meta = json.load(f)
+        except ValueError as e:
+            raise errors.usage(f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes") from None
+    return LocalModel(model, path, cfg, version_dir, files, meta)
+
+
+def discover(path: str, name: str | None = None) -> list[LocalModel]:
+    """One model directory, or a repository directory of model directories."""
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, layout.CONFIG_FILE)):
+        subdirs = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, layout.CONFIG_FILE)))
+        if subdirs:
+            if name:
+                raise errors.usage(f"--name: {name!r} with a repository directory of {len(subdirs)} models; allowed: --name only with one model directory")
+            return [load(os.path.join(path, d)) for d in subdirs]
+    return [load(path, name)]

@@ -1,0 +1,308 @@
+"""JSON records model_sync writes to the bucket, their JSON Schemas and strict readers.
+
+Every record is UTF-8 JSON with a `schema` field naming its format and version. Readers
+reject unknown fields, wrong types and inconsistent values with one-line `RecordError`s
+(`<record> <field>: <bad value>; <allowed>`); writers produce sorted, indented JSON.
+
+manifest (manifests/<model>/<N>.json, "model-sync.manifest/v1"), written once per version
+after every version file is uploaded and before the pin flips:
+    {"schema": "model-sync.manifest/v1", "model": "resnet", "version": 3,
+     "files": {"model.pt": {"sha256": "<64 hex>", "size": 123}, ...},   # relative to <N>/
+     "config_pbtxt": "<the config.pbtxt text pinned to N, as written to the pin>",
+     "backend": "python" | "pytorch" | ..., "platform": "pytorch_libtorch" | "",
+     "source": {"path": "/abs/local/dir", "host": "...", "git_commit": "..." | null,
+                "promoted_from": null | {"env": "staging", "bucket_uri": "s3://...", "version": 3}},
+     "exporter": {"tool": "model-sync 0.1.0", "method": "trace" | "script" | null,
+                  "torch_version": "2.13.0+cpu" | null, "torchscript_format_version": 3 | null,
+                  "target": "cloud" | "local" | null},
+     "created_by": "arn:aws:sts::...:assumed-role/... | unix user", "created_at": "RFC 3339 UTC"}
+
+verification (audit/verifications/<model>/<N>.json, "model-sync.verification/v1"), written by
+`model-sync verify` in the environment it verified; `promote` requires "passed": true:
+    {"schema": "model-sync.verification/v1", "model": "resnet", "version": 3, "passed": true,
+     "replicas": {"<deployment>/<replica>": "READY" | "<state/error>"}, "smoke_inference": true,
+     "manifest_sha256": "<sha256 of the manifest JSON bytes verified>",
+     "verified_by": "...", "verified_at": "RFC 3339 UTC", "detail": "free text"}
+
+promotion (audit/promotions/<model>/<N>.json in the TARGET env, "model-sync.promotion/v1"):
+    {"schema": "model-sync.promotion/v1", "model": "resnet", "version": 7,
+     "source": {"env": "staging", "bucket_uri": "s3://...", "version": 3},
+     "target": {"env": "prod", "bucket_uri": "s3://..."},
+     "verification": {"skipped": false, "record_key": "audit/verifications/resnet/3.json"},
+     "files": {"model.pt": {"sha256": "...", "size": 123}}, "checksums_verified": "s3-checksum" | "rehash",
+     "promoted_by": "...", "promoted_at": "RFC 3339 UTC"}
+
+pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
+    {"schema": "model-sync.pin/v1", "model": "resnet", "version": 4, "previous": 3 | null,
+     "action": "push" | "promote" | "rollback", "stack": [1, 3],   # earlier pins, newest last
+     "by": "...", "at": "RFC 3339 UTC"}
+  `stack` makes default rollback deterministic: rollback pins stack[-1] and pops it, a push or
+  an explicit `rollback --to` pushes the previous pin (capped at 32 entries).
+
+allocation (audit/allocations/<model>/<N>.json, "model-sync.allocation/v1"), conditional write:
+    {"schema": "model-sync.allocation/v1", "model": "resnet", "version": 4, "purpose": "push" | "promote",
+     "nonce": "<uuid4 hex>", "by": "...", "at": "RFC 3339 UTC"}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from model_sync import layout
+
+SHA256_RE = r"^[0-9a-f]{64}$"
+TIME_RE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
+NAME_RE = layout.MODEL_NAME_RE.pattern
+STACK_MAX = 32
+
+_VERSION = {"type": "integer", "minimum": 1}
+_TIME = {"type": "string", "pattern": TIME_RE}
+_FILES = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": {
+        "type": "object",
+        "required": ["sha256", "size"],
+        "additionalProperties": False,
+        "properties": {"sha256": {"type": "string", "pattern": SHA256_RE}, "size": {"type": "integer", "minimum": 0}},
+    },
+}
+_NULLABLE_STR = {"type": ["string", "null"]}
+
+
+def _obj(required: list[str], properties: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "object", "required": required, "additionalProperties": False, "properties": {**properties, **(optional or {})}}
+
+
+MANIFEST_SCHEMA: dict[str, Any] = _obj(
+    ["schema", "model", "version", "files", "config_pbtxt", "backend", "platform", "source", "exporter", "created_by", "created_at"],
+    {
+        "schema": {"const": "model-sync.manifest/v1"},
+        "model": {"type": "string", "pattern": NAME_RE},
+        "version": _VERSION,
+        "files": _FILES,
+        "config_pbtxt": {"type": "string", "minLength": 1},
+        "backend": {"type": "string"},
+        "platform": {"type": "string"},
+        "source": _obj(
+            ["path", "host", "git_commit", "promoted_from"],
+            {
+                "path": {"type": "string"},
+                "host": {"type": "string"},
+                "git_commit": _NULLABLE_STR,
+                "promoted_from": {
+                    "type": ["object", "null"],
+                    "required": ["env", "bucket_uri", "version"],
+                    "additionalProperties": False,
+                    "properties": {"env": {"type": "string"}, "bucket_uri": {"type": "string"}, "version": _VERSION},
+                },
+            },
+        ),
+        "exporter": _obj(
+            ["tool", "method", "torch_version", "torchscript_format_version", "target"],
+            {
+                "tool": {"type": "string"},
+                "method": {"enum": ["trace", "script", None]},
+                "torch_version": _NULLABLE_STR,
+                "torchscript_format_version": {"type": ["integer", "null"]},
+                "target": {"enum": ["cloud", "local", None]},
+            },
+        ),
+        "created_by": {"type": "string", "minLength": 1},
+        "created_at": _TIME,
+    },
+)
+
+VERIFICATION_SCHEMA: dict[str, Any] = _obj(
+    ["schema", "model", "version", "passed", "replicas", "smoke_inference", "manifest_sha256", "verified_by", "verified_at"],
+    {
+        "schema": {"const": "model-sync.verification/v1"},
+        "model": {"type": "string", "pattern": NAME_RE},
+        "version": _VERSION,
+        "passed": {"type": "boolean"},
+        "replicas": {"type": "object", "additionalProperties": {"type": "string"}},
+        "smoke_inference": {"type": "boolean"},
+        "manifest_sha256": {"type": "string", "pattern": SHA256_RE},
+        "verified_by": {"type": "string", "minLength": 1},
+        "verified_at": _TIME,
+    },
+    {"detail": {"type": "string"}},
+)
+
+PROMOTION_SCHEMA: dict[str, Any] = _obj(
+    ["schema", "model", "version", "source", "target", "verification", "files", "checksums_verified", "promoted_by", "promoted_at"],
+    {
+        "schema": {"const": "model-sync.promotion/v1"},
+        "model": {"type": "string", "pattern": NAME_RE},
+        "version": _VERSION,
+        "source": _obj(["env", "bucket_uri", "version"], {"env": {"type": "string"}, "bucket_uri": {"type": "string"}, "version": _VERSION}),
+        "target": _obj(["env", "bucket_uri"], {"env": {"type": "string"}, "bucket_uri": {"type": "string"}}),
+        "verification": _obj(["skipped", "record_key"], {"skipped": {"type": "boolean"}, "record_key": _NULLABLE_STR}),
+        "files": _FILES,
+        "checksums_verified": {"enum": ["s3-checksum", "rehash", "mixed"]},
+        "promoted_by": {"type": "string", "minLength": 1},
+        "promoted_at": _TIME,
+    },
+)
+
+PIN_SCHEMA: dict[str, Any] = _obj(
+    ["schema", "model", "version", "previous", "action", "stack", "by", "at"],
+    {
+        "schema": {"const": "model-sync.pin/v1"},
+        "model": {"type": "string", "pattern": NAME_RE},
+        "version": _VERSION,
+        "previous": {"type": ["integer", "null"], "minimum": 1},
+        "action": {"enum": ["push", "promote", "rollback"]},
+        "stack": {"type": "array", "items": _VERSION, "maxItems": STACK_MAX},
+        "by": {"type": "string", "minLength": 1},
+        "at": _TIME,
+    },
+)
+
+ALLOCATION_SCHEMA: dict[str, Any] = _obj(
+    ["schema", "model", "version", "purpose", "nonce", "by", "at"],
+    {
+        "schema": {"const": "model-sync.allocation/v1"},
+        "model": {"type": "string", "pattern": NAME_RE},
+        "version": _VERSION,
+        "purpose": {"enum": ["push", "promote"]},
+        "nonce": {"type": "string", "pattern": r"^[0-9a-f]{32}$"},
+        "by": {"type": "string", "minLength": 1},
+        "at": _TIME,
+    },
+)
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "model-sync.manifest/v1": MANIFEST_SCHEMA,
+    "model-sync.verification/v1": VERIFICATION_SCHEMA,
+    "model-sync.promotion/v1": PROMOTION_SCHEMA,
+    "model-sync.pin/v1": PIN_SCHEMA,
+    "model-sync.allocation/v1": ALLOCATION_SCHEMA,
+}
+
+
+class RecordError(ValueError):
+    """A record that is not valid JSON or does not match its schema (one line)."""
+
+
+def _type_ok(value: Any, t: str) -> bool:
+    return {
+        "object": isinstance(value, dict),
+        "array": isinstance(value, list),
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "null": value is None,
+    }[t]
+
+
+def _check(value: Any, schema: Mapping[str, Any], path: str) -> None:
+    """The subset of JSON Schema (2020-12) the schemas above use; tests cross-check it with jsonschema."""
+    where = path or "(document)"
+    if "const" in schema and value != schema["const"]:
+        raise RecordError(f"{where}: {value!r}; allowed: {schema['const']!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        raise RecordError(f"{where}: {value!r}; allowed: one of {schema['enum']!r}")
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(_type_ok(value, t) for t in types):
+            raise RecordError(f"{where}: {value!r}; allowed: {' or '.join(types)}")
+    if isinstance(value, str):
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            raise RecordError(f"{where}: {value!r}; allowed: matching {schema['pattern']}")
+        if len(value) < schema.get("minLength", 0):
+            raise RecordError(f"{where}: {value!r}; allowed: at least {schema['minLength']} characters")
+    if isinstance(value, int) and not isinstance(value, bool) and "minimum" in schema and value < schema["minimum"]:
+        raise RecordError(f"{where}: {value!r}; allowed: >= {schema['minimum']}")
+    if isinstance(value, list):
+        if len(value) > schema.get("maxItems", len(value)):
+            raise RecordError(f"{where}: {len(value)} items; allowed: at most {schema['maxItems']}")
+        for i, item in enumerate(value):
+            _check(item, schema.get("items", {}), f"{path}[{i}]")
+    if isinstance(value, dict):
+        for req in schema.get("required", []):
+            if req not in value:
+                raise RecordError(f"{path + '.' if path else ''}{req}: missing; allowed: a required field")
+        if len(value) < schema.get("minProperties", 0):
+            raise RecordError(f"{where}: empty; allowed: at least {schema['minProperties']} entries")
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else k
+            if k in props:
+                _check(v, props[k], sub)
+            elif extra is False:
+                raise RecordError(f"{sub}: unknown field; allowed: {sorted(props)}")
+            elif isinstance(extra, dict):
+                _check(v, extra, sub)
+
+
+def validate(doc: Any, schema_id: str) -> dict[str, Any]:
+    if schema_id not in SCHEMAS:
+        raise RecordError(f"schema: {schema_id!r}; allowed: {sorted(SCHEMAS)}")
+    try:
+        _check(doc, SCHEMAS[schema_id], "")
+    except RecordError as e:
+        raise RecordError(f"{schema_id} {e}") from None
+    assert isinstance(doc, dict)
+    return doc
+
+
+def read(data: bytes | str, schema_id: str, *, model: str | None = None, version: int | None = None) -> dict[str, Any]:
+    """Parse and strictly validate a record; optionally check it is the one for (model, version)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RecordError(f"{schema_id}: not valid JSON ({str(e).splitlines()[0]}); allowed: a JSON object") from None
+    validate(doc, schema_id)
+    if model is not None and doc["model"] != model:
+        raise RecordError(f"{schema_id} model: {doc['model']!r}; allowed: {model!r} (the key it was read from)")
+    if version is not None and doc["version"] != version:
+        raise RecordError(f"{schema_id} version: {doc['version']!r}; allowed: {version!r} (the key it was read from)")
+    if schema_id == "model-sync.manifest/v1":
+        for path in doc["files"]:
+            try:
+                layout.check_file_path(path)
+            except layout.LayoutError as e:
+                raise RecordError(f"{schema_id} files: {e}") from None
+    return doc
+
+
+def dumps(doc: Mapping[str, Any]) -> bytes:
+    """Validate (by its `schema` field) and serialise a record."""
+    validate(dict(doc), str(doc.get("schema")))
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+def read_manifest(data: bytes | str, model: str | None = None, version: int | None = None) -> dict[str, Any]:
+    return read(data, "model-sync.manifest/v1", model=model, version=version)
+
+
+def read_verification(data: bytes | str, model: str | None = None, version: int | None = None) -> dict[str, Any]:
+    return read(data, "model-sync.verification/v1", model=model, version=version)
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def stamp() -> str:
+    """Sortable UTC stamp for pin-history keys (layout.pin_record_key)."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str, bufsize: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(bufsize):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,178 @@
+"""`promote`: copy a verified, pinned version from one environment (staging) to another (prod).
+
+  1. the version must be the one pinned in the source env and have a passing verification record
+     (audit/verifications/<model>/<N>.json, whose manifest_sha256 matches the source manifest), unless
+     --skip-verification, which is recorded in the provenance;
+  2. target version number: the SAME N when it is free in the target (staging v7 is prod v7, easy
+     to trace), else the next free number; allocated with the same create-only marker as push;
+     a target version already promoted from the same source version is reused (idempotent re-run);
+  3. server-side copy of every file (s3transfer managed copy: CopyObject, or UploadPartCopy for big
+     files) when both environments share an endpoint, else a streamed GET -> upload;
+  4. checksums re-verified in the target: on AWS S3, HeadObject(ChecksumMode=ENABLED) SHA256 when it
+     is a full-object SHA256; otherwise, and ALWAYS against custom endpoints (moto and rclone store a
+     client-sent checksum without verifying it, measured), the object is re-read and hashed;
+  5. target manifest and provenance (audit/promotions/<model>/<N'>.json) written, the pin flipped last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model_sync import errors, layout, manifest, repository
+from model_sync.s3 import Repo, b64_sha256_to_hex, sha256_stream, translate
+from model_sync.ui import Console
+
+
+def _check_source(src: Repo, model: str, version: int, skip_verification: bool) -> tuple[dict[str, Any], bytes, str | None]:
+    pin = repository.read_pin(src, model)
+    if pin.version != version:
+        raise errors.refused(f"version: {model} {version} is not pinned in {src.env.name} (pinned: {pin.version}); allowed: the pinned version, verified there")
+    raw = src.get(layout.manifest_key(model, version))
+    if raw is None:
+        raise errors.not_found(f"manifest: {src.uri(layout.manifest_key(model, version))} does not exist; allowed: a version published by model-sync push")
+    try:
+        doc = manifest.read_manifest(raw, model, version)
+    except manifest.RecordError as e:
+        raise errors.refused(f"{src.uri(layout.manifest_key(model, version))}: {e}") from None
+    missing = repository.is_complete(src, model, version, doc)
+    if missing:
+        raise errors.refused(f"version: {model} {version} in {src.env.name} is incomplete ({missing}); allowed: a complete version")
+    record_key: str | None = layout.verification_key(model, version)
+    if skip_verification:
+        record_key = None
+    else:
+        assert record_key is not None
+        data = src.get(record_key)
+        if data is None:
+            raise errors.refused(
+                f"verification: {model} {version} has no record in {src.env.name} ({src.uri(record_key)}); allowed: run `model-sync verify` there first, or --skip-verification (recorded)"
+            )
+        try:
+            rec = manifest.read_verification(data, model, version)
+        except manifest.RecordError as e:
+            raise errors.refused(f"{src.uri(record_key)}: {e}") from None
+        if not rec["passed"]:
+            raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} ({rec.get('detail', '')}); allowed: a version whose verify passed")
+        if rec["manifest_sha256"] != manifest.sha256_bytes(raw):
+            raise errors.refused(f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current manifest (re-run verify)")
+    return doc, raw, record_key
+
+
+def _reusable(dst: Repo, model: str, candidate: int, src_env: str, src_uri: str, doc: dict[str, Any]) -> bool:
+    existing = repository.read_manifest(dst, model, candidate, required=False)
+    if existing is None:
+        return False
+    origin = existing["source"]["promoted_from"]
+    same = origin == {"env": src_env, "bucket_uri": src_uri, "version": doc["version"]} and existing["files"] == doc["files"]
+    return same and repository.is_complete(dst, model, candidate, existing) is None
+
+
+def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -> str:
+    methods: set[str] = set()
+    for rel, meta in sorted(files.items()):
+        key = dst.key(layout.version_file_key(model, version, rel))
+        try:
+            head = dst.client.head_object(Bucket=dst.root.bucket, Key=key, ChecksumMode="ENABLED")
+            # Only AWS S3 verifies a stored checksum against the body; S3-compatible servers (moto,
+            # rclone) keep whatever the client sent, so against a custom endpoint we always re-hash.
+            digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if dst.env.endpoint_url is None else None
+            if digest is None:
+                digest, size = sha256_stream(dst.client.get_object(Bucket=dst.root.bucket, Key=key)["Body"])
+                methods.add("rehash")
+            else:
+                size = int(head["ContentLength"])
+                methods.add("s3-checksum")
+        except Exception as e:
+            raise translate(e, dst.env, layout.version_file_key(model, version, rel)) from None
+        if digest != meta["sha256"] or size != meta["size"]:
+            raise errors.refused(f"checksum: {dst.uri(layout.version_file_key(model, version, rel))} is {digest}/{size} bytes, manifest says {meta['sha256']}/{meta['size']}; nothing was pinned")
+    return methods.pop() if len(methods) == 1 else "mixed"
+
+
+def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, files: dict[str, Any], console: Console) -> None:
+    from s3transfer.manager import TransferConfig, TransferManager
+
+    manager = TransferManager(dst.client, TransferConfig(multipart_threshold=64 * 1024 * 1024, multipart_chunksize=64 * 1024 * 1024, max_request_concurrency=16))
+    same_endpoint = src.env.endpoint_url == dst.env.endpoint_url
+    futures = []
+    try:
+        for rel in sorted(files):
+            src_key = src.key(layout.version_file_key(model, src_version, rel))
+            dst_key = dst.key(layout.version_file_key(model, version, rel))
+            if same_endpoint:
+                fut = manager.copy({"Bucket": src.root.bucket, "Key": src_key}, dst.root.bucket, dst_key, extra_args={"ChecksumAlgorithm": "SHA256"}, source_client=src.client)
+            else:
+                body = src.client.get_object(Bucket=src.root.bucket, Key=src_key)["Body"]
+                fut = manager.upload(body, dst.root.bucket, dst_key, extra_args={"ChecksumAlgorithm": "SHA256"})
+            futures.append((rel, fut))
+        for rel, fut in futures:
+            try:
+                fut.result()
+            except Exception as e:
+                raise translate(e, dst.env, layout.version_file_key(model, version, rel)) from None
+            console.line(f"copy: {src.uri(layout.version_file_key(model, src_version, rel))} to {dst.uri(layout.version_file_key(model, version, rel))}")
+    finally:
+        manager.shutdown()
+
+
+def promote(src: Repo, dst: Repo, model: str, version: int, *, skip_verification: bool, dry_run: bool, console: Console, by: str) -> int:
+    """Returns the target version number."""
+    layout.check_model_name(model)
+    doc, _raw, record_key = _check_source(src, model, version, skip_verification)
+    src_uri = src.env.uri
+    target_pin = repository.read_pin(dst, model)
+    for candidate in {version, target_pin.version} - {None}:
+        assert candidate is not None
+        if _reusable(dst, model, candidate, src.env.name, src_uri, doc):
+            if target_pin.version == candidate:
+                console.line(f"up to date: {model} version {candidate} already promoted and pinned in {dst.env.name}")
+                return candidate
+            if dry_run:
+                console.line(f"(dryrun) pin: {model} version {candidate} ({dst.uri(layout.config_key(model))})")
+                return candidate
+            existing = repository.read_manifest(dst, model, candidate)
+            assert existing is not None
+            repository.flip_pin(dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin)
+            console.line(f"pinned: {model} version {candidate} in {dst.env.name} (already copied)")
+            return candidate
+    if dry_run:
+        free = dst.get(layout.allocation_key(model, version)) is None and version not in repository.list_versions(dst, model)
+        target = version if free else repository.highest_allocated(dst, model) + 1
+        for rel in sorted(doc["files"]):
+            console.line(f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to {dst.uri(layout.version_file_key(model, target, rel))}")
+        console.line(f"(dryrun) pin: {model} version {target} ({dst.uri(layout.config_key(model))})")
+        return target
+    if not dst.conditional_writes_enforced():
+        console.warn(f"{dst.env.endpoint_url or 'S3'} ignores If-None-Match: concurrent promotions of {model} can race")
+    target = repository.allocate(dst, model, "promote", by, preferred=version)
+    _copy(src, dst, model, version, target, doc["files"], console)
+    method = _verify_target(dst, model, target, doc["files"])
+    from model_sync import model_config
+
+    cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))
+    new_doc = dict(doc)
+    new_doc.update(
+        version=target,
+        config_pbtxt=model_config.pinned_text(cfg, target, model),
+        source={**doc["source"], "promoted_from": {"env": src.env.name, "bucket_uri": src_uri, "version": version}},
+        created_by=by,
+        created_at=manifest.now(),
+    )
+    if not dst.put_new(layout.manifest_key(model, target), manifest.dumps(new_doc)):
+        raise errors.refused(f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version (never overwritten)")
+    record = {
+        "schema": "model-sync.promotion/v1",
+        "model": model,
+        "version": target,
+        "source": {"env": src.env.name, "bucket_uri": src_uri, "version": version},
+        "target": {"env": dst.env.name, "bucket_uri": dst.env.uri},
+        "verification": {"skipped": skip_verification, "record_key": record_key},
+        "files": doc["files"],
+        "checksums_verified": method,
+        "promoted_by": by,
+        "promoted_at": manifest.now(),
+    }
+    dst.put_new(layout.promotion_key(model, target), manifest.dumps(record))
+    repository.flip_pin(dst, model, target, new_doc["config_pbtxt"], "promote", by, target_pin)
+    console.line(f"pinned: {model} version {target} in {dst.env.name} (promoted from {src.env.name} version {version})")
+    return target

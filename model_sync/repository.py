@@ -1,0 +1,159 @@
+"""Model-level operations on one environment's repository (see layout.py for the keys):
+reading pins and manifests, listing versions, allocating version numbers without races,
+flipping the pin (the single commit point) and recording pin history."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from model_sync import errors, layout, manifest, model_config
+from model_sync.s3 import Repo
+
+MAX_ALLOCATION_ATTEMPTS = 64
+
+
+@dataclass
+class Pin:
+    model: str
+    version: int | None  # None: no config.pbtxt, or it does not pin exactly one version
+    text: str | None
+
+
+@dataclass
+class PinHistory:
+    latest: dict[str, Any] | None
+    stack: list[int] = field(default_factory=list)
+
+
+def read_pin(repo: Repo, model: str) -> Pin:
+    data = repo.get(layout.config_key(model))
+    if data is None:
+        return Pin(model, None, None)
+    try:
+        cfg = model_config.parse(data, repo.uri(layout.config_key(model)))
+    except model_config.ConfigPbtxtError as e:
+        raise errors.refused(f"{e} (the pin is corrupt; fix it with `model-sync rollback {model} --to N`)") from None
+    return Pin(model, model_config.pinned_version(cfg), data.decode())
+
+
+def read_manifest(repo: Repo, model: str, version: int, required: bool = True) -> dict[str, Any] | None:
+    data = repo.get(layout.manifest_key(model, version))
+    if data is None:
+        if required:
+            raise errors.not_found(f"manifest: {repo.uri(layout.manifest_key(model, version))} does not exist; allowed: a version published by model-sync")
+        return None
+    try:
+        return manifest.read_manifest(data, model, version)
+    except manifest.RecordError as e:
+        raise errors.refused(f"{repo.uri(layout.manifest_key(model, version))}: {e}") from None
+
+
+def list_models(repo: Repo) -> list[str]:
+    _, prefixes = repo.list(layout.REPOSITORY_PREFIX, "/")
+    out = []
+    for p in prefixes:
+        name = p[len(layout.REPOSITORY_PREFIX) :].rstrip("/")
+        if layout.MODEL_NAME_RE.match(name):
+            out.append(name)
+    return sorted(out)
+
+
+def list_versions(repo: Repo, model: str) -> list[int]:
+    """Version directories present under repository/<model>/ (complete or not)."""
+    _, prefixes = repo.list(layout.model_prefix(model), "/")
+    versions = [layout.version_from_dir(p.rsplit("/", 2)[-2]) for p in prefixes]
+    return sorted(v for v in versions if v is not None)
+
+
+def list_manifests(repo: Repo, model: str) -> list[int]:
+    objects, _ = repo.list(layout.manifests_prefix(model))
+    return sorted(v for v in (layout.version_from_json_key(o["Key"]) for o in objects) if v is not None)
+
+
+def version_objects(repo: Repo, model: str, version: int) -> dict[str, int]:
+    """{relative file path: size} of the objects under repository/<model>/<N>/."""
+    prefix = layout.version_prefix(model, version)
+    objects, _ = repo.list(prefix)
+    return {o["Key"][len(prefix) :]: int(o["Size"]) for o in objects}
+
+
+def is_complete(repo: Repo, model: str, version: int, doc: dict[str, Any]) -> str | None:
+    """None if every manifest file is present with its size; else what is missing."""
+    present = version_objects(repo, model, version)
+    for path, meta in sorted(doc["files"].items()):
+        if path not in present:
+            return f"{path} missing"
+        if present[path] != meta["size"]:
+            return f"{path} has {present[path]} bytes, manifest says {meta['size']}"
+    return None
+
+
+def highest_allocated(repo: Repo, model: str) -> int:
+    objects, _ = repo.list(layout.allocations_prefix(model))
+    numbers = [v for v in (layout.version_from_json_key(o["Key"]) for o in objects) if v is not None]
+    numbers += list_versions(repo, model)  # versions written by other tools count too
+    return max(numbers, default=0)
+
+
+def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | None = None) -> int:
+    """Claim a fresh version number with a create-only write of its allocation marker.
+
+    `preferred` (promote: the source version) is tried first; otherwise, and on collision, the
+    next number after the highest seen. On servers that ignore If-None-Match the marker is read
+    back and its nonce compared, which catches most but not all races (warned by the caller)."""
+    enforced = repo.conditional_writes_enforced()
+    candidate = preferred if preferred is not None else highest_allocated(repo, model) + 1
+    for _ in range(MAX_ALLOCATION_ATTEMPTS):
+        if not enforced and repo.get(layout.allocation_key(model, candidate)) is not None:
+            candidate = max(candidate, highest_allocated(repo, model)) + 1
+            continue
+        nonce = uuid.uuid4().hex
+        record = {"schema": "model-sync.allocation/v1", "model": model, "version": candidate, "purpose": purpose, "nonce": nonce, "by": by, "at": manifest.now()}
+        if repo.put_new(layout.allocation_key(model, candidate), manifest.dumps(record)):
+            if enforced:
+                return candidate
+            back = repo.get(layout.allocation_key(model, candidate))
+            if back is not None and json.loads(back).get("nonce") == nonce:
+                return candidate
+        candidate = max(candidate, highest_allocated(repo, model)) + 1
+    raise errors.refused(f"version allocation for {model}: {MAX_ALLOCATION_ATTEMPTS} collisions in a row; allowed: retry when concurrent publishers finish")
+
+
+def read_history(repo: Repo, model: str) -> PinHistory:
+    objects, _ = repo.list(layout.pins_prefix(model))
+    keys = sorted(o["Key"] for o in objects if o["Key"].endswith(".json"))
+    if not keys:
+        return PinHistory(None, [])
+    data = repo.get(keys[-1])
+    if data is None:
+        return PinHistory(None, [])
+    try:
+        doc = manifest.read(data, "model-sync.pin/v1", model=model)
+    except manifest.RecordError as e:
+        raise errors.refused(f"{repo.uri(keys[-1])}: {e}") from None
+    return PinHistory(doc, list(doc["stack"]))
+
+
+def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: bool = False) -> dict[str, Any]:
+    """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history.
+
+    The history stack gets the previous pin pushed (push, promote, rollback --to) or its top
+    popped (default rollback, pop=True)."""
+    cfg = model_config.parse(config_text, f"pin text for {model} v{version}")
+    if model_config.pinned_version(cfg) != version:
+        raise errors.SyncError(errors.UNEXPECTED, f"pin text for {model}: pins {model_config.pinned_version(cfg)}; allowed: {version}")
+    # A history whose latest record is not the current pin (pin edited by hand) is not trusted;
+    # with no current pin there is nothing to stack (and nothing to read).
+    history = read_history(repo, model) if current.version is not None else PinHistory(None, [])
+    stack = history.stack if history.latest and history.latest["version"] == current.version else []
+    if pop:
+        stack = stack[:-1]
+    elif current.version is not None and current.version != version:
+        stack = [*stack, current.version][-manifest.STACK_MAX :]
+    repo.put(layout.config_key(model), config_text.encode(), "text/plain")
+    record = {"schema": "model-sync.pin/v1", "model": model, "version": version, "previous": current.version, "action": action, "stack": stack, "by": by, "at": manifest.now()}
+    repo.put_new(layout.pin_record_key(model, manifest.stamp(), version), manifest.dumps(record))
+    return record

@@ -1,0 +1,193 @@
+"""S3 access for model_sync: clients from boto3's default credential chain only, error
+translation to exit codes, conditional writes and small JSON/text helpers.
+
+Conditional writes: `put_new()` uses `IfNoneMatch='*'` (AWS S3 and moto reject a second write
+with 412 PreconditionFailed). Some S3-compatible servers (rclone serve s3) ignore the header and
+silently overwrite; `conditional_writes_enforced()` detects that once per process with two writes
+to layout.PROBE_KEY, and callers warn that version allocation is then not race-free.
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from model_sync import errors, layout
+from model_sync.environments import Environment
+
+_LOCK = threading.Lock()
+_PROBED: dict[tuple[str | None, str], bool] = {}
+
+CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AccessDenied", "AuthorizationHeaderMalformed", "Forbidden", "403"}
+PRECONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
+
+
+class Repo:
+    """One environment's bucket: a client plus the root, with key helpers relative to the root."""
+
+    def __init__(self, env: Environment, max_pool: int = 32) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.env = env
+        self.root = env.root
+        session = boto3.session.Session(region_name=env.region) if env.region else boto3.session.Session()
+        self.client: Any = session.client(
+            "s3",
+            endpoint_url=env.endpoint_url,
+            config=Config(
+                retries={"mode": "standard", "max_attempts": int(os.environ.get("MODEL_SYNC_S3_ATTEMPTS", "3"))},
+                connect_timeout=5,
+                read_timeout=60,
+                max_pool_connections=max_pool,
+                # Checksums only where we ask for them (SHA256 on version files); avoids the
+                # aws-chunked trailer encoding some S3-compatible servers reject.
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+                s3={"addressing_style": "path"} if env.endpoint_url else None,
+            ),
+        )
+
+    def key(self, rel: str) -> str:
+        return self.root.key(rel)
+
+    def uri(self, rel: str) -> str:
+        return self.root.uri(rel)
+
+    def get(self, rel: str) -> bytes | None:
+        """The object's bytes, or None if it does not exist."""
+        try:
+            return bytes(self.client.get_object(Bucket=self.root.bucket, Key=self.key(rel))["Body"].read())
+        except Exception as e:
+            if error_code(e) in ("NoSuchKey", "404"):
+                return None
+            raise translate(e, self.env, rel) from None
+
+    def put(self, rel: str, body: bytes, content_type: str = "application/json") -> None:
+        try:
+            self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, ChecksumAlgorithm="SHA256")
+        except Exception as e:
+            raise translate(e, self.env, rel) from None
+
+    def put_new(self, rel: str, body: bytes, content_type: str = "application/json") -> bool:
+        """Create-only write (If-None-Match: *). False if the key already exists."""
+        try:
+            self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, IfNoneMatch="*", ChecksumAlgorithm="SHA256")
+            return True
+        except Exception as e:
+            if error_code(e) in PRECONDITION_CODES:
+                return False
+            raise translate(e, self.env, rel) from None
+
+    def list(self, rel_prefix: str, delimiter: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+        """(objects with Key relative to the root, common prefixes relative to the root)."""
+        objects: list[dict[str, Any]] = []
+        prefixes: list[str] = []
+        kwargs: dict[str, Any] = {"Bucket": self.root.bucket, "Prefix": self.key(rel_prefix)}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
+                for o in page.get("Contents", []):
+                    objects.append({**o, "Key": self.root.relative(o["Key"])})
+                prefixes += [self.root.relative(p["Prefix"]) for p in page.get("CommonPrefixes", [])]
+        except Exception as e:
+            raise translate(e, self.env, rel_prefix) from None
+        return objects, prefixes
+
+    def delete(self, rels: Sequence[str]) -> None:
+        for i in range(0, len(rels), 1000):
+            chunk = rels[i : i + 1000]
+            try:
+                resp = self.client.delete_objects(Bucket=self.root.bucket, Delete={"Objects": [{"Key": self.key(r)} for r in chunk], "Quiet": True})
+            except Exception as e:
+                raise translate(e, self.env, chunk[0]) from None
+            if resp.get("Errors"):
+                err = resp["Errors"][0]
+                raise errors.s3(f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: s3:DeleteObject on the repository")
+
+    def conditional_writes_enforced(self) -> bool:
+        cache_key = (self.env.endpoint_url, self.root.bucket)
+        with _LOCK:
+            if cache_key in _PROBED:
+                return _PROBED[cache_key]
+        self.put_new(layout.PROBE_KEY, b"probe\n", "text/plain")
+        enforced = not self.put_new(layout.PROBE_KEY, b"probe\n", "text/plain")
+        with _LOCK:
+            _PROBED[cache_key] = enforced
+        return enforced
+
+
+def error_code(e: BaseException) -> str:
+    resp = getattr(e, "response", None)
+    if isinstance(resp, dict):
+        code = resp.get("Error", {}).get("Code") or str(resp.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+        return str(code)
+    return ""
+
+
+def translate(e: BaseException, env: Environment, what: str = "") -> errors.SyncError:
+    """botocore exceptions -> SyncError with the documented exit code."""
+    from botocore import exceptions as bx
+
+    if isinstance(e, errors.SyncError):
+        return e
+    where = f"s3://{env.bucket}" + (f"/{env.root.key(what)}" if what else "")
+    if isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError):
+        return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)")
+    if isinstance(e, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError | bx.ConnectionClosedError):
+        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({type(e).__name__}); allowed: a reachable S3 endpoint")
+    code = error_code(e)
+    if code in ("NoSuchBucket",):
+        return errors.not_found(f"bucket: {env.bucket!r} does not exist (environment {env.name}); allowed: an existing model repository bucket")
+    if code in CREDENTIAL_CODES:
+        return errors.s3(f"S3 credentials/access: {code} on {where}; allowed: valid credentials from the AWS chain with access to the repository")
+    if isinstance(e, bx.BotoCoreError | bx.ClientError):
+        return errors.s3(f"S3 request on {where}: {code or type(e).__name__} ({' '.join(str(e).split())[:160]}); allowed: a healthy S3 endpoint")
+    if isinstance(e, OSError):
+        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} failed ({e}); allowed: a reachable S3 endpoint")
+    return errors.SyncError(errors.UNEXPECTED, f"{where}: {type(e).__name__}: {e}")
+
+
+def who(env: Environment) -> str:
+    """STS caller ARN on AWS; $USER (or the login name) against custom endpoints or when STS fails."""
+    if env.endpoint_url is None:
+        try:
+            import boto3
+
+            arn = boto3.session.Session(region_name=env.region).client("sts").get_caller_identity()["Arn"]
+            return str(arn)
+        except Exception:  # noqa: S110 - fall back to the local user
+            pass
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def b64_sha256_to_hex(value: str) -> str | None:
+    """S3 ChecksumSHA256 (base64 of the digest) -> hex; None for composite ('...-N') checksums."""
+    if not value or "-" in value:
+        return None
+    try:
+        return base64.b64decode(value).hex()
+    except ValueError:
+        return None
+
+
+def hex_to_b64(hexdigest: str) -> str:
+    return base64.b64encode(bytes.fromhex(hexdigest)).decode()
+
+
+def sha256_stream(body: Any, bufsize: int = 1 << 20) -> tuple[str, int]:
+    h = hashlib.sha256()
+    n = 0
+    while chunk := body.read(bufsize):
+        h.update(chunk)
+        n += len(chunk)
+    return h.hexdigest(), n

@@ -1,0 +1,63 @@
+"""Helpers for model_sync functional tests: model directories, a model-sync.yaml pointing at a
+real S3 server, and running the CLI in-process (main([...])) with captured output."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from model_sync.cli import main
+from tests.support.s3_servers import S3Server
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
+    capsys.readouterr()
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return CliResult(code, captured.out, captured.err)
+
+
+def write_config(path: Path, server: S3Server, envs: dict[str, str]) -> str:
+    """envs: {env name: bucket URI}; all on `server`."""
+    doc = {"environments": {name: {"bucket": uri, "endpointUrl": server.endpoint, "region": "us-east-1"} for name, uri in envs.items()}}
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def python_model(root: Path, name: str = "simple", files: dict[str, bytes] | None = None, config: str | None = None, version: str = "1") -> Path:
+    d = root / name
+    (d / version).mkdir(parents=True, exist_ok=True)
+    (d / "config.pbtxt").write_text(config if config is not None else f'name: "{name}"\nbackend: "python"\nmax_batch_size: 4\n')
+    for rel, data in (files if files is not None else {"model.py": b"# model\n", "model.pt": os.urandom(2048)}).items():
+        p = d / version / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return d
+
+
+def pinned_version(server: S3Server, bucket: str, model: str, prefix: str = "") -> int | None:
+    from model_sync import model_config
+
+    key = f"{prefix}/repository/{model}/config.pbtxt" if prefix else f"repository/{model}/config.pbtxt"
+    try:
+        return model_config.pinned_version(model_config.parse(server.get(bucket, key)))
+    except Exception as e:
+        if "NoSuchKey" in str(e):
+            return None
+        raise
+
+
+def manifest_doc(server: S3Server, bucket: str, model: str, version: int) -> dict:
+    return json.loads(server.get(bucket, f"manifests/{model}/{version}.json"))

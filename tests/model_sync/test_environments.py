@@ -1,0 +1,109 @@
+"""--env resolution: model-sync.yaml search order, pulumi stack outputs (a stub `pulumi` on PATH
+printing JSON: the thing under test is model_sync's parsing), flag overrides, bad configs."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from model_sync import environments, errors
+
+
+def _yaml(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def _stub_pulumi(tmp_path: Path, body: str, rc: int = 0) -> Path:
+    stub = tmp_path / "bin" / "pulumi"
+    stub.parent.mkdir(exist_ok=True)
+    stub.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/pulumi-args\ncat <<'JSON'\n{body}\nJSON\nexit {rc}\n")
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    return stub.parent
+
+
+def test_config_file_search_order(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
+    _yaml(tmp_path / "model-sync.yaml", "environments:\n  staging:\n    bucket: s3://cwd-bucket\n")
+    assert environments.resolve("staging").bucket == "cwd-bucket"
+    monkeypatch.setenv("MODEL_SYNC_CONFIG", _yaml(tmp_path / "env.yaml", "environments:\n  staging:\n    bucket: s3://env-bucket/p\n"))
+    env = environments.resolve("staging")
+    assert (env.bucket, env.root.prefix, env.source) == ("env-bucket", "p", str(tmp_path / "env.yaml"))
+    flag = _yaml(tmp_path / "flag.yaml", "environments:\n  staging:\n    bucket: s3://flag-bucket\n    endpointUrl: http://127.0.0.1:9\n    region: eu-west-1\n")
+    env = environments.resolve("staging", flag)
+    assert (env.bucket, env.endpoint_url, env.region) == ("flag-bucket", "http://127.0.0.1:9", "eu-west-1")
+    env = environments.resolve("staging", flag, bucket="s3://override", region="us-east-2")
+    assert (env.bucket, env.region, env.endpoint_url) == ("override", "us-east-2", "http://127.0.0.1:9")
+
+
+def test_pulumi_stack_outputs(tmp_path, monkeypatch) -> None:
+    bindir = _stub_pulumi(tmp_path, '{"modelRepositoryUri": "s3://triton-models-prod-abc/", "region": "eu-central-1", "tritonUrl": "https://triton.example.com"}')
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PULUMI", raising=False)
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/triton-platform/prod\n    region: us-west-2\n")
+    env = environments.resolve("prod", cfg)
+    assert (env.bucket, env.root.prefix, env.region, env.triton_url) == ("triton-models-prod-abc", "", "us-west-2", "https://triton.example.com")
+    assert env.source == "pulumi stack acme/triton-platform/prod"
+    assert (tmp_path / "pulumi-args").read_text().split() == ["stack", "output", "--json", "--stack", "acme/triton-platform/prod"]
+
+
+@pytest.mark.parametrize(
+    ("body", "rc", "code", "match"),
+    [
+        ("error: no stack named 'x'", 255, errors.NOT_FOUND, r"pulumi stack output --stack acme/p/prod: exit 255"),
+        ("not json", 0, errors.USAGE, r"not JSON"),
+        ("[1, 2]", 0, errors.USAGE, r"list; allowed: a JSON object"),
+        ("{}", 0, errors.USAGE, r"bucket: missing for environment 'prod'"),
+    ],
+)
+def test_pulumi_failures(tmp_path, monkeypatch, body, rc, code, match) -> None:
+    monkeypatch.setenv("PULUMI", str(_stub_pulumi(tmp_path, body, rc) / "pulumi"))
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n")
+    with pytest.raises(errors.SyncError, match=match) as info:
+        environments.resolve("prod", cfg)
+    assert info.value.code == code
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[]", r"top-level keys \[\]; allowed: a mapping with only 'environments'"),
+        ("environments:\n  Prod:\n    bucket: s3://x-y\n", r"environment name: 'Prod'"),
+        ("environments:\n  prod:\n    bukcet: s3://x-y\n", r"environments\.prod\.bukcet: unknown key"),
+        ("environments:\n  prod:\n    region: eu-west-1\n", r"environments\.prod: no bucket"),
+        ("environments:\n  prod:\n    bucket: 3\n", r"environments\.prod\.bucket: 3; allowed: a non-empty string"),
+        ("environments:\n  prod:\n    bucket: bucket-without-scheme\n", r"bucket URI: 'bucket-without-scheme'"),
+        ("environments:\n  prod:\n    bucket: s3://ok-b\n    endpointUrl: ftp://x\n", r"endpoint URL: 'ftp://x'"),
+        ("environments: [\n", r"cannot be read as YAML"),
+    ],
+)
+def test_bad_config_files(tmp_path, text, match) -> None:
+    with pytest.raises(errors.SyncError, match=match) as info:
+        environments.resolve("prod", _yaml(tmp_path / "m.yaml", text))
+    assert info.value.code == errors.USAGE
+
+
+def test_unknown_env_and_missing_config(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
+    with pytest.raises(errors.SyncError, match=r"environment: 'prod' is not configured; allowed: none \(no model-sync.yaml found\)"):
+        environments.resolve("prod")
+    with pytest.raises(errors.SyncError, match=r"--config: '/nope.yaml' does not exist"):
+        environments.resolve("prod", "/nope.yaml")
+    monkeypatch.setenv("MODEL_SYNC_CONFIG", "/also-nope.yaml")
+    with pytest.raises(errors.SyncError, match=r"\$MODEL_SYNC_CONFIG: '/also-nope.yaml' does not exist"):
+        environments.resolve("prod")
+    monkeypatch.delenv("MODEL_SYNC_CONFIG")
+    assert environments.resolve("adhoc-env", bucket="s3://b-1").bucket == "b-1"
+
+
+def test_no_credential_flags_exist() -> None:
+    from model_sync.cli import build_parser
+
+    help_text = " ".join(a.format_help() for a in build_parser()._subparsers._group_actions[0].choices.values())  # type: ignore[union-attr]
+    for flag in ("--access-key", "--secret", "--aws-access-key-id", "--aws-secret-access-key", "--session-token"):
+        assert flag not in help_text

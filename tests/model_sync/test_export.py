@@ -1,0 +1,132 @@
+"""`model-sync export`: TorchScript round trip vs eager, generated config.pbtxt, failure modes.
+One module with a few factories; torch is imported once per test process."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from model_sync import model_config
+from tests.model_sync.helpers import run_cli
+
+FACTORIES = textwrap.dedent(
+    """
+    import torch
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a = torch.nn.Linear(4, 3)
+        def forward(self, x, y):
+            return torch.softmax(self.a(x), -1), y * 2
+
+    class Baked(torch.nn.Module):  # traces the batch size into a reshape
+        def forward(self, x):
+            return torch.ones(int(x.shape[0]), 1) * x.sum(-1, keepdim=True)
+
+    class Noisy(torch.nn.Module):  # different output every call: TorchScript != eager
+        def forward(self, x):
+            return x + torch.rand_like(x)
+
+    def two():
+        return Two()
+
+    def baked():
+        return Baked()
+
+    def noisy():
+        return Noisy()
+
+    def not_a_module():
+        return 42
+    """
+)
+
+
+@pytest.fixture
+def factories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    pkg = tmp_path / "src"
+    pkg.mkdir()
+    (pkg / "exportfactories.py").write_text(FACTORIES)
+    monkeypatch.chdir(pkg)
+    monkeypatch.syspath_prepend(str(pkg))
+    return tmp_path / "out"
+
+
+def test_export_local_round_trip(factories, capsys) -> None:
+    import torch
+
+    r = run_cli(
+        capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "4,4", "--example-shape", "4,5",
+        "--example-dtype", "float32", "--example-dtype", "int64", "--target", "local", "--preferred-batch-size", "4", "--max-queue-delay-us", "500",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    d = factories / "two"
+    assert sorted(p.name for p in (d / "1").iterdir()) == ["model.pt", "model.py"]
+    cfg = model_config.read_file(str(d / "config.pbtxt"))
+    assert (cfg.backend, cfg.platform, cfg.max_batch_size) == ("python", "", 8)
+    assert [(i.name, model_config.pb2.DataType.Name(i.data_type), list(i.dims)) for i in cfg.input] == [("INPUT__0", "TYPE_FP32", [4]), ("INPUT__1", "TYPE_INT64", [5])]
+    assert [(o.name, model_config.pb2.DataType.Name(o.data_type), list(o.dims)) for o in cfg.output] == [("OUTPUT__0", "TYPE_FP32", [3]), ("OUTPUT__1", "TYPE_INT64", [5])]
+    assert list(cfg.dynamic_batching.preferred_batch_size) == [4]
+    assert cfg.dynamic_batching.max_queue_delay_microseconds == 500
+    assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [("KIND_CPU", 1)]
+    meta = json.loads((d / "export.json").read_text())
+    assert (meta["method"], meta["torch_version"], meta["torchscript_format_version"]) == ("trace", torch.__version__, 3)
+    # The saved TorchScript really matches eager on fresh inputs.
+    import exportfactories  # type: ignore[import-not-found]
+
+    x, y = torch.randn(3, 4), torch.randint(0, 9, (3, 5))
+    loaded = torch.jit.load(str(d / "1" / "model.pt"))
+    for a, b in zip(loaded(x, y), exportfactories.two()(x, y), strict=True):
+        torch.testing.assert_close(a, b)
+    assert "triton_python_backend_utils" in (d / "1" / "model.py").read_text()
+    # The directory is a valid push input (localmodel validation).
+    from model_sync import localmodel
+
+    assert sorted(localmodel.load(str(d)).files) == ["model.pt", "model.py"]
+
+
+def test_export_cloud_script_without_batching(factories, capsys) -> None:
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "4", "--example-shape", "5",
+                "--example-dtype", "float32", "--example-dtype", "int64", "--method", "script", "--max-batch-size", "0", "--instance-count", "2")  # fmt: skip
+    assert r.code == 0, r.err
+    cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
+    assert (cfg.platform, cfg.max_batch_size, cfg.HasField("dynamic_batching")) == ("pytorch_libtorch", 0, False)
+    assert list(cfg.input[0].dims) == [4]
+    assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [("KIND_GPU", 2)]
+    assert sorted(p.name for p in (factories / "two" / "1").iterdir()) == ["model.pt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "match"),
+    [
+        (["exportfactories:baked", "--example-shape", "4,2"], 6, r"export check \(example 2, batch 3\): the TorchScript model failed where eager did not"),
+        (["exportfactories:noisy", "--example-shape", "4,2"], 6, r"export check \(example 1\): OUTPUT__0 TorchScript differs from eager"),
+        (["exportfactories:two", "--example-shape", "4,7", "--example-shape", "4,5"], 2, r"example inputs: \(4, 7\) float32; \(4, 5\) float32 rejected by the eager model"),
+        (["exportfactories:not_a_module", "--example-shape", "4,2"], 2, r"factory: 'exportfactories:not_a_module' returned int"),
+        (["exportfactories:missing", "--example-shape", "4,2"], 2, r"has no attribute 'missing'"),
+        (["nosuchmodule_x:f", "--example-shape", "4,2"], 2, r"cannot be imported"),
+        (["exportfactories:two", "--example-shape", "16,4"], 2, r"batch 16 > --max-batch-size 8"),
+        (["exportfactories:two", "--example-shape", "4,0"], 2, r"--example-shape: '4,0'"),
+        (["exportfactories:two", "--example-shape", "4,x"], 2, r"'4,x' is not a shape"),
+        (["exportfactories:two", "--example-shape", "4,4", "--example-dtype", "complex64"], 2, r"--example-dtype: 'complex64'"),
+        (["exportfactories:two", "--example-shape", "4,4", "--preferred-batch-size", "9"], 2, r"--preferred-batch-size: 9; allowed: 1\.\.max_batch_size"),
+        (["exportfactories", "--example-shape", "4,4"], 2, r"factory: 'exportfactories'; allowed: module\.path:callable"),
+    ],
+)
+def test_export_failures_write_nothing(factories, capsys, args, code, match) -> None:
+    r = run_cli(capsys, "export", args[0], "--name", "m", "--output", str(factories), *args[1:])
+    assert r.code == code, r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert __import__("re").search(match, r.err), r.err
+    assert not factories.exists() or list(factories.iterdir()) == []
+
+
+def test_export_refuses_to_overwrite(factories, capsys) -> None:
+    (factories / "m").mkdir(parents=True)
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "m", "--output", str(factories), "--example-shape", "4,4", "--example-shape", "4,5")
+    assert (r.code, "exists; allowed: a new directory, or --overwrite" in r.err) == (4, True)

@@ -1,0 +1,195 @@
+"""promote, rollback, status and prune against a real moto_server (staging and prod buckets)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from model_sync import manifest
+from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
+from tests.support.s3_servers import S3Server
+
+
+@pytest.fixture
+def envs(tmp_path: Path, moto_s3: S3Server, aws_env) -> tuple[str, str, str]:
+    staging, prod = moto_s3.make_bucket(), moto_s3.make_bucket()
+    cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{staging}", "prod": f"s3://{prod}"})
+    return cfg, staging, prod
+
+
+def _push(capsys, tmp_path: Path, cfg: str, content: str, env: str = "staging") -> None:
+    model = python_model(tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100})
+    r = run_cli(capsys, "push", str(model), "--env", env, "--config", cfg)
+    assert r.code == 0, r.err
+
+
+def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = True) -> None:
+    raw = server.get(bucket, f"manifests/simple/{version}.json")
+    rec = {
+        "schema": "model-sync.verification/v1",
+        "model": "simple",
+        "version": version,
+        "passed": passed,
+        "replicas": {"triton/pod-0": "READY"},
+        "smoke_inference": True,
+        "manifest_sha256": manifest.sha256_bytes(raw),
+        "verified_by": "test",
+        "verified_at": manifest.now(),
+    }
+    server.client().put_object(Bucket=bucket, Key=f"audit/verifications/simple/{version}.json", Body=manifest.dumps(rec))
+
+
+def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, staging, prod = envs
+    _push(capsys, tmp_path, cfg, "one")
+    _push(capsys, tmp_path, cfg, "two")
+    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert r.code == 4
+    assert "verification: simple 2 has no record in staging" in r.err
+    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert (r.code, "simple 1 is not pinned in staging (pinned: 2)" in r.err) == (4, True)
+    _verify_record(moto_s3, staging, 2, passed=False)
+    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert (r.code, "FAILED in staging" in r.err) == (4, True)
+    assert moto_s3.keys(prod) == []
+    _verify_record(moto_s3, staging, 2)
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert r.code == 0, r.err
+    assert "pinned: simple version 2 in prod (promoted from staging version 2)" in r.out
+    # server-side copies (CopyObject carries x-amz-copy-source; no body goes through the client) then re-hash reads
+    copies = [q for q in moto_s3.requests()[before:] if q.startswith(f"PUT /{prod}/repository/simple/2/")]
+    assert len(copies) == 2
+    assert pinned_version(moto_s3, prod, "simple") == 2
+    src, dst = manifest_doc(moto_s3, staging, "simple", 2), manifest_doc(moto_s3, prod, "simple", 2)
+    assert dst["files"] == src["files"]
+    assert dst["source"]["promoted_from"] == {"env": "staging", "bucket_uri": f"s3://{staging}", "version": 2}
+    prov = json.loads(moto_s3.get(prod, "audit/promotions/simple/2.json"))
+    assert prov["verification"] == {"skipped": False, "record_key": "audit/verifications/simple/2.json"}
+    assert prov["checksums_verified"] == "rehash"
+    manifest.read(json.dumps(prov), "model-sync.promotion/v1")
+    # Idempotent re-run.
+    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert (r.code, "up to date" in r.out) == (0, True)
+
+
+def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, _staging, prod = envs
+    _push(capsys, tmp_path, cfg, "prod-one", env="prod")  # prod already has its own version 1
+    _push(capsys, tmp_path, cfg, "staging-one")
+    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
+    assert r.code == 0, r.err
+    assert pinned_version(moto_s3, prod, "simple") == 2
+    assert moto_s3.get(prod, "repository/simple/1/model.py") == b"prod-one"  # never overwritten
+    assert moto_s3.get(prod, "repository/simple/2/model.py") == b"staging-one"
+    prov = json.loads(moto_s3.get(prod, "audit/promotions/simple/2.json"))
+    assert prov["verification"] == {"skipped": True, "record_key": None}
+
+
+def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, staging, prod = envs
+    _push(capsys, tmp_path, cfg, "one")
+    moto_s3.client().put_object(Bucket=staging, Key="repository/simple/1/model.pt", Body=b"x" * 300)  # same size as "one"*100
+    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
+    assert r.code == 4, r.err
+    assert "checksum: s3://" in r.err
+    assert "nothing was pinned" in r.err
+    assert pinned_version(moto_s3, prod, "simple") is None
+
+
+def test_promote_dry_run_writes_nothing(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, staging, prod = envs
+    _push(capsys, tmp_path, cfg, "one")
+    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", "--dry-run")
+    assert r.code == 0
+    assert f"(dryrun) copy: s3://{staging}/repository/simple/1/model.pt to s3://{prod}/repository/simple/1/model.pt" in r.out
+    assert moto_s3.keys(prod) == []
+
+
+def test_rollback_walks_back_the_pin_history_and_never_deletes(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, staging, _ = envs
+    for content in ("one", "two", "three"):
+        _push(capsys, tmp_path, cfg, content)
+    keys = set(moto_s3.keys(staging, "repository/"))
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
+    assert (r.code, pinned_version(moto_s3, staging, "simple")) == (0, 2), r.err
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
+    assert (r.code, pinned_version(moto_s3, staging, "simple")) == (0, 1), r.err
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
+    assert r.code == 4
+    assert "no previous pin recorded for version 1; allowed: --to N" in r.err
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "3")
+    assert (r.code, pinned_version(moto_s3, staging, "simple")) == (0, 3)
+    # The pin carries version 3's own config, and nothing was deleted.
+    assert "versions: 3" in moto_s3.get(staging, "repository/simple/config.pbtxt").decode()
+    assert set(moto_s3.keys(staging, "repository/")) == keys
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "match"),
+    [
+        (["--to", "9"], 3, r"manifest: s3://.*/manifests/simple/9\.json does not exist"),
+        (["--to", "1"], 4, r"--to: 1 is already pinned"),
+        (["--to", "0"], 2, r"version: 0; allowed"),
+    ],
+)
+def test_rollback_bad_targets(tmp_path, capsys, moto_s3, envs, args, code, match) -> None:
+    cfg, staging, _ = envs
+    _push(capsys, tmp_path, cfg, "one")
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, *args)
+    assert r.code == code
+    assert __import__("re").search(match, r.err)
+    assert pinned_version(moto_s3, staging, "simple") == 1
+
+
+def test_rollback_refuses_an_incomplete_version(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, staging, _ = envs
+    _push(capsys, tmp_path, cfg, "one")
+    _push(capsys, tmp_path, cfg, "two")
+    moto_s3.client().delete_object(Bucket=staging, Key="repository/simple/1/model.pt")
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
+    assert r.code == 4
+    assert "simple 1 is incomplete (model.pt missing)" in r.err
+    assert pinned_version(moto_s3, staging, "simple") == 2
+
+
+def test_prune_keeps_newest_pinned_and_previous_pin(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, staging, _ = envs
+    for content in ("v1", "v2", "v3", "v4", "v5"):
+        _push(capsys, tmp_path, cfg, content)
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "2").code == 0  # pinned 2, previous 5
+    r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1", "--dry-run")
+    assert r.code == 0
+    assert f"(dryrun) delete: s3://{staging}/repository/simple/1/model.pt" in r.out
+    assert len(moto_s3.keys(staging, "repository/simple/")) == 11
+    r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
+    assert r.code == 0
+    remaining = {k.split("/")[2] for k in moto_s3.keys(staging, "repository/simple/") if k.count("/") == 3}
+    assert remaining == {"2", "5"}  # pinned 2, newest (and previous pin) 5
+    assert {k.rsplit("/", 1)[1] for k in moto_s3.keys(staging, "manifests/simple/")} == {"2.json", "5.json"}
+    assert len(moto_s3.keys(staging, "audit/allocations/simple/")) == 5  # numbers are never reused
+    _push(capsys, tmp_path, cfg, "v6")
+    assert pinned_version(moto_s3, staging, "simple") == 6
+    r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "0")
+    assert (r.code, "--keep: 0; allowed: an integer >= 1" in r.err) == (2, True)
+
+
+def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
+    cfg, staging, prod = envs
+    _push(capsys, tmp_path, cfg, "one")
+    _push(capsys, tmp_path, cfg, "two")
+    _verify_record(moto_s3, staging, 2)
+    moto_s3.client().put_object(Bucket=staging, Key="repository/simple/7/model.py", Body=b"debris")
+    r = run_cli(capsys, "status", "--config", cfg, "--output", "json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    s = doc["staging"]["models"][0]
+    assert (s["model"], s["pinned"], s["previous_pin"], s["versions"], s["incomplete"], s["verified"]) == ("simple", 2, 1, [1, 2, 7], [7], True)
+    assert s["provenance"]["promoted_from"] is None
+    assert doc["prod"] == {"bucket": f"s3://{prod}", "models": []}
+    r = run_cli(capsys, "status", "--env", "staging", "--config", cfg)
+    lines = r.out.splitlines()
+    assert lines[0].split()[:6] == ["ENV", "MODEL", "PINNED", "PREVIOUS", "VERSIONS", "VERIFIED"]
+    assert lines[1].split()[:6] == ["staging", "simple", "2", "1", "1,2,7*", "yes"]

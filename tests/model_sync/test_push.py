@@ -1,0 +1,220 @@
+"""`model-sync push` against a real moto_server process: the publish protocol, no-op and
+copy-instead-of-upload, --dry-run, the S3 requests made, races between two processes, bad input."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
+from tests.support.s3_servers import S3Server, aws_environ
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, moto_s3: S3Server, s3_bucket: str, aws_env) -> str:
+    return write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"})
+
+
+def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple")
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert f"upload: {model}/1/model.pt to s3://{s3_bucket}/repository/simple/1/model.pt" in r.out
+    assert f"pinned: simple version 1 (s3://{s3_bucket}/repository/simple/config.pbtxt)" in r.out
+    assert moto_s3.keys(s3_bucket) == sorted(
+        [
+            "audit/.conditional-write-probe",
+            "audit/allocations/simple/1.json",
+            *[k for k in moto_s3.keys(s3_bucket, "audit/pins/")],
+            "manifests/simple/1.json",
+            "repository/simple/1/model.pt",
+            "repository/simple/1/model.py",
+            "repository/simple/config.pbtxt",
+        ]
+    )
+    assert len(moto_s3.keys(s3_bucket, "audit/pins/simple/")) == 1
+    doc = manifest_doc(moto_s3, s3_bucket, "simple", 1)
+    for rel in ("model.pt", "model.py"):
+        data = (model / "1" / rel).read_bytes()
+        assert doc["files"][rel] == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        assert moto_s3.get(s3_bucket, f"repository/simple/1/{rel}") == data
+        head = moto_s3.client().head_object(Bucket=s3_bucket, Key=f"repository/simple/1/{rel}", ChecksumMode="ENABLED")
+        assert base64.b64decode(head["ChecksumSHA256"]).hex() == doc["files"][rel]["sha256"]
+    assert pinned_version(moto_s3, s3_bucket, "simple") == 1
+    # The exact write sequence: allocation (create-only) -> files -> manifest -> pin -> pin history.
+    puts = [line.split()[1].split("?")[0].removeprefix(f"/{s3_bucket}/") for line in moto_s3.requests()[before:] if line.startswith("PUT ")]
+    assert puts[:3] == ["audit/.conditional-write-probe"] * 2 + ["audit/allocations/simple/1.json"]
+    assert sorted(puts[3:5]) == ["repository/simple/1/model.pt", "repository/simple/1/model.py"]
+    assert puts[5:7] == ["manifests/simple/1.json", "repository/simple/config.pbtxt"]
+    assert puts[7].startswith("audit/pins/simple/")
+    assert len(puts) == 8
+
+
+def test_identical_repush_is_a_noop_with_two_reads(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    keys = moto_s3.keys(s3_bucket)
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 0
+    assert r.out.strip() == f"up to date: simple version 1 (s3://{s3_bucket}/repository/simple/config.pbtxt)"
+    requests = moto_s3.requests()[before:]
+    assert [q.split()[0] for q in requests] == ["GET", "GET"], requests
+    assert moto_s3.keys(s3_bucket) == keys
+
+
+def test_changed_file_makes_a_new_version_and_copies_unchanged_files(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    (model / "1" / "model.py").write_text("# changed\n")
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert f"copy: s3://{s3_bucket}/repository/simple/1/model.pt to s3://{s3_bucket}/repository/simple/2/model.pt" in r.out
+    assert f"upload: {model}/1/model.py to s3://{s3_bucket}/repository/simple/2/model.py" in r.out
+    uploads = [q for q in moto_s3.requests()[before:] if q.startswith("PUT ") and "/repository/simple/2/" in q]
+    assert len(uploads) == 2  # one PUT upload + one PUT CopyObject, the 2 KiB model.pt never re-sent
+    assert pinned_version(moto_s3, s3_bucket, "simple") == 2
+    assert moto_s3.get(s3_bucket, "repository/simple/2/model.pt") == (model / "1" / "model.pt").read_bytes()
+    assert moto_s3.get(s3_bucket, "repository/simple/1/model.py") == b"# model\n"  # version 1 untouched
+    assert manifest_doc(moto_s3, s3_bucket, "simple", 2)["files"]["model.py"]["size"] == len("# changed\n")
+
+
+def test_dry_run_prints_and_writes_nothing(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple")
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg, "--dry-run")
+    assert r.code == 0
+    assert r.out.splitlines() == [
+        f"(dryrun) upload: {model}/1/model.pt to s3://{s3_bucket}/repository/simple/1/model.pt",
+        f"(dryrun) upload: {model}/1/model.py to s3://{s3_bucket}/repository/simple/1/model.py",
+        f"(dryrun) pin: simple version 1 (s3://{s3_bucket}/repository/simple/config.pbtxt)",
+    ]
+    assert moto_s3.keys(s3_bucket) == []
+    assert all(q.split()[0] == "GET" for q in moto_s3.requests()[before:])
+
+
+def test_repository_directory_pushes_every_model_under_a_prefix(tmp_path, capsys, moto_s3, s3_bucket, aws_env) -> None:
+    cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}/team-a/models"})
+    for name in ("a", "b", "c"):
+        python_model(tmp_path / "repo", name)
+    r = run_cli(capsys, "push", str(tmp_path / "repo"), "--env", "staging", "--config", cfg, "--quiet")
+    assert (r.code, r.out) == (0, "")
+    for name in ("a", "b", "c"):
+        assert pinned_version(moto_s3, s3_bucket, name, prefix="team-a/models") == 1
+    assert all(k.startswith("team-a/models/") for k in moto_s3.keys(s3_bucket))
+
+
+def test_two_concurrent_pushes_get_distinct_versions(tmp_path, moto_s3, s3_bucket, cfg) -> None:
+    first = python_model(tmp_path / "x", "racy", {"model.py": b"# x\n", "model.pt": os.urandom(4096)})
+    second = python_model(tmp_path / "y", "racy", {"model.py": b"# y\n", "model.pt": os.urandom(4096)})
+    env = aws_environ()
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "model_sync", "push", str(d), "--env", "staging", "--config", cfg], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for d in (first, second)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    allocated = sorted(json.loads(moto_s3.get(s3_bucket, k))["nonce"] for k in moto_s3.keys(s3_bucket, "audit/allocations/racy/"))
+    assert len(allocated) == 2
+    by_version = {v: manifest_doc(moto_s3, s3_bucket, "racy", v) for v in (1, 2)}
+    # Each version holds exactly one of the two models, intact, and they are not the same one.
+    sources = {v: doc["source"]["path"] for v, doc in by_version.items()}
+    assert sorted(sources.values()) == sorted([str(first), str(second)])
+    for v, doc in by_version.items():
+        local = Path(doc["source"]["path"]) / "1"
+        for rel in ("model.pt", "model.py"):
+            assert moto_s3.get(s3_bucket, f"repository/racy/{v}/{rel}") == (local / rel).read_bytes()
+    assert pinned_version(moto_s3, s3_bucket, "racy") in (1, 2)
+
+
+def test_a_taken_version_number_is_never_overwritten(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    # Another publisher claimed version 1 (marker only, e.g. it is still uploading).
+    moto_s3.client().put_object(Bucket=s3_bucket, Key="repository/simple/1/model.py", Body=b"# theirs\n")
+    model = python_model(tmp_path / "m", "simple")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    assert moto_s3.get(s3_bucket, "repository/simple/1/model.py") == b"# theirs\n"
+    assert pinned_version(moto_s3, s3_bucket, "simple") == 2
+
+
+BAD_INPUTS = [
+    # (setup(tmp_path) -> model dir, extra args, exit code, stderr regex)
+    (lambda t: t / "missing", [], 2, r"^model-sync: model directory: '.*missing' is not a directory; allowed: a Triton model directory"),
+    (lambda t: python_model(t, "m", config='nmae: "m"\n'), [], 2, r"^model-sync: .*config\.pbtxt: does not parse .*nmae"),
+    (lambda t: python_model(t, "m", {"model.pt": b"x"}), [], 2, r"lacks model\.py; allowed: a version directory with every file backend 'python' needs"),
+    (lambda t: python_model(t, "m", config='platform: "pytorch_libtorch"\n', files={"model.py": b"x"}), [], 2, r"lacks model\.pt"),
+    (lambda t: python_model(t, "m"), ["--name", "bad/name"], 2, r"model name: 'bad/name'; allowed: .* \(from --name\)"),
+    (lambda t: python_model(t, "m", config='name: "other"\nbackend: "python"\n'), [], 2, r"name: 'other'; allowed: 'm'"),
+    (lambda t: (python_model(t, "m"), (t / "m" / "2").mkdir())[0], [], 2, r"has version directories \['1', '2'\]; allowed: exactly one"),
+    (lambda t: python_model(t, "m"), ["--env", "nope"], 3, r"environment: 'nope' is not configured; allowed: staging"),
+    (lambda t: python_model(t, "m"), ["--env", "Bad Env"], 2, r"--env: 'Bad Env'; allowed"),
+    (lambda t: python_model(t, "m"), ["--bucket", "s3://no-such-bucket-x"], 3, r"bucket: 'no-such-bucket-x' does not exist"),
+    (lambda t: python_model(t, "m"), ["--concurrency", "0"], 2, r"--concurrency: 0; allowed: 1\.\.128"),
+]
+
+
+@pytest.mark.parametrize(("setup", "extra", "code", "match"), BAD_INPUTS)
+def test_bad_input_one_line_error_and_nothing_written(tmp_path, capsys, moto_s3, s3_bucket, cfg, setup, extra, code, match) -> None:
+    model = setup(tmp_path)
+    args = ["push", str(model), "--config", cfg, *extra]
+    if "--env" not in extra:
+        args += ["--env", "staging"]
+    r = run_cli(capsys, *args)
+    assert r.code == code, r.err
+    assert len(r.err.strip().splitlines()) == 1, r.err
+    assert __import__("re").search(match, r.err.strip()), r.err
+    assert moto_s3.keys(s3_bucket) == []
+
+
+def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple")
+    (model / "1" / "link.bin").symlink_to("/etc/hostname")
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 2
+    assert "link.bin is not a regular file" in r.err
+    assert moto_s3.keys(s3_bucket) == []
+
+
+def test_file_changed_after_hashing_is_rejected_by_s3_checksum(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+    from model_sync import publish
+
+    model = python_model(tmp_path / "m", "simple")
+    real = publish.hash_files
+
+    def hash_then_change(models, workers=4):
+        real(models, workers)
+        (model / "1" / "model.py").write_text("# edited while pushing\n")
+
+    monkeypatch.setattr(publish, "hash_files", hash_then_change)
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 4, r.err
+    assert "file changed during push" in r.err
+    assert pinned_version(moto_s3, s3_bucket, "simple") is None
+    assert moto_s3.keys(s3_bucket, "manifests/") == []
+
+
+def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+    from model_sync import publish
+
+    model = python_model(tmp_path / "m", "simple")
+    real = publish.hash_files
+
+    def hash_then_delete(models, workers=4):
+        real(models, workers)
+        (model / "1" / "model.pt").unlink()
+
+    monkeypatch.setattr(publish, "hash_files", hash_then_delete)
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 4, r.err
+    assert "file vanished during push" in r.err
+    assert "model.pt" in r.err
+    assert pinned_version(moto_s3, s3_bucket, "simple") is None
+    assert moto_s3.keys(s3_bucket, "manifests/") == []

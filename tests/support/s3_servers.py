@@ -1,0 +1,182 @@
+"""Real S3-protocol server processes for tests, on free 127.0.0.1 ports.
+
+    moto_server -H 127.0.0.1 -p PORT            in-memory; enforces If-None-Match: * like AWS S3;
+                                                every request is logged (S3Server.requests())
+    rclone serve s3 DIR --addr 127.0.0.1:PORT   on-disk (DIR/<bucket>/<key>); survives restarts;
+                                                IGNORES If-None-Match (silently overwrites)
+
+Fixtures (import them into a conftest.py: `from tests.support.s3_servers import *  # noqa`):
+    moto_s3        session-scoped moto server (use a fresh bucket per test: `s3_bucket`)
+    s3_bucket      a new, empty bucket name on `moto_s3`
+    rclone_s3      function-scoped rclone server on a fresh tmp dir (can be stopped/restarted)
+    aws_env        monkeypatched environment: fake static credentials for the boto3 default
+                   chain, no config files, no IMDS, region us-east-1
+
+Servers are started with Popen, polled until an S3 call succeeds, and killed at teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+KEY = "testing-key"
+SECRET = "testing-secret"
+REGION = "us-east-1"
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def aws_environ(base: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment whose boto3 default credential chain resolves to the test key only."""
+    env = dict(os.environ if base is None else base)
+    for k in list(env):
+        if k.startswith("AWS_"):
+            del env[k]
+    env.update(
+        AWS_ACCESS_KEY_ID=KEY,
+        AWS_SECRET_ACCESS_KEY=SECRET,
+        AWS_DEFAULT_REGION=REGION,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    return env
+
+
+class S3Server:
+    """One S3 server process. `kind` is "moto" or "rclone"."""
+
+    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None) -> None:
+        self.kind = kind
+        self.port = port or free_port()
+        self.data_dir = data_dir
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_dir = tempfile.mkdtemp(prefix=f"{kind}-log-")
+        self.log_path = os.path.join(self._log_dir, "server.log")
+
+    def command(self) -> list[str]:
+        if self.kind == "moto":
+            return [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)]
+        assert self.data_dir
+        return [str(BIN / "rclone"), "serve", "s3", self.data_dir, "--addr", f"127.0.0.1:{self.port}", "--auth-key", f"{KEY},{SECRET}", "--config", os.devnull, "-vv"]
+
+    def start(self, timeout: float = 20.0) -> S3Server:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=aws_environ(), start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        client = self.client()
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} server exited with {self.proc.returncode}: {Path(self.log_path).read_text()[-2000:]}")
+            try:
+                client.list_buckets()
+                return self
+            except Exception:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.session.Session(aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name=REGION).client(
+            "s3", endpoint_url=self.endpoint, config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=30)
+        )
+
+    def make_bucket(self, name: str | None = None) -> str:
+        name = name or f"b-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            out += [o["Key"] for o in page.get("Contents", [])]
+        return sorted(out)
+
+    def get(self, bucket: str, key: str) -> bytes:
+        return bytes(self.client().get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def requests(self) -> list[str]:
+        """moto only: the request lines logged so far ('PUT /bucket/key?x HTTP/1.1')."""
+        lines = Path(self.log_path).read_text(errors="replace").splitlines()
+        return [ln.split('"')[1] for ln in lines if ln.count('"') >= 2 and " HTTP/1." in ln]
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[S3Server]:
+    server = S3Server("moto").start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def s3_bucket(moto_s3: S3Server) -> str:
+    return moto_s3.make_bucket()
+
+
+@pytest.fixture
+def rclone_s3(tmp_path: Path) -> Iterator[S3Server]:
+    data = tmp_path / "rclone-data"
+    data.mkdir()
+    server = S3Server("rclone", data_dir=str(data)).start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    env = aws_environ()
+    for k in list(os.environ):
+        if k.startswith("AWS_"):
+            monkeypatch.delenv(k)
+    for k, v in env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    return env
+
+
+__all__ = ["KEY", "REGION", "SECRET", "S3Server", "aws_env", "aws_environ", "free_port", "moto_s3", "rclone_s3", "s3_bucket"]
+
+with contextlib.suppress(Exception):  # keep `python -m tests.support.s3_servers` usable for a quick manual check
+    if __name__ == "__main__":
+        for kind in ("moto", "rclone"):
+            s = S3Server(kind, data_dir=tempfile.mkdtemp()).start()
+            print(kind, s.endpoint, s.make_bucket())
+            s.close()

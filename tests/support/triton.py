@@ -1,0 +1,302 @@
+"""Serving-side test support: the REAL tritonserver (from the pinned nvidia-pytriton wheel), a
+local persistent S3 server (rclone serve s3), the repository agent as a subprocess running the
+same command as the agent image's ENTRYPOINT, and small helpers to publish python-backend
+models with their manifests exactly as the publish protocol lays them out.
+
+Fixtures (import into a test module: `from tests.support.triton import serving  # noqa: F401`):
+    triton_runtime   session-scoped: the extracted tritonserver (fetched once into .cache/)
+    serving          function-scoped `Serving`: rclone S3 + bucket + tritonserver on a local
+                     repository + an agent subprocess; every process stopped at teardown
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model_sync import layout, manifest, model_config
+from model_sync.agent import AGENT_COMMAND
+from model_sync.local.procs import Process, wait_until
+from model_sync.local.runtime import TritonRuntime, TritonServer, ensure_tritonserver
+from model_sync.local.s3server import RcloneS3Server
+
+BUCKET = "models-test"
+DEPLOYMENT = "default"
+REPLICA = "replica-0"
+
+# A python-backend model whose output tells which version answered: OUTPUT0 = INPUT0 + VERSION.
+ADD_MODEL_PY = '''\
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+VERSION = {version}
+FAIL = {fail}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        if FAIL:
+            raise RuntimeError("initialize failed on purpose (test model)")
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            out = (x + np.float32(VERSION)).astype(np.float32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out)]))
+        return responses
+'''
+
+ADD_CONFIG = """
+name: "{name}"
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+"""
+
+
+def add_model_files(version: int, fail: bool = False) -> dict[str, bytes]:
+    return {"model.py": ADD_MODEL_PY.format(version=version, fail=fail).encode()}
+
+
+def pinned_config(name: str, version: int) -> str:
+    return str(model_config.pinned_text(model_config.parse(ADD_CONFIG.format(name=name)), version, name))
+
+
+def s3_client(server: RcloneS3Server) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session(aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key, region_name=server.region).client(
+        "s3",
+        endpoint_url=server.endpoint_url,
+        config=Config(
+            retries={"max_attempts": 1},
+            connect_timeout=2,
+            read_timeout=30,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            s3={"addressing_style": "path"},
+        ),
+    )
+
+
+def upload_version(client: Any, bucket: str, name: str, version: int, files: dict[str, bytes], config_text: str) -> None:
+    """Upload version files + manifest (publish protocol steps 2-3), without flipping the pin."""
+    for rel, data in files.items():
+        client.put_object(Bucket=bucket, Key=layout.version_file_key(name, version, rel), Body=data)
+    doc = {
+        "schema": "model-sync.manifest/v1",
+        "model": name,
+        "version": version,
+        "files": {rel: {"sha256": manifest.sha256_bytes(data), "size": len(data)} for rel, data in files.items()},
+        "config_pbtxt": config_text,
+        "backend": "python",
+        "platform": "",
+        "source": {"path": "/tests", "host": "test", "git_commit": None, "promoted_from": None},
+        "exporter": {"tool": "tests", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
+        "created_by": "tests",
+        "created_at": manifest.now(),
+    }
+    client.put_object(Bucket=bucket, Key=layout.manifest_key(name, version), Body=manifest.dumps(doc))
+
+
+def flip_pin(client: Any, bucket: str, name: str, version: int) -> None:
+    """The commit point: one PUT of the pinned config."""
+    client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=pinned_config(name, version).encode())
+
+
+def publish(client: Any, bucket: str, name: str, version: int, fail: bool = False) -> None:
+    upload_version(client, bucket, name, version, add_model_files(version, fail), pinned_config(name, version))
+    flip_pin(client, bucket, name, version)
+
+
+def infer_http(url: str, name: str, timeout: float = 5.0) -> tuple[int, list[float] | str]:
+    """One inference of [1,2,3,4] over HTTP/JSON: (status, OUTPUT0 values or error body)."""
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}).encode()
+    req = urllib.request.Request(f"{url}/v2/models/{name}/infer", data=body, method="POST", headers={"Content-Type": "application/json"})  # noqa: S310
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+            doc = json.loads(resp.read())
+            return int(resp.status), [float(x) for x in doc["outputs"][0]["data"]]
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read().decode(errors="replace")
+    except OSError as err:
+        return 0, str(err)
+
+
+def served_version(url: str, name: str) -> int | None:
+    """Which version answered (the add model adds its version to 1.0); None on failure."""
+    code, out = infer_http(url, name)
+    if code != 200 or not isinstance(out, list):
+        return None
+    return round(out[0] - 1.0)
+
+
+@dataclass
+class LoadGenerator:
+    """Client load in a thread: one request after another; counts failures and versions seen."""
+
+    url: str
+    model: str
+    ok: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    versions: list[tuple[float, int]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> LoadGenerator:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            code, out = infer_http(self.url, self.model)
+            if code == 200 and isinstance(out, list):
+                self.ok += 1
+                v = round(out[0] - 1.0)
+                if not self.versions or self.versions[-1][1] != v:
+                    self.versions.append((time.monotonic(), v))
+            else:
+                self.failed += 1
+                if len(self.errors) < 10:
+                    self.errors.append(f"{code}: {str(out)[:200]}")
+            time.sleep(0.02)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def last_version(self) -> int | None:
+        return self.versions[-1][1] if self.versions else None
+
+
+@dataclass
+class Serving:
+    """One replica's serving stack on this machine: S3 server, tritonserver, agent process."""
+
+    tmp: Path
+    runtime: TritonRuntime
+    interval: float = 1.0
+    s3: RcloneS3Server = field(init=False)
+    triton: TritonServer = field(init=False)
+    agent: Process | None = field(default=None, init=False)
+    repository: Path = field(init=False)
+    staging: Path = field(init=False)
+    agent_starts: int = 0
+
+    def __post_init__(self) -> None:
+        self.s3 = RcloneS3Server(self.tmp / "s3", self.tmp / "logs" / "s3.log")
+        self.s3.create_buckets(BUCKET)
+        self.repository = self.tmp / "node" / "models"
+        self.staging = self.tmp / "node" / ".models.staging"
+        self.repository.mkdir(parents=True)
+        self.triton = TritonServer(self.repository, self.tmp / "logs" / "triton.log", runtime=self.runtime)
+
+    @property
+    def client(self) -> Any:
+        return s3_client(self.s3)
+
+    def agent_argv(self, *extra: str) -> list[str]:
+        return [
+            sys.executable, *AGENT_COMMAND[1:],
+            "--env", "test", "--bucket", f"s3://{BUCKET}", "--endpoint-url", self.s3.endpoint_url, "--region", self.s3.region,
+            "--repository", str(self.repository), "--staging-dir", str(self.staging),
+            "--triton-url", self.triton.http_url, "--interval", str(self.interval),
+            "--deployment", DEPLOYMENT, "--replica-id", REPLICA,
+            "--ready-timeout", "60", "--backoff-max", "4", "--heartbeat", "5",
+            *extra,
+        ]
+
+    def agent_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(self.s3.client_env())
+        env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+        return env
+
+    def start_agent(self, *extra: str) -> Process:
+        self.agent_starts += 1
+        self.agent = Process("agent", self.agent_argv(*extra), self.tmp / "logs" / f"agent-{self.agent_starts}.log", env=self.agent_env()).start()
+        return self.agent
+
+    def run_agent_once(self, *extra: str, timeout: float = 120) -> tuple[int, str]:
+        proc = Process("agent-once", self.agent_argv("--once", *extra), self.tmp / "logs" / "agent-once.log", env=self.agent_env()).start()
+        assert proc.popen is not None
+        rc = proc.popen.wait(timeout=timeout)
+        return rc, proc.log_tail(60)
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            body = self.client.get_object(Bucket=BUCKET, Key=layout.status_key(DEPLOYMENT, REPLICA))["Body"].read()
+        except Exception:
+            return None
+        doc: dict[str, Any] = json.loads(body)
+        return doc
+
+    def wait_status(self, predicate: Any, timeout: float = 60, what: str = "status") -> dict[str, Any]:
+        holder: dict[str, Any] = {}
+
+        def check() -> bool:
+            doc = self.status()
+            holder["doc"] = doc
+            return doc is not None and bool(predicate(doc))
+
+        try:
+            wait_until(check, timeout, interval=0.3, what=what)
+        except TimeoutError as e:
+            raise AssertionError(f"{e}; last status: {json.dumps(holder.get('doc'))[:1500]}; agent log: {self.agent_log()}") from None
+        return holder["doc"]
+
+    def wait_served(self, name: str, version: int, timeout: float = 60) -> None:
+        try:
+            wait_until(lambda: served_version(self.triton.http_url, name) == version, timeout, what=f"{name} served by version {version}")
+        except TimeoutError as e:
+            raise AssertionError(f"{e}; agent log: {self.agent_log()}; triton log: {self.triton.process.log_tail(20) if self.triton.process else ''}") from None
+
+    def agent_log(self) -> str:
+        return self.agent.log_tail(30) if self.agent else ""
+
+    def local_entries(self) -> list[str]:
+        """Every path under the local repository root (what Triton can see)."""
+        return sorted(str(p.relative_to(self.repository)) for p in self.repository.rglob("*"))
+
+    def stop(self) -> None:
+        # Triton's graceful shutdown is not under test here: SIGKILL its process group (stubs included).
+        triton_kill = self.triton.process.kill if self.triton.process else None
+        for stopper in (self.agent.stop if self.agent else None, triton_kill, self.s3.stop):
+            if stopper is not None:
+                with contextlib.suppress(Exception):
+                    stopper()
+
+
+@pytest.fixture(scope="session")
+def triton_runtime() -> TritonRuntime:
+    return ensure_tritonserver()
+
+
+@pytest.fixture
+def serving(tmp_path: Path, triton_runtime: TritonRuntime) -> Iterator[Serving]:
+    stack = Serving(tmp_path, triton_runtime)
+    try:
+        stack.s3.start()
+        stack.triton.start()
+        yield stack
+    finally:
+        stack.stop()
