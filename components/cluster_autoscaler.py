@@ -218,7 +218,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     """Cluster Autoscaler (Helm), its Pod Identity role, and the scale-from-zero tags."""
 
     role_arn: pulumi.Output[str]
-    release_name: pulumi.Output[str]
+    release_name: pulumi.Output[str | None]
 
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:autoscaling:ClusterAutoscaler", name, None, opts)

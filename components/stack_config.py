@@ -125,6 +125,7 @@ KEYS: tuple[Key, ...] = (
     Key("ingressAllowedCidrs", "array", "Client CIDRs allowed through the public ingress (0.0.0.0/0 = any client; clients still need an API key).", ["0.0.0.0/0"], items="string"),
     Key("ingressRequestBodyLimitMiB", "integer", "Largest inference request body the ingress accepts, in MiB (1-1024).", 64),
     Key("ingressRateLimitRps", "integer", "Requests per second allowed per client API key at the ingress (1-100000).", 200),
+    Key("platformReplicas", "integer", "Replicas of the platform's own services (Prometheus, Alertmanager, Grafana; the ingress controller and log shipper run one more) (1-5).", 2),
     Key("monitoringEnabled", "boolean", "Deploy kube-prometheus-stack (Prometheus, Alertmanager, Grafana), the Triton/GPU dashboard and alert rules.", True),
     Key("prometheusRetentionDays", "integer", "Prometheus metrics retention, in days (1-365).", 15),
     Key("prometheusStorageGiB", "integer", "Prometheus persistent volume size, in GiB (10-10000).", 50),
@@ -209,6 +210,7 @@ class StackConfig:
     ingress_allowed_cidrs: tuple[str, ...]
     ingress_request_body_limit_mib: int
     ingress_rate_limit_rps: int
+    platform_replicas: int
     monitoring_enabled: bool
     prometheus_retention_days: int
     prometheus_storage_gib: int
@@ -616,6 +618,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         ingress_allowed_cidrs=ingress_cidrs,
         ingress_request_body_limit_mib=_int(_key("ingressRequestBodyLimitMiB"), values["ingressRequestBodyLimitMiB"], 1, 1024),
         ingress_rate_limit_rps=_int(_key("ingressRateLimitRps"), values["ingressRateLimitRps"], 1, 100_000),
+        platform_replicas=_int(_key("platformReplicas"), values["platformReplicas"], 1, 5),
         monitoring_enabled=_bool(_key("monitoringEnabled"), values["monitoringEnabled"]),
         prometheus_retention_days=_int(_key("prometheusRetentionDays"), values["prometheusRetentionDays"], 1, 365),
         prometheus_storage_gib=_int(_key("prometheusStorageGiB"), values["prometheusStorageGiB"], 10, 10_000),

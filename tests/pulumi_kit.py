@@ -209,13 +209,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
         state["id"] = resource_id
         return resource_id, state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
         self.invokes.append(Invoke(args.token, dict(args.args)))
         fn = MOCK_INVOKES.get(args.token)
         if fn is None:
             self.unmocked_invokes.append(args.token)
-            return {}
-        return fn(dict(args.args))
+            return {}, []
+        return fn(dict(args.args)), []
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):

@@ -1,0 +1,146 @@
+"""Ingress: pinned Traefik + cert-manager, ACME issuer, and only public Triton routes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from typing import Any
+
+import pytest
+
+from components import gpu_contract, naming, versions
+from components.ingress import (
+    ACME_SERVERS,
+    GRPC_PUBLIC_METHODS,
+    IngressArgs,
+    TritonBackend,
+    htpasswd_line,
+    http_rules,
+)
+from tests.pulumi_kit import Run
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+ADMIN_PATHS = ("/v2/repository/index", "/v2/repository/models/resnet18/load", "/v2/logging", "/v2/trace/setting",
+               "/v2/systemsharedmemory/status", "/v2/cudasharedmemory/status", "/v2/models/resnet18/stats", "/metrics")
+
+
+def _cr(run: Run, kind: str, name: str) -> dict[str, Any]:
+    found = [r.inputs for r in run.kubernetes_objects() if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind} {name}: {len(found)}"
+    return found[0]
+
+
+def _matches(rule: str, method: str, path: str, host: str) -> bool:
+    """Evaluate the subset of Traefik's rule language the component emits."""
+    if f"Host(`{host}`)" not in rule or f"Method(`{method}`)" not in rule:
+        return False
+    exact = re.findall(r"Path\(`([^`]+)`\)", rule)
+    regexes = re.findall(r"PathRegexp\(`([^`]+)`\)", rule)
+    return path in exact or any(re.fullmatch(rx, path) for rx in regexes)
+
+
+@pytest.mark.parametrize(("role", "chart"), [("traefik", versions.TRAEFIK_CHART), ("cert-manager", versions.CERT_MANAGER_CHART)])
+def test_pinned_releases_on_system_nodes(any_stack: Run, role: str, chart: versions.HelmChart) -> None:
+    r = any_stack.one(RELEASE, f"ingress-{role}")
+    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart.chart, chart.version, chart.repository)
+    assert r.inputs["values"]["nodeSelector"] == gpu_contract.system_node_labels()
+    assert r.inputs["namespace"] in (naming.INGRESS_NAMESPACE, naming.CERT_MANAGER_NAMESPACE)
+
+
+def test_traefik_keeps_client_ip_and_no_cross_namespace(prod: Run) -> None:
+    values = prod.one(RELEASE, "ingress-traefik").inputs["values"]
+    assert values["service"]["spec"]["externalTrafficPolicy"] == "Local"
+    assert values["providers"]["kubernetesCRD"]["allowCrossNamespace"] is False
+    assert values["deployment"]["replicas"] == 3
+    assert values["podDisruptionBudget"]["enabled"] is True
+
+
+def test_issuer_and_certificate(staging: Run, dev: Run) -> None:
+    issuer = _cr(staging, "ClusterIssuer", "letsencrypt")["spec"]["acme"]
+    assert issuer["server"] == ACME_SERVERS["letsencrypt"]
+    assert issuer["email"] == "platform-team@example.com"
+    assert _cr(dev, "ClusterIssuer", "letsencrypt-staging")["spec"]["acme"]["server"] == ACME_SERVERS["letsencrypt-staging"]
+    cert = _cr(staging, "Certificate", "triton-tls")
+    assert cert["spec"]["dnsNames"] == ["infer.staging.inference.example.com", "grpc.staging.inference.example.com"]
+    assert cert["metadata"]["namespace"] == naming.TRITON_NAMESPACE
+
+
+def test_http_routes_expose_only_inference_metadata_and_health(prod: Run) -> None:
+    route = _cr(prod, "IngressRoute", "triton-http")["spec"]
+    host = "infer.inference.example.com"
+    rules = [(r["match"], r["services"][0]["name"]) for r in route["routes"]]
+
+    def served_by(method: str, path: str) -> set[str]:
+        return {svc for rule, svc in rules if _matches(rule, method, path, host)}
+
+    assert served_by("POST", "/v2/models/resnet18/infer") == {"triton-default"}
+    assert served_by("POST", "/v2/models/reranker-large/versions/3/infer") == {"triton-large"}
+    assert served_by("GET", "/v2/models/text-encoder/config") == {"triton-default"}
+    assert served_by("GET", "/v2/models/reranker-large") == {"triton-large"}
+    assert served_by("GET", "/v2/health/ready") == {"triton-default"}
+    for path in ADMIN_PATHS:
+        for method in ("GET", "POST"):
+            assert served_by(method, path) == set(), f"{method} {path} is routed"
+    assert served_by("POST", "/v2/models/resnet18/versions/1/infer/../../../repository/index") == set()
+    assert served_by("GET", "/v2/models/resnet18/infer") == set()
+    assert route["tls"] == {"secretName": "triton-tls"}
+    for r in route["routes"]:
+        assert [m["name"] for m in r["middlewares"]] == ["triton-allowlist", "triton-auth", "triton-ratelimit", "triton-strip-admin", "triton-body-limit"]
+        assert r["services"][0]["port"] == 8000
+
+
+def test_grpc_routes_only_public_methods(prod: Run) -> None:
+    route = _cr(prod, "IngressRoute", "triton-grpc")["spec"]
+    paths = set()
+    for r in route["routes"]:
+        paths |= set(re.findall(r"Path\(`([^`]+)`\)", r["match"]))
+        assert r["services"][0]["scheme"] == "h2c"
+        assert r["services"][0]["port"] == 8001
+    assert paths == {f"/inference.GRPCInferenceService/{m}" for m in GRPC_PUBLIC_METHODS}
+    assert not any(m.startswith(("Repository", "Log", "Trace", "System", "Cuda", "ModelStatistics")) for m in GRPC_PUBLIC_METHODS)
+    headers = sorted(re.findall(r"Header\(`x-triton-deployment`, `([^`]+)`\)", " ".join(r["match"] for r in route["routes"])))
+    assert headers == ["default", "large"]
+
+
+def test_middlewares_carry_the_stack_limits(staging: Run) -> None:
+    allow = _cr(staging, "Middleware", "triton-allowlist")["spec"]["ipAllowList"]["sourceRange"]
+    assert allow == ["198.51.100.0/24", "203.0.113.0/24"]
+    assert _cr(staging, "Middleware", "triton-body-limit")["spec"]["buffering"]["maxRequestBodyBytes"] == 64 * 1024 * 1024
+    rate = _cr(staging, "Middleware", "triton-ratelimit")["spec"]["rateLimit"]
+    assert (rate["average"], rate["burst"]) == (200, 400)
+    assert _cr(staging, "Middleware", "triton-strip-admin")["spec"]["headers"]["customRequestHeaders"] == {"admin-key": ""}
+    auth = _cr(staging, "Middleware", "triton-auth")["spec"]["basicAuth"]
+    assert auth["removeHeader"] is True
+    users = _cr(staging, "Secret", "triton-api-keys")["stringData"]["users"]
+    assert users.startswith("default:{SHA}")
+    assert users == htpasswd_line("default", staging.exports["ingressDefaultApiKey"])
+
+
+def test_htpasswd_is_apache_sha() -> None:
+    assert htpasswd_line("c", "secret") == "c:{SHA}" + base64.b64encode(hashlib.sha1(b"secret").digest()).decode()  # noqa: S324
+
+
+def _args(**overrides: Any) -> IngressArgs:
+    base: dict[str, Any] = {"domain": "example.com", "acme_email": "a@example.com",
+                            "backends": (TritonBackend("default", "triton-default", ("m1",)),), "allowed_cidrs": ("0.0.0.0/0",)}
+    return IngressArgs(**{**base, **overrides})
+
+
+@pytest.mark.parametrize(("overrides", "match"), [
+    ({"domain": "Example"}, r"IngressArgs\.domain: 'Example' is not allowed"),
+    ({"acme_email": "nobody"}, r"IngressArgs\.acme_email: 'nobody' is not allowed"),
+    ({"tls_issuer": "zerossl"}, r"IngressArgs\.tls_issuer: 'zerossl' is not allowed; allowed: letsencrypt \| letsencrypt-staging"),
+    ({"backends": ()}, r"IngressArgs\.backends: \(\) is not allowed"),
+    ({"backends": (TritonBackend("a", "triton-a", ("m",)), TritonBackend("b", "triton-b", ("m",)))}, r"model 'm' is served by both 'a' and 'b'"),
+    ({"backends": (TritonBackend("a", "triton-a", ("M`)",)),)}, r"models: 'M`\)' is not allowed"),
+    ({"allowed_cidrs": ()}, r"IngressArgs\.allowed_cidrs: \(\) is not allowed"),
+    ({"allowed_cidrs": ("10.0.0.1/8",)}, r"IngressArgs\.allowed_cidrs: '10\.0\.0\.1/8' is not allowed"),
+    ({"request_body_limit_mib": 0}, r"request_body_limit_mib: 0 is out of range; allowed: 1 to 1024"),
+    ({"rate_limit_rps": 100_001}, r"rate_limit_rps: 100001 is out of range"),
+    ({"replicas": 0}, r"IngressArgs\.replicas: 0 is not allowed"),
+])
+def test_args_validation(overrides: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        _args(**overrides)
+    assert len(http_rules(_args())) == 3

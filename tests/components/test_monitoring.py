@@ -1,0 +1,102 @@
+"""Monitoring: pinned kube-prometheus-stack + prometheus-adapter, HPA metric, dashboard, alerts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from components import naming, versions
+from components.monitoring import MonitoredDeployment, MonitoringArgs, adapter_rules, alertmanager_config, queue_time_query
+from components.triton_deployment import QUEUE_TIME_METRIC
+from tests.pulumi_kit import Run, run_program
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _obj(run: Run, kind: str, name: str) -> dict[str, Any]:
+    (found,) = [r.inputs for r in run.kubernetes_objects() if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name]
+    return found
+
+
+@pytest.mark.parametrize(("role", "chart"), [("kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK_CHART),
+                                             ("prometheus-adapter", versions.PROMETHEUS_ADAPTER_CHART)])
+def test_pinned_releases(any_stack: Run, role: str, chart: versions.HelmChart) -> None:
+    r = any_stack.one(RELEASE, f"monitoring-{role}")
+    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart.chart, chart.version, chart.repository)
+    assert r.inputs["namespace"] == naming.MONITORING_NAMESPACE
+
+
+def test_retention_storage_and_selectors_per_stack(prod: Run, dev: Run) -> None:
+    spec = prod.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]
+    assert spec["retention"] == "30d"
+    assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "200Gi"
+    assert spec["serviceMonitorSelectorNilUsesHelmValues"] is False
+    assert spec["ruleSelectorNilUsesHelmValues"] is False
+    assert dev.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]["retention"] == "3d"
+
+
+def test_grafana_password_generated_never_in_values(staging: Run) -> None:
+    values = staging.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]
+    assert "adminPassword" not in values["grafana"]
+    assert values["grafana"]["admin"]["existingSecret"] == "grafana-admin"
+    secret = _obj(staging, "Secret", "grafana-admin")["stringData"]
+    assert secret["admin-password"] == staging.exports["grafanaAdminPassword"]
+    assert len(secret["admin-password"]) >= 32
+    assert "hooks.slack.com" not in json.dumps(values)
+
+
+def test_slack_receiver_from_a_mounted_secret() -> None:
+    url = "https://hooks.slack.com/services/T000/B000/XXXX"
+    run = run_program("staging", overrides={"triton-platform:alertmanagerSlackWebhookUrl": url})
+    values = run.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["alertmanager"]
+    assert values["alertmanagerSpec"]["secrets"] == ["alertmanager-slack"]
+    assert values["config"]["route"]["receiver"] == "slack"
+    assert url not in json.dumps(values)
+    assert _obj(run, "Secret", "alertmanager-slack")["stringData"]["url"] == url
+    assert alertmanager_config(False)["route"]["receiver"] == "null"
+
+
+def test_adapter_metric_is_a_ratio_of_deltas(dev: Run) -> None:
+    rules = dev.one(RELEASE, "monitoring-prometheus-adapter").inputs["values"]["rules"]
+    (rule,) = rules["custom"]
+    assert rule["name"]["as"] == QUEUE_TIME_METRIC
+    q = rule["metricsQuery"]
+    assert "delta(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])" in q
+    assert "delta(nv_inference_request_success{<<.LabelMatchers>>}[2m])" in q
+    assert "rate(" not in q
+    assert " / " in q
+    assert rules == adapter_rules()
+    assert queue_time_query('namespace="x"', "pod", "5m").count("[5m]") == 2
+
+
+def test_dashboard_and_rules(prod: Run) -> None:
+    cm = _obj(prod, "ConfigMap", "triton-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(cm["data"]["triton.json"])
+    exprs = " ".join(p["targets"][0]["expr"] for p in board["panels"])
+    assert "DCGM_FI_DEV_GPU_UTIL" in exprs
+    assert "nv_inference_queue_duration_us" in exprs
+    rules = _obj(prod, "PrometheusRule", "triton-alerts")["spec"]["groups"]
+    alerts = [r["alert"] for g in rules for r in g["rules"]]
+    for name in ("TritonQueueLatencyP99High", "TritonInferenceFailureRatioHigh", "TritonNoReadyReplica",
+                 "TritonModelLoadFailure", "GpuIdle", "GpuSaturated"):
+        assert name in alerts
+    p99 = [r for g in rules for r in g["rules"] if r["alert"] == "TritonQueueLatencyP99High"]
+    assert sorted(r["labels"]["deployment"] for r in p99) == ["default", "large"]
+    assert any("> 100000" in r["expr"] for r in p99)  # 5 x the default deployment's 20 ms target
+
+
+@pytest.mark.parametrize(("overrides", "match"), [
+    ({"deployments": ()}, r"MonitoringArgs\.deployments: \(\) is not allowed"),
+    ({"prometheus_retention_days": 0}, r"prometheus_retention_days: 0 is out of range; allowed: 1 to 365"),
+    ({"prometheus_storage_gib": 5}, r"prometheus_storage_gib: 5 is out of range; allowed: 10 to 10000"),
+    ({"replicas": 0}, r"MonitoringArgs\.replicas: 0 is out of range"),
+    ({"slack_webhook_url": "https://evil.example.com/x"}, r"slack_webhook_url: '<secret>' is not a Slack webhook URL"),
+])
+def test_args_validation(overrides: dict[str, Any], match: str) -> None:
+    base: dict[str, Any] = {"deployments": (MonitoredDeployment("default", 1000),)}
+    with pytest.raises(ValueError, match=match):
+        MonitoringArgs(**{**base, **overrides})
+    assert MonitoringArgs(**base).slack_enabled is False

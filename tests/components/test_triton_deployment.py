@@ -1,0 +1,244 @@
+"""Triton deployments: what the real program records per stack, and the builders."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from components import gpu_contract, naming, versions
+from components.stack_config import TritonDeploymentConfig
+from components.triton_deployment import (
+    ADMIN_PROTOCOLS,
+    QUEUE_TIME_METRIC,
+    REPOSITORY_DIR,
+    STAGING_DIR,
+    TritonDeploymentArgs,
+    exit_timeout_seconds,
+    pdb_min_available,
+    prestop_seconds,
+    triton_args,
+)
+from tests.components._helpers import assert_children_prefixed, registered_outputs
+from tests.pulumi_kit import Resource, Run, stack_config
+
+COMPONENT = "triton-platform:serving:TritonDeployment"
+CLUSTER_PROVIDER = "cluster-k8s"  # EksCluster's kubernetes provider (logical name)
+DEPLOYMENTS = {"dev": ["default"], "staging": ["default"], "prod": ["default", "large"]}
+
+
+def _obj(run: Run, kind: str, name: str) -> dict[str, Any]:
+    found = [r for r in run.kubernetes_objects() if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} recorded"
+    return found[0].inputs
+
+
+def _pod(run: Run, d: str) -> dict[str, Any]:
+    return _obj(run, "Deployment", f"triton-{d}")["spec"]["template"]["spec"]
+
+
+def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    (c,) = [c for c in pod["containers"] + pod["initContainers"] if c["name"] == name]
+    return c
+
+
+def _cfg(**overrides: Any) -> TritonDeploymentConfig:
+    base = TritonDeploymentConfig(
+        name="default", node_group="gpu-l4", models=("resnet18",), min_replicas=2, max_replicas=4, gpus_per_replica=1,
+        cpu="4", memory="16Gi", model_volume_gib=50, shm_size_gib=2, queue_time_target_microseconds=50_000,
+        scale_up_stabilization_seconds=30, scale_down_stabilization_seconds=600, startup_timeout_seconds=900,
+        termination_grace_period_seconds=120, agent_interval_seconds=10)
+    return dataclasses.replace(base, **overrides)
+
+
+def test_one_component_per_configured_deployment_on_the_cluster_provider(any_stack: Run) -> None:
+    comps = sorted(r.name for r in any_stack.of_type(COMPONENT))
+    assert comps == [f"triton-{d}" for d in DEPLOYMENTS[any_stack.stack]]
+    for name in comps:
+        comp = any_stack.one(COMPONENT, name)
+        children = assert_children_prefixed(any_stack, comp, min_children=7)
+        for child in children:
+            if child.type.startswith("kubernetes:"):
+                assert child.provider.split("::")[-2] == CLUSTER_PROVIDER, f"{child.name} not on the cluster provider: {child.provider!r}"
+        assert registered_outputs(any_stack, comp)["serviceAccountName"] == naming.triton_service_account(name.removeprefix("triton-"))
+
+
+def test_service_account_matches_the_pod_identity_binding(any_stack: Run) -> None:
+    for d in DEPLOYMENTS[any_stack.stack]:
+        sa = _obj(any_stack, "ServiceAccount", naming.triton_service_account(d))
+        assert sa["metadata"]["namespace"] == naming.TRITON_NAMESPACE
+        assert not sa["metadata"].get("annotations"), "Pod Identity needs no IRSA annotation"
+        assert _pod(any_stack, d)["serviceAccountName"] == naming.triton_service_account(d)
+
+
+def test_tritonserver_flags_close_the_admin_api(prod: Run) -> None:
+    triton = _container(_pod(prod, "large"), "tritonserver")
+    args = triton["args"]
+    restricted = f"{','.join(ADMIN_PROTOCOLS)}:admin-key=$(TRITON_ADMIN_KEY)"
+    assert f"--http-restricted-api={restricted}" in args
+    assert f"--grpc-restricted-protocol={restricted}" in args
+    assert {"model-repository", "logging", "trace", "shared-memory"} <= set(ADMIN_PROTOCOLS)
+    for flag in ("--model-repository=/models/repository", "--model-control-mode=poll", "--strict-readiness=true",
+                 "--exit-on-error=false", "--disable-auto-complete-config", "--metrics-config=summary_latencies=true"):
+        assert flag in args
+    assert triton["image"] == versions.TRITON_IMAGE
+    (key_env,) = [e for e in triton["env"] if e["name"] == "TRITON_ADMIN_KEY"]
+    assert key_env["valueFrom"]["secretKeyRef"] == {"name": "triton-large-admin-key", "key": "key"}
+    secret = _obj(prod, "Secret", "triton-large-admin-key")
+    assert len(secret["stringData"]["key"]) >= 40
+
+
+def test_agent_init_and_sidecar(staging: Run) -> None:
+    pod = _pod(staging, "default")
+    init, sidecar = pod["initContainers"]
+    cfg = stack_config("staging")
+    assert [init["name"], sidecar["name"]] == ["agent-init", "agent"]
+    assert init["image"] == sidecar["image"] == cfg["triton-platform:agentImage"]
+    assert init["command"][:4] == ["python", "-m", "model_sync", "agent"]
+    assert init["command"][-1] == "--once"
+    assert "--interval" not in init["command"]
+    assert "restartPolicy" not in init
+    assert sidecar["restartPolicy"] == "Always"
+    cmd = sidecar["command"]
+    assert cmd[cmd.index("--interval") + 1] == "10"
+    assert cmd[cmd.index("--repository") + 1] == REPOSITORY_DIR
+    assert cmd[cmd.index("--staging-dir") + 1] == STAGING_DIR
+    assert not STAGING_DIR.startswith(REPOSITORY_DIR + "/")
+    assert cmd[cmd.index("--bucket") + 1].startswith("s3://")
+    assert cmd[cmd.index("--env") + 1] == "staging"
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--model"] == ["resnet18", "text-encoder"]
+    (pod_name,) = [e for e in sidecar["env"] if e["name"] == "POD_NAME"]
+    assert pod_name["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    mounts = {m["mountPath"]: m for m in _container(pod, "tritonserver")["volumeMounts"]}
+    assert mounts["/models"]["readOnly"] is True
+    vols = {v["name"]: v for v in pod["volumes"]}
+    assert vols["models"]["emptyDir"] == {"sizeLimit": "60Gi"}
+    assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "2Gi"}
+
+
+def test_probes_resources_and_scheduling(prod: Run) -> None:
+    pod = _pod(prod, "large")
+    triton = _container(pod, "tritonserver")
+    assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert triton["startupProbe"]["periodSeconds"] * triton["startupProbe"]["failureThreshold"] == 1800
+    assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    limits = triton["resources"]["limits"]
+    assert limits[gpu_contract.GPU_RESOURCE] == "1"
+    assert limits["cpu"] == "12"
+    assert limits["memory"] == "48Gi"
+    assert triton["resources"]["requests"]["cpu"] == "12"
+    assert pod["tolerations"] == gpu_contract.gpu_tolerations()
+    assert pod["nodeSelector"] == gpu_contract.gpu_node_selector("gpu-a10g")
+    assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    assert pod["terminationGracePeriodSeconds"] == 180
+    assert triton["lifecycle"]["preStop"]["sleep"]["seconds"] == 15
+    assert "--exit-timeout-secs=160" in triton["args"]
+
+
+def test_security_context_everywhere(any_stack: Run) -> None:
+    for d in DEPLOYMENTS[any_stack.stack]:
+        pod = _pod(any_stack, d)
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == 1000
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        for c in pod["containers"] + pod["initContainers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"] == {"drop": ["ALL"]}
+            assert sc["readOnlyRootFilesystem"] is True
+            assert sc["runAsUser"] == 1000
+            assert "limits" in c["resources"]
+            assert "requests" in c["resources"]
+
+
+def test_rollout_pdb_and_hpa(prod: Run) -> None:
+    dep = _obj(prod, "Deployment", "triton-default")["spec"]
+    assert dep["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    pdb = _obj(prod, "PodDisruptionBudget", "triton-default")["spec"]
+    assert pdb["minAvailable"] == 1
+    assert pdb["selector"] == dep["selector"]
+    hpa = _obj(prod, "HorizontalPodAutoscaler", "triton-default")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    spec = hpa["spec"]
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (2, 8)
+    (metric,) = spec["metrics"]
+    assert metric["type"] == "Pods"
+    assert metric["pods"]["metric"]["name"] == QUEUE_TIME_METRIC
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "20000"}
+    assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 600
+    assert spec["behavior"]["scaleUp"]["stabilizationWindowSeconds"] == 30
+
+
+def test_service_ports_and_service_monitor(staging: Run) -> None:
+    svc = _obj(staging, "Service", "triton-default")["spec"]
+    assert {(p["name"], p["port"]) for p in svc["ports"]} == {("http", 8000), ("grpc", 8001), ("metrics", 8002)}
+    assert svc["type"] == "ClusterIP"
+    sm = _obj(staging, "ServiceMonitor", "triton-default")["spec"]
+    assert [e["port"] for e in sm["endpoints"]] == ["metrics"]
+    assert sm["selector"]["matchLabels"] == svc["selector"]
+
+
+def test_network_policy_admits_only_ingress_and_prometheus(dev: Run) -> None:
+    np = _obj(dev, "NetworkPolicy", "triton-default")["spec"]
+    assert np["policyTypes"] == ["Ingress", "Egress"]
+    sources = {(r["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"], tuple(p["port"] for p in r["ports"]))
+               for r in np["ingress"]}
+    assert sources == {(naming.INGRESS_NAMESPACE, (8000, 8001)), (naming.MONITORING_NAMESPACE, (8002,))}
+    egress_ports = sorted({p["port"] for r in np["egress"] for p in r["ports"]})
+    assert egress_ports == [53, 80, 443]
+    https = next(r for r in np["egress"] if r["ports"][0]["port"] == 443)
+    assert "169.254.169.254/32" in https["to"][0]["ipBlock"]["except"]
+    deny = _obj(dev, "NetworkPolicy", "default-deny")
+    assert deny["metadata"]["namespace"] == naming.TRITON_NAMESPACE
+    assert deny["spec"]["podSelector"] == {}
+
+
+def test_monitoring_disabled_drops_hpa_and_service_monitor() -> None:
+    from tests.pulumi_kit import run_program
+    run = run_program("dev", overrides={"triton-platform:monitoringEnabled": False, "triton-platform:loggingEnabled": False})
+    kinds = {r.inputs["kind"] for r in run.kubernetes_objects()}
+    assert "Deployment" in kinds
+    assert "HorizontalPodAutoscaler" not in kinds
+    assert "ServiceMonitor" not in kinds
+    assert "PrometheusRule" not in kinds
+    assert not [r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] in ("loki", "kube-prometheus-stack")]
+
+
+# ---- builders and validation ---------------------------------------------------------
+
+
+def test_drain_and_exit_timing() -> None:
+    assert prestop_seconds(_cfg(termination_grace_period_seconds=120)) == 15
+    assert prestop_seconds(_cfg(termination_grace_period_seconds=20)) == 5
+    assert exit_timeout_seconds(_cfg(termination_grace_period_seconds=120)) == 100
+    assert exit_timeout_seconds(_cfg(termination_grace_period_seconds=10)) == 3
+    assert pdb_min_available(_cfg(min_replicas=1)) == 1
+    assert pdb_min_available(_cfg(min_replicas=4)) == 3
+    assert "--repository-poll-secs=2" in triton_args(_cfg())
+
+
+def _args(**overrides: Any) -> TritonDeploymentArgs:
+    base: dict[str, Any] = {"deployment": _cfg(), "environment": "dev", "bucket_name": "b", "region": "us-east-1",
+                            "agent_image": "registry.example.com/agent:1.0"}
+    return TritonDeploymentArgs(**{**base, **overrides})
+
+
+@pytest.mark.parametrize(("overrides", "match"), [
+    ({"deployment": _cfg(min_replicas=0)}, r"deployment\.min_replicas: 0 .*HPAScaleToZero"),
+    ({"environment": "qa"}, r"environment: 'qa' is not allowed; allowed: dev \| staging \| prod"),
+    ({"region": ""}, r"region: '' is not allowed"),
+    ({"agent_image": "agent"}, r"agent_image: 'agent' is not allowed"),
+    ({"triton_image": "nvcr.io/nvidia/tritonserver"}, r"triton_image: .* has no tag"),
+])
+def test_args_validation(overrides: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        _args(**overrides)
+    assert _args() is not None
+
+
+def test_resource_of_record_types(dev: Run) -> None:
+    kinds = sorted({r.inputs["kind"] for r in dev.descendants_of(dev.one(COMPONENT, "triton-default")) if isinstance(r, Resource) and r.type.startswith("kubernetes:")})
+    assert kinds == ["Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ServiceMonitor"]
