@@ -1,0 +1,154 @@
+"""Build what the GPU machine needs and cannot download (it has no network): run HERE.
+
+    .venv/bin/python -m bench.serving.bundle        # writes bench/serving/.dist/ (git-ignored)
+
+bench/serving/.dist/
+    bundle.tar.xz   triton/pytriton/tritonserver/{bin/tritonserver, backends/python + the 3.12 stub}
+                    triton/nvidia_pytriton.libs/ (everything the server, backend and stub link; not
+                                                  the pytriton bindings' libpython3.13)
+                    triton/perf/bin/perf_analyzer + perf/lib/{libb64.so.0d, libcudart.so.12} links
+                                                  to the server's bundled copies (its two missing libs)
+                    exsite/tritonclient/          pure-Python package (model_config_pb2 for export)
+    wheels/         numpy 1.26.4 cp312 (the python backend stub needs numpy<2), protobuf 6.33.6
+                    (runtime for tritonclient's generated model_config_pb2)
+
+Every download is pinned by version AND sha256. The device call carries `bench/serving/.dist`
+(name it in `carry`); the whole tree must stay under the 64 MiB transfer limit (checked here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+from model_sync.local import runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / "bench" / "serving" / ".dist"
+LIMIT_BYTES = 60 * 1024 * 1024  # the device transfer limit is 64 MiB for the whole tree; keep headroom
+STUB_PYTHON = "3.12"  # the GPU machine's python3
+
+# name==version -> (wheel file, sha256 from PyPI)
+WHEELS = {
+    "tritonclient==2.51.0": ("tritonclient-2.51.0-py3-none-manylinux1_x86_64.whl", "c485bb0123bdf310f90bc8b03d3489b28df2ffed55b30c7eee0b795b48113d52"),
+    "numpy==1.26.4": ("numpy-1.26.4-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "675d61ffbfa78604709862923189bad94014bef562cc35cf61d3a07bba02a7ed"),
+    "protobuf==6.33.6": ("protobuf-6.33.6-cp39-abi3-manylinux2014_x86_64.whl", "e9db7e292e0ab79dd108d7f1a94fe31601ce1ee3f7b79e0692043423020b0593"),
+}
+CARRIED = ("numpy==1.26.4", "protobuf==6.33.6")  # tritonclient's wheel only donates perf_analyzer
+PLATFORMS = ("manylinux1_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
+
+
+class BundleError(RuntimeError):
+    """The bundle could not be built or is too large (one line)."""
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch(spec: str, dest: Path) -> Path:
+    """The pinned wheel for the device's CPython 3.12 / x86-64, downloaded once and sha256-checked."""
+    filename, digest = WHEELS[spec]
+    path = dest / filename
+    if not path.exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
+               "--python-version", STUB_PYTHON, "--implementation", "cp", *[a for p in PLATFORMS for a in ("--platform", p)], "-d", str(dest), spec]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not path.exists():
+            raise BundleError(f"{spec}: pip download failed ({(proc.stderr.strip().splitlines() or ['no output'])[-1]}); allowed: a reachable PyPI")
+    got = sha256(path)
+    if got != digest:
+        raise BundleError(f"{path.name}: sha256 {got}; allowed: {digest} (pinned); delete the file to re-download")
+    return path
+
+
+def needed_libs(libdir: Path, roots: list[Path]) -> set[str]:
+    """Bundled libraries reachable from `roots` through DT_NEEDED (read with readelf)."""
+    available = {p.name for p in libdir.iterdir()}
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        out = subprocess.run(["readelf", "-d", str(todo.pop())], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if "(NEEDED)" in line:
+                name = line.rsplit("[", 1)[1].rstrip("]")
+                if name in available and name not in seen:
+                    seen.add(name)
+                    todo.append(libdir / name)
+    return seen
+
+
+def build(dist: Path = DIST) -> Path:
+    wheels = dist / "wheels"
+    pytriton = runtime.fetch_wheel()  # sha256-pinned in model_sync/local/runtime.py
+    client = fetch("tritonclient==2.51.0", ROOT / ".cache" / "wheels")
+    for spec in CARRIED:
+        src = fetch(spec, ROOT / ".cache" / "wheels")
+        wheels.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, wheels / src.name)
+    with tempfile.TemporaryDirectory(prefix="bundle-", dir=ROOT / ".cache") as tmp_name:
+        tmp = Path(tmp_name)
+        stage = tmp / "stage"
+        with zipfile.ZipFile(pytriton) as zf:
+            zf.extractall(tmp / "pytriton")  # noqa: S202 - sha256-verified pinned wheel
+        src_root = tmp / "pytriton"
+        server = stage / "triton" / "pytriton" / "tritonserver"
+        (server / "bin").mkdir(parents=True)
+        shutil.copy2(src_root / "pytriton/tritonserver/bin/tritonserver", server / "bin" / "tritonserver")
+        shutil.copytree(src_root / "pytriton/tritonserver/backends", server / "backends")
+        stub = server / "backends" / "python" / "triton_python_backend_stub"
+        shutil.copy2(src_root / f"pytriton/tritonserver/python_backend_stubs/{STUB_PYTHON}/triton_python_backend_stub", stub)
+        libsrc = src_root / "nvidia_pytriton.libs"
+        libs = needed_libs(libsrc, [server / "bin" / "tritonserver", server / "backends" / "python" / "libtriton_python.so", stub])
+        libdst = stage / "triton" / "nvidia_pytriton.libs"
+        libdst.mkdir(parents=True)
+        for name in sorted(libs):
+            shutil.copy2(libsrc / name, libdst / name)
+        perf = stage / "triton" / "perf"
+        (perf / "bin").mkdir(parents=True)
+        (perf / "lib").mkdir()
+        with zipfile.ZipFile(client) as zf:
+            (perf / "bin" / "perf_analyzer").write_bytes(zf.read("tritonclient-2.51.0.data/data/bin/perf_analyzer"))
+        for link, prefix in (("libb64.so.0d", "libb64-"), ("libcudart.so.12", "libcudart-")):
+            target = next(n for n in libs if n.startswith(prefix))
+            os.symlink(f"../../nvidia_pytriton.libs/{target}", perf / "lib" / link)
+        for exe in (server / "bin" / "tritonserver", stub, perf / "bin" / "perf_analyzer"):
+            exe.chmod(0o755)
+        import tritonclient
+
+        tc_src = Path(tritonclient.__file__).parent
+        shutil.copytree(tc_src, stage / "exsite" / "tritonclient", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        dist.mkdir(parents=True, exist_ok=True)
+        out = dist / "bundle.tar.xz"
+        with tarfile.open(tmp / "bundle.tar.xz", "w:xz", preset=6) as tar:
+            tar.add(stage / "triton", "triton")
+            tar.add(stage / "exsite", "exsite")
+        os.replace(tmp / "bundle.tar.xz", out)
+    total = sum(p.stat().st_size for p in dist.rglob("*") if p.is_file())
+    if total > LIMIT_BYTES:
+        raise BundleError(f"{dist}: {total / 2**20:.1f} MiB; allowed: <= {LIMIT_BYTES / 2**20:.0f} MiB (device transfer limit 64 MiB with the tree)")
+    for p in sorted(dist.rglob("*")):
+        if p.is_file():
+            print(f"{p.stat().st_size / 2**20:7.1f} MiB  {p.relative_to(ROOT)}")
+    print(f"{total / 2**20:7.1f} MiB  total (limit {LIMIT_BYTES / 2**20:.0f})")
+    return dist
+
+
+if __name__ == "__main__":
+    try:
+        build()
+    except BundleError as e:
+        print(f"bundle: {e}", file=sys.stderr)
+        sys.exit(1)
