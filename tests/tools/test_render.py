@@ -29,10 +29,13 @@ def test_render_writes_loadable_manifests_and_inventory(stack: str, tmp_path: Pa
     assert len(manifests) == counts["manifests"] == len(run.kubernetes_objects())
     for path in manifests:
         doc = yaml.safe_load(path.read_text())
-        assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"], path.name
+        for key in ("apiVersion", "kind"):
+            assert doc[key], path.name
+        assert doc["metadata"]["name"], path.name
     for path in (out / "helm").glob("*.yaml"):
         release = yaml.safe_load(path.read_text())
-        assert release["chart"] and release["version"], path.name
+        assert release["chart"], path.name
+        assert release["version"], path.name
     assert isinstance(json.loads((out / "exports.json").read_text()), dict)
 
 
