@@ -7,6 +7,7 @@ directly and nothing here reads `pulumi.Config()`: see components/stack_config.p
 
 import pulumi
 
+from components import versions
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, GpuPool
 from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
@@ -133,6 +134,7 @@ if identities.promoter_role_arn is not None:
 pulumi.export("tritonEndpoints", {"http": ingress.http_host.apply(lambda h: f"https://{h}"),
                                   "grpc": ingress.grpc_host.apply(lambda h: f"{h}:443")})
 pulumi.export("tritonDeployments", sorted(tritons))
+pulumi.export("tritonImage", versions.TRITON_IMAGE)  # model-sync version alignment (docs/stack-outputs.md)
 pulumi.export("ingressDefaultApiKey", ingress.default_api_key)  # secret
 if monitoring is not None:
     pulumi.export("grafanaAdminPassword", monitoring.grafana_admin_password)  # secret

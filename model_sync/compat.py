@@ -81,7 +81,7 @@ def libtorch_version(image: str) -> str:
 def _minor(version: str) -> tuple[int, int]:
     match = _VERSION.match(version)
     if not match:
-        raise ValueError(f"torch version: {version!r} is not a version; allowed: MAJOR.MINOR[.PATCH][suffix]")
+        raise UnverifiableError(f"torch version: {version!r} is not a version; allowed: MAJOR.MINOR[.PATCH][suffix]")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -107,6 +107,61 @@ def check(exporter_torch: str, image: str, *, allow_skew: bool = False) -> str |
     raise VersionSkewError(message)
 
 
+class UnverifiableError(ValueError):
+    """The model's exporting torch version or the target image is unknown: nothing to compare."""
+
+
+# Model configurations served by Triton's PyTorch (LibTorch) backend. Everything else is exempt:
+# a python-backend model (the local target's model.py) runs in the serving environment's own
+# torch, which model-sync does not control.
+# ref: https://github.com/triton-inference-server/pytorch_backend#configuration
+LIBTORCH_PLATFORM = "pytorch_libtorch"
+LIBTORCH_BACKEND = "pytorch"
+RESULTS = ("compatible", "exempt", "skew-allowed")
+
+
+def served_by_libtorch(platform: str, backend: str) -> bool:
+    return platform == LIBTORCH_PLATFORM or backend == LIBTORCH_BACKEND
+
+
+def assess(*, platform: str, backend: str, exporter_torch: str | None, image: str | None, allow_skew: bool = False) -> dict[str, str | None]:
+    """The `compatibility` provenance record of one model version for one target image.
+
+    Raises VersionSkewError / UnknownImageError / UnverifiableError (one line each) unless the
+    model is exempt, loads, or `allow_skew` is set (then result "skew-allowed" with the reason)."""
+    if not served_by_libtorch(platform, backend):
+        return {"triton_image": image, "libtorch_version": None, "result": "exempt",
+                "detail": f"backend {backend or platform!r} is not LibTorch: the serving environment's own torch loads it"}
+    serving: str | None = None
+    try:
+        if image is None:
+            raise UnverifiableError("triton image: unknown for the target environment; allowed: set tritonImage in model-sync.yaml "
+                                    "(or the stack output tritonImage, or --triton-image), or --allow-version-skew")
+        serving = libtorch_version(image)
+        if exporter_torch is None:
+            raise UnverifiableError("torch version: unknown (no export.json torch_version for a pytorch_libtorch model); "
+                                    "allowed: a directory written by `model-sync export`, or --allow-version-skew")
+        detail = check(exporter_torch, image, allow_skew=allow_skew)
+    except (UnverifiableError, UnknownImageError) as e:
+        if not allow_skew:
+            raise
+        detail = str(e)
+    return {"triton_image": image, "libtorch_version": serving, "result": "skew-allowed" if detail else "compatible", "detail": detail}
+
+
+def loadable(platform: str, backend: str, exporter_torch: str | None, image: str | None) -> str:
+    """For `status`: "yes" / "no" (version skew) / "exempt" (not LibTorch) / "unknown" (torch
+    version or image unknown, or the image has no table entry)."""
+    if not served_by_libtorch(platform, backend):
+        return "exempt"
+    if exporter_torch is None or image is None:
+        return "unknown"
+    try:
+        return "yes" if can_load(exporter_torch, image) else "no"
+    except ValueError:  # UnknownImageError, or a malformed version
+        return "unknown"
+
+
 @dataclass(frozen=True)
 class TorchScriptInfo:
     """What a TorchScript archive says about itself."""
@@ -119,6 +174,6 @@ def read_file_format_version(path: Path) -> int:
     """TorchScript archives are zip files with a `version` record under the root folder."""
     with zipfile.ZipFile(path) as archive:
         for name in archive.namelist():
-            if name.endswith("/.data/version") or name.count("/") == 1 and name.endswith("/version"):
+            if name.endswith("/.data/version") or (name.count("/") == 1 and name.endswith("/version")):
                 return int(archive.read(name).decode().strip())
     raise ValueError(f"torchscript: {path} has no version record; allowed: a file written by torch.jit.save")

@@ -8,14 +8,17 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         endpointUrl: http://127.0.0.1:9000      # optional: an S3-compatible server
         region: eu-west-1                       # optional (default: the boto3 default chain)
         tritonUrl: http://127.0.0.1:8000        # optional: used by `verify`
+        tritonImage: nvcr.io/nvidia/tritonserver:25.10-py3   # the image serving this env:
+                                                # push/promote refuse TorchScript it cannot load
       prod:
         pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
         pulumiCwd: ../infra                     # optional, relative to the config file
 
 With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI binary: $PULUMI or
-`pulumi` on PATH) and its outputs `modelRepositoryUri` (or `modelRepositoryBucket`), `region` and
-`tritonUrl` fill in what the file does not set. Explicit flags (--bucket, --endpoint-url, --region,
---triton-url) override both. Credentials are never configured here: boto3's default chain only.
+`pulumi` on PATH) and its outputs `modelRepositoryBucket` (the repository root; else
+`modelRepositoryUri` without its trailing `/repository`, the Triton tree), `region`, `tritonUrl` and
+`tritonImage` fill in what the file does not set. Explicit flags (--bucket, --endpoint-url, --region,
+--triton-url, --triton-image) override both. Credentials are never configured here: boto3's default chain only.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 from model_sync import errors, layout
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "pulumiStack", "pulumiCwd")
+ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "tritonImage", "pulumiStack", "pulumiCwd")
 CONFIG_NAME = "model-sync.yaml"
 
 
@@ -42,6 +45,7 @@ class Environment:
     endpoint_url: str | None = None
     region: str | None = None
     triton_url: str | None = None
+    triton_image: str | None = None  # e.g. nvcr.io/nvidia/tritonserver:25.10-py3 (model_sync.compat)
     source: str = "flags"  # where it was resolved from (config path, pulumi stack)
 
     @property
@@ -112,6 +116,20 @@ def pulumi_outputs(stack: str, cwd: str | None) -> dict[str, Any]:
     return out
 
 
+def _root_from_outputs(outs: dict[str, Any]) -> str | None:
+    """The repository ROOT (layout.py puts repository/, manifests/, audit/ under it). The stack's
+    `modelRepositoryUri` is the Triton tree `s3://<bucket>/repository` (docs/stack-outputs.md):
+    using it as the root would nest repository/repository/."""
+    if isinstance(outs.get("modelRepositoryBucket"), str) and outs["modelRepositoryBucket"]:
+        return f"s3://{outs['modelRepositoryBucket']}"
+    uri = outs.get("modelRepositoryUri")
+    if not isinstance(uri, str) or not uri:
+        return None
+    uri = uri.rstrip("/")
+    tree = "/" + layout.REPOSITORY_PREFIX.rstrip("/")
+    return uri[: -len(tree)] if uri.endswith(tree) else uri
+
+
 def resolve(
     env: str | None,
     config: str | None = None,
@@ -119,6 +137,7 @@ def resolve(
     endpoint_url: str | None = None,
     region: str | None = None,
     triton_url: str | None = None,
+    triton_image: str | None = None,
 ) -> Environment:
     """Flags > config file > pulumi stack outputs."""
     if env is not None and not ENV_NAME_RE.match(env):
@@ -138,9 +157,8 @@ def resolve(
             if cwd and path and not os.path.isabs(cwd):
                 cwd = os.path.join(os.path.dirname(os.path.abspath(path)), cwd)
             outs = pulumi_outputs(body["pulumiStack"], cwd)
-            uri = outs.get("modelRepositoryUri") or (f"s3://{outs['modelRepositoryBucket']}" if outs.get("modelRepositoryBucket") else None)
-            body.setdefault("bucket", uri)
-            for key in ("region", "tritonUrl"):
+            body.setdefault("bucket", _root_from_outputs(outs))
+            for key in ("region", "tritonUrl", "tritonImage"):
                 if isinstance(outs.get(key), str):
                     body.setdefault(key, outs[key])
             source = f"pulumi stack {body['pulumiStack']}"
@@ -160,5 +178,6 @@ def resolve(
         endpoint_url=endpoint,
         region=region or body.get("region"),
         triton_url=triton_url or body.get("tritonUrl"),
+        triton_image=triton_image or body.get("tritonImage"),
         source=source,
     )

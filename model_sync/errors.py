@@ -8,6 +8,9 @@
                      in prune, incomplete version, content changed during push
     5  S3            S3 unreachable, credentials missing or rejected, access denied
     6  CHECK_FAILED  a verification failed (export output differs from eager; `verify` not READY)
+    7  INCOMPATIBLE  version alignment: the target Triton image's LibTorch is older than the torch
+                     that exported a pytorch_libtorch model, or either version is unknown
+                     (`--allow-version-skew` overrides and is recorded)
 
 Every failure prints exactly one line to stderr:
     model-sync: <what>: <bad value>; <what is allowed or what to do>
@@ -22,6 +25,7 @@ NOT_FOUND = 3
 REFUSED = 4
 S3 = 5
 CHECK_FAILED = 6
+INCOMPATIBLE = 7
 
 EXIT_CODES = {
     OK: "ok",
@@ -31,6 +35,7 @@ EXIT_CODES = {
     REFUSED: "conflict / refused",
     S3: "S3 unreachable / credentials / access denied",
     CHECK_FAILED: "check failed",
+    INCOMPATIBLE: "incompatible: target Triton cannot load the model (version skew)",
 }
 
 
@@ -58,3 +63,7 @@ def refused(message: str) -> SyncError:
 
 def s3(message: str) -> SyncError:
     return SyncError(S3, message)
+
+
+def incompatible(message: str) -> SyncError:
+    return SyncError(INCOMPATIBLE, message)

@@ -14,6 +14,10 @@
 Targets: cloud -> platform "pytorch_libtorch" + 1/model.pt; local -> backend "python" + 1/model.pt +
 1/model.py (model_sync/triton_model.py, a python-backend wrapper that torch.jit.load()s model.pt:
 the same artefact served by the local tritonserver, which has no libtorch backend).
+
+export.json (beside config.pbtxt, never uploaded) records what `push` copies into the manifest
+and checks against the target's Triton image (model_sync/compat.py): the exporting torch version,
+the TorchScript file format version and the operators the graph uses (torch.jit.export_opnames).
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ import os
 import shutil
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from model_sync import __version__, errors, layout, model_config
+from model_sync import __version__, compat, errors, layout, model_config
 
 TRITON_DTYPES = {
     "float32": "TYPE_FP32",
@@ -193,15 +197,6 @@ def compare(expected: tuple[Any, ...], actual: tuple[Any, ...], rtol: float, ato
             raise errors.SyncError(errors.CHECK_FAILED, f"export check ({what}): OUTPUT__{i} TorchScript differs from eager ({detail}); allowed: within --rtol {rtol} --atol {atol}") from None
 
 
-def torchscript_format_version(path: str) -> int | None:
-    """TorchScript archives are zips with a `<root>/.data/version` (or `<root>/version`) record."""
-    with zipfile.ZipFile(path) as archive:
-        for name in archive.namelist():
-            if name.endswith("/.data/version") or (name.count("/") == 1 and name.endswith("/version")):
-                return int(archive.read(name).decode().strip())
-    return None
-
-
 def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...]) -> Any:
     cfg = model_config.ModelConfig()
     cfg.name = opts.name
@@ -273,7 +268,10 @@ def export(opts: ExportOptions) -> dict[str, Any]:
             "method": opts.method,
             "target": opts.target,
             "torch_version": torch.__version__,
-            "torchscript_format_version": torchscript_format_version(pt),
+            "torchscript_format_version": compat.read_file_format_version(Path(pt)),
+            # Operators the graph calls: what the serving LibTorch must provide (version alignment).
+            # ref: https://pytorch.org/docs/stable/jit.html (torch.jit.export_opnames)
+            "operators": sorted(torch.jit.export_opnames(scripted)),
             "example_shapes": [list(s) for s in opts.shapes],
             "example_dtypes": [opts.dtype_of(i) for i in range(len(opts.shapes))],
             "rtol": opts.rtol,

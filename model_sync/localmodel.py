@@ -3,7 +3,8 @@
     <dir>/config.pbtxt       ModelConfig text (name empty or equal to the model name)
     <dir>/<N>/...            exactly one numeric version directory: the files to publish
     <dir>/export.json        optional: what `export` recorded (method, torch and TorchScript
-                             format versions, target); copied into the manifest, never uploaded
+                             format versions, operators, target); copied into the manifest and
+                             checked against the target's Triton image (compat.py), never uploaded
 
 A repository directory (no config.pbtxt, subdirectories that have one) holds several models.
 Symlinks, sockets and other non-regular files are refused; `__pycache__` and dot-files are skipped.
@@ -27,6 +28,14 @@ class LocalFile:
     path: str  # absolute local path
     size: int
     mtime_ns: int
+    ctime_ns: int = 0
+    ino: int = 0
+    dev: int = 0
+
+    @property
+    def stat_key(self) -> list[int]:
+        """What the local hash cache (model_sync/cache.py) and the post-upload re-stat compare."""
+        return [self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev]
 
 
 @dataclass
@@ -66,8 +75,23 @@ def _scan_version_dir(root: str) -> dict[str, LocalFile]:
                 layout.check_file_path(rel)
             except layout.LayoutError as e:
                 raise errors.usage(f"model directory {root}: {e}") from None
-            files[rel] = LocalFile(rel, full, st.st_size, st.st_mtime_ns)
+            files[rel] = LocalFile(rel, full, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
     return files
+
+
+def check_export_meta(meta: Any, where: str) -> None:
+    """The export.json fields push copies into the manifest and version alignment relies on."""
+    if not isinstance(meta, dict):
+        raise errors.usage(f"{where}: {type(meta).__name__}; allowed: the JSON object `model-sync export` writes")
+    for key, ok, allowed in (
+        ("torch_version", lambda v: isinstance(v, str) and bool(v), "a torch version string such as '2.13.0+cpu'"),
+        ("torchscript_format_version", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+        ("method", lambda v: v in ("trace", "script"), "'trace' or 'script'"),
+        ("target", lambda v: v in ("cloud", "local"), "'cloud' or 'local'"),
+        ("operators", lambda v: isinstance(v, list) and all(isinstance(o, str) and o for o in v), "a list of operator names"),
+    ):
+        if meta.get(key) is not None and not ok(meta[key]):
+            raise errors.usage(f"{where} {key}: {meta[key]!r}; allowed: {allowed} (or absent)")
 
 
 def load(path: str, name: str | None = None) -> LocalModel:
@@ -105,6 +129,7 @@ def load(path: str, name: str | None = None) -> LocalModel:
                 meta = json.load(f)
         except ValueError as e:
             raise errors.usage(f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes") from None
+        check_export_meta(meta, meta_path)
     return LocalModel(model, path, cfg, version_dir, files, meta)
 
 

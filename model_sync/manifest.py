@@ -4,9 +4,9 @@ Every record is UTF-8 JSON with a `schema` field naming its format and version. 
 reject unknown fields, wrong types and inconsistent values with one-line `RecordError`s
 (`<record> <field>: <bad value>; <allowed>`); writers produce sorted, indented JSON.
 
-manifest (manifests/<model>/<N>.json, "model-sync.manifest/v1"), written once per version
+manifest (manifests/<model>/<N>.json, "model-sync.manifest/v2"), written once per version
 after every version file is uploaded and before the pin flips:
-    {"schema": "model-sync.manifest/v1", "model": "resnet", "version": 3,
+    {"schema": "model-sync.manifest/v2", "model": "resnet", "version": 3,
      "files": {"model.pt": {"sha256": "<64 hex>", "size": 123}, ...},   # relative to <N>/
      "config_pbtxt": "<the config.pbtxt text pinned to N, as written to the pin>",
      "backend": "python" | "pytorch" | ..., "platform": "pytorch_libtorch" | "",
@@ -14,8 +14,15 @@ after every version file is uploaded and before the pin flips:
                 "promoted_from": null | {"env": "staging", "bucket_uri": "s3://...", "version": 3}},
      "exporter": {"tool": "model-sync 0.1.0", "method": "trace" | "script" | null,
                   "torch_version": "2.13.0+cpu" | null, "torchscript_format_version": 3 | null,
-                  "target": "cloud" | "local" | null},
+                  "target": "cloud" | "local" | null,
+                  "operators": ["aten::linear", ...] | null},     # torch.jit.export_opnames
+     "compatibility": {"triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3" | null,
+                       "libtorch_version": "2.9.0a0" | null,
+                       "result": "compatible" | "exempt" | "skew-allowed",
+                       "detail": "why (the skew / exemption message)" | null},   # model_sync.compat
      "created_by": "arn:aws:sts::...:assumed-role/... | unix user", "created_at": "RFC 3339 UTC"}
+  v1 ("model-sync.manifest/v1": no `exporter.operators`, no `compatibility`) is still read;
+  model-sync writes v2 only. Readers dispatch on `schema` (MANIFEST_SCHEMA_IDS).
 
 verification (audit/verifications/<model>/<N>.json, "model-sync.verification/v1"), written by
 `model-sync verify` in the environment it verified; `promote` requires "passed": true:
@@ -24,13 +31,15 @@ verification (audit/verifications/<model>/<N>.json, "model-sync.verification/v1"
      "manifest_sha256": "<sha256 of the manifest JSON bytes verified>",
      "verified_by": "...", "verified_at": "RFC 3339 UTC", "detail": "free text"}
 
-promotion (audit/promotions/<model>/<N>.json in the TARGET env, "model-sync.promotion/v1"):
-    {"schema": "model-sync.promotion/v1", "model": "resnet", "version": 7,
+promotion (audit/promotions/<model>/<N>.json in the TARGET env, "model-sync.promotion/v2"):
+    {"schema": "model-sync.promotion/v2", "model": "resnet", "version": 7,
      "source": {"env": "staging", "bucket_uri": "s3://...", "version": 3},
      "target": {"env": "prod", "bucket_uri": "s3://..."},
      "verification": {"skipped": false, "record_key": "audit/verifications/resnet/3.json"},
      "files": {"model.pt": {"sha256": "...", "size": 123}}, "checksums_verified": "s3-checksum" | "rehash",
+     "compatibility": {... as in the manifest, against the TARGET's Triton image},
      "promoted_by": "...", "promoted_at": "RFC 3339 UTC"}
+  v1 (no `compatibility`) is still read.
 
 pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
     {"schema": "model-sync.pin/v1", "model": "resnet", "version": 4, "previous": 3 | null,
@@ -118,6 +127,32 @@ MANIFEST_SCHEMA: dict[str, Any] = _obj(
     },
 )
 
+COMPATIBILITY: dict[str, Any] = _obj(
+    ["triton_image", "libtorch_version", "result", "detail"],
+    {
+        "triton_image": _NULLABLE_STR,
+        "libtorch_version": _NULLABLE_STR,
+        "result": {"enum": ["compatible", "exempt", "skew-allowed"]},
+        "detail": _NULLABLE_STR,
+    },
+)
+
+
+def _manifest_v2(v1: dict[str, Any]) -> dict[str, Any]:
+    """v2 = v1 + exporter.operators + compatibility (both required; operators nullable)."""
+    props = dict(v1["properties"])
+    props["schema"] = {"const": "model-sync.manifest/v2"}
+    exporter = props["exporter"]
+    props["exporter"] = _obj([*exporter["required"], "operators"], {**exporter["properties"], "operators": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}})
+    props["compatibility"] = COMPATIBILITY
+    return _obj([*v1["required"], "compatibility"], props)
+
+
+MANIFEST_SCHEMA_V1 = MANIFEST_SCHEMA
+MANIFEST_SCHEMA = _manifest_v2(MANIFEST_SCHEMA_V1)
+MANIFEST_V1, MANIFEST_V2 = "model-sync.manifest/v1", "model-sync.manifest/v2"
+MANIFEST_SCHEMA_IDS = (MANIFEST_V1, MANIFEST_V2)
+
 VERIFICATION_SCHEMA: dict[str, Any] = _obj(
     ["schema", "model", "version", "passed", "replicas", "smoke_inference", "manifest_sha256", "verified_by", "verified_at"],
     {
@@ -150,6 +185,13 @@ PROMOTION_SCHEMA: dict[str, Any] = _obj(
     },
 )
 
+PROMOTION_SCHEMA_V1 = PROMOTION_SCHEMA
+PROMOTION_SCHEMA = _obj(
+    [*PROMOTION_SCHEMA_V1["required"], "compatibility"],
+    {**PROMOTION_SCHEMA_V1["properties"], "schema": {"const": "model-sync.promotion/v2"}, "compatibility": COMPATIBILITY},
+)
+PROMOTION_V2 = "model-sync.promotion/v2"
+
 PIN_SCHEMA: dict[str, Any] = _obj(
     ["schema", "model", "version", "previous", "action", "stack", "by", "at"],
     {
@@ -178,9 +220,11 @@ ALLOCATION_SCHEMA: dict[str, Any] = _obj(
 )
 
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "model-sync.manifest/v1": MANIFEST_SCHEMA,
+    MANIFEST_V1: MANIFEST_SCHEMA_V1,
+    MANIFEST_V2: MANIFEST_SCHEMA,
     "model-sync.verification/v1": VERIFICATION_SCHEMA,
-    "model-sync.promotion/v1": PROMOTION_SCHEMA,
+    "model-sync.promotion/v1": PROMOTION_SCHEMA_V1,
+    PROMOTION_V2: PROMOTION_SCHEMA,
     "model-sync.pin/v1": PIN_SCHEMA,
     "model-sync.allocation/v1": ALLOCATION_SCHEMA,
 }
@@ -253,23 +297,31 @@ def validate(doc: Any, schema_id: str) -> dict[str, Any]:
     return doc
 
 
-def read(data: bytes | str, schema_id: str, *, model: str | None = None, version: int | None = None) -> dict[str, Any]:
-    """Parse and strictly validate a record; optionally check it is the one for (model, version)."""
+def read(data: bytes | str, schema_id: str | tuple[str, ...], *, model: str | None = None, version: int | None = None) -> dict[str, Any]:
+    """Parse and strictly validate a record; optionally check it is the one for (model, version).
+    `schema_id` may name several accepted versions of one record; the document's own `schema`
+    field picks which one validates it."""
+    accepted = (schema_id,) if isinstance(schema_id, str) else schema_id
+    name = accepted[-1]
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
-        raise RecordError(f"{schema_id}: not valid JSON ({str(e).splitlines()[0]}); allowed: a JSON object") from None
-    validate(doc, schema_id)
+        raise RecordError(f"{name}: not valid JSON ({str(e).splitlines()[0]}); allowed: a JSON object") from None
+    found = doc.get("schema") if isinstance(doc, dict) else None
+    if len(accepted) > 1 and found not in accepted:
+        raise RecordError(f"{name} schema: {found!r}; allowed: one of {list(accepted)!r}")
+    schema = found if found in accepted else name
+    validate(doc, str(schema))
     if model is not None and doc["model"] != model:
-        raise RecordError(f"{schema_id} model: {doc['model']!r}; allowed: {model!r} (the key it was read from)")
+        raise RecordError(f"{schema} model: {doc['model']!r}; allowed: {model!r} (the key it was read from)")
     if version is not None and doc["version"] != version:
-        raise RecordError(f"{schema_id} version: {doc['version']!r}; allowed: {version!r} (the key it was read from)")
-    if schema_id == "model-sync.manifest/v1":
+        raise RecordError(f"{schema} version: {doc['version']!r}; allowed: {version!r} (the key it was read from)")
+    if schema in MANIFEST_SCHEMA_IDS:
         for path in doc["files"]:
             try:
                 layout.check_file_path(path)
             except layout.LayoutError as e:
-                raise RecordError(f"{schema_id} files: {e}") from None
+                raise RecordError(f"{schema} files: {e}") from None
     return doc
 
 
@@ -280,7 +332,14 @@ def dumps(doc: Mapping[str, Any]) -> bytes:
 
 
 def read_manifest(data: bytes | str, model: str | None = None, version: int | None = None) -> dict[str, Any]:
-    return read(data, "model-sync.manifest/v1", model=model, version=version)
+    return read(data, MANIFEST_SCHEMA_IDS, model=model, version=version)
+
+
+def upgrade_manifest(doc: dict[str, Any], compatibility: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a v1 or v2 manifest as v2 with the given compatibility record (promote)."""
+    out = {**doc, "schema": MANIFEST_V2, "exporter": {"operators": None, **doc["exporter"]}, "compatibility": dict(compatibility)}
+    validate(out, MANIFEST_V2)
+    return out
 
 
 def read_verification(data: bytes | str, model: str | None = None, version: int | None = None) -> dict[str, Any]:

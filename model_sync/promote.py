@@ -12,13 +12,18 @@
      is a full-object SHA256; otherwise, and ALWAYS against custom endpoints (moto and rclone store a
      client-sent checksum without verifying it, measured), the object is re-read and hashed;
   5. target manifest and provenance (audit/promotions/<model>/<N'>.json) written, the pin flipped last.
+
+Version alignment (model_sync/compat.py) is checked right after step 1, before anything is
+written to the target: a pytorch_libtorch model whose exporting torch is newer than the LibTorch
+in the TARGET's Triton image is refused (exit 7) unless --allow-version-skew; the target
+manifest and the promotion record carry the `compatibility` verdict for the target image.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from model_sync import errors, layout, manifest, repository
+from model_sync import compat, errors, layout, manifest, repository
 from model_sync.s3 import Repo, b64_sha256_to_hex, sha256_stream, translate
 from model_sync.ui import Console
 
@@ -115,10 +120,21 @@ def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, file
         manager.shutdown()
 
 
-def promote(src: Repo, dst: Repo, model: str, version: int, *, skip_verification: bool, dry_run: bool, console: Console, by: str) -> int:
+def check_alignment(doc: dict[str, Any], dst: Repo, allow_skew: bool) -> dict[str, Any]:
+    """The compatibility record of a source manifest against the TARGET's Triton image (exit 7)."""
+    try:
+        return compat.assess(platform=doc["platform"], backend=doc["backend"], exporter_torch=doc["exporter"]["torch_version"], image=dst.env.triton_image, allow_skew=allow_skew)
+    except ValueError as e:
+        raise errors.incompatible(f"{doc['model']} version {doc['version']} -> {dst.env.name}: {e}") from None
+
+
+def promote(
+    src: Repo, dst: Repo, model: str, version: int, *, skip_verification: bool, dry_run: bool, console: Console, by: str, allow_version_skew: bool = False
+) -> int:
     """Returns the target version number."""
     layout.check_model_name(model)
     doc, _raw, record_key = _check_source(src, model, version, skip_verification)
+    compatibility = check_alignment(doc, dst, allow_version_skew)
     src_uri = src.env.uri
     target_pin = repository.read_pin(dst, model)
     for candidate in {version, target_pin.version} - {None}:
@@ -150,7 +166,7 @@ def promote(src: Repo, dst: Repo, model: str, version: int, *, skip_verification
     from model_sync import model_config
 
     cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))
-    new_doc = dict(doc)
+    new_doc = manifest.upgrade_manifest(doc, compatibility)
     new_doc.update(
         version=target,
         config_pbtxt=model_config.pinned_text(cfg, target, model),
@@ -161,7 +177,7 @@ def promote(src: Repo, dst: Repo, model: str, version: int, *, skip_verification
     if not dst.put_new(layout.manifest_key(model, target), manifest.dumps(new_doc)):
         raise errors.refused(f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version (never overwritten)")
     record = {
-        "schema": "model-sync.promotion/v1",
+        "schema": manifest.PROMOTION_V2,
         "model": model,
         "version": target,
         "source": {"env": src.env.name, "bucket_uri": src_uri, "version": version},
@@ -169,6 +185,7 @@ def promote(src: Repo, dst: Repo, model: str, version: int, *, skip_verification
         "verification": {"skipped": skip_verification, "record_key": record_key},
         "files": doc["files"],
         "checksums_verified": method,
+        "compatibility": compatibility,
         "promoted_by": by,
         "promoted_at": manifest.now(),
     }

@@ -1,9 +1,21 @@
 """`push`: the publish protocol (DESIGN.md, "Publish protocol").
 
+Before any S3 request, every model is checked against the target environment's Triton image
+(version alignment, model_sync/compat.py): a pytorch_libtorch model exported with a newer torch
+than the image's LibTorch is refused (exit 7) and nothing is written, unless
+--allow-version-skew (recorded in the manifest's `compatibility`).
+
 Per model, in this order; the pin flip is the only commit point:
-  1. validate the local directory (localmodel.load) and sha256 every file;
-  2. read the current pin and its manifest; identical files + identical pinned config -> no-op;
+  1. validate the local directory (localmodel.load) and sha256 every file (reused from the local
+     hash cache while size, mtime, ctime, inode and device are unchanged: model_sync/cache.py);
+  2. read the current pin and its manifest; identical files + identical pinned config -> no-op.
+     With several models ONE ListObjectsV2 of repository/ gives every pin's ETag, and the pinned
+     manifest comes from the local pin cache when the ETag is the one it was cached under;
+     otherwise (and for one model) GET the pin, then GET its manifest;
   3. allocate N with a create-only write of audit/allocations/<model>/<N>.json (If-None-Match: *);
+     with several models the first candidate comes from one listing of the allocation markers
+     (plus the repository listing), and a claimed N is used only if repository/<model>/<N>/ is
+     still empty;
   4. upload every changed file to repository/<model>/<N>/ through s3transfer (multipart and
      concurrency; ChecksumSHA256 = the manifest digest for single-part files, so S3 itself rejects
      content that differs from what was hashed; ChecksumAlgorithm SHA256 per part otherwise);
@@ -13,19 +25,24 @@ Per model, in this order; the pin flip is the only commit point:
   7. rewrite repository/<model>/config.pbtxt pinned to N (one PUT), then append audit/pins/.
 A failure before 7 leaves an unpinned, possibly partial version N that nothing points at; a
 re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
+Models are published concurrently (PushOptions.model_workers threads sharing one botocore client).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from model_sync import __version__, errors, layout, manifest, repository
+from model_sync import __version__, cache, compat, errors, layout, manifest, repository
+from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
-from model_sync.s3 import Repo, error_code, hex_to_b64, translate
+from model_sync.s3 import Repo, error_code, etag_of, hex_to_b64, translate
 from model_sync.ui import Console, Progress
 
 MB = 1024 * 1024
@@ -39,6 +56,8 @@ class PushOptions:
     multipart_threshold: int = 16 * MB
     multipart_chunksize: int = 16 * MB
     model_workers: int = 16  # models published in parallel (each mostly waits on small requests)
+    allow_version_skew: bool = False  # publish what the target image may not load (recorded)
+    use_cache: bool = True  # local hash + pin caches (model_sync/cache.py); only ever skip work
 
 
 @dataclass
@@ -51,11 +70,48 @@ class PushResult:
     error: errors.SyncError | None = None
 
 
-def hash_files(models: list[LocalModel], workers: int = 4) -> None:
-    """sha256 of every file (hashlib releases the GIL: threads scale on big files)."""
+def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool) -> dict[str, dict[str, Any]]:
+    """{model: compatibility record} for env's Triton image; raises exit 7 (INCOMPATIBLE) naming
+    the model, the environment and both versions. Runs before any S3 request."""
+    records: dict[str, dict[str, Any]] = {}
+    for m in models:
+        try:
+            records[m.name] = compat.assess(
+                platform=m.cfg.platform, backend=m.cfg.backend, exporter_torch=m.export_meta.get("torch_version"), image=env.triton_image, allow_skew=allow_skew
+            )
+        except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError
+            raise errors.incompatible(f"{m.name} -> {env.name}: {e}") from None
+    return records
+
+
+def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCache | None = None) -> None:
+    """sha256 of every file (hashlib releases the GIL: threads scale on big files). A file whose
+    (size, mtime, ctime, inode, device) match the local hash cache is not read again."""
+    hashes = hashes or cache.HashCache(None)
     jobs = [(m, f) for m in models for f in m.files.values()]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        digests = list(pool.map(lambda job: manifest.sha256_file(job[1].path), jobs))
+
+    def one(job: tuple[LocalModel, Any]) -> str:
+        f = job[1]
+        key = f.stat_key
+        hit = hashes.get(f.path, key)
+        if hit is not None:
+            return hit
+        started = time.time_ns()
+        digest = manifest.sha256_file(f.path)
+        try:
+            still = cache.stat_key(os.stat(f.path))
+        except OSError:
+            still = None
+        if still == key:  # unchanged while it was read: the digest belongs to this stat
+            hashes.put(f.path, key, digest, started)
+        return digest
+
+    uncached = sum(1 for _, f in jobs if hashes.get(f.path, f.stat_key) is None)
+    if uncached <= 1:
+        digests = [one(job) for job in jobs]
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, uncached)) as pool:
+            digests = list(pool.map(one, jobs))
     for m in models:
         m.hashes = {}
     for (m, f), digest in zip(jobs, digests, strict=True):
@@ -68,10 +124,10 @@ def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
     return {rel: {"sha256": m.hashes[rel], "size": f.size} for rel, f in sorted(m.files.items())}
 
 
-def build_manifest(m: LocalModel, version: int, by: str) -> dict[str, Any]:
+def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
     meta = m.export_meta
     doc = {
-        "schema": "model-sync.manifest/v1",
+        "schema": manifest.MANIFEST_V2,
         "model": m.name,
         "version": version,
         "files": file_entries(m),
@@ -85,11 +141,13 @@ def build_manifest(m: LocalModel, version: int, by: str) -> dict[str, Any]:
             "torch_version": meta.get("torch_version"),
             "torchscript_format_version": meta.get("torchscript_format_version"),
             "target": meta.get("target"),
+            "operators": meta.get("operators"),
         },
+        "compatibility": compatibility or compat.assess(platform=m.cfg.platform, backend=m.cfg.backend, exporter_torch=meta.get("torch_version"), image=None, allow_skew=True),
         "created_by": by,
         "created_at": manifest.now(),
     }
-    manifest.validate(doc, "model-sync.manifest/v1")
+    manifest.validate(doc, manifest.MANIFEST_V2)
     return doc
 
 
@@ -103,50 +161,176 @@ def _subscriber(progress: Progress, task: Any) -> Any:
     return _Sub()
 
 
-class Publisher:
-    def __init__(self, repo: Repo, console: Console, options: PushOptions, by: str) -> None:
-        from s3transfer.manager import TransferConfig, TransferManager
+@dataclass
+class Snapshot:
+    """What ONE listing of the bucket said at the start of a multi-model push (hints only: the pin
+    ETags select local pin-cache entries; the highest numbers seed version allocation)."""
 
+    pins: dict[str, str]  # model -> ETag of repository/<model>/config.pbtxt
+    versions: dict[str, int]  # model -> highest version directory
+    allocations: dict[str, int] | None = None  # model -> highest allocation marker (lazy)
+
+
+def take_snapshot(repo: Repo) -> Snapshot:
+    objects, _ = repo.list(layout.REPOSITORY_PREFIX)
+    snap = Snapshot({}, {})
+    for o in objects:
+        parts = o["Key"][len(layout.REPOSITORY_PREFIX) :].split("/")
+        if len(parts) == 2 and parts[1] == layout.CONFIG_FILE:
+            snap.pins[parts[0]] = etag_of(o) or ""
+        elif len(parts) >= 3 and (v := layout.version_from_dir(parts[1])) is not None:
+            snap.versions[parts[0]] = max(v, snap.versions.get(parts[0], 0))
+    return snap
+
+
+class Publisher:
+    def __init__(self, repo: Repo, console: Console, options: PushOptions, by: str | Callable[[], str], pins: cache.PinCache | None = None) -> None:
         self.repo = repo
         self.console = console
         self.options = options
-        self.by = by
-        self.config = TransferConfig(
-            multipart_threshold=options.multipart_threshold,
-            multipart_chunksize=options.multipart_chunksize,
-            max_request_concurrency=options.concurrency,
-            max_submission_concurrency=options.concurrency,
-        )
-        self.manager = TransferManager(repo.client, self.config)
+        self._by = by
+        self._by_value: str | None = by if isinstance(by, str) else None
+        self.pins = pins or cache.PinCache(None, repo.identity)
+        self.compatibility: dict[str, dict[str, Any]] = {}
+        self.snapshot: Snapshot | None = None
         self.progress: Progress | None = None
         self.warned = False
+        self._lock = threading.Lock()
+        self._manager: Any = None
+        self._io: ThreadPoolExecutor | None = None
+
+    @property
+    def by(self) -> str:
+        """Who publishes (STS on AWS): resolved on the first write only, so a no-op never asks."""
+        with self._lock:
+            if self._by_value is None:
+                assert callable(self._by)
+                self._by_value = self._by()
+            return self._by_value
+
+    @property
+    def manager(self) -> Any:
+        with self._lock:
+            if self._manager is None:
+                from s3transfer.manager import TransferConfig, TransferManager
+
+                config = TransferConfig(
+                    multipart_threshold=self.options.multipart_threshold,
+                    multipart_chunksize=self.options.multipart_chunksize,
+                    max_request_concurrency=self.options.concurrency,
+                    max_submission_concurrency=self.options.concurrency,
+                )
+                self._manager = TransferManager(self.repo.client, config)
+            return self._manager
+
+    @property
+    def io(self) -> ThreadPoolExecutor:
+        """Shared pool for single-request transfers of files below the multipart threshold."""
+        with self._lock:
+            if self._io is None:
+                self._io = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="model-sync-io")
+            return self._io
 
     def close(self) -> None:
-        self.manager.shutdown()
+        if self._io is not None:
+            self._io.shutdown()
+        if self._manager is not None:
+            self._manager.shutdown()
+
+    # ---- reading the current pin --------------------------------------------------------
+
+    def _from_cache(self, name: str, etag: str | None) -> tuple[repository.Pin, dict[str, Any]] | None:
+        entry = self.pins.get(name, etag)
+        if entry is None:
+            return None
+        try:
+            doc = entry["manifest"]
+            manifest.validate(doc, str(doc.get("schema")) if isinstance(doc, dict) else "")
+            if doc["model"] != name or doc["version"] != entry["version"] or not isinstance(entry["pin_text"], str):
+                return None
+        except (manifest.RecordError, KeyError, TypeError):
+            return None
+        return repository.Pin(name, entry["version"], entry["pin_text"], etag), doc
+
+    def read_pinned(self, m: LocalModel) -> tuple[repository.Pin, dict[str, Any] | None]:
+        """The current pin and its manifest (None: no pin, or a pin without a manifest).
+
+        The local pin cache only ever SKIPS the manifest GET, and only when its entry (same pin
+        ETag) says the local model is identical; anything else is read from S3. A model without
+        a pin in the start-of-run listing (multi-model push) is not read again."""
+        name = m.name
+        if self.snapshot is not None and name not in self.snapshot.pins:
+            return repository.Pin(name, None, None), None
+        pin = repository.read_pin(self.repo, name)
+        if pin.version is None:
+            return pin, None
+        hit = self._from_cache(name, pin.etag)
+        if hit is not None and hit[0].version == pin.version and self._identical(m, hit[1]):
+            return pin, hit[1]
+        pinned = repository.read_manifest(self.repo, name, pin.version, required=False)
+        if pinned is not None and pin.text is not None:
+            self.pins.put(name, pin.etag, pin.version, pin.text, pinned)
+        return pin, pinned
+
+    def _hint(self, name: str) -> int | None:
+        """Highest version number known from the start-of-run listings (multi-model push)."""
+        if self.snapshot is None:
+            return None
+        with self._lock:
+            if self.snapshot.allocations is None:
+                objects, _ = self.repo.list(layout.ALLOCATIONS_PREFIX)
+                highest: dict[str, int] = {}
+                for o in objects:
+                    parts = o["Key"][len(layout.ALLOCATIONS_PREFIX) :].split("/")
+                    if len(parts) == 2 and (v := layout.version_from_json_key(parts[1])) is not None:
+                        highest[parts[0]] = max(v, highest.get(parts[0], 0))
+                self.snapshot.allocations = highest
+            return max(self.snapshot.allocations.get(name, 0), self.snapshot.versions.get(name, 0))
+
+    # ---- one model ----------------------------------------------------------------------
+
+    @staticmethod
+    def _identical(m: LocalModel, pinned: dict[str, Any] | None) -> bool:
+        return pinned is not None and pinned["files"] == file_entries(m) and pinned["config_pbtxt"] == m.pinned_text(pinned["version"])
+
+    def _up_to_date(self, m: LocalModel, pin: repository.Pin, pinned: dict[str, Any] | None) -> PushResult | None:
+        if not self._identical(m, pinned):
+            return None
+        self.console.line(f"up to date: {m.name} version {pin.version} ({self.repo.uri(layout.config_key(m.name))})")
+        return PushResult(m.name, "up-to-date", pin.version)
+
+    def cached_no_op(self, m: LocalModel) -> PushResult | None:
+        """`up to date` decided from the snapshot's pin ETag and the local pin cache alone (no request,
+        no thread); None when the model needs the full path (which reads S3 again)."""
+        if self.snapshot is None:
+            return None
+        hit = self._from_cache(m.name, self.snapshot.pins.get(m.name))
+        return self._up_to_date(m, *hit) if hit is not None else None
 
     def push_model(self, m: LocalModel) -> PushResult:
         repo, name = self.repo, m.name
-        pin = repository.read_pin(repo, name)
-        pinned = repository.read_manifest(repo, name, pin.version, required=False) if pin.version else None
+        pin, pinned = self.read_pinned(m)
+        done = self._up_to_date(m, pin, pinned)
+        if done is not None:
+            return done
         entries = file_entries(m)
-        if pinned and pinned["files"] == entries and pinned["config_pbtxt"] == m.pinned_text(pinned["version"]):
-            self.console.line(f"up to date: {name} version {pin.version} ({repo.uri(layout.config_key(name))})")
-            return PushResult(name, "up-to-date", pin.version)
         reuse = {rel for rel, e in entries.items() if pinned and pinned["files"].get(rel) == e}
         if self.options.dry_run:
-            version = repository.highest_allocated(repo, name) + 1
+            hint = self._hint(name)
+            version = (hint if hint is not None else repository.highest_allocated(repo, name)) + 1
             return self._dry_run(m, version, reuse, pin.version)
         if not repo.conditional_writes_enforced() and not self.warned:
             self.warned = True
             self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores If-None-Match (e.g. rclone serve s3): concurrent pushes can race; AWS S3 and moto enforce it")
-        version = repository.allocate(repo, name, "push", self.by)
+        version = repository.allocate(repo, name, "push", self.by, hint=self._hint(name))
         result = PushResult(name, "pushed", version)
         self._transfer(m, version, reuse, pin.version, result)
         self._check_unchanged(m)
-        doc = build_manifest(m, version, self.by)
+        doc = build_manifest(m, version, self.by, self.compatibility.get(name))
         if not repo.put_new(layout.manifest_key(name, version), manifest.dumps(doc)):
             raise errors.refused(f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh version (never overwritten)")
-        repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin)
+        flip = repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin)
+        self.pins.put(name, flip.etag, version, doc["config_pbtxt"], doc)
         self.console.line(f"pinned: {name} version {version} ({repo.uri(layout.config_key(name))})")
         return result
 
@@ -164,6 +348,9 @@ class Publisher:
         return result
 
     def _transfer(self, m: LocalModel, version: int, reuse: set[str], previous: int | None, result: PushResult) -> None:
+        """Files below the multipart threshold: ONE PutObject / CopyObject each on the shared I/O
+        pool (s3transfer adds a HeadObject per copy and its per-transfer machinery); bigger files:
+        s3transfer (multipart upload / UploadPartCopy, concurrency)."""
         assert m.hashes is not None
         bucket = self.repo.root.bucket
         futures: list[tuple[str, str, Future[Any] | Any]] = []
@@ -172,16 +359,20 @@ class Publisher:
         subs = [_subscriber(self.progress, task)] if self.progress and task is not None else []
         for rel, f in sorted(m.files.items()):
             key = self.repo.key(layout.version_file_key(m.name, version, rel))
+            small = f.size < self.options.multipart_threshold
             if rel in reuse and previous:
-                src = self.repo.key(layout.version_file_key(m.name, previous, rel))
-                fut = self.manager.copy({"Bucket": bucket, "Key": src}, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"})
+                source = {"Bucket": bucket, "Key": self.repo.key(layout.version_file_key(m.name, previous, rel))}
+                if small:
+                    fut = self.io.submit(self.repo.client.copy_object, Bucket=bucket, Key=key, CopySource=source, ChecksumAlgorithm="SHA256")
+                else:
+                    fut = self.manager.copy(source, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"})
                 futures.append(("copy", rel, fut))
                 continue
-            extra: dict[str, Any] = {"ChecksumAlgorithm": "SHA256"}
-            if f.size < self.config.multipart_threshold:
+            if small:
                 # AWS S3 verifies the body against the manifest digest (moto and rclone store it unverified).
-                extra["ChecksumSHA256"] = hex_to_b64(m.hashes[rel])
-            futures.append(("upload", rel, self.manager.upload(f.path, bucket, key, extra_args=extra, subscribers=subs)))
+                futures.append(("upload", rel, self.io.submit(self._put_file, f.path, key, hex_to_b64(m.hashes[rel]), f.size, task)))
+            else:
+                futures.append(("upload", rel, self.manager.upload(f.path, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"}, subscribers=subs)))
         failure: errors.SyncError | None = None
         for op, rel, fut in futures:
             try:
@@ -201,6 +392,12 @@ class Publisher:
         if failure:
             raise failure
 
+    def _put_file(self, path: str, key: str, checksum_b64: str, size: int, task: Any) -> None:
+        with open(path, "rb") as body:
+            self.repo.client.put_object(Bucket=self.repo.root.bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum_b64)
+        if self.progress is not None and task is not None:
+            self.progress.advance(task, size)
+
     def _transfer_error(self, e: BaseException, m: LocalModel, rel: str) -> errors.SyncError:
         if error_code(e) in DIGEST_MISMATCH_CODES:
             return errors.refused(f"file changed during push: {m.files[rel].path} (S3 rejected it: its SHA256 differs from the one hashed); nothing was pinned, re-run push")
@@ -212,14 +409,34 @@ class Publisher:
                 st = os.stat(f.path)
             except FileNotFoundError:
                 raise errors.refused(f"file vanished during push: {f.path}; nothing was pinned, re-run push when the model directory is stable") from None
-            if (st.st_size, st.st_mtime_ns) != (f.size, f.mtime_ns):
+            if cache.stat_key(st) != f.stat_key:
                 raise errors.refused(f"file changed during push: {f.path}; nothing was pinned, re-run push when the model directory is stable")
 
 
-def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOptions, by: str) -> list[PushResult]:
-    hash_files(models)
-    publisher = Publisher(repo, console, options, by)
+def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOptions, by: str | Callable[[], str]) -> list[PushResult]:
+    compatibility = check_alignment(models, repo.env, options.allow_version_skew)  # before any S3 request
+    for name, record in sorted(compatibility.items()):
+        if record["result"] == "skew-allowed":
+            console.warn(f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, recorded in the manifest)")
+    directory = cache.cache_dir() if options.use_cache else None
+    hashes = cache.HashCache(directory)
+    publisher = Publisher(repo, console, options, by, cache.PinCache(directory, repo.identity))
+    publisher.compatibility = compatibility
     results: list[PushResult] = []
+    # Hashing (hashlib releases the GIL) overlaps the client creation and the bucket listing.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-sync-hash") as background:
+        hashing = background.submit(hash_files, models, hashes=hashes)
+        snapshot: Snapshot | errors.SyncError | None = None
+        if len(models) > 1:
+            try:
+                snapshot = take_snapshot(repo)
+            except errors.SyncError as e:
+                snapshot = e
+        hashing.result()
+    hashes.save()
+    if isinstance(snapshot, errors.SyncError):
+        return [PushResult(m.name, "failed", error=snapshot) for m in models]
+    publisher.snapshot = snapshot
     try:
         with console.progress() as progress:
             publisher.progress = progress if not options.dry_run else None
@@ -235,8 +452,13 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
             if len(models) == 1:
                 results = [one(models[0])]
             else:
-                with ThreadPoolExecutor(max_workers=min(options.model_workers, len(models))) as pool:
-                    results = list(pool.map(one, models))
+                done = {m.name: r for m in models if (r := publisher.cached_no_op(m)) is not None}
+                rest = [m for m in models if m.name not in done]
+                if rest:
+                    with ThreadPoolExecutor(max_workers=min(options.model_workers, len(rest))) as pool:
+                        done.update(zip([m.name for m in rest], pool.map(one, rest), strict=True))
+                results = [done[m.name] for m in models]
     finally:
         publisher.close()
+        publisher.pins.save()
     return results

@@ -20,6 +20,7 @@ class Pin:
     model: str
     version: int | None  # None: no config.pbtxt, or it does not pin exactly one version
     text: str | None
+    etag: str | None = None  # of config.pbtxt as read (local pin cache key)
 
 
 @dataclass
@@ -29,14 +30,19 @@ class PinHistory:
 
 
 def read_pin(repo: Repo, model: str) -> Pin:
-    data = repo.get(layout.config_key(model))
-    if data is None:
+    found = repo.get_with_etag(layout.config_key(model))
+    if found is None:
         return Pin(model, None, None)
+    data, etag = found
+    return parse_pin(repo, model, data, etag)
+
+
+def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None) -> Pin:
     try:
         cfg = model_config.parse(data, repo.uri(layout.config_key(model)))
     except model_config.ConfigPbtxtError as e:
         raise errors.refused(f"{e} (the pin is corrupt; fix it with `model-sync rollback {model} --to N`)") from None
-    return Pin(model, model_config.pinned_version(cfg), data.decode())
+    return Pin(model, model_config.pinned_version(cfg), data.decode(), etag)
 
 
 def read_manifest(repo: Repo, model: str, version: int, required: bool = True) -> dict[str, Any] | None:
@@ -98,27 +104,39 @@ def highest_allocated(repo: Repo, model: str) -> int:
     return max(numbers, default=0)
 
 
-def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | None = None) -> int:
+def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | None = None, hint: int | None = None) -> int:
     """Claim a fresh version number with a create-only write of its allocation marker.
 
-    `preferred` (promote: the source version) is tried first; otherwise, and on collision, the
-    next number after the highest seen. On servers that ignore If-None-Match the marker is read
-    back and its nonce compared, which catches most but not all races (warned by the caller)."""
+    `preferred` (promote: the source version) is tried first; `hint` (push of several models:
+    the highest number seen in ONE listing of the bucket taken at the start of the run) spares
+    the two per-model listings; otherwise, and on collision, the next number after the highest
+    seen. A number claimed from `preferred` or `hint` is only used if its version directory is
+    still empty (the hint can be stale; a directory written by another tool is never
+    overwritten). On servers that ignore If-None-Match the marker is read back and its nonce
+    compared, which catches most but not all races (warned by the caller)."""
     enforced = repo.conditional_writes_enforced()
-    candidate = preferred if preferred is not None else highest_allocated(repo, model) + 1
+    check_empty = preferred is not None or hint is not None
+    if preferred is not None:
+        candidate = preferred
+    elif hint is not None:
+        candidate = hint + 1
+    else:
+        candidate = highest_allocated(repo, model) + 1
     for _ in range(MAX_ALLOCATION_ATTEMPTS):
         if not enforced and repo.get(layout.allocation_key(model, candidate)) is not None:
             candidate = max(candidate, highest_allocated(repo, model)) + 1
+            check_empty = False
             continue
         nonce = uuid.uuid4().hex
         record = {"schema": "model-sync.allocation/v1", "model": model, "version": candidate, "purpose": purpose, "nonce": nonce, "by": by, "at": manifest.now()}
         if repo.put_new(layout.allocation_key(model, candidate), manifest.dumps(record)):
-            if enforced:
+            back = None if enforced else repo.get(layout.allocation_key(model, candidate))
+            claimed = enforced or (back is not None and json.loads(back).get("nonce") == nonce)
+            if claimed and (not check_empty or repo.is_empty(layout.version_prefix(model, candidate))):
                 return candidate
-            back = repo.get(layout.allocation_key(model, candidate))
-            if back is not None and json.loads(back).get("nonce") == nonce:
-                return candidate
+            # claimed but occupied: the marker stays, so the number is simply never used
         candidate = max(candidate, highest_allocated(repo, model)) + 1
+        check_empty = False  # a fresh listing: nothing above it exists
     raise errors.refused(f"version allocation for {model}: {MAX_ALLOCATION_ATTEMPTS} collisions in a row; allowed: retry when concurrent publishers finish")
 
 
@@ -137,7 +155,13 @@ def read_history(repo: Repo, model: str) -> PinHistory:
     return PinHistory(doc, list(doc["stack"]))
 
 
-def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Flip:
+    record: dict[str, Any]  # the pin-history record written
+    etag: str | None  # of the new config.pbtxt (local pin cache key)
+
+
+def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: bool = False) -> Flip:
     """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history.
 
     The history stack gets the previous pin pushed (push, promote, rollback --to) or its top
@@ -153,7 +177,7 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
         stack = stack[:-1]
     elif current.version is not None and current.version != version:
         stack = [*stack, current.version][-manifest.STACK_MAX :]
-    repo.put(layout.config_key(model), config_text.encode(), "text/plain")
+    etag = repo.put(layout.config_key(model), config_text.encode(), "text/plain")
     record = {"schema": "model-sync.pin/v1", "model": model, "version": version, "previous": current.version, "action": action, "stack": stack, "by": by, "at": manifest.now()}
     repo.put_new(layout.pin_record_key(model, manifest.stamp(), version), manifest.dumps(record))
-    return record
+    return Flip(record, etag)

@@ -75,7 +75,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-push-"))
     server = S3Server("rclone", data_dir=str(work / "s3"))
     (work / "s3").mkdir()
-    env = {**aws_environ(), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # model-sync's local caches (model_sync/cache.py) live with the run, as a user's would persist.
+    env = {**aws_environ(), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "MODEL_SYNC_CACHE_DIR": str(work / "cache")}
     times: dict[str, dict[str, list[float]]] = {t: {"cold": [], "noop": [], "one-file": []} for t in tools}
     try:
         server.start()
@@ -97,6 +98,9 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     med = {t: {s: statistics.median(v) for s, v in d.items()} for t, d in times.items()}
     import_boto3 = min(timed([sys.executable, "-c", "import boto3, s3transfer.manager"], env) for _ in range(3))
+    import_botocore = min(timed([sys.executable, "-c", "import botocore.session"], env) for _ in range(3))
+    client = min(timed([sys.executable, "-c", "from model_sync import environments, layout, s3; "
+                        "s3.Repo(environments.Environment('x', layout.Root('bucket'), 'http://127.0.0.1:9', 'us-east-1')).client"], env) for _ in range(3))
     start_python = min(timed([sys.executable, "-c", "pass"], env) for _ in range(3))
     result = {
         "setup": {"models": args.models, "files_per_model": 3, "model_pt_mb": args.size_mb, "reps": args.reps, "server": "rclone serve s3 (on-disk, 127.0.0.1)",
@@ -107,7 +111,8 @@ def main() -> int:
             "model-sync / s5cmd": {s: med["model-sync"][s] / med["s5cmd"][s] for s in med["s5cmd"]},
             "model-sync / aws-cli": {s: med["model-sync"][s] / med["aws-cli"][s] for s in med["aws-cli"]},
         },
-        "floor_seconds": {"python -c pass": start_python, "python -c 'import boto3, s3transfer'": import_boto3},
+        "floor_seconds": {"python -c pass": start_python, "python -c 'import boto3, s3transfer'": import_boto3,
+                          "python -c 'import botocore.session'": import_botocore, "model_sync S3 client created (python start + import + create_client)": client},
         "targets": {"noop <= s5cmd": med["model-sync"]["noop"] <= med["s5cmd"]["noop"], "noop <= 0.2 x aws-cli": med["model-sync"]["noop"] <= 0.2 * med["aws-cli"]["noop"],
                     "cold <= 1.2 x s5cmd": med["model-sync"]["cold"] <= 1.2 * med["s5cmd"]["cold"]},
     }
@@ -118,7 +123,8 @@ def main() -> int:
         rows.append(f"| {s} | {med['model-sync'][s]:.2f} s | {med['s5cmd'][s]:.2f} s | {med['aws-cli'][s]:.2f} s | {result['ratios']['model-sync / s5cmd'][s]:.2f} | {result['ratios']['model-sync / aws-cli'][s]:.2f} |")
     table = "\n".join(rows)
     table += (f"\n\n{args.models} models x (config.pbtxt, model.py, {args.size_mb:g} MiB model.pt), median of {args.reps}, one `rclone serve s3`, "
-              f"{os.cpu_count()} CPUs. Floors: `python -c pass` {start_python:.2f} s, `python -c 'import boto3, s3transfer'` {import_boto3:.2f} s.")
+              f"{os.cpu_count()} CPUs. Floors: `python -c pass` {start_python:.2f} s, `python -c 'import boto3, s3transfer'` {import_boto3:.2f} s, "
+              f"`import botocore.session` {import_botocore:.2f} s, python + botocore S3 client created {client:.2f} s.")
     print(table)
     if not args.no_doc and DOC.exists():
         text = DOC.read_text()

@@ -21,6 +21,7 @@ def add_override_options(p: argparse.ArgumentParser) -> None:
         ("--bucket", "override the environment's repository root, s3://bucket[/prefix]"),
         ("--endpoint-url", "override the S3 endpoint (an S3-compatible server)"),
         ("--region", "override the AWS region"),
+        ("--triton-image", "override the environment's Triton image (version alignment), e.g. nvcr.io/nvidia/tritonserver:25.10-py3"),
     ):
         if opt not in existing:
             p.add_argument(opt, default=None, help=help_text)
@@ -28,7 +29,16 @@ def add_override_options(p: argparse.ArgumentParser) -> None:
 
 def resolve(args: argparse.Namespace, name: str | None = None) -> Environment:
     env = getattr(args, "env", None) if name is None else name
-    return environments.resolve(env, args.config, args.bucket, args.endpoint_url, args.region, getattr(args, "triton_url", None))
+    return environments.resolve(env, args.config, args.bucket, args.endpoint_url, args.region, getattr(args, "triton_url", None), getattr(args, "triton_image", None))
+
+
+def add_allow_version_skew(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-version-skew",
+        action="store_true",
+        help="publish a pytorch_libtorch model even if the target Triton image's LibTorch is older than the exporting torch "
+        "(or either is unknown); recorded in the manifest's `compatibility` (exit code 7 without it)",
+    )
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:

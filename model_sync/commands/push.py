@@ -3,6 +3,11 @@ repository directory of them) as a new immutable version and pin it (model_sync/
 
 A model identical to the pinned version (same files and sha256s, same config) is a no-op that
 says `up to date`. Files identical to the pinned version are copied server-side, not re-uploaded.
+
+Version alignment: a pytorch_libtorch model exported with a newer torch than the LibTorch in
+the environment's Triton image (`tritonImage`) is refused with exit code 7 before anything is
+written; python-backend models are exempt. --allow-version-skew overrides (recorded in the
+manifest's `compatibility`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print `(dryrun) upload: <local> to s3://...` lines; write nothing")
     p.add_argument("--concurrency", type=int, default=16, help="parallel S3 requests (default 16)")
     p.add_argument("--multipart-threshold-mb", type=int, default=16, help="files at least this big upload in parts (default 16)")
+    _common.add_allow_version_skew(p)
+    p.add_argument("--no-cache", action="store_true", help="ignore the local hash and pin caches (model_sync/cache.py; also MODEL_SYNC_CACHE=off)")
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -40,10 +47,15 @@ def run(args: argparse.Namespace) -> int:
         raise errors.usage(f"--multipart-threshold-mb: {args.multipart_threshold_mb}; allowed: 5..5120 (S3 parts are at least 5 MiB)")
     models = localmodel.discover(args.model_dir, args.name)
     env = _common.resolve(args)
-    repo = Repo(env, max_pool=max(args.concurrency, 10) + 8)
+    publish.check_alignment(models, env, args.allow_version_skew)  # refuse before creating a client
+    # connections: file transfers (--concurrency) + the small requests of concurrent models
+    repo = Repo(env, max_pool=args.concurrency + publish.PushOptions.model_workers + 4)
     size = args.multipart_threshold_mb * publish.MB
-    options = publish.PushOptions(dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size)
-    results = publish.push(repo, models, Console(quiet=args.quiet), options, who(env))
+    options = publish.PushOptions(
+        dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size,
+        allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache,
+    )  # fmt: skip
+    results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env))
     failed = [r for r in results if r.error is not None]
     for r in failed[:-1] if len(failed) > 1 else []:
         assert r.error is not None

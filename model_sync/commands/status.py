@@ -1,7 +1,9 @@
 """`model-sync status [--env E] [NAME ...] [--output table|json]`: per model, the pinned version,
 the available versions (complete = manifest + every file), the previous pin, provenance (who/when
-published or promoted it, from where) and whether it was verified. Without --env: every
-environment in model-sync.yaml."""
+published or promoted it, from where) and whether it was verified; per version, the torch that
+exported it and whether each shown environment's Triton image can load it (version alignment,
+model_sync/compat.py: yes / NO / exempt for python-backend models / ? when the torch version or
+the image is unknown). Without --env: every environment in model-sync.yaml."""
 
 from __future__ import annotations
 
@@ -24,7 +26,22 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def model_status(repo: Any, model: str) -> dict[str, Any]:
+def version_details(repo: Any, model: str, versions: list[int], manifests: set[int], images: dict[str, str | None]) -> list[dict[str, Any]]:
+    """Per version: exporting torch, platform, and compat.loadable() for each environment's image."""
+    from model_sync import compat, repository
+
+    out = []
+    for v in versions:
+        doc = repository.read_manifest(repo, model, v, required=False) if v in manifests else None
+        torch = doc["exporter"]["torch_version"] if doc else None
+        platform, backend = (doc["platform"], doc["backend"]) if doc else ("", "")
+        loads = {env: (compat.loadable(platform, backend, torch, image) if doc else "unknown") for env, image in sorted(images.items())}
+        out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
+                    "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
+    return out
+
+
+def model_status(repo: Any, model: str, images: dict[str, str | None] | None = None) -> dict[str, Any]:
     from model_sync import manifest, repository
 
     pin = repository.read_pin(repo, model)
@@ -39,6 +56,7 @@ def model_status(repo: Any, model: str) -> dict[str, Any]:
         "previous_pin": history.stack[-1] if history.latest and history.latest["version"] == pin.version and history.stack else None,
         "provenance": None,
         "verified": None,
+        "version_details": version_details(repo, model, versions, manifests, images if images is not None else {repo.env.name: repo.env.triton_image}),
     }
     if pin.version is not None:
         doc = repository.read_manifest(repo, model, pin.version, required=False)
@@ -69,11 +87,12 @@ def run(args: argparse.Namespace) -> int:
         except layout.LayoutError as e:
             raise errors.usage(str(e)) from None
     report: dict[str, Any] = {}
-    for name in names:
-        env = _common.resolve(args, name)
+    envs = {name: _common.resolve(args, name) for name in names}
+    images = {name: env.triton_image for name, env in envs.items()}
+    for name, env in envs.items():
         repo = Repo(env)
         models = args.models or repository.list_models(repo)
-        report[name] = {"bucket": env.uri, "models": [model_status(repo, m) for m in models]}
+        report[name] = {"bucket": env.uri, "triton_image": env.triton_image, "models": [model_status(repo, m, images) for m in models]}
     if args.output == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
         return errors.OK
@@ -99,4 +118,18 @@ def run(args: argparse.Namespace) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
         print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
+    label = {"yes": "yes", "no": "NO", "exempt": "exempt", "unknown": "?"}
+    details: list[tuple[str, ...]] = [("ENV", "MODEL", "VERSION", "TORCH", "LOADABLE (Triton image of each environment)")]
+    for name, body in report.items():
+        for s in body["models"]:
+            for d in s["version_details"]:
+                pinned = "*" if d["version"] == s["pinned"] else ""
+                loads = " ".join(f"{env}={label[v]}" for env, v in d["loadable"].items())
+                details.append((name, s["model"], f"{d['version']}{pinned}", d["torch_version"] or "-", loads))
+    if len(details) > 1:
+        print()
+        widths = [max(len(row[i]) for row in details) for i in range(len(details[0]))]
+        for line in details:
+            print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+        print("VERSION* = pinned; NO = exported with a newer torch than the image's LibTorch (exit 7 on push/promote)")
     return errors.OK

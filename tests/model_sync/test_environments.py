@@ -49,6 +49,28 @@ def test_pulumi_stack_outputs(tmp_path, monkeypatch) -> None:
     assert (env.bucket, env.root.prefix, env.region, env.triton_url) == ("triton-models-prod-abc", "", "us-west-2", "https://triton.example.com")
     assert env.source == "pulumi stack acme/triton-platform/prod"
     assert (tmp_path / "pulumi-args").read_text().split() == ["stack", "output", "--json", "--stack", "acme/triton-platform/prod"]
+    assert env.triton_image is None
+
+
+@pytest.mark.parametrize(
+    ("outputs", "root"),
+    [
+        # What __main__.py exports: the bucket (the root) and the Triton tree under it.
+        ({"modelRepositoryBucket": "tp-prod-models-1", "modelRepositoryUri": "s3://tp-prod-models-1/repository"}, "s3://tp-prod-models-1/"),
+        ({"modelRepositoryUri": "s3://tp-prod-models-1/repository/"}, "s3://tp-prod-models-1/"),  # never repository/repository/
+        ({"modelRepositoryUri": "s3://tp-prod-models-1/team-a"}, "s3://tp-prod-models-1/team-a/"),
+    ],
+)
+def test_pulumi_outputs_give_the_root_and_the_triton_image(tmp_path, monkeypatch, outputs, root) -> None:
+    body = {**outputs, "tritonImage": "nvcr.io/nvidia/tritonserver:25.10-py3"}
+    monkeypatch.setenv("PULUMI", str(_stub_pulumi(tmp_path, __import__("json").dumps(body)) / "pulumi"))
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n")
+    env = environments.resolve("prod", cfg)
+    assert (env.root.uri(), env.triton_image) == (root, "nvcr.io/nvidia/tritonserver:25.10-py3")
+    # The file and then the flag override the stack output.
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n    tritonImage: nvcr.io/nvidia/tritonserver:25.09-py3\n")
+    assert environments.resolve("prod", cfg).triton_image == "nvcr.io/nvidia/tritonserver:25.09-py3"
+    assert environments.resolve("prod", cfg, triton_image="nvcr.io/nvidia/tritonserver:25.11-py3").triton_image.endswith("25.11-py3")
 
 
 @pytest.mark.parametrize(

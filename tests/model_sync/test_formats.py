@@ -49,7 +49,7 @@ def test_layout_rejects_bad_values(call, match) -> None:
 
 def _manifest() -> dict:
     return {
-        "schema": "model-sync.manifest/v1",
+        "schema": "model-sync.manifest/v2",
         "model": "resnet",
         "version": 3,
         "files": {"model.pt": {"sha256": "a" * 64, "size": 10}},
@@ -57,7 +57,9 @@ def _manifest() -> dict:
         "backend": "",
         "platform": "pytorch_libtorch",
         "source": {"path": "/x", "host": "h", "git_commit": None, "promoted_from": None},
-        "exporter": {"tool": "model-sync 0.1.0", "method": "trace", "torch_version": "2.13.0", "torchscript_format_version": 3, "target": "cloud"},
+        "exporter": {"tool": "model-sync 0.1.0", "method": "trace", "torch_version": "2.13.0", "torchscript_format_version": 3, "target": "cloud",
+                     "operators": ["aten::linear", "aten::relu"]},
+        "compatibility": {"triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3", "libtorch_version": "2.9.0a0", "result": "skew-allowed", "detail": "version skew: ..."},
         "created_by": "alice",
         "created_at": "2026-01-01T00:00:00.000000Z",
     }
@@ -73,7 +75,11 @@ MUTATIONS = [
     (lambda d: d.update(files={}), r"files: empty"),
     (lambda d: d["exporter"].update(method="jit"), r"exporter\.method: 'jit'; allowed: one of"),
     (lambda d: d.update(created_at="yesterday"), r"created_at: 'yesterday'"),
-    (lambda d: d.update(schema="model-sync.manifest/v2"), r"schema: 'model-sync.manifest/v2'"),
+    (lambda d: d.update(schema="model-sync.manifest/v3"), r"schema: 'model-sync.manifest/v3'; allowed: one of \['model-sync.manifest/v1', 'model-sync.manifest/v2'\]"),
+    (lambda d: d.pop("compatibility"), r"compatibility: missing"),
+    (lambda d: d["compatibility"].update(result="maybe"), r"compatibility\.result: 'maybe'; allowed: one of"),
+    (lambda d: d["exporter"].update(operators="aten::linear"), r"exporter\.operators: 'aten::linear'; allowed: array or null"),
+    (lambda d: d["exporter"].pop("operators"), r"exporter\.operators: missing"),
 ]
 
 
@@ -87,6 +93,23 @@ def test_manifest_reader_is_strict_and_agrees_with_jsonschema(mutate, match) -> 
         manifest.read_manifest(json.dumps(doc))
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, manifest.MANIFEST_SCHEMA)
+
+
+def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
+    """Manifests written before version alignment (no operators, no compatibility) stay readable;
+    a v1 document carrying v2-only fields is rejected (the schema field decides)."""
+    doc = _manifest()
+    doc["schema"] = "model-sync.manifest/v1"
+    doc.pop("compatibility")
+    doc["exporter"].pop("operators")
+    jsonschema.validate(doc, manifest.MANIFEST_SCHEMA_V1)
+    assert manifest.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v1"
+    upgraded = manifest.upgrade_manifest(doc, {"triton_image": None, "libtorch_version": None, "result": "exempt", "detail": None})
+    jsonschema.validate(upgraded, manifest.MANIFEST_SCHEMA)
+    assert (upgraded["schema"], upgraded["exporter"]["operators"]) == ("model-sync.manifest/v2", None)
+    doc["compatibility"] = upgraded["compatibility"]
+    with pytest.raises(manifest.RecordError, match=r"^model-sync.manifest/v1 compatibility: unknown field"):
+        manifest.read_manifest(json.dumps(doc))
 
 
 def test_manifest_reader_checks_key_identity_and_paths() -> None:

@@ -69,7 +69,8 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     prov = json.loads(moto_s3.get(prod, "audit/promotions/simple/2.json"))
     assert prov["verification"] == {"skipped": False, "record_key": "audit/verifications/simple/2.json"}
     assert prov["checksums_verified"] == "rehash"
-    manifest.read(json.dumps(prov), "model-sync.promotion/v1")
+    manifest.read(json.dumps(prov), "model-sync.promotion/v2")
+    assert prov["compatibility"]["result"] == "exempt"  # python backend: not LibTorch
     # Idempotent re-run.
     r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "up to date" in r.out) == (0, True)
@@ -188,7 +189,7 @@ def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
     s = doc["staging"]["models"][0]
     assert (s["model"], s["pinned"], s["previous_pin"], s["versions"], s["incomplete"], s["verified"]) == ("simple", 2, 1, [1, 2, 7], [7], True)
     assert s["provenance"]["promoted_from"] is None
-    assert doc["prod"] == {"bucket": f"s3://{prod}", "models": []}
+    assert doc["prod"] == {"bucket": f"s3://{prod}", "triton_image": None, "models": []}
     r = run_cli(capsys, "status", "--env", "staging", "--config", cfg)
     lines = r.out.splitlines()
     assert lines[0].split()[:6] == ["ENV", "MODEL", "PINNED", "PREVIOUS", "VERSIONS", "VERIFIED"]

@@ -58,7 +58,7 @@ def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s
     assert len(puts) == 8
 
 
-def test_identical_repush_is_a_noop_with_two_reads(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+def test_identical_repush_is_a_noop_with_one_read(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
     model = python_model(tmp_path / "m", "simple")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     keys = moto_s3.keys(s3_bucket)
@@ -66,8 +66,16 @@ def test_identical_repush_is_a_noop_with_two_reads(tmp_path, capsys, moto_s3, s3
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 0
     assert r.out.strip() == f"up to date: simple version 1 (s3://{s3_bucket}/repository/simple/config.pbtxt)"
+    # The pin (its ETag selects the pinned manifest cached locally by the push that wrote it).
     requests = moto_s3.requests()[before:]
-    assert [q.split()[0] for q in requests] == ["GET", "GET"], requests
+    assert [q.split()[0] for q in requests] == ["GET"], requests
+    assert "/repository/simple/config.pbtxt" in requests[0]
+    # Without the cache: the pin, then its manifest.
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg, "--no-cache")
+    assert (r.code, "up to date: simple version 1" in r.out) == (0, True)
+    requests = moto_s3.requests()[before:]
+    assert [q.split()[1].removeprefix(f"/{s3_bucket}/") for q in requests] == ["repository/simple/config.pbtxt", "manifests/simple/1.json"], requests
     assert moto_s3.keys(s3_bucket) == keys
 
 
@@ -189,8 +197,8 @@ def test_file_changed_after_hashing_is_rejected_by_s3_checksum(tmp_path, capsys,
     model = python_model(tmp_path / "m", "simple")
     real = publish.hash_files
 
-    def hash_then_change(models, workers=4):
-        real(models, workers)
+    def hash_then_change(models, workers=4, hashes=None):
+        real(models, workers, hashes)
         (model / "1" / "model.py").write_text("# edited while pushing\n")
 
     monkeypatch.setattr(publish, "hash_files", hash_then_change)
@@ -207,8 +215,8 @@ def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_buck
     model = python_model(tmp_path / "m", "simple")
     real = publish.hash_files
 
-    def hash_then_delete(models, workers=4):
-        real(models, workers)
+    def hash_then_delete(models, workers=4, hashes=None):
+        real(models, workers, hashes)
         (model / "1" / "model.pt").unlink()
 
     monkeypatch.setattr(publish, "hash_files", hash_then_delete)

@@ -1,0 +1,159 @@
+"""Local caches that let `push` SKIP work. Never a source of truth: a stale or corrupt entry can
+only cause a cache miss (the work is redone), never a wrong publish or a wrong pin.
+
+    <dir>/hashes.json              {abs path: [size, mtime_ns, ctime_ns, inode, device, sha256]}
+                                   sha256 of a local file, reused while all five stat fields are
+                                   unchanged (git's index uses the same test). ctime cannot be set
+                                   from user space, so `touch -d` + same-size rewrites still miss.
+    <dir>/pins/<sha256(repo)>.json {model: {"etag": pin ETag, "version": N, "pin_text": ...,
+                                   "manifest": {...}}} the pinned manifest, keyed by the ETag of
+                                   repository/<model>/config.pbtxt as ListObjectsV2 / GetObject
+                                   return it. A different ETag (any rewrite of the pin) is a miss.
+                                   Manifests are create-only and never overwritten, so (pin text ->
+                                   version N -> manifest N) cannot change while the ETag does not.
+
+Directory: $MODEL_SYNC_CACHE_DIR, else $XDG_CACHE_HOME/model-sync, else ~/.cache/model-sync.
+`MODEL_SYNC_CACHE=off` (or `push --no-cache`) disables both. Files are written atomically
+(temporary file + rename); concurrent processes race benignly (last writer wins, every entry is
+self-validating). Racily-clean files (modified within RACY_NS of hashing, or on a filesystem with
+whole-second timestamps within 2 s) are never cached: a same-size rewrite inside the same
+timestamp tick would otherwise be invisible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import time
+from typing import Any
+
+HASHES_FILE = "hashes.json"
+PINS_DIR = "pins"
+MAX_HASH_ENTRIES = 200_000
+RACY_NS = 100_000_000  # 100 ms: well above the coarse-clock tick that stamps mtimes (1-10 ms)
+COARSE_RACY_NS = 2_000_000_000  # filesystems with 1-2 s timestamp resolution (FAT, some NFS)
+
+
+def cache_dir() -> str | None:
+    if os.environ.get("MODEL_SYNC_CACHE", "").lower() in ("off", "0", "false", "no"):
+        return None
+    explicit = os.environ.get("MODEL_SYNC_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "model-sync")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: str, doc: Any) -> None:
+    """Atomic replace; a cache that cannot be written is silently skipped (it is only a cache)."""
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, separators=(",", ":"))
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def is_racy(key: list[int], hashed_at_ns: int) -> bool:
+    """True when the file changed too recently for its stat fields to prove the content.
+    `key` is stat_key(); hashed_at_ns the wall-clock time (time.time_ns) the read started."""
+    mtime_ns, ctime_ns = key[1], key[2]
+    coarse = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
+    return hashed_at_ns - max(mtime_ns, ctime_ns) < (COARSE_RACY_NS if coarse else RACY_NS)
+
+
+class HashCache:
+    """sha256 of local files keyed by (size, mtime_ns, ctime_ns, inode, device)."""
+
+    def __init__(self, directory: str | None) -> None:
+        self.path = os.path.join(directory, HASHES_FILE) if directory else None
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[Any]] = {}
+        self._dirty = False
+        if self.path:
+            doc = _read_json(self.path)
+            if isinstance(doc, dict):
+                self._entries = doc
+
+    def get(self, path: str, key: list[int]) -> str | None:
+        entry = self._entries.get(path)
+        if not isinstance(entry, list) or len(entry) != 6 or entry[:5] != key:
+            return None
+        digest = entry[5]
+        return digest if isinstance(digest, str) and len(digest) == 64 else None
+
+    def put(self, path: str, key: list[int], digest: str, hashed_at_ns: int) -> None:
+        if self.path is None or is_racy(key, hashed_at_ns):
+            return
+        with self._lock:
+            self._entries.pop(path, None)  # re-insert: dict order is the eviction order
+            self._entries[path] = [*key, digest]
+            self._dirty = True
+
+    def save(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        with self._lock:
+            excess = len(self._entries) - MAX_HASH_ENTRIES
+            for key in list(self._entries)[: max(excess, 0)]:
+                del self._entries[key]
+            doc = dict(self._entries)
+            self._dirty = False
+        _write_json(self.path, doc)
+
+
+class PinCache:
+    """Pinned manifests of one repository (endpoint + bucket + prefix), keyed by the pin's ETag."""
+
+    def __init__(self, directory: str | None, repository_id: str) -> None:
+        name = hashlib.sha256(repository_id.encode()).hexdigest()[:32] + ".json"
+        self.path = os.path.join(directory, PINS_DIR, name) if directory else None
+        self._lock = threading.Lock()
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._dirty = False
+        if self.path:
+            doc = _read_json(self.path)
+            if isinstance(doc, dict):
+                self._entries = {k: v for k, v in doc.items() if isinstance(v, dict)}
+
+    def get(self, model: str, etag: str | None) -> dict[str, Any] | None:
+        """{"version", "pin_text", "manifest"} when the cached entry is for exactly this ETag."""
+        entry = self._entries.get(model)
+        if not etag or entry is None or entry.get("etag") != etag:
+            return None
+        return entry
+
+    def put(self, model: str, etag: str | None, version: int, pin_text: str, manifest_doc: dict[str, Any]) -> None:
+        if self.path is None or not etag:
+            return
+        with self._lock:
+            self._entries[model] = {"etag": etag, "version": version, "pin_text": pin_text, "manifest": manifest_doc, "at": int(time.time())}
+            self._dirty = True
+
+    def save(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        with self._lock:
+            doc = dict(self._entries)
+            self._dirty = False
+        _write_json(self.path, doc)

@@ -1,0 +1,169 @@
+"""Fast `push` (issue 5 benchmark targets) without weaker guarantees, against a real moto_server:
+one listing for a repository no-op, the local pin cache (keyed by the pin's ETag, never trusted
+for more than skipping), the local hash cache (keyed by size/mtime/ctime/inode/device), a stale
+allocation hint, and lazy identity lookup."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from model_sync import cache, environments, layout, localmodel, publish
+from model_sync.s3 import Repo
+from model_sync.ui import Console
+from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
+from tests.support.s3_servers import S3Server
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, moto_s3: S3Server, s3_bucket: str, aws_env) -> str:
+    return write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"})
+
+
+def _paths(server: S3Server, bucket: str, since: int) -> list[str]:
+    """'METHOD key?query' of the requests moto logged since `since`."""
+    return [f"{q.split()[0]} {q.split()[1].removeprefix(f'/{bucket}').lstrip('/')}" for q in server.requests()[since:]]
+
+
+def _repo(tmp_path: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
+    for name in names:
+        python_model(tmp_path / "repo", name, {"model.py": f"# {name}\n".encode(), "model.pt": os.urandom(4096)})
+    return tmp_path / "repo"
+
+
+def test_repository_noop_is_one_listing_and_no_cache_still_agrees(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    repo = _repo(tmp_path)
+    assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert sorted(r.out.splitlines()) == [f"up to date: {n} version 1 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in ("a", "b", "c")]
+    assert _paths(moto_s3, s3_bucket, before) == ["GET ?list-type=2&prefix=repository/&encoding-type=url"]
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg, "--no-cache")
+    assert (r.code, r.out.count("up to date")) == (0, 3)
+    reads = sorted(_paths(moto_s3, s3_bucket, before)[1:])
+    assert reads == sorted([f"GET repository/{n}/config.pbtxt" for n in "abc"] + [f"GET manifests/{n}/1.json" for n in "abc"])
+
+
+def test_pin_cache_is_keyed_by_the_pin_etag(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+    """Another publisher (its own cache) moves the pin: a stale entry is a miss, never a no-op."""
+    mine, theirs = str(tmp_path / "cache-mine"), str(tmp_path / "cache-theirs")
+    x = python_model(tmp_path / "x", "simple", {"model.py": b"# x\n", "model.pt": b"x" * 100})
+    y = python_model(tmp_path / "y", "simple", {"model.py": b"# y\n", "model.pt": b"y" * 100})
+
+    def push(model: Path, cache_dir: str) -> str:
+        monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", cache_dir)
+        r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+        assert r.code == 0, r.err
+        return r.out.strip()
+
+    assert push(x, mine).startswith("upload:")
+    assert pinned_version(moto_s3, s3_bucket, "simple") == 1
+    assert push(y, theirs).endswith(f"pinned: simple version 2 (s3://{s3_bucket}/repository/simple/config.pbtxt)")
+    # Rolled back to 1 by them: the pin bytes (and so the ETag) are version 1's again -> a real no-op.
+    monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", theirs)
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
+    assert push(x, mine).startswith("up to date: simple version 1")
+    # Pinned to 2 again: my cached entry (pin of version 1) must not make x look published.
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "2").code == 0
+    out = push(x, mine)
+    assert "pinned: simple version 3" in out, out
+    assert manifest_doc(moto_s3, s3_bucket, "simple", 3)["files"]["model.py"]["size"] == len(b"# x\n")
+
+
+def test_corrupt_or_foreign_cache_files_are_ignored(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    repo = _repo(tmp_path, ("a", "b"))
+    assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
+    directory = Path(os.environ["MODEL_SYNC_CACHE_DIR"])
+    pins = list((directory / cache.PINS_DIR).iterdir())
+    assert len(pins) == 1
+    doc = json.loads(pins[0].read_text())
+    doc["a"]["manifest"]["files"] = {"model.py": {"sha256": "0" * 64, "size": 1}}  # valid, but not what is pinned
+    doc["b"]["manifest"]["schema"] = "bogus"
+    pins[0].write_text(json.dumps(doc))
+    (directory / cache.HASHES_FILE).write_text("{not json")
+    r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    # a's tampered entry differs from the local files: the full path reads the real pin and manifest,
+    # finds them identical -> up to date (and no new version); b's invalid entry is a miss.
+    assert r.out.count("up to date") == 2, r.out
+    assert pinned_version(moto_s3, s3_bucket, "a") == pinned_version(moto_s3, s3_bucket, "b") == 1
+
+
+def test_hash_cache_misses_on_a_same_size_rewrite_with_the_old_mtime(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple", {"model.py": b"# one\n", "model.pt": b"a" * 64})
+    pt = model / "1" / "model.pt"
+    old = pt.stat()
+    time.sleep(0.15)  # older than cache.RACY_NS: the first push caches the digest
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    entries = json.loads((Path(os.environ["MODEL_SYNC_CACHE_DIR"]) / cache.HASHES_FILE).read_text())
+    assert str(pt) in entries
+    pt.write_bytes(b"b" * 64)  # same size ...
+    os.utime(pt, ns=(old.st_atime_ns, old.st_mtime_ns))  # ... and the old mtime: only ctime moved
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert "pinned: simple version 2" in r.out
+    assert moto_s3.get(s3_bucket, "repository/simple/2/model.pt") == b"b" * 64
+
+
+def test_hash_cache_rules(tmp_path) -> None:
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"x")
+    st = os.stat(f)
+    key = cache.stat_key(st)
+    now = time.time_ns()
+    assert cache.is_racy(key, now)  # just written
+    assert not cache.is_racy(key, max(st.st_mtime_ns, st.st_ctime_ns) + cache.RACY_NS + 1)
+    coarse = [key[0], 1_000_000_000_000_000_000, 1_000_000_000_000_000_000, key[3], key[4]]  # whole seconds
+    assert cache.is_racy(coarse, 1_000_000_000_000_000_000 + cache.RACY_NS + 1)
+    assert not cache.is_racy(coarse, 1_000_000_000_000_000_000 + cache.COARSE_RACY_NS + 1)
+    hashes = cache.HashCache(str(tmp_path / "c"))
+    hashes.put(str(f), key, "a" * 64, now)  # racy: not kept
+    hashes.put(str(f), key, "b" * 64, now + cache.COARSE_RACY_NS * 10)
+    hashes.save()
+    again = cache.HashCache(str(tmp_path / "c"))
+    assert again.get(str(f), key) == "b" * 64
+    assert again.get(str(f), [key[0] + 1, *key[1:]]) is None
+    assert cache.HashCache(None).get(str(f), key) is None
+
+
+@pytest.mark.parametrize(("var", "value", "expected"), [("MODEL_SYNC_CACHE", "off", None), ("MODEL_SYNC_CACHE_DIR", "/x/y", "/x/y")])
+def test_cache_dir_setting(monkeypatch, var, value, expected) -> None:
+    monkeypatch.setenv(var, value)
+    assert cache.cache_dir() == expected
+
+
+def test_stale_allocation_hint_never_writes_into_an_occupied_version(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+    repo = _repo(tmp_path, ("a", "b"))
+    real = publish.take_snapshot
+
+    def snapshot_then_foreign_write(r):
+        snap = real(r)
+        moto_s3.client().put_object(Bucket=s3_bucket, Key="repository/a/1/theirs.bin", Body=b"not ours")  # no marker
+        return snap
+
+    monkeypatch.setattr(publish, "take_snapshot", snapshot_then_foreign_write)
+    r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert (pinned_version(moto_s3, s3_bucket, "a"), pinned_version(moto_s3, s3_bucket, "b")) == (2, 1)
+    assert moto_s3.keys(s3_bucket, "repository/a/1/") == ["repository/a/1/theirs.bin"]
+    assert sorted(moto_s3.keys(s3_bucket, "audit/allocations/a/")) == ["audit/allocations/a/1.json", "audit/allocations/a/2.json"]
+
+
+def test_noop_never_asks_who_is_publishing(tmp_path, moto_s3, s3_bucket, aws_env) -> None:
+    models = [localmodel.load(str(python_model(tmp_path, "m")))]
+    repo = Repo(environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
+    first = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), "tester")
+    assert [r.action for r in first] == ["pushed"]
+
+    def no_identity() -> str:
+        raise AssertionError("identity looked up for a no-op")
+
+    models = [localmodel.load(str(tmp_path / "m"))]
+    again = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), no_identity)
+    assert [(r.action, r.version) for r in again] == [("up-to-date", 1)]
