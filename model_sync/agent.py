@@ -2,9 +2,10 @@
 in its environment's bucket. Runs as the init container (`--once`) and as the sidecar.
 
 One pass (`RepositoryAgent.sync_once`):
-  1. read the pins cheaply: one ListObjectsV2 (Delimiter='/') to discover models, then one
-     conditional GET (If-None-Match: <ETag>) per model pin; a 304 costs nothing else. The
-     number of S3 requests per pass does not depend on how many files a version has.
+  1. read the pins cheaply: one ListObjectsV2 over repository/ (one request per 1,000 objects)
+     gives every pin's ETag; only a pin whose ETag changed is fetched (GET, If-None-Match).
+     Steady state: one request per pass plus a status PUT per heartbeat, whatever the number
+     of models, versions or files (up to 1,000 objects).
   2. for a pin that changed: download every file of the pinned version listed in its manifest
      into a staging directory BESIDE the repository root (same filesystem, never inside it:
      Triton takes any directory in the root for a model), verify sha256 + size of each file,
@@ -268,8 +269,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _is_unavailable(err: BaseException) -> bool:
-    from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
-    from botocore.exceptions import ConnectTimeoutError
+    from botocore.exceptions import ClientError, ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
     if isinstance(err, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError | ConnectTimeoutError | ConnectionError | TimeoutError):
         return True
@@ -383,12 +383,12 @@ class RepositoryAgent:
         """One pass over every pin. True when every pinned version is in place (and READY if
         Triton is watched). Raises S3Unavailable when the bucket cannot be reached."""
         try:
-            names = self._model_names()
+            etags = self._pin_etags()
             all_ok = True
-            for name in names:
+            for name in sorted(set(etags) | set(self.models)):
                 if self.stop.is_set():
                     raise Abandoned()
-                all_ok = self._sync_model(name) and all_ok
+                all_ok = self._sync_model(name, etags.get(name)) and all_ok
             self.s3_ok, self.last_s3_ok_at, self.last_error = True, self.clock(), None
         except S3Unavailable as e:
             self.s3_ok, self.last_error = False, str(e)
@@ -406,27 +406,38 @@ class RepositoryAgent:
                 raise S3Unavailable(f"{what}: {type(e).__name__}: {e}") from None
             raise
 
-    def _model_names(self) -> list[str]:
-        if self.settings.models:
-            return list(self.settings.models)
+    def _pin_etags(self) -> dict[str, str]:
+        """model -> ETag of repository/<model>/config.pbtxt, from ListObjectsV2 over repository/.
+
+        One request per 1,000 objects in the tree (one request per pass for most repositories);
+        a pin is only downloaded when its ETag changed. A pin briefly absent from the listing (being
+        rewritten on a non-atomic server) is treated as unchanged, never as removed.
+        """
         root = self.settings.root
-        names: list[str] = []
+        prefix = root.key(layout.REPOSITORY_PREFIX)
+        if len(self.settings.models) == 1:
+            prefix = root.key(layout.model_prefix(self.settings.models[0]))
+        etags: dict[str, str] = {}
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"Bucket": root.bucket, "Prefix": root.key(layout.REPOSITORY_PREFIX), "Delimiter": "/"}
+            kwargs: dict[str, Any] = {"Bucket": root.bucket, "Prefix": prefix}
             if token:
                 kwargs["ContinuationToken"] = token
-            page = self._s3_call("list models", self.s3.list_objects_v2, **kwargs)
-            for cp in page.get("CommonPrefixes", []) or []:
-                name = root.relative(cp["Prefix"])[len(layout.REPOSITORY_PREFIX) :].rstrip("/")
-                if layout.MODEL_NAME_RE.match(name):
-                    names.append(name)
+            page = self._s3_call("list pins", self.s3.list_objects_v2, **kwargs)
+            for obj in page.get("Contents", []) or []:
+                rel = root.relative(obj["Key"])[len(layout.REPOSITORY_PREFIX) :]
+                name, _, leaf = rel.partition("/")
+                if leaf == layout.CONFIG_FILE and layout.MODEL_NAME_RE.match(name) and (not self.settings.models or name in self.settings.models):
+                    etags[name] = str(obj.get("ETag", ""))
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
-                return names
+                return etags
 
-    def _fetch_pin(self, name: str, st: ModelState) -> bool:
-        """Conditional GET of the pin. True when it changed (st.pin_text/pin_etag updated)."""
+    def _fetch_pin(self, name: str, st: ModelState, listed_etag: str | None) -> bool:
+        """GET the pin when the listing shows a new ETag (conditional on the one we hold).
+        True when it changed (st.pin_text/pin_etag updated)."""
+        if listed_etag is None or listed_etag == st.pin_etag:
+            return False
         root = self.settings.root
         kwargs: dict[str, Any] = {"Bucket": root.bucket, "Key": root.key(layout.config_key(name))}
         if st.pin_etag:
@@ -446,9 +457,9 @@ class RepositoryAgent:
         st.pin_etag, st.pin_text = resp.get("ETag"), text
         return True
 
-    def _sync_model(self, name: str) -> bool:
+    def _sync_model(self, name: str, listed_etag: str | None) -> bool:
         st = self.models.setdefault(name, ModelState())
-        changed = self._fetch_pin(name, st)
+        changed = self._fetch_pin(name, st, listed_etag)
         if st.pin_text is None:
             return True
         if changed:
@@ -674,7 +685,8 @@ class RepositoryAgent:
 
     def _report(self, force: bool) -> None:
         doc = self.status_document()
-        body = json.dumps(doc, indent=2, sort_keys=True).encode()
+        # What changed, ignoring the moving last-contact time: a steady replica writes once per heartbeat.
+        body = json.dumps({k: v for k, v in doc.items() if k != "last_s3_ok_at"}, sort_keys=True).encode()
         now = self.clock()
         if not force and body == self._status_body and now - self._status_written_at < self.settings.heartbeat:
             return

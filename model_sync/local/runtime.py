@@ -35,7 +35,7 @@ TRITONSERVER_VERSION = "2.51.0"
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache"
 
 
-class RuntimeError_(Exception):  # noqa: N801 - avoid shadowing the builtin RuntimeError
+class RuntimeError_(Exception):
     """The local tritonserver runtime could not be fetched or verified (one line)."""
 
 
@@ -91,7 +91,7 @@ def ensure_tritonserver(cache: Path = DEFAULT_CACHE) -> TritonRuntime:
     tmp = Path(tempfile.mkdtemp(prefix=".tritonserver-", dir=cache))
     try:
         with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(tmp)  # noqa: S202 - a wheel whose sha256 was just verified against the pin
+            zf.extractall(tmp)
         rt = TritonRuntime(tmp)
         stub_src = tmp / "pytriton" / "tritonserver" / "python_backend_stubs" / pyver / "triton_python_backend_stub"
         if not stub_src.exists():

@@ -65,8 +65,6 @@ class RcloneS3Server:
             # ETag = MD5 of the content, like AWS S3 for single-part uploads; conditional GETs rely on it.
             # ref: https://rclone.org/commands/rclone_serve_s3/ (--etag-hash)
             "--etag-hash", "MD5",
-            # No directory-listing cache: a pin rewritten through the server is listed at once.
-            "--dir-cache-time", "0s",
             "--log-format", "date,time,microseconds",
         ]
         if self.verbose:

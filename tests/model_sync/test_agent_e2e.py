@@ -3,6 +3,7 @@ S3-protocol server (rclone serve s3, on disk) and the real tritonserver polling 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -20,10 +21,14 @@ from tests.support.triton import (
     pinned_config,
     publish,
     served_version,
-    serving,  # noqa: F401 - fixture
-    triton_runtime,  # noqa: F401 - fixture
     upload_version,
 )
+from tests.support.triton import serving as serving_fixture
+from tests.support.triton import triton_runtime as triton_runtime_fixture
+
+# Fixtures from tests/support/triton.py, registered in this module under their own names.
+serving = serving_fixture
+triton_runtime = triton_runtime_fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -32,7 +37,7 @@ def _model_state(doc: dict, name: str = "add") -> dict:
     return doc.get("models", {}).get(name, {})
 
 
-def _ready_on(version: int):  # noqa: ANN202
+def _ready_on(version: int):
     return lambda doc: _model_state(doc).get("state") == "READY" and _model_state(doc).get("serving") == [version]
 
 
@@ -42,7 +47,9 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     serving.start_agent()
     serving.wait_served("add", 1)
     doc = serving.wait_status(_ready_on(1), what="status READY on 1")
-    assert doc["s3_reachable"] is True and doc["deployment"] == "default" and doc["replica"] == "replica-0"
+    assert doc["s3_reachable"] is True
+    assert doc["deployment"] == "default"
+    assert doc["replica"] == "replica-0"
 
     with LoadGenerator(serving.triton.http_url, "add") as load:
         time.sleep(0.5)
@@ -55,6 +62,16 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
         time.sleep(0.5)
     assert load.failed == 0, load.errors
     assert [v for _, v in load.versions] == [1, 2, 1]
+    # verify: every replica READY on 1 + smoke inference over HTTP and gRPC; the record promote needs.
+    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "1", "--grpc-url", serving.triton.grpc_url)
+    assert rc == 0, out
+    record = json.loads(client.get_object(Bucket=BUCKET, Key=layout.verification_key("add", 1))["Body"].read())
+    assert record["passed"] is True
+    assert record["replicas"] == {"default/replica-0": "READY"}
+    assert record["smoke_inference"] is True
+    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "2", "--grpc-url", serving.triton.grpc_url, "--no-record")
+    assert rc == 6, out
+    assert "version 1; allowed: 2" in out
     assert load.ok > 20
     # Only complete version directories ever appeared in the repository; staging is beside it, empty.
     assert {"add/1/model.py", "add/2/model.py", "add/config.pbtxt"} <= set(serving.local_entries())
@@ -74,12 +91,26 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert load.failed == 0, load.errors
     assert {v for _, v in load.versions} == {1}
     state = _model_state(doc)
-    assert state["serving"] == [1] and state["pinned"] == [2]
+    assert state["serving"] == [1]
+    assert state["pinned"] == [2]
     assert "initialize failed on purpose" in state["failed"]["2"]
     assert "version 2" not in (serving.repository / "add" / "config.pbtxt").read_text()
     assert "versions: 1" in (serving.repository / "add" / "config.pbtxt").read_text()
+    # verify fails (replica not READY on 2: the smoke inference of version 2 fails too) and records it.
+    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "2", "--grpc-url", serving.triton.grpc_url)
+    assert rc == 6, out
+    assert "replica default/replica-0" in out
+    assert "FAILED" in out
+    record = json.loads(client.get_object(Bucket=BUCKET, Key=layout.verification_key("add", 2))["Body"].read())
+    assert record["passed"] is False
+    assert record["smoke_inference"] is False
+    # ... so promote refuses.
+    rc, out = serving.cli("promote", "add", "--version", "2", "--from", "test", "--to", "prod")
+    assert rc == 4, out
+    assert "verification" in out
+    assert "FAILED" in out
     # The failure is not retried in a loop: the same pin stays FAILED, the old version serves.
-    time.sleep(3)
+    time.sleep(2)
     assert _model_state(serving.status() or {})["state"] == "FAILED"
     assert served_version(serving.triton.http_url, "add") == 1
     # A fixed version published afterwards is picked up.
@@ -145,7 +176,7 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
     serving.start_agent()
     serving.wait_served("add", 1)
     files = add_model_files(2)
-    files["weights.bin"] = os.urandom(256 * 1024 * 1024)  # big enough to catch the download in flight
+    files["weights.bin"] = os.urandom(128 * 1024 * 1024)  # big enough to catch the download in flight
     upload_version(client, BUCKET, "add", 2, files, pinned_config("add", 2))
     del files
 
@@ -164,17 +195,18 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
 
     # 2. Restarted, then SIGTERM mid-download: leftovers discarded, current staging abandoned, exit 0.
     agent = serving.start_agent()
+    wait_until(lambda: "discarded 1 leftover staging entries" in agent.log_tail(200), 30, what="leftover staging discarded")
     wait_until(downloading, 60, interval=0.02, what="weights.bin download restarted")
-    assert "discarded 1 leftover staging entries" in agent.log_tail(200)
     agent.signal(signal.SIGTERM)
-    assert agent.popen is not None and agent.popen.wait(timeout=30) == 0
+    assert agent.popen is not None
+    assert agent.popen.wait(timeout=30) == 0
     assert not (serving.repository / "add" / "2").exists()
     assert list(serving.staging.iterdir()) == []
 
     # 3. Restarted again: the version is placed whole and served.
     serving.start_agent()
     serving.wait_served("add", 2, timeout=90)
-    assert (serving.repository / "add" / "2" / "weights.bin").stat().st_size == 256 * 1024 * 1024
+    assert (serving.repository / "add" / "2" / "weights.bin").stat().st_size == 128 * 1024 * 1024
 
 
 def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving) -> None:
@@ -190,10 +222,12 @@ def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving)
     from model_sync.local.procs import Process
 
     proc = Process("init", argv, serving.tmp / "logs" / "init.log", env=serving.agent_env()).start()
-    assert proc.popen is not None and proc.popen.wait(timeout=60) == 0, proc.log_tail()
+    assert proc.popen is not None
+    assert proc.popen.wait(timeout=60) == 0, proc.log_tail()
     assert (serving.repository / "add" / "4" / "model.py").exists()
     assert "versions: 4" in (serving.repository / "add" / "config.pbtxt").read_text()
-    assert serving.status() is not None and _model_state(serving.status() or {})["state"] == "PLACED"
+    assert serving.status() is not None
+    assert _model_state(serving.status() or {})["state"] == "PLACED"
     serving.triton.start()
     serving.triton.wait_version_ready("add", 4)
     serving.start_agent()

@@ -33,6 +33,7 @@ from model_sync.local.runtime import TritonRuntime, TritonServer, ensure_tritons
 from model_sync.local.s3server import RcloneS3Server
 
 BUCKET = "models-test"
+PROD_BUCKET = "models-prod"
 DEPLOYMENT = "default"
 REPLICA = "replica-0"
 
@@ -85,9 +86,9 @@ def s3_client(server: RcloneS3Server) -> Any:
         "s3",
         endpoint_url=server.endpoint_url,
         config=Config(
-            retries={"max_attempts": 1},
+            retries={"mode": "standard", "max_attempts": 3},
             connect_timeout=2,
-            read_timeout=30,
+            read_timeout=10,
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
             s3={"addressing_style": "path"},
@@ -203,7 +204,7 @@ class Serving:
     agent_starts: int = 0
 
     def __post_init__(self) -> None:
-        self.s3 = RcloneS3Server(self.tmp / "s3", self.tmp / "logs" / "s3.log")
+        self.s3 = RcloneS3Server(self.tmp / "s3", self.tmp / "logs" / "s3.log", verbose=bool(os.environ.get("MODEL_SYNC_TEST_S3_VERBOSE")))
         self.s3.create_buckets(BUCKET)
         self.repository = self.tmp / "node" / "models"
         self.staging = self.tmp / "node" / ".models.staging"
@@ -230,6 +231,26 @@ class Serving:
         env.update(self.s3.client_env())
         env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
         return env
+
+    def write_config(self) -> Path:
+        """model-sync.yaml with environments `test` (this bucket) and `prod` (a second bucket)."""
+        self.s3.create_buckets(BUCKET, PROD_BUCKET)
+        path = self.tmp / "model-sync.yaml"
+        lines = ["environments:"]
+        for env, bucket in (("test", BUCKET), ("prod", PROD_BUCKET)):
+            lines += [f"  {env}:", f"    bucket: s3://{bucket}", f"    endpointUrl: {self.s3.endpoint_url}", f"    region: {self.s3.region}",
+                      f"    tritonUrl: {self.triton.http_url}"]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def cli(self, *args: str, timeout: float = 120) -> tuple[int, str]:
+        """`python -m model_sync ARGS` against this stack (model-sync.yaml from write_config)."""
+        import subprocess
+
+        env = self.agent_env()
+        env["MODEL_SYNC_CONFIG"] = str(self.write_config())
+        proc = subprocess.run([sys.executable, "-m", "model_sync", *args], capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        return proc.returncode, proc.stdout + proc.stderr
 
     def start_agent(self, *extra: str) -> Process:
         self.agent_starts += 1

@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# The repository agent (model_sync agent): init container (--once) and sidecar of every Triton pod.
+# Build from the repository root:  docker build -f docker/agent.Dockerfile -t triton-platform/model-sync-agent:0.1.0 .
+# Invariants checked by tests/model_sync/test_agent_image.py: pinned base, USER 1000, no torch,
+# ENTRYPOINT == model_sync.agent.AGENT_COMMAND (what the tests run).
+
+# Exact patch tag of the official image (pin the digest in CI with `docker buildx imagetools inspect`).
+FROM python:3.11.13-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /opt/model-sync
+COPY docker/agent-requirements.txt ./agent-requirements.txt
+# --no-deps: exactly the pinned set, nothing resolved at build time.
+RUN python -m pip install --no-deps -r agent-requirements.txt
+COPY pyproject.toml ./
+COPY model_sync ./model_sync
+# The package itself without its dependency ranges (torch is an optional extra and never installed).
+RUN python -m pip install --no-deps --no-build-isolation . \
+    && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"
+
+# Non-root, matching the pod securityContext (runAsUser/runAsGroup/fsGroup 1000).
+RUN groupadd --gid 1000 agent && useradd --uid 1000 --gid 1000 --no-create-home --shell /usr/sbin/nologin agent
+USER 1000:1000
+WORKDIR /models
+
+ENTRYPOINT ["python", "-m", "model_sync", "agent"]

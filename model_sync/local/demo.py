@@ -1,0 +1,240 @@
+"""`make demo` = `python -m model_sync.local demo [--keep-running] [--dir .demo]`
+
+The whole data plane on one machine, no fakes: a persistent local S3 server (rclone serve s3,
+data in <dir>/s3) with a staging and a prod bucket; per environment the real tritonserver (CPU,
+from the pinned nvidia-pytriton wheel) polling a local repository filled by its own repository
+agent (`python -m model_sync agent`, the image's ENTRYPOINT). Then, through the model_sync CLI:
+export a small TorchScript model (--target local: python-backend wrapper), push it to staging,
+verify, promote to prod, verify prod, run an inference against prod and compare it with eager
+PyTorch, print `status`. Everything is stopped at the end unless --keep-running (then
+`python -m model_sync.local stop` stops it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model_sync.agent import AGENT_COMMAND
+from model_sync.local.procs import Process, http_status, wait_until
+from model_sync.local.runtime import TritonServer, ensure_tritonserver
+from model_sync.local.s3server import RcloneS3Server
+
+ENVS = ("staging", "prod")
+MODEL = "demo-mlp"
+SAMPLE_FACTORY = "model_sync.local.sample_model:build"
+INPUT = [[0.5, -1.0, 2.0, 0.25]]
+
+
+def say(text: str) -> None:
+    print(f"==> {text}", flush=True)
+
+
+@dataclass
+class LocalPlatform:
+    """Staging + prod on this machine. `root` holds s3/, <env>/models, logs/, model-sync.yaml."""
+
+    root: Path
+    interval: float = 1.0
+    s3: RcloneS3Server = field(init=False)
+    tritons: dict[str, TritonServer] = field(default_factory=dict, init=False)
+    agents: dict[str, Process] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.root = self.root.absolute()
+        self.s3 = RcloneS3Server(self.root / "s3", self.root / "logs" / "s3.log")
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "model-sync.yaml"
+
+    def bucket(self, env: str) -> str:
+        return f"models-{env}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(self.s3.client_env())
+        env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, MODEL_SYNC_CONFIG=str(self.config_path))
+        return env
+
+    def start(self) -> None:
+        runtime = ensure_tritonserver()
+        say(f"tritonserver {runtime.binary} (from nvidia-pytriton, sha256 verified)")
+        self.s3.create_buckets(*(self.bucket(e) for e in ENVS))
+        self.s3.start()
+        say(f"local S3 (rclone serve s3) on {self.s3.endpoint_url}, data in {self.s3.data_dir}")
+        for name in ENVS:
+            self.tritons[name] = TritonServer(self.root / name / "models", self.root / "logs" / f"triton-{name}.log", runtime=runtime)
+        self._write_config()
+        for name in ENVS:
+            triton = self.tritons[name]
+            triton.start()
+            say(f"{name}: tritonserver http {triton.http_url} grpc {triton.grpc_url} polling {triton.repository}")
+            argv = [
+                sys.executable, *AGENT_COMMAND[1:], "--env", name, "--repository", str(triton.repository),
+                "--triton-url", triton.http_url, "--interval", str(self.interval), "--deployment", "local", "--replica-id", f"{name}-0",
+                "--heartbeat", "10",
+            ]
+            self.agents[name] = Process(f"agent-{name}", argv, self.root / "logs" / f"agent-{name}.log", env=self.env()).start()
+            say(f"{name}: repository agent pid {self.agents[name].pid} (log {self.agents[name].log_path})")
+        self._write_pids()
+
+    def _write_config(self) -> None:
+        lines = ["# written by `python -m model_sync.local demo`", "environments:"]
+        for name in ENVS:
+            lines += [
+                f"  {name}:",
+                f"    bucket: s3://{self.bucket(name)}",
+                f"    endpointUrl: {self.s3.endpoint_url}",
+                f"    region: {self.s3.region}",
+                f"    tritonUrl: {self.tritons[name].http_url}",
+            ]
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    def _write_pids(self) -> None:
+        procs = [p for p in [self.s3.process, *(t.process for t in self.tritons.values()), *self.agents.values()] if p is not None]
+        (self.root / "pids.json").write_text(json.dumps({p.name if p.name != "tritonserver" else f"tritonserver-{i}": p.pid for i, p in enumerate(procs)}, indent=2) + "\n")
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        say("model-sync " + " ".join(args))
+        proc = subprocess.run([sys.executable, "-m", "model_sync", *args], capture_output=True, text=True, env=self.env(), check=False, timeout=600)
+        out = (proc.stdout + proc.stderr).rstrip()
+        if out:
+            print("    " + out.replace("\n", "\n    "), flush=True)
+        if check and proc.returncode != 0:
+            raise SystemExit(f"demo: model-sync {args[0]} exited {proc.returncode}")
+        return proc
+
+    def pinned(self, env: str) -> int:
+        """The pinned version, from `model-sync status --output json` (retried: a pin being rewritten
+        on rclone serve s3 briefly reads as missing)."""
+        last = ""
+        for _ in range(5):
+            proc = subprocess.run([sys.executable, "-m", "model_sync", "status", "--env", env, MODEL, "--output", "json"], capture_output=True, text=True,
+                                  env=self.env(), check=False, timeout=120)
+            if proc.returncode == 0:
+                doc: dict[str, Any] = json.loads(proc.stdout)
+                pinned = doc[env]["models"][0]["pinned"]
+                if pinned is not None:
+                    return int(pinned)
+            last = proc.stderr.strip()
+            time.sleep(1)
+        raise SystemExit(f"demo: cannot read the pin of {MODEL} in {env}: {last}")
+
+    def wait_ready(self, env: str, version: int, timeout: float = 180) -> None:
+        triton = self.tritons[env]
+        wait_until(lambda: http_status(f"{triton.http_url}/v2/models/{MODEL}/versions/{version}/ready") == 200, timeout,
+                   what=f"{env}: {MODEL} version {version} READY (agent log {self.agents[env].log_path})")
+        # verify reads the agent's status report: wait until it says READY too.
+        wait_until(lambda: self._status_ready(env, version), timeout, what=f"{env}: agent status READY on {version}")
+
+    def _status_ready(self, env: str, version: int) -> bool:
+        import boto3
+
+        client = boto3.session.Session(aws_access_key_id=self.s3.access_key, aws_secret_access_key=self.s3.secret_key, region_name=self.s3.region).client(
+            "s3", endpoint_url=self.s3.endpoint_url)
+        doc = json.loads(client.get_object(Bucket=self.bucket(env), Key=f"status/local/{env}-0.json")["Body"].read())
+        entry = doc["models"].get(MODEL, {})
+        return bool(entry.get("state") == "READY" and entry.get("serving") == [version])
+
+    def stop(self) -> None:
+        for agent in self.agents.values():
+            agent.stop(timeout=20)
+        for triton in self.tritons.values():
+            triton.stop()
+        self.s3.stop()
+        (self.root / "pids.json").unlink(missing_ok=True)
+
+
+def infer(url: str, version: int) -> list[list[float]]:
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(url.split("://", 1)[1])
+    meta = client.get_model_metadata(MODEL, str(version))
+    inp = meta["inputs"][0]
+    data = np.array(INPUT, dtype=np.float32)
+    t = httpclient.InferInput(inp["name"], list(data.shape), "FP32")
+    t.set_data_from_numpy(data)
+    result = client.infer(MODEL, [t], model_version=str(version))
+    out = result.as_numpy(meta["outputs"][0]["name"])
+    client.close()
+    return [[float(x) for x in row] for row in out]
+
+
+def eager() -> list[list[float]]:
+    import torch
+
+    from model_sync.local.sample_model import build
+
+    with torch.no_grad():
+        return [[float(x) for x in row] for row in build()(torch.tensor(INPUT, dtype=torch.float32))]
+
+
+def demo(root: Path, keep_running: bool = False) -> int:
+    platform = LocalPlatform(root)
+    t0 = time.monotonic()
+    try:
+        platform.start()
+        export_dir = root / "export"
+        platform.cli("export", SAMPLE_FACTORY, "--name", MODEL, "--output", str(export_dir), "--example-shape", "1,4", "--target", "local",
+                     "--max-batch-size", "8", "--overwrite")
+        platform.cli("push", str(export_dir / MODEL), "--env", "staging")
+        staged = platform.pinned("staging")
+        platform.wait_ready("staging", staged)
+        say(f"staging serves {MODEL} version {staged}")
+        platform.cli("verify", MODEL, "--env", "staging", "--version", str(staged), "--grpc-url", platform.tritons["staging"].grpc_url)
+        platform.cli("promote", MODEL, "--version", str(staged), "--from", "staging", "--to", "prod")
+        prod = platform.pinned("prod")
+        platform.wait_ready("prod", prod)
+        platform.cli("verify", MODEL, "--env", "prod", "--version", str(prod), "--grpc-url", platform.tritons["prod"].grpc_url)
+        got, want = infer(platform.tritons["prod"].http_url, prod), eager()
+        diff = max(abs(a - b) for ra, rb in zip(got, want, strict=True) for a, b in zip(ra, rb, strict=True))
+        say(f"prod inference {MODEL} v{prod}: {got} (eager PyTorch {want}, max |diff| {diff:.2e})")
+        if diff > 1e-5:
+            raise SystemExit(f"demo: prod output differs from eager by {diff}")
+        platform.cli("status")
+        say(f"done in {time.monotonic() - t0:.0f}s")
+        if keep_running:
+            say(f"still running (pids in {root / 'pids.json'}); config {platform.config_path}")
+            say(f"try: MODEL_SYNC_CONFIG={platform.config_path} {sys.executable} -m model_sync status")
+            say(f"stop: {sys.executable} -m model_sync.local stop --dir {root}")
+        return 0
+    finally:
+        if not keep_running:
+            platform.stop()
+            say("stopped S3 server, tritonservers and agents")
+
+
+def stop(root: Path) -> int:
+    """Stop what `demo --keep-running` left up (pids recorded in <dir>/pids.json)."""
+    pids_file = root.absolute() / "pids.json"
+    if not pids_file.exists():
+        say(f"nothing to stop ({pids_file} not found)")
+        return 0
+    pids: dict[str, int] = json.loads(pids_file.read_text())
+    # Agents first (they exit cleanly on SIGTERM), then the servers; each one is its own process group.
+    for name, pid in sorted(pids.items(), key=lambda kv: (not kv[0].startswith("agent"), kv[0])):
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            say(f"SIGTERM {name} (pid {pid})")
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 30
+    for pid in pids.values():
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+    pids_file.unlink()
+    return 0

@@ -1,0 +1,97 @@
+"""Static checks of docker/agent.Dockerfile (no Docker engine here): parsed instruction by
+instruction, then the invariants asserted. Plus: the agent's import graph needs no torch/grpc."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from model_sync.agent import AGENT_COMMAND
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "docker" / "agent.Dockerfile"
+REQUIREMENTS = ROOT / "docker" / "agent-requirements.txt"
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    out: list[tuple[str, str]] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not buf and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        buf += line
+        op, _, args = buf.partition(" ")
+        out.append((op.upper(), args.strip()))
+        buf = ""
+    assert not buf, "dangling line continuation"
+    return out
+
+
+def test_parser_reads_continuations_and_skips_comments() -> None:
+    parsed = instructions("# c\nFROM a:1\nRUN x \\\n  && y\n\nUSER 1000\n")
+    assert parsed == [("FROM", "a:1"), ("RUN", "x  && y"), ("USER", "1000")]
+
+
+def test_base_image_is_pinned_to_an_exact_slim_tag_or_digest() -> None:
+    froms = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "FROM"]
+    assert len(froms) == 1
+    image = froms[0]
+    assert re.match(r"^python:\d+\.\d+\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?$", image) or re.match(r"^python@sha256:[0-9a-f]{64}$", image), image
+    assert ":latest" not in image
+
+
+def test_runs_as_uid_1000_as_the_last_user() -> None:
+    users = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "USER"]
+    assert users
+    assert users[-1].split(":")[0] == "1000"
+
+
+def test_entrypoint_is_the_command_the_tests_run() -> None:
+    entry = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "ENTRYPOINT"]
+    assert len(entry) == 1
+    assert tuple(json.loads(entry[0])) == AGENT_COMMAND == ("python", "-m", "model_sync", "agent")
+    from tests.support.triton import Serving
+
+    # tests/support/triton.py runs sys.executable + AGENT_COMMAND[1:]: the same module and command.
+    assert Serving.agent_argv.__code__.co_names.count("AGENT_COMMAND") == 1
+
+
+def test_requirements_are_exact_pins_without_torch_or_grpc() -> None:
+    reqs = [ln.strip() for ln in REQUIREMENTS.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert reqs
+    for req in reqs:
+        assert re.match(r"^[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.+-]*$", req), req
+    names = {r.split("==")[0].lower().replace("_", "-") for r in reqs}
+    assert not names & {"torch", "grpcio", "tritonclient[grpc]", "torchvision"}
+    # Same versions as the locked dev environment the tests run in.
+    dev = {ln.split("==")[0].lower().replace("_", "-"): ln.split("==")[1] for ln in (ROOT / "requirements-dev.txt").read_text().splitlines() if "==" in ln}
+    for req in reqs:
+        name, version = req.split("==")
+        assert dev.get(name.lower().replace("_", "-")) == version, req
+
+
+def test_image_installs_requirements_without_resolution_and_the_package_without_deps() -> None:
+    runs = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "RUN"]
+    assert any("pip install --no-deps -r agent-requirements.txt" in r for r in runs)
+    assert any("pip install --no-deps" in r and r.rstrip().split("&&")[0].strip().endswith(" .") for r in runs)
+    copies = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "COPY"]
+    assert "docker/agent-requirements.txt ./agent-requirements.txt" in copies
+
+
+def test_agent_command_imports_neither_torch_nor_grpc() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['grpc'] = None\n"
+        "from model_sync.cli import build_parser; import model_sync.agent, model_sync.commands.agent\n"
+        "build_parser().parse_args(['agent', '--env', 'x', '--repository', '/tmp/r'])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'grpc') and sys.modules[m] is not None))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr

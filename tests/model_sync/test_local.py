@@ -1,0 +1,76 @@
+"""The local environment: the pinned tritonserver fetch, and `python -m model_sync.local demo`
+end to end (real rclone S3, two real tritonservers, two agents, the model_sync CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from model_sync.local import runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_fetch_wheel_rejects_a_wheel_whose_sha256_differs_from_the_pin(tmp_path: Path) -> None:
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / runtime.PYTRITON_WHEEL).write_bytes(b"not the wheel")
+    with pytest.raises(runtime.RuntimeError_, match=r"sha256 [0-9a-f]{64}; allowed: 21f063ff.*the pinned nvidia-pytriton==0\.7\.0"):
+        runtime.fetch_wheel(tmp_path)
+    with pytest.raises(runtime.RuntimeError_):
+        runtime.ensure_tritonserver(tmp_path)  # never extracted
+    assert not any(p.name.startswith("tritonserver-") for p in tmp_path.iterdir())
+
+
+def test_extracted_runtime_has_the_binary_and_the_python_stub() -> None:
+    rt = runtime.ensure_tritonserver()
+    assert os.access(rt.binary, os.X_OK)
+    stub = rt.backends / "python" / "triton_python_backend_stub"
+    assert os.access(stub, os.X_OK)
+    assert (rt.root / ".complete").read_text().strip() == runtime.PYTRITON_SHA256
+    env = runtime.stub_environment({"PATH": "/usr/bin", "PYTHONPATH": "/x"})
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    assert "PYTHONPATH" not in env
+
+
+def test_triton_argv_binds_loopback_and_polls_the_local_directory(tmp_path: Path) -> None:
+    server = runtime.TritonServer(tmp_path / "models", tmp_path / "log", runtime=runtime.TritonRuntime(tmp_path))
+    argv = server.argv()
+    assert f"--model-repository={tmp_path / 'models'}" in argv
+    assert {"--model-control-mode=poll", "--repository-poll-secs=1", "--disable-auto-complete-config", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1"} <= set(argv)
+    assert not any(a.startswith("--model-repository=s3://") for a in argv)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tmp_path: Path) -> None:
+    state = tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    proc = subprocess.run([sys.executable, "-m", "model_sync.local", "demo", "--dir", str(state), "--keep-running"], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=200, check=False)
+    out = proc.stdout + proc.stderr
+    pids = json.loads((state / "pids.json").read_text()) if (state / "pids.json").exists() else {}
+    try:
+        assert proc.returncode == 0, out[-3000:]
+        assert out.count("smoke inference http+grpc ok") == 2  # verified in staging and in prod
+        assert "pinned: demo-mlp version 1 in prod (promoted from staging version 1)" in out
+        m = re.search(r"prod inference demo-mlp v1: .* max \|diff\| ([0-9.e+-]+)\)", out)
+        assert m is not None, out[-2000:]
+        assert float(m.group(1)) <= 1e-5
+        assert {"rclone-s3", "agent-staging", "agent-prod"} <= set(pids)
+        assert len(pids) == 5
+        for pid in pids.values():
+            os.kill(pid, 0)  # all still running with --keep-running
+    finally:
+        stop = subprocess.run([sys.executable, "-m", "model_sync.local", "stop", "--dir", str(state)], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    for pid in pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not (state / "pids.json").exists()
+    assert (state / "s3" / "models-prod" / "repository" / "demo-mlp" / "config.pbtxt").exists()  # persistent S3 data
