@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -242,3 +243,28 @@ def test_args_validation(overrides: dict[str, Any], match: str) -> None:
 def test_resource_of_record_types(dev: Run) -> None:
     kinds = sorted({r.inputs["kind"] for r in dev.descendants_of(dev.one(COMPONENT, "triton-default")) if isinstance(r, Resource) and r.type.startswith("kubernetes:")})
     assert kinds == ["Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ServiceMonitor"]
+
+
+def test_agent_commands_in_the_pod_parse_with_the_real_agent_cli(any_stack: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod runs exactly the command the agent's own tests run: the init container's and
+    the sidecar's command lines parse with model_sync's CLI and resolve an environment with
+    no model-sync.yaml in the image (everything comes from flags)."""
+    from model_sync import environments
+    from model_sync.agent import AGENT_COMMAND
+    from model_sync.cli import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
+    parser = build_parser("agent")
+    deployments = any_stack.of_type("kubernetes:apps/v1:Deployment")
+    agents = []
+    for dep in deployments:
+        spec = dep.inputs["spec"]["template"]["spec"]
+        agents += [c for c in [*spec.get("initContainers", []), *spec["containers"]] if c["command"][:4] == list(AGENT_COMMAND)]
+    assert agents, "no repository-agent containers recorded"
+    for container in agents:
+        args = parser.parse_args(container["command"][3:])
+        assert args.command == "agent"
+        env = environments.resolve(args.env, bucket=args.bucket, region=args.region)
+        assert env.root.bucket.startswith("triton-platform-")
+        assert args.staging_dir.parent == args.repository.parent
