@@ -38,6 +38,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import gpu_contract, naming, versions
+from components.helm import pinned_release as _release
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.triton_deployment import ADMIN_HEADER, GRPC_PORT, HTTP_PORT
 
@@ -312,17 +313,6 @@ def acme_solver_policy_spec(ingress_namespace: str) -> dict[str, Any]:
 # The component.
 # --------------------------------------------------------------------------------------
 
-
-def _release(name: str, chart: versions.HelmChart, namespace: str, values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
-    return k8s.helm.v3.Release(
-        name,
-        k8s.helm.v3.ReleaseArgs(
-            name=chart.chart, chart=chart.chart, version=chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
-            namespace=namespace, create_namespace=False, atomic=True, timeout=900, max_history=10, values=values,
-        ),
-        opts=opts,
-    )
 
 
 class Ingress(pulumi.ComponentResource):

@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import gpu_contract, naming, versions
+from components.helm import pinned_release as _release
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 
 LOKI_PORT = 3100
@@ -144,17 +145,6 @@ def grafana_datasource(namespace: str) -> str:
         "jsonData": {"maxLines": 1000},
     }]}, sort_keys=False)
 
-
-def _release(name: str, chart: versions.HelmChart, namespace: str, values: Any, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
-    return k8s.helm.v3.Release(
-        name,
-        k8s.helm.v3.ReleaseArgs(
-            name=chart.chart, chart=chart.chart, version=chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
-            namespace=namespace, create_namespace=False, atomic=True, timeout=900, max_history=10, values=values,
-        ),
-        opts=opts,
-    )
 
 
 class LogShipping(pulumi.ComponentResource):

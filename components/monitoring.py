@@ -25,6 +25,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import gpu_contract, naming, versions
+from components.helm import pinned_release as _release
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.triton_deployment import QUEUE_TIME_METRIC
 
@@ -271,17 +272,6 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
 # The component.
 # --------------------------------------------------------------------------------------
 
-
-def _release(name: str, chart: versions.HelmChart, namespace: str, values: Any, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
-    return k8s.helm.v3.Release(
-        name,
-        k8s.helm.v3.ReleaseArgs(
-            name=chart.chart, chart=chart.chart, version=chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
-            namespace=namespace, create_namespace=False, atomic=True, timeout=900, max_history=10, values=values,
-        ),
-        opts=opts,
-    )
 
 
 class Monitoring(pulumi.ComponentResource):

@@ -1,0 +1,29 @@
+"""One way to install a pinned upstream Helm chart (kubernetes.helm.v3.Release).
+
+Every release the serving plane installs goes through `pinned_release`: the chart,
+version and repository come from a `versions.HelmChart` (pinned in components/versions.py),
+the release is atomic (a failed upgrade rolls back), the namespace is created by the
+caller's ServingNamespace (never by Helm, so its Pod Security labels are ours), and
+Helm keeps a bounded history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+
+
+def pinned_release(name: str, chart: versions.HelmChart, namespace: str, values: Any, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    return k8s.helm.v3.Release(
+        name,
+        k8s.helm.v3.ReleaseArgs(
+            name=chart.chart, chart=chart.chart, version=chart.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
+            namespace=namespace, create_namespace=False, atomic=True, timeout=900, max_history=10, values=values,
+        ),
+        opts=opts,
+    )
