@@ -407,7 +407,9 @@ def _parse_triton(name: str, raw: Any, groups: Mapping[str, NodeGroupConfig]) ->
              "model names of lowercase letters, digits, '_' and '-', at most 63 characters")
     if len(set(models)) != len(models):
         raise ConfigError(f"{base}.models", models, "lists a model twice", "each model once")
-    min_r = _int(f"{base}.minReplicas", m["minReplicas"], 0, 1000)
+    # The HPA needs minReplicas >= 1; idle dev capacity is released by scaling the
+    # Deployment to 0 (the HPA then stands still), see docs/node-autoscaling.md.
+    min_r = _int(f"{base}.minReplicas", m["minReplicas"], 1, 1000)
     max_r = _int(f"{base}.maxReplicas", m["maxReplicas"], 1, 1000)
     if min_r > max_r:
         raise ConfigError(f"{base}.minReplicas", {"minReplicas": min_r, "maxReplicas": max_r}, "exceeds maxReplicas", "minReplicas <= maxReplicas")

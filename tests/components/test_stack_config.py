@@ -451,3 +451,9 @@ def test_scale_down_minutes_in_range() -> None:
     cfg = raw("dev")
     cfg[K + "scaleDownUnneededMinutes"] = 0
     fails(cfg, r"scaleDownUnneededMinutes: 0 is out of range; allowed: an integer from 1 to 1440")
+
+
+def test_triton_min_replicas_at_least_one() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["minReplicas"] = 0
+    fails(cfg, r"tritonDeployments\.default\.minReplicas: 0 is out of range; allowed: an integer from 1 to 1000")
