@@ -205,7 +205,15 @@ def demo(root: Path, keep_running: bool = False) -> int:
         say(f"done in {time.monotonic() - t0:.0f}s")
         if keep_running:
             say(f"still running (pids in {root / 'pids.json'}); config {platform.config_path}")
-            say(f"try: MODEL_SYNC_CONFIG={platform.config_path} {sys.executable} -m model_sync status")
+            # Credentials reach model-sync through the standard AWS chain: a shared
+            # credentials file holding the local server's loopback-only keys.
+            creds = root / "aws-credentials"
+            client = platform.s3.client_env()
+            creds.write_text(f"[model-sync-demo]\naws_access_key_id = {client['AWS_ACCESS_KEY_ID']}\n"
+                             f"aws_secret_access_key = {client['AWS_SECRET_ACCESS_KEY']}\n")
+            creds.chmod(0o600)
+            say(f"try: AWS_SHARED_CREDENTIALS_FILE={creds} AWS_PROFILE=model-sync-demo AWS_DEFAULT_REGION={client['AWS_DEFAULT_REGION']} "
+                f"MODEL_SYNC_CONFIG={platform.config_path} {sys.executable} -m model_sync status")
             say(f"stop: {sys.executable} -m model_sync.local stop --dir {root}")
         return 0
     finally:
