@@ -28,11 +28,13 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from model_sync import __version__, compat, errors, layout, model_config
+from model_sync.ui import error
 
 TRITON_DTYPES = {
     "float32": "TYPE_FP32",
@@ -241,7 +243,13 @@ def export(opts: ExportOptions) -> dict[str, Any]:
     inputs = example_inputs(opts, None, opts.seed)
     eager_out = _run(model, inputs, "eager")
     try:
-        scripted = torch.jit.trace(model, tuple(inputs)) if opts.method == "trace" else torch.jit.script(model)
+        # torch prints TracerWarnings as multi-line noise; collect them. If the
+        # eager-vs-TorchScript checks below pass they are reported in one line; if a check
+        # fails, its one-line error is what the user needs.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scripted = torch.jit.trace(model, tuple(inputs)) if opts.method == "trace" else torch.jit.script(model)
+        notes = [str(w.message).splitlines()[0] for w in caught]
     except Exception as e:
         raise errors.SyncError(errors.CHECK_FAILED, f"torch.jit.{opts.method}: failed ({' '.join(str(e).split())[:240]}); allowed: a module {opts.method}-able by TorchScript (try --method {'script' if opts.method == 'trace' else 'trace'})") from None
     os.makedirs(opts.output, exist_ok=True)
@@ -256,6 +264,9 @@ def export(opts: ExportOptions) -> dict[str, Any]:
             other = opts.shapes[0][0] - 1 if opts.shapes[0][0] > 1 else min(2, opts.max_batch_size)
             second = example_inputs(opts, other, opts.seed + 1)
             compare(_run(model, second, "eager"), _run(loaded, second, "TorchScript", f"example 2, batch {other}"), opts.rtol, opts.atol, f"example 2, batch {other}")
+        if notes:
+            error(f"warning: torch.jit.{opts.method}: {len(notes)} warning(s) while tracing, first: {' '.join(notes[0].split())[:200]}; "
+                  "the outputs matched eager on every example, so the export stands")
         cfg = build_config(opts, inputs, eager_out)
         model_config.write_file(os.path.join(tmp, layout.CONFIG_FILE), cfg)
         if opts.target == "local":
