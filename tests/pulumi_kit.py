@@ -269,11 +269,29 @@ def stack_config(stack: str, path: Path | None = None) -> dict[str, Any]:
     return dict(yaml.safe_load(path.read_text())["config"])
 
 
+# Stand-ins for `secure:` (encrypted) stack values: the mocks cannot decrypt them, so a
+# stack that followed the README's `pulumi config set --secret ...` still renders. Each
+# stand-in is a valid value for its key, and the key is passed as a secret.
+SECRET_STAND_INS: dict[str, str] = {
+    "triton-platform:alertmanagerSlackWebhookUrl": "https://hooks.slack.com/services/T000/B000/mock",
+}
+
+
+def secret_keys(config: Mapping[str, Any]) -> list[str]:
+    """Keys whose stack value is encrypted (`{secure: v1:...}`)."""
+    return sorted(k for k, v in config.items() if isinstance(v, dict) and set(v) == {"secure"})
+
+
 def to_pulumi_strings(config: Mapping[str, Any]) -> dict[str, str]:
-    """Turn YAML values into the strings Pulumi hands a program (JSON for objects)."""
+    """Turn YAML values into the strings Pulumi hands a program (JSON for objects);
+    encrypted values become their SECRET_STAND_INS entry."""
     out = {}
     for key, value in config.items():
-        if isinstance(value, bool):
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            if key not in SECRET_STAND_INS:
+                raise KitError(f"{key}: encrypted stack value without a stand-in; add one to SECRET_STAND_INS in tests/pulumi_kit.py")
+            out[key] = SECRET_STAND_INS[key]
+        elif isinstance(value, bool):
             out[key] = "true" if value else "false"
         elif isinstance(value, (dict, list)):
             out[key] = json.dumps(value)
@@ -315,7 +333,7 @@ def run_program(
     mocks = RecordingMocks(region)
     monitor = RecordingMonitor(mocks)
     settings.ROOT.set(None)
-    pulumi.runtime.set_all_config(to_pulumi_strings(config), [])
+    pulumi.runtime.set_all_config(to_pulumi_strings(config), secret_keys(config))
     pulumi_mocks.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
 
     def capture_class(args: pulumi.ResourceTransformationArgs) -> None:

@@ -3,6 +3,7 @@ pass without checking anything."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,17 @@ def test_broken_stack_file_fails_before_any_resource(tmp_path: Path) -> None:
     broken.write_text(text.replace("availabilityZoneCount: 3", "availabilityZoneCount: 2"))
     with pytest.raises(ConfigError, match=r"triton-platform:availabilityZoneCount: 2 is below the prod minimum"):
         run_program("prod", stack_file=broken)
+
+
+def test_encrypted_stack_values_render_with_a_stand_in(tmp_path: Path) -> None:
+    """A stack that followed the README's `pulumi config set --secret ...` still renders."""
+    from tests.pulumi_kit import ROOT
+
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    secured = tmp_path / "Pulumi.dev.yaml"
+    secured.write_text(text + "  triton-platform:alertmanagerSlackWebhookUrl:\n    secure: v1:bm90LWEtcmVhbC1jaXBoZXJ0ZXh0\n")
+    run = run_program("dev", stack_file=secured)
+    assert run.resources
+    assert "hooks.slack.com" not in json.dumps(run.exports)  # the stand-in never leaks into exports
+    alertmanager = [r for r in run.resources if "hooks.slack.com/services/T000/B000/mock" in json.dumps(r.inputs)]
+    assert alertmanager, "the secret stand-in reached no resource: the key is not wired"
