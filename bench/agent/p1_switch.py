@@ -30,12 +30,12 @@ def switch_seconds(load: LoadGenerator, flipped_at: float, version: int, timeout
     raise TimeoutError(f"version {version} not served within {timeout}s")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cycles", type=int, default=20)
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/agent-p1.json"))
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.agent.p1_switch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cycles", type=int, default=20, help="publish + rollback cycles (default 20; 2 switch samples each)")
+    parser.add_argument("--interval", type=float, default=1.0, help="agent --interval in seconds (default 1)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/agent-p1.json"), help="result JSON (default bench/results/agent-p1.json)")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="p1-") as tmp:
         stack = Serving(Path(tmp), ensure_tritonserver(), interval=args.interval)
         try:

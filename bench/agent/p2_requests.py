@@ -19,12 +19,13 @@ from pathlib import Path
 from model_sync.local.procs import Process, http_status, wait_until
 from model_sync.local.runtime import TritonServer, ensure_tritonserver, stub_environment
 from tests.support.s3_servers import S3Server, aws_environ
-from tests.support.triton import add_model_files, pinned_config, upload_version
 
 MODELS, VERSIONS = 20, 3
 
 
 def populate(server: S3Server, bucket: str) -> None:
+    from tests.support.triton import add_model_files, pinned_config, upload_version  # imported here: `--help` needs none of it
+
     client = server.client()
     for m in range(MODELS):
         name = f"model-{m:02d}"
@@ -48,11 +49,11 @@ def count_per_minute(server: S3Server, settle: float, window: float) -> tuple[fl
     return len(reqs) * 60.0 / window, kinds
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--window", type=float, default=60.0)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/agent-p2.json"))
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.agent.p2_requests", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--window", type=float, default=60.0, help="seconds of S3 requests counted per side (default 60)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/agent-p2.json"), help="result JSON (default bench/results/agent-p2.json)")
+    args = parser.parse_args(argv)
     runtime = ensure_tritonserver()
     loaded = False
     with tempfile.TemporaryDirectory(prefix="p2-") as tmp_s:

@@ -64,13 +64,13 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return took
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", type=int, default=50)
-    ap.add_argument("--size-mb", type=float, default=2.0)
-    ap.add_argument("--reps", type=int, default=3)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.push.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", type=int, default=50, help="model directories in the tree (default 50)")
+    ap.add_argument("--size-mb", type=float, default=2.0, help="MiB of the weights file per model (default 2)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions per tool and scenario; the median is reported (default 3)")
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/model-sync.md")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     tools = ("model-sync", "s5cmd", "aws-cli")
     work = Path(tempfile.mkdtemp(prefix="bench-push-"))
     server = S3Server("rclone", data_dir=str(work / "s3"))

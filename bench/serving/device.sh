@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# The GPU serving benchmark, as run on the lent H200 (no network there). From the repo root HERE:
+# The GPU serving benchmark on an NVIDIA GPU host (docs/gpu-benchmark.md, "How to rerun").
+# On a build machine, from the repository root:
 #   .venv/bin/python -m bench.serving.bundle            # once: bench/serving/.dist (git-ignored)
-# then the device tool: run(command="bash bench/serving/device.sh", carry=["bench/serving/.dist"])
+# copy the repository (with bench/serving/.dist) to the GPU host, then there, from its root:
+#   OUT=/tmp/bench-out bash bench/serving/device.sh [bench.serving.run options]
 # Results land in $OUT (serving.json + logs); copy serving.json to bench/results/ and run
 #   .venv/bin/python -m bench.serving.report
 set -euo pipefail
+if [[ " $* " == *" -h "* || " $* " == *" --help "* ]]; then
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  echo "Options after the script name are passed to: python3 -m bench.serving.run (see its --help)."
+  exit 0
+fi
 OUT=${OUT:-/tmp/bench-out}
 W=/tmp/bench-w
 DIST=bench/serving/.dist

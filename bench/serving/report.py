@@ -8,6 +8,7 @@ docs/gpu-benchmark.md is regenerated from the JSON, so the document cannot drift
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -73,8 +74,10 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    result = Path(args[0]) if args else RESULT
+    p = argparse.ArgumentParser(prog="python -m bench.serving.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("result", nargs="?", type=Path, default=RESULT,
+                   help=f"serving.json written by bench.serving.run (default: {RESULT.relative_to(ROOT)}); the plot is written beside it as .png")
+    result = p.parse_args(argv).result
     doc = json.loads(result.read_text())
     stats.validate_result(doc)
     plot(doc, result.with_suffix(".png"))

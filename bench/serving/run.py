@@ -1,4 +1,4 @@
-"""The GPU serving benchmark (issue 8), one command on the GPU machine (bench/serving/device.sh):
+"""The GPU serving benchmark, one command on an NVIDIA GPU host (bench/serving/device.sh):
 
   1. `model-sync export --target local` writes one Triton model per configuration variant
      (instance count, preferred batch sizes, queue delay; KIND_GPU), ResNet-18 random weights;
@@ -11,8 +11,8 @@
      the best variant is also driven over HTTP by the same client as the baseline (transport check);
   5. writes <out>/serving.json (bench.serving.stats.SCHEMA) and the server logs.
 
-Every phase is guarded: a failure is recorded in `errors` and the run goes on, so one call of the
-device returns everything that worked. `--deadline-s` keeps the whole run inside the call limit.
+Every phase is guarded: a failure is recorded in `errors` and the run goes on, so one run returns
+everything that worked. `--deadline-s` keeps the whole run inside a wall-clock budget.
 
     python -m bench.serving.run --triton-root W/triton --perf-analyzer W/triton/perf/bin/perf_analyzer \
         --stub-pythonpath W/np126 --export-pythonpath W/exsite --out $OUT

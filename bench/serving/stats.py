@@ -14,7 +14,7 @@ from typing import Any
 
 SCHEMA = "triton-platform/bench-serving/v1"
 
-# Issue 8's targets: Triton >= 10x the one-request baseline and >= 50 % of the raw TorchScript limit
+# The benchmark's targets (docs/gpu-benchmark.md): Triton >= 10x the one-request baseline and >= 50 % of the raw TorchScript limit
 # (batch 64), both at client-side p99 <= 80 ms.
 TARGET_SPEEDUP = 10.0
 TARGET_RAW_FRACTION = 0.5

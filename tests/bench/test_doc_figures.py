@@ -1,0 +1,147 @@
+"""The benchmark figures written by hand in the docs equal bench/results/*.json (to the rounding
+they are printed with): README's "Measured" rows, docs/gpu-benchmark.md's result table,
+docs/agent.md's P1/P2 row and docs/model-sync.md's push table. A rerun that changes a JSON file
+fails here until the prose is updated."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+
+
+def result(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((RESULTS / name).read_text())
+    return doc
+
+
+def doc_line(path: str, marker: str) -> str:
+    lines = [ln for ln in (ROOT / path).read_text().splitlines() if marker in ln]
+    assert len(lines) == 1, f"{path}: {len(lines)} lines contain {marker!r}"
+    return lines[0]
+
+
+def grab(pattern: str, text: str, flags: int = 0) -> tuple[str, ...]:
+    m = re.search(pattern, text, flags)
+    assert m, f"{pattern!r} not found in: {text}"
+    return m.groups()
+
+
+def assert_rounds_to(printed: str, value: float, scale: float = 1.0) -> None:
+    """`printed` ("12,658", "58.6", "2.16") is `value * scale` rounded to the digits it shows."""
+    decimals = len(printed.split(".")[1]) if "." in printed else 0
+    shown = float(printed.replace(",", ""))
+    assert abs(shown - value * scale) <= 0.5 * 10 ** -decimals + 1e-9, f"doc says {printed}, data gives {value * scale:.6g}"
+
+
+def test_rounding_helper_rejects_a_wrong_figure() -> None:
+    assert_rounds_to("1.8", 1.7547)
+    assert_rounds_to("12,658", 12658.1)
+    with pytest.raises(AssertionError, match=r"doc says 1\.7, data gives 1\.7547"):
+        assert_rounds_to("1.7", 1.7547)
+    with pytest.raises(AssertionError, match=r"doc says 58\.7"):
+        assert_rounds_to("58.7", 58.646)
+
+
+# ---- GPU serving (bench/results/serving.json) ----------------------------------------------------
+def serving_summary() -> dict[str, Any]:
+    summary: dict[str, Any] = result("serving.json")["summary"]
+    return summary
+
+
+def test_readme_gpu_serving_row() -> None:
+    line = doc_line("README.md", "| GPU serving, ResNet-18")
+    rps, p99, speedup, raw = grab(r"([\d,]+) req/s at p99 ([\d.]+) ms: ([\d.]+)x the one-request-at-a-time server, ([\d.]+) % of raw TorchScript", line)
+    s = serving_summary()
+    assert_rounds_to(rps, s["best"]["throughput"])
+    assert_rounds_to(p99, s["best"]["p99_ms"])
+    assert_rounds_to(speedup, s["speedup"])
+    assert_rounds_to(raw, s["raw_fraction"], 100)
+
+
+def test_gpu_benchmark_result_table() -> None:
+    s = serving_summary()
+    raw = doc_line("docs/gpu-benchmark.md", "| raw TorchScript, batch 64, input already on the GPU (the limit) |")
+    assert_rounds_to(grab(r"\| ([\d,]+) \|", raw)[0], s["raw_img_s"])
+    base = doc_line("docs/gpu-benchmark.md", "| one-request HTTP server, batch 1 (the baseline) |")
+    assert_rounds_to(grab(r"\| ([\d,]+) \|", base)[0], s["baseline_req_s"])
+    best = doc_line("docs/gpu-benchmark.md", "| **Triton, `")
+    variant, conc, rps, p99, speedup, frac = grab(r"`([\w-]+)`, (\d+) concurrent requests\*\* \| \*\*([\d,]+)\*\* \| \*\*([\d.]+) ms\*\* \| \*\*([\d.]+)x\*\* \| \*\*([\d.]+) %\*\*", best)
+    assert (variant, float(conc)) == (s["best"]["variant"], s["best"]["concurrency"])
+    assert_rounds_to(rps, s["best"]["throughput"])
+    assert_rounds_to(p99, s["best"]["p99_ms"])
+    assert_rounds_to(speedup, s["speedup"])
+    assert_rounds_to(frac, s["raw_fraction"], 100)
+
+
+# ---- the repository agent (bench/results/agent-p1.json, agent-p2.json) ---------------------------
+def test_agent_p1_row() -> None:
+    line = doc_line("docs/agent.md", "| **P1** pin flip")
+    cycles, p50, p95, mx, failed, ok, target = grab(
+        r"(\d+) push \+ \d+ rollback cycles.*p50 ([\d.]+) s, \*\*p95 ([\d.]+) s\*\*, max ([\d.]+) s; \*\*(\d+) failed\*\* of ([\d,]+) requests \| p95 <= ([\d.]+) s", line)
+    p1 = result("agent-p1.json")
+    assert int(cycles) == p1["cycles"]
+    assert_rounds_to(p50, p1["p50_s"])
+    assert_rounds_to(p95, p1["p95_s"])
+    assert_rounds_to(mx, p1["max_s"])
+    assert (int(failed), int(ok.replace(",", ""))) == (p1["requests_failed"], p1["requests_ok"])
+    assert float(target) == p1["target_p95_s"]
+
+
+def test_agent_p2_row() -> None:
+    line = doc_line("docs/agent.md", "| **P2** S3 requests")
+    agent, a_list, a_put, triton, t_head, t_list, inverse, target = grab(
+        r"agent \*\*([\d,]+)/min\*\* \((\d+) LIST \+ (\d+) status PUT\) vs tritonserver polling S3 \*\*([\d,]+)/min\*\* "
+        r"\(([\d,]+) HEAD \+ ([\d,]+) LIST\): \*\*1/(\d+)\*\* \| <= 1/(\d+)", line)
+    p2 = result("agent-p2.json")
+    assert_rounds_to(agent, p2["agent_requests_per_min"])
+    assert (int(a_list), int(a_put)) == (p2["agent_request_kinds"]["GET list"], p2["agent_request_kinds"]["PUT object"])
+    assert_rounds_to(triton, p2["triton_s3_poll_requests_per_min"])
+    assert (int(t_head.replace(",", "")), int(t_list.replace(",", ""))) == (p2["triton_request_kinds"]["HEAD object"], p2["triton_request_kinds"]["GET list"])
+    assert_rounds_to(inverse, p2["triton_s3_poll_requests_per_min"] / p2["agent_requests_per_min"])
+    assert_rounds_to(target, 1 / p2["target_ratio"])
+
+
+# ---- push (bench/results/push.json) --------------------------------------------------------------
+def push_table() -> dict[str, list[str]]:
+    text = (ROOT / "docs" / "model-sync.md").read_text()
+    block = grab(r"<!-- bench:push -->\n(.*?)<!-- /bench:push -->", text, re.S)[0]
+    rows = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells and cells[0] in ("cold", "noop", "one-file"):
+            rows[cells[0]] = cells[1:]
+    assert set(rows) == {"cold", "noop", "one-file"}
+    return rows
+
+
+def test_model_sync_push_table() -> None:
+    med = result("push.json")["median_seconds"]
+    for scenario, (ms, s5, aws, r_s5, r_aws) in push_table().items():
+        for printed, tool in ((ms, "model-sync"), (s5, "s5cmd"), (aws, "aws-cli")):
+            assert printed.endswith(" s")
+            assert_rounds_to(printed.removesuffix(" s"), med[tool][scenario])
+        assert_rounds_to(r_s5, med["model-sync"][scenario] / med["s5cmd"][scenario])
+        assert_rounds_to(r_aws, med["model-sync"][scenario] / med["aws-cli"][scenario])
+
+
+def test_model_sync_push_setup_sentence() -> None:
+    setup = result("push.json")["setup"]
+    text = (ROOT / "docs" / "model-sync.md").read_text()
+    models, size, reps, cpus = grab(r"(\d+) models x \(config\.pbtxt, model\.py, ([\d.]+) MiB model\.pt\), median of (\d+), one `rclone serve s3`, (\d+) CPUs", text)
+    assert (int(models), float(size), int(reps), int(cpus)) == (setup["models"], setup["model_pt_mb"], setup["reps"], setup["cpus"])
+
+
+def test_readme_push_row() -> None:
+    line = doc_line("README.md", "| `push` of a 50-model repository")
+    low, high = grab(r"([\d.]+)-([\d.]+)x slower than s5cmd", line)
+    med = result("push.json")["median_seconds"]
+    ratios = sorted(med["model-sync"][s] / med["s5cmd"][s] for s in ("cold", "noop", "one-file"))
+    assert_rounds_to(low, ratios[0])
+    assert_rounds_to(high, ratios[-1])
