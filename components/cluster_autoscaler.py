@@ -22,19 +22,22 @@ from components/gpu_contract.py and components/gpu_instances.py, never retyped.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components import gpu_contract, versions
+from components.helm import pinned_release
+from components.pod_identity import pod_identity_trust
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 _TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+RELEASE_TIMEOUT_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class ClusterAutoscalerArgs:
     """Inputs of ClusterAutoscaler.
 
     cluster_name: EKS cluster name (auto-discovery and the IAM condition use it).
+    cluster_arn: EKS cluster ARN; the role's Pod Identity trust requires it.
     region: AWS region of the cluster.
     kubernetes_version: cluster minor version; picks the matching autoscaler image.
     gpu_pools: the GPU node groups, keyed by `GpuPool.name` (unique).
@@ -68,6 +72,7 @@ class ClusterAutoscalerArgs:
     """
 
     cluster_name: pulumi.Input[str]
+    cluster_arn: pulumi.Input[str]
     region: str
     kubernetes_version: str
     gpu_pools: tuple[GpuPool, ...]
@@ -90,16 +95,17 @@ class ClusterAutoscalerArgs:
             raise ValueError(f"ClusterAutoscalerArgs.scale_down_delay_after_add_minutes: {self.scale_down_delay_after_add_minutes} is out of range; allowed: 0 to 1440")
 
 
-def _build_trust_policy() -> str:
-    """EKS Pod Identity trust: only the pods.eks.amazonaws.com service principal."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"},
-            "Action": ["sts:AssumeRole", "sts:TagSession"],
-        }],
-    })
+def _build_trust_policy(cluster_arn: str) -> str:
+    """EKS Pod Identity trust: this cluster's kube-system/cluster-autoscaler only (components/pod_identity.py)."""
+    return json.dumps(pod_identity_trust(cluster_arn, NAMESPACE, [SERVICE_ACCOUNT]))
+
+
+def tag_slug(key: str) -> str:
+    """A stable child-name suffix for a node-template tag key: the part after the
+    node-template prefix, lowercased, every run of other characters turned into '-'
+    (`.../taint/nvidia.com/gpu` -> `taint-nvidia-com-gpu`)."""
+    short = key[len(_TEMPLATE) + 1:] if key.startswith(_TEMPLATE + "/") else key
+    return re.sub(r"[^a-z0-9]+", "-", short.lower()).strip("-")
 
 
 def _build_policy(cluster_name: str, region: str, account_id: str) -> str:
@@ -227,7 +233,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=_build_trust_policy(),
+            assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(_build_trust_policy),
             description="Cluster Autoscaler (EKS Pod Identity): scales this cluster's node groups",
             opts=child,
         )
@@ -246,24 +252,21 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             opts=child,
         )
         for pool in args.gpu_pools:
-            for index, (key, value) in enumerate(sorted(_build_node_template_tags(pool).items())):
+            tags = _build_node_template_tags(pool)
+            slugs = [tag_slug(k) for k in tags]
+            if len(set(slugs)) != len(slugs):  # two keys differing only in punctuation
+                raise ValueError(f"node-template tags of {pool.name}: {sorted(tags)} collide as child names {sorted(slugs)}")
+            for key, value in sorted(tags.items()):
                 aws.autoscaling.Tag(
-                    f"{name}-{pool.name}-template-{index}",
+                    f"{name}-{pool.name}-template-{tag_slug(key)}",
                     autoscaling_group_name=pool.autoscaling_group_name,
                     tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
                     opts=child,
                 )
-        release = k8s.helm.v3.Release(
-            f"{name}-release",
-            name="cluster-autoscaler",
-            namespace=NAMESPACE,
-            chart="cluster-autoscaler",
-            version=versions.CLUSTER_AUTOSCALER_CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CLUSTER_AUTOSCALER_CHART_REPOSITORY),
-            values=pulumi.Output.from_input(args.cluster_name).apply(lambda cluster: _build_values(args, cluster)),
-            atomic=True,
-            timeout=600,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[association]),
+        release = pinned_release(
+            f"{name}-release", versions.CLUSTER_AUTOSCALER_CHART, NAMESPACE,
+            pulumi.Output.from_input(args.cluster_name).apply(lambda cluster: _build_values(args, cluster)),
+            pulumi.ResourceOptions(parent=self, depends_on=[association]), timeout=RELEASE_TIMEOUT_SECONDS,
         )
 
         self.role_arn = role.arn

@@ -7,6 +7,15 @@ charts' own defaults, `operator: Exists` on `nvidia.com/gpu` and `CriticalAddons
 are replaced, not merged) and a required node affinity on the GPU node-group label
 restricts the DaemonSets to the given GPU groups, so they never land on system nodes.
 
+Bottlerocket NVIDIA AMIs run NVIDIA's device plugin on the host (the kubelet already sees
+`nvidia.com/gpu`); a second plugin from the chart would fight it for the kubelet socket.
+Groups listed in `host_device_plugin_node_groups` are therefore left out of the device
+plugin's node affinity (and with no other GPU group, the release is not installed); the
+DCGM exporter still runs on every GPU group.
+ref: https://github.com/bottlerocket-os/bottlerocket/blob/develop/QUICKSTART-EKS.md#aws-k8s--nvidia-variants
+
+Both releases go through components/helm.py's `pinned_release` (atomic, explicit timeout).
+
 The DCGM exporter's ServiceMonitor is rendered only when `service_monitor` is true; its
 CRD comes from kube-prometheus-stack, so `__main__` passes that release through
 `opts.depends_on`. The Kubernetes provider comes through `opts.provider`.
@@ -22,6 +31,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import gpu_contract, naming, versions
+from components.helm import pinned_release
 
 # Both DaemonSets mount host paths (device-plugin socket, DCGM needs SYS_ADMIN): the
 # namespace is privileged under Pod Security Admission, and nothing else runs in it.
@@ -37,6 +47,8 @@ class GpuOperatorsArgs:
     """Inputs of `GpuOperators`.
 
     gpu_node_groups: names of the GPU node groups the DaemonSets run on (required, >= 1, distinct).
+    host_device_plugin_node_groups: the subset of gpu_node_groups whose AMI runs its own device
+        plugin (Bottlerocket NVIDIA); the chart's device plugin skips them (default none).
     service_monitor: render the DCGM exporter's ServiceMonitor (needs the prometheus-operator
         CRDs: pass kube-prometheus-stack through opts.depends_on). Default False.
     service_monitor_labels: labels on that ServiceMonitor, for Prometheus's selector (default none).
@@ -44,6 +56,7 @@ class GpuOperatorsArgs:
     """
 
     gpu_node_groups: Sequence[str]
+    host_device_plugin_node_groups: Sequence[str] = ()
     service_monitor: bool = False
     service_monitor_labels: Mapping[str, str] = field(default_factory=dict)
     namespace: str = naming.GPU_OPERATORS_NAMESPACE
@@ -51,17 +64,29 @@ class GpuOperatorsArgs:
     def __post_init__(self) -> None:
         if not self.gpu_node_groups or len(set(self.gpu_node_groups)) != len(self.gpu_node_groups):
             raise ValueError(f"GpuOperatorsArgs.gpu_node_groups: {list(self.gpu_node_groups)!r} is empty or repeats a group; allowed: one or more distinct GPU node-group names")
+        extra = sorted(set(self.host_device_plugin_node_groups) - set(self.gpu_node_groups))
+        if extra:
+            raise ValueError(f"GpuOperatorsArgs.host_device_plugin_node_groups: {extra!r} are not in gpu_node_groups; allowed: a subset of {sorted(self.gpu_node_groups)}")
         if self.service_monitor_labels and not self.service_monitor:
             raise ValueError(f"GpuOperatorsArgs.service_monitor_labels: {dict(self.service_monitor_labels)!r} is set without service_monitor; allowed: labels only with service_monitor=True")
         if not self.namespace:
             raise ValueError("GpuOperatorsArgs.namespace: '' is empty; allowed: a namespace name")
 
 
+DEVICE_PLUGIN_TIMEOUT_SECONDS = 600
+DCGM_EXPORTER_TIMEOUT_SECONDS = 600
+
+
+def device_plugin_node_groups(args: GpuOperatorsArgs) -> list[str]:
+    """GPU groups that need the chart's device plugin (not those whose AMI ships one)."""
+    return sorted(set(args.gpu_node_groups) - set(args.host_device_plugin_node_groups))
+
+
 def _build_device_plugin_values(args: GpuOperatorsArgs) -> dict[str, Any]:
     # ref: https://github.com/NVIDIA/k8s-device-plugin/blob/main/deployments/helm/nvidia-device-plugin/values.yaml
     return {
         "tolerations": gpu_contract.gpu_tolerations(),
-        "affinity": gpu_contract.gpu_node_affinity(list(args.gpu_node_groups)),
+        "affinity": gpu_contract.gpu_node_affinity(device_plugin_node_groups(args)),
         "priorityClassName": "system-node-critical",
         # GPU feature discovery / NFD would add a second set of node labels and a cluster-wide
         # NFD master; the node groups already carry the labels the platform schedules on.
@@ -92,7 +117,7 @@ class GpuOperators(pulumi.ComponentResource):
     """The GPU operators namespace plus the device plugin and DCGM exporter releases."""
 
     namespace: pulumi.Output[str]
-    device_plugin_release: pulumi.Output[str | None]
+    device_plugin_release: pulumi.Output[str | None] | None
     dcgm_exporter_release: pulumi.Output[str | None]
 
     def __init__(self, name: str, args: GpuOperatorsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -104,27 +129,25 @@ class GpuOperators(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels={**_PSA_LABELS, "app.kubernetes.io/part-of": "triton-platform"}),
             opts=child,
         )
-        device_plugin = k8s.helm.v3.Release(
-            f"{name}-device-plugin", name="nvidia-device-plugin", namespace=ns.metadata.name,
-            chart=versions.NVIDIA_DEVICE_PLUGIN_CHART, version=versions.NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.NVIDIA_DEVICE_PLUGIN_REPOSITORY),
-            values=_build_device_plugin_values(args), atomic=True, cleanup_on_fail=True, max_history=5,
-            opts=child,
-        )
-        dcgm = k8s.helm.v3.Release(
-            f"{name}-dcgm-exporter", name="dcgm-exporter", namespace=ns.metadata.name,
-            chart=versions.DCGM_EXPORTER_CHART, version=versions.DCGM_EXPORTER_CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.DCGM_EXPORTER_REPOSITORY),
-            values=_build_dcgm_exporter_values(args), atomic=True, cleanup_on_fail=True, max_history=5,
-            opts=child,
+        in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        device_plugin = pinned_release(
+            f"{name}-device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, args.namespace, _build_device_plugin_values(args),
+            in_namespace, timeout=DEVICE_PLUGIN_TIMEOUT_SECONDS,
+        ) if device_plugin_node_groups(args) else None
+        dcgm = pinned_release(
+            f"{name}-dcgm-exporter", versions.DCGM_EXPORTER_CHART, args.namespace, _build_dcgm_exporter_values(args),
+            in_namespace, timeout=DCGM_EXPORTER_TIMEOUT_SECONDS,
         )
 
         self.namespace = ns.metadata.name
-        self.device_plugin_release = device_plugin.name
+        self.device_plugin_release = device_plugin.name if device_plugin is not None else None
         self.dcgm_exporter_release = dcgm.name
-        self.register_outputs({
+        outputs: dict[str, Any] = {
             "namespace": self.namespace,
-            "devicePluginRelease": self.device_plugin_release,
             "dcgmExporterRelease": self.dcgm_exporter_release,
+            "devicePluginNodeGroups": device_plugin_node_groups(args),
             "serviceMonitor": args.service_monitor,
-        })
+        }
+        if self.device_plugin_release is not None:
+            outputs["devicePluginRelease"] = self.device_plugin_release
+        self.register_outputs(outputs)

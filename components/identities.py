@@ -3,9 +3,11 @@
 - Serving role (every stack), bound with EKS Pod Identity to the service account of each
   Triton deployment (`naming.triton_service_account`) in `naming.TRITON_NAMESPACE`:
   reads `repository/` + `manifests/` (ListBucket only under those prefixes), writes
-  only `status/`, uses only this bucket's KMS key. Trust: `pods.eks.amazonaws.com`, and
-  only sessions tagged with the Triton namespace (Pod Identity session tags), so an
-  association made for another namespace cannot assume it.
+  only `status/`, uses only this bucket's KMS key. Trust (components/pod_identity.py):
+  `pods.eks.amazonaws.com` with `aws:SourceAccount`/`aws:SourceArn` = this cluster, and
+  only sessions tagged with this cluster's ARN, the Triton namespace and one of this
+  stack's `triton-<deployment>` service accounts, so an association made in another
+  cluster, namespace or for another service account cannot assume it.
   ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html
 - CI roles, assumed from GitHub Actions through OIDC (no access keys anywhere). Trust is
   `sts:AssumeRoleWithWebIdentity` from the GitHub OIDC provider with StringEquals on
@@ -40,6 +42,7 @@ import pulumi_aws as aws
 from components import naming
 from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
 from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
+from components.pod_identity import pod_identity_trust
 from components.stack_config import ENVIRONMENTS
 from model_sync import layout
 
@@ -48,7 +51,6 @@ CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewP
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)
 REFUSED_DEPLOYER_POLICIES = ("arn:aws:iam::aws:policy/AdministratorAccess", "arn:aws:iam::aws:policy/IAMFullAccess")
 CI_SESSION_SECONDS = 3600
@@ -69,6 +71,7 @@ class IdentitiesArgs:
     environment: dev | staging | prod; names the roles and decides publisher (staging) /
         promoter (prod) (required).
     cluster_name: the EKS cluster the Pod Identity associations and deployer entry go to (required).
+    cluster_arn: that cluster's ARN; the serving role's trust requires it (required).
     bucket_arn / kms_key_arn: this environment's model repository and its key (required).
     triton_deployments: Triton deployment names; each gets a Pod Identity association (required, >= 1).
     github_repository: `owner/name` whose workflows may assume the CI roles (required).
@@ -83,6 +86,7 @@ class IdentitiesArgs:
 
     environment: str
     cluster_name: pulumi.Input[str]
+    cluster_arn: pulumi.Input[str]
     bucket_arn: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]
     triton_deployments: Sequence[str]
@@ -152,13 +156,9 @@ def _build_github_trust(provider_arn: str, repository: str, refs: Sequence[str],
     }]}
 
 
-def _build_pod_identity_trust(namespace: str) -> dict[str, Any]:
-    # ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html
-    return {"Version": "2012-10-17", "Statement": [{
-        "Sid": "EksPodIdentity", "Effect": "Allow", "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-        "Action": ["sts:AssumeRole", "sts:TagSession"],
-        "Condition": {"StringEquals": {"aws:RequestTag/kubernetes-namespace": namespace}},
-    }]}
+def _build_serving_trust(cluster_arn: str, deployments: Sequence[str]) -> dict[str, Any]:
+    """Pod Identity trust: this cluster, the Triton namespace, this stack's Triton service accounts."""
+    return pod_identity_trust(cluster_arn, naming.TRITON_NAMESPACE, [naming.triton_service_account(d) for d in deployments])
 
 
 def _objects(bucket_arn: str, prefixes: Sequence[str]) -> list[str]:
@@ -175,7 +175,8 @@ def _build_serving_policy(bucket_arn: str, key_arn: str) -> dict[str, Any]:
         _list_statement("ListRepository", bucket_arn, layout.SERVING_READ_PREFIXES),
         {"Sid": "ReadRepository", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": _objects(bucket_arn, layout.SERVING_READ_PREFIXES)},
-        {"Sid": "WriteStatus", "Effect": "Allow", "Action": "s3:PutObject",
+        # DeleteObject: an agent removes its own status/<deployment>/<pod>.json on SIGTERM (status/ only).
+        {"Sid": "WriteStatus", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
          "Resource": _objects(bucket_arn, layout.SERVING_WRITE_PREFIXES)},
         # GenerateDataKey: the status writes are encrypted with the bucket key.
         {"Sid": "UseRepositoryKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn},
@@ -234,7 +235,8 @@ class Identities(pulumi.ComponentResource):
         # ---- serving role + Pod Identity associations --------------------------------
         serving = aws.iam.Role(f"{name}-serving-role", name=f"{prefix}-serving",
                                description="Triton pods: read the model repository, write replica status",
-                               assume_role_policy=json.dumps(_build_pod_identity_trust(naming.TRITON_NAMESPACE)), tags=tags, opts=child)
+                               assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(
+                                   lambda arn: json.dumps(_build_serving_trust(arn, args.triton_deployments))), tags=tags, opts=child)
         aws.iam.RolePolicy(f"{name}-serving-policy", role=serving.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
             lambda v: json.dumps(_build_serving_policy(v[0], v[1]))), opts=child)
         self.pod_identity_association_ids = {}

@@ -12,6 +12,11 @@ LOGGING_NAMESPACE = "logging"
 INGRESS_NAMESPACE = "ingress"
 CERT_MANAGER_NAMESPACE = "cert-manager"
 GPU_OPERATORS_NAMESPACE = "gpu-operators"
+# The default StorageClass (encrypted gp3, EBS CSI driver): components/block_storage.py.
+# PVC-backed charts (Prometheus, Alertmanager, Loki) set storageClassName to it.
+STORAGE_CLASS = "gp3-encrypted"
+# The encrypted gp3 StorageClass (EBS CSI driver) every persistent volume claim names.
+STORAGE_CLASS = "gp3-encrypted"
 
 
 def triton_service_account(deployment: str) -> str:

@@ -24,11 +24,14 @@ from typing import Any
 
 import yaml
 
+from components import versions
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
+from model_sync.compat import TRITON_RELEASES
 
 PROJECT = "triton-platform"
 ENVIRONMENTS = ("dev", "staging", "prod")
-KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34")
+# Only minor versions with every pinned EKS add-on and an autoscaler image (components/versions.py).
+KUBERNETES_VERSIONS = versions.KUBERNETES_VERSIONS
 NAT_MODES = ("single", "perAz")
 CAPACITY_TYPES = ("ON_DEMAND", "SPOT")
 GPU_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA")
@@ -48,6 +51,8 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 _IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 _IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
+# An NGC tritonserver image or a registry mirror of it: <registry>[/<path>]/tritonserver:<YY.MM>-py3[-<variant>][@sha256:<64 hex>].
+_TRITON_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*/tritonserver:(?P<release>[0-9]{2}\.[0-9]{2})-py3(-[a-z0-9-]+)?(?P<digest>@sha256:[0-9a-f]{64})?$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _GITHUB_OIDC_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
@@ -118,13 +123,15 @@ KEYS: tuple[Key, ...] = (
     Key("promotionSourceKmsKeyArn", "string", "prod only (required there): ARN of the staging bucket's KMS key (kms:Decrypt for server-side copies).", ""),
     Key("modelRepositoryReadPrincipalArns", "array", "staging only: IAM role ARNs in other accounts (the prod promoter) granted read on the promotion prefixes by the bucket and key policies.", [], items="string"),
     Key("tritonDeployments", "string", "YAML mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}."),
+    Key("tritonImage", "string", "Triton server image: NGC `nvcr.io/nvidia/tritonserver:<YY.MM>-py3` or a registry mirror of it, release listed in model_sync/compat.py; prod and staging require `@sha256:<digest>`.", versions.TRITON_IMAGE),
     Key("agentImage", "string", "Repository-agent image (built from the repo's Dockerfile), pinned by digest (`repo:tag@sha256:...`); prod and staging refuse a tag without a digest."),
     Key("domain", "string", "DNS zone the public Triton hosts live under (hosts: `infer.<domain>` HTTP, `grpc.<domain>` gRPC)."),
     Key("tlsIssuer", "string", f"ACME issuer for the ingress certificates ({' | '.join(TLS_ISSUERS)}).", "letsencrypt"),
     Key("acmeEmail", "string", "Contact e-mail registered with the ACME issuer."),
     Key("ingressAllowedCidrs", "array", "Client CIDRs allowed through the public ingress (0.0.0.0/0 = any client; clients still need an API key).", ["0.0.0.0/0"], items="string"),
     Key("ingressRequestBodyLimitMiB", "integer", "Largest inference request body the ingress accepts, in MiB (1-1024).", 64),
-    Key("ingressRateLimitRps", "integer", "Requests per second allowed per client API key at the ingress (1-100000).", 200),
+    Key("ingressRateLimitRps", "integer", "Requests per second (burst 2x) allowed per client API key by EACH Traefik replica (counters are per replica: a client spread over all replicas gets up to replicas x this) (1-100000).", 200),
+    Key("ingressClients", "array", "Ingress API clients (DNS labels, unique): each gets a generated API key (secret output `ingressApiKeys`) and its own rate-limit bucket.", ["default"], items="string"),
     Key("platformReplicas", "integer", "Replicas of the platform's own services (Prometheus, Alertmanager, Grafana; the ingress controller and log shipper run one more) (1-5).", 2),
     Key("monitoringEnabled", "boolean", "Deploy kube-prometheus-stack (Prometheus, Alertmanager, Grafana), the Triton/GPU dashboard and alert rules.", True),
     Key("prometheusRetentionDays", "integer", "Prometheus metrics retention, in days (1-365).", 15),
@@ -222,6 +229,8 @@ class StackConfig:
     promotion_source_bucket: str = ""
     promotion_source_kms_key_arn: str = ""
     model_repository_read_principal_arns: tuple[str, ...] = ()
+    triton_image: str = versions.TRITON_IMAGE
+    ingress_clients: tuple[str, ...] = ("default",)
 
     @property
     def is_prod(self) -> bool:
@@ -294,6 +303,17 @@ def _dns_name(key: str, value: Any) -> str:
     return _str(key, value, _DNS_LABEL, "a DNS label: lowercase letters, digits and '-', starting with a letter, at most 32 characters")
 
 
+def _ingress_clients(value: Any) -> tuple[str, ...]:
+    """`ingressClients`: unique DNS labels (the basic-auth user names of the API keys)."""
+    key = _key("ingressClients")
+    clients = [_dns_name(key, c) for c in _list(key, value)]
+    if not clients:
+        raise ConfigError(key, clients, "is empty", "at least one client name such as default")
+    if len(set(clients)) != len(clients):
+        raise ConfigError(key, clients, "has duplicate names", "each client name once")
+    return tuple(clients)
+
+
 def _cidr(key: str, value: Any) -> ipaddress.IPv4Network:
     try:
         return ipaddress.IPv4Network(value, strict=True)
@@ -323,6 +343,28 @@ def _yaml_mapping(key: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not value:
         raise ConfigError(key, value, "is not a non-empty mapping", "a YAML mapping of name -> settings")
     return value
+
+
+def _kubernetes_version(value: Any) -> str:
+    if value not in KUBERNETES_VERSIONS:
+        raise ConfigError(_key("kubernetesVersion"), value, "has no pinned EKS add-on versions and Cluster Autoscaler image",
+                          f"{' | '.join(KUBERNETES_VERSIONS)} (pin a new version in components/versions.py first)")
+    return str(value)
+
+
+def _triton_image(value: Any, environment: str) -> str:
+    """`tritonImage`: an NGC-style tritonserver reference whose release model_sync knows,
+    pinned by digest outside dev (the policy pack's images-pinned rule)."""
+    key = _key("tritonImage")
+    m = _TRITON_IMAGE.match(value) if isinstance(value, str) else None
+    if m is None:
+        raise ConfigError(key, value, "is not a tritonserver image reference", "<registry>[/<path>]/tritonserver:<YY.MM>-py3[-<variant>][@sha256:<64 hex>]")
+    if m.group("release") not in TRITON_RELEASES:
+        raise ConfigError(key, value, f"has release {m.group('release')} with no LibTorch entry in model_sync/compat.py",
+                          f"releases {', '.join(TRITON_RELEASES)}")
+    if environment != "dev" and not m.group("digest"):
+        raise ConfigError(key, value, f"is not pinned by digest in {environment}", "<registry>/.../tritonserver:<YY.MM>-py3@sha256:<64 hex> outside dev")
+    return str(value)
 
 
 def _gpu_family_ok(instance_type: str) -> bool:
@@ -604,7 +646,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
 
     return StackConfig(
         stack=stack, environment=environment, region=region,
-        kubernetes_version=_choice(_key("kubernetesVersion"), values["kubernetesVersion"], KUBERNETES_VERSIONS),
+        kubernetes_version=_kubernetes_version(values["kubernetesVersion"]),
         availability_zone_count=az_count, vpc_cidr=str(vpc), nat_gateway_mode=nat_mode,
         cluster_endpoint_public_access_cidrs=tuple(endpoint_cidrs), allow_world_open_cluster_endpoint=allow_world,
         cluster_admin_role_arns=tuple(admin_arns), cluster_log_types=tuple(log_types),
@@ -615,7 +657,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         scale_down_delay_after_add_minutes=_int(_key("scaleDownDelayAfterAddMinutes"), values["scaleDownDelayAfterAddMinutes"], 0, 1440),
         model_repository_noncurrent_version_days=days, model_repository_force_destroy=force_destroy,
         github_repository=github_repo, github_deploy_refs=tuple(refs),
-        triton_deployments=tritons, agent_image=agent_image,
+        triton_deployments=tritons, agent_image=agent_image, triton_image=_triton_image(values["tritonImage"], environment),
         domain=domain, tls_issuer=tls_issuer, acme_email=acme_email,
         ingress_allowed_cidrs=ingress_cidrs,
         ingress_request_body_limit_mib=_int(_key("ingressRequestBodyLimitMiB"), values["ingressRequestBodyLimitMiB"], 1, 1024),
@@ -630,6 +672,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         github_oidc_provider_arn=oidc_arn, deployer_policy_arns=tuple(deployer_arns),
         promotion_source_bucket=source_bucket, promotion_source_kms_key_arn=source_key,
         model_repository_read_principal_arns=tuple(readers),
+        ingress_clients=_ingress_clients(values["ingressClients"]),
     )
 
 

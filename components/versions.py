@@ -15,6 +15,15 @@ TRITON_IMAGE_REPOSITORY = "nvcr.io/nvidia/tritonserver"
 TRITON_IMAGE_TAG = "25.10-py3"
 TRITON_IMAGE = f"{TRITON_IMAGE_REPOSITORY}:{TRITON_IMAGE_TAG}"
 
+
+@dataclass(frozen=True)
+class HelmChart:
+    """A Helm chart pinned to one version in one repository."""
+
+    chart: str
+    version: str
+    repository: str
+
 # ---- AWS foundation: EKS add-ons, NVIDIA device plugin, DCGM exporter ---------------
 
 # EKS managed add-on versions per Kubernetes minor version. A stack whose
@@ -24,49 +33,40 @@ TRITON_IMAGE = f"{TRITON_IMAGE_REPOSITORY}:{TRITON_IMAGE_TAG}"
 # ref: https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html
 # ref: https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html
 # ref: https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html
+# ref: https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html (aws-ebs-csi-driver)
 EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.32": {
         "vpc-cni": "v1.19.5-eksbuild.1",
         "kube-proxy": "v1.32.0-eksbuild.2",
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "coredns": "v1.11.4-eksbuild.2",
+        "aws-ebs-csi-driver": "v1.48.0-eksbuild.2",
     },
     "1.33": {
         "vpc-cni": "v1.19.5-eksbuild.1",
         "kube-proxy": "v1.33.0-eksbuild.2",
         "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
         "coredns": "v1.12.1-eksbuild.2",
+        "aws-ebs-csi-driver": "v1.48.0-eksbuild.2",
     },
     "1.34": {
         "vpc-cni": "v1.20.4-eksbuild.2",
         "kube-proxy": "v1.34.0-eksbuild.2",
         "eks-pod-identity-agent": "v1.3.10-eksbuild.2",
         "coredns": "v1.12.3-eksbuild.1",
+        "aws-ebs-csi-driver": "v1.53.0-eksbuild.1",
     },
 }
 
 # NVIDIA device plugin (advertises nvidia.com/gpu to the kubelet).
 # ref: https://github.com/NVIDIA/k8s-device-plugin#deployment-via-helm
-NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
-NVIDIA_DEVICE_PLUGIN_CHART_VERSION = "0.17.1"
-NVIDIA_DEVICE_PLUGIN_REPOSITORY = "https://nvidia.github.io/k8s-device-plugin"
+NVIDIA_DEVICE_PLUGIN_CHART = HelmChart("nvidia-device-plugin", "0.17.1", "https://nvidia.github.io/k8s-device-plugin")
 
 # NVIDIA DCGM exporter (GPU utilisation, memory, XID errors as Prometheus metrics).
 # ref: https://github.com/NVIDIA/dcgm-exporter#quickstart-on-kubernetes
-DCGM_EXPORTER_CHART = "dcgm-exporter"
-DCGM_EXPORTER_CHART_VERSION = "4.1.1"
-DCGM_EXPORTER_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+DCGM_EXPORTER_CHART = HelmChart("dcgm-exporter", "4.1.1", "https://nvidia.github.io/dcgm-exporter/helm-charts")
 
 # ---- Serving plane: ingress, cert-manager, monitoring, logging, prometheus-adapter ---
-
-
-@dataclass(frozen=True)
-class HelmChart:
-    """A Helm chart pinned to one version in one repository."""
-
-    chart: str
-    version: str
-    repository: str
 
 
 # Traefik Proxy v3.7 (chart 41.5.0): the ingress controller (ingress-nginx is retired
@@ -86,15 +86,31 @@ ALLOY_CHART = HelmChart("alloy", "1.4.0", "https://grafana.github.io/helm-charts
 
 # ---- Node autoscaling ---------------------------------------------------------------
 
-# Cluster Autoscaler chart; the image tag must match the cluster's Kubernetes minor version.
+# Cluster Autoscaler. The image tag follows the cluster's Kubernetes minor version; the
+# chart renders the RBAC, so it must know the newest autoscaler it runs:
+# - autoscaler >= 1.32 watches VolumeAttachments and blocks its scaling loop until that
+#   informer syncs; charts before 9.46.3 lack the RBAC, so the autoscaler silently never
+#   scales (kubernetes/autoscaler#7663, #8678; RBAC added by PR #7904 in chart 9.46.3).
+# - the chart's appVersion minor is >= every image minor below (tests/components/
+#   test_cluster_autoscaler.py checks both rules).
+# Chart 9.53.0 ships appVersion 1.34.x.
 # ref: https://github.com/kubernetes/autoscaler/tree/master/charts/cluster-autoscaler
+# ref: https://github.com/kubernetes/autoscaler/issues/7663
 # ref: https://github.com/kubernetes/autoscaler/releases (cluster-autoscaler-1.xx.y tags)
-CLUSTER_AUTOSCALER_CHART_VERSION = "9.38.0"
-CLUSTER_AUTOSCALER_CHART_REPOSITORY = "https://kubernetes.github.io/autoscaler"
+CLUSTER_AUTOSCALER_CHART = HelmChart("cluster-autoscaler", "9.53.0", "https://kubernetes.github.io/autoscaler")
+CLUSTER_AUTOSCALER_CHART_APP_MINOR = "1.34"  # appVersion of CLUSTER_AUTOSCALER_CHART (major.minor)
+CLUSTER_AUTOSCALER_VOLUME_ATTACHMENT_RBAC_CHART = "9.46.3"  # first chart with the VolumeAttachment RBAC
 CLUSTER_AUTOSCALER_IMAGE_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
 CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
-    "1.31": "v1.31.0",
-    "1.32": "v1.32.0",
-    "1.33": "v1.33.0",
+    "1.32": "v1.32.3",
+    "1.33": "v1.33.1",
     "1.34": "v1.34.0",
 }
+
+# Kubernetes minor versions the platform supports: those with every pinned EKS add-on
+# (including aws-ebs-csi-driver) AND a Cluster Autoscaler image. components/stack_config.py
+# refuses any other kubernetesVersion with a one-line ConfigError.
+KUBERNETES_VERSIONS: tuple[str, ...] = tuple(sorted(
+    set(EKS_ADDON_VERSIONS) & set(CLUSTER_AUTOSCALER_IMAGE_TAGS),
+    key=lambda v: tuple(int(p) for p in v.split(".")),
+))

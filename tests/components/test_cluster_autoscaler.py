@@ -15,11 +15,13 @@ from components.stack_config import parse as parse_config
 from tests.pulumi_kit import Run
 from tests.pulumi_kit import stack_config as stack_file
 
+CLUSTER_ARN = "arn:aws:eks:us-east-1:111122223333:cluster/c"
 POOL = ca.GpuPool(name="gpu-l4", autoscaling_group_name="eks-gpu-l4-abc", gpus_per_node=4, capacity_type="SPOT")
 
 
 def args(**kw: object) -> ca.ClusterAutoscalerArgs:
-    base: dict[str, object] = {"cluster_name": "c", "region": "us-east-1", "kubernetes_version": "1.33", "gpu_pools": (POOL,)}
+    base: dict[str, object] = {"cluster_name": "c", "cluster_arn": CLUSTER_ARN, "region": "us-east-1", "kubernetes_version": "1.33",
+                               "gpu_pools": (POOL,)}
     base.update(kw)
     return ca.ClusterAutoscalerArgs(**base)  # type: ignore[arg-type]
 
@@ -49,11 +51,49 @@ def test_policy_scopes_mutations_to_this_clusters_groups() -> None:
     assert by_sid["ReadOwnNodeGroups"]["Resource"] == "arn:aws:eks:us-east-1:123456789012:nodegroup/prod-cluster/*/*"
 
 
-def test_trust_is_pod_identity_only() -> None:
-    trust = json.loads(ca._build_trust_policy())
+def test_trust_is_pod_identity_of_this_clusters_autoscaler_only() -> None:
+    trust = json.loads(ca._build_trust_policy(CLUSTER_ARN))
     (statement,) = trust["Statement"]
     assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": "111122223333",
+            "aws:RequestTag/eks-cluster-arn": CLUSTER_ARN,
+            "aws:RequestTag/kubernetes-namespace": "kube-system",
+            "aws:RequestTag/kubernetes-service-account": ["cluster-autoscaler"],
+        },
+        "ArnEquals": {"aws:SourceArn": CLUSTER_ARN},
+    }
+
+
+def _semver(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.lstrip("v").split("."))
+
+
+def test_chart_renders_rbac_for_every_autoscaler_image_it_runs() -> None:
+    """Autoscaler >= 1.32 blocks its scaling loop on a VolumeAttachment informer; only
+    charts >= 9.46.3 grant that RBAC (kubernetes/autoscaler#7663). The chart's appVersion
+    must also be at least the newest image minor (its RBAC and flags know that release)."""
+    chart = versions.CLUSTER_AUTOSCALER_CHART
+    assert chart.chart == "cluster-autoscaler"
+    assert chart.repository == "https://kubernetes.github.io/autoscaler"
+    image_minors = {kube: _semver(tag)[:2] for kube, tag in versions.CLUSTER_AUTOSCALER_IMAGE_TAGS.items()}
+    # Each image tag follows its Kubernetes minor version.
+    assert all(minor == _semver(kube) for kube, minor in image_minors.items()), image_minors
+    if max(image_minors.values()) >= (1, 32):
+        assert _semver(chart.version) >= _semver(versions.CLUSTER_AUTOSCALER_VOLUME_ATTACHMENT_RBAC_CHART)
+    assert _semver(versions.CLUSTER_AUTOSCALER_CHART_APP_MINOR) >= max(image_minors.values())
+    # The pre-fix pin is refused by the same rule.
+    assert _semver("9.38.0") < _semver(versions.CLUSTER_AUTOSCALER_VOLUME_ATTACHMENT_RBAC_CHART)
+
+
+def test_node_template_tag_children_are_named_by_key_not_index() -> None:
+    keys = sorted(ca._build_node_template_tags(POOL))
+    assert [ca.tag_slug(k) for k in keys] == [
+        "label-triton-platform-io-gpu-node-group", "label-triton-platform-io-node-role",
+        "resources-nvidia-com-gpu", "taint-nvidia-com-gpu",
+    ]
 
 
 def test_priority_expander_prefers_spot_then_on_demand() -> None:
@@ -121,7 +161,17 @@ def test_every_stack_runs_the_autoscaler_with_tags_for_each_gpu_group(any_stack:
         asg = group_resource.state["resources"][0]["autoscalingGroups"][0]["name"]
         assert {t.inputs["autoscalingGroupName"] for t in tags if t.name.startswith(f"{component.name}-{group.name}-")} == {asg}
     release = any_stack.one("kubernetes:helm.sh/v3:Release", f"{component.name}-release")
-    assert release.inputs["version"] == versions.CLUSTER_AUTOSCALER_CHART_VERSION
+    assert release.inputs["version"] == versions.CLUSTER_AUTOSCALER_CHART.version == "9.53.0"
+    assert release.inputs["repositoryOpts"]["repo"] == versions.CLUSTER_AUTOSCALER_CHART.repository
+    assert (release.inputs["atomic"], release.inputs["timeout"], release.inputs["createNamespace"]) == (True, ca.RELEASE_TIMEOUT_SECONDS, False)
+    # Tag children are named by the tag key (stable when a label is added), never by list index.
+    assert sorted(t.name for t in tags if t.name.startswith(f"{component.name}-{config.gpu_node_groups[0].name}-")) == sorted(
+        f"{component.name}-{config.gpu_node_groups[0].name}-template-{ca.tag_slug(k)}"
+        for k in ca._build_node_template_tags(ca.GpuPool(config.gpu_node_groups[0].name, "x", 1, "ON_DEMAND")))
+    cluster_arn = any_stack.one("aws:eks/cluster:Cluster", "cluster-cluster").state["arn"]
+    trust = json.loads(any_stack.one("aws:iam/role:Role", f"{component.name}-role").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Condition"]["ArnEquals"] == {"aws:SourceArn": cluster_arn}
+    assert trust["Statement"][0]["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-arn"] == cluster_arn
     assert release.inputs["namespace"] == "kube-system"
     values = release.inputs["values"]
     assert values["image"]["tag"] == versions.CLUSTER_AUTOSCALER_IMAGE_TAGS[config.kubernetes_version]

@@ -90,7 +90,7 @@ def test_cluster_role_trusts_eks_only(any_stack: Run) -> None:
 def test_managed_addons_pinned_and_ordered(any_stack: Run) -> None:
     pinned = versions.EKS_ADDON_VERSIONS["1.33"]
     addons = {a.inputs["addonName"]: a for a in any_stack.of_type("aws:eks/addon:Addon")}
-    assert set(addons) == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
+    assert set(addons) == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-ebs-csi-driver"}
     for name, a in addons.items():
         assert a.inputs["addonVersion"] == pinned[name]
         assert a.inputs["resolveConflictsOnUpdate"] == "OVERWRITE"
@@ -198,5 +198,5 @@ def test_addons_args_validation(changes: dict, match: str) -> None:
 
 def test_every_kubernetes_version_pins_every_addon() -> None:
     for version, pins in versions.EKS_ADDON_VERSIONS.items():
-        assert set(pins) == set(BEFORE_COMPUTE_ADDONS + AFTER_COMPUTE_ADDONS), version
+        assert set(pins) == {*BEFORE_COMPUTE_ADDONS, *AFTER_COMPUTE_ADDONS, "aws-ebs-csi-driver"}, version
         assert all(v.startswith("v") and "-eksbuild." in v for v in pins.values()), version

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from components import gpu_contract, naming, versions
-from components.gpu_operators import GpuOperatorsArgs, _build_dcgm_exporter_values, _build_device_plugin_values
+from components.gpu_operators import (
+    DCGM_EXPORTER_TIMEOUT_SECONDS,
+    DEVICE_PLUGIN_TIMEOUT_SECONDS,
+    GpuOperatorsArgs,
+    _build_dcgm_exporter_values,
+    _build_device_plugin_values,
+    device_plugin_node_groups,
+)
 from tests.components._helpers import assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Run, run_program
 
@@ -18,17 +25,19 @@ def _release(run: Run, role: str):
     return run.one(RELEASE, f"gpu-operators-{role}")
 
 
-@pytest.mark.parametrize(("role", "chart", "version", "repo"), [
-    ("device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, versions.NVIDIA_DEVICE_PLUGIN_CHART_VERSION, versions.NVIDIA_DEVICE_PLUGIN_REPOSITORY),
-    ("dcgm-exporter", versions.DCGM_EXPORTER_CHART, versions.DCGM_EXPORTER_CHART_VERSION, versions.DCGM_EXPORTER_REPOSITORY),
+@pytest.mark.parametrize(("role", "chart", "timeout"), [
+    ("device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, DEVICE_PLUGIN_TIMEOUT_SECONDS),
+    ("dcgm-exporter", versions.DCGM_EXPORTER_CHART, DCGM_EXPORTER_TIMEOUT_SECONDS),
 ])
-def test_pinned_charts_on_the_cluster_provider(any_stack: Run, role: str, chart: str, version: str, repo: str) -> None:
+def test_pinned_charts_on_the_cluster_provider(any_stack: Run, role: str, chart: versions.HelmChart, timeout: int) -> None:
     r = _release(any_stack, role)
-    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart, version, repo)
+    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart.chart, chart.version, chart.repository)
+    assert r.inputs["name"] == chart.chart
     assert r.inputs["version"][0].isdigit()
     assert r.inputs["repositoryOpts"]["repo"].startswith("https://")
     assert r.inputs["namespace"] == naming.GPU_OPERATORS_NAMESPACE
-    assert r.inputs["atomic"] is True
+    # Through components/helm.py's pinned_release: atomic, namespace not Helm's, explicit timeout.
+    assert (r.inputs["atomic"], r.inputs["createNamespace"], r.inputs["timeout"]) == (True, False, timeout)
     provider = any_stack.one("pulumi:providers:kubernetes", "cluster-k8s")
     assert r.provider.startswith(provider.urn + "::"), r.provider
 
@@ -83,7 +92,37 @@ def test_builders_use_only_given_groups() -> None:
     assert _build_device_plugin_values(args)["tolerations"] == [gpu_contract.GPU_TAINT.toleration()]
 
 
+def test_bottlerocket_groups_keep_their_host_device_plugin() -> None:
+    """Bottlerocket NVIDIA AMIs run the device plugin on the host: the chart's plugin skips
+    those groups; DCGM still covers every GPU group."""
+    args = GpuOperatorsArgs(gpu_node_groups=["al2023", "br"], host_device_plugin_node_groups=["br"])
+    assert device_plugin_node_groups(args) == ["al2023"]
+    assert _build_device_plugin_values(args)["affinity"] == gpu_contract.gpu_node_affinity(["al2023"])
+    assert _build_dcgm_exporter_values(args)["affinity"] == gpu_contract.gpu_node_affinity(["al2023", "br"])
+
+
+def _with_bottlerocket(group: str) -> dict[str, str]:
+    import yaml
+
+    from tests.pulumi_kit import stack_config
+
+    groups = yaml.safe_load(stack_config("dev")["triton-platform:nodeGroups"])
+    groups[group]["amiType"] = "BOTTLEROCKET_x86_64_NVIDIA"
+    return {"triton-platform:nodeGroups": yaml.safe_dump(groups)}
+
+
+def test_bottlerocket_only_stack_installs_no_device_plugin() -> None:
+    run = run_program("dev", overrides=_with_bottlerocket("gpu-l4"))
+    releases = {r.name for r in run.of_type(RELEASE)}
+    assert "gpu-operators-dcgm-exporter" in releases
+    assert "gpu-operators-device-plugin" not in releases
+    outputs = run.component_outputs[run.one(GPU_OPERATORS, "gpu-operators").urn]
+    assert outputs["devicePluginNodeGroups"] == []
+    assert "devicePluginRelease" not in outputs
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [
+    ({"gpu_node_groups": ["a"], "host_device_plugin_node_groups": ["b"]}, r"GpuOperatorsArgs.host_device_plugin_node_groups: \['b'\] are not in gpu_node_groups"),
     ({"gpu_node_groups": []}, r"GpuOperatorsArgs.gpu_node_groups: \[\] is empty or repeats a group"),
     ({"gpu_node_groups": ["a", "a"]}, r"GpuOperatorsArgs.gpu_node_groups: \['a', 'a'\] is empty or repeats a group"),
     ({"gpu_node_groups": ["a"], "service_monitor_labels": {"x": "y"}}, r"GpuOperatorsArgs.service_monitor_labels: .* is set without service_monitor"),

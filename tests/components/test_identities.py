@@ -43,13 +43,27 @@ def _role(run: Run, role: str):
 # ---- serving role ----------------------------------------------------------------------
 
 
-def test_serving_role_trusts_pod_identity_in_the_triton_namespace(any_stack: Run) -> None:
+def test_serving_role_trusts_pod_identity_of_this_cluster_namespace_and_service_accounts(any_stack: Run) -> None:
     role = _role(any_stack, "serving")
     assert role.inputs["name"] == f"triton-platform-{any_stack.stack}-serving"
     [st] = policy(role, "assumeRolePolicy")["Statement"]
     assert st["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert sorted(st["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
-    assert st["Condition"] == {"StringEquals": {"aws:RequestTag/kubernetes-namespace": naming.TRITON_NAMESPACE}}
+    cluster_arn = any_stack.one("aws:eks/cluster:Cluster", "cluster-cluster").state["arn"]
+    assert cluster_arn == f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/triton-{any_stack.stack}"
+    assert st["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": ACCOUNT,
+            "aws:RequestTag/eks-cluster-arn": cluster_arn,
+            "aws:RequestTag/kubernetes-namespace": naming.TRITON_NAMESPACE,
+            "aws:RequestTag/kubernetes-service-account": sorted(f"triton-{d}" for d in DEPLOYMENTS[any_stack.stack]),
+        },
+        "ArnEquals": {"aws:SourceArn": cluster_arn},
+    }
+    # Exactly the service accounts the Pod Identity associations bind.
+    bound = sorted(r.inputs["serviceAccount"] for r in any_stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                   if r.name.startswith("identities-serving-"))
+    assert st["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == bound
     assert any_stack.exports["servingRoleArn"] == role.state["arn"]
 
 
@@ -63,7 +77,7 @@ def test_serving_policy_read_repository_write_status_only(any_stack: Run) -> Non
     assert s["ListRepository"]["Condition"] == {"StringLike": {"s3:prefix": ["repository/*", "manifests/*"]}}
     assert s["ReadRepository"]["Action"] == "s3:GetObject"
     assert s["ReadRepository"]["Resource"] == [f"{bucket}/repository/*", f"{bucket}/manifests/*"]
-    assert s["WriteStatus"]["Action"] == "s3:PutObject"
+    assert s["WriteStatus"]["Action"] == ["s3:PutObject", "s3:DeleteObject"]  # delete: own status on SIGTERM
     assert s["WriteStatus"]["Resource"] == [f"{bucket}/status/*"]
     assert s["UseRepositoryKey"]["Resource"] == _key_arn(any_stack)
     writes = [st for st in doc["Statement"] if any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in as_list(st["Action"]))]
@@ -194,7 +208,7 @@ def test_promoter_policy_builder_has_no_delete() -> None:
 # ---- validation: component args --------------------------------------------------------
 
 _KEY = "arn:aws:kms:us-east-1:111122223333:key/0d3c6f1e-8a2b-4c5d-9e7f-1a2b3c4d5e6f"
-_BASE: dict[str, Any] = {"environment": "staging", "cluster_name": "c", "bucket_arn": "arn:aws:s3:::b", "kms_key_arn": "k",
+_BASE: dict[str, Any] = {"environment": "staging", "cluster_name": "c", "cluster_arn": "arn:aws:eks:us-east-1:111122223333:cluster/c", "bucket_arn": "arn:aws:s3:::b", "kms_key_arn": "k",
          "triton_deployments": ["default"], "github_repository": "o/r", "github_deploy_refs": ["refs/heads/main"],
          "deployer_policy_arns": ["arn:aws:iam::111122223333:policy/deployer"]}
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from components import stack_config as sc
+from tests.pulumi_kit import Run
 from tests.pulumi_kit import stack_config as stack_file
 
 K = "triton-platform:"
@@ -112,6 +113,57 @@ def test_agent_image_latest_refused() -> None:
     cfg = raw("dev")
     cfg[K + "agentImage"] = "registry.example.com/agent:latest"
     fails(cfg, r"agentImage: .* uses the mutable latest tag")
+
+
+DIGEST = "@sha256:" + "0a" * 32
+MIRROR = "111122223333.dkr.ecr.us-east-1.amazonaws.com/nvidia/tritonserver"
+
+
+def test_triton_image_defaults_to_the_pinned_version_in_dev() -> None:
+    from components import versions
+
+    cfg = raw("dev")
+    assert K + "tritonImage" not in cfg
+    assert parse(cfg).triton_image == versions.TRITON_IMAGE
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_shipped_triton_images_are_digest_pinned_mirrors(stack: str) -> None:
+    image = sc.parse(stack_file(stack), stack).triton_image
+    assert "/tritonserver:25.10-py3@sha256:" in image
+    assert ".dkr.ecr." in image
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_triton_image_must_be_pinned_by_digest_outside_dev(stack: str) -> None:
+    cfg = raw(stack)
+    cfg.pop(K + "tritonImage")  # the default (a tag) is not enough outside dev
+    fails(cfg, rf"tritonImage: 'nvcr.io/nvidia/tritonserver:25.10-py3' is not pinned by digest in {stack}; allowed: .*@sha256:<64 hex> outside dev")
+    cfg[K + "tritonImage"] = f"{MIRROR}:25.10-py3{DIGEST}"
+    assert parse(cfg).triton_image == f"{MIRROR}:25.10-py3{DIGEST}"
+
+
+@pytest.mark.parametrize("image", [
+    "nvcr.io/nvidia/tritonserver:latest", "nvcr.io/nvidia/tritonserver", "nvcr.io/nvidia/pytorch:25.10-py3",
+    "nvcr.io/nvidia/tritonserver:25.10-py3-sdk@sha256:short", "NVCR.io/nvidia/tritonserver:25.10-py3", "tritonserver:25.10-py3",
+])
+def test_triton_image_must_be_a_tritonserver_reference(image: str) -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonImage"] = image
+    fails(cfg, r"tritonImage: .* is not a tritonserver image reference; allowed: <registry>\[/<path>\]/tritonserver:<YY.MM>-py3")
+
+
+def test_triton_image_release_must_be_known_to_model_sync() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonImage"] = "nvcr.io/nvidia/tritonserver:23.01-py3"
+    fails(cfg, r"tritonImage: 'nvcr.io/nvidia/tritonserver:23.01-py3' has release 23.01 with no LibTorch entry in model_sync/compat.py; allowed: releases 24.01, ")
+
+
+def test_triton_image_variants_and_digests_accepted_in_dev() -> None:
+    cfg = raw("dev")
+    for image in ("nvcr.io/nvidia/tritonserver:25.11-py3-igpu", f"{MIRROR}:25.09-py3{DIGEST}", "registry.local:5000/tritonserver:25.10-py3"):
+        cfg[K + "tritonImage"] = image
+        assert parse(cfg).triton_image == image
 
 
 # ---- node groups ------------------------------------------------------------------------
@@ -350,7 +402,22 @@ def test_region_shape() -> None:
 def test_kubernetes_version_choices() -> None:
     cfg = raw("dev")
     cfg[K + "kubernetesVersion"] = "1.20"
-    fails(cfg, r"kubernetesVersion: '1.20' is not allowed")
+    fails(cfg, r"kubernetesVersion: '1.20' has no pinned EKS add-on versions and Cluster Autoscaler image; allowed: 1.32 \| 1.33 \| 1.34 \(pin")
+
+
+@pytest.mark.parametrize("version", ["1.31", "1.35", 1.33])
+def test_kubernetes_version_needs_every_pinned_addon_and_autoscaler_image(version: Any) -> None:
+    """1.31 has an autoscaler image nowhere and no EKS add-on pins: refused before any resource exists."""
+    from components import versions
+
+    cfg = raw("dev")
+    cfg[K + "kubernetesVersion"] = version
+    fails(cfg, r"kubernetesVersion: .* has no pinned EKS add-on versions and Cluster Autoscaler image")
+    assert sc.KUBERNETES_VERSIONS == versions.KUBERNETES_VERSIONS == ("1.32", "1.33", "1.34")
+    for v in sc.KUBERNETES_VERSIONS:
+        assert v in versions.EKS_ADDON_VERSIONS
+        assert "aws-ebs-csi-driver" in versions.EKS_ADDON_VERSIONS[v]
+        assert v in versions.CLUSTER_AUTOSCALER_IMAGE_TAGS
 
 
 def test_domain_shape() -> None:
@@ -457,3 +524,13 @@ def test_triton_min_replicas_at_least_one() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["minReplicas"] = 0
     fails(cfg, r"tritonDeployments\.default\.minReplicas: 0 is out of range; allowed: an integer from 1 to 1000")
+
+
+def test_triton_image_reaches_the_pods_and_the_export(any_stack: Run) -> None:
+    """The image model_sync aligns against (export `tritonImage`) is the one the pods run."""
+    configured = sc.parse(stack_file(any_stack.stack), any_stack.stack).triton_image
+    images = [c["image"] for r in any_stack.kubernetes_objects() if r.inputs.get("kind") == "Deployment"
+              for c in r.inputs["spec"]["template"]["spec"]["containers"] if c["name"] == "tritonserver"]
+    assert images
+    assert set(images) == {configured}
+    assert any_stack.exports["tritonImage"] == configured

@@ -1,0 +1,38 @@
+"""The shared EKS Pod Identity trust policy (components/pod_identity.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.pod_identity import cluster_account, pod_identity_trust
+
+ARN = "arn:aws:eks:eu-west-1:444455556666:cluster/triton-prod"
+
+
+def test_trust_requires_source_account_cluster_namespace_and_service_accounts() -> None:
+    [st] = pod_identity_trust(ARN, "triton", ["triton-large", "triton-default"])["Statement"]
+    assert st["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert st["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    assert st["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": "444455556666",
+            "aws:RequestTag/eks-cluster-arn": ARN,
+            "aws:RequestTag/kubernetes-namespace": "triton",
+            "aws:RequestTag/kubernetes-service-account": ["triton-default", "triton-large"],
+        },
+        "ArnEquals": {"aws:SourceArn": ARN},
+    }
+    assert cluster_account("arn:aws-us-gov:eks:us-gov-west-1:111122223333:cluster/c") == "111122223333"
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("arn:aws:eks:us-east-1:1234:cluster/c", "triton", ["a"]), r"cluster_arn: .* is not an EKS cluster ARN"),
+    (("arn:aws:iam::111122223333:role/c", "triton", ["a"]), r"cluster_arn: .* is not an EKS cluster ARN"),
+    ((ARN, "Triton", ["a"]), r"namespace: 'Triton' is not a Kubernetes name"),
+    ((ARN, "triton", []), r"service_accounts: \[\] is empty or repeats a name"),
+    ((ARN, "triton", ["a", "a"]), r"service_accounts: \['a', 'a'\] is empty or repeats a name"),
+    ((ARN, "triton", ["a_b"]), r"service_accounts: 'a_b' is not a Kubernetes name"),
+])
+def test_validation(args: tuple, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        pod_identity_trust(*args)
