@@ -7,7 +7,7 @@ directly and nothing here reads `pulumi.Config()`: see components/stack_config.p
 
 import pulumi
 
-from components import versions
+from components.block_storage import BlockStorage, BlockStorageArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, GpuPool
 from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
@@ -51,6 +51,14 @@ node_groups = build_node_groups(config.node_groups, cluster.cluster_name, config
 cluster_addons = EksAddons("post-compute-addons", EksAddonsArgs(
     cluster_name=cluster.cluster_name, kubernetes_version=config.kubernetes_version, addons=AFTER_COMPUTE_ADDONS, tags=aws_tags,
 ), opts=pulumi.ResourceOptions(depends_on=list(node_groups.values())))
+# The EBS CSI driver (a Deployment: after the nodes) and the default encrypted gp3
+# StorageClass (naming.STORAGE_CLASS) that the PVCs of Prometheus, Alertmanager and Loki bind to.
+block_storage = BlockStorage("block-storage", BlockStorageArgs(
+    cluster_name=cluster.cluster_name, cluster_arn=cluster.cluster_arn, kubernetes_version=config.kubernetes_version,
+    reclaim_policy="Delete" if config.environment == "dev" else "Retain", tags=aws_tags,
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=list(node_groups.values())))
+# Every Kubernetes-provider component below waits for nodes, CoreDNS and the StorageClass.
+cluster_ready: list[pulumi.Resource] = [*node_groups.values(), cluster_addons, block_storage]
 repository = ModelRepository("model-repository", ModelRepositoryArgs(
     environment=config.environment, region=config.region,
     noncurrent_version_days=config.model_repository_noncurrent_version_days,
@@ -58,7 +66,7 @@ repository = ModelRepository("model-repository", ModelRepositoryArgs(
     read_principal_arns=config.model_repository_read_principal_arns, tags=aws_tags,
 ))
 identities = Identities("identities", IdentitiesArgs(
-    environment=config.environment, cluster_name=cluster.cluster_name,
+    environment=config.environment, cluster_name=cluster.cluster_name, cluster_arn=cluster.cluster_arn,
     bucket_arn=repository.bucket_arn, kms_key_arn=repository.kms_key_arn,
     triton_deployments=[d.name for d in config.triton_deployments],
     github_repository=config.github_repository, github_deploy_refs=config.github_deploy_refs,
@@ -69,7 +77,7 @@ identities = Identities("identities", IdentitiesArgs(
 # ---- Kubernetes serving plane (DESIGN.md items 7-9) ---------------------------------
 # Every Kubernetes object goes through the cluster's provider (children inherit it).
 # Order: namespace -> monitoring (CRDs + adapter) -> Triton -> ingress. docs/serving-plane.md.
-on_cluster = pulumi.ResourceOptions(provider=cluster.provider)
+on_cluster = pulumi.ResourceOptions(provider=cluster.provider, depends_on=cluster_ready)
 replicas = config.platform_replicas
 triton_namespace = ServingNamespace("triton-namespace", ServingNamespaceArgs(TRITON_NAMESPACE), opts=on_cluster)
 monitoring = Monitoring("monitoring", MonitoringArgs(
@@ -80,19 +88,20 @@ monitoring = Monitoring("monitoring", MonitoringArgs(
 log_shipping = LogShipping("log-shipping", LogShippingArgs(
     retention_days=config.loki_retention_days, shipper_replicas=replicas + 1,
     grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None,
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[monitoring] if monitoring else [])) if config.logging_enabled else None
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *([monitoring] if monitoring else [])])) if config.logging_enabled else None
 # GPU operators and the node autoscaler come after monitoring: their ServiceMonitors
 # need the prometheus-operator CRDs that kube-prometheus-stack installs.
 after_monitoring = [monitoring] if monitoring is not None else []
 gpu_operators = GpuOperators("gpu-operators", GpuOperatorsArgs(
     gpu_node_groups=[g.name for g in config.gpu_node_groups], service_monitor=config.monitoring_enabled,
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=after_monitoring))
+    host_device_plugin_node_groups=[g.name for g in config.gpu_node_groups if g.ami_type.startswith("BOTTLEROCKET")],
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *after_monitoring]))
 
 # Node autoscaling (docs/node-autoscaling.md): GPU node groups follow the Triton replicas.
 if config.node_autoscaling_enabled:
     cluster_autoscaler = ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
-        cluster_name=cluster.cluster_name, region=config.region, kubernetes_version=config.kubernetes_version,
-        gpu_pools=tuple(
+        cluster_name=cluster.cluster_name, cluster_arn=cluster.cluster_arn, region=config.region,
+        kubernetes_version=config.kubernetes_version, gpu_pools=tuple(
             GpuPool(name=g.name, autoscaling_group_name=node_groups[g.name].autoscaling_group_name,
                     gpus_per_node=gpus_per_node(g.instance_types), capacity_type=g.capacity_type)
             for g in config.gpu_node_groups
@@ -100,20 +109,20 @@ if config.node_autoscaling_enabled:
         scale_down_unneeded_minutes=config.scale_down_unneeded_minutes,
         scale_down_delay_after_add_minutes=config.scale_down_delay_after_add_minutes,
         service_monitor=config.monitoring_enabled,
-    ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster_addons, *after_monitoring]))
+    ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *after_monitoring]))
 
 tritons = build_triton_deployments(
     config.triton_deployments, environment=config.environment, bucket_name=repository.bucket_name, region=config.region,
-    agent_image=config.agent_image, monitoring=monitoring is not None,
+    agent_image=config.agent_image, triton_image=config.triton_image, monitoring=monitoring is not None,
     # The Pod Identity associations exist before the first pod asks for credentials.
-    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[triton_namespace, identities, *([monitoring] if monitoring else [])]),
+    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, triton_namespace, identities, *([monitoring] if monitoring else [])]),
 )
 ingress = Ingress("ingress", IngressArgs(
     domain=config.domain, acme_email=config.acme_email, tls_issuer=config.tls_issuer,
     backends=tuple(TritonBackend(d.name, triton_app_name(d.name), d.models) for d in config.triton_deployments),
     allowed_cidrs=config.ingress_allowed_cidrs, request_body_limit_mib=config.ingress_request_body_limit_mib,
-    rate_limit_rps=config.ingress_rate_limit_rps, replicas=replicas + 1,
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[triton_namespace]))
+    rate_limit_rps=config.ingress_rate_limit_rps, replicas=replicas + 1, clients=config.ingress_clients,
+), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, triton_namespace]))
 
 # ---- Stack outputs -------------------------------------------------------------------
 pulumi.export("environment", config.environment)
@@ -123,6 +132,7 @@ pulumi.export("kubeconfig", cluster.kubeconfig)  # secret
 pulumi.export("modelRepositoryBucket", repository.bucket_name)
 pulumi.export("modelRepositoryUri", repository.repository_uri)
 pulumi.export("modelRepositoryKmsKeyArn", repository.kms_key_arn)
+pulumi.export("storageClassName", block_storage.storage_class_name)
 pulumi.export("servingRoleArn", identities.serving_role_arn)
 pulumi.export("deployerRoleArn", identities.deployer_role_arn)
 pulumi.export("previewRoleArn", identities.preview_role_arn)
@@ -131,10 +141,9 @@ if identities.publisher_role_arn is not None:
 if identities.promoter_role_arn is not None:
     pulumi.export("promoterRoleArn", identities.promoter_role_arn)
 # Serving-plane outputs (docs/serving-plane.md).
-pulumi.export("tritonEndpoints", {"http": ingress.http_host.apply(lambda h: f"https://{h}"),
-                                  "grpc": ingress.grpc_host.apply(lambda h: f"{h}:443")})
+pulumi.export("tritonEndpoints", {"http": ingress.http_endpoint, "grpc": ingress.grpc_endpoint})
 pulumi.export("tritonDeployments", sorted(tritons))
-pulumi.export("tritonImage", versions.TRITON_IMAGE)  # model-sync version alignment (docs/stack-outputs.md)
-pulumi.export("ingressDefaultApiKey", ingress.default_api_key)  # secret
+pulumi.export("tritonImage", config.triton_image)  # the image the pods run: model-sync version alignment (docs/stack-outputs.md)
+pulumi.export("ingressApiKeys", ingress.api_keys)  # secret: {client: API key}
 if monitoring is not None:
     pulumi.export("grafanaAdminPassword", monitoring.grafana_admin_password)  # secret

@@ -7,10 +7,12 @@ on host, method, exact path and regular expression, which is what closing Triton
 API needs, and its IP allow-list, basic-auth, rate-limit and buffering middlewares cover
 client CIDRs, API keys, per-client rate and request size without extra services.
 
-What is public, and nothing else (every route has the same middleware chain):
+What is public, and nothing else:
   https://infer.<domain>  POST /v2/models/<m>/infer, POST /v2/models/<m>/versions/<n>/infer,
                           GET /v2/models/<m>, GET /v2/models/<m>/versions/<n>,
-                          GET /v2/models/<m>/config, GET /v2/health/ready, GET /v2/health/live
+                          GET /v2/models/<m>/config, GET /v2/models/<m>/ready,
+                          GET /v2/models/<m>/versions/<n>/ready,
+                          GET /v2/health/ready, GET /v2/health/live
   https://grpc.<domain>   inference.GRPCInferenceService/{ModelInfer, ModelMetadata,
                           ModelConfig, ModelReady, ServerLive, ServerReady}; header
                           `x-triton-deployment: <name>` selects a deployment (default: the first)
@@ -19,9 +21,12 @@ trace, shared memory, statistics and the metrics port have no route; Triton also
 them without the admin key (components/triton_deployment.py), and the chain strips any
 client-sent `admin-key` header.
 
-Middleware chain: ipAllowList (ingressAllowedCidrs) -> basicAuth (API keys) ->
-rateLimit (ingressRateLimitRps per authenticated client) -> strip admin header ->
-buffering (ingressRequestBodyLimitMiB).
+Middleware chains: HTTP routes run ipAllowList (ingressAllowedCidrs) -> basicAuth (one
+API key per `ingressClients` entry) -> rateLimit (ingressRateLimitRps per client, per
+Traefik replica) -> strip admin header -> buffering (ingressRequestBodyLimitMiB). gRPC
+routes run the same chain WITHOUT buffering: Traefik's buffering middleware breaks gRPC
+(response trailers are lost, traefik/traefik#9788), so gRPC message size is bounded only
+by Triton (docs/serving-plane.md, "Request size").
 """
 
 from __future__ import annotations
@@ -53,16 +58,21 @@ DEFAULT_CLIENT = "default"
 CLIENT_HEADER = "X-Triton-Client"
 DEPLOYMENT_HEADER = "x-triton-deployment"
 GRPC_SERVICE = "inference.GRPCInferenceService"
-# Only these RPCs are routed. ModelStreamInfer is left out (the body-limit middleware
-# buffers requests, which a bidirectional stream cannot be); repository, statistics,
-# trace, logging and shared-memory RPCs are admin-only.
+# Only these RPCs are routed. ModelStreamInfer (decoupled models) is left out: nothing on
+# this platform serves decoupled models; repository, statistics, trace, logging and
+# shared-memory RPCs are admin-only.
 # ref: https://github.com/triton-inference-server/common/blob/main/protobuf/grpc_service.proto
 GRPC_PUBLIC_METHODS = ("ModelInfer", "ModelMetadata", "ModelConfig", "ModelReady", "ServerLive", "ServerReady")
 HEALTH_PATHS = ("/v2/health/ready", "/v2/health/live")
+# Middleware roles in chain order. gRPC never gets `body-limit` (buffering breaks gRPC
+# trailers: https://github.com/traefik/traefik/issues/9788).
 MIDDLEWARES = ("allowlist", "auth", "ratelimit", "strip-admin", "body-limit")
+HTTP_MIDDLEWARES = MIDDLEWARES
+GRPC_MIDDLEWARES = ("allowlist", "auth", "ratelimit", "strip-admin")
 ACME_SOLVER_PORT = 8089
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _MODEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_CLIENT = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -85,8 +95,12 @@ class IngressArgs:
         a model may be served by one backend only).
     allowed_cidrs: client CIDRs allowed (default none: required, >= 1; 0.0.0.0/0 = any).
     request_body_limit_mib: largest request body, MiB (1-1024; default 64).
-    rate_limit_rps: average requests per second per client key, burst 2x (1-100000; default 200).
+    rate_limit_rps: average requests per second per client key, burst 2x (1-100000; default
+        200). Traefik counts per replica: a client whose connections spread over all
+        replicas gets up to `replicas x rate_limit_rps` (`aggregate_rate_limit_rps`).
     replicas: Traefik replicas (default 2; >= 2 keeps a drain from dropping the ingress).
+    clients: API client names (DNS labels, unique; default ("default",)): one generated
+        key each, exported as the secret map `api_keys`.
     triton_namespace / ingress_namespace / cert_manager_namespace: from components/naming.py.
     """
 
@@ -98,6 +112,7 @@ class IngressArgs:
     request_body_limit_mib: int = 64
     rate_limit_rps: int = 200
     replicas: int = 2
+    clients: tuple[str, ...] = (DEFAULT_CLIENT,)
     triton_namespace: str = naming.TRITON_NAMESPACE
     ingress_namespace: str = naming.INGRESS_NAMESPACE
     cert_manager_namespace: str = naming.CERT_MANAGER_NAMESPACE
@@ -132,6 +147,18 @@ class IngressArgs:
             raise ValueError(f"IngressArgs.rate_limit_rps: {self.rate_limit_rps!r} is out of range; allowed: 1 to 100000")
         if self.replicas < 1:
             raise ValueError(f"IngressArgs.replicas: {self.replicas!r} is not allowed; allowed: 1 or more")
+        if not self.clients:
+            raise ValueError("IngressArgs.clients: () is not allowed; allowed: at least one client name such as 'default'")
+        for c in self.clients:
+            if not _CLIENT.match(c):
+                raise ValueError(f"IngressArgs.clients: {c!r} is not allowed; allowed: a DNS label (lowercase letters, digits, '-'; at most 32 characters)")
+        if len(set(self.clients)) != len(self.clients):
+            raise ValueError(f"IngressArgs.clients: {list(self.clients)!r} has duplicates; allowed: each client name once")
+
+    @property
+    def aggregate_rate_limit_rps(self) -> int:
+        """The most one client can get through all Traefik replicas together."""
+        return self.rate_limit_rps * self.replicas
 
     @property
     def http_host(self) -> str:
@@ -164,8 +191,10 @@ def traefik_values(args: IngressArgs) -> dict[str, Any]:
             # Needed for cert-manager's HTTP-01 solver Ingress.
             "kubernetesIngress": {"enabled": True, "allowExternalNameServices": False},
         },
-        # No version checks or anonymous usage reports from production.
-        "globalArguments": [],
+        # No version checks or anonymous usage reports from production (the chart's
+        # `global` block; it renders --global.checknewversion / --global.sendanonymoususage).
+        # ref: https://doc.traefik.io/traefik/contributing/data-collection/
+        "global": {"checkNewVersion": False, "sendAnonymousUsage": False},
         "ports": {
             # Port 80 serves only ACME HTTP-01 challenges; nothing else is routed there.
             "web": {"port": 8000, "exposedPort": 80},
@@ -244,8 +273,13 @@ def middleware_specs(args: IngressArgs) -> dict[str, dict[str, Any]]:
     }
 
 
-def middleware_refs() -> list[dict[str, str]]:
-    return [{"name": f"triton-{role}"} for role in MIDDLEWARES]
+def htpasswd_users(keys: dict[str, str]) -> str:
+    """The basicAuth Secret's `users`: one htpasswd line per client, sorted by name."""
+    return "\n".join(htpasswd_line(client, keys[client]) for client in sorted(keys))
+
+
+def middleware_refs(roles: tuple[str, ...] = HTTP_MIDDLEWARES) -> list[dict[str, str]]:
+    return [{"name": f"triton-{role}"} for role in roles]
 
 
 def _or(*terms: str) -> str:
@@ -260,7 +294,8 @@ def http_rules(args: IngressArgs) -> list[tuple[str, TritonBackend]]:
         for m in b.models:
             base = f"/v2/models/{m}"
             infer = _or(f"Path(`{base}/infer`)", f"PathRegexp(`^{base}/versions/[0-9]+/infer$`)")
-            meta = _or(f"Path(`{base}`)", f"Path(`{base}/config`)", f"PathRegexp(`^{base}/versions/[0-9]+$`)")
+            meta = _or(f"Path(`{base}`)", f"Path(`{base}/config`)", f"Path(`{base}/ready`)",
+                       f"PathRegexp(`^{base}/versions/[0-9]+$`)", f"PathRegexp(`^{base}/versions/[0-9]+/ready$`)")
             rules.append((f"{host} && Method(`POST`) && {infer}", b))
             rules.append((f"{host} && Method(`GET`) && {meta}", b))
     health = _or(*(f"Path(`{p}`)" for p in HEALTH_PATHS))
@@ -282,7 +317,7 @@ def grpc_rules(args: IngressArgs) -> list[tuple[str, TritonBackend, int]]:
 def http_route_spec(args: IngressArgs) -> dict[str, Any]:
     return {
         "entryPoints": ["websecure"],
-        "routes": [{"kind": "Rule", "match": rule, "middlewares": middleware_refs(),
+        "routes": [{"kind": "Rule", "match": rule, "middlewares": middleware_refs(HTTP_MIDDLEWARES),
                     "services": [{"name": b.service, "port": HTTP_PORT}]} for rule, b in http_rules(args)],
         "tls": {"secretName": TLS_SECRET},
     }
@@ -291,7 +326,7 @@ def http_route_spec(args: IngressArgs) -> dict[str, Any]:
 def grpc_route_spec(args: IngressArgs) -> dict[str, Any]:
     return {
         "entryPoints": ["websecure"],
-        "routes": [{"kind": "Rule", "match": rule, "priority": prio, "middlewares": middleware_refs(),
+        "routes": [{"kind": "Rule", "match": rule, "priority": prio, "middlewares": middleware_refs(GRPC_MIDDLEWARES),
                     "services": [{"name": b.service, "port": GRPC_PORT, "scheme": "h2c"}]} for rule, b, prio in grpc_rules(args)],
         "tls": {"secretName": TLS_SECRET},
     }
@@ -320,7 +355,9 @@ class Ingress(pulumi.ComponentResource):
 
     http_host: pulumi.Output[str]
     grpc_host: pulumi.Output[str]
-    default_api_key: pulumi.Output[str]
+    http_endpoint: pulumi.Output[str]
+    grpc_endpoint: pulumi.Output[str]
+    api_keys: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: IngressArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:Ingress", name, None, opts)
@@ -350,11 +387,13 @@ class Ingress(pulumi.ComponentResource):
         k8s.networking.v1.NetworkPolicy(f"{name}-acme-solver-policy", metadata=in_triton("allow-acme-http01-solver"),
                                         spec=solver_spec, opts=child)
 
-        key = random.RandomPassword(f"{name}-default-api-key", length=48, special=False, opts=child)
-        self.default_api_key = pulumi.Output.secret(key.result)
-        self.api_keys = k8s.core.v1.Secret(
+        # One key per client; `<name>-<client>-api-key` keeps the original default key.
+        keys = {c: random.RandomPassword(f"{name}-{c}-api-key", length=48, special=False, opts=child).result for c in args.clients}
+        all_keys: pulumi.Output[dict[str, str]] = pulumi.Output.all(**keys)
+        self.api_keys = pulumi.Output.secret(all_keys)
+        self.api_keys_secret = k8s.core.v1.Secret(
             f"{name}-api-keys", metadata=in_triton(API_KEYS_SECRET), type="Opaque",
-            string_data={"users": key.result.apply(lambda k: htpasswd_line(DEFAULT_CLIENT, k))}, opts=child)
+            string_data={"users": all_keys.apply(htpasswd_users)}, opts=child)
 
         self.middlewares = {
             role: k8s.apiextensions.CustomResource(
@@ -372,4 +411,7 @@ class Ingress(pulumi.ComponentResource):
 
         self.http_host = pulumi.Output.from_input(args.http_host)
         self.grpc_host = pulumi.Output.from_input(args.grpc_host)
-        self.register_outputs({"httpHost": self.http_host, "grpcHost": self.grpc_host, "defaultApiKey": self.default_api_key})
+        self.http_endpoint = pulumi.Output.from_input(f"https://{args.http_host}")
+        self.grpc_endpoint = pulumi.Output.from_input(f"{args.grpc_host}:443")
+        self.register_outputs({"httpHost": self.http_host, "grpcHost": self.grpc_host, "httpEndpoint": self.http_endpoint,
+                               "grpcEndpoint": self.grpc_endpoint, "apiKeys": self.api_keys})

@@ -76,7 +76,7 @@ def loki_values(args: LogShippingArgs) -> dict[str, Any]:
             "compactor": {"retention_enabled": True, "delete_request_store": "filesystem"},
         },
         "singleBinary": {"replicas": 1, "nodeSelector": system,
-                         "persistence": {"enabled": True, "size": f"{args.storage_gib}Gi"}},
+                         "persistence": {"enabled": True, "size": f"{args.storage_gib}Gi", "storageClass": naming.STORAGE_CLASS}},
         "backend": {"replicas": 0}, "read": {"replicas": 0}, "write": {"replicas": 0},
         "chunksCache": {"enabled": False}, "resultsCache": {"enabled": False},
         "gateway": {"enabled": False}, "lokiCanary": {"enabled": False}, "test": {"enabled": False},

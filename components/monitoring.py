@@ -7,8 +7,9 @@ the Triton HPAs scale on.
   Grafana (admin password generated into a Secret; dashboards and datasources picked
   up by the sidecars from labelled ConfigMaps).
 - prometheus-adapter: serves `triton_queue_time_per_request_us` per pod =
-  delta(nv_inference_queue_duration_us[2m]) / delta(nv_inference_request_success[2m])
-  (queue time per request over the window: a ratio of deltas, not a rate).
+  increase(nv_inference_queue_duration_us[2m]) / increase(nv_inference_request_success[2m])
+  (queue time per request over the window: a ratio of counter increases, not a rate;
+  increase() handles the counter resets of a tritonserver restart, delta() is for gauges).
 - ConfigMap `triton-dashboard` (grafana_dashboard=1): Triton + GPU dashboard.
 - PrometheusRule `triton-alerts`: queue p99, failure ratio, no ready replica, model load
   failures, GPU idle, GPU saturated.
@@ -89,11 +90,14 @@ class MonitoringArgs:
 
 
 def queue_time_query(matchers: str = "<<.LabelMatchers>>", group_by: str = "<<.GroupBy>>", window: str = QUEUE_WINDOW) -> str:
-    """Average queue time per request over `window`: delta of the queue-duration counter
-    over delta of the success counter. clamp_min keeps an idle pod at 0 instead of NaN,
-    so the HPA always has a value and enforces minReplicas."""
-    return (f"sum(delta(nv_inference_queue_duration_us{{{matchers}}}[{window}])) by ({group_by}) / "
-            f"clamp_min(sum(delta(nv_inference_request_success{{{matchers}}}[{window}])) by ({group_by}), 1)")
+    """Average queue time per request over `window`: increase of the queue-duration counter
+    over increase of the success counter. Both are counters, so increase() (reset-aware:
+    a tritonserver restart starts them at 0 again) and never delta(), which is for gauges
+    and turns a reset into a large negative value. clamp_min keeps an idle pod at 0 instead
+    of NaN, so the HPA always has a value and enforces minReplicas.
+    ref: https://prometheus.io/docs/prometheus/latest/querying/functions/#increase"""
+    return (f"sum(increase(nv_inference_queue_duration_us{{{matchers}}}[{window}])) by ({group_by}) / "
+            f"clamp_min(sum(increase(nv_inference_request_success{{{matchers}}}[{window}])) by ({group_by}), 1)")
 
 
 def adapter_rules() -> dict[str, Any]:
@@ -159,8 +163,10 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
             "retention": f"{args.prometheus_retention_days}d",
             # Keep 15 % of the volume free so compaction never fills it.
             "retentionSize": f"{int(args.prometheus_storage_gib * 0.85)}GB",
+            # The encrypted gp3 class by name: EKS has no usable default StorageClass.
             "storageSpec": {"volumeClaimTemplate": {"spec": {
-                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{args.prometheus_storage_gib}Gi"}}}}},
+                "storageClassName": naming.STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": f"{args.prometheus_storage_gib}Gi"}}}}},
             # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's.
             "serviceMonitorSelectorNilUsesHelmValues": False,
             "podMonitorSelectorNilUsesHelmValues": False,
@@ -241,7 +247,12 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
          "for": "10m", "labels": {"severity": "critical"},
          "annotations": {"summary": "Triton: more than 5 % of requests to {{ $labels.model }} fail"}},
         {"alert": "TritonNoReadyReplica",
-         "expr": f'kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}} < 1',
+         # Only while replicas are wanted: dev scales the Deployment to 0 on purpose
+         # (docs/node-autoscaling.md). Both series carry namespace + deployment, so the
+         # vector match is one-to-one on exactly those labels.
+         # ref: https://prometheus.io/docs/prometheus/latest/querying/operators/#logical-set-binary-operators
+         "expr": (f'(kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}} < 1) '
+                  f'and on (namespace, deployment) (kube_deployment_spec_replicas{{{ns},deployment=~"triton-.*"}} > 0)'),
          "for": "5m", "labels": {"severity": "critical"},
          "annotations": {"summary": "Triton deployment {{ $labels.deployment }} has no ready replica"}},
         {"alert": "TritonModelLoadFailure",

@@ -53,6 +53,15 @@ ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
 REPOSITORY_POLL_SECONDS = 2
 PRESTOP_SLEEP_MAX_SECONDS = 15
+# A new pod counts as available only after this much readiness.
+MIN_READY_SECONDS = 30
+# Time before a new replica's tritonserver even starts: the cluster autoscaler launching a
+# GPU node (3-5 min, more when a zone is short of capacity) plus pulling the 10-20 GB Triton
+# image onto it (5-10 min). docs/serving-plane.md, "Rollout and Pulumi's wait".
+NODE_PROVISIONING_SECONDS = 900
+# Pulumi's await for a Deployment (default 10 min); customTimeouts wins over it when both are set.
+# ref: https://github.com/pulumi/pulumi-kubernetes/issues/672
+PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 
 # Selectors of the only clients allowed in (NetworkPolicy).
 TRAEFIK_POD_LABELS = {"app.kubernetes.io/name": "traefik"}
@@ -193,11 +202,17 @@ def container_security_context() -> dict[str, Any]:
 
 
 def probes(d: TritonDeploymentConfig) -> dict[str, dict[str, Any]]:
-    """Startup budget = startupTimeoutSeconds (model loading); then readiness gates
-    traffic on every model being READY (strict readiness) and liveness restarts a hung server."""
+    """Startup and liveness ask only whether the tritonserver PROCESS is healthy
+    (/v2/health/live); readiness gates traffic on every model being READY (strict
+    readiness). A model that fails to load therefore makes the replica unready, never
+    restarts it: restarting would only load the same failing model again, in a loop,
+    while the other models are down too. The agent removes a failing new model or rolls
+    a failing new version back locally, so readiness recovers (docs/serving-plane.md)."""
     period = 10
     return {
-        "startupProbe": {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
+        # startupTimeoutSeconds bounds how long the server may take to start listening
+        # (model loading happens before /v2/health/live answers on a cold start).
+        "startupProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
                          "failureThreshold": math.ceil(d.startup_timeout_seconds / period)},
         "readinessProbe": {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3,
                            "failureThreshold": 3, "successThreshold": 1},
@@ -280,6 +295,27 @@ def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Inpu
     }
 
 
+def replica_ready_budget_seconds(d: TritonDeploymentConfig) -> int:
+    """Worst case for ONE new replica to become available: a GPU node and the image pull,
+    Triton's startup (model loading) and minReadySeconds. The Deployment's
+    progressDeadlineSeconds: Kubernetes marks the rollout failed when no replica became
+    available for this long (and Pulumi then fails at once)."""
+    return NODE_PROVISIONING_SECONDS + d.startup_timeout_seconds + MIN_READY_SECONDS
+
+
+def rollout_timeout_seconds(d: TritonDeploymentConfig) -> int:
+    """How long `pulumi up` waits for the Deployment (create or update). A rolling update
+    with maxSurge 1 / maxUnavailable 0 replaces the replicas one after another, and the HPA
+    may run up to maxReplicas of them; the progress deadline still fails a stuck rollout
+    after one replica's budget."""
+    return replica_ready_budget_seconds(d) * d.max_replicas
+
+
+def deployment_metadata_annotations(d: TritonDeploymentConfig) -> dict[str, str]:
+    # ref: https://www.pulumi.com/registry/packages/kubernetes/api-docs/apps/v1/deployment/
+    return {PULUMI_TIMEOUT_ANNOTATION: str(rollout_timeout_seconds(d))}
+
+
 def deployment_spec(d: TritonDeploymentConfig, pod: dict[str, Any]) -> dict[str, Any]:
     return {
         # Starts at the floor; the HPA owns the count afterwards (spec.replicas is ignored on update).
@@ -287,9 +323,8 @@ def deployment_spec(d: TritonDeploymentConfig, pod: dict[str, Any]) -> dict[str,
         "revisionHistoryLimit": 5,
         "selector": {"matchLabels": selector_labels(d)},
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
-        # A new pod counts as available only after a minute of readiness.
-        "minReadySeconds": 30,
-        "progressDeadlineSeconds": d.startup_timeout_seconds + 600,
+        "minReadySeconds": MIN_READY_SECONDS,
+        "progressDeadlineSeconds": replica_ready_budget_seconds(d),
         "template": {"metadata": {"labels": labels(d)}, "spec": pod},
     }
 
@@ -415,9 +450,15 @@ class TritonDeployment(pulumi.ComponentResource):
 
         pod = pod_spec(d, environment=args.environment, bucket=args.bucket_name, region=args.region, agent_image=args.agent_image,
                        triton_image=args.triton_image, admin_secret=admin_secret_name)
+        # Pulumi's default 10-minute await would give up long before a GPU node, a 10-20 GB
+        # image and model loading are through: wait for the whole rollout (the annotation,
+        # and the same value as customTimeouts, which take precedence where supported).
+        timeout = f"{rollout_timeout_seconds(d)}s"
         self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata=meta(app), spec=_typed(deployment_spec(d, pod)),
+            f"{name}-deployment", metadata={**meta(app), "annotations": deployment_metadata_annotations(d)},
+            spec=_typed(deployment_spec(d, pod)),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.service_account, self.admin_secret],
+                                        custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
                                         ignore_changes=["spec.replicas"] if args.monitoring else None))
 
         self.service = k8s.core.v1.Service(f"{name}-service", metadata=meta(app), spec=_typed(service_spec(d)), opts=child)
@@ -444,7 +485,7 @@ class TritonDeployment(pulumi.ComponentResource):
 
 def build_triton_deployments(
     deployments: tuple[TritonDeploymentConfig, ...], *, environment: str, bucket_name: pulumi.Input[str], region: str,
-    agent_image: str, monitoring: bool, opts: pulumi.ResourceOptions | None = None,
+    agent_image: str, monitoring: bool, triton_image: str = versions.TRITON_IMAGE, opts: pulumi.ResourceOptions | None = None,
 ) -> dict[str, TritonDeployment]:
     """One `TritonDeployment` per `tritonDeployments` entry, keyed by deployment name
     (logical names `triton-<name>`)."""
@@ -452,7 +493,7 @@ def build_triton_deployments(
         d.name: TritonDeployment(
             naming.triton_app_name(d.name),
             TritonDeploymentArgs(deployment=d, environment=environment, bucket_name=bucket_name, region=region,
-                                 agent_image=agent_image, monitoring=monitoring),
+                                 agent_image=agent_image, monitoring=monitoring, triton_image=triton_image),
             opts=opts,
         )
         for d in deployments

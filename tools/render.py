@@ -44,7 +44,10 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
     helm.mkdir()
     count = 0
     for r in run.kubernetes_objects():
-        doc = {k: v for k, v in r.inputs.items() if k in ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "type", "rules", "roleRef", "subjects", "immutable", "webhooks", "aggregationRule")}
+        doc = {k: v for k, v in r.inputs.items() if k in ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "type", "rules", "roleRef", "subjects", "immutable", "webhooks", "aggregationRule",
+                                                       # StorageClass has no spec: its fields are top-level.
+                                                       "provisioner", "parameters", "reclaimPolicy", "volumeBindingMode",
+                                                       "allowVolumeExpansion", "mountOptions", "allowedTopologies")}
         meta = doc.get("metadata") or {}
         if not meta.get("name"):
             raise SystemExit(f"render: {r.type} {r.name} has no metadata.name; components must name Kubernetes objects explicitly")

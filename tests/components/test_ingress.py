@@ -16,9 +16,12 @@ from components.ingress import (
     IngressArgs,
     TritonBackend,
     htpasswd_line,
+    htpasswd_users,
     http_rules,
 )
-from tests.pulumi_kit import Run
+from components.stack_config import ConfigError
+from tests.components._helpers import registered_outputs
+from tests.pulumi_kit import Run, run_program
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 ADMIN_PATHS = ("/v2/repository/index", "/v2/repository/models/resnet18/load", "/v2/logging", "/v2/trace/setting",
@@ -50,6 +53,9 @@ def test_pinned_releases_on_system_nodes(any_stack: Run, role: str, chart: versi
 
 def test_traefik_keeps_client_ip_and_no_cross_namespace(prod: Run) -> None:
     values = prod.one(RELEASE, "ingress-traefik").inputs["values"]
+    # The chart's `global` block (globalArguments no longer carries these flags).
+    assert values["global"] == {"checkNewVersion": False, "sendAnonymousUsage": False}
+    assert "globalArguments" not in values
     assert values["service"]["spec"]["externalTrafficPolicy"] == "Local"
     assert values["providers"]["kubernetesCRD"]["allowCrossNamespace"] is False
     assert values["deployment"]["replicas"] == 3
@@ -79,6 +85,13 @@ def test_http_routes_expose_only_inference_metadata_and_health(prod: Run) -> Non
     assert served_by("GET", "/v2/models/text-encoder/config") == {"triton-default"}
     assert served_by("GET", "/v2/models/reranker-large") == {"triton-large"}
     assert served_by("GET", "/v2/health/ready") == {"triton-default"}
+    # Per-model readiness is public (health and readiness are, by design).
+    assert served_by("GET", "/v2/models/resnet18/ready") == {"triton-default"}
+    assert served_by("GET", "/v2/models/reranker-large/versions/12/ready") == {"triton-large"}
+    assert served_by("POST", "/v2/models/resnet18/ready") == set()
+    assert served_by("GET", "/v2/models/resnet18/versions/x/ready") == set()
+    assert served_by("GET", "/v2/models/resnet18/ready/../../../repository/index") == set()
+    assert served_by("GET", "/v2/models/resnet18/versions/1/ready/stats") == set()
     for path in ADMIN_PATHS:
         for method in ("GET", "POST"):
             assert served_by(method, path) == set(), f"{method} {path} is routed"
@@ -94,6 +107,8 @@ def test_grpc_routes_only_public_methods(prod: Run) -> None:
     route = _cr(prod, "IngressRoute", "triton-grpc")["spec"]
     paths = set()
     for r in route["routes"]:
+        # Traefik's buffering middleware breaks gRPC trailers (traefik#9788): never on gRPC.
+        assert [m["name"] for m in r["middlewares"]] == ["triton-allowlist", "triton-auth", "triton-ratelimit", "triton-strip-admin"]
         paths |= set(re.findall(r"Path\(`([^`]+)`\)", r["match"]))
         assert r["services"][0]["scheme"] == "h2c"
         assert r["services"][0]["port"] == 8001
@@ -112,9 +127,48 @@ def test_middlewares_carry_the_stack_limits(staging: Run) -> None:
     assert _cr(staging, "Middleware", "triton-strip-admin")["spec"]["headers"]["customRequestHeaders"] == {"admin-key": ""}
     auth = _cr(staging, "Middleware", "triton-auth")["spec"]["basicAuth"]
     assert auth["removeHeader"] is True
-    users = _cr(staging, "Secret", "triton-api-keys")["stringData"]["users"]
-    assert users.startswith("default:{SHA}")
-    assert users == htpasswd_line("default", staging.exports["ingressDefaultApiKey"])
+
+
+def test_one_generated_key_per_configured_client(staging: Run, prod: Run) -> None:
+    keys = staging.exports["ingressApiKeys"]
+    assert sorted(keys) == ["ci-smoke", "default"]
+    assert len(set(keys.values())) == 2
+    assert keys["ci-smoke"].startswith("mock-ingress-ci-smoke-api-key-")  # each key is its own RandomPassword's result
+    users = _cr(staging, "Secret", "triton-api-keys")["stringData"]["users"].split("\n")
+    assert users == [htpasswd_line("ci-smoke", keys["ci-smoke"]), htpasswd_line("default", keys["default"])]
+    # The default client keeps its original logical name (its key survives the upgrade).
+    passwords = [r for r in prod.of_type("random:index/randomPassword:RandomPassword") if r.name.endswith("-api-key")]
+    assert all((r.inputs["length"], r.inputs["special"]) == (48, False) for r in passwords)
+    names = sorted(r.name for r in passwords)
+    assert names == ["ingress-batch-scoring-api-key", "ingress-default-api-key", "ingress-search-api-api-key"]
+    assert sorted(prod.exports["ingressApiKeys"]) == ["batch-scoring", "default", "search-api"]
+    assert "ingressDefaultApiKey" not in prod.exports
+    assert htpasswd_users({"b": "k2", "a": "k1"}) == f"{htpasswd_line('a', 'k1')}\n{htpasswd_line('b', 'k2')}"
+
+
+def test_endpoints_exported_from_the_component(dev: Run) -> None:
+    assert dev.exports["tritonEndpoints"] == {"http": "https://infer.dev.inference.example.com",
+                                             "grpc": "grpc.dev.inference.example.com:443"}
+    outputs = registered_outputs(dev, dev.one("triton-platform:serving:Ingress", "ingress"))
+    assert outputs["httpEndpoint"] == dev.exports["tritonEndpoints"]["http"]
+    assert outputs["grpcEndpoint"] == dev.exports["tritonEndpoints"]["grpc"]
+
+
+def test_rate_limit_is_per_client_per_traefik_replica(prod: Run) -> None:
+    rate = _cr(prod, "Middleware", "triton-ratelimit")["spec"]["rateLimit"]
+    assert rate["sourceCriterion"] == {"requestHeaderName": "X-Triton-Client"}
+    replicas = prod.one(RELEASE, "ingress-traefik").inputs["values"]["deployment"]["replicas"]
+    assert _args(rate_limit_rps=rate["average"], replicas=replicas).aggregate_rate_limit_rps == rate["average"] * replicas
+
+
+@pytest.mark.parametrize(("clients", "match"), [
+    ([], r"triton-platform:ingressClients: \[\] is empty; allowed: at least one client"),
+    (["default", "default"], r"ingressClients: .* has duplicate names; allowed: each client name once"),
+    (["Team_A"], r"ingressClients: 'Team_A' is not valid; allowed: a DNS label"),
+])
+def test_ingress_clients_stack_config_validation(clients: list[str], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        run_program("dev", overrides={"triton-platform:ingressClients": clients})
 
 
 def test_htpasswd_is_apache_sha() -> None:
@@ -139,6 +193,9 @@ def _args(**overrides: Any) -> IngressArgs:
     ({"request_body_limit_mib": 0}, r"request_body_limit_mib: 0 is out of range; allowed: 1 to 1024"),
     ({"rate_limit_rps": 100_001}, r"rate_limit_rps: 100001 is out of range"),
     ({"replicas": 0}, r"IngressArgs\.replicas: 0 is not allowed"),
+    ({"clients": ()}, r"IngressArgs\.clients: \(\) is not allowed"),
+    ({"clients": ("a:b",)}, r"IngressArgs\.clients: 'a:b' is not allowed; allowed: a DNS label"),
+    ({"clients": ("a", "a")}, r"IngressArgs\.clients: \['a', 'a'\] has duplicates"),
 ])
 def test_args_validation(overrides: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):

@@ -26,6 +26,8 @@ def test_retention_follows_the_stack(prod: Run, dev: Run) -> None:
         loki = run.one(RELEASE, "log-shipping-loki").inputs["values"]["loki"]
         assert loki["limits_config"]["retention_period"] == f"{days * 24}h"
         assert loki["compactor"]["retention_enabled"] is True
+        persistence = run.one(RELEASE, "log-shipping-loki").inputs["values"]["singleBinary"]["persistence"]
+        assert persistence == {"enabled": True, "size": "50Gi", "storageClass": naming.STORAGE_CLASS}
 
 
 def test_alloy_ships_to_loki_without_host_access(staging: Run) -> None:

@@ -32,6 +32,7 @@ def test_retention_storage_and_selectors_per_stack(prod: Run, dev: Run) -> None:
     spec = prod.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]
     assert spec["retention"] == "30d"
     assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "200Gi"
+    assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["storageClassName"] == naming.STORAGE_CLASS == "gp3-encrypted"
     assert spec["serviceMonitorSelectorNilUsesHelmValues"] is False
     assert spec["ruleSelectorNilUsesHelmValues"] is False
     assert dev.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]["retention"] == "3d"
@@ -58,15 +59,17 @@ def test_slack_receiver_from_a_mounted_secret() -> None:
     assert alertmanager_config(False)["route"]["receiver"] == "null"
 
 
-def test_adapter_metric_is_a_ratio_of_deltas(dev: Run) -> None:
+def test_adapter_metric_is_a_ratio_of_counter_increases(dev: Run) -> None:
     rules = dev.one(RELEASE, "monitoring-prometheus-adapter").inputs["values"]["rules"]
     (rule,) = rules["custom"]
     assert rule["name"]["as"] == QUEUE_TIME_METRIC
     q = rule["metricsQuery"]
-    assert "delta(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])" in q
-    assert "delta(nv_inference_request_success{<<.LabelMatchers>>}[2m])" in q
+    numerator, denominator = q.split(" / ")
+    # Counters: increase() survives a tritonserver restart (counter reset); delta() does not.
+    assert numerator == "sum(increase(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)"
+    assert denominator == "clamp_min(sum(increase(nv_inference_request_success{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>), 1)"
+    assert "delta(" not in q
     assert "rate(" not in q
-    assert " / " in q
     assert rules == adapter_rules()
     assert queue_time_query('namespace="x"', "pod", "5m").count("[5m]") == 2
 
@@ -83,6 +86,14 @@ def test_dashboard_and_rules(prod: Run) -> None:
     for name in ("TritonQueueLatencyP99High", "TritonInferenceFailureRatioHigh", "TritonNoReadyReplica",
                  "TritonModelLoadFailure", "GpuIdle", "GpuSaturated"):
         assert name in alerts
+    (no_ready,) = [r for g in rules for r in g["rules"] if r["alert"] == "TritonNoReadyReplica"]
+    # Silent while the Deployment is scaled to 0 (dev's scale-to-zero), matched per deployment.
+    available, wanted = no_ready["expr"].split(" and on (namespace, deployment) ")
+    assert available.startswith("(kube_deployment_status_replicas_available{")
+    assert available.endswith("} < 1)")
+    assert wanted.startswith("(kube_deployment_spec_replicas{")
+    assert wanted.endswith("} > 0)")
+    assert 'namespace="triton"' in wanted
     p99 = [r for g in rules for r in g["rules"] if r["alert"] == "TritonQueueLatencyP99High"]
     assert sorted(r["labels"]["deployment"] for r in p99) == ["default", "large"]
     assert any("> 100000" in r["expr"] for r in p99)  # 5 x the default deployment's 20 ms target

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from components import gpu_contract, naming, versions
+from components import gpu_contract, naming
 from components.stack_config import TritonDeploymentConfig
 from components.triton_deployment import (
     ADMIN_PROTOCOLS,
+    NODE_PROVISIONING_SECONDS,
     QUEUE_TIME_METRIC,
     REPOSITORY_DIR,
     STAGING_DIR,
@@ -19,6 +20,8 @@ from components.triton_deployment import (
     exit_timeout_seconds,
     pdb_min_available,
     prestop_seconds,
+    replica_ready_budget_seconds,
+    rollout_timeout_seconds,
     triton_args,
 )
 from tests.components._helpers import assert_children_prefixed, registered_outputs
@@ -83,7 +86,9 @@ def test_tritonserver_flags_close_the_admin_api(prod: Run) -> None:
     for flag in ("--model-repository=/models/repository", "--model-control-mode=poll", "--strict-readiness=true",
                  "--exit-on-error=false", "--disable-auto-complete-config", "--metrics-config=summary_latencies=true"):
         assert flag in args
-    assert triton["image"] == versions.TRITON_IMAGE
+    # The stack's `tritonImage` (prod: a digest-pinned mirror), threaded to every deployment.
+    assert triton["image"] == stack_config("prod")["triton-platform:tritonImage"]
+    assert "@sha256:" in triton["image"]
     (key_env,) = [e for e in triton["env"] if e["name"] == "TRITON_ADMIN_KEY"]
     assert key_env["valueFrom"]["secretKeyRef"] == {"name": "triton-large-admin-key", "key": "key"}
     secret = _obj(prod, "Secret", "triton-large-admin-key")
@@ -121,7 +126,9 @@ def test_agent_init_and_sidecar(staging: Run) -> None:
 def test_probes_resources_and_scheduling(prod: Run) -> None:
     pod = _pod(prod, "large")
     triton = _container(pod, "tritonserver")
-    assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    # Process health restarts; model readiness only gates traffic (a failing model must not
+    # restart tritonserver in a loop under --strict-readiness).
+    assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert triton["startupProbe"]["periodSeconds"] * triton["startupProbe"]["failureThreshold"] == 1800
     assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
@@ -153,6 +160,22 @@ def test_security_context_everywhere(any_stack: Run) -> None:
             assert sc["runAsUser"] == 1000
             assert "limits" in c["resources"]
             assert "requests" in c["resources"]
+
+
+def test_pulumi_waits_for_the_whole_gpu_rollout(prod: Run) -> None:
+    """Pulumi's default 10-minute await would fail `pulumi up` while a GPU node is still
+    being launched: the Deployment carries the rollout budget (prod `large`: 1800 s startup,
+    maxReplicas 6)."""
+    dep = _obj(prod, "Deployment", "triton-large")
+    per_replica = NODE_PROVISIONING_SECONDS + 1800 + 30
+    assert dep["spec"]["progressDeadlineSeconds"] == per_replica
+    assert dep["spec"]["minReadySeconds"] == 30
+    assert dep["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": str(per_replica * 6)}
+    assert int(dep["metadata"]["annotations"]["pulumi.com/timeoutSeconds"]) > 600
+    cfg = _cfg(startup_timeout_seconds=600, max_replicas=2)
+    assert replica_ready_budget_seconds(cfg) == NODE_PROVISIONING_SECONDS + 630
+    assert rollout_timeout_seconds(cfg) == 2 * (NODE_PROVISIONING_SECONDS + 630)
+    assert NODE_PROVISIONING_SECONDS >= 600
 
 
 def test_rollout_pdb_and_hpa(prod: Run) -> None:
