@@ -5,12 +5,18 @@ only cause a cache miss (the work is redone), never a wrong publish or a wrong p
                                    sha256 of a local file, reused while all five stat fields are
                                    unchanged (git's index uses the same test). ctime cannot be set
                                    from user space, so `touch -d` + same-size rewrites still miss.
-    <dir>/pins/<sha256(repo)>.json {model: {"etag": pin ETag, "version": N, "pin_text": ...,
-                                   "manifest": {...}}} the pinned manifest, keyed by the ETag of
-                                   repository/<model>/config.pbtxt as ListObjectsV2 / GetObject
-                                   return it. A different ETag (any rewrite of the pin) is a miss.
-                                   Manifests are create-only and never overwritten, so (pin text ->
-                                   version N -> manifest N) cannot change while the ETag does not.
+    <dir>/pins/<sha256(repo)>.json {model: {"etag": pin ETag, "modified": LastModified, "version":
+                                   N, "pin_text": ..., "manifest": {...}}} the pinned manifest, keyed
+                                   by the ETag AND LastModified (whole epoch seconds) of
+                                   repository/<model>/config.pbtxt as ListObjectsV2 / GetObject /
+                                   HeadObject return them. Either differing is a miss. The ETag alone
+                                   is not enough: on SSE-S3 / unencrypted buckets and S3-compatible
+                                   servers it is the MD5 of the content, so byte-identical pin text in
+                                   a reset or recreated bucket (whose manifest N may differ) has the
+                                   same ETag; the rewrite gives it a new LastModified. (VersionId is
+                                   not used: ListObjectsV2 does not return it.) Manifests are
+                                   create-only and never overwritten, so (pin object -> version N ->
+                                   manifest N) cannot change while both keys do not.
 
 Directory: $MODEL_SYNC_CACHE_DIR, else $XDG_CACHE_HOME/model-sync, else ~/.cache/model-sync.
 `MODEL_SYNC_CACHE=off` (or `push --no-cache`) disables both. Files are written atomically
@@ -123,7 +129,7 @@ class HashCache:
 
 
 class PinCache:
-    """Pinned manifests of one repository (endpoint + bucket + prefix), keyed by the pin's ETag."""
+    """Pinned manifests of one repository (endpoint + bucket + prefix), keyed by the pin's ETag + LastModified."""
 
     def __init__(self, directory: str | None, repository_id: str) -> None:
         name = hashlib.sha256(repository_id.encode()).hexdigest()[:32] + ".json"
@@ -136,18 +142,18 @@ class PinCache:
             if isinstance(doc, dict):
                 self._entries = {k: v for k, v in doc.items() if isinstance(v, dict)}
 
-    def get(self, model: str, etag: str | None) -> dict[str, Any] | None:
-        """{"version", "pin_text", "manifest"} when the cached entry is for exactly this ETag."""
+    def get(self, model: str, etag: str | None, modified: int | None) -> dict[str, Any] | None:
+        """{"version", "pin_text", "manifest"} when the cached entry is for exactly this ETag and LastModified."""
         entry = self._entries.get(model)
-        if not etag or entry is None or entry.get("etag") != etag:
+        if not etag or modified is None or entry is None or entry.get("etag") != etag or entry.get("modified") != modified:
             return None
         return entry
 
-    def put(self, model: str, etag: str | None, version: int, pin_text: str, manifest_doc: dict[str, Any]) -> None:
-        if self.path is None or not etag:
+    def put(self, model: str, etag: str | None, modified: int | None, version: int, pin_text: str, manifest_doc: dict[str, Any]) -> None:
+        if self.path is None or not etag or modified is None:
             return
         with self._lock:
-            self._entries[model] = {"etag": etag, "version": version, "pin_text": pin_text, "manifest": manifest_doc, "at": int(time.time())}
+            self._entries[model] = {"etag": etag, "modified": modified, "version": version, "pin_text": pin_text, "manifest": manifest_doc, "at": int(time.time())}
             self._dirty = True
 
     def save(self) -> None:

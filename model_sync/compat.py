@@ -111,6 +111,27 @@ class UnverifiableError(ValueError):
     """The model's exporting torch version or the target image is unknown: nothing to compare."""
 
 
+class LocalTargetError(ValueError):
+    """A `--target local` model (python backend + torch.jit.load) for an image without torch in its python backend."""
+
+
+def python_backend_lacks_torch(image: str) -> bool:
+    """True for NGC tritonserver images (and registry mirrors of them) whose python backend has no
+    torch: every `<YY.MM>-py3*` tag except the `-pyt-python-py3` variant, which ships PyTorch for it.
+    # ref: https://github.com/triton-inference-server/python_backend#pytorch-in-python-backend
+    # ref: https://catalog.ngc.nvidia.com/orgs/nvidia/containers/tritonserver (tags)"""
+    repo, _, tag = image.split("@", 1)[0].rpartition(":")
+    if not repo.rsplit("/", 1)[-1] == "tritonserver" or not re.match(r"^\d{2}\.\d{2}-", tag):
+        return False
+    return "pyt-python" not in tag
+
+
+def local_target_detail(image: str) -> str:
+    return (f"local target: a `--target local` model (python backend running torch.jit.load) cannot load in {image}, "
+            "whose python backend has no torch; allowed: export with --target cloud, "
+            "a <YY.MM>-pyt-python-py3 image, or --allow-local-target")
+
+
 # Model configurations served by Triton's PyTorch (LibTorch) backend. Everything else is exempt:
 # a python-backend model (the local target's model.py) runs in the serving environment's own
 # torch, which model-sync does not control.
@@ -124,11 +145,20 @@ def served_by_libtorch(platform: str, backend: str) -> bool:
     return platform == LIBTORCH_PLATFORM or backend == LIBTORCH_BACKEND
 
 
-def assess(*, platform: str, backend: str, exporter_torch: str | None, image: str | None, allow_skew: bool = False) -> dict[str, str | None]:
+def assess(
+    *, platform: str, backend: str, exporter_torch: str | None, image: str | None, allow_skew: bool = False, target: str | None = None, allow_local_target: bool = False
+) -> dict[str, str | None]:
     """The `compatibility` provenance record of one model version for one target image.
 
     Raises VersionSkewError / UnknownImageError / UnverifiableError (one line each) unless the
-    model is exempt, loads, or `allow_skew` is set (then result "skew-allowed" with the reason)."""
+    model is exempt, loads, or `allow_skew` is set (then result "skew-allowed" with the reason).
+    A model exported with `target` "local" for an NGC image whose python backend has no torch
+    raises LocalTargetError unless `allow_local_target` (then "exempt", the override in `detail`)."""
+    if target == "local" and image is not None and python_backend_lacks_torch(image):
+        if not allow_local_target:
+            raise LocalTargetError(local_target_detail(image))
+        return {"triton_image": image, "libtorch_version": None, "result": "exempt",
+                "detail": f"published with --allow-local-target: {local_target_detail(image).split('; allowed:')[0]}"}
     if not served_by_libtorch(platform, backend):
         return {"triton_image": image, "libtorch_version": None, "result": "exempt",
                 "detail": f"backend {backend or platform!r} is not LibTorch: the serving environment's own torch loads it"}
@@ -149,9 +179,12 @@ def assess(*, platform: str, backend: str, exporter_torch: str | None, image: st
     return {"triton_image": image, "libtorch_version": serving, "result": "skew-allowed" if detail else "compatible", "detail": detail}
 
 
-def loadable(platform: str, backend: str, exporter_torch: str | None, image: str | None) -> str:
-    """For `status`: "yes" / "no" (version skew) / "exempt" (not LibTorch) / "unknown" (torch
-    version or image unknown, or the image has no table entry)."""
+def loadable(platform: str, backend: str, exporter_torch: str | None, image: str | None, target: str | None = None) -> str:
+    """For `status`: "yes" / "no" (version skew, or a `--target local` model for an NGC image whose
+    python backend has no torch) / "exempt" (not LibTorch) / "unknown" (torch version or image
+    unknown, or the image has no table entry)."""
+    if target == "local" and image is not None and python_backend_lacks_torch(image):
+        return "no"
     if not served_by_libtorch(platform, backend):
         return "exempt"
     if exporter_torch is None or image is None:

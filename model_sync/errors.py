@@ -5,12 +5,14 @@
     2  USAGE         bad input: flags, names, model directory, config.pbtxt, env config, shapes/dtypes
     3  NOT_FOUND     unknown environment, missing bucket, model or version
     4  REFUSED       conflict or a safety rule: version collision, unverified promotion, pinned version
-                     in prune, incomplete version, content changed during push
+                     in prune, incomplete version, content changed during push, pin moved by
+                     another writer while push/promote/rollback ran (conditional pin flip)
     5  S3            S3 unreachable, credentials missing or rejected, access denied
     6  CHECK_FAILED  a verification failed (export output differs from eager; `verify` not READY)
     7  INCOMPATIBLE  version alignment: the target Triton image's LibTorch is older than the torch
                      that exported a pytorch_libtorch model, or either version is unknown
-                     (`--allow-version-skew` overrides and is recorded)
+                     (`--allow-version-skew` overrides and is recorded); a `--target local`
+                     model for an NGC tritonserver image (`--allow-local-target`, recorded)
 
 Every failure prints exactly one line to stderr:
     model-sync: <what>: <bad value>; <what is allowed or what to do>

@@ -11,7 +11,9 @@
   4. checksums re-verified in the target: on AWS S3, HeadObject(ChecksumMode=ENABLED) SHA256 when it
      is a full-object SHA256; otherwise, and ALWAYS against custom endpoints (moto and rclone store a
      client-sent checksum without verifying it, measured), the object is re-read and hashed;
-  5. target manifest and provenance (audit/promotions/<model>/<N'>.json) written, the pin flipped last.
+  5. target manifest and provenance (audit/promotions/<model>/<N'>.json) written, the pin flipped last,
+     conditional on the target pin read at the start (If-Match): a rollback or push in the target
+     meanwhile refuses the flip (exit 4; N' stays published, unpinned) instead of being undone.
 
 Version alignment (model_sync/compat.py) is checked right after step 1, before anything is
 written to the target: a pytorch_libtorch model whose exporting torch is newer than the LibTorch
@@ -106,8 +108,11 @@ def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, file
             dst_key = dst.key(layout.version_file_key(model, version, rel))
             if same_endpoint:
                 fut = manager.copy({"Bucket": src.root.bucket, "Key": src_key}, dst.root.bucket, dst_key, extra_args={"ChecksumAlgorithm": "SHA256"}, source_client=src.client)
-            else:
-                body = src.client.get_object(Bucket=src.root.bucket, Key=src_key)["Body"]
+            else:  # another endpoint: stream the source through this process; its errors name the SOURCE
+                try:
+                    body = src.client.get_object(Bucket=src.root.bucket, Key=src_key)["Body"]
+                except Exception as e:
+                    raise translate(e, src.env, layout.version_file_key(model, src_version, rel)) from None
                 fut = manager.upload(body, dst.root.bucket, dst_key, extra_args={"ChecksumAlgorithm": "SHA256"})
             futures.append((rel, fut))
         for rel, fut in futures:
@@ -120,21 +125,26 @@ def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, file
         manager.shutdown()
 
 
-def check_alignment(doc: dict[str, Any], dst: Repo, allow_skew: bool) -> dict[str, Any]:
-    """The compatibility record of a source manifest against the TARGET's Triton image (exit 7)."""
+def check_alignment(doc: dict[str, Any], dst: Repo, allow_skew: bool, allow_local_target: bool = False) -> dict[str, Any]:
+    """The compatibility record of a source manifest against the TARGET's Triton image (exit 7),
+    including a `--target local` model refused for an NGC image (python backend without torch)."""
     try:
-        return compat.assess(platform=doc["platform"], backend=doc["backend"], exporter_torch=doc["exporter"]["torch_version"], image=dst.env.triton_image, allow_skew=allow_skew)
+        return compat.assess(
+            platform=doc["platform"], backend=doc["backend"], exporter_torch=doc["exporter"]["torch_version"], image=dst.env.triton_image, allow_skew=allow_skew,
+            target=doc["exporter"].get("target"), allow_local_target=allow_local_target,
+        )  # fmt: skip
     except ValueError as e:
         raise errors.incompatible(f"{doc['model']} version {doc['version']} -> {dst.env.name}: {e}") from None
 
 
 def promote(
-    src: Repo, dst: Repo, model: str, version: int, *, skip_verification: bool, dry_run: bool, console: Console, by: str, allow_version_skew: bool = False
+    src: Repo, dst: Repo, model: str, version: int, *, skip_verification: bool, dry_run: bool, console: Console, by: str, allow_version_skew: bool = False,
+    allow_local_target: bool = False,
 ) -> int:
     """Returns the target version number."""
     layout.check_model_name(model)
     doc, _raw, record_key = _check_source(src, model, version, skip_verification)
-    compatibility = check_alignment(doc, dst, allow_version_skew)
+    compatibility = check_alignment(doc, dst, allow_version_skew, allow_local_target)
     src_uri = src.env.uri
     target_pin = repository.read_pin(dst, model)
     for candidate in {version, target_pin.version} - {None}:
@@ -158,8 +168,9 @@ def promote(
             console.line(f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to {dst.uri(layout.version_file_key(model, target, rel))}")
         console.line(f"(dryrun) pin: {model} version {target} ({dst.uri(layout.config_key(model))})")
         return target
-    if not dst.conditional_writes_enforced():
-        console.warn(f"{dst.env.endpoint_url or 'S3'} ignores If-None-Match: concurrent promotions of {model} can race")
+    ignored = dst.ignored_conditions()
+    if ignored:
+        console.warn(f"{dst.env.endpoint_url or 'S3'} ignores {ignored}: concurrent promotions of {model} can race")
     target = repository.allocate(dst, model, "promote", by, preferred=version)
     _copy(src, dst, model, version, target, doc["files"], console)
     method = _verify_target(dst, model, target, doc["files"])

@@ -9,8 +9,8 @@ Per model, in this order; the pin flip is the only commit point:
   1. validate the local directory (localmodel.load) and sha256 every file (reused from the local
      hash cache while size, mtime, ctime, inode and device are unchanged: model_sync/cache.py);
   2. read the current pin and its manifest; identical files + identical pinned config -> no-op.
-     With several models ONE ListObjectsV2 of repository/ gives every pin's ETag, and the pinned
-     manifest comes from the local pin cache when the ETag is the one it was cached under;
+     With several models ONE ListObjectsV2 of repository/ gives every pin's ETag + LastModified,
+     and the pinned manifest comes from the local pin cache when both are the ones it was cached under;
      otherwise (and for one model) GET the pin, then GET its manifest;
   3. allocate N with a create-only write of audit/allocations/<model>/<N>.json (If-None-Match: *);
      with several models the first candidate comes from one listing of the allocation markers
@@ -22,7 +22,10 @@ Per model, in this order; the pin flip is the only commit point:
      files identical to the pinned version are server-side copied instead of re-uploaded;
   5. re-stat every local file: changed or vanished during the push -> refuse (nothing pinned);
   6. write manifests/<model>/<N>.json (create-only);
-  7. rewrite repository/<model>/config.pbtxt pinned to N (one PUT), then append audit/pins/.
+  7. rewrite repository/<model>/config.pbtxt pinned to N (one PUT, conditional on the pin read
+     in 2: If-Match its ETag, If-None-Match: * when there was none), then append audit/pins/.
+     If another publisher moved the pin meanwhile: refused (exit 4), N stays published but
+     unpinned (the message says how to pin it); the later allocation is never silently lost.
 A failure before 7 leaves an unpinned, possibly partial version N that nothing points at; a
 re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
 Models are published concurrently (PushOptions.model_workers threads sharing one botocore client).
@@ -42,22 +45,47 @@ from typing import Any
 from model_sync import __version__, cache, compat, errors, layout, manifest, repository
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
-from model_sync.s3 import Repo, error_code, etag_of, hex_to_b64, translate
+from model_sync.s3 import Repo, error_code, etag_of, hex_to_b64, modified_of, translate
 from model_sync.ui import Console, Progress
 
 MB = 1024 * 1024
 DIGEST_MISMATCH_CODES = {"BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch", "XAmzContentChecksumMismatch"}
 
 
+MAX_CONCURRENCY = 128
+MAX_MODEL_WORKERS = 64
+# ref: https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html (parts: 5 MiB to 5 GiB)
+MIN_PART = 5 * MB
+MAX_PART = 5 * 1024 * MB
+
+
 @dataclass(frozen=True)
 class PushOptions:
+    """How `push` transfers. Validated on construction (ValueError, one line naming the field)."""
+
     dry_run: bool = False
-    concurrency: int = 16  # parallel S3 requests (s3transfer max_request_concurrency)
-    multipart_threshold: int = 16 * MB
-    multipart_chunksize: int = 16 * MB
-    model_workers: int = 16  # models published in parallel (each mostly waits on small requests)
+    concurrency: int = 16  # parallel S3 requests (s3transfer max_request_concurrency), 1..MAX_CONCURRENCY
+    multipart_threshold: int = 16 * MB  # bytes; files at least this big upload in parts; MIN_PART..MAX_PART
+    multipart_chunksize: int = 16 * MB  # bytes per part; MIN_PART..MAX_PART
+    model_workers: int = 16  # models published in parallel (each mostly waits on small requests), 1..MAX_MODEL_WORKERS
     allow_version_skew: bool = False  # publish what the target image may not load (recorded)
     use_cache: bool = True  # local hash + pin caches (model_sync/cache.py); only ever skip work
+    allow_local_target: bool = False  # publish a `--target local` model to an NGC Triton image (recorded)
+
+    def __post_init__(self) -> None:
+        for name in ("dry_run", "allow_version_skew", "use_cache", "allow_local_target"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"PushOptions.{name}: {getattr(self, name)!r}; allowed: True or False")
+        limits = {
+            "concurrency": (1, MAX_CONCURRENCY, ""),
+            "model_workers": (1, MAX_MODEL_WORKERS, ""),
+            "multipart_threshold": (MIN_PART, MAX_PART, " bytes (S3 parts are 5 MiB to 5 GiB)"),
+            "multipart_chunksize": (MIN_PART, MAX_PART, " bytes (S3 parts are 5 MiB to 5 GiB)"),
+        }
+        for name, (low, high, unit) in limits.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"PushOptions.{name}: {value!r}; allowed: an integer {low}..{high}{unit}")
 
 
 @dataclass
@@ -70,16 +98,18 @@ class PushResult:
     error: errors.SyncError | None = None
 
 
-def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool) -> dict[str, dict[str, Any]]:
+def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool, allow_local_target: bool = False) -> dict[str, dict[str, Any]]:
     """{model: compatibility record} for env's Triton image; raises exit 7 (INCOMPATIBLE) naming
-    the model, the environment and both versions. Runs before any S3 request."""
+    the model, the environment and both versions (or the `--target local` model and the NGC image
+    whose python backend has no torch). Runs before any S3 request."""
     records: dict[str, dict[str, Any]] = {}
     for m in models:
         try:
             records[m.name] = compat.assess(
-                platform=m.cfg.platform, backend=m.cfg.backend, exporter_torch=m.export_meta.get("torch_version"), image=env.triton_image, allow_skew=allow_skew
-            )
-        except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError
+                platform=m.cfg.platform, backend=m.cfg.backend, exporter_torch=m.export_meta.get("torch_version"), image=env.triton_image, allow_skew=allow_skew,
+                target=m.export_meta.get("target"), allow_local_target=allow_local_target,
+            )  # fmt: skip
+        except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError, LocalTargetError
             raise errors.incompatible(f"{m.name} -> {env.name}: {e}") from None
     return records
 
@@ -166,7 +196,7 @@ class Snapshot:
     """What ONE listing of the bucket said at the start of a multi-model push (hints only: the pin
     ETags select local pin-cache entries; the highest numbers seed version allocation)."""
 
-    pins: dict[str, str]  # model -> ETag of repository/<model>/config.pbtxt
+    pins: dict[str, tuple[str, int | None]]  # model -> (ETag, LastModified) of repository/<model>/config.pbtxt
     versions: dict[str, int]  # model -> highest version directory
     allocations: dict[str, int] | None = None  # model -> highest allocation marker (lazy)
 
@@ -177,7 +207,7 @@ def take_snapshot(repo: Repo) -> Snapshot:
     for o in objects:
         parts = o["Key"][len(layout.REPOSITORY_PREFIX) :].split("/")
         if len(parts) == 2 and parts[1] == layout.CONFIG_FILE:
-            snap.pins[parts[0]] = etag_of(o) or ""
+            snap.pins[parts[0]] = (etag_of(o) or "", modified_of(o))
         elif len(parts) >= 3 and (v := layout.version_from_dir(parts[1])) is not None:
             snap.versions[parts[0]] = max(v, snap.versions.get(parts[0], 0))
     return snap
@@ -239,8 +269,8 @@ class Publisher:
 
     # ---- reading the current pin --------------------------------------------------------
 
-    def _from_cache(self, name: str, etag: str | None) -> tuple[repository.Pin, dict[str, Any]] | None:
-        entry = self.pins.get(name, etag)
+    def _from_cache(self, name: str, etag: str | None, modified: int | None) -> tuple[repository.Pin, dict[str, Any]] | None:
+        entry = self.pins.get(name, etag, modified)
         if entry is None:
             return None
         try:
@@ -250,13 +280,13 @@ class Publisher:
                 return None
         except (manifest.RecordError, KeyError, TypeError):
             return None
-        return repository.Pin(name, entry["version"], entry["pin_text"], etag), doc
+        return repository.Pin(name, entry["version"], entry["pin_text"], etag, modified), doc
 
     def read_pinned(self, m: LocalModel) -> tuple[repository.Pin, dict[str, Any] | None]:
         """The current pin and its manifest (None: no pin, or a pin without a manifest).
 
         The local pin cache only ever SKIPS the manifest GET, and only when its entry (same pin
-        ETag) says the local model is identical; anything else is read from S3. A model without
+        ETag and LastModified) says the local model is identical; anything else is read from S3. A model without
         a pin in the start-of-run listing (multi-model push) is not read again."""
         name = m.name
         if self.snapshot is not None and name not in self.snapshot.pins:
@@ -264,12 +294,12 @@ class Publisher:
         pin = repository.read_pin(self.repo, name)
         if pin.version is None:
             return pin, None
-        hit = self._from_cache(name, pin.etag)
+        hit = self._from_cache(name, pin.etag, pin.modified)
         if hit is not None and hit[0].version == pin.version and self._identical(m, hit[1]):
             return pin, hit[1]
         pinned = repository.read_manifest(self.repo, name, pin.version, required=False)
         if pinned is not None and pin.text is not None:
-            self.pins.put(name, pin.etag, pin.version, pin.text, pinned)
+            self.pins.put(name, pin.etag, pin.modified, pin.version, pin.text, pinned)
         return pin, pinned
 
     def _hint(self, name: str) -> int | None:
@@ -304,7 +334,7 @@ class Publisher:
         no thread); None when the model needs the full path (which reads S3 again)."""
         if self.snapshot is None:
             return None
-        hit = self._from_cache(m.name, self.snapshot.pins.get(m.name))
+        hit = self._from_cache(m.name, *self.snapshot.pins.get(m.name, (None, None)))
         return self._up_to_date(m, *hit) if hit is not None else None
 
     def push_model(self, m: LocalModel) -> PushResult:
@@ -319,9 +349,10 @@ class Publisher:
             hint = self._hint(name)
             version = (hint if hint is not None else repository.highest_allocated(repo, name)) + 1
             return self._dry_run(m, version, reuse, pin.version)
-        if not repo.conditional_writes_enforced() and not self.warned:
+        ignored = repo.ignored_conditions()
+        if ignored and not self.warned:
             self.warned = True
-            self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores If-None-Match (e.g. rclone serve s3): concurrent pushes can race; AWS S3 and moto enforce it")
+            self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes can race; AWS S3 and moto enforce both")
         version = repository.allocate(repo, name, "push", self.by, hint=self._hint(name))
         result = PushResult(name, "pushed", version)
         self._transfer(m, version, reuse, pin.version, result)
@@ -330,7 +361,10 @@ class Publisher:
         if not repo.put_new(layout.manifest_key(name, version), manifest.dumps(doc)):
             raise errors.refused(f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh version (never overwritten)")
         flip = repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin)
-        self.pins.put(name, flip.etag, version, doc["config_pbtxt"], doc)
+        if self.pins.path is not None:  # the PUT response has no LastModified: one HeadObject for the cache key
+            head = repo.head(layout.config_key(name))
+            if head is not None and head[0] == flip.etag:
+                self.pins.put(name, flip.etag, head[1], version, doc["config_pbtxt"], doc)
         self.console.line(f"pinned: {name} version {version} ({repo.uri(layout.config_key(name))})")
         return result
 
@@ -414,8 +448,10 @@ class Publisher:
 
 
 def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOptions, by: str | Callable[[], str]) -> list[PushResult]:
-    compatibility = check_alignment(models, repo.env, options.allow_version_skew)  # before any S3 request
+    compatibility = check_alignment(models, repo.env, options.allow_version_skew, options.allow_local_target)  # before any S3 request
     for name, record in sorted(compatibility.items()):
+        if str(record.get("detail") or "").startswith("published with --allow-local-target"):
+            console.warn(f"{name} -> {repo.env.name}: {record['detail']} (recorded in the manifest)")
         if record["result"] == "skew-allowed":
             console.warn(f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, recorded in the manifest)")
     directory = cache.cache_dir() if options.use_cache else None

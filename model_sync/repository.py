@@ -20,7 +20,8 @@ class Pin:
     model: str
     version: int | None  # None: no config.pbtxt, or it does not pin exactly one version
     text: str | None
-    etag: str | None = None  # of config.pbtxt as read (local pin cache key)
+    etag: str | None = None  # of config.pbtxt as read (the flip's If-Match; local pin cache key)
+    modified: int | None = None  # its LastModified, epoch seconds (local pin cache key, with the ETag)
 
 
 @dataclass
@@ -30,19 +31,19 @@ class PinHistory:
 
 
 def read_pin(repo: Repo, model: str) -> Pin:
-    found = repo.get_with_etag(layout.config_key(model))
+    found = repo.get_with_meta(layout.config_key(model))
     if found is None:
         return Pin(model, None, None)
-    data, etag = found
-    return parse_pin(repo, model, data, etag)
+    data, etag, modified = found
+    return parse_pin(repo, model, data, etag, modified)
 
 
-def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None) -> Pin:
+def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None, modified: int | None = None) -> Pin:
     try:
         cfg = model_config.parse(data, repo.uri(layout.config_key(model)))
     except model_config.ConfigPbtxtError as e:
         raise errors.refused(f"{e} (the pin is corrupt; fix it with `model-sync rollback {model} --to N`)") from None
-    return Pin(model, model_config.pinned_version(cfg), data.decode(), etag)
+    return Pin(model, model_config.pinned_version(cfg), data.decode(), etag, modified)
 
 
 def read_manifest(repo: Repo, model: str, version: int, required: bool = True) -> dict[str, Any] | None:
@@ -161,9 +162,25 @@ class Flip:
     etag: str | None  # of the new config.pbtxt (local pin cache key)
 
 
+def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -> errors.SyncError:
+    """Exit 4 after a refused flip: the pin is no longer the one this run read."""
+    now = read_pin(repo, model)
+    moved = f"pin: {model} in {repo.env.name} moved from {current.version} to {now.version} while this {action} ran"
+    if action == "rollback":
+        return errors.refused(f"{moved}; allowed: re-run rollback (nothing was changed)")
+    return errors.refused(
+        f"{moved}; allowed: re-run {action} (version {version} is published but NOT pinned; `model-sync rollback {model} --env {repo.env.name} --to {version}` pins it)"
+    )
+
+
 def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: bool = False) -> Flip:
     """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history.
 
+    The rewrite is conditional on the pin `current` (If-Match: its ETag; If-None-Match: * when
+    there was none): if another push, promote or rollback flipped it since it was read, nothing
+    is written and pin_moved() refuses (exit 4), so a later allocation or a rollback is never
+    silently undone and the history stays a faithful chain. Servers that ignore If-Match (rclone)
+    get a re-read just before the write instead: most but not all races are caught.
     The history stack gets the previous pin pushed (push, promote, rollback --to) or its top
     popped (default rollback, pop=True)."""
     cfg = model_config.parse(config_text, f"pin text for {model} v{version}")
@@ -177,7 +194,11 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
         stack = stack[:-1]
     elif current.version is not None and current.version != version:
         stack = [*stack, current.version][-manifest.STACK_MAX :]
-    etag = repo.put(layout.config_key(model), config_text.encode(), "text/plain")
+    if not repo.if_match_enforced() and read_pin(repo, model).etag != current.etag:
+        raise pin_moved(repo, model, version, action, current)
+    written, etag = repo.put_if(layout.config_key(model), config_text.encode(), current.etag, "text/plain")
+    if not written:
+        raise pin_moved(repo, model, version, action, current)
     record = {"schema": "model-sync.pin/v1", "model": model, "version": version, "previous": current.version, "action": action, "stack": stack, "by": by, "at": manifest.now()}
     repo.put_new(layout.pin_record_key(model, manifest.stamp(), version), manifest.dumps(record))
     return Flip(record, etag)

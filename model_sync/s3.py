@@ -2,9 +2,12 @@
 translation to exit codes, conditional writes and small JSON/text helpers.
 
 Conditional writes: `put_new()` uses `IfNoneMatch='*'` (AWS S3 and moto reject a second write
-with 412 PreconditionFailed). Some S3-compatible servers (rclone serve s3) ignore the header and
-silently overwrite; `conditional_writes_enforced()` detects that once per process with two writes
-to layout.PROBE_KEY, and callers warn that version allocation is then not race-free.
+with 412 PreconditionFailed); `put_if()` writes only over the object version it read (`IfMatch`
+= its ETag; `IfNoneMatch='*'` when there was none): the pin flip. moto 5.2.5 enforces both
+(If-Match on a missing key answers 404 NoSuchKey, as AWS S3 does). Some S3-compatible servers
+(rclone serve s3) ignore both headers and silently overwrite; `conditional_writes_enforced()` /
+`if_match_enforced()` detect that once per process with three writes to layout.PROBE_KEY, and
+callers warn that version allocation and the pin flip are then not race-free.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from model_sync import errors, layout
 from model_sync.environments import Environment
 
 _LOCK = threading.Lock()
-_PROBED: dict[tuple[str | None, str], bool] = {}
+_PROBED: dict[tuple[str | None, str], tuple[bool, bool]] = {}  # (If-None-Match, If-Match) enforced
 
 CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AccessDenied", "AuthorizationHeaderMalformed", "Forbidden", "403"}
 PRECONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
@@ -30,7 +33,7 @@ PRECONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict",
 def new_session(region: str | None = None) -> Any:
     """A botocore session: the same default credential chain boto3 uses (env, profile, SSO,
     IRSA/instance role), without importing boto3 (and the s3transfer it pulls in) at start-up.
-    Timestamps in responses stay strings: model_sync never reads LastModified, and botocore's
+    Timestamps in responses stay strings (model_sync only reads the pin's LastModified: modified_of): botocore's
     dateutil parsing was a third of the time of a no-op push's listing (cProfile)."""
     import botocore.loaders
     import botocore.session
@@ -105,11 +108,26 @@ class Repo:
 
     def get_with_etag(self, rel: str) -> tuple[bytes, str | None] | None:
         """(bytes, ETag) of the object, or None if it does not exist."""
+        found = self.get_with_meta(rel)
+        return None if found is None else (found[0], found[1])
+
+    def get_with_meta(self, rel: str) -> tuple[bytes, str | None, int | None] | None:
+        """(bytes, ETag, LastModified in whole epoch seconds) of the object, or None if it does not exist."""
         try:
             resp = self.client.get_object(Bucket=self.root.bucket, Key=self.key(rel))
-            return bytes(resp["Body"].read()), etag_of(resp)
+            return bytes(resp["Body"].read()), etag_of(resp), modified_of(resp)
         except Exception as e:
             if error_code(e) in ("NoSuchKey", "404"):
+                return None
+            raise translate(e, self.env, rel) from None
+
+    def head(self, rel: str) -> tuple[str | None, int | None] | None:
+        """(ETag, LastModified in whole epoch seconds) from one HeadObject; None if it does not exist."""
+        try:
+            resp = self.client.head_object(Bucket=self.root.bucket, Key=self.key(rel))
+            return etag_of(resp), modified_of(resp)
+        except Exception as e:
+            if error_code(e) in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise translate(e, self.env, rel) from None
 
@@ -139,6 +157,19 @@ class Repo:
                 return False
             raise translate(e, self.env, rel) from None
 
+    def put_if(self, rel: str, body: bytes, etag: str | None, content_type: str = "application/json") -> tuple[bool, str | None]:
+        """Write only over the version that was read: `IfMatch=<etag>`, or `IfNoneMatch='*'` when
+        `etag` is None (no object was read). (False, None) if the object changed (412), or
+        vanished (404 NoSuchKey on If-Match); else (True, new ETag)."""
+        condition = {"IfMatch": f'"{etag}"'} if etag else {"IfNoneMatch": "*"}
+        try:
+            resp = self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, ChecksumAlgorithm="SHA256", **condition)
+        except Exception as e:
+            if error_code(e) in PRECONDITION_CODES or (etag and error_code(e) in ("NoSuchKey", "404")):
+                return False, None
+            raise translate(e, self.env, rel) from None
+        return True, etag_of(resp)
+
     def list(self, rel_prefix: str, delimiter: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """(objects with Key relative to the root, common prefixes relative to the root)."""
         objects: list[dict[str, Any]] = []
@@ -167,21 +198,54 @@ class Repo:
                 raise errors.s3(f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: s3:DeleteObject on the repository")
 
     def conditional_writes_enforced(self) -> bool:
+        """Whether the server rejects a second create-only write (If-None-Match: *)."""
+        return self._probe()[0]
+
+    def if_match_enforced(self) -> bool:
+        """Whether the server rejects a write whose If-Match names another ETag."""
+        return self._probe()[1]
+
+    def _probe(self) -> tuple[bool, bool]:
         cache_key = (self.env.endpoint_url, self.root.bucket)
         with _LOCK:
             if cache_key in _PROBED:
                 return _PROBED[cache_key]
         self.put_new(layout.PROBE_KEY, b"probe\n", "text/plain")
-        enforced = not self.put_new(layout.PROBE_KEY, b"probe\n", "text/plain")
+        none_match = not self.put_new(layout.PROBE_KEY, b"probe\n", "text/plain")
+        if_match = not self.put_if(layout.PROBE_KEY, b"probe\n", "0" * 32, "text/plain")[0]  # an ETag no object has
         with _LOCK:
-            _PROBED[cache_key] = enforced
-        return enforced
+            _PROBED[cache_key] = (none_match, if_match)
+        return none_match, if_match
+
+    def ignored_conditions(self) -> str | None:
+        """What the server ignores ("If-None-Match", "If-Match", or both joined by "and"); None when it enforces both."""
+        ignored = [h for h, ok in zip(("If-None-Match", "If-Match"), self._probe(), strict=True) if not ok]
+        return " and ".join(ignored) or None
 
 
 def etag_of(obj: dict[str, Any]) -> str | None:
     """The ETag without quotes: rclone serve s3 lists it bare but returns it quoted from PUT/GET."""
     etag = str(obj.get("ETag") or "").strip('"')
     return etag or None
+
+
+def modified_of(obj: dict[str, Any]) -> int | None:
+    """LastModified as whole epoch seconds, from a listing (ISO 8601, rclone adds milliseconds),
+    a GET/HEAD (HTTP date: seconds only) or a parsed datetime; None if absent or unparseable."""
+    import datetime
+    import email.utils
+
+    value = obj.get("LastModified")
+    try:
+        if isinstance(value, datetime.datetime):
+            return int(value.timestamp())
+        if isinstance(value, str) and value:
+            if value[:4].isdigit():
+                return int(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+            return int(email.utils.parsedate_to_datetime(value).timestamp())
+    except (ValueError, TypeError):
+        return None
+    return None
 
 
 def error_code(e: BaseException) -> str:
@@ -206,6 +270,8 @@ def translate(e: BaseException, env: Environment, what: str = "") -> errors.Sync
     code = error_code(e)
     if code in ("NoSuchBucket",):
         return errors.not_found(f"bucket: {env.bucket!r} does not exist (environment {env.name}); allowed: an existing model repository bucket")
+    if code in ("NoSuchKey", "NoSuchVersion", "404", "NotFound"):
+        return errors.not_found(f"object: {where} does not exist (removed while model-sync ran?); allowed: a complete version, re-run when nothing else prunes it")
     if code in CREDENTIAL_CODES:
         return errors.s3(f"S3 credentials/access: {code} on {where}; allowed: valid credentials from the AWS chain with access to the repository")
     if isinstance(e, bx.BotoCoreError | bx.ClientError):

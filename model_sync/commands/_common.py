@@ -41,5 +41,14 @@ def add_allow_version_skew(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_allow_local_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-local-target",
+        action="store_true",
+        help="publish a model exported with --target local (python backend + torch.jit.load) to an environment whose tritonImage is an "
+        "NGC tritonserver image, whose python backend has no torch; recorded in the manifest's `compatibility` (exit code 7 without it)",
+    )
+
+
 def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print nothing but errors (no operation lines, no progress bars)")

@@ -2,7 +2,8 @@
 copy a verified version pinned in the source environment into the target and pin it there
 (model_sync/promote.py). The target keeps number N when it is free there, else gets the next one.
 A pytorch_libtorch version the TARGET's Triton image cannot load (its exporting torch is newer
-than the image's LibTorch) is refused with exit code 7, unless --allow-version-skew (recorded)."""
+than the image's LibTorch) is refused with exit code 7, unless --allow-version-skew (recorded); so is
+a `--target local` version for an NGC tritonserver image, unless --allow-local-target (recorded)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="model-sync.yaml path (default: $MODEL_SYNC_CONFIG, then ./model-sync.yaml)")
     p.add_argument("--dry-run", action="store_true", help="print the copies and the pin flip; write nothing")
     _common.add_allow_version_skew(p)
+    _common.add_allow_local_target(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -47,5 +49,5 @@ def run(args: argparse.Namespace) -> int:
     if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
         raise errors.usage(f"--to: {args.target!r} has the same repository as {args.source!r} ({dst_env.uri}); allowed: two different repositories")
     promote.promote(Repo(src_env), Repo(dst_env), args.model, args.version, skip_verification=args.skip_verification, dry_run=args.dry_run, console=Console(args.quiet), by=who(dst_env),
-                    allow_version_skew=args.allow_version_skew)
+                    allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target)
     return errors.OK

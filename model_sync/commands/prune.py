@@ -3,7 +3,11 @@
 Kept: the K highest version numbers, the pinned version and the previous pin (the rollback
 target). Deleted for every other version: repository/<model>/<N>/ and manifests/<model>/<N>.json,
 including debris of interrupted pushes. Allocation markers and the audit trail stay, so a
-version number is never reused."""
+version number is never reused.
+
+Permissions: prune needs s3:DeleteObject, which no CI role has (CI can never delete). Run it
+with an operator role that may delete under repository/ and manifests/ (never audit/); a denied
+delete exits 5 saying so."""
 
 from __future__ import annotations
 
@@ -31,6 +35,22 @@ def plan(versions: list[int], keep: int, protected: set[int]) -> list[int]:
     """The versions to delete: all but the `keep` highest and the protected ones."""
     newest = set(sorted(versions)[-keep:]) if keep else set()
     return sorted(v for v in versions if v not in newest and v not in protected)
+
+
+DENIED = ("AccessDenied", "Forbidden", "403")
+
+
+def delete(repo: Any, model: str, keys: list[str]) -> None:
+    """repo.delete(), with a denied delete explained (exit 5): the role, not the credentials, is wrong."""
+    try:
+        repo.delete(keys)
+    except errors.SyncError as e:
+        if e.code == errors.S3 and any(code in str(e) for code in DENIED):
+            raise errors.s3(
+                f"prune {model}: s3:DeleteObject denied on {repo.uri(keys[0])}; allowed: run prune with an operator role that may delete "
+                "under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, by design"
+            ) from None
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
             console.line(f"{'(dryrun) ' if args.dry_run else ''}delete: {repo.uri(k)}")
         if not args.dry_run:
             # Version files first, manifest last: a half-pruned version has no manifest-less files a reader trusts.
-            repo.delete([k for k in keys if not k.startswith(layout.MANIFESTS_PREFIX)])
-            repo.delete([k for k in keys if k.startswith(layout.MANIFESTS_PREFIX)])
+            delete(repo, args.model, [k for k in keys if not k.startswith(layout.MANIFESTS_PREFIX)])
+            delete(repo, args.model, [k for k in keys if k.startswith(layout.MANIFESTS_PREFIX)])
     if not doomed:
         console.line(f"nothing to prune: {args.model} has {len(versions)} versions, keeping {args.keep} + pinned {sorted(protected)}")
     return errors.OK

@@ -7,7 +7,10 @@ says `up to date`. Files identical to the pinned version are copied server-side,
 Version alignment: a pytorch_libtorch model exported with a newer torch than the LibTorch in
 the environment's Triton image (`tritonImage`) is refused with exit code 7 before anything is
 written; python-backend models are exempt. --allow-version-skew overrides (recorded in the
-manifest's `compatibility`).
+manifest's `compatibility`). A model exported with `--target local` (python backend running
+torch.jit.load) is refused the same way (exit 7) for an NGC tritonserver image, whose python
+backend has no torch, unless --allow-local-target (recorded); an environment without
+`tritonImage` (the local demo) accepts it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=16, help="parallel S3 requests (default 16)")
     p.add_argument("--multipart-threshold-mb", type=int, default=16, help="files at least this big upload in parts (default 16)")
     _common.add_allow_version_skew(p)
+    _common.add_allow_local_target(p)
     p.add_argument("--no-cache", action="store_true", help="ignore the local hash and pin caches (model_sync/cache.py; also MODEL_SYNC_CACHE=off)")
     _common.add_quiet(p)
     p.set_defaults(func=run)
@@ -41,19 +45,19 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.s3 import Repo, who
     from model_sync.ui import Console, error
 
-    if not 1 <= args.concurrency <= 128:
-        raise errors.usage(f"--concurrency: {args.concurrency}; allowed: 1..128")
+    if not 1 <= args.concurrency <= publish.MAX_CONCURRENCY:
+        raise errors.usage(f"--concurrency: {args.concurrency}; allowed: 1..{publish.MAX_CONCURRENCY}")
     if not 5 <= args.multipart_threshold_mb <= 5120:
         raise errors.usage(f"--multipart-threshold-mb: {args.multipart_threshold_mb}; allowed: 5..5120 (S3 parts are at least 5 MiB)")
     models = localmodel.discover(args.model_dir, args.name)
     env = _common.resolve(args)
-    publish.check_alignment(models, env, args.allow_version_skew)  # refuse before creating a client
+    publish.check_alignment(models, env, args.allow_version_skew, args.allow_local_target)  # refuse before creating a client
     # connections: file transfers (--concurrency) + the small requests of concurrent models
     repo = Repo(env, max_pool=args.concurrency + publish.PushOptions.model_workers + 4)
     size = args.multipart_threshold_mb * publish.MB
     options = publish.PushOptions(
         dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size,
-        allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache,
+        allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache, allow_local_target=args.allow_local_target,
     )  # fmt: skip
     results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env))
     failed = [r for r in results if r.error is not None]

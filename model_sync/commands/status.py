@@ -35,7 +35,8 @@ def version_details(repo: Any, model: str, versions: list[int], manifests: set[i
         doc = repository.read_manifest(repo, model, v, required=False) if v in manifests else None
         torch = doc["exporter"]["torch_version"] if doc else None
         platform, backend = (doc["platform"], doc["backend"]) if doc else ("", "")
-        loads = {env: (compat.loadable(platform, backend, torch, image) if doc else "unknown") for env, image in sorted(images.items())}
+        target = doc["exporter"].get("target") if doc else None
+        loads = {env: (compat.loadable(platform, backend, torch, image, target) if doc else "unknown") for env, image in sorted(images.items())}
         out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
                     "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
     return out

@@ -35,7 +35,8 @@ NEW_IMAGE = f"nvcr.io/nvidia/tritonserver:{HYPOTHETICAL_RELEASE[0]}-py3"
 def test_stack_triton_image_is_in_the_table_and_exported(any_stack: Run) -> None:
     release = compat.triton_release(versions.TRITON_IMAGE)
     assert release in compat.TRITON_RELEASES
-    assert any_stack.exports["tritonImage"] == versions.TRITON_IMAGE
+    # staging/prod export a digest-pinned registry mirror of the same NGC release
+    assert compat.triton_release(any_stack.exports["tritonImage"]) == release
     # Every tritonserver container the stack deploys runs an image the table knows.
     images = [
         c["image"]
@@ -218,7 +219,7 @@ def test_export_records_torch_format_version_and_operators(exported) -> None:
 
 
 def _config(path: Path, server: S3Server, envs: dict[str, tuple[str, str | None]]) -> str:
-    doc = {"environments": {}}
+    doc: dict[str, dict[str, dict[str, str]]] = {"environments": {}}
     for name, (bucket, image) in envs.items():
         body = {"bucket": f"s3://{bucket}", "endpointUrl": server.endpoint, "region": "us-east-1"}
         if image:
@@ -236,8 +237,8 @@ def _newer_release(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_push_refuses_skew_and_writes_nothing(tmp_path, capsys, moto_s3, aws_env, exported) -> None:
     bucket = moto_s3.make_bucket()
     cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"prod": (bucket, OLD_IMAGE)})
-    # A bucket with content: an exempt (python backend) model of the same export pushes fine.
-    assert run_cli(capsys, "push", str(exported["local"]), "--env", "prod", "--config", cfg).code == 0
+    # A bucket with content: an exempt (python backend) model of the same export pushes (its own override).
+    assert run_cli(capsys, "push", str(exported["local"]), "--env", "prod", "--config", cfg, "--allow-local-target").code == 0
     keys, before = moto_s3.keys(bucket), len(moto_s3.requests())
     for extra in ([], ["--dry-run"]):
         r = run_cli(capsys, "push", str(exported["cloud"]), "--env", "prod", "--config", cfg, *extra)
@@ -294,6 +295,52 @@ def test_bad_export_metadata_is_refused(tmp_path, capsys, moto_s3, s3_bucket, aw
     assert moto_s3.keys(s3_bucket) == []
 
 
+@pytest.mark.parametrize(
+    ("image", "refused"),
+    [
+        (OLD_IMAGE, True),
+        ("111122223333.dkr.ecr.us-east-1.amazonaws.com/nvidia/tritonserver:25.10-py3@sha256:" + "9" * 64, True),  # a mirror of it
+        ("nvcr.io/nvidia/tritonserver:25.10-pyt-python-py3", False),  # NGC's variant with torch in the python backend
+        ("registry.local/acme/serving:1.4", False),  # not an NGC tritonserver image
+        (None, False),  # the local demo environment: no tritonImage
+    ],
+)
+def test_python_backend_torch_rule(image, refused) -> None:
+    kwargs = {"platform": "", "backend": "python", "exporter_torch": "2.13.0", "image": image}
+    if refused:
+        with pytest.raises(compat.LocalTargetError, match=r"^local target: a `--target local` model .* cannot load in .*tritonserver:25\.10-py3.*; allowed: export with --target cloud, a <YY\.MM>-pyt-python-py3 image, or --allow-local-target$"):
+            compat.assess(**kwargs, target="local")
+        assert str(compat.assess(**kwargs, target="local", allow_local_target=True)["detail"]).startswith("published with --allow-local-target: local target:")
+        assert compat.loadable("", "python", "2.13.0", image, "local") == "no"
+    else:
+        assert compat.assess(**kwargs, target="local")["result"] == "exempt"
+    assert compat.assess(**kwargs, target=None)["result"] == "exempt"  # a hand-written python model is not a `--target local` export
+
+
+def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(tmp_path, capsys, moto_s3, aws_env, exported) -> None:
+    demo, staging, prod = moto_s3.make_bucket(), moto_s3.make_bucket(), moto_s3.make_bucket()
+    cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"demo": (demo, None), "staging": (staging, OLD_IMAGE), "prod": (prod, OLD_IMAGE)})
+    assert run_cli(capsys, "push", str(exported["local"]), "--env", "demo", "--config", cfg).code == 0  # no tritonImage: the local demo
+    r = run_cli(capsys, "push", str(exported["local"]), "--env", "staging", "--config", cfg)
+    assert r.code == errors.INCOMPATIBLE, r.err
+    assert r.err.startswith(f"model-sync: local -> staging: local target: a `--target local` model (python backend running torch.jit.load) cannot load in {OLD_IMAGE}")
+    assert r.err.count("\n") == 1
+    assert moto_s3.keys(staging) == []
+    r = run_cli(capsys, "push", str(exported["local"]), "--env", "staging", "--config", cfg, "--allow-local-target")
+    assert r.code == 0, r.err
+    assert "published with --allow-local-target" in r.err  # warned
+    record = manifest_doc(moto_s3, staging, "local", 1)["compatibility"]
+    assert (record["triton_image"], record["result"]) == (OLD_IMAGE, "exempt")
+    assert record["detail"].startswith("published with --allow-local-target: ")
+    promote = ["promote", "local", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification"]
+    r = run_cli(capsys, *promote)
+    assert r.code == errors.INCOMPATIBLE, r.err
+    assert r.err.startswith("model-sync: local version 1 -> prod: local target: ")
+    assert moto_s3.keys(prod) == []
+    assert run_cli(capsys, *promote, "--allow-local-target").code == 0
+    assert json.loads(moto_s3.get(prod, "audit/promotions/local/1.json"))["compatibility"]["detail"].startswith("published with --allow-local-target")
+
+
 def _skip_verification_promote(capsys, cfg: str, *extra: str):
     return run_cli(capsys, "promote", "cloud", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", *extra)
 
@@ -303,7 +350,7 @@ def test_promote_checks_the_target_image_and_status_shows_it(tmp_path, capsys, m
     staging, prod = moto_s3.make_bucket(), moto_s3.make_bucket()
     cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"staging": (staging, NEW_IMAGE), "prod": (prod, OLD_IMAGE)})
     assert run_cli(capsys, "push", str(exported["cloud"]), "--env", "staging", "--config", cfg).code == 0
-    assert run_cli(capsys, "push", str(_copy(exported["local"], tmp_path, "pyb")), "--env", "staging", "--config", cfg).code == 0
+    assert run_cli(capsys, "push", str(_copy(exported["local"], tmp_path, "pyb")), "--env", "staging", "--config", cfg, "--allow-local-target").code == 0
     for extra in ([], ["--dry-run"]):
         r = _skip_verification_promote(capsys, cfg, *extra)
         assert r.code == 7, r.err
@@ -316,7 +363,7 @@ def test_promote_checks_the_target_image_and_status_shows_it(tmp_path, capsys, m
     torch_version = json.loads((exported["cloud"] / "export.json").read_text())["torch_version"]
     assert rows[("staging", "cloud")] == [{"version": 1, "torch_version": torch_version, "platform": "pytorch_libtorch",
                                            "loadable": {"prod": "no", "staging": "yes"}, "compatibility": manifest_doc(moto_s3, staging, "cloud", 1)["compatibility"]}]  # fmt: skip
-    assert rows[("staging", "pyb")][0]["loadable"] == {"prod": "exempt", "staging": "exempt"}
+    assert rows[("staging", "pyb")][0]["loadable"] == {"prod": "no", "staging": "no"}  # --target local on NGC images
     table = run_cli(capsys, "status", "--config", cfg).out.splitlines()
     assert re.search(rf"^staging\s+cloud\s+1\*\s+{re.escape(torch_version)}\s+prod=NO staging=yes$", "\n".join(table), re.M), table
 

@@ -37,7 +37,9 @@ def test_server_killed_mid_push_pins_nothing_and_a_rerun_completes(tmp_path, cap
     env = {**aws_environ(), "MODEL_SYNC_S3_ATTEMPTS": "1"}
     cmd = [sys.executable, "-m", "model_sync", "push", str(model), "--env", "staging", "--config", cfg, "--multipart-threshold-mb", "8", "--concurrency", "2"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _kill_when(rclone_s3, data / "audit" / "allocations" / "big" / "2.json", proc)
+    # Killed once version 2 holds its first file (model.py, one PutObject) while the 48 MiB
+    # model.pt is still going up in parts: a partial version directory.
+    _kill_when(rclone_s3, data / "repository" / "big" / "2" / "model.py", proc)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 5, (out, err)
     errors_ = [ln for ln in err.strip().splitlines() if not ln.startswith("model-sync: warning:")]  # rclone: If-None-Match warning
@@ -46,6 +48,7 @@ def test_server_killed_mid_push_pins_nothing_and_a_rerun_completes(tmp_path, cap
     rclone_s3.start()
     assert pinned_version(rclone_s3, bucket, "big") == 1  # still the complete old version
     assert not (data / "manifests" / "big" / "2.json").exists()
+    assert rclone_s3.keys(bucket, "repository/big/2/") == ["repository/big/2/model.py"]  # the partial upload
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg, "--multipart-threshold-mb", "8")
     assert r.code == 0, r.err
     assert pinned_version(rclone_s3, bucket, "big") == 3  # 2 is the abandoned allocation, never reused
@@ -53,7 +56,9 @@ def test_server_killed_mid_push_pins_nothing_and_a_rerun_completes(tmp_path, cap
     r = run_cli(capsys, "status", "--env", "staging", "--config", cfg, "--output", "json")
     s = __import__("json").loads(r.out)["staging"]["models"][0]
     assert s["pinned"] == 3
-    assert 2 not in s["versions"] or 2 in s["incomplete"]  # debris of the killed push is flagged, never pinned
+    assert 2 in s["versions"]
+    assert 2 in s["incomplete"]  # debris of the killed push is flagged, never pinned
+    assert 3 not in s["incomplete"]
 
 
 def test_server_killed_mid_promote_pins_nothing_and_a_rerun_completes(tmp_path, capsys, rclone_s3, aws_env) -> None:
@@ -105,8 +110,9 @@ def test_conditional_write_detection(rclone_s3, moto_s3, aws_env) -> None:
     r_bucket, m_bucket = rclone_s3.make_bucket(), moto_s3.make_bucket()
     rclone = Repo(environments.Environment("r", environments.layout.Root(r_bucket), rclone_s3.endpoint, "us-east-1"))
     moto = Repo(environments.Environment("m", environments.layout.Root(m_bucket), moto_s3.endpoint, "us-east-1"))
-    assert rclone.conditional_writes_enforced() is False
-    assert moto.conditional_writes_enforced() is True
+    assert (rclone.conditional_writes_enforced(), rclone.if_match_enforced()) == (False, False)
+    assert (moto.conditional_writes_enforced(), moto.if_match_enforced()) == (True, True)  # moto 5.2.5 enforces If-Match on PutObject
+    assert (rclone.ignored_conditions(), moto.ignored_conditions()) == ("If-None-Match and If-Match", None)
 
 
 def test_push_warns_when_the_server_ignores_if_none_match(tmp_path, capsys, rclone_s3, aws_env) -> None:
@@ -114,4 +120,4 @@ def test_push_warns_when_the_server_ignores_if_none_match(tmp_path, capsys, rclo
     cfg = write_config(tmp_path / "model-sync.yaml", rclone_s3, {"staging": f"s3://{bucket}"})
     r = run_cli(capsys, "push", str(python_model(tmp_path, "m")), "--env", "staging", "--config", cfg)
     assert r.code == 0
-    assert "ignores If-None-Match" in r.err
+    assert "ignores If-None-Match and If-Match" in r.err

@@ -194,3 +194,74 @@ def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
     lines = r.out.splitlines()
     assert lines[0].split()[:6] == ["ENV", "MODEL", "PINNED", "PREVIOUS", "VERSIONS", "VERIFIED"]
     assert lines[1].split()[:6] == ["staging", "simple", "2", "1", "1,2,7*", "yes"]
+
+
+@pytest.mark.parametrize(("fault", "code", "message"), [
+    ("deleted", 3, r"^model-sync: object: s3://src/repository/simple/1/model\.p[ty] does not exist"),
+    ("stopped", 5, r"^model-sync: S3 endpoint: http://127\.0\.0\.1:\d+ unreachable"),
+])  # fmt: skip
+def test_promote_across_endpoints_translates_source_failures(tmp_path, capsys, moto_s3, rclone_s3, aws_env, monkeypatch, fault, code, message) -> None:
+    """staging on rclone, prod on moto: the files are streamed GET -> upload; a source object gone
+    (exit 3) or the source endpoint down (exit 5) after the checks is one line, never exit 1."""
+    from model_sync import repository
+
+    src, dst = rclone_s3.make_bucket("src"), moto_s3.make_bucket()
+    cfg = tmp_path / "model-sync.yaml"
+    doc = {"environments": {"staging": {"bucket": f"s3://{src}", "endpointUrl": rclone_s3.endpoint, "region": "us-east-1"},
+                            "prod": {"bucket": f"s3://{dst}", "endpointUrl": moto_s3.endpoint, "region": "us-east-1"}}}  # fmt: skip
+    cfg.write_text(json.dumps(doc))
+    _push(capsys, tmp_path, str(cfg), "a")
+    monkeypatch.setenv("MODEL_SYNC_S3_ATTEMPTS", "1")
+    real = repository.allocate
+
+    def allocate_then_fault(repo, *args, **kwargs):  # after every check of the source, before the copy
+        version = real(repo, *args, **kwargs)
+        if fault == "deleted":
+            for rel in ("model.pt", "model.py"):
+                rclone_s3.client().delete_object(Bucket=src, Key=f"repository/simple/1/{rel}")
+        else:
+            rclone_s3.stop()
+        return version
+
+    monkeypatch.setattr(repository, "allocate", allocate_then_fault)
+    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", str(cfg), "--skip-verification")
+    assert r.code == code, r.err
+    assert len(r.err.strip().splitlines()) == 1, r.err
+    assert __import__("re").search(message, r.err.strip()), r.err
+    assert pinned_version(moto_s3, dst, "simple") is None
+
+
+@pytest.mark.parametrize("response", [
+    {"Error": {"Code": "AccessDenied", "Message": "User is not authorized to perform: s3:DeleteObject"}},  # DeleteObjects itself denied
+    None,  # DeleteObjects answered 200 with a per-key AccessDenied (S3's batch semantics)
+])  # fmt: skip
+def test_prune_access_denied_names_the_operator_role(tmp_path, capsys, moto_s3, envs, monkeypatch, response) -> None:
+    """No CI role may delete (by design); the error says which role prune needs. moto does not
+    enforce IAM, so the denial is injected at the botocore client (the mapping is under test)."""
+    from botocore.exceptions import ClientError
+
+    from model_sync.s3 import Repo
+
+    cfg, staging, _ = envs
+    for content in ("a", "b", "c"):
+        _push(capsys, tmp_path, cfg, content)
+    real_client: property = Repo.__dict__["client"]
+
+    def denied(**kwargs):
+        if response is not None:
+            raise ClientError(response, "DeleteObjects")
+        return {"Errors": [{"Key": kwargs["Delete"]["Objects"][0]["Key"], "Code": "AccessDenied", "Message": "Access Denied"}]}
+
+    def client(self):
+        c = real_client.__get__(self)
+        monkeypatch.setattr(c, "delete_objects", denied)
+        return c
+
+    monkeypatch.setattr(Repo, "client", property(client))
+    r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
+    assert r.code == 5, r.err
+    assert r.err.strip().splitlines() == [
+        f"model-sync: prune simple: s3:DeleteObject denied on s3://{staging}/repository/simple/1/model.pt; allowed: run prune with an operator role that may "
+        "delete under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, by design"
+    ]
+    assert "repository/simple/1/model.pt" in moto_s3.keys(staging)

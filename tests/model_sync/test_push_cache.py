@@ -1,5 +1,5 @@
 """Fast `push` (issue 5 benchmark targets) without weaker guarantees, against a real moto_server:
-one listing for a repository no-op, the local pin cache (keyed by the pin's ETag, never trusted
+one listing for a repository no-op, the local pin cache (keyed by the pin's ETag + LastModified, never trusted
 for more than skipping), the local hash cache (keyed by size/mtime/ctime/inode/device), a stale
 allocation hint, and lazy identity lookup."""
 
@@ -65,7 +65,8 @@ def test_pin_cache_is_keyed_by_the_pin_etag(tmp_path, capsys, moto_s3, s3_bucket
     assert push(x, mine).startswith("upload:")
     assert pinned_version(moto_s3, s3_bucket, "simple") == 1
     assert push(y, theirs).endswith(f"pinned: simple version 2 (s3://{s3_bucket}/repository/simple/config.pbtxt)")
-    # Rolled back to 1 by them: the pin bytes (and so the ETag) are version 1's again -> a real no-op.
+    # Rolled back to 1 by them: the pin bytes (and so the ETag) are version 1's again -> a real no-op
+    # (read from S3 when the rewrite's LastModified differs from the cached one).
     monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", theirs)
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
     assert push(x, mine).startswith("up to date: simple version 1")
@@ -74,6 +75,35 @@ def test_pin_cache_is_keyed_by_the_pin_etag(tmp_path, capsys, moto_s3, s3_bucket
     out = push(x, mine)
     assert "pinned: simple version 3" in out, out
     assert manifest_doc(moto_s3, s3_bucket, "simple", 3)["files"]["model.py"]["size"] == len(b"# x\n")
+
+
+def test_pin_cache_misses_on_identical_pin_bytes_in_a_reset_bucket(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+    """moto (like SSE-S3 / unencrypted AWS buckets) uses the content MD5 as ETag: a bucket emptied
+    and re-published with byte-identical pins has the same pin ETags over DIFFERENT manifests."""
+    mine = _repo(tmp_path / "mine", ("a", "b"))
+    theirs = _repo(tmp_path / "theirs", ("a", "b"))  # same config.pbtxt, other model.pt bytes
+    my_cache = os.environ["MODEL_SYNC_CACHE_DIR"]
+    assert run_cli(capsys, "push", str(mine), "--env", "staging", "--config", cfg).code == 0
+    old_etag = moto_s3.client().head_object(Bucket=s3_bucket, Key="repository/a/config.pbtxt")["ETag"]
+    objects = [{"Key": k} for k in moto_s3.keys(s3_bucket)]
+    moto_s3.client().delete_objects(Bucket=s3_bucket, Delete={"Objects": objects})
+    time.sleep(1.1)  # LastModified has whole-second resolution
+    monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", str(tmp_path / "their-cache"))
+    assert run_cli(capsys, "push", str(theirs), "--env", "staging", "--config", cfg).code == 0
+    assert moto_s3.client().head_object(Bucket=s3_bucket, Key="repository/a/config.pbtxt")["ETag"] == old_etag
+    monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", my_cache)
+    r = run_cli(capsys, "push", str(mine), "--env", "staging", "--config", cfg)  # my cache: same ETags, older LastModified
+    assert r.code == 0, r.err
+    assert "up to date" not in r.out, r.out
+    assert sorted(ln for ln in r.out.splitlines() if ln.startswith("pinned:")) == [
+        f"pinned: {n} version 2 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in ("a", "b")
+    ]
+    assert moto_s3.get(s3_bucket, "repository/a/2/model.pt") == (mine / "a" / "1" / "model.pt").read_bytes()
+    # The entry written after the flip (ETag + LastModified from one HeadObject) makes the next run a no-op again.
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(mine / "a"), "--env", "staging", "--config", cfg)
+    assert r.out.strip() == f"up to date: a version 2 (s3://{s3_bucket}/repository/a/config.pbtxt)"
+    assert [q.split()[0] for q in moto_s3.requests()[before:]] == ["GET"]
 
 
 def test_corrupt_or_foreign_cache_files_are_ignored(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
