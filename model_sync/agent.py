@@ -13,14 +13,23 @@ One pass (`RepositoryAgent.sync_once`):
      whole (config + version) in staging and renamed in at once.
   3. rewrite the local config.pbtxt atomically (temp file in staging + rename) to the pin.
      Triton (poll mode on the local directory) then loads the new version and swaps traffic.
-  4. confirm through Triton's HTTP API that the version is READY; if it fails to load, pin
-     the previous version back locally (the old version keeps serving) and report the failure.
-  5. write what this replica has loaded / failed to status/<deployment>/<replica>.json.
+  4. confirm through Triton's HTTP API that the version is READY (the status keeps being
+     written every heartbeat while waiting); if it fails to load, pin the previous version back
+     locally (the old version keeps serving), or, for a model with no previous version, move the
+     model out of the repository (a never-loading model must not hold the replica not-ready
+     under --strict-readiness), and report the failure with Triton's reason. Versions adopted
+     from the init container are confirmed the same way once Triton is live.
+  5. run a smoke inference of every READY version on loopback (inputs of the declared
+     shape/dtype from the pinned config, outputs checked against it) and record it per model.
+  6. write what this replica has loaded / failed to status/<deployment>/<replica>.json.
 
 Never exposed to Triton: an incomplete or corrupted version (only verified directories are
 renamed in; a pin is only written after its version is in place). S3 unreachable: nothing
-local changes, Triton keeps serving, the agent retries with exponential backoff + jitter.
-SIGTERM: the current staging directory is abandoned (deleted) and the agent exits 0.
+local changes, Triton keeps serving, the agent retries with exponential backoff + jitter. Access
+denied (403, KMS) and NoSuchBucket are handled the same way; any other error of a pass is logged
+on one line, recorded as last_error and retried with backoff: the sidecar never exits on its own.
+SIGTERM: the current staging directory is abandoned (deleted), the replica's status object is
+deleted (a departed pod leaves nothing stale for `verify`) and the agent exits 0.
 Restart after a kill: the staging area is wiped at start; the repository only ever received
 complete, verified directories, so nothing partial can be visible.
 """
@@ -72,6 +81,14 @@ class S3Unavailable(Exception):
     """The bucket could not be reached (connection refused, timeout, 5xx): keep serving, back off."""
 
 
+class S3AccessDenied(S3Unavailable):
+    """403 / credentials / KMS denied / NoSuchBucket: for serving, the same as unreachable."""
+
+
+class PassError(Exception):
+    """An unclassified error in one pass (ENOSPC, a bug...): logged, recorded, retried with backoff."""
+
+
 class VersionRejected(Exception):
     """A pinned version that must not be placed: missing/corrupt files, bad manifest (one line)."""
 
@@ -84,6 +101,7 @@ class S3Client(Protocol):  # the boto3 S3 client methods the agent uses
     def list_objects_v2(self, **kwargs: Any) -> dict[str, Any]: ...
     def get_object(self, **kwargs: Any) -> dict[str, Any]: ...
     def put_object(self, **kwargs: Any) -> dict[str, Any]: ...
+    def delete_object(self, **kwargs: Any) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -96,7 +114,9 @@ class AgentSettings:
     deployment / replica: where this replica reports (status/<deployment>/<replica>.json).
     interval: seconds between passes (> 0). triton_url: Triton HTTP endpoint to confirm loads
         (None: place files only, e.g. the init container before Triton starts).
-    ready_timeout: seconds to wait for a new version to become READY before pinning back.
+    ready_timeout: seconds to wait for a new version to become READY before pinning back; the
+        status keeps being written every `heartbeat` while waiting, so it may exceed verify's
+        staleness window.
     models: serve only these models (empty: every model pinned in the bucket).
     heartbeat: seconds between status writes when nothing changed (verify's freshness window
         must be larger). backoff_max: cap (seconds) of the exponential backoff while S3 fails.
@@ -194,7 +214,9 @@ class ModelState:
     error: str | None = None
     failed: dict[int, str] = field(default_factory=dict)  # version -> reason (never retried for this pin ETag)
     rejected_etag: str | None = None  # the pin ETag whose version failed / was rejected
+    rejected_text: str | None = None  # the pin text that failed (adopted versions: the ETag may be unknown yet)
     changed_at: float = 0.0
+    smoke: dict[str, Any] | None = None  # last smoke inference: {ok, version, at, detail}
 
 
 # ---- Triton probe (stdlib HTTP: the agent image does not need tritonclient) -----------------------
@@ -217,6 +239,24 @@ class TritonProbe:
             return int(err.code), err.read()
         except (OSError, ValueError):
             return 0, b""
+
+    def live(self) -> bool:
+        # ref: https://github.com/kserve/open-inference-protocol (GET v2/health/live)
+        return self._request("/v2/health/live")[0] == 200
+
+    def infer(self, model: str, version: int, body: bytes, header_length: int) -> tuple[int, bytes, int | None]:
+        """POST a binary-tensor inference request: (status, body, JSON header length of the reply)."""
+        # ref: https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
+        headers = {**self.headers, "Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(header_length)}
+        req = urllib.request.Request(f"{self.url}/v2/models/{model}/versions/{version}/infer", data=body, method="POST", headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(req, timeout=max(self.timeout, 30.0)) as resp:  # noqa: S310
+                length = resp.headers.get("Inference-Header-Content-Length")
+                return int(resp.status), resp.read(), int(length) if length else None
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read(), None
+        except (OSError, ValueError) as err:
+            return 0, str(err).encode(), None
 
     def version_ready(self, model: str, version: int) -> bool:
         # ref: https://github.com/kserve/open-inference-protocol (GET v2/models/{m}/versions/{v}/ready)
@@ -284,6 +324,29 @@ def _error_code(err: BaseException) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
+# Serving-wise the same as an outage: keep what is loaded, back off, report (exit 5 with --once).
+DENIED_CODES = frozenset({
+    "AccessDenied", "Forbidden", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+    "TokenRefreshRequired", "AllAccessDisabled", "KMS.AccessDeniedException", "KMS.DisabledException", "NoSuchBucket",
+})
+
+
+def _is_denied(err: BaseException) -> bool:
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+    return isinstance(err, NoCredentialsError | PartialCredentialsError) or _error_code(err) in DENIED_CODES
+
+
+def _etag(value: Any) -> str | None:
+    """ETags compared unquoted: rclone lists them bare, GET returns them quoted (as AWS does both)."""
+    text = str(value or "").strip().strip('"')
+    return text or None
+
+
+def _one_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+
+
 # ---- the agent ---------------------------------------------------------------------------------
 
 
@@ -348,60 +411,106 @@ class RepositoryAgent:
             self._lock_fd = None
 
     def run(self, once: bool = False) -> int:
-        """Loop until `stop` is set (SIGTERM): exit code 0. `once` (init container): one pass, then
-        0 when every pin is in place, 6 (CHECK_FAILED) when a version was rejected or failed to
-        load, 5 (S3) when the bucket stayed unreachable for 5 attempts."""
+        """Loop until `stop` is set (SIGTERM): exit code 0, after deleting this replica's status
+        object. Nothing else ends the loop: S3 outages, access denied and unclassified errors are
+        logged, recorded as last_error and retried with backoff.
+
+        `once` (init container): 0 when every pinned version that verified is placed and at least
+        one model is (or the bucket pins none yet); rejected pins are reported FAILED in the
+        status. 6 (CHECK_FAILED) when models are pinned but none could be placed. 5 (S3) when the
+        bucket stayed unreachable / access denied for 5 attempts; 1 after 5 unclassified errors."""
         self.prepare()
         try:
             failures = 0
             while not self.stop.is_set():
                 try:
-                    ok = self.sync_once()
+                    self.sync_once()
                     failures = 0
                     if once:
-                        return errors.OK if ok else errors.CHECK_FAILED
+                        return self.once_exit_code()
                     delay = self.settings.interval
                 except S3Unavailable as e:
                     failures += 1
                     delay = backoff_delay(failures, self.settings.interval, self.settings.backoff_max)
-                    log.warning("s3 unavailable (attempt %d): %s; keeping the local repository as is, retrying in %.1fs", failures, e, delay)
-                    self._report(force=False)
+                    what = "s3 access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable"
+                    log.warning("%s (attempt %d): %s; keeping the local repository as is, retrying in %.1fs", what, failures, e, delay)
                     if once and failures >= 5:
                         return errors.S3
                 except Abandoned:
                     break
+                except Exception as e:  # never crash the sidecar: Triton keeps serving what is in place
+                    failures += 1
+                    delay = backoff_delay(failures, self.settings.interval, self.settings.backoff_max)
+                    self.last_error = f"pass failed: {_one_line(e)}"
+                    log.error("%s (attempt %d); keeping the local repository as is, retrying in %.1fs", self.last_error, failures, delay)
+                    self._report(force=False)
+                    if once and failures >= 5:
+                        return errors.UNEXPECTED
                 self.stop.wait(delay)
             log.info("stop requested: exiting")
+            if not once:
+                self._delete_status()
             return 0
         finally:
             _remove_children(self.settings.staging)
             self.close()
 
+    def once_exit_code(self) -> int:
+        pinned = [name for name, st in self.models.items() if st.pin_text is not None or st.pinned]
+        placed = [name for name in pinned if self.models[name].serving]
+        rejected = sorted(name for name in pinned if self.models[name].state == FAILED)
+        if rejected:
+            log.error("not placed (reported FAILED in the status): %s", ", ".join(rejected))
+        if pinned and not placed:
+            return errors.CHECK_FAILED
+        return errors.OK
+
     # -- one pass --
 
     def sync_once(self) -> bool:
         """One pass over every pin. True when every pinned version is in place (and READY if
-        Triton is watched). Raises S3Unavailable when the bucket cannot be reached."""
+        Triton is watched). Raises S3Unavailable (S3AccessDenied) when the bucket cannot be
+        read, PassError when a model hit an unclassified error (the other models are synced);
+        readiness, smoke inferences and the status report happen either way."""
+        first_error: BaseException | None = None
+        all_ok = True
         try:
             etags = self._pin_etags()
-            all_ok = True
             for name in sorted(set(etags) | set(self.models)):
                 if self.stop.is_set():
                     raise Abandoned()
-                all_ok = self._sync_model(name, etags.get(name)) and all_ok
-            self.s3_ok, self.last_s3_ok_at, self.last_error = True, self.clock(), None
+                try:
+                    all_ok = self._sync_model(name, etags.get(name)) and all_ok
+                except (S3Unavailable, Abandoned):
+                    raise
+                except Exception as e:
+                    all_ok = False
+                    st = self.models.setdefault(name, ModelState())
+                    st.error = f"sync failed: {_one_line(e)}"
+                    log.error("%s: %s", name, st.error)
+                    first_error = first_error or e
+            self.s3_ok, self.last_s3_ok_at = True, self.clock()
+            self.last_error = None if first_error is None else f"{_one_line(first_error)}"
         except S3Unavailable as e:
             self.s3_ok, self.last_error = False, str(e)
+            self._after_pass()
             raise
+        self._after_pass()
+        if first_error is not None:
+            raise PassError(_one_line(first_error)) from first_error
+        return all_ok
+
+    def _after_pass(self) -> None:
         self._refresh_readiness()
         self._prune()
         self._report(force=False)
-        return all_ok
 
     def _s3_call(self, what: str, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         try:
             return fn(**kwargs)
         except Exception as e:
+            if _is_denied(e):
+                raise S3AccessDenied(f"{what}: {type(e).__name__}: {e}") from None
             if _is_unavailable(e):
                 raise S3Unavailable(f"{what}: {type(e).__name__}: {e}") from None
             raise
@@ -428,20 +537,20 @@ class RepositoryAgent:
                 rel = root.relative(obj["Key"])[len(layout.REPOSITORY_PREFIX) :]
                 name, _, leaf = rel.partition("/")
                 if leaf == layout.CONFIG_FILE and layout.MODEL_NAME_RE.match(name) and (not self.settings.models or name in self.settings.models):
-                    etags[name] = str(obj.get("ETag", ""))
+                    etags[name] = _etag(obj.get("ETag")) or ""
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return etags
 
     def _fetch_pin(self, name: str, st: ModelState, listed_etag: str | None) -> bool:
         """GET the pin when the listing shows a new ETag (conditional on the one we hold).
-        True when it changed (st.pin_text/pin_etag updated)."""
-        if listed_etag is None or listed_etag == st.pin_etag:
+        True when it changed (st.pin_text/pin_etag updated). ETags are compared unquoted."""
+        if listed_etag is None or _etag(listed_etag) == st.pin_etag:
             return False
         root = self.settings.root
         kwargs: dict[str, Any] = {"Bucket": root.bucket, "Key": root.key(layout.config_key(name))}
         if st.pin_etag:
-            kwargs["IfNoneMatch"] = st.pin_etag
+            kwargs["IfNoneMatch"] = f'"{st.pin_etag}"'
         try:
             resp = self._s3_call(f"get pin {name}", self.s3.get_object, **kwargs)
         except S3Unavailable:
@@ -454,7 +563,7 @@ class RepositoryAgent:
                 return False  # a model directory without a pin yet (mid-publish): nothing to serve
             raise
         text = resp["Body"].read().decode()
-        st.pin_etag, st.pin_text = resp.get("ETag"), text
+        st.pin_etag, st.pin_text = _etag(resp.get("ETag")), text
         return True
 
     def _sync_model(self, name: str, listed_etag: str | None) -> bool:
@@ -468,6 +577,8 @@ class RepositoryAgent:
             except VersionRejected as e:
                 self._reject(name, st, 0, str(e))
                 return False
+        if st.rejected_text is not None and st.rejected_text == st.pin_text:
+            st.rejected_etag, st.rejected_text = st.pin_etag, None  # an adopted version failed before the pin was read
         if st.rejected_etag is not None and st.rejected_etag == st.pin_etag:
             return False  # this pin already failed here: keep serving the previous version until the pin changes
         model_dir = self.settings.repository / name
@@ -481,7 +592,7 @@ class RepositoryAgent:
         model_dir = s.repository / name
         assert st.pin_text is not None
         previous_text = read_local_pin(model_dir)
-        previous = st.serving
+        previous = st.serving if previous_text is not None else ()
         new_model = previous_text is None
         build = s.staging / f"{name}.model.{os.getpid()}" if new_model else None
         try:
@@ -496,6 +607,7 @@ class RepositoryAgent:
                     return False
             if build is not None:
                 # A new model appears whole: config + verified version directories in one rename.
+                _remove(model_dir)  # a directory without config.pbtxt (nothing Triton could load)
                 (build / layout.CONFIG_FILE).write_bytes(st.pin_text.encode())
                 os.rename(build, model_dir)
                 _fsync_dir(s.repository)
@@ -509,30 +621,52 @@ class RepositoryAgent:
         if self.triton is None:
             st.serving, st.state, st.error = st.pinned, PLACED, None
             return True
+        st.state, st.error = LOADING, None
         failure = self._await_ready(name, st.pinned)
+        if failure is not None and self.stop.is_set():
+            raise Abandoned()  # placed + pinned locally; the next start adopts and confirms it
         if failure is None:
             st.serving, st.state, st.error = st.pinned, READY, None
             log.info("%s version(s) %s READY", name, list(st.pinned))
+            self._smoke(name, st)
             return True
-        # The new version did not load: pin the previous one back so it keeps serving.
-        if previous_text is not None:
-            atomic_write(model_dir / layout.CONFIG_FILE, previous_text.encode(), s.staging)
-            log.error("%s version(s) %s failed to load (%s): pinned version(s) %s back locally", name, list(st.pinned), failure, list(previous))
-            self._await_ready(name, previous)
-        else:
-            log.error("%s version(s) %s failed to load (%s): no previous version to fall back to", name, list(st.pinned), failure)
-        for version in st.pinned:
-            st.failed[version] = failure
+        self._load_failed(name, st, st.pinned, failure, previous_text, previous)
         st.rejected_etag = st.pin_etag
-        st.serving = previous if previous_text is not None else st.pinned
-        st.state, st.error = FAILED, f"version(s) {list(st.pinned)} failed to load: {failure}"
         return False
 
+    def _load_failed(self, name: str, st: ModelState, versions: tuple[int, ...], failure: str, previous_text: str | None, previous: tuple[int, ...]) -> None:
+        """`versions` did not load: pin the previous local version back so it keeps serving, or,
+        without one, move the model out of the repository (Triton unloads it)."""
+        model_dir = self.settings.repository / name
+        for version in versions:
+            st.failed[version] = failure
+        if previous_text is not None and previous:
+            atomic_write(model_dir / layout.CONFIG_FILE, previous_text.encode(), self.settings.staging)
+            log.error("%s version(s) %s failed to load (%s): pinned version(s) %s back locally", name, list(versions), failure, list(previous))
+            st.serving = previous
+            if self._await_ready(name, previous) is None:
+                self._smoke(name, st)
+        else:
+            self._remove_model(name)
+            log.error("%s version(s) %s failed to load (%s): no previous version, model removed from the repository", name, list(versions), failure)
+            st.serving = ()
+        st.state, st.error = FAILED, f"version(s) {list(versions)} failed to load: {failure}"
+
+    def _remove_model(self, name: str) -> None:
+        """Move repository/<name> into staging (one rename: Triton sees the model or nothing), then delete it."""
+        trash = self.settings.staging / f"trash.{name}.{os.getpid()}.{random.randrange(1 << 30)}"  # noqa: S311 - unique name
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self.settings.repository / name, trash)
+            _fsync_dir(self.settings.repository)
+        _remove(trash)
+
     def _await_ready(self, name: str, versions: tuple[int, ...]) -> str | None:
-        """None when every version is READY; else Triton's failure reason (or a timeout)."""
+        """None when every version is READY; else Triton's failure reason (or a timeout). The
+        status keeps being reported (heartbeat) while waiting, the model shown LOADING."""
         assert self.triton is not None
         started = time.monotonic()
         deadline = started + self.settings.ready_timeout
+        next_report = started + 1.0
         while time.monotonic() < deadline:
             if all(self.triton.version_ready(name, v) for v in versions):
                 return None
@@ -543,6 +677,9 @@ class RepositoryAgent:
                     reason = self.triton.load_failure(name, v)
                     if reason:
                         return reason
+            if time.monotonic() >= next_report:
+                self._report(force=False)  # writes only when something changed or a heartbeat is due
+                next_report = time.monotonic() + 1.0
             if self.stop.wait(0.2):
                 return "agent stopping before the version became READY"
         return f"not READY within {self.settings.ready_timeout:.0f}s"
@@ -635,13 +772,88 @@ class RepositoryAgent:
     def _refresh_readiness(self) -> None:
         if self.triton is None:
             return
+        live: bool | None = None
         for name, st in self.models.items():
             if not st.serving or (st.state == FAILED and st.rejected_etag == st.pin_etag):
                 continue  # a failure of the current pin stays reported until the pin changes
+            if st.state == PLACED:
+                # Adopted from the init container (or a restart): confirm once Triton is up.
+                live = self.triton.live() if live is None else live
+                if live:
+                    self._confirm_adopted(name, st)
+                continue
             ready = all(self.triton.version_ready(name, v) for v in st.serving)
             st.state = READY if ready else LOADING
             if ready:
                 st.error = None
+                if self._smoke_due(st):
+                    self._smoke(name, st)
+
+    def _confirm_adopted(self, name: str, st: ModelState) -> None:
+        """A version placed before Triton started must become READY; a failure is handled like
+        any failed load: the newest other local version is pinned back, else the model removed."""
+        versions = st.serving
+        failure = self._await_ready(name, versions)
+        if failure is not None and self.stop.is_set():
+            return  # stopping: judge nothing, the next start confirms it again
+        if failure is None:
+            st.state, st.error = READY, None
+            log.info("%s version(s) %s (placed before Triton started) READY", name, list(versions))
+            self._smoke(name, st)
+            return
+        model_dir = self.settings.repository / name
+        failed_text = read_local_pin(model_dir)
+        others = [v for v in local_versions(model_dir) if v not in versions]
+        previous_text = self._config_for(name, others[-1], failed_text) if others else None
+        self._load_failed(name, st, versions, failure, previous_text, (others[-1],) if previous_text else ())
+        st.rejected_etag, st.rejected_text = (st.pin_etag, None) if st.pin_text == failed_text else (None, failed_text)
+
+    def _config_for(self, name: str, version: int, fallback_text: str | None) -> str | None:
+        """config.pbtxt pinning `version`: its manifest's config (S3), else the local config re-pinned."""
+        from model_sync import model_config
+
+        root = self.settings.root
+        try:
+            resp = self._s3_call(f"get manifest {name}/{version}", self.s3.get_object, Bucket=root.bucket, Key=root.key(layout.manifest_key(name, version)))
+            return str(manifest.read_manifest(resp["Body"].read(), model=name, version=version)["config_pbtxt"])
+        except Exception as e:
+            log.warning("%s: manifest of version %d unreadable (%s): re-pinning the local config", name, version, _one_line(e))
+        if fallback_text is None:
+            return None
+        try:
+            return str(model_config.pinned_text(model_config.parse(fallback_text), version, name))
+        except Exception:
+            return None
+
+    # -- smoke inference (loopback) --
+
+    def _smoke_due(self, st: ModelState) -> bool:
+        if len(st.serving) != 1:
+            return False  # verify checks single-version pins only
+        if st.smoke is None or st.smoke.get("version") != st.serving[0]:
+            return True
+        return not st.smoke.get("ok") and self.clock() - float(st.smoke.get("_at", 0.0)) >= self.settings.heartbeat
+
+    def _smoke(self, name: str, st: ModelState) -> None:
+        """Smoke inference of the served version on loopback, recorded as st.smoke."""
+        from model_sync import verify
+
+        if self.triton is None or len(st.serving) != 1:
+            return
+        version = st.serving[0]
+        text = read_local_pin(self.settings.repository / name)
+        try:
+            if text is None:
+                raise VersionRejected("config.pbtxt: missing locally")
+            problems = verify.smoke_loopback(self.triton, name, version, text)
+        except Exception as e:
+            problems = [f"smoke inference (agent) {name} {version}: {_one_line(e)}"]
+        now = self.clock()
+        st.smoke = {"ok": not problems, "version": version, "at": _iso(now), "detail": "; ".join(problems)[:500] or "ok", "_at": now}
+        if problems:
+            log.error("%s version %d smoke inference failed: %s", name, version, st.smoke["detail"])
+        else:
+            log.info("%s version %d smoke inference ok", name, version)
 
     def _prune(self) -> None:
         """Keep the pinned versions, plus the `keep_versions` newest others (quick local rollback)."""
@@ -668,6 +880,7 @@ class RepositoryAgent:
                 "error": st.error,
                 "failed": {str(v): reason for v, reason in sorted(st.failed.items())},
                 "local_versions": local_versions(s.repository / name),
+                "smoke": {k: v for k, v in st.smoke.items() if not k.startswith("_")} if st.smoke else None,
             }
         return {
             "schema": STATUS_SCHEMA,
@@ -676,6 +889,7 @@ class RepositoryAgent:
             "replica": s.replica,
             "bucket_uri": s.root.uri(),
             "triton_url": s.triton_url,
+            "heartbeat_seconds": s.heartbeat,
             "s3_reachable": self.s3_ok,
             "last_s3_ok_at": _iso(self.last_s3_ok_at),
             "last_error": self.last_error,
@@ -683,7 +897,12 @@ class RepositoryAgent:
             "models": models,
         }
 
+    def _status_key(self) -> str:
+        return self.settings.root.key(layout.status_key(self.settings.deployment, self.settings.replica))
+
     def _report(self, force: bool) -> None:
+        """PUT the status when it changed or a heartbeat is due; never raises (a denied or failed
+        write is logged and retried on the next call)."""
         doc = self.status_document()
         # What changed, ignoring the moving last-contact time: a steady replica writes once per heartbeat.
         body = json.dumps({k: v for k, v in doc.items() if k != "last_s3_ok_at"}, sort_keys=True).encode()
@@ -692,20 +911,24 @@ class RepositoryAgent:
             return
         doc["reported_at"] = _iso(now)
         payload = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-        root = self.settings.root
         try:
-            self._s3_call(
-                "put status",
-                self.s3.put_object,
-                Bucket=root.bucket,
-                Key=root.key(layout.status_key(self.settings.deployment, self.settings.replica)),
-                Body=payload,
-                ContentType="application/json",
-            )
+            self._s3_call("put status", self.s3.put_object, Bucket=self.settings.root.bucket, Key=self._status_key(), Body=payload, ContentType="application/json")
         except S3Unavailable as e:
-            log.warning("status not reported (s3 unavailable): %s", e)
+            log.warning("status not reported (%s): %s", "access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable", e)
+            return
+        except Exception as e:
+            log.error("status not reported: %s", _one_line(e))
             return
         self._status_body, self._status_written_at = body, now
+
+    def _delete_status(self) -> None:
+        """Clean exit: remove this replica's status object (pod names change on every rollout;
+        a departed replica must not leave a report behind). Best effort, one attempt."""
+        try:
+            self._s3_call("delete status", self.s3.delete_object, Bucket=self.settings.root.bucket, Key=self._status_key())
+            log.info("deleted status %s", self.settings.root.uri(layout.status_key(self.settings.deployment, self.settings.replica)))
+        except Exception as e:
+            log.warning("status not deleted (verify will list this replica as departed after --departed): %s", _one_line(e))
 
 
 def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[float, float], float] = random.uniform) -> float:

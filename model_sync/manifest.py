@@ -29,7 +29,8 @@ verification (audit/verifications/<model>/<N>.json, "model-sync.verification/v1"
     {"schema": "model-sync.verification/v1", "model": "resnet", "version": 3, "passed": true,
      "replicas": {"<deployment>/<replica>": "READY" | "<state/error>"}, "smoke_inference": true,
      "manifest_sha256": "<sha256 of the manifest JSON bytes verified>",
-     "verified_by": "...", "verified_at": "RFC 3339 UTC", "detail": "free text"}
+     "verified_by": "...", "verified_at": "RFC 3339 UTC", "detail": "free text",
+     "evidence": "replica-smoke" | "replica-smoke+direct-http-grpc"}   # optional (older records lack it)
 
 promotion (audit/promotions/<model>/<N>.json in the TARGET env, "model-sync.promotion/v2"):
     {"schema": "model-sync.promotion/v2", "model": "resnet", "version": 7,
@@ -166,7 +167,8 @@ VERIFICATION_SCHEMA: dict[str, Any] = _obj(
         "verified_by": {"type": "string", "minLength": 1},
         "verified_at": _TIME,
     },
-    {"detail": {"type": "string"}},
+    # evidence: what the pass rests on (model_sync.verify EVIDENCE_*); absent in older records.
+    {"detail": {"type": "string"}, "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http-grpc"]}},
 )
 
 PROMOTION_SCHEMA: dict[str, Any] = _obj(

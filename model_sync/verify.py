@@ -4,12 +4,19 @@ Passes only when
   1. the bucket's pin for the model is version N and its manifest exists (its sha256 is recorded,
      `promote` checks it against the manifest it copies);
   2. every replica status file (status/<deployment>/<replica>.json, written by the agents) of the
-     deployment(s) serving the model reports version N READY, reported within `staleness`
-     seconds, and there is at least one such replica;
-  3. a smoke inference through tritonclient over HTTP and over gRPC returns every declared
-     output with the declared shape and dtype (from the pinned config.pbtxt).
+     deployment(s) serving the model that reported within `departed` seconds reports version N
+     READY, within `staleness` seconds, with a passing smoke inference of N run by the agent on
+     the replica's loopback (inputs of the declared shape/dtype, outputs checked against the
+     pinned config); at least one replica does. A replica silent for longer than `departed`
+     (default 10 x the agents' 30 s heartbeat) is listed as departed and does not fail the check
+     (pods are replaced on every rollout; a cleanly stopped agent deletes its own report);
+  3. when a Triton endpoint is given (local demo, tests, an operator with network access),
+     additionally a smoke inference through tritonclient over HTTP and over gRPC returns every
+     declared output with the declared shape and dtype.
 The result, pass or fail, is recorded at audit/verifications/<model>/<N>.json
-("model-sync.verification/v1", model_sync.manifest), which `promote` requires to pass.
+("model-sync.verification/v1", model_sync.manifest) with the kind of evidence used; `promote`
+requires it to pass. Works from CI without network access to the cluster (evidence = replica
+smoke inferences read from the bucket).
 """
 
 from __future__ import annotations
@@ -21,7 +28,11 @@ from typing import Any
 
 from model_sync import layout, manifest, model_config
 
-DEFAULT_STALENESS = 120.0  # seconds; agents report at least every --heartbeat (30 s)
+DEFAULT_STALENESS = 120.0  # seconds; agents report at least every --heartbeat (30 s), also while a load is awaited
+DEFAULT_DEPARTED = 300.0  # seconds = 10 x the default heartbeat: a replica silent this long is gone (pod replaced)
+EVIDENCE_REPLICAS = "replica-smoke"  # every fresh replica's agent ran the smoke inference on loopback
+EVIDENCE_REPLICAS_AND_DIRECT = "replica-smoke+direct-http-grpc"  # ... and verify's own through the given endpoint
+DEPARTED = "departed"
 
 # Triton TYPE_* -> (numpy dtype name, KServe v2 datatype)
 # ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_configuration.md#datatypes
@@ -38,6 +49,7 @@ _DTYPES = {
     "TYPE_FP16": ("float16", "FP16"),
     "TYPE_FP32": ("float32", "FP32"),
     "TYPE_FP64": ("float64", "FP64"),
+    "TYPE_BF16": ("bfloat16", "BF16"),  # numpy has no bfloat16: ml_dtypes.bfloat16 (what tritonclient expects); binary only over HTTP
     "TYPE_STRING": ("object", "BYTES"),
 }
 
@@ -58,10 +70,24 @@ class Verification:
     problems: list[str] = field(default_factory=list)
     smoke_inference: bool = False
     manifest_sha256: str | None = None
+    evidence: str = EVIDENCE_REPLICAS
+
+    @property
+    def ready_replicas(self) -> list[str]:
+        return [k for k, v in self.replicas.items() if v == "READY"]
 
     @property
     def passed(self) -> bool:
-        return not self.problems and self.smoke_inference and bool(self.replicas) and all(v == "READY" for v in self.replicas.values())
+        return (
+            not self.problems
+            and self.smoke_inference
+            and bool(self.ready_replicas)
+            and all(v == "READY" or is_departed(v) for v in self.replicas.values())
+        )
+
+
+def is_departed(state: str) -> bool:
+    return state.startswith(DEPARTED + ":")
 
 
 def tensor_specs(cfg: Any) -> tuple[list[TensorSpec], list[TensorSpec]]:
@@ -72,7 +98,7 @@ def tensor_specs(cfg: Any) -> tuple[list[TensorSpec], list[TensorSpec]]:
     def spec(t: Any) -> TensorSpec:
         type_name = pb2.DataType.Name(t.data_type)
         if type_name not in _DTYPES:
-            raise ValueError(f"{t.name} data_type: {type_name}; allowed: one of {sorted(_DTYPES)}")
+            raise ValueError(f"config.pbtxt tensor {t.name} data_type: {type_name}; allowed: one of {sorted(_DTYPES)} (verify cannot build a smoke input for it)")
         np_dtype, v2 = _DTYPES[type_name]
         return TensorSpec(t.name, v2, np_dtype, batch + tuple(int(d) for d in t.dims))
 
@@ -89,6 +115,10 @@ def smoke_inputs(specs: list[TensorSpec]) -> dict[str, Any]:
             out[s.name] = np.full(shape, b"smoke", dtype=object)
         elif s.numpy_dtype == "bool":
             out[s.name] = np.zeros(shape, dtype=bool)
+        elif s.numpy_dtype == "bfloat16":
+            import ml_dtypes
+
+            out[s.name] = np.ones(shape, dtype=ml_dtypes.bfloat16)
         else:
             out[s.name] = np.ones(shape, dtype=s.numpy_dtype)
     return out
@@ -156,6 +186,54 @@ def smoke_grpc(url: str, model: str, version: int, inputs: list[TensorSpec], out
     return check_outputs("grpc", got, outputs)
 
 
+def _tensor_bytes(array: Any) -> bytes:
+    """Raw binary-extension bytes of a smoke input: BYTES elements are 4-byte little-endian length + data."""
+    import struct
+
+    if array.dtype == object:
+        return b"".join(struct.pack("<I", len(x)) + x for x in array.reshape(-1))
+    return bytes(array.tobytes())
+
+
+def smoke_request(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> tuple[bytes, int]:
+    """A binary-tensor inference request body and its JSON header length (stdlib + numpy only:
+    the agent image has neither tritonclient[http] nor gRPC)."""
+    # ref: https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
+    data = smoke_inputs(inputs)
+    raw = {s.name: _tensor_bytes(data[s.name]) for s in inputs}
+    header = {
+        "inputs": [{"name": s.name, "shape": list(data[s.name].shape), "datatype": s.datatype, "parameters": {"binary_data_size": len(raw[s.name])}} for s in inputs],
+        "outputs": [{"name": o.name, "parameters": {"binary_data": True}} for o in outputs],
+    }
+    head = json.dumps(header).encode()
+    return head + b"".join(raw[s.name] for s in inputs), len(head)
+
+
+def parse_reply(body: bytes, header_length: int | None) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """name -> (datatype, shape) of the outputs of a (binary-extension) inference reply."""
+    doc = json.loads(body[:header_length] if header_length else body)
+    return {str(o["name"]): (str(o["datatype"]), tuple(int(d) for d in o["shape"])) for o in doc.get("outputs", [])}
+
+
+def smoke_loopback(probe: Any, model: str, version: int, config_text: str) -> list[str]:
+    """The agent's smoke inference of `model` `version` through its TritonProbe (loopback HTTP);
+    inputs and expected outputs from the pinned config text. Problems (empty: passed)."""
+    cfg = model_config.parse(config_text, f"{model} config.pbtxt")
+    try:
+        inputs, outputs = tensor_specs(cfg)
+    except ValueError as e:
+        return [f"smoke inference (agent): {e}"]
+    body, header_length = smoke_request(inputs, outputs)
+    code, reply, reply_header = probe.infer(model, version, body, header_length)
+    if code != 200:
+        return [f"smoke inference (agent) {model} {version}: HTTP {code} {' '.join(reply.decode(errors='replace').split())[:200]}; allowed: a successful inference"]
+    try:
+        got = parse_reply(reply, reply_header)
+    except (ValueError, KeyError, TypeError) as e:
+        return [f"smoke inference (agent) {model} {version}: unreadable reply ({e}); allowed: a KServe v2 inference response"]
+    return check_outputs("agent", got, outputs)
+
+
 def _parse_time(value: Any) -> _dt.datetime | None:
     if not isinstance(value, str):
         return None
@@ -165,22 +243,33 @@ def _parse_time(value: Any) -> _dt.datetime | None:
         return None
 
 
-def replica_states(status_docs: dict[str, dict[str, Any]], model: str, version: int, staleness: float, now: _dt.datetime) -> dict[str, str]:
-    """'<deployment>/<replica>' -> 'READY' or what is wrong, for every replica that serves `model`."""
+def replica_states(
+    status_docs: dict[str, dict[str, Any]], model: str, version: int, staleness: float, now: _dt.datetime, departed: float = DEFAULT_DEPARTED
+) -> dict[str, str]:
+    """'<deployment>/<replica>' -> 'READY', 'departed: ...' (silent > `departed` s: gone, not a
+    failure) or what is wrong, for every replica that serves `model`. READY needs the version
+    READY and the agent's passing smoke inference of it."""
     out: dict[str, str] = {}
     for key, doc in sorted(status_docs.items()):
         entry = (doc.get("models") or {}).get(model)
         if not isinstance(entry, dict):
             continue  # this deployment does not serve the model
         reported = _parse_time(doc.get("reported_at"))
+        smoke: dict[str, Any] = entry["smoke"] if isinstance(entry.get("smoke"), dict) else {}
         if reported is None:
             out[key] = "no reported_at"
-        elif (age := (now - reported).total_seconds()) > staleness:
+        elif (age := (now - reported).total_seconds()) > departed:
+            out[key] = f"{DEPARTED}: last reported {age:.0f}s ago (> {departed:.0f}s)"
+        elif age > staleness:
             out[key] = f"stale: reported {age:.0f}s ago (> {staleness:.0f}s)"
         elif entry.get("serving") != [version]:
             out[key] = f"serving {entry.get('serving')} ({entry.get('state')}: {entry.get('error') or 'pin not applied yet'})"
         elif entry.get("state") != "READY":
             out[key] = f"{entry.get('state')}: {entry.get('error') or 'not ready'}"
+        elif smoke.get("version") != version:
+            out[key] = f"READY, smoke inference of {version}: not run yet by the agent"
+        elif smoke.get("ok") is not True:
+            out[key] = f"READY, smoke inference of {version} failed: {smoke.get('detail')}"
         else:
             out[key] = "READY"
     return out
@@ -216,6 +305,7 @@ def verify(
     staleness: float = DEFAULT_STALENESS,
     deployments: tuple[str, ...] = (),
     now: _dt.datetime | None = None,
+    departed: float = DEFAULT_DEPARTED,
 ) -> Verification:
     from model_sync import repository
 
@@ -231,22 +321,42 @@ def verify(
         return result
     doc = manifest.read_manifest(raw, model, version)
     result.manifest_sha256 = manifest.sha256_bytes(raw)
-    result.replicas = replica_states(read_status_docs(repo, deployments), model, version, staleness, now or _dt.datetime.now(_dt.UTC))
-    if not result.replicas:
-        result.problems.append(f"replicas: none report {model} under {repo.uri(layout.STATUS_PREFIX)}; allowed: at least one agent serving the model")
-    result.problems += [f"replica {k}: {v}" for k, v in result.replicas.items() if v != "READY"]
+    result.replicas = replica_states(read_status_docs(repo, deployments), model, version, staleness, now or _dt.datetime.now(_dt.UTC), departed)
+    if not result.ready_replicas:
+        result.problems.append(
+            f"replicas: none reports {model} {version} READY with a passing smoke inference under {repo.uri(layout.STATUS_PREFIX)} "
+            f"(within {departed:.0f}s); allowed: at least one fresh replica serving the version"
+        )
+    problems = [f"replica {k}: {v}" for k, v in result.replicas.items() if v != "READY" and not is_departed(v)]
+    result.problems += problems
+    smoke = [p for p in problems if "smoke inference" in p]
     cfg = model_config.parse(doc["config_pbtxt"], f"manifest {model} {version} config_pbtxt")
-    inputs, outputs = tensor_specs(cfg)
-    smoke: list[str] = []
-    if http_url:
-        smoke += smoke_http(http_url, model, version, inputs, outputs)
-    if grpc_url:
-        smoke += smoke_grpc(grpc_url, model, version, inputs, outputs)
-    if not http_url and not grpc_url:
-        smoke.append("smoke inference: no Triton endpoint; allowed: --triton-url / --grpc-url or tritonUrl in model-sync.yaml")
-    result.problems += smoke
-    result.smoke_inference = not smoke
+    try:
+        inputs, outputs = tensor_specs(cfg)
+    except ValueError as e:
+        inputs, outputs = [], []
+        smoke.append(f"smoke inference: {e}")
+        result.problems.append(smoke[-1])
+    if (http_url or grpc_url) and inputs:
+        result.evidence = EVIDENCE_REPLICAS_AND_DIRECT
+        direct: list[str] = []
+        if http_url:
+            direct += smoke_http(http_url, model, version, inputs, outputs)
+        if grpc_url:
+            direct += smoke_grpc(grpc_url, model, version, inputs, outputs)
+        result.problems += direct
+        smoke += direct
+    result.smoke_inference = not smoke and bool(result.ready_replicas)
     return result
+
+
+def summary(result: Verification) -> str:
+    """One line for a passed verification (printed and recorded)."""
+    gone = sum(1 for v in result.replicas.values() if is_departed(v))
+    text = f"{len(result.ready_replicas)} replica(s) READY with a passing agent smoke inference"
+    if result.evidence == EVIDENCE_REPLICAS_AND_DIRECT:
+        text += ", smoke inference http+grpc ok"
+    return text + (f", {gone} departed replica(s) ignored" if gone else "")
 
 
 def record(repo: Any, result: Verification, by: str) -> str:
@@ -258,10 +368,11 @@ def record(repo: Any, result: Verification, by: str) -> str:
         "passed": result.passed,
         "replicas": result.replicas,
         "smoke_inference": result.smoke_inference,
+        "evidence": result.evidence,
         "manifest_sha256": result.manifest_sha256 or "0" * 64,
         "verified_by": by,
         "verified_at": manifest.now(),
-        "detail": "; ".join(result.problems)[:2000] if result.problems else "every replica READY, smoke inference http+grpc ok",
+        "detail": "; ".join(result.problems)[:2000] if result.problems else summary(result),
     }
     key = layout.verification_key(result.model, result.version)
     repo.put(key, manifest.dumps(doc))

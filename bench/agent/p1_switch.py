@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.s3.start()
             stack.triton.start()
             client = stack.client
-            publish(client, BUCKET, "add", 1)
+            publish(stack, "add")  # version 1, through model_sync.publish.push
             stack.start_agent()
             stack.wait_served("add", 1)
             samples: list[dict[str, float | int | str]] = []
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                 current = 1
                 for cycle in range(args.cycles):
                     new = cycle + 2
-                    publish(client, BUCKET, "add", new)  # returns after the pin PUT
+                    assert publish(stack, "add") == new  # returns after the pin PUT
                     t = time.monotonic()
                     samples.append({"cycle": cycle, "action": "push", "version": new, "seconds": switch_seconds(load, t, new)})
                     flip_pin(client, BUCKET, "add", current)  # rollback

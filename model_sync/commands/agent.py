@@ -4,9 +4,13 @@
         [--triton-url http://127.0.0.1:8000] [--staging-dir /models-staging]
         [--deployment NAME] [--replica-id ID] [--model NAME ...]
 
-Exit codes (model_sync/errors.py): 0 stopped cleanly (SIGTERM/SIGINT) or `--once` placed every
-pin; 2 bad usage; 5 `--once` and S3 unreachable after 5 attempts; 6 `--once` and a pinned
-version was rejected (missing/corrupt files) or failed to load.
+Exit codes (model_sync/errors.py). Loop mode (sidecar): 0 stopped cleanly (SIGTERM/SIGINT; the
+replica's status object is deleted first); it never exits on S3 outages, access denied or other
+errors (logged, recorded as last_error, retried with backoff). `--once` (init container):
+0 every pinned version that verified is placed, at least one model placed (or nothing pinned
+yet); rejected versions are reported FAILED in the status and do not block the pod;
+6 models are pinned but none could be placed; 5 S3 unreachable / access denied / no such
+bucket for 5 attempts; 1 five unclassified errors (e.g. ENOSPC); 2 bad usage.
 See docs/agent.md.
 """
 
@@ -37,7 +41,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=float(os.environ.get("MODEL_SYNC_AGENT_INTERVAL", "5")), help="seconds between passes (default 5)")
     p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint to confirm loads, e.g. http://127.0.0.1:8000 (sidecar)")
     p.add_argument("--triton-header", action="append", default=[], metavar="NAME:VALUE", help="header sent to Triton (restricted model-repository API key), repeatable")
-    p.add_argument("--ready-timeout", type=float, default=300.0, help="seconds a new version may take to become READY before it is pinned back (default 300)")
+    p.add_argument("--ready-timeout", type=float, default=300.0, help="seconds a new version may take to become READY before it is pinned back (default 300; the status is still written every --heartbeat meanwhile)")
     p.add_argument("--deployment", default=os.environ.get("MODEL_SYNC_DEPLOYMENT", "default"), help="deployment name in status/<deployment>/ (default $MODEL_SYNC_DEPLOYMENT or 'default')")
     p.add_argument("--replica-id", default=None, help="replica id in status/<deployment>/<replica>.json (default $POD_NAME, else the hostname)")
     p.add_argument("--model", dest="models", action="append", default=[], help="serve only this model (repeatable; default: every pinned model)")

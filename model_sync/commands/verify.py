@@ -1,8 +1,12 @@
 """`model-sync verify NAME --env E --version N [--triton-url URL] [--grpc-url HOST:PORT]`
 
-Passes when the bucket pins version N, every replica serving NAME (status/<deployment>/*.json,
-written by the repository agents) reports N READY within --staleness seconds, and a smoke
-inference over HTTP and gRPC returns the declared output shapes and dtypes. The result is
+Passes when the bucket pins version N and every replica serving NAME (status/<deployment>/*.json,
+written by the repository agents) that reported within --departed seconds reports N READY within
+--staleness seconds with a passing smoke inference of N, run by its agent on the replica's
+loopback (at least one such replica). Replicas silent for longer than --departed are listed as
+departed, not failed (replaced pods). Needs only the bucket: runs from CI without cluster access.
+With a Triton endpoint (--triton-url / --grpc-url / tritonUrl of the environment) verify also
+runs its own smoke inference over HTTP and gRPC. The result, with the kind of evidence, is
 recorded at audit/verifications/<NAME>/<N>.json; `promote` requires it to have passed.
 
 Exit codes: 0 passed; 6 (CHECK_FAILED) failed (recorded); 2 usage; 3 unknown model/version;
@@ -32,7 +36,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint for the smoke inference (default: tritonUrl of the environment)")
     p.add_argument("--grpc-url", default=None, help="Triton gRPC endpoint HOST:PORT (default: the --triton-url host on port 8001 when it uses 8000)")
     p.add_argument("--deployment", action="append", default=[], help="only replicas of this deployment (repeatable; default: every deployment serving NAME)")
-    p.add_argument("--staleness", type=float, default=None, help="seconds a replica status may be old (default 120)")
+    p.add_argument("--staleness", type=float, default=None, help="seconds a replica status may be old (default 120; agents report every 30 s)")
+    p.add_argument("--departed", type=float, default=None,
+                   help="seconds after which a silent replica counts as gone (listed, not failing; default 300 = 10 x the agents' heartbeat; > --staleness)")
     p.add_argument("--no-record", action="store_true", help="do not write the audit record (read-only check)")
     p.set_defaults(func=run)
     return p
@@ -56,21 +62,24 @@ def run(args: argparse.Namespace) -> int:
     staleness = verify.DEFAULT_STALENESS if args.staleness is None else args.staleness
     if staleness <= 0:
         raise errors.usage(f"--staleness: {args.staleness!r}; allowed: seconds > 0")
+    departed = verify.DEFAULT_DEPARTED if args.departed is None else args.departed
+    if departed <= staleness:
+        raise errors.usage(f"--departed: {departed!r}; allowed: seconds > --staleness ({staleness:g})")
     env = _common.resolve(args)
     http_url = args.triton_url or env.triton_url
     grpc_url = args.grpc_url or default_grpc_url(http_url)
     repo = Repo(env)
     console = Console()
-    result = verify.verify(repo, args.model, args.version, http_url, grpc_url, staleness=staleness, deployments=tuple(args.deployment))
+    result = verify.verify(repo, args.model, args.version, http_url, grpc_url, staleness=staleness, deployments=tuple(args.deployment), departed=departed)
     if result.manifest_sha256 is None:
         raise errors.not_found(result.problems[0])
-    if grpc_url is None:
-        result.problems.append("smoke inference (grpc): no endpoint; allowed: --grpc-url HOST:PORT")
+    if http_url and grpc_url is None:
+        result.problems.append("smoke inference (grpc): no endpoint; allowed: --grpc-url HOST:PORT (an HTTP endpoint was given)")
         result.smoke_inference = False
     for replica, state in result.replicas.items():
         console.line(f"replica {replica}: {state}")
     key = None if args.no_record else verify.record(repo, result, s3.who(env))
     if result.passed:
-        console.line(f"verified: {args.model} version {args.version} in {env.name}: {len(result.replicas)} replica(s) READY, smoke inference http+grpc ok" + (f" (recorded {repo.uri(key)})" if key else ""))
+        console.line(f"verified: {args.model} version {args.version} in {env.name}: {verify.summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))
         return errors.OK
     raise errors.SyncError(errors.CHECK_FAILED, f"verify {args.model} {args.version} in {env.name}: {result.problems[0]}" + (f" (+{len(result.problems) - 1} more, recorded {repo.uri(key)})" if key else ""))

@@ -3,6 +3,7 @@ safety, status document. The S3/Triton behaviour is in test_agent_e2e.py (real s
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -181,3 +182,123 @@ def test_agent_command_exits_with_usage_code_on_bad_staging(tmp_path: Path) -> N
     assert proc.returncode == 2, proc.stderr
     assert "staging" in proc.stderr
     assert "outside the repository root" in proc.stderr
+
+
+# ---- error handling against a real S3 server (rclone serve s3, auth enforced) ---------------------
+
+
+def _client(server: object, key: str, secret: str) -> object:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session(aws_access_key_id=key, aws_secret_access_key=secret, region_name="us-east-1").client(
+        "s3", endpoint_url=server.endpoint, config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10)  # type: ignore[attr-defined]
+    )
+
+
+def _adopted(tmp_path: Path, bucket: str, **overrides: object) -> ag.AgentSettings:
+    s = settings(tmp_path, root=layout.Root(bucket), interval=0.05, backoff_max=0.1, heartbeat=0.05, **overrides)
+    (s.repository / "add" / "3").mkdir(parents=True)
+    (s.repository / "add" / "3" / "model.py").write_text("# serving\n")
+    (s.repository / "add" / "config.pbtxt").write_text(pinned_config("add", 3))
+    return s
+
+
+def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, rclone_s3: object) -> None:
+    from tests.support.s3_servers import KEY, SECRET
+
+    bucket = rclone_s3.make_bucket("models-denied")  # type: ignore[attr-defined]
+    s = _adopted(tmp_path, bucket)
+    stop = threading.Event()
+    agent = ag.RepositoryAgent(s, _client(rclone_s3, KEY, "wrong-secret"), stop=stop)  # type: ignore[arg-type]
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(agent.run()), daemon=True)
+    thread.start()
+    try:
+        from model_sync.local.procs import wait_until
+
+        wait_until(lambda: agent.last_error is not None and "list pins" in agent.last_error, 20, what="a denied pass")
+        first = agent.last_error
+        wait_until(lambda: agent.last_error is not None and agent.s3_ok is False, 5, what="more denied passes")
+        assert thread.is_alive()  # the sidecar did not exit
+        assert "SignatureDoesNotMatch" in (first or "") or "AccessDenied" in (first or ""), first
+        assert (s.repository / "add" / "3" / "model.py").read_text() == "# serving\n"  # nothing local touched
+        assert "versions: 3" in (s.repository / "add" / "config.pbtxt").read_text()
+        # Credentials fixed (e.g. the bucket policy restored): the same loop reports again.
+        agent.s3 = _client(rclone_s3, KEY, SECRET)  # type: ignore[assignment]
+        key = layout.status_key("default", "replica-0")
+        wait_until(lambda: key in rclone_s3.keys(bucket), 20, what="status written after recovery")  # type: ignore[attr-defined]
+        assert agent.s3_ok is True
+    finally:
+        stop.set()
+        thread.join(timeout=20)
+    assert codes == [0]
+    # Clean exit: the replica's status object is deleted (pods are replaced; verify must not see it).
+    assert key not in rclone_s3.keys(bucket)  # type: ignore[attr-defined]
+
+
+def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rclone_s3: object) -> None:
+    from model_sync import errors
+    from tests.support.s3_servers import KEY, SECRET
+
+    bucket = rclone_s3.make_bucket("models-once")  # type: ignore[attr-defined]
+    denied = ag.RepositoryAgent(_adopted(tmp_path / "a", bucket), _client(rclone_s3, KEY, "wrong-secret"))  # type: ignore[arg-type]
+    assert denied.run(once=True) == errors.S3
+    assert denied.last_error is not None
+    missing = ag.RepositoryAgent(_adopted(tmp_path / "b", "models-absent"), _client(rclone_s3, KEY, SECRET))  # type: ignore[arg-type]
+    assert missing.run(once=True) == errors.S3
+    assert "NoSuchBucket" in (missing.last_error or "")
+
+
+def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, rclone_s3: object) -> None:
+    """ENOSPC-like failures while staging: logged, last_error, backoff; --once gives up with 1."""
+    from model_sync import errors, manifest
+    from tests.support.s3_servers import KEY, SECRET
+
+    bucket = rclone_s3.make_bucket("models-enospc")  # type: ignore[attr-defined]
+    client = _client(rclone_s3, KEY, SECRET)
+    data = b"x = 1\n"
+    doc = {"schema": "model-sync.manifest/v1", "model": "new", "version": 1, "files": {"model.py": {"sha256": manifest.sha256_bytes(data), "size": len(data)}},
+           "config_pbtxt": pinned_config("new", 1), "backend": "python", "platform": "",
+           "source": {"path": "/t", "host": "t", "git_commit": None, "promoted_from": None},
+           "exporter": {"tool": "t", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
+           "created_by": "t", "created_at": manifest.now()}
+    client.put_object(Bucket=bucket, Key=layout.version_file_key("new", 1, "model.py"), Body=data)  # type: ignore[attr-defined]
+    client.put_object(Bucket=bucket, Key=layout.manifest_key("new", 1), Body=manifest.dumps(doc))  # type: ignore[attr-defined]
+    client.put_object(Bucket=bucket, Key=layout.config_key("new"), Body=pinned_config("new", 1).encode())  # type: ignore[attr-defined]
+    s = _adopted(tmp_path, bucket)
+    a = ag.RepositoryAgent(s, client)  # type: ignore[arg-type]
+    calls = []
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        calls.append(args)
+        raise OSError(28, "No space left on device")
+
+    a._stage_version = no_space  # type: ignore[method-assign]
+    assert a.run(once=True) == errors.UNEXPECTED
+    assert len(calls) == 5
+    assert a.last_error is not None
+    assert "No space left on device" in a.last_error
+    assert not (s.repository / "new").exists()
+    status = json.loads(client.get_object(Bucket=bucket, Key=layout.status_key("default", "replica-0"))["Body"].read())  # type: ignore[attr-defined]
+    assert "No space left" in status["last_error"]
+    assert "No space left" in status["models"]["new"]["error"]
+    assert status["models"]["add"]["serving"] == [3]  # the other model is untouched
+
+
+def test_once_exit_code_places_what_verified_and_fails_only_when_nothing_is_placed(tmp_path: Path) -> None:
+    from model_sync import errors
+
+    a = ag.RepositoryAgent(settings(tmp_path), s3=None)  # type: ignore[arg-type]
+    assert a.once_exit_code() == errors.OK  # nothing pinned yet: Triton starts empty
+    a.models["good"] = ag.ModelState(pin_text="x", pinned=(1,), serving=(1,), state=ag.PLACED)
+    a.models["bad"] = ag.ModelState(pin_text="y", pinned=(2,), state=ag.FAILED, error="version 2 rejected")
+    assert a.once_exit_code() == errors.OK
+    del a.models["good"]
+    assert a.once_exit_code() == errors.CHECK_FAILED
+
+
+def test_etags_compare_unquoted() -> None:
+    assert ag._etag('"abc"') == ag._etag("abc") == "abc"
+    assert ag._etag(None) is None
+    assert ag._etag('""') is None

@@ -16,12 +16,10 @@ from tests.support.triton import (
     BUCKET,
     LoadGenerator,
     Serving,
-    add_model_files,
     flip_pin,
-    pinned_config,
     publish,
+    push_version,
     served_version,
-    upload_version,
 )
 from tests.support.triton import serving as serving_fixture
 from tests.support.triton import triton_runtime as triton_runtime_fixture
@@ -43,17 +41,18 @@ def _ready_on(version: int):
 
 def test_publish_second_version_and_rollback_are_served_without_failed_requests(serving: Serving) -> None:
     client = serving.client
-    publish(client, BUCKET, "add", 1)
+    assert publish(serving, "add") == 1
     serving.start_agent()
     serving.wait_served("add", 1)
-    doc = serving.wait_status(_ready_on(1), what="status READY on 1")
+    doc = serving.wait_status(lambda d: _ready_on(1)(d) and (_model_state(d).get("smoke") or {}).get("version") == 1, what="status READY + smoke on 1")
+    assert _model_state(doc)["smoke"]["ok"] is True, _model_state(doc)["smoke"]
     assert doc["s3_reachable"] is True
     assert doc["deployment"] == "default"
     assert doc["replica"] == "replica-0"
 
     with LoadGenerator(serving.triton.http_url, "add") as load:
         time.sleep(0.5)
-        publish(client, BUCKET, "add", 2)
+        assert publish(serving, "add") == 2
         serving.wait_served("add", 2)
         serving.wait_status(_ready_on(2), what="status READY on 2")
         flip_pin(client, BUCKET, "add", 1)  # rollback = flip the pin back
@@ -69,6 +68,14 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     assert record["passed"] is True
     assert record["replicas"] == {"default/replica-0": "READY"}
     assert record["smoke_inference"] is True
+    assert record["evidence"] == "replica-smoke+direct-http-grpc"
+    # From CI without network access to the cluster: the replicas' own smoke inferences are the evidence.
+    serving.wait_status(lambda d: (_model_state(d).get("smoke") or {}).get("version") == 1, what="agent smoke of 1 after rollback")
+    rc, out = serving.cli("verify", "add", "--env", "ci", "--bucket", f"s3://{BUCKET}", "--endpoint-url", serving.s3.endpoint_url, "--region", serving.s3.region, "--version", "1")
+    assert rc == 0, out
+    assert "1 replica(s) READY with a passing agent smoke inference" in out
+    record = json.loads(client.get_object(Bucket=BUCKET, Key=layout.verification_key("add", 1))["Body"].read())
+    assert record["evidence"] == "replica-smoke"
     rc, out = serving.cli("verify", "add", "--env", "test", "--version", "2", "--grpc-url", serving.triton.grpc_url, "--no-record")
     assert rc == 6, out
     assert "version 1; allowed: 2" in out
@@ -81,11 +88,11 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
 
 def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(serving: Serving) -> None:
     client = serving.client
-    publish(client, BUCKET, "add", 1)
+    publish(serving, "add")
     serving.start_agent()
     serving.wait_served("add", 1)
     with LoadGenerator(serving.triton.http_url, "add") as load:
-        publish(client, BUCKET, "add", 2, fail=True)
+        assert publish(serving, "add", fail=True) == 2
         doc = serving.wait_status(lambda d: _model_state(d).get("state") == "FAILED", what="status FAILED")
         time.sleep(2.5)  # Triton's poller has seen the local pin back on 1 by now
     assert load.failed == 0, load.errors
@@ -114,7 +121,7 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert _model_state(serving.status() or {})["state"] == "FAILED"
     assert served_version(serving.triton.http_url, "add") == 1
     # A fixed version published afterwards is picked up.
-    publish(client, BUCKET, "add", 3)
+    assert publish(serving, "add") == 3
     serving.wait_served("add", 3)
     serving.wait_status(_ready_on(3), what="status READY on 3")
 
@@ -122,12 +129,10 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
 @pytest.mark.parametrize("damage", ["corrupted", "missing", "no-manifest"])
 def test_missing_or_corrupted_version_is_never_placed_nor_pinned(serving: Serving, damage: str) -> None:
     client = serving.client
-    publish(client, BUCKET, "add", 1)
+    publish(serving, "add")
     serving.start_agent()
     serving.wait_served("add", 1)
-    files = add_model_files(2)
-    files["weights.bin"] = os.urandom(4096)
-    upload_version(client, BUCKET, "add", 2, files, pinned_config("add", 2))
+    assert push_version(serving, "add", extra={"weights.bin": os.urandom(4096)}) == 2
     key = layout.version_file_key("add", 2, "weights.bin")
     if damage == "corrupted":
         client.put_object(Bucket=BUCKET, Key=key, Body=os.urandom(4096))  # same size, other bytes
@@ -148,8 +153,7 @@ def test_missing_or_corrupted_version_is_never_placed_nor_pinned(serving: Servin
 
 
 def test_s3_outage_of_60s_under_load_fails_no_request_and_agent_catches_up(serving: Serving) -> None:
-    client = serving.client
-    publish(client, BUCKET, "add", 1)
+    publish(serving, "add")
     serving.start_agent()
     serving.wait_served("add", 1)
     with LoadGenerator(serving.triton.http_url, "add") as load:
@@ -159,7 +163,7 @@ def test_s3_outage_of_60s_under_load_fails_no_request_and_agent_catches_up(servi
         time.sleep(max(0.0, 60 - (time.monotonic() - outage_started)))
         serving.s3.start()
         outage = time.monotonic() - outage_started
-        publish(s3_client := serving.client, BUCKET, "add", 2)
+        assert publish(serving, "add") == 2
         serving.wait_served("add", 2, timeout=60)
         time.sleep(0.3)
     assert outage >= 60
@@ -167,18 +171,14 @@ def test_s3_outage_of_60s_under_load_fails_no_request_and_agent_catches_up(servi
     assert [v for _, v in load.versions] == [1, 2]
     doc = serving.wait_status(_ready_on(2), what="status READY on 2 after the outage")
     assert doc["s3_reachable"] is True
-    assert s3_client is not None
 
 
 def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving: Serving) -> None:
     client = serving.client
-    publish(client, BUCKET, "add", 1)
+    publish(serving, "add")
     serving.start_agent()
     serving.wait_served("add", 1)
-    files = add_model_files(2)
-    files["weights.bin"] = os.urandom(128 * 1024 * 1024)  # big enough to catch the download in flight
-    upload_version(client, BUCKET, "add", 2, files, pinned_config("add", 2))
-    del files
+    assert push_version(serving, "add", extra={"weights.bin": os.urandom(128 * 1024 * 1024)}) == 2  # big enough to catch the download in flight
 
     def downloading() -> bool:
         return any(p.name == "weights.bin" and p.stat().st_size > 0 for p in serving.staging.rglob("weights.bin"))
@@ -197,11 +197,13 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
     agent = serving.start_agent()
     wait_until(lambda: "discarded 1 leftover staging entries" in agent.log_tail(200), 30, what="leftover staging discarded")
     wait_until(downloading, 60, interval=0.02, what="weights.bin download restarted")
+    assert serving.status() is not None
     agent.signal(signal.SIGTERM)
     assert agent.popen is not None
     assert agent.popen.wait(timeout=30) == 0
     assert not (serving.repository / "add" / "2").exists()
     assert list(serving.staging.iterdir()) == []
+    assert serving.status() is None  # a clean exit deletes the replica's report (no stale replica for verify)
 
     # 3. Restarted again: the version is placed whole and served.
     serving.start_agent()
@@ -211,8 +213,7 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
 
 def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving) -> None:
     """The init container path: Triton is not up yet; --once places and pins, exits 0."""
-    client = serving.client
-    publish(client, BUCKET, "add", 4)
+    assert publish(serving, "add") == 1
     serving.triton.stop()
     for p in serving.repository.iterdir():
         raise AssertionError(f"repository not empty: {p}")
@@ -224,11 +225,62 @@ def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving)
     proc = Process("init", argv, serving.tmp / "logs" / "init.log", env=serving.agent_env()).start()
     assert proc.popen is not None
     assert proc.popen.wait(timeout=60) == 0, proc.log_tail()
-    assert (serving.repository / "add" / "4" / "model.py").exists()
-    assert "versions: 4" in (serving.repository / "add" / "config.pbtxt").read_text()
+    assert (serving.repository / "add" / "1" / "model.py").exists()
+    assert "versions: 1" in (serving.repository / "add" / "config.pbtxt").read_text()
     assert serving.status() is not None
     assert _model_state(serving.status() or {})["state"] == "PLACED"
     serving.triton.start()
-    serving.triton.wait_version_ready("add", 4)
+    serving.triton.wait_version_ready("add", 1)
     serving.start_agent()
-    serving.wait_status(_ready_on(4), what="sidecar reports READY on 4")
+    doc = serving.wait_status(lambda d: _ready_on(1)(d) and _model_state(d).get("smoke") is not None, what="sidecar confirms READY on 1 + smoke")
+    assert _model_state(doc)["smoke"]["ok"] is True
+
+
+def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(serving: Serving) -> None:
+    """A NEW model (no previous version) whose initialize() raises must not stay in the repository
+    (Triton would retry loading it, and it would stay in the index as UNAVAILABLE); the other model
+    keeps serving with 0 failed requests. Both paths: a pin applied by the sidecar, and a version
+    the init container placed before Triton started.
+
+    Measured on tritonserver 2.51 (poll mode, --strict-readiness=true, its default): once any load
+    has failed, /v2/health/ready stays 400 even after the model directory is removed (and after a
+    failed version is pinned back); only a restart clears it. So the replica's readiness must not
+    rest on Triton's strict readiness alone: docs/agent.md, "Readiness"."""
+    from model_sync.local.procs import http_status
+
+    publish(serving, "add")
+    serving.start_agent()
+    serving.wait_served("add", 1)
+    add_ready = serving.triton.http_url + "/v2/models/add/versions/1/ready"
+
+    def broken(doc: dict) -> dict:
+        return doc.get("models", {}).get("broken", {})
+
+    with LoadGenerator(serving.triton.http_url, "add") as load:
+        publish(serving, "broken", fail=True)
+        doc = serving.wait_status(lambda d: broken(d).get("state") == "FAILED", what="broken FAILED")
+        time.sleep(2.5)  # two Triton polls after the removal
+        assert http_status(add_ready) == 200
+    assert load.failed == 0, load.errors
+    assert {v for _, v in load.versions} == {1}
+    assert "initialize failed on purpose" in broken(doc)["failed"]["1"]
+    assert broken(doc)["serving"] == []
+    assert not (serving.repository / "broken").exists()
+    assert os.listdir(serving.staging) == []
+    assert http_status(serving.triton.http_url + "/v2/models/broken/ready") != 200
+
+    # Init container path: --once places what verifies (both models) and exits 0; the sidecar then
+    # confirms the adopted versions: `broken` fails to load and is removed, `add` is READY.
+    assert serving.agent is not None
+    serving.agent.signal(signal.SIGTERM)
+    assert serving.agent.popen is not None
+    assert serving.agent.popen.wait(timeout=30) == 0
+    rc, log = serving.run_agent_once()
+    assert rc == 0, log
+    assert (serving.repository / "broken" / "1" / "model.py").exists()  # placed before "Triton started"
+    serving.start_agent()
+    doc = serving.wait_status(lambda d: broken(d).get("state") == "FAILED" and _model_state(d).get("state") == "READY", what="adopted broken FAILED, add READY")
+    assert "initialize failed on purpose" in broken(doc)["error"]
+    assert not (serving.repository / "broken").exists()
+    assert http_status(add_ready) == 200
+    assert served_version(serving.triton.http_url, "add") == 1

@@ -1,7 +1,8 @@
 """Serving-side test support: the REAL tritonserver (from the pinned nvidia-pytriton wheel), a
 local persistent S3 server (rclone serve s3), the repository agent as a subprocess running the
-same command as the agent image's ENTRYPOINT, and small helpers to publish python-backend
-models with their manifests exactly as the publish protocol lays them out.
+same command as the agent image's ENTRYPOINT, and helpers that publish python-backend models
+through `model_sync.publish.push` (what `model-sync push` runs: v2 manifests, pins, allocations),
+so the agent is tested against real push output.
 
 Fixtures (import into a test module: `from tests.support.triton import serving  # noqa: F401`):
     triton_runtime   session-scoped: the extracted tritonserver (fetched once into .cache/)
@@ -34,6 +35,9 @@ from model_sync.local.s3server import RcloneS3Server
 
 BUCKET = "models-test"
 PROD_BUCKET = "models-prod"
+# `push` writes here; versions are then copied byte for byte into BUCKET (files + manifest), and the
+# pin flipped separately, so a test can damage a version between "uploaded" and "pinned".
+PUBLISH_BUCKET = "models-publish"
 DEPLOYMENT = "default"
 REPLICA = "replica-0"
 
@@ -97,33 +101,72 @@ def s3_client(server: RcloneS3Server) -> Any:
 
 
 def upload_version(client: Any, bucket: str, name: str, version: int, files: dict[str, bytes], config_text: str) -> None:
-    """Upload version files + manifest (publish protocol steps 2-3), without flipping the pin."""
+    """Hand-built version files + v1 manifest without a pin: only for bench/agent/p2_requests.py,
+    which needs 20 x 3 versions fast and counts S3 requests. Tests publish through push_version."""
     for rel, data in files.items():
         client.put_object(Bucket=bucket, Key=layout.version_file_key(name, version, rel), Body=data)
     doc = {
-        "schema": "model-sync.manifest/v1",
-        "model": name,
-        "version": version,
+        "schema": "model-sync.manifest/v1", "model": name, "version": version,
         "files": {rel: {"sha256": manifest.sha256_bytes(data), "size": len(data)} for rel, data in files.items()},
-        "config_pbtxt": config_text,
-        "backend": "python",
-        "platform": "",
-        "source": {"path": "/tests", "host": "test", "git_commit": None, "promoted_from": None},
-        "exporter": {"tool": "tests", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
-        "created_by": "tests",
-        "created_at": manifest.now(),
+        "config_pbtxt": config_text, "backend": "python", "platform": "",
+        "source": {"path": "/bench", "host": "bench", "git_commit": None, "promoted_from": None},
+        "exporter": {"tool": "bench", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
+        "created_by": "bench", "created_at": manifest.now(),
     }
     client.put_object(Bucket=bucket, Key=layout.manifest_key(name, version), Body=manifest.dumps(doc))
 
 
+def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str, bytes] | None = None) -> int:
+    """`push` (model_sync.publish.push, the CLI's code path) of the add model into PUBLISH_BUCKET,
+    then a server-side copy of the version's files and manifest into BUCKET, without its pin.
+    Returns the version push allocated (the model's output tells it: INPUT0 + N)."""
+    from model_sync import environments, localmodel, publish, repository
+    from model_sync.s3 import Repo
+    from model_sync.ui import Console
+
+    env = environments.Environment("publish", layout.Root(PUBLISH_BUCKET), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region)
+    stack.s3.create_buckets(BUCKET, PUBLISH_BUCKET)
+    with _s3_env(stack):
+        repo = Repo(env)
+        version = repository.highest_allocated(repo, name) + 1
+        src = stack.tmp / "src" / f"{name}-{version}"
+        (src / "1").mkdir(parents=True)
+        (src / layout.CONFIG_FILE).write_text(ADD_CONFIG.format(name=name))
+        for rel, data in {**add_model_files(version, fail), **(extra or {})}.items():
+            (src / "1" / rel).write_bytes(data)
+        results = publish.push(repo, localmodel.discover(str(src), name), Console(quiet=True), publish.PushOptions(use_cache=False), "tests")
+    assert [(r.action, r.version, r.error) for r in results] == [("pushed", version, None)], results
+    client = stack.client
+    keys = [layout.version_file_key(name, version, rel) for rel in sorted({*add_model_files(version), *(extra or {})})]
+    for key in [*keys, layout.manifest_key(name, version)]:
+        client.copy_object(Bucket=BUCKET, Key=key, CopySource={"Bucket": PUBLISH_BUCKET, "Key": key})
+    return version
+
+
 def flip_pin(client: Any, bucket: str, name: str, version: int) -> None:
-    """The commit point: one PUT of the pinned config."""
-    client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=pinned_config(name, version).encode())
+    """The commit point, as push / rollback write it: one PUT of the manifest's pinned config text."""
+    doc = manifest.read_manifest(client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read(), name, version)
+    client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=doc["config_pbtxt"].encode())
 
 
-def publish(client: Any, bucket: str, name: str, version: int, fail: bool = False) -> None:
-    upload_version(client, bucket, name, version, add_model_files(version, fail), pinned_config(name, version))
-    flip_pin(client, bucket, name, version)
+def publish(stack: Serving, name: str, fail: bool = False, extra: dict[str, bytes] | None = None) -> int:
+    """push + pin: returns the new version."""
+    version = push_version(stack, name, fail, extra)
+    flip_pin(stack.client, BUCKET, name, version)
+    return version
+
+
+@contextlib.contextmanager
+def _s3_env(stack: Serving) -> Iterator[None]:
+    """The S3 server's credentials in os.environ for model_sync's default credential chain."""
+    saved = dict(os.environ)
+    os.environ.update(stack.s3.client_env())
+    os.environ.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def infer_http(url: str, name: str, timeout: float = 5.0) -> tuple[int, list[float] | str]:
@@ -257,8 +300,13 @@ class Serving:
         self.agent = Process("agent", self.agent_argv(*extra), self.tmp / "logs" / f"agent-{self.agent_starts}.log", env=self.agent_env()).start()
         return self.agent
 
-    def run_agent_once(self, *extra: str, timeout: float = 120) -> tuple[int, str]:
-        proc = Process("agent-once", self.agent_argv("--once", *extra), self.tmp / "logs" / "agent-once.log", env=self.agent_env()).start()
+    def run_agent_once(self, *extra: str, timeout: float = 120, triton: bool = False) -> tuple[int, str]:
+        """The init container: `--once`, by default without --triton-url (Triton not started yet)."""
+        argv = self.agent_argv("--once", *extra)
+        if not triton:
+            i = argv.index("--triton-url")
+            del argv[i : i + 2]
+        proc = Process("agent-once", argv, self.tmp / "logs" / "agent-once.log", env=self.agent_env()).start()
         assert proc.popen is not None
         rc = proc.popen.wait(timeout=timeout)
         return rc, proc.log_tail(60)
