@@ -256,11 +256,14 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
          "for": "5m", "labels": {"severity": "critical"},
          "annotations": {"summary": "Triton deployment {{ $labels.deployment }} has no ready replica"}},
         {"alert": "TritonModelLoadFailure",
-         # Strict readiness: a running tritonserver that is not ready has a model that failed to load.
-         "expr": (f'(kube_pod_container_status_ready{{{ns},container="tritonserver"}} == 0) and on (namespace, pod) '
-                  f'(kube_pod_container_status_running{{{ns},container="tritonserver"}} == 1)'),
+         # The agent sidecar is ready exactly while every model it placed is READY in Triton
+         # (--ready-file); a live tritonserver whose agent stays unready has a placed model
+         # that neither loads nor was rolled back / removed. (A failed NEW push is rolled
+         # back or removed by the agent and surfaces through `model-sync verify` instead.)
+         "expr": (f'(kube_pod_container_status_ready{{{ns},container="agent"}} == 0) and on (namespace, pod) '
+                  f'(kube_pod_container_status_ready{{{ns},container="tritonserver"}} == 1)'),
          "for": "15m", "labels": {"severity": "critical"},
-         "annotations": {"summary": "Triton pod {{ $labels.pod }} runs but is not ready: a model failed to load (see its log)"}},
+         "annotations": {"summary": "Triton pod {{ $labels.pod }} is live but a placed model is not READY (see the agent and tritonserver logs)"}},
         {"alert": "TritonServerRestarting",
          "expr": f'increase(kube_pod_container_status_restarts_total{{{ns},container="tritonserver"}}[30m]) > 2',
          "for": "0m", "labels": {"severity": "warning"},

@@ -40,6 +40,8 @@ UID = 1000  # the NGC image's `triton-server` user
 MODELS_MOUNT = "/models"
 REPOSITORY_DIR = f"{MODELS_MOUNT}/repository"
 STAGING_DIR = f"{MODELS_MOUNT}/.staging"
+# Exists exactly while the agent sees every placed model READY in Triton (model_sync agent --ready-file).
+READY_FILE = f"{MODELS_MOUNT}/.agent-ready"
 TMP_DIR = "/tmp"  # noqa: S108 (a private emptyDir per pod)
 SHM_DIR = "/dev/shm"  # noqa: S108 (the memory-backed emptyDir Triton and its backends use)
 
@@ -179,7 +181,7 @@ def agent_command(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi
         cmd += ["--model", model]
     if once:
         return [*cmd, "--once"]
-    return [*cmd, "--interval", str(d.agent_interval_seconds), "--triton-url", f"http://127.0.0.1:{HTTP_PORT}",
+    return [*cmd, "--interval", str(d.agent_interval_seconds), "--ready-file", READY_FILE, "--triton-url", f"http://127.0.0.1:{HTTP_PORT}",
             "--triton-header", f"{ADMIN_HEADER}:$({ADMIN_KEY_ENV})"]
 
 
@@ -202,19 +204,23 @@ def container_security_context() -> dict[str, Any]:
 
 
 def probes(d: TritonDeploymentConfig) -> dict[str, dict[str, Any]]:
-    """Startup and liveness ask only whether the tritonserver PROCESS is healthy
-    (/v2/health/live); readiness gates traffic on every model being READY (strict
-    readiness). A model that fails to load therefore makes the replica unready, never
-    restarts it: restarting would only load the same failing model again, in a loop,
-    while the other models are down too. The agent removes a failing new model or rolls
-    a failing new version back locally, so readiness recovers (docs/serving-plane.md)."""
+    """tritonserver's probes ask only whether the PROCESS is healthy (/v2/health/live).
+    Which models are READY gates traffic through the agent sidecar's readiness probe: the
+    agent keeps READY_FILE exactly while every model it has placed is READY in Triton. A
+    model that fails to load never restarts Triton (that would only load it again, in a
+    loop); the agent rolls a failing new version back locally or removes a failing new
+    model, and the replica is ready again as soon as what remains is READY. Triton's own
+    strict readiness (/v2/health/ready) cannot be the gate: on 2.51 in poll mode it stays
+    not-ready after any failed load, even once the model is gone (docs/agent.md)."""
     period = 10
     return {
         # startupTimeoutSeconds bounds how long the server may take to start listening
         # (model loading happens before /v2/health/live answers on a cold start).
         "startupProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
                          "failureThreshold": math.ceil(d.startup_timeout_seconds / period)},
-        "readinessProbe": {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3,
+        # The container itself is ready when the server answers; which models are READY is
+        # judged by the agent sidecar's readiness probe (READY_FILE), see probes() docstring.
+        "readinessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3,
                            "failureThreshold": 3, "successThreshold": 1},
         "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5,
                           "failureThreshold": 6},
@@ -240,6 +246,11 @@ def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Inpu
         # A native sidecar: started before tritonserver, stopped after it.
         # ref: https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
         "restartPolicy": "Always",
+        # Pod readiness = every placed model READY (the agent's marker). Triton's own
+        # /v2/health/ready latches not-ready after any failed load in poll mode (measured on
+        # 2.51), so it cannot gate traffic without one bad push draining every replica.
+        "readinessProbe": {"exec": {"command": ["test", "-f", READY_FILE]}, "periodSeconds": 5, "timeoutSeconds": 2,
+                           "failureThreshold": 2, "successThreshold": 1},
     }
     triton = {
         "name": "tritonserver", "image": triton_image, "imagePullPolicy": "IfNotPresent",

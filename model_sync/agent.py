@@ -137,6 +137,12 @@ class AgentSettings:
     backoff_max: float = 60.0
     keep_versions: int = 2
     triton_headers: tuple[tuple[str, str], ...] = ()
+    # ready_file: when set (sidecar), a file that exists exactly while this replica serves
+    # every model it has in place: Triton is live and each model with a local version is
+    # READY there. The pod's readiness probe checks it (components/triton_deployment.py),
+    # because Triton 2.51's own /v2/health/ready (strict readiness) stays not-ready after
+    # any failed load in poll mode, even once the agent has removed or rolled it back.
+    ready_file: Path | None = None
 
     def __post_init__(self) -> None:
         layout.status_key(self.deployment, self.replica)  # validates both names (LayoutError)
@@ -428,6 +434,7 @@ class RepositoryAgent:
                     failures = 0
                     if once:
                         return self.once_exit_code()
+                    self._update_ready_file()
                     delay = self.settings.interval
                 except S3Unavailable as e:
                     failures += 1
@@ -449,11 +456,41 @@ class RepositoryAgent:
                 self.stop.wait(delay)
             log.info("stop requested: exiting")
             if not once:
+                self._set_ready_file(False)
                 self._delete_status()
             return 0
         finally:
             _remove_children(self.settings.staging)
             self.close()
+
+    def serving_ready(self) -> bool:
+        """Triton is live and every model with a version in place is READY there. Models
+        without one (a failed new model, removed) do not hold the replica back."""
+        if self.triton is None or not self.triton.live():
+            return False
+        placed = [st for st in self.models.values() if st.serving]
+        return bool(placed) and all(st.state == READY for st in placed)
+
+    def _update_ready_file(self) -> None:
+        if self.settings.ready_file is not None:
+            try:
+                self._set_ready_file(self.serving_ready())
+            except Exception as e:  # never crash the sidecar over its readiness marker
+                log.error("readiness check failed: %s", _one_line(e))
+                self._set_ready_file(False)
+
+    def _set_ready_file(self, ready: bool) -> None:
+        path = self.settings.ready_file
+        if path is None:
+            return
+        if ready and not path.exists():
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text("ready\n")
+            os.replace(tmp, path)
+            log.info("replica ready: every placed model is READY in Triton")
+        elif not ready and path.exists():
+            path.unlink(missing_ok=True)
+            log.warning("replica not ready: a placed model is not READY in Triton (or Triton is not live)")
 
     def once_exit_code(self) -> int:
         pinned = [name for name, st in self.models.items() if st.pin_text is not None or st.pinned]

@@ -45,6 +45,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--deployment", default=os.environ.get("MODEL_SYNC_DEPLOYMENT", "default"), help="deployment name in status/<deployment>/ (default $MODEL_SYNC_DEPLOYMENT or 'default')")
     p.add_argument("--replica-id", default=None, help="replica id in status/<deployment>/<replica>.json (default $POD_NAME, else the hostname)")
     p.add_argument("--model", dest="models", action="append", default=[], help="serve only this model (repeatable; default: every pinned model)")
+    p.add_argument("--ready-file", type=Path, default=None, help="sidecar: a file that exists exactly while every placed model is READY in Triton (the pod's readiness probe checks it)")
     p.add_argument("--heartbeat", type=float, default=30.0, help="seconds between status reports when nothing changes (default 30)")
     p.add_argument("--backoff-max", type=float, default=60.0, help="cap in seconds of the retry backoff while S3 is unreachable (default 60)")
     p.add_argument("--keep-versions", type=int, default=2, help="unpinned versions kept locally per model for quick rollback (default 2)")
@@ -99,6 +100,7 @@ def build_settings(args: argparse.Namespace, env: Any) -> Any:
             backoff_max=args.backoff_max,
             keep_versions=args.keep_versions,
             triton_headers=tuple(headers),
+            ready_file=args.ready_file.absolute() if args.ready_file else None,
         )
     except (AgentError, layout.LayoutError) as e:
         raise errors.usage(str(e)) from None

@@ -130,8 +130,16 @@ def test_probes_resources_and_scheduling(prod: Run) -> None:
     # restart tritonserver in a loop under --strict-readiness).
     assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert triton["startupProbe"]["periodSeconds"] * triton["startupProbe"]["failureThreshold"] == 1800
-    assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    # Model readiness gates traffic through the agent sidecar's marker file, which the
+    # sidecar is told to maintain (the same path on both sides).
+    agent = next(c for c in pod["initContainers"] if c["name"] == "agent")
+    assert agent["restartPolicy"] == "Always"
+    marker = agent["readinessProbe"]["exec"]["command"]
+    assert marker[:2] == ["test", "-f"]
+    assert agent["command"][agent["command"].index("--ready-file") + 1] == marker[2]
+    assert "--ready-file" not in next(c for c in pod["initContainers"] if c["name"] == "agent-init")["command"]
     limits = triton["resources"]["limits"]
     assert limits[gpu_contract.GPU_RESOURCE] == "1"
     assert limits["cpu"] == "12"

@@ -248,10 +248,15 @@ def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(servin
     rest on Triton's strict readiness alone: docs/agent.md, "Readiness"."""
     from model_sync.local.procs import http_status
 
+    ready_file = serving.tmp / "agent-ready"  # what the pod's readiness probe checks
     publish(serving, "add")
-    serving.start_agent()
+    serving.start_agent("--ready-file", str(ready_file))
     serving.wait_served("add", 1)
     add_ready = serving.triton.http_url + "/v2/models/add/versions/1/ready"
+    deadline = time.monotonic() + 30
+    while not ready_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ready_file.exists(), "the agent never declared the replica ready with `add` READY"
 
     def broken(doc: dict) -> dict:
         return doc.get("models", {}).get("broken", {})
@@ -268,6 +273,9 @@ def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(servin
     assert not (serving.repository / "broken").exists()
     assert os.listdir(serving.staging) == []
     assert http_status(serving.triton.http_url + "/v2/models/broken/ready") != 200
+    # Triton's strict readiness latched not-ready; the agent's gate did not.
+    assert http_status(serving.triton.http_url + "/v2/health/ready") != 200
+    assert ready_file.exists(), "one failed new model took the replica out of service"
 
     # Init container path: --once places what verifies (both models) and exits 0; the sidecar then
     # confirms the adopted versions: `broken` fails to load and is removed, `add` is READY.
@@ -278,7 +286,8 @@ def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(servin
     rc, log = serving.run_agent_once()
     assert rc == 0, log
     assert (serving.repository / "broken" / "1" / "model.py").exists()  # placed before "Triton started"
-    serving.start_agent()
+    assert not ready_file.exists(), "a stopped agent must withdraw the replica's readiness"
+    serving.start_agent("--ready-file", str(ready_file))
     doc = serving.wait_status(lambda d: broken(d).get("state") == "FAILED" and _model_state(d).get("state") == "READY", what="adopted broken FAILED, add READY")
     assert "initialize failed on purpose" in broken(doc)["error"]
     assert not (serving.repository / "broken").exists()
