@@ -126,6 +126,7 @@ ingress = Ingress("ingress", IngressArgs(
 
 # ---- Stack outputs -------------------------------------------------------------------
 pulumi.export("environment", config.environment)
+pulumi.export("region", config.region)  # read by model-sync's pulumiStack environments
 # AWS foundation outputs (documented in docs/stack-outputs.md).
 pulumi.export("clusterName", cluster.cluster_name)
 pulumi.export("kubeconfig", cluster.kubeconfig)  # secret
