@@ -9,7 +9,7 @@ import pytest
 
 from model_sync import manifest
 from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
-from tests.support.s3_servers import S3Server
+from tests.support.s3_servers import S3Server, aws_environ
 
 
 @pytest.fixture
@@ -231,37 +231,44 @@ def test_promote_across_endpoints_translates_source_failures(tmp_path, capsys, m
     assert pinned_version(moto_s3, dst, "simple") is None
 
 
-@pytest.mark.parametrize("response", [
-    {"Error": {"Code": "AccessDenied", "Message": "User is not authorized to perform: s3:DeleteObject"}},  # DeleteObjects itself denied
-    None,  # DeleteObjects answered 200 with a per-key AccessDenied (S3's batch semantics)
-])  # fmt: skip
-def test_prune_access_denied_names_the_operator_role(tmp_path, capsys, moto_s3, envs, monkeypatch, response) -> None:
-    """No CI role may delete (by design); the error says which role prune needs. moto does not
-    enforce IAM, so the denial is injected at the botocore client (the mapping is under test)."""
-    from botocore.exceptions import ClientError
+def test_prune_access_denied_names_the_operator_role(tmp_path, capsys, monkeypatch) -> None:
+    """No CI role may delete (by design); the error says which role prune needs. The denial
+    comes from a real moto_server enforcing IAM (INITIAL_NO_AUTH_ACTION_COUNT): the caller is
+    an IAM user allowed everything but s3:DeleteObject, like the CI publisher role."""
+    import json
 
-    from model_sync.s3 import Repo
+    import boto3
 
-    cfg, staging, _ = envs
-    for content in ("a", "b", "c"):
-        _push(capsys, tmp_path, cfg, content)
-    real_client: property = Repo.__dict__["client"]
-
-    def denied(**kwargs):
-        if response is not None:
-            raise ClientError(response, "DeleteObjects")
-        return {"Errors": [{"Key": kwargs["Delete"]["Objects"][0]["Key"], "Code": "AccessDenied", "Message": "Access Denied"}]}
-
-    def client(self):
-        c = real_client.__get__(self)
-        monkeypatch.setattr(c, "delete_objects", denied)
-        return c
-
-    monkeypatch.setattr(Repo, "client", property(client))
-    r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
-    assert r.code == 5, r.err
-    assert r.err.strip().splitlines() == [
-        f"model-sync: prune simple: s3:DeleteObject denied on s3://{staging}/repository/simple/1/model.pt; allowed: run prune with an operator role that may "
-        "delete under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, by design"
-    ]
-    assert "repository/simple/1/model.pt" in moto_s3.keys(staging)
+    # Unauthenticated requests before IAM enforcement starts: the readiness probe
+    # (list_buckets), create_bucket, create_user, put_user_policy, create_access_key.
+    server = S3Server("moto", env={"INITIAL_NO_AUTH_ACTION_COUNT": "5"}).start()
+    try:
+        admin = {"endpoint_url": server.endpoint, "region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        staging = "prune-denied-staging"
+        boto3.client("s3", **admin).create_bucket(Bucket=staging)
+        iam = boto3.client("iam", **admin)
+        iam.create_user(UserName="ci-publisher")
+        iam.put_user_policy(UserName="ci-publisher", PolicyName="no-delete", PolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"},
+                          {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"}],
+        }))
+        key = iam.create_access_key(UserName="ci-publisher")["AccessKey"]
+        for name, value in aws_environ().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        cfg = write_config(tmp_path / "model-sync.yaml", server, {"staging": f"s3://{staging}"})
+        for content in ("a", "b", "c"):
+            _push(capsys, tmp_path, cfg, content)
+        r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
+        assert r.code == 5, r.err
+        assert r.err.strip().splitlines() == [
+            f"model-sync: prune simple: s3:DeleteObject denied on s3://{staging}/repository/simple/1/model.pt; allowed: run prune with an operator role that may "
+            "delete under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, by design"
+        ]
+        user = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1",
+                            aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+        assert "repository/simple/1/model.pt" in {o["Key"] for o in user.list_objects_v2(Bucket=staging)["Contents"]}
+    finally:
+        server.stop()

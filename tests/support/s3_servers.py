@@ -64,8 +64,11 @@ def aws_environ(base: dict[str, str] | None = None) -> dict[str, str]:
 class S3Server:
     """One S3 server process. `kind` is "moto" or "rclone"."""
 
-    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None) -> None:
+    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None, env: dict[str, str] | None = None) -> None:
+        """`env`: extra environment for the server process (e.g. moto's
+        INITIAL_NO_AUTH_ACTION_COUNT, which makes moto_server enforce IAM after that many requests)."""
         self.kind = kind
+        self.extra_env = dict(env or {})
         self.port = port or free_port()
         self.data_dir = data_dir
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -81,7 +84,7 @@ class S3Server:
 
     def start(self, timeout: float = 20.0) -> S3Server:
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=aws_environ(), start_new_session=True)
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env={**aws_environ(), **self.extra_env}, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
         client = self.client()
