@@ -277,15 +277,19 @@ class Identities(pulumi.ComponentResource):
                 lambda v: json.dumps(_build_promoter_policy(v[0], v[1], args.promotion_source_bucket, args.promotion_source_kms_key_arn))), opts=child)
             self.promoter_role_arn = promoter.arn
 
+        def cluster_access(role_name: str, role: aws.iam.Role, policy_arn: str) -> None:
+            """An EKS access entry for `role` with one cluster-scoped access policy."""
+            entry = aws.eks.AccessEntry(f"{name}-{role_name}-access", cluster_name=args.cluster_name, principal_arn=role.arn,
+                                        type="STANDARD", tags=tags, opts=child)
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-{role_name}-access-policy", cluster_name=args.cluster_name, principal_arn=entry.principal_arn,
+                policy_arn=policy_arn, access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+
         # ---- deployer --------------------------------------------------------------------
         deployer = ci_role("deployer", "CI: pulumi up for this stack")
         for arn in args.deployer_policy_arns:
             aws.iam.RolePolicyAttachment(f"{name}-deployer-{arn.rsplit('/', 1)[-1].lower()}", role=deployer.name, policy_arn=arn, opts=child)
-        entry = aws.eks.AccessEntry(f"{name}-deployer-access", cluster_name=args.cluster_name, principal_arn=deployer.arn,
-                                    type="STANDARD", tags=tags, opts=child)
-        aws.eks.AccessPolicyAssociation(
-            f"{name}-deployer-access-policy", cluster_name=args.cluster_name, principal_arn=entry.principal_arn,
-            policy_arn=CLUSTER_ADMIN_POLICY_ARN, access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+        cluster_access("deployer", deployer, CLUSTER_ADMIN_POLICY_ARN)
 
         # ---- preview (pull requests) -------------------------------------------------
         # `pulumi preview` on a pull request runs the PR's code, so its role can only read:
@@ -296,11 +300,7 @@ class Identities(pulumi.ComponentResource):
         preview = aws.iam.Role(f"{name}-preview-role", name=f"{prefix}-preview", description="CI: read-only pulumi preview for pull requests",
                                assume_role_policy=preview_trust, max_session_duration=CI_SESSION_SECONDS, tags=tags, opts=child)
         aws.iam.RolePolicyAttachment(f"{name}-preview-viewonly", role=preview.name, policy_arn=PREVIEW_POLICY_ARN, opts=child)
-        preview_entry = aws.eks.AccessEntry(f"{name}-preview-access", cluster_name=args.cluster_name, principal_arn=preview.arn,
-                                            type="STANDARD", tags=tags, opts=child)
-        aws.eks.AccessPolicyAssociation(
-            f"{name}-preview-access-policy", cluster_name=args.cluster_name, principal_arn=preview_entry.principal_arn,
-            policy_arn=CLUSTER_VIEW_POLICY_ARN, access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+        cluster_access("preview", preview, CLUSTER_VIEW_POLICY_ARN)
 
         self.serving_role_arn = serving.arn
         self.deployer_role_arn = deployer.arn

