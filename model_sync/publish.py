@@ -8,14 +8,15 @@ than the image's LibTorch is refused (exit 7) and nothing is written, unless
 Per model, in this order; the pin flip is the only commit point:
   1. validate the local directory (localmodel.load) and sha256 every file (reused from the local
      hash cache while size, mtime, ctime, inode and device are unchanged: model_sync/cache.py);
-  2. read the current pin and its manifest; identical files + identical pinned config -> no-op.
-     With several models ONE ListObjectsV2 of repository/ gives every pin's ETag + LastModified,
-     and the pinned manifest comes from the local pin cache when both are the ones it was cached under;
-     otherwise (and for one model) GET the pin, then GET its manifest;
+  2. read the current pin (one GetObject of repository/<model>/config.pbtxt) and its manifest;
+     identical files + identical pinned config -> no-op. The pinned manifest comes from the local
+     pin cache when the pin's ETag and LastModified are the ones it was cached under, else one
+     more GET. (Pins are read one by one, not from a listing of repository/: a listing returns
+     every version's files, which some servers must hash to answer, e.g. rclone's first listing
+     after a push, ~0.2 s for 100 MiB, and which grows with every version kept);
   3. allocate N with a create-only write of audit/allocations/<model>/<N>.json (If-None-Match: *);
-     with several models the first candidate comes from one listing of the allocation markers
-     (plus the repository listing), and a claimed N is used only if repository/<model>/<N>/ is
-     still empty;
+     with several models the first candidate comes from ONE listing of the allocation markers,
+     and a claimed N is used only if repository/<model>/<N>/ is still empty;
   4. upload every changed file to repository/<model>/<N>/ through s3transfer (multipart and
      concurrency; ChecksumSHA256 = the manifest digest for single-part files, so S3 itself rejects
      content that differs from what was hashed; ChecksumAlgorithm SHA256 per part otherwise);
@@ -45,7 +46,7 @@ from typing import Any
 from model_sync import __version__, cache, compat, errors, layout, manifest, repository
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
-from model_sync.s3 import Repo, error_code, etag_of, hex_to_b64, modified_of, translate
+from model_sync.s3 import Repo, error_code, translate
 from model_sync.ui import Console, Progress
 
 MB = 1024 * 1024
@@ -191,26 +192,16 @@ def _subscriber(progress: Progress, task: Any) -> Any:
     return _Sub()
 
 
-@dataclass
-class Snapshot:
-    """What ONE listing of the bucket said at the start of a multi-model push (hints only: the pin
-    ETags select local pin-cache entries; the highest numbers seed version allocation)."""
-
-    pins: dict[str, tuple[str, int | None]]  # model -> (ETag, LastModified) of repository/<model>/config.pbtxt
-    versions: dict[str, int]  # model -> highest version directory
-    allocations: dict[str, int] | None = None  # model -> highest allocation marker (lazy)
-
-
-def take_snapshot(repo: Repo) -> Snapshot:
-    objects, _ = repo.list(layout.REPOSITORY_PREFIX)
-    snap = Snapshot({}, {})
+def allocation_hints(repo: Repo) -> dict[str, int]:
+    """{model: highest allocation marker} from ONE listing of audit/allocations/ (a hint only:
+    repository.allocate re-checks every number it claims from it)."""
+    objects, _ = repo.list(layout.ALLOCATIONS_PREFIX)
+    highest: dict[str, int] = {}
     for o in objects:
-        parts = o["Key"][len(layout.REPOSITORY_PREFIX) :].split("/")
-        if len(parts) == 2 and parts[1] == layout.CONFIG_FILE:
-            snap.pins[parts[0]] = (etag_of(o) or "", modified_of(o))
-        elif len(parts) >= 3 and (v := layout.version_from_dir(parts[1])) is not None:
-            snap.versions[parts[0]] = max(v, snap.versions.get(parts[0], 0))
-    return snap
+        parts = o["Key"][len(layout.ALLOCATIONS_PREFIX) :].split("/")
+        if len(parts) == 2 and (v := layout.version_from_json_key(parts[1])) is not None:
+            highest[parts[0]] = max(v, highest.get(parts[0], 0))
+    return highest
 
 
 class Publisher:
@@ -222,7 +213,9 @@ class Publisher:
         self._by_value: str | None = by if isinstance(by, str) else None
         self.pins = pins or cache.PinCache(None, repo.identity)
         self.compatibility: dict[str, dict[str, Any]] = {}
-        self.snapshot: Snapshot | None = None
+        self.hinted = False  # several models: seed allocation from one listing (allocation_hints)
+        self.hashing: Future[None] | None = None  # hash_files of the models, running while pins are read
+        self._hints: dict[str, int] | None = None
         self.progress: Progress | None = None
         self.warned = False
         self._lock = threading.Lock()
@@ -270,28 +263,28 @@ class Publisher:
     # ---- reading the current pin --------------------------------------------------------
 
     def _from_cache(self, name: str, etag: str | None, modified: int | None) -> tuple[repository.Pin, dict[str, Any]] | None:
+        """The cached (pin, manifest) for exactly this pin ETag + LastModified. Only the fields the
+        no-op decision reads are checked (a malformed entry is a miss); a hit is only ever used
+        when it says the local model is identical, never as a source of files."""
         entry = self.pins.get(name, etag, modified)
         if entry is None:
             return None
-        try:
-            doc = entry["manifest"]
-            manifest.validate(doc, str(doc.get("schema")) if isinstance(doc, dict) else "")
-            if doc["model"] != name or doc["version"] != entry["version"] or not isinstance(entry["pin_text"], str):
-                return None
-        except (manifest.RecordError, KeyError, TypeError):
+        doc, version, text = entry.get("manifest"), entry.get("version"), entry.get("pin_text")
+        if not (isinstance(doc, dict) and isinstance(version, int) and isinstance(text, str) and doc.get("model") == name and doc.get("version") == version
+                and isinstance(doc.get("files"), dict) and isinstance(doc.get("config_pbtxt"), str)):  # fmt: skip
             return None
-        return repository.Pin(name, entry["version"], entry["pin_text"], etag, modified), doc
+        return repository.Pin(name, version, text, etag, modified), doc
 
     def read_pinned(self, m: LocalModel) -> tuple[repository.Pin, dict[str, Any] | None]:
         """The current pin and its manifest (None: no pin, or a pin without a manifest).
 
         The local pin cache only ever SKIPS the manifest GET, and only when its entry (same pin
-        ETag and LastModified) says the local model is identical; anything else is read from S3. A model without
-        a pin in the start-of-run listing (multi-model push) is not read again."""
+        ETag and LastModified) says the local model is identical; anything else is read from S3.
+        The pin GET overlaps the hashing of the local files (`hashing`)."""
         name = m.name
-        if self.snapshot is not None and name not in self.snapshot.pins:
-            return repository.Pin(name, None, None), None
         pin = repository.read_pin(self.repo, name)
+        if self.hashing is not None:
+            self.hashing.result()
         if pin.version is None:
             return pin, None
         hit = self._from_cache(name, pin.etag, pin.modified)
@@ -303,19 +296,13 @@ class Publisher:
         return pin, pinned
 
     def _hint(self, name: str) -> int | None:
-        """Highest version number known from the start-of-run listings (multi-model push)."""
-        if self.snapshot is None:
+        """Highest allocated version from the run's one allocation listing (several models only)."""
+        if not self.hinted:
             return None
         with self._lock:
-            if self.snapshot.allocations is None:
-                objects, _ = self.repo.list(layout.ALLOCATIONS_PREFIX)
-                highest: dict[str, int] = {}
-                for o in objects:
-                    parts = o["Key"][len(layout.ALLOCATIONS_PREFIX) :].split("/")
-                    if len(parts) == 2 and (v := layout.version_from_json_key(parts[1])) is not None:
-                        highest[parts[0]] = max(v, highest.get(parts[0], 0))
-                self.snapshot.allocations = highest
-            return max(self.snapshot.allocations.get(name, 0), self.snapshot.versions.get(name, 0))
+            if self._hints is None:
+                self._hints = allocation_hints(self.repo)
+            return self._hints.get(name, 0)
 
     # ---- one model ----------------------------------------------------------------------
 
@@ -328,14 +315,6 @@ class Publisher:
             return None
         self.console.line(f"up to date: {m.name} version {pin.version} ({self.repo.uri(layout.config_key(m.name))})")
         return PushResult(m.name, "up-to-date", pin.version)
-
-    def cached_no_op(self, m: LocalModel) -> PushResult | None:
-        """`up to date` decided from the snapshot's pin ETag and the local pin cache alone (no request,
-        no thread); None when the model needs the full path (which reads S3 again)."""
-        if self.snapshot is None:
-            return None
-        hit = self._from_cache(m.name, *self.snapshot.pins.get(m.name, (None, None)))
-        return self._up_to_date(m, *hit) if hit is not None else None
 
     def push_model(self, m: LocalModel) -> PushResult:
         repo, name = self.repo, m.name
@@ -397,14 +376,14 @@ class Publisher:
             if rel in reuse and previous:
                 source = {"Bucket": bucket, "Key": self.repo.key(layout.version_file_key(m.name, previous, rel))}
                 if small:
-                    fut = self.io.submit(self.repo.client.copy_object, Bucket=bucket, Key=key, CopySource=source, ChecksumAlgorithm="SHA256")
+                    fut = self.io.submit(self.repo.copy, layout.version_file_key(m.name, previous, rel), layout.version_file_key(m.name, version, rel))
                 else:
                     fut = self.manager.copy(source, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"})
                 futures.append(("copy", rel, fut))
                 continue
             if small:
                 # AWS S3 verifies the body against the manifest digest (moto and rclone store it unverified).
-                futures.append(("upload", rel, self.io.submit(self._put_file, f.path, key, hex_to_b64(m.hashes[rel]), f.size, task)))
+                futures.append(("upload", rel, self.io.submit(self._put_file, f.path, layout.version_file_key(m.name, version, rel), m.hashes[rel], f.size, task)))
             else:
                 futures.append(("upload", rel, self.manager.upload(f.path, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"}, subscribers=subs)))
         failure: errors.SyncError | None = None
@@ -426,9 +405,12 @@ class Publisher:
         if failure:
             raise failure
 
-    def _put_file(self, path: str, key: str, checksum_b64: str, size: int, task: Any) -> None:
+    def _put_file(self, path: str, rel: str, sha256_hex: str, size: int, task: Any) -> None:
+        """One streamed PutObject. The manifest digest is the signed payload hash and the stored
+        checksum: AWS S3 rejects a body that differs from what was hashed (raised untranslated,
+        for _transfer_error to name the file)."""
         with open(path, "rb") as body:
-            self.repo.client.put_object(Bucket=self.repo.root.bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum_b64)
+            self.repo.http.put_object(self.repo.root.bucket, self.repo.key(rel), body, sha256_hex=sha256_hex)
         if self.progress is not None and task is not None:
             self.progress.advance(task, size)
 
@@ -459,20 +441,9 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
     publisher = Publisher(repo, console, options, by, cache.PinCache(directory, repo.identity))
     publisher.compatibility = compatibility
     results: list[PushResult] = []
-    # Hashing (hashlib releases the GIL) overlaps the client creation and the bucket listing.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-sync-hash") as background:
-        hashing = background.submit(hash_files, models, hashes=hashes)
-        snapshot: Snapshot | errors.SyncError | None = None
-        if len(models) > 1:
-            try:
-                snapshot = take_snapshot(repo)
-            except errors.SyncError as e:
-                snapshot = e
-        hashing.result()
-    hashes.save()
-    if isinstance(snapshot, errors.SyncError):
-        return [PushResult(m.name, "failed", error=snapshot) for m in models]
-    publisher.snapshot = snapshot
+    publisher.hinted = len(models) > 1
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-sync-hash")
+    publisher.hashing = background.submit(hash_files, models, hashes=hashes)
     try:
         with console.progress() as progress:
             publisher.progress = progress if not options.dry_run else None
@@ -488,13 +459,11 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
             if len(models) == 1:
                 results = [one(models[0])]
             else:
-                done = {m.name: r for m in models if (r := publisher.cached_no_op(m)) is not None}
-                rest = [m for m in models if m.name not in done]
-                if rest:
-                    with ThreadPoolExecutor(max_workers=min(options.model_workers, len(rest))) as pool:
-                        done.update(zip([m.name for m in rest], pool.map(one, rest), strict=True))
-                results = [done[m.name] for m in models]
+                with ThreadPoolExecutor(max_workers=min(options.model_workers, len(models))) as pool:
+                    results = list(pool.map(one, models))
     finally:
+        background.shutdown()
         publisher.close()
         publisher.pins.save()
+        hashes.save()
     return results

@@ -17,10 +17,10 @@ import getpass
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from model_sync import errors, layout
+from model_sync import errors, layout, s3http
 from model_sync.environments import Environment
 
 _LOCK = threading.Lock()
@@ -55,29 +55,89 @@ def new_session(region: str | None = None) -> Any:
     return session
 
 
+def resolve_region(env: Environment) -> str:
+    """The request region: the environment's, else AWS_REGION / AWS_DEFAULT_REGION, else the
+    profile's (botocore reads the config file), else us-east-1 for a custom S3-compatible endpoint."""
+    region = env.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region:
+        region = new_session(None).get_config_variable("region")
+    if not region and endpoint_of(env) is None:
+        raise errors.usage(
+            f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region"
+        )
+    return str(region or "us-east-1")
+
+
+def endpoint_of(env: Environment) -> str | None:
+    """The environment's S3-compatible endpoint, else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (as the AWS SDKs read them), else None (AWS S3)."""
+    return env.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def credential_source(region: str | None) -> Callable[[], s3http.Credentials]:
+    """The AWS default credential chain. Its first link (AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY
+    [+ AWS_SESSION_TOKEN], e.g. from GitHub OIDC's configure-aws-credentials) is read here; anything
+    else (profiles, SSO, web identity, Pod Identity, IMDS) is botocore's resolver, refreshed as it expires."""
+    found = s3http.env_credentials()
+    if found is not None:
+        return lambda: found
+    lock = threading.Lock()
+    state: dict[str, Any] = {}
+
+    def get() -> s3http.Credentials:
+        with lock:
+            if "creds" not in state:
+                state["creds"] = new_session(region).get_credentials()
+        creds = state["creds"]
+        if creds is None:
+            raise s3http.NoCredentialsError("Unable to locate credentials")
+        frozen = creds.get_frozen_credentials()
+        return s3http.Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return get
+
+
 class Repo:
-    """One environment's bucket: a client plus the root, with key helpers relative to the root."""
+    """One environment's bucket with key helpers relative to the root. Single requests go through
+    the standard-library client (`http`, model_sync/s3http.py); `client` is a botocore client for
+    s3transfer's multipart transfers and `promote`, created only when one of those needs it."""
 
     def __init__(self, env: Environment, max_pool: int = 32) -> None:
         self.env = env
         self.root = env.root
         self.max_pool = max_pool
         self._client: Any = None
+        self._http: s3http.Client | None = None
         self._client_lock = threading.Lock()
 
     @property
+    def http(self) -> s3http.Client:
+        with self._client_lock:
+            if self._http is None:
+                region = resolve_region(self.env)
+                endpoint = endpoint_of(self.env)
+                try:
+                    self._http = s3http.Client(
+                        region, credential_source(region), endpoint, path_style=endpoint is not None, attempts=attempts(), connect_timeout=5, read_timeout=60
+                    )
+                except ValueError as e:
+                    raise errors.usage(f"S3 endpoint: {e}") from None
+            return self._http
+
+    @property
     def client(self) -> Any:
-        """The botocore S3 client, created on first use (~0.1 s of CPU: `push` overlaps it with hashing)."""
+        """The botocore S3 client, created on first use (~0.25 s with the import: only multipart transfers and `promote` need it)."""
         with self._client_lock:
             if self._client is None:
                 from botocore.config import Config
 
-                self._client = new_session(self.env.region).create_client(
+                endpoint = endpoint_of(self.env)
+                region = self.env.region or (self._http.region if self._http is not None else None)
+                self._client = new_session(region).create_client(
                     "s3",
-                    region_name=self.env.region,
-                    endpoint_url=self.env.endpoint_url,
+                    region_name=region,
+                    endpoint_url=endpoint,
                     config=Config(
-                        retries={"mode": "standard", "max_attempts": int(os.environ.get("MODEL_SYNC_S3_ATTEMPTS", "3"))},
+                        retries={"mode": "standard", "max_attempts": attempts()},
                         connect_timeout=5,
                         read_timeout=60,
                         max_pool_connections=self.max_pool,
@@ -85,7 +145,7 @@ class Repo:
                         # aws-chunked trailer encoding some S3-compatible servers reject.
                         request_checksum_calculation="when_required",
                         response_checksum_validation="when_required",
-                        s3={"addressing_style": "path"} if self.env.endpoint_url else None,
+                        s3={"addressing_style": "path"} if endpoint else None,
                     ),
                 )
             return self._client
@@ -114,43 +174,49 @@ class Repo:
     def get_with_meta(self, rel: str) -> tuple[bytes, str | None, int | None] | None:
         """(bytes, ETag, LastModified in whole epoch seconds) of the object, or None if it does not exist."""
         try:
-            resp = self.client.get_object(Bucket=self.root.bucket, Key=self.key(rel))
-            return bytes(resp["Body"].read()), etag_of(resp), modified_of(resp)
+            resp = self.http.get_object(self.root.bucket, self.key(rel))
         except Exception as e:
             if error_code(e) in ("NoSuchKey", "404"):
                 return None
             raise translate(e, self.env, rel) from None
+        return resp.body, _etag(resp), _modified(resp)
 
     def head(self, rel: str) -> tuple[str | None, int | None] | None:
         """(ETag, LastModified in whole epoch seconds) from one HeadObject; None if it does not exist."""
         try:
-            resp = self.client.head_object(Bucket=self.root.bucket, Key=self.key(rel))
-            return etag_of(resp), modified_of(resp)
+            resp = self.http.head_object(self.root.bucket, self.key(rel))
         except Exception as e:
             if error_code(e) in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise translate(e, self.env, rel) from None
+        return _etag(resp), _modified(resp)
 
     def put(self, rel: str, body: bytes, content_type: str = "application/json") -> str | None:
         """Unconditional write; returns the new object's ETag."""
         try:
-            resp = self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, ChecksumAlgorithm="SHA256")
+            return _etag(self.http.put_object(self.root.bucket, self.key(rel), body, content_type=content_type))
         except Exception as e:
             raise translate(e, self.env, rel) from None
-        return etag_of(resp)
+
+    def copy(self, source_rel: str, rel: str) -> None:
+        """Server-side copy inside this repository (one CopyObject; S3 stores a fresh SHA256 checksum)."""
+        try:
+            self.http.copy_object(self.root.bucket, self.key(rel), self.root.bucket, self.key(source_rel))
+        except Exception as e:
+            raise translate(e, self.env, rel) from None
 
     def is_empty(self, rel_prefix: str) -> bool:
         """True when no object exists under the prefix (one ListObjectsV2, MaxKeys=1)."""
         try:
-            resp = self.client.list_objects_v2(Bucket=self.root.bucket, Prefix=self.key(rel_prefix), MaxKeys=1)
+            page = self.http.list_objects_v2(self.root.bucket, self.key(rel_prefix), max_keys=1)
         except Exception as e:
             raise translate(e, self.env, rel_prefix) from None
-        return not resp.get("Contents")
+        return not page.contents
 
     def put_new(self, rel: str, body: bytes, content_type: str = "application/json") -> bool:
         """Create-only write (If-None-Match: *). False if the key already exists."""
         try:
-            self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, IfNoneMatch="*", ChecksumAlgorithm="SHA256")
+            self.http.put_object(self.root.bucket, self.key(rel), body, content_type=content_type, if_none_match=True)
             return True
         except Exception as e:
             if error_code(e) in PRECONDITION_CODES:
@@ -158,43 +224,34 @@ class Repo:
             raise translate(e, self.env, rel) from None
 
     def put_if(self, rel: str, body: bytes, etag: str | None, content_type: str = "application/json") -> tuple[bool, str | None]:
-        """Write only over the version that was read: `IfMatch=<etag>`, or `IfNoneMatch='*'` when
+        """Write only over the version that was read: If-Match: <etag>, or If-None-Match: * when
         `etag` is None (no object was read). (False, None) if the object changed (412), or
         vanished (404 NoSuchKey on If-Match); else (True, new ETag)."""
-        condition = {"IfMatch": f'"{etag}"'} if etag else {"IfNoneMatch": "*"}
         try:
-            resp = self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, ChecksumAlgorithm="SHA256", **condition)
+            resp = self.http.put_object(self.root.bucket, self.key(rel), body, content_type=content_type, if_match=etag, if_none_match=not etag)
         except Exception as e:
             if error_code(e) in PRECONDITION_CODES or (etag and error_code(e) in ("NoSuchKey", "404")):
                 return False, None
             raise translate(e, self.env, rel) from None
-        return True, etag_of(resp)
+        return True, _etag(resp)
 
     def list(self, rel_prefix: str, delimiter: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """(objects with Key relative to the root, common prefixes relative to the root)."""
-        objects: list[dict[str, Any]] = []
-        prefixes: list[str] = []
-        kwargs: dict[str, Any] = {"Bucket": self.root.bucket, "Prefix": self.key(rel_prefix)}
-        if delimiter:
-            kwargs["Delimiter"] = delimiter
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
-                for o in page.get("Contents", []):
-                    objects.append({**o, "Key": self.root.relative(o["Key"])})
-                prefixes += [self.root.relative(p["Prefix"]) for p in page.get("CommonPrefixes", [])]
+            objects, prefixes = self.http.list_all(self.root.bucket, self.key(rel_prefix), delimiter=delimiter)
         except Exception as e:
             raise translate(e, self.env, rel_prefix) from None
-        return objects, prefixes
+        return [{**o, "Key": self.root.relative(o["Key"])} for o in objects], [self.root.relative(p) for p in prefixes]
 
     def delete(self, rels: Sequence[str]) -> None:
         for i in range(0, len(rels), 1000):
             chunk = rels[i : i + 1000]
             try:
-                resp = self.client.delete_objects(Bucket=self.root.bucket, Delete={"Objects": [{"Key": self.key(r)} for r in chunk], "Quiet": True})
+                failed = self.http.delete_objects(self.root.bucket, [self.key(r) for r in chunk])
             except Exception as e:
                 raise translate(e, self.env, chunk[0]) from None
-            if resp.get("Errors"):
-                err = resp["Errors"][0]
+            if failed:
+                err = failed[0]
                 raise errors.s3(f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: s3:DeleteObject on the repository")
 
     def conditional_writes_enforced(self) -> bool:
@@ -221,6 +278,19 @@ class Repo:
         """What the server ignores ("If-None-Match", "If-Match", or both joined by "and"); None when it enforces both."""
         ignored = [h for h, ok in zip(("If-None-Match", "If-Match"), self._probe(), strict=True) if not ok]
         return " and ".join(ignored) or None
+
+
+def attempts() -> int:
+    """Tries per request (MODEL_SYNC_S3_ATTEMPTS, default 3), for both clients."""
+    return int(os.environ.get("MODEL_SYNC_S3_ATTEMPTS", "3"))
+
+
+def _etag(resp: s3http.Response) -> str | None:
+    return etag_of({"ETag": resp.headers.get("etag")})
+
+
+def _modified(resp: s3http.Response) -> int | None:
+    return modified_of({"LastModified": resp.headers.get("last-modified")})
 
 
 def etag_of(obj: dict[str, Any]) -> str | None:
@@ -257,28 +327,41 @@ def error_code(e: BaseException) -> str:
 
 
 def translate(e: BaseException, env: Environment, what: str = "") -> errors.SyncError:
-    """botocore exceptions -> SyncError with the documented exit code."""
-    from botocore import exceptions as bx
-
+    """s3http and botocore exceptions -> SyncError with the documented exit code (botocore is
+    imported only to classify its own exceptions)."""
     if isinstance(e, errors.SyncError):
         return e
+    bx: Any = None
+    if type(e).__module__.startswith("botocore"):
+        import botocore.exceptions
+
+        bx = botocore.exceptions
     where = f"s3://{env.bucket}" + (f"/{env.root.key(what)}" if what else "")
-    if isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError):
+    if isinstance(e, s3http.NoCredentialsError) or (bx and isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError)):
         return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)")
-    if isinstance(e, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError | bx.ConnectionClosedError):
-        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({type(e).__name__}); allowed: a reachable S3 endpoint")
+    if isinstance(e, s3http.EndpointError) or (
+        bx and isinstance(e, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError | bx.ConnectionClosedError)
+    ):
+        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({_cause(e)}); allowed: a reachable S3 endpoint")
     code = error_code(e)
     if code in ("NoSuchBucket",):
         return errors.not_found(f"bucket: {env.bucket!r} does not exist (environment {env.name}); allowed: an existing model repository bucket")
     if code in ("NoSuchKey", "NoSuchVersion", "404", "NotFound"):
-        return errors.not_found(f"object: {where} does not exist (removed while model-sync ran?); allowed: a complete version, re-run when nothing else prunes it")
+        return errors.not_found(
+            f"object: {where} does not exist (removed while model-sync ran?); allowed: a complete version, re-run when nothing else prunes it"
+        )
     if code in CREDENTIAL_CODES:
         return errors.s3(f"S3 credentials/access: {code} on {where}; allowed: valid credentials from the AWS chain with access to the repository")
-    if isinstance(e, bx.BotoCoreError | bx.ClientError):
+    if isinstance(e, s3http.S3Error) or (bx and isinstance(e, bx.BotoCoreError | bx.ClientError)):
         return errors.s3(f"S3 request on {where}: {code or type(e).__name__} ({' '.join(str(e).split())[:160]}); allowed: a healthy S3 endpoint")
     if isinstance(e, OSError):
         return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} failed ({e}); allowed: a reachable S3 endpoint")
     return errors.SyncError(errors.UNEXPECTED, f"{where}: {type(e).__name__}: {e}")
+
+
+def _cause(e: BaseException) -> str:
+    cause = e.__cause__ if isinstance(e, s3http.EndpointError) and e.__cause__ is not None else e
+    return type(cause).__name__
 
 
 def who(env: Environment) -> str:

@@ -1,5 +1,5 @@
 """Fast `push` (issue 5 benchmark targets) without weaker guarantees, against a real moto_server:
-one listing for a repository no-op, the local pin cache (keyed by the pin's ETag + LastModified, never trusted
+one GET per pin for a repository no-op (never a listing of every version's files), the local pin cache (keyed by the pin's ETag + LastModified, never trusted
 for more than skipping), the local hash cache (keyed by size/mtime/ctime/inode/device), a stale
 allocation hint, and lazy identity lookup."""
 
@@ -25,8 +25,12 @@ def cfg(tmp_path: Path, moto_s3: S3Server, s3_bucket: str, aws_env) -> str:
 
 
 def _paths(server: S3Server, bucket: str, since: int) -> list[str]:
-    """'METHOD key?query' of the requests moto logged since `since`."""
-    return [f"{q.split()[0]} {q.split()[1].removeprefix(f'/{bucket}').lstrip('/')}" for q in server.requests()[since:]]
+    """'METHOD key?query' (query parameters sorted) of the requests moto logged since `since`."""
+    out = []
+    for q in server.requests()[since:]:
+        path, _, query = q.split()[1].removeprefix(f"/{bucket}").lstrip("/").partition("?")
+        out.append(f"{q.split()[0]} {path}" + ("?" + "&".join(sorted(query.split("&"))) if query else ""))
+    return out
 
 
 def _repo(tmp_path: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
@@ -35,18 +39,18 @@ def _repo(tmp_path: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
     return tmp_path / "repo"
 
 
-def test_repository_noop_is_one_listing_and_no_cache_still_agrees(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+def test_repository_noop_reads_only_the_pins_and_no_cache_still_agrees(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
     repo = _repo(tmp_path)
     assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
     before = len(moto_s3.requests())
     r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
     assert sorted(r.out.splitlines()) == [f"up to date: {n} version 1 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in ("a", "b", "c")]
-    assert _paths(moto_s3, s3_bucket, before) == ["GET ?list-type=2&prefix=repository/&encoding-type=url"]
+    assert sorted(_paths(moto_s3, s3_bucket, before)) == [f"GET repository/{n}/config.pbtxt" for n in "abc"]
     before = len(moto_s3.requests())
     r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg, "--no-cache")
     assert (r.code, r.out.count("up to date")) == (0, 3)
-    reads = sorted(_paths(moto_s3, s3_bucket, before)[1:])
+    reads = sorted(_paths(moto_s3, s3_bucket, before))
     assert reads == sorted([f"GET repository/{n}/config.pbtxt" for n in "abc"] + [f"GET manifests/{n}/1.json" for n in "abc"])
 
 
@@ -170,14 +174,14 @@ def test_cache_dir_setting(monkeypatch, var, value, expected) -> None:
 
 def test_stale_allocation_hint_never_writes_into_an_occupied_version(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
     repo = _repo(tmp_path, ("a", "b"))
-    real = publish.take_snapshot
+    real = publish.allocation_hints
 
-    def snapshot_then_foreign_write(r):
-        snap = real(r)
+    def hints_then_foreign_write(r):
+        hints = real(r)
         moto_s3.client().put_object(Bucket=s3_bucket, Key="repository/a/1/theirs.bin", Body=b"not ours")  # no marker
-        return snap
+        return hints
 
-    monkeypatch.setattr(publish, "take_snapshot", snapshot_then_foreign_write)
+    monkeypatch.setattr(publish, "allocation_hints", hints_then_foreign_write)
     r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
     assert (pinned_version(moto_s3, s3_bucket, "a"), pinned_version(moto_s3, s3_bucket, "b")) == (2, 1)
