@@ -26,8 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +95,9 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
 
 
 def pulumi_outputs(stack: str, cwd: str | None) -> dict[str, Any]:
+    import shutil  # only for pulumiStack environments: kept off every command's start-up
+    import subprocess
+
     binary = os.environ.get("PULUMI") or shutil.which("pulumi")
     if not binary:
         raise errors.not_found(f"pulumi CLI: not on PATH (needed for pulumiStack {stack!r}); allowed: install pulumi or set 'bucket' in {CONFIG_NAME}")

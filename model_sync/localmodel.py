@@ -12,12 +12,13 @@ Symlinks, sockets and other non-regular files are refused; `__pycache__` and dot
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from model_sync import errors, layout, model_config
+from model_sync import cache, errors, layout
 
 EXPORT_META = "export.json"
 
@@ -42,14 +43,50 @@ class LocalFile:
 class LocalModel:
     name: str
     dir: str
-    cfg: Any
+    config: bytes  # config.pbtxt as read (parsed lazily: `cfg`)
+    platform: str
+    backend: str
     version_dir: str
     files: dict[str, LocalFile]
     export_meta: dict[str, Any]
     hashes: dict[str, str] | None = None
+    configs: cache.ConfigCache | None = field(default=None, repr=False)
+    _cfg: Any = field(default=None, repr=False)
+
+    @property
+    def config_digest(self) -> str:
+        return hashlib.sha256(self.config).hexdigest()
+
+    @property
+    def cfg(self) -> Any:
+        """The ModelConfig, parsed on first use: load() skips the parse (and the protobuf import)
+        when the config cache knows these bytes."""
+        if self._cfg is None:
+            self._cfg = _parse_config(self.config, os.path.join(self.dir, layout.CONFIG_FILE), self.name)
+        return self._cfg
 
     def pinned_text(self, version: int) -> str:
-        return model_config.pinned_text(self.cfg, version, self.name)
+        """The pin text for version N (model_config.pinned_text), from the config cache when it has it."""
+        cached = self.configs.pinned(self.name, self.config_digest, version) if self.configs else None
+        if cached is not None:
+            return cached
+        from model_sync import model_config
+
+        text = model_config.pinned_text(self.cfg, version, self.name)
+        if self.configs:
+            self.configs.put_pinned(self.name, self.config_digest, version, text)
+        return text
+
+
+def _parse_config(data: bytes, config_path: str, model: str) -> Any:
+    from model_sync import model_config
+
+    try:
+        cfg = model_config.parse(data, config_path)
+        model_config.check(cfg, config_path, None if (cfg.name == model or not cfg.name) else model)
+    except model_config.ConfigPbtxtError as e:
+        raise errors.usage(str(e)) from None
+    return cfg
 
 
 def _scan_version_dir(root: str) -> dict[str, LocalFile]:
@@ -94,8 +131,10 @@ def check_export_meta(meta: Any, where: str) -> None:
             raise errors.usage(f"{where} {key}: {meta[key]!r}; allowed: {allowed} (or absent)")
 
 
-def load(path: str, name: str | None = None) -> LocalModel:
-    """Validate and scan one model directory. --name overrides the directory name."""
+def load(path: str, name: str | None = None, configs: cache.ConfigCache | None = None) -> LocalModel:
+    """Validate and scan one model directory. --name overrides the directory name. With `configs`
+    (cache.ConfigCache), a config.pbtxt whose bytes were parsed and checked before by the same
+    parser is not parsed again (its platform, backend and required files come from the cache)."""
     if not os.path.isdir(path):
         raise errors.usage(f"model directory: {path!r} is not a directory; allowed: a Triton model directory (config.pbtxt + one <N>/)")
     path = os.path.abspath(path)
@@ -108,18 +147,28 @@ def load(path: str, name: str | None = None) -> LocalModel:
     if not os.path.isfile(config_path):
         raise errors.usage(f"model directory: {path} has no config.pbtxt; allowed: a Triton model directory (config.pbtxt + one <N>/)")
     try:
-        cfg = model_config.read_file(config_path)
-        model_config.check(cfg, config_path, None if (cfg.name == model or not cfg.name) else model)
-    except model_config.ConfigPbtxtError as e:
-        raise errors.usage(str(e)) from None
+        with open(config_path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise errors.usage(f"{config_path}: cannot read ({e.strerror}); allowed: a readable config.pbtxt") from None
+    digest = hashlib.sha256(data).hexdigest()
+    facts = configs.get(model, digest) if configs else None
+    cfg = None
+    if facts is None:
+        from model_sync import model_config
+
+        cfg = _parse_config(data, config_path, model)
+        facts = {"platform": cfg.platform, "backend": cfg.backend, "required": list(model_config.required_files(cfg))}
+        if configs:
+            configs.put(model, digest, cfg.platform, cfg.backend, facts["required"])
     versions = sorted(e for e in os.listdir(path) if layout.version_from_dir(e) is not None and os.path.isdir(os.path.join(path, e)))
     if len(versions) != 1:
         raise errors.usage(f"model directory: {path} has version directories {versions}; allowed: exactly one numeric version directory to publish")
     version_dir = os.path.join(path, versions[0])
     files = _scan_version_dir(version_dir)
-    for required in model_config.required_files(cfg):
+    for required in facts["required"]:
         if required not in files:
-            kind = f"backend {cfg.backend!r}" if cfg.backend else f"platform {cfg.platform!r}"
+            kind = f"backend {facts['backend']!r}" if facts["backend"] else f"platform {facts['platform']!r}"
             raise errors.usage(f"model directory: {version_dir} lacks {required}; allowed: a version directory with every file {kind} needs")
     meta: dict[str, Any] = {}
     meta_path = os.path.join(path, EXPORT_META)
@@ -130,15 +179,15 @@ def load(path: str, name: str | None = None) -> LocalModel:
         except ValueError as e:
             raise errors.usage(f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes") from None
         check_export_meta(meta, meta_path)
-    return LocalModel(model, path, cfg, version_dir, files, meta)
+    return LocalModel(model, path, data, facts["platform"], facts["backend"], version_dir, files, meta, configs=configs, _cfg=cfg)
 
 
-def discover(path: str, name: str | None = None) -> list[LocalModel]:
+def discover(path: str, name: str | None = None, configs: cache.ConfigCache | None = None) -> list[LocalModel]:
     """One model directory, or a repository directory of model directories."""
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, layout.CONFIG_FILE)):
         subdirs = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, layout.CONFIG_FILE)))
         if subdirs:
             if name:
                 raise errors.usage(f"--name: {name!r} with a repository directory of {len(subdirs)} models; allowed: --name only with one model directory")
-            return [load(os.path.join(path, d)) for d in subdirs]
-    return [load(path, name)]
+            return [load(os.path.join(path, d), configs=configs) for d in subdirs]
+    return [load(path, name, configs)]

@@ -107,7 +107,7 @@ def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool
     for m in models:
         try:
             records[m.name] = compat.assess(
-                platform=m.cfg.platform, backend=m.cfg.backend, exporter_torch=m.export_meta.get("torch_version"), image=env.triton_image, allow_skew=allow_skew,
+                platform=m.platform, backend=m.backend, exporter_torch=m.export_meta.get("torch_version"), image=env.triton_image, allow_skew=allow_skew,
                 target=m.export_meta.get("target"), allow_local_target=allow_local_target,
             )  # fmt: skip
         except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError, LocalTargetError
@@ -163,8 +163,8 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
         "version": version,
         "files": file_entries(m),
         "config_pbtxt": m.pinned_text(version),
-        "backend": m.cfg.backend,
-        "platform": m.cfg.platform,
+        "backend": m.backend,
+        "platform": m.platform,
         "source": {"path": m.dir, "host": socket.gethostname(), "git_commit": os.environ.get("GITHUB_SHA") or meta.get("git_commit"), "promoted_from": None},
         "exporter": {
             "tool": f"model-sync {__version__}",
@@ -174,7 +174,7 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
             "target": meta.get("target"),
             "operators": meta.get("operators"),
         },
-        "compatibility": compatibility or compat.assess(platform=m.cfg.platform, backend=m.cfg.backend, exporter_torch=meta.get("torch_version"), image=None, allow_skew=True),
+        "compatibility": compatibility or compat.assess(platform=m.platform, backend=m.backend, exporter_torch=meta.get("torch_version"), image=None, allow_skew=True),
         "created_by": by,
         "created_at": manifest.now(),
     }
@@ -280,16 +280,21 @@ class Publisher:
 
         The local pin cache only ever SKIPS the manifest GET, and only when its entry (same pin
         ETag and LastModified) says the local model is identical; anything else is read from S3.
-        The pin GET overlaps the hashing of the local files (`hashing`)."""
+        A cache hit whose pin text is the one just read is not parsed again. The pin GET overlaps
+        the hashing of the local files (`hashing`)."""
         name = m.name
-        pin = repository.read_pin(self.repo, name)
+        found = self.repo.get_with_meta(layout.config_key(name))
         if self.hashing is not None:
             self.hashing.result()
+        if found is None:
+            return repository.Pin(name, None, None), None
+        data, etag, modified = found
+        hit = self._from_cache(name, etag, modified)
+        if hit is not None and hit[0].text == data.decode(errors="replace") and self._identical(m, hit[1]):
+            return hit
+        pin = repository.parse_pin(self.repo, name, data, etag, modified)
         if pin.version is None:
             return pin, None
-        hit = self._from_cache(name, pin.etag, pin.modified)
-        if hit is not None and hit[0].version == pin.version and self._identical(m, hit[1]):
-            return pin, hit[1]
         pinned = repository.read_manifest(self.repo, name, pin.version, required=False)
         if pinned is not None and pin.text is not None:
             self.pins.put(name, pin.etag, pin.modified, pin.version, pin.text, pinned)

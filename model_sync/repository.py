@@ -5,11 +5,10 @@ flipping the pin (the single commit point) and recording pin history."""
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from model_sync import errors, layout, manifest, model_config
+from model_sync import errors, layout, manifest
 from model_sync.s3 import Repo
 
 MAX_ALLOCATION_ATTEMPTS = 64
@@ -39,6 +38,8 @@ def read_pin(repo: Repo, model: str) -> Pin:
 
 
 def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None, modified: int | None = None) -> Pin:
+    from model_sync import model_config  # protobuf: imported by the first pin actually parsed
+
     try:
         cfg = model_config.parse(data, repo.uri(layout.config_key(model)))
     except model_config.ConfigPbtxtError as e:
@@ -128,6 +129,8 @@ def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | Non
             candidate = max(candidate, highest_allocated(repo, model)) + 1
             check_empty = False
             continue
+        import uuid
+
         nonce = uuid.uuid4().hex
         record = {"schema": "model-sync.allocation/v1", "model": model, "version": candidate, "purpose": purpose, "nonce": nonce, "by": by, "at": manifest.now()}
         if repo.put_new(layout.allocation_key(model, candidate), manifest.dumps(record)):
@@ -183,6 +186,8 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
     get a re-read just before the write instead: most but not all races are caught.
     The history stack gets the previous pin pushed (push, promote, rollback --to) or its top
     popped (default rollback, pop=True)."""
+    from model_sync import model_config
+
     cfg = model_config.parse(config_text, f"pin text for {model} v{version}")
     if model_config.pinned_version(cfg) != version:
         raise errors.SyncError(errors.UNEXPECTED, f"pin text for {model}: pins {model_config.pinned_version(cfg)}; allowed: {version}")

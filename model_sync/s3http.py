@@ -29,15 +29,16 @@ import hmac
 import http.client
 import os
 import random
-import ssl
 import threading
 import time
 import urllib.parse
-import urllib.request
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # ssl, urllib.request and xml.etree are imported where they are needed: a no-op `push` over http never loads them
+    import ssl
+    import xml.etree.ElementTree as ET
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
@@ -136,8 +137,8 @@ class Signer:
 
     def sign(self, method: str, host: str, path: str, query: dict[str, str], headers: dict[str, str], payload_sha256: str, creds: Credentials,
              now: datetime.datetime | None = None) -> dict[str, str]:  # fmt: skip
-        """`headers` plus host, x-amz-date, x-amz-content-sha256, x-amz-security-token and Authorization.
-        `path` is the already-encoded request path; every x-amz-* header is signed."""
+        """`headers` plus host, x-amz-date, x-amz-content-sha256, x-amz-security-token and Authorization,
+        all of them signed. `path` is the already-encoded request path."""
         now = now or datetime.datetime.now(datetime.UTC)
         stamp = now.strftime("%Y%m%dT%H%M%SZ")
         day = stamp[:8]
@@ -147,7 +148,7 @@ class Signer:
         out["x-amz-content-sha256"] = payload_sha256
         if creds.token:
             out["x-amz-security-token"] = creds.token
-        signed = sorted(k for k in out if k == "host" or k.startswith("x-amz-") or k in ("content-md5", "content-type"))
+        signed = sorted(out)  # every header sent except user-agent (added after signing, as the SDKs leave it out)
         canonical = "\n".join([
             method,
             path,
@@ -163,12 +164,21 @@ class Signer:
         return out
 
 
+class XMLError(ValueError):
+    """A response body that is not the plain XML S3 sends."""
+
+
 def parse_xml(body: bytes) -> ET.Element:
     """S3 response XML. A document type declaration (entities: expansion and external-entity
-    attacks) is refused; S3 never sends one."""
+    attacks) is refused; S3 never sends one. XMLError when refused or malformed."""
+    import xml.etree.ElementTree as ET
+
     if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
-        raise ET.ParseError("XML with a DOCTYPE/ENTITY declaration; allowed: plain S3 response XML")
-    return ET.fromstring(body)  # noqa: S314 - no DTD (checked above), so no entity expansion
+        raise XMLError("XML with a DOCTYPE/ENTITY declaration; allowed: plain S3 response XML")
+    try:
+        return ET.fromstring(body)  # noqa: S314 - no DTD (checked above), so no entity expansion
+    except ET.ParseError as e:
+        raise XMLError(f"malformed XML: {e}") from None
 
 
 def _xml_children(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
@@ -191,7 +201,7 @@ def parse_error(status: int, body: bytes, operation: str, headers: dict[str, str
             root = parse_xml(body)
             code = _xml_text(root, "Code") or code
             message = _xml_text(root, "Message") or message
-        except ET.ParseError:
+        except XMLError:
             message = body[:200].decode("utf-8", "replace")
     return S3Error(status, code, message, operation)
 
@@ -253,6 +263,10 @@ class Client:
 
     def _proxy_for(self) -> urllib.parse.SplitResult | None:
         """HTTPS_PROXY / HTTP_PROXY unless NO_PROXY covers the host (urllib's rules, as requests and botocore read them)."""
+        if not any(k.lower().endswith("_proxy") for k in os.environ):
+            return None
+        import urllib.request
+
         if urllib.request.proxy_bypass(self.host):
             return None
         proxy = urllib.request.getproxies().get(self.scheme)
@@ -269,6 +283,8 @@ class Client:
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
+            import ssl
+
             self._ssl = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
         return self._ssl
 
@@ -404,7 +420,11 @@ class Client:
             query["continuation-token"] = token
         if max_keys is not None:
             query["max-keys"] = str(max_keys)
-        return parse_list(self.request("ListObjectsV2", "GET", bucket, query=query).body)
+        body = self.request("ListObjectsV2", "GET", bucket, query=query).body
+        try:
+            return parse_list(body)
+        except (XMLError, ValueError) as e:
+            raise S3Error(200, "InvalidResponse", f"ListObjectsV2 answer is not S3 XML ({e})", "ListObjectsV2") from None
 
     def list_all(self, bucket: str, prefix: str, *, delimiter: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         objects: list[dict[str, Any]] = []
@@ -428,7 +448,11 @@ class Client:
                    "content-md5": _b64(hashlib.md5(body).hexdigest())}  # noqa: S324 - Content-MD5 is required by some servers, not a security use  # fmt: skip
         resp = self.request("DeleteObjects", "POST", bucket, query={"delete": ""}, headers=headers, body=body, payload_sha256=digest)
         failed: list[dict[str, str]] = []
-        for tag, node in _xml_children(parse_xml(resp.body)):
+        try:
+            root = parse_xml(resp.body)
+        except XMLError as e:
+            raise S3Error(200, "InvalidResponse", f"DeleteObjects answer is not S3 XML ({e})", "DeleteObjects") from None
+        for tag, node in _xml_children(root):
             if tag == "Error":
                 failed.append({"Key": _xml_text(node, "Key") or "", "Code": _xml_text(node, "Code") or "", "Message": _xml_text(node, "Message") or ""})
         return failed

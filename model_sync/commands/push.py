@@ -41,7 +41,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import localmodel, publish
+    from model_sync import cache, localmodel, publish
     from model_sync.s3 import Repo, who
     from model_sync.ui import Console, error
 
@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         raise errors.usage(f"--concurrency: {args.concurrency}; allowed: 1..{publish.MAX_CONCURRENCY}")
     if not 5 <= args.multipart_threshold_mb <= 5120:
         raise errors.usage(f"--multipart-threshold-mb: {args.multipart_threshold_mb}; allowed: 5..5120 (S3 parts are at least 5 MiB)")
-    models = localmodel.discover(args.model_dir, args.name)
+    configs = cache.ConfigCache(None if args.no_cache else cache.cache_dir())  # parsed config.pbtxt facts (model_sync/cache.py)
+    models = localmodel.discover(args.model_dir, args.name, configs)
     env = _common.resolve(args)
     publish.check_alignment(models, env, args.allow_version_skew, args.allow_local_target)  # refuse before creating a client
     # connections: file transfers (--concurrency) + the small requests of concurrent models
@@ -59,7 +60,10 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size,
         allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache, allow_local_target=args.allow_local_target,
     )  # fmt: skip
-    results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env))
+    try:
+        results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env))
+    finally:
+        configs.save()
     failed = [r for r in results if r.error is not None]
     for r in failed[:-1] if len(failed) > 1 else []:
         assert r.error is not None
