@@ -40,7 +40,6 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import time
 from typing import Any
@@ -76,6 +75,8 @@ def _write_json(path: str, doc: Any) -> None:
     """Atomic replace; a cache that cannot be written is silently skipped (it is only a cache)."""
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -13,7 +13,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -71,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return errors.UNEXPECTED
     except Exception as e:
         if os.environ.get("MODEL_SYNC_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         error(f"unexpected error: {type(e).__name__}: {' '.join(str(e).split())[:300]}; set MODEL_SYNC_DEBUG=1 for a traceback and report it")
         return errors.UNEXPECTED

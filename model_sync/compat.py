@@ -18,7 +18,6 @@ Bumping the Triton image (components/versions.py) without adding its row here fa
 from __future__ import annotations
 
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,6 +204,8 @@ class TorchScriptInfo:
 
 def read_file_format_version(path: Path) -> int:
     """TorchScript archives are zip files with a `version` record under the root folder."""
+    import zipfile  # only export reads archives
+
     with zipfile.ZipFile(path) as archive:
         for name in archive.namelist():
             if name.endswith("/.data/version") or (name.count("/") == 1 and name.endswith("/version")):

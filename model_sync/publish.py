@@ -117,7 +117,8 @@ def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool
 
 def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCache | None = None) -> None:
     """sha256 of every file (hashlib releases the GIL: threads scale on big files). A file whose
-    (size, mtime, ctime, inode, device) match the local hash cache is not read again."""
+    (size, mtime, ctime, inode, device) match the local hash cache is not read again. A file that
+    vanished or cannot be read: SyncError (exit 4 / 2), nothing written."""
     hashes = hashes or cache.HashCache(None)
     jobs = [(m, f) for m in models for f in m.files.values()]
 
@@ -128,7 +129,12 @@ def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCac
         if hit is not None:
             return hit
         started = time.time_ns()
-        digest = manifest.sha256_file(f.path)
+        try:
+            digest = manifest.sha256_file(f.path)
+        except FileNotFoundError:
+            raise errors.refused(f"file vanished during push: {f.path}; nothing was pinned, re-run push when the model directory is stable") from None
+        except OSError as e:
+            raise errors.usage(f"model file: {f.path} cannot be read ({e.strerror}); allowed: readable regular files") from None
         try:
             still = cache.stat_key(os.stat(f.path))
         except OSError:
@@ -466,6 +472,9 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
             else:
                 with ThreadPoolExecutor(max_workers=min(options.model_workers, len(models))) as pool:
                     results = list(pool.map(one, models))
+        failed_hashing = publisher.hashing.exception()
+        if failed_hashing is not None:  # every model waited for it before any write: one error, not one per model
+            raise failed_hashing
     finally:
         background.shutdown()
         publisher.close()

@@ -33,7 +33,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # ssl, urllib.request and xml.etree are imported where they are needed: a no-op `push` over http never loads them
@@ -78,15 +77,13 @@ class S3Error(Exception):
         self.response = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(NamedTuple):
     status: int
     headers: dict[str, str]  # lower-case names
     body: bytes
 
 
-@dataclass(frozen=True)
-class Page:
+class Page(NamedTuple):
     """One ListObjectsV2 page: Contents as botocore returns them (Key, ETag, LastModified string, Size)."""
 
     contents: list[dict[str, Any]]
@@ -324,6 +321,7 @@ class Client:
         """One signed request with retries. `body`: bytes, or a seekable binary file (streamed; rewound
         per attempt) whose sha256 the caller passes as `payload_sha256`. A status outside `ok` -> S3Error."""
         query = dict(query or {})
+        start = 0  # where a streamed body starts (rewound there for every try)
         if isinstance(body, bytes | bytearray):
             payload = payload_sha256 or hashlib.sha256(body).hexdigest()
             length = len(body)
@@ -345,27 +343,13 @@ class Client:
         for attempt in range(self.attempts):
             if attempt:
                 time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt)))  # noqa: S311 - jitter, not crypto
-            if body is not None and not isinstance(body, bytes | bytearray):
-                body.seek(start)
             signed = self.signer.sign(method, netloc, path, query, {**(headers or {}), "content-length": str(length)}, payload, self.credentials())
             signed["user-agent"] = USER_AGENT
-            conn = self._connection(netloc)
             try:
-                conn.timeout = self.connect_timeout
-                if conn.sock is None:
-                    conn.connect()
-                conn.sock.settimeout(self.read_timeout)  # type: ignore[union-attr]
-                conn.request(method, target, body=body, headers=signed)
-                resp = conn.getresponse()
-                data = resp.read()
+                status, got, data = self._exchange(netloc, method, target, body, start, signed)
             except (OSError, http.client.HTTPException) as e:
-                self._drop(netloc)
                 last = e
                 continue
-            status = resp.status
-            got = {k.lower(): v for k, v in resp.getheaders()}
-            if resp.will_close:
-                self._drop(netloc)
             if status in ok:
                 return Response(status, got, data)
             err = parse_error(status, data if method != "HEAD" else b"", operation, got)
@@ -376,6 +360,32 @@ class Client:
         if isinstance(last, S3Error):
             raise last
         raise EndpointError(f"{self.scheme}://{netloc}: {type(last).__name__}: {last}") from last
+
+    def _exchange(self, netloc: str, method: str, target: str, body: bytes | IO[bytes] | None, start: int, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """Send one request and read the whole response on this thread's connection to `netloc`.
+        A kept-alive connection the server closed while idle is retried once on a fresh one (not
+        an attempt: urllib3 and requests do the same); any other failure drops the connection."""
+        while True:
+            conn = self._connection(netloc)
+            reused = conn.sock is not None
+            if body is not None and not isinstance(body, bytes | bytearray):
+                body.seek(start)
+            try:
+                conn.timeout = self.connect_timeout
+                if conn.sock is None:
+                    conn.connect()
+                conn.sock.settimeout(self.read_timeout)  # type: ignore[union-attr]
+                conn.request(method, target, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                self._drop(netloc)
+                if reused and isinstance(e, http.client.RemoteDisconnected | BrokenPipeError | ConnectionResetError):
+                    continue
+                raise
+            if resp.will_close:
+                self._drop(netloc)
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
 
     # ---- operations ---------------------------------------------------------------------
 

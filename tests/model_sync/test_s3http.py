@@ -12,11 +12,11 @@ keeps connections alive, moto closes each one. Neither checks x-amz-checksum-sha
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import email.utils
 import hashlib
 import http.client
-import io
 import os
 import socket
 import subprocess
@@ -494,32 +494,90 @@ def test_stale_keep_alive_connection_does_not_use_up_an_attempt(rclone_s3: S3Ser
     assert c.get_object(bucket, "k").body == b"before"
 
 
-class _CountingFile(io.FileIO):
-    """A real file that counts the bytes read from it (how many times the body was sent)."""
+class _FlakyRelay:
+    """A TCP relay in front of a real server whose first connection breaks mid-request: it reads
+    `drop_after` bytes of the request, then resets the connection. Later connections are relayed to
+    the server untouched. Counts connections (request attempts)."""
 
-    bytes_read = 0
+    def __init__(self, target_port: int, drop_after: int) -> None:
+        self.target_port = target_port
+        self.drop_after = drop_after
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.dropped_after = 0
+        self._sockets: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+        self._threads[0].start()
 
-    def read(self, size: int | None = -1, /) -> bytes:
-        data = super().read(size)
-        self.bytes_read += len(data or b"")
-        return data or b""
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            if self.accepted == 1:
+                self._break(conn)
+            else:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+                self._sockets += [conn, upstream]
+                for a, b in ((conn, upstream), (upstream, conn)):
+                    t = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+                    t.start()
+                    self._threads.append(t)
+
+    def _break(self, conn: socket.socket) -> None:
+        with conn:
+            while self.dropped_after < self.drop_after:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                self.dropped_after += len(chunk)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # close -> RST
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for end in (src, dst):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._stop.set()
+        for s in self._sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+        for t in self._threads:
+            t.join(timeout=5)
+        self.sock.close()
 
 
 def test_streamed_body_is_rewound_for_the_retry(rclone_s3: S3Server, tmp_path: Path) -> None:
-    """The first attempt goes out on the connection rclone's restart killed and reads the file; the
-    retry must send it again from the start offset (not from where the first attempt stopped)."""
+    """The first attempt is cut off after 1 MiB of a 2 MiB streamed body has gone out; the retry must
+    send the file again from the caller's start offset, not from where the first attempt stopped
+    (without the rewind the retry sends a short body and rclone waits for the rest: read timeout)."""
     bucket = rclone_s3.make_bucket()
     data = os.urandom(2 * s3http.SEND_BLOCK + 7)
     path = tmp_path / "blob"
     path.write_bytes(data)
-    c = client_for(rclone_s3, attempts=2, read_timeout=5)
-    c.put_object(bucket, "warm", b"x")  # a pooled keep-alive connection
-    rclone_s3.stop()
-    rclone_s3.start()
-    with _CountingFile(path, "r") as f:
-        f.seek(7)
-        c.put_object(bucket, "blob", f, sha256_hex=sha256(data[7:]))
-        assert f.bytes_read > len(data) - 7, "the body was sent once only: the first attempt did not fail, nothing was retried"
+    relay = _FlakyRelay(rclone_s3.port, drop_after=s3http.SEND_BLOCK)
+    try:
+        c = s3http.Client(REGION, lambda: GOOD, f"http://127.0.0.1:{relay.port}", attempts=2, read_timeout=3)
+        with path.open("rb") as f:
+            f.seek(7)
+            c.put_object(bucket, "blob", f, sha256_hex=sha256(data[7:]))
+        assert relay.accepted == 2
+        assert relay.dropped_after >= s3http.SEND_BLOCK  # the first attempt had read and sent part of the file
+        c.close()
+    finally:
+        relay.close()
     assert rclone_s3.get(bucket, "blob") == data[7:]
 
 
