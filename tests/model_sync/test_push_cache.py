@@ -5,8 +5,11 @@ allocation hint, and lazy identity lookup."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -201,3 +204,128 @@ def test_noop_never_asks_who_is_publishing(tmp_path, moto_s3, s3_bucket, aws_env
     models = [localmodel.load(str(tmp_path / "m"))]
     again = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), no_identity)
     assert [(r.action, r.version) for r in again] == [("up-to-date", 1)]
+
+
+# ---- the config cache and what a no-op leaves unimported ------------------------------------
+
+
+def test_noop_loads_neither_botocore_nor_protobuf_text_format(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    """The point of model_sync/s3http.py and the config cache: a no-op push of an unchanged
+    repository never imports botocore (~0.25 s with a client) nor protobuf's text_format."""
+    repo = _repo(tmp_path)
+    assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
+    probe = (
+        "import sys; from model_sync import cli; code = cli.main(sys.argv[1:]); "
+        "print(sorted(m for m in sys.modules if m.startswith(('botocore', 'boto3', 's3transfer', 'google.protobuf.text_format')))); sys.exit(code)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, "push", str(repo), "--env", "staging", "--config", cfg], capture_output=True, text=True, env=dict(os.environ), check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "[]", proc.stdout
+    assert sorted(lines[:-1]) == [f"up to date: {n} version 1 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in "abc"]
+    # A changed config needs the parser again (and a new version), in the same kind of process.
+    (repo / "b" / "config.pbtxt").write_text('name: "b"\nbackend: "python"\nmax_batch_size: 8\n')
+    proc = subprocess.run([sys.executable, "-c", probe, "push", str(repo), "--env", "staging", "--config", cfg], capture_output=True, text=True, env=dict(os.environ), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "google.protobuf.text_format" in proc.stdout.splitlines()[-1]
+    assert f"pinned: b version 2 (s3://{s3_bucket}/repository/b/config.pbtxt)" in proc.stdout
+    assert "max_batch_size: 8" in moto_s3.get(s3_bucket, "repository/b/config.pbtxt").decode()
+
+
+def test_config_cache_holds_the_pin_text_s3_got_and_misses_on_any_change(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+    from model_sync import model_config
+
+    model = python_model(tmp_path, "simple")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    configs = cache.ConfigCache(os.environ["MODEL_SYNC_CACHE_DIR"])
+    digest = hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest()
+    assert configs.get("simple", digest) == {"platform": "", "backend": "python", "required": ["model.py"], "pinned": {"1": moto_s3.get(s3_bucket, "repository/simple/config.pbtxt").decode()}}
+    assert configs.get("other-name", digest) is None  # the name is part of the key (it is written into the pin)
+
+    parses: list[str] = []
+    real_parse = model_config.parse
+
+    def counting_parse(text, source="config.pbtxt"):
+        parses.append(str(source))
+        return real_parse(text, source)
+
+    monkeypatch.setattr(model_config, "parse", counting_parse)
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert (r.code, r.out.startswith("up to date"), parses) == (0, True, [])
+    # Another parser (model-sync, protobuf or model_config.py changed): every entry is a miss.
+    real_fingerprint = cache.parser_fingerprint
+    monkeypatch.setattr(cache, "parser_fingerprint", lambda: "another-parser")
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert (r.code, r.out.startswith("up to date")) == (0, True)
+    assert [p.endswith("config.pbtxt") for p in parses] == [True], parses
+    # A corrupt cache file is a miss for everything, and is replaced by a good one.
+    monkeypatch.setattr(cache, "parser_fingerprint", real_fingerprint)
+    directory = os.environ["MODEL_SYNC_CACHE_DIR"]
+    (Path(directory) / cache.CONFIGS_FILE).write_text("[1, 2")
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert (r.code, r.out.startswith("up to date")) == (0, True)
+    assert cache.ConfigCache(directory).get("simple", digest) is not None
+    # A config that does not parse is refused and never cached.
+    (model / "config.pbtxt").write_text('name: "simple"\nbackend: "python"\nmax_batch_sise: 4\n')
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 2
+    assert "does not parse" in r.err
+    assert cache.ConfigCache(directory).get("simple", hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest()) is None
+    assert cache.ConfigCache(directory).get("simple", digest) is not None
+
+
+def test_a_cached_config_still_refuses_a_version_directory_without_its_backend_files(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path, "simple")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    (model / "1" / "model.py").unlink()  # same config bytes (a cache hit), files its backend needs are gone
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 2
+    assert r.err.strip() == f"model-sync: model directory: {model / '1'} lacks model.py; allowed: a version directory with every file backend 'python' needs"
+
+
+# ---- credentials, endpoint and region resolution of the stdlib client ------------------------
+
+
+def _env_file(tmp_path: Path, server: S3Server, bucket: str, **extra: str) -> str:
+    path = tmp_path / "model-sync.yaml"
+    path.write_text(json.dumps({"environments": {"staging": {"bucket": f"s3://{bucket}", **extra}}}))
+    return str(path)
+
+
+def test_credentials_outside_the_environment_come_from_the_rest_of_the_aws_chain(tmp_path, capsys, rclone_s3, aws_env, monkeypatch) -> None:
+    """rclone checks access keys and signatures: only the profile's real key can publish."""
+    bucket = rclone_s3.make_bucket()
+    cfg = _env_file(tmp_path, rclone_s3, bucket, endpointUrl=rclone_s3.endpoint, region="us-east-1")
+    model = python_model(tmp_path / "m", "simple")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    creds = tmp_path / "credentials"
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    creds.write_text(f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = not-the-secret\n")
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert (r.code, "SignatureDoesNotMatch" in r.err) == (5, True), r.err
+    assert rclone_s3.keys(bucket) == []
+    creds.write_text(f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = {aws_env['AWS_SECRET_ACCESS_KEY']}\n")
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert pinned_version(rclone_s3, bucket, "simple") == 1
+    creds.write_text("")
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 5
+    assert r.err.strip() == (
+        f"model-sync: AWS credentials: none found for s3://{bucket}/repository/simple/config.pbtxt; "
+        "allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)"
+    )
+
+
+def test_endpoint_from_aws_endpoint_url_s3_and_a_missing_region(tmp_path, capsys, moto_s3, s3_bucket, aws_env, monkeypatch) -> None:
+    cfg = _env_file(tmp_path, moto_s3, s3_bucket)  # no endpointUrl, no region
+    model = python_model(tmp_path / "m", "simple")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_s3.endpoint)  # as the AWS SDKs and CLI read it
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    assert pinned_version(moto_s3, s3_bucket, "simple") == 1
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 2
+    assert r.err.strip() == "model-sync: region: none configured for environment staging; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region"
