@@ -47,6 +47,7 @@ from typing import Any
 HASHES_FILE = "hashes.json"
 CONFIGS_FILE = "configs.json"
 MAX_CONFIG_ENTRIES = 20_000
+MAX_PINNED_TEXTS = 8  # pin texts kept per config (the newest versions): the file is read by every push
 PINS_DIR = "pins"
 MAX_HASH_ENTRIES = 200_000
 RACY_NS = 100_000_000  # 100 ms: well above the coarse-clock tick that stamps mtimes (1-10 ms)
@@ -178,18 +179,25 @@ class PinCache:
 
 def parser_fingerprint() -> str:
     """What the outcome of parsing a config.pbtxt depends on besides its bytes: model-sync's version,
-    protobuf's (text_format output) and the rules in model_config.py (a changed rule is a miss)."""
+    protobuf's (text_format output), and the bytes of the rules (model_config.py, layout.py) and
+    of the schema (tritonclient's model_config_pb2.py): any change is a miss for every entry."""
+    import importlib.util
+
     import google.protobuf  # the package's __init__ only: not text_format
 
     from model_sync import __version__
 
-    rules = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_config.py")
-    try:
-        with open(rules, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()[:16]
-    except OSError:
-        digest = "unknown"
-    return f"{__version__}/{google.protobuf.__version__}/{digest}"
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.find_spec("tritonclient")  # located, not imported (model_config._load_pb2)
+    schema = os.path.join(next(iter(spec.submodule_search_locations or [])), "grpc", "model_config_pb2.py") if spec else ""
+    digest = hashlib.sha256()
+    for path in (os.path.join(here, "model_config.py"), os.path.join(here, "layout.py"), schema):
+        try:
+            with open(path, "rb") as f:
+                digest.update(hashlib.sha256(f.read()).digest())
+        except OSError:
+            digest.update(b"missing:" + path.encode())
+    return f"{__version__}/{google.protobuf.__version__}/{digest.hexdigest()[:16]}"
 
 
 class ConfigCache:
@@ -241,7 +249,9 @@ class ConfigCache:
         with self._lock:
             entry = self._entries.get(self._key(model, digest))
             if entry is not None and isinstance(entry.get("pinned"), dict):
-                entry["pinned"][str(version)] = text
+                pinned = {k: v for k, v in entry["pinned"].items() if k != str(version)}
+                pinned[str(version)] = text
+                entry["pinned"] = dict(list(pinned.items())[-MAX_PINNED_TEXTS:])
                 self._dirty = True
 
     def save(self) -> None:

@@ -18,7 +18,8 @@ With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI 
 `pulumi` on PATH) and its outputs `modelRepositoryBucket` (the repository root; else
 `modelRepositoryUri` without its trailing `/repository`, the Triton tree), `region`, `tritonUrl` and
 `tritonImage` fill in what the file does not set. Explicit flags (--bucket, --endpoint-url, --region,
---triton-url, --triton-image) override both. Credentials are never configured here: boto3's default chain only.
+--triton-url, --triton-image) override both. Without an endpoint from either, AWS_ENDPOINT_URL_S3 /
+AWS_ENDPOINT_URL apply (sdk_endpoint); a profile's `endpoint_url` is not read. Credentials are never configured here: boto3's default chain only.
 """
 
 from __future__ import annotations
@@ -131,6 +132,15 @@ def _root_from_outputs(outs: dict[str, Any]) -> str | None:
     return uri[: -len(tree)] if uri.endswith(tree) else uri
 
 
+def sdk_endpoint() -> str | None:
+    """AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, as the AWS SDKs and CLI read them (unless
+    AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true). Resolved here, once, so every client and every
+    "custom endpoint?" decision (promote's checksum trust) sees the same endpoint."""
+    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true":
+        return None
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
 def resolve(
     env: str | None,
     config: str | None = None,
@@ -170,7 +180,7 @@ def resolve(
         root = layout.Root.parse(uri)
     except layout.LayoutError as e:
         raise errors.usage(str(e)) from None
-    endpoint = endpoint_url or body.get("endpointUrl")
+    endpoint = endpoint_url or body.get("endpointUrl") or sdk_endpoint()
     if endpoint and not re.match(r"^https?://[^\s/]+(/\S*)?$", endpoint):
         raise errors.usage(f"endpoint URL: {endpoint!r}; allowed: http(s)://host[:port]")
     return Environment(

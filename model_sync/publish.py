@@ -14,9 +14,10 @@ Per model, in this order; the pin flip is the only commit point:
      more GET. (Pins are read one by one, not from a listing of repository/: a listing returns
      every version's files, which some servers must hash to answer, e.g. rclone's first listing
      after a push, ~0.2 s for 100 MiB, and which grows with every version kept);
-  3. allocate N with a create-only write of audit/allocations/<model>/<N>.json (If-None-Match: *);
-     with several models the first candidate comes from ONE listing of the allocation markers,
-     and a claimed N is used only if repository/<model>/<N>/ is still empty;
+  3. parse and check config.pbtxt if the config cache spared load() that; allocate N with a
+     create-only write of audit/allocations/<model>/<N>.json (If-None-Match: *), first trying
+     the pinned version + 1 (no listing), used only if repository/<model>/<N>/ is still empty;
+     on a collision, the next number after the highest allocated (two listings);
   4. upload every changed file to repository/<model>/<N>/ through s3transfer (multipart and
      concurrency; ChecksumSHA256 = the manifest digest for single-part files, so S3 itself rejects
      content that differs from what was hashed; ChecksumAlgorithm SHA256 per part otherwise);
@@ -92,7 +93,7 @@ class PushOptions:
 @dataclass
 class PushResult:
     model: str
-    action: str  # "up-to-date" | "pushed" | "dry-run" | "failed"
+    action: str  # "up-to-date" | "pushed" | "dry-run" | "failed" | "skipped" (not started: another model's S3 failure, `error`)
     version: int | None = None
     uploaded: list[str] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)
@@ -198,18 +199,6 @@ def _subscriber(progress: Progress, task: Any) -> Any:
     return _Sub()
 
 
-def allocation_hints(repo: Repo) -> dict[str, int]:
-    """{model: highest allocation marker} from ONE listing of audit/allocations/ (a hint only:
-    repository.allocate re-checks every number it claims from it)."""
-    objects, _ = repo.list(layout.ALLOCATIONS_PREFIX)
-    highest: dict[str, int] = {}
-    for o in objects:
-        parts = o["Key"][len(layout.ALLOCATIONS_PREFIX) :].split("/")
-        if len(parts) == 2 and (v := layout.version_from_json_key(parts[1])) is not None:
-            highest[parts[0]] = max(v, highest.get(parts[0], 0))
-    return highest
-
-
 class Publisher:
     def __init__(self, repo: Repo, console: Console, options: PushOptions, by: str | Callable[[], str], pins: cache.PinCache | None = None) -> None:
         self.repo = repo
@@ -219,9 +208,8 @@ class Publisher:
         self._by_value: str | None = by if isinstance(by, str) else None
         self.pins = pins or cache.PinCache(None, repo.identity)
         self.compatibility: dict[str, dict[str, Any]] = {}
-        self.hinted = False  # several models: seed allocation from one listing (allocation_hints)
+        self.abort: errors.SyncError | None = None  # an S3 failure (endpoint, credentials) that fails every model not started yet
         self.hashing: Future[None] | None = None  # hash_files of the models, running while pins are read
-        self._hints: dict[str, int] | None = None
         self.progress: Progress | None = None
         self.warned = False
         self._lock = threading.Lock()
@@ -296,7 +284,7 @@ class Publisher:
             return repository.Pin(name, None, None), None
         data, etag, modified = found
         hit = self._from_cache(name, etag, modified)
-        if hit is not None and hit[0].text == data.decode(errors="replace") and self._identical(m, hit[1]):
+        if hit is not None and (hit[0].text or "").encode() == data and self._identical(m, hit[1]):
             return hit
         pin = repository.parse_pin(self.repo, name, data, etag, modified)
         if pin.version is None:
@@ -305,15 +293,6 @@ class Publisher:
         if pinned is not None and pin.text is not None:
             self.pins.put(name, pin.etag, pin.modified, pin.version, pin.text, pinned)
         return pin, pinned
-
-    def _hint(self, name: str) -> int | None:
-        """Highest allocated version from the run's one allocation listing (several models only)."""
-        if not self.hinted:
-            return None
-        with self._lock:
-            if self._hints is None:
-                self._hints = allocation_hints(self.repo)
-            return self._hints.get(name, 0)
 
     # ---- one model ----------------------------------------------------------------------
 
@@ -335,15 +314,16 @@ class Publisher:
             return done
         entries = file_entries(m)
         reuse = {rel for rel, e in entries.items() if pinned and pinned["files"].get(rel) == e}
+        m.cfg  # noqa: B018 - parse + check now (the config cache may have spared load() the parse): bad input fails before any write
         if self.options.dry_run:
-            hint = self._hint(name)
-            version = (hint if hint is not None else repository.highest_allocated(repo, name)) + 1
-            return self._dry_run(m, version, reuse, pin.version)
+            return self._dry_run(m, repository.highest_allocated(repo, name) + 1, reuse, pin.version)
         ignored = repo.ignored_conditions()
         if ignored and not self.warned:
             self.warned = True
             self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes can race; AWS S3 and moto enforce both")
-        version = repository.allocate(repo, name, "push", self.by, hint=self._hint(name))
+        # The first candidate is the pinned version + 1 (no listing); allocate() claims it only if
+        # its marker is new and its directory empty, else moves past the highest allocated.
+        version = repository.allocate(repo, name, "push", self.by, hint=pin.version or 0)
         result = PushResult(name, "pushed", version)
         self._transfer(m, version, reuse, pin.version, result)
         self._check_unchanged(m)
@@ -452,7 +432,6 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
     publisher = Publisher(repo, console, options, by, cache.PinCache(directory, repo.identity))
     publisher.compatibility = compatibility
     results: list[PushResult] = []
-    publisher.hinted = len(models) > 1
     background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-sync-hash")
     publisher.hashing = background.submit(hash_files, models, hashes=hashes)
     try:
@@ -460,12 +439,15 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
             publisher.progress = progress if not options.dry_run else None
 
             def one(m: LocalModel) -> PushResult:
+                if publisher.abort is not None:
+                    return PushResult(m.name, "skipped", error=publisher.abort)
                 try:
                     return publisher.push_model(m)
-                except errors.SyncError as e:
-                    return PushResult(m.name, "failed", error=e)
                 except Exception as e:
-                    return PushResult(m.name, "failed", error=translate(e, repo.env, layout.model_prefix(m.name)))
+                    error = e if isinstance(e, errors.SyncError) else translate(e, repo.env, layout.model_prefix(m.name))
+                    if error.code == errors.S3 and publisher.abort is None:  # unreachable, credentials, access: the same for every model
+                        publisher.abort = error
+                    return PushResult(m.name, "failed", error=error)
 
             if len(models) == 1:
                 results = [one(models[0])]

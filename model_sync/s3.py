@@ -55,28 +55,24 @@ def new_session(region: str | None = None) -> Any:
     return session
 
 
-def resolve_region(env: Environment) -> str:
+def resolve_region(env: Environment, session: Callable[[], Any]) -> str:
     """The request region: the environment's, else AWS_REGION / AWS_DEFAULT_REGION, else the
-    profile's (botocore reads the config file), else us-east-1 for a custom S3-compatible endpoint."""
+    profile's (`session`: botocore reads the config file), else us-east-1 for a custom
+    S3-compatible endpoint. AWS S3 without one: exit 2."""
     region = env.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not region:
-        region = new_session(None).get_config_variable("region")
-    if not region and endpoint_of(env) is None:
-        raise errors.usage(
-            f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region"
-        )
+        region = session().get_config_variable("region")
+    if not region and env.endpoint_url is None:
+        raise errors.usage(f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region")
     return str(region or "us-east-1")
 
 
-def endpoint_of(env: Environment) -> str | None:
-    """The environment's S3-compatible endpoint, else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (as the AWS SDKs read them), else None (AWS S3)."""
-    return env.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-
-
-def credential_source(region: str | None) -> Callable[[], s3http.Credentials]:
+def credential_source(session: Callable[[], Any]) -> Callable[[], s3http.Credentials]:
     """The AWS default credential chain. Its first link (AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY
     [+ AWS_SESSION_TOKEN], e.g. from GitHub OIDC's configure-aws-credentials) is read here; anything
-    else (profiles, SSO, web identity, Pod Identity, IMDS) is botocore's resolver, refreshed as it expires."""
+    else (profiles, SSO, web identity, Pod Identity, IMDS) is the resolver of `session` (botocore,
+    shared with the Repo's botocore client: one MFA prompt, one credential_process run),
+    refreshed as it expires."""
     found = s3http.env_credentials()
     if found is not None:
         return lambda: found
@@ -86,7 +82,7 @@ def credential_source(region: str | None) -> Callable[[], s3http.Credentials]:
     def get() -> s3http.Credentials:
         with lock:
             if "creds" not in state:
-                state["creds"] = new_session(region).get_credentials()
+                state["creds"] = session().get_credentials()
         creds = state["creds"]
         if creds is None:
             raise s3http.NoCredentialsError("Unable to locate credentials")
@@ -99,7 +95,9 @@ def credential_source(region: str | None) -> Callable[[], s3http.Credentials]:
 class Repo:
     """One environment's bucket with key helpers relative to the root. Single requests go through
     the standard-library client (`http`, model_sync/s3http.py); `client` is a botocore client for
-    s3transfer's multipart transfers and `promote`, created only when one of those needs it."""
+    s3transfer's multipart transfers and `promote`, created only when one of those needs it. Both
+    use the same endpoint (env.endpoint_url, resolved once by environments.resolve), region and
+    botocore session (credentials beyond the environment variables)."""
 
     def __init__(self, env: Environment, max_pool: int = 32) -> None:
         self.env = env
@@ -107,20 +105,34 @@ class Repo:
         self.max_pool = max_pool
         self._client: Any = None
         self._http: s3http.Client | None = None
+        self._session: Any = None
+        self._region: str | None = None
         self._client_lock = threading.Lock()
+        self._session_lock = threading.Lock()
+
+    def session(self) -> Any:
+        """The botocore session (imported and created on first use only)."""
+        with self._session_lock:
+            if self._session is None:
+                self._session = new_session(self.env.region)
+            return self._session
+
+    @property
+    def region(self) -> str:
+        if self._region is None:
+            self._region = resolve_region(self.env, self.session)
+        return self._region
 
     @property
     def http(self) -> s3http.Client:
         with self._client_lock:
             if self._http is None:
-                region = resolve_region(self.env)
-                endpoint = endpoint_of(self.env)
+                endpoint = self.env.endpoint_url
                 try:
-                    self._http = s3http.Client(
-                        region, credential_source(region), endpoint, path_style=endpoint is not None, attempts=attempts(), connect_timeout=5, read_timeout=60
-                    )
+                    self._http = s3http.Client(self.region, credential_source(self.session), endpoint, path_style=endpoint is not None, attempts=attempts(),
+                                               connect_timeout=5, read_timeout=60)  # fmt: skip
                 except ValueError as e:
-                    raise errors.usage(f"S3 endpoint: {e}") from None
+                    raise errors.usage(f"S3 client: {e}") from None
             return self._http
 
     @property
@@ -130,11 +142,10 @@ class Repo:
             if self._client is None:
                 from botocore.config import Config
 
-                endpoint = endpoint_of(self.env)
-                region = self.env.region or (self._http.region if self._http is not None else None)
-                self._client = new_session(region).create_client(
+                endpoint = self.env.endpoint_url
+                self._client = self.session().create_client(
                     "s3",
-                    region_name=region,
+                    region_name=self.region,
                     endpoint_url=endpoint,
                     config=Config(
                         retries={"mode": "standard", "max_attempts": attempts()},
@@ -146,6 +157,7 @@ class Repo:
                         request_checksum_calculation="when_required",
                         response_checksum_validation="when_required",
                         s3={"addressing_style": "path"} if endpoint else None,
+                        ignore_configured_endpoint_urls=True,  # the endpoint is env.endpoint_url, as for the stdlib client
                     ),
                 )
             return self._client
@@ -214,14 +226,23 @@ class Repo:
         return not page.contents
 
     def put_new(self, rel: str, body: bytes, content_type: str = "application/json") -> bool:
-        """Create-only write (If-None-Match: *). False if the key already exists."""
+        """Create-only write (If-None-Match: *). False if the key already exists (with other bytes:
+        see _landed)."""
         try:
             self.http.put_object(self.root.bucket, self.key(rel), body, content_type=content_type, if_none_match=True)
             return True
         except Exception as e:
             if error_code(e) in PRECONDITION_CODES:
-                return False
+                return self._landed(rel, body) is not None
             raise translate(e, self.env, rel) from None
+
+    def _landed(self, rel: str, body: bytes) -> str | None:
+        """After a refused conditional write: the ETag of the object if it holds exactly `body`.
+        A try whose response was lost (connection dropped after S3 applied it) is retried and then
+        refused by its own write; the bytes tell ours from another writer's (allocation markers
+        carry a nonce, manifests are per version, a pin names its version)."""
+        found = self.get_with_etag(rel)
+        return (found[1] or "") if found is not None and found[0] == body else None
 
     def put_if(self, rel: str, body: bytes, etag: str | None, content_type: str = "application/json") -> tuple[bool, str | None]:
         """Write only over the version that was read: If-Match: <etag>, or If-None-Match: * when
@@ -231,7 +252,8 @@ class Repo:
             resp = self.http.put_object(self.root.bucket, self.key(rel), body, content_type=content_type, if_match=etag, if_none_match=not etag)
         except Exception as e:
             if error_code(e) in PRECONDITION_CODES or (etag and error_code(e) in ("NoSuchKey", "404")):
-                return False, None
+                landed = self._landed(rel, body)
+                return (True, landed or None) if landed is not None else (False, None)
             raise translate(e, self.env, rel) from None
         return True, _etag(resp)
 
@@ -267,9 +289,14 @@ class Repo:
         with _LOCK:
             if cache_key in _PROBED:
                 return _PROBED[cache_key]
-        self.put_new(layout.PROBE_KEY, b"probe\n", "text/plain")
-        none_match = not self.put_new(layout.PROBE_KEY, b"probe\n", "text/plain")
-        if_match = not self.put_if(layout.PROBE_KEY, b"probe\n", "0" * 32, "text/plain")[0]  # an ETag no object has
+        import uuid
+
+        def body() -> bytes:  # distinct bytes per write: a refused write is never mistaken for our own (_landed)
+            return f"probe {uuid.uuid4().hex}\n".encode()
+
+        self.put_new(layout.PROBE_KEY, body(), "text/plain")
+        none_match = not self.put_new(layout.PROBE_KEY, body(), "text/plain")
+        if_match = not self.put_if(layout.PROBE_KEY, body(), "0" * 32, "text/plain")[0]  # an ETag no object has
         with _LOCK:
             _PROBED[cache_key] = (none_match, if_match)
         return none_match, if_match
@@ -344,6 +371,11 @@ def translate(e: BaseException, env: Environment, what: str = "") -> errors.Sync
     ):
         return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({_cause(e)}); allowed: a reachable S3 endpoint")
     code = error_code(e)
+    bucket_region = getattr(e, "bucket_region", None)
+    if bucket_region:
+        return errors.usage(f"region: requests for bucket {env.bucket!r} went to the wrong region ({code}); allowed: {bucket_region} (the bucket's region: `region` in model-sync.yaml or --region)")
+    if code == "RequestTimeTooSkewed":
+        return errors.s3(f"clock: this machine's time differs from S3's by more than 15 minutes (RequestTimeTooSkewed on {where}); allowed: a synchronized clock (NTP)")
     if code in ("NoSuchBucket",):
         return errors.not_found(f"bucket: {env.bucket!r} does not exist (environment {env.name}); allowed: an existing model repository bucket")
     if code in ("NoSuchKey", "NoSuchVersion", "404", "NotFound"):
@@ -364,11 +396,13 @@ def _cause(e: BaseException) -> str:
     return type(cause).__name__
 
 
-def who(env: Environment) -> str:
-    """STS caller ARN on AWS; $USER (or the login name) against custom endpoints or when STS fails."""
+def who(env: Environment, session: Callable[[], Any] | None = None) -> str:
+    """STS caller ARN on AWS; $USER (or the login name) against custom endpoints or when STS fails.
+    `session`: the Repo's botocore session (one credential resolution per run)."""
     if env.endpoint_url is None:
         try:
-            arn = new_session(env.region).create_client("sts", region_name=env.region).get_caller_identity()["Arn"]
+            chosen = session() if session is not None else new_session(env.region)
+            arn = chosen.create_client("sts", region_name=env.region).get_caller_identity()["Arn"]
             return str(arn)
         except Exception:  # noqa: S110 - fall back to the local user
             pass

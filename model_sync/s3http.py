@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # ssl, urllib.request and xml.etree are imported where they a
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
-RETRY_STATUS = {500, 502, 503, 504}
+RETRY_STATUS = {429, 500, 502, 503, 504}
 # ref: https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html (standard mode: transient and throttling errors)
 RETRY_CODES = {"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError", "ServiceUnavailable", "SlowDown", "Throttling",
                "ThrottlingException", "ThrottledException", "RequestThrottledException", "TooManyRequestsException", "RequestLimitExceeded",
@@ -70,10 +70,11 @@ class S3Error(Exception):
     """An S3 error response. `.response` mirrors botocore's ClientError.response (Error.Code,
     Error.Message, ResponseMetadata.HTTPStatusCode) so callers read both the same way."""
 
-    def __init__(self, status: int, code: str, message: str, operation: str) -> None:
+    def __init__(self, status: int, code: str, message: str, operation: str, bucket_region: str | None = None) -> None:
         super().__init__(f"An error occurred ({code}) when calling the {operation} operation: {message}")
         self.status = status
         self.code = code
+        self.bucket_region = bucket_region  # the bucket's region, when S3 says the request went to the wrong one
         self.response = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
 
 
@@ -99,10 +100,27 @@ def env_credentials() -> Credentials | None:
     return None
 
 
-def aws_endpoint(region: str) -> str:
-    """The regional S3 endpoint (ref: https://docs.aws.amazon.com/general/latest/gr/s3.html)."""
+def aws_endpoint(region: str, *, fips: bool = False, dualstack: bool = False) -> str:
+    """The regional S3 endpoint, FIPS and/or dual-stack as AWS_USE_FIPS_ENDPOINT /
+    AWS_USE_DUALSTACK_ENDPOINT ask (ref: https://docs.aws.amazon.com/general/latest/gr/s3.html)."""
     suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return f"https://s3.{region}.{suffix}"
+    return f"https://s3{'-fips' if fips else ''}{'.dualstack' if dualstack else ''}.{region}.{suffix}"
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() == "true"
+
+
+def ca_bundle() -> str | None:
+    """The CA file botocore would use: AWS_CA_BUNDLE, else certifi's (when installed), else None (the system store)."""
+    explicit = os.environ.get("AWS_CA_BUNDLE")
+    if explicit:
+        return explicit
+    try:
+        import certifi
+    except ImportError:
+        return None
+    return str(certifi.where())
 
 
 def virtual_host_ok(bucket: str) -> bool:
@@ -191,16 +209,36 @@ def _xml_text(node: ET.Element, name: str) -> str | None:
 
 
 def parse_error(status: int, body: bytes, operation: str, headers: dict[str, str] | None = None) -> S3Error:
-    """S3's <Error><Code/><Message/></Error>; a body-less error (HEAD) reports the status as the code, as botocore does."""
-    code, message = str(status), http.client.responses.get(status, "")
+    """S3's <Error><Code/><Message/></Error>; a body-less error (HEAD) reports the status as the code,
+    as botocore does. A request signed for the wrong region (301 PermanentRedirect, 400
+    AuthorizationHeaderMalformed) carries the bucket's region (x-amz-bucket-region or <Region>)."""
+    code, message, region = str(status), http.client.responses.get(status, ""), (headers or {}).get("x-amz-bucket-region")
     if body:
         try:
-            root = parse_xml(body)
+            root = parse_xml(body.strip())
             code = _xml_text(root, "Code") or code
             message = _xml_text(root, "Message") or message
+            region = region or _xml_text(root, "Region")
         except XMLError:
             message = body[:200].decode("utf-8", "replace")
-    return S3Error(status, code, message, operation)
+    wrong_region = status == 301 or code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException")
+    return S3Error(status, code, message, operation, region if wrong_region and region else None)
+
+
+def copy_result_error(body: bytes) -> S3Error | None:
+    """CopyObject answers 200 and may still fail: S3 keeps the connection alive with whitespace and
+    ends the body with <Error> (ref: https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html).
+    None for a <CopyObjectResult>; an S3Error (status 200) otherwise."""
+    try:
+        root = parse_xml(body.strip())
+    except XMLError as e:
+        return S3Error(200, "InvalidResponse", f"CopyObject answer is not S3 XML ({e})", "CopyObject")
+    tag = root.tag.rsplit("}", 1)[-1]
+    if tag == "CopyObjectResult":
+        return None
+    if tag == "Error":
+        return S3Error(200, _xml_text(root, "Code") or "InternalError", _xml_text(root, "Message") or "", "CopyObject")
+    return S3Error(200, "InvalidResponse", f"CopyObject answer is <{tag}>; allowed: <CopyObjectResult>", "CopyObject")
 
 
 def parse_list(body: bytes) -> Page:
@@ -237,14 +275,18 @@ class Client:
                  attempts: int = 3, connect_timeout: float = 5.0, read_timeout: float = 60.0) -> None:  # fmt: skip
         if attempts < 1:
             raise ValueError(f"attempts: {attempts!r}; allowed: 1 or more")
-        url = urllib.parse.urlsplit(endpoint_url or aws_endpoint(region))
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"endpoint_url: {endpoint_url!r}; allowed: http(s)://host[:port]")
+        url = urllib.parse.urlsplit(endpoint_url or aws_endpoint(region, fips=env_flag("AWS_USE_FIPS_ENDPOINT"), dualstack=env_flag("AWS_USE_DUALSTACK_ENDPOINT")))
+        try:
+            port = url.port
+        except ValueError:
+            port, url = None, url._replace(netloc="")
+        if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment or url.username or url.password:
+            raise ValueError(f"endpoint_url: {endpoint_url!r}; allowed: http(s)://host[:port][/path], no query or credentials")
         self.region = region
         self.scheme = url.scheme
-        self.host = url.hostname
-        self.port = url.port
-        self.base_path = url.path.rstrip("/")
+        self.host = url.hostname  # without IPv6 brackets
+        self.port = port or (443 if url.scheme == "https" else 80)
+        self.base_path = url.path.rstrip("/")  # sent as given (already URI-encoded)
         self.custom_endpoint = endpoint_url is not None
         self.path_style = self.custom_endpoint if path_style is None else path_style
         self.credentials = credentials
@@ -254,65 +296,82 @@ class Client:
         self.signer = Signer(region)
         self._local = threading.local()
         self._ssl: ssl.SSLContext | None = None
-        self._proxy = self._proxy_for()
+        self._proxy, self._proxy_headers = self._proxy_for()
 
     # ---- connections --------------------------------------------------------------------
 
-    def _proxy_for(self) -> urllib.parse.SplitResult | None:
-        """HTTPS_PROXY / HTTP_PROXY unless NO_PROXY covers the host (urllib's rules, as requests and botocore read them)."""
+    def _proxy_for(self) -> tuple[urllib.parse.SplitResult | None, dict[str, str]]:
+        """HTTPS_PROXY / HTTP_PROXY unless NO_PROXY covers the host (urllib's rules, as requests and
+        botocore read them), and its Proxy-Authorization from user:password in the proxy URL."""
         if not any(k.lower().endswith("_proxy") for k in os.environ):
-            return None
+            return None, {}
         import urllib.request
 
         if urllib.request.proxy_bypass(self.host):
-            return None
+            return None, {}
         proxy = urllib.request.getproxies().get(self.scheme)
-        return urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}") if proxy else None
+        if not proxy:
+            return None, {}
+        url = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if url.scheme != "http" or not url.hostname:
+            raise ValueError(f"{self.scheme}_proxy: {proxy!r}; allowed: an http://[user:password@]host:port proxy")
+        headers = {}
+        if url.username is not None:
+            import base64
+
+            pair = f"{urllib.parse.unquote(url.username)}:{urllib.parse.unquote(url.password or '')}"
+            headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        return url, headers
 
     def _virtual(self, bucket: str) -> bool:
         return bool(bucket) and not self.path_style and virtual_host_ok(bucket)
 
-    def _netloc(self, bucket: str) -> str:
-        """host[:port] of the request: `bucket` given = virtual-hosted style."""
-        host = f"{bucket}.{self.host}" if bucket else self.host
-        default = 443 if self.scheme == "https" else 80
-        return host if self.port in (None, default) else f"{host}:{self.port}"
+    def address(self, bucket: str, key: str = "") -> tuple[str, str, str]:
+        """(host to connect to, Host header, encoded path) of a request: virtual-hosted
+        (<bucket>.<endpoint host>) unless path style is set or the bucket name cannot be a host label."""
+        virtual = self._virtual(bucket)
+        host = f"{bucket}.{self.host}" if virtual else self.host
+        path = self.base_path + _quote(("" if virtual or not bucket else "/" + bucket) + ("/" + key if key else "")) or "/"
+        return host, self._host_header(host), path
+
+    def _host_header(self, host: str) -> str:
+        """The Host header (and signed host): IPv6 literals in brackets, the port unless default."""
+        shown = f"[{host}]" if ":" in host else host
+        return shown if self.port == (443 if self.scheme == "https" else 80) else f"{shown}:{self.port}"
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
             import ssl
 
-            self._ssl = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
+            self._ssl = ssl.create_default_context(cafile=ca_bundle())
         return self._ssl
 
-    def _connection(self, netloc: str) -> http.client.HTTPConnection:
+    def _connection(self, host: str) -> http.client.HTTPConnection:
         pool: dict[str, http.client.HTTPConnection] = self._local.__dict__.setdefault("pool", {})
-        conn = pool.get(netloc)
+        conn = pool.get(host)
         if conn is None:
-            host, _, port = netloc.partition(":")
-            target_port = int(port) if port else (443 if self.scheme == "https" else 80)
-            if self._proxy is not None and self.scheme == "https":
-                conn = http.client.HTTPSConnection(self._proxy.hostname or "", self._proxy.port or 80, timeout=self.connect_timeout, context=self._context(),
-                                                   blocksize=SEND_BLOCK)  # fmt: skip
-                conn.set_tunnel(host, target_port)
-            elif self._proxy is not None:
-                conn = http.client.HTTPConnection(self._proxy.hostname or "", self._proxy.port or 80, timeout=self.connect_timeout, blocksize=SEND_BLOCK)
+            proxy = self._proxy
+            if proxy is not None and self.scheme == "https":
+                conn = http.client.HTTPSConnection(proxy.hostname or "", proxy.port or 80, timeout=self.connect_timeout, context=self._context(), blocksize=SEND_BLOCK)
+                conn.set_tunnel(host, self.port, headers=self._proxy_headers)
+            elif proxy is not None:
+                conn = http.client.HTTPConnection(proxy.hostname or "", proxy.port or 80, timeout=self.connect_timeout, blocksize=SEND_BLOCK)
             elif self.scheme == "https":
-                conn = http.client.HTTPSConnection(host, target_port, timeout=self.connect_timeout, context=self._context(), blocksize=SEND_BLOCK)
+                conn = http.client.HTTPSConnection(host, self.port, timeout=self.connect_timeout, context=self._context(), blocksize=SEND_BLOCK)
             else:
-                conn = http.client.HTTPConnection(host, target_port, timeout=self.connect_timeout, blocksize=SEND_BLOCK)
-            pool[netloc] = conn
+                conn = http.client.HTTPConnection(host, self.port, timeout=self.connect_timeout, blocksize=SEND_BLOCK)
+            pool[host] = conn
         return conn
 
-    def _drop(self, netloc: str) -> None:
-        conn = self._local.__dict__.get("pool", {}).pop(netloc, None)
+    def _drop(self, host: str) -> None:
+        conn = self._local.__dict__.get("pool", {}).pop(host, None)
         if conn is not None:
             conn.close()
 
     def close(self) -> None:
         """Close this thread's connections (other threads' close when they are collected)."""
-        for netloc in list(self._local.__dict__.get("pool", {})):
-            self._drop(netloc)
+        for host in list(self._local.__dict__.get("pool", {})):
+            self._drop(host)
 
     # ---- requests -----------------------------------------------------------------------
 
@@ -333,20 +392,20 @@ class Client:
             payload = payload_sha256
             start = body.tell()
             length = os.fstat(body.fileno()).st_size - start
-        virtual = self._virtual(bucket)
-        netloc = self._netloc(bucket if virtual else "")
-        path = _quote(self.base_path + ("" if virtual or not bucket else "/" + bucket) + ("/" + key if key else "")) or "/"
+        host, host_header, path = self.address(bucket, key)
         target = path + ("?" + "&".join(f"{_quote(k, '')}={_quote(v, '')}" if v != "" else _quote(k, "") for k, v in sorted(query.items())) if query else "")
-        if self._proxy is not None and self.scheme == "http":
-            target = f"http://{netloc}{target}"
+        extra: dict[str, str] = {}
+        if self._proxy is not None and self.scheme == "http":  # absolute-form through an HTTP proxy
+            target = f"http://{host_header}{target}"
+            extra = self._proxy_headers
         last: BaseException | None = None
         for attempt in range(self.attempts):
             if attempt:
                 time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt)))  # noqa: S311 - jitter, not crypto
-            signed = self.signer.sign(method, netloc, path, query, {**(headers or {}), "content-length": str(length)}, payload, self.credentials())
-            signed["user-agent"] = USER_AGENT
+            signed = self.signer.sign(method, host_header, path, query, {**(headers or {}), "content-length": str(length)}, payload, self.credentials())
+            signed.update({"user-agent": USER_AGENT, **extra})
             try:
-                status, got, data = self._exchange(netloc, method, target, body, start, signed)
+                status, got, data = self._exchange(host, method, target, body, start, signed)
             except (OSError, http.client.HTTPException) as e:
                 last = e
                 continue
@@ -359,14 +418,18 @@ class Client:
             raise err
         if isinstance(last, S3Error):
             raise last
-        raise EndpointError(f"{self.scheme}://{netloc}: {type(last).__name__}: {last}") from last
+        raise EndpointError(f"{self.scheme}://{host_header}: {type(last).__name__}: {last}") from last
 
-    def _exchange(self, netloc: str, method: str, target: str, body: bytes | IO[bytes] | None, start: int, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        """Send one request and read the whole response on this thread's connection to `netloc`.
-        A kept-alive connection the server closed while idle is retried once on a fresh one (not
-        an attempt: urllib3 and requests do the same); any other failure drops the connection."""
+    def _exchange(self, host: str, method: str, target: str, body: bytes | IO[bytes] | None, start: int, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """Send one request and read the whole response on this thread's connection to `host`.
+        - A GET/HEAD on a kept-alive connection the server closed while idle is sent once more
+          on a fresh one, not counted as an attempt (urllib3 and requests do the same). Writes are
+          not: the first one may have been applied (the caller's retry, counted, decides).
+        - A send cut short by the server (it answered early, e.g. 403, and closed): its answer
+          is read and returned, so the error is S3's, not "connection reset".
+        Any failure drops the connection."""
         while True:
-            conn = self._connection(netloc)
+            conn = self._connection(host)
             reused = conn.sock is not None
             if body is not None and not isinstance(body, bytes | bytearray):
                 body.seek(start)
@@ -375,16 +438,27 @@ class Client:
                 if conn.sock is None:
                     conn.connect()
                 conn.sock.settimeout(self.read_timeout)  # type: ignore[union-attr]
-                conn.request(method, target, body=body, headers=headers)
+                try:
+                    conn.request(method, target, body=body, headers=headers)
+                except (BrokenPipeError, ConnectionResetError) as sent:
+                    if not body:
+                        raise
+                    try:
+                        early = conn.getresponse()
+                    except (OSError, http.client.HTTPException):
+                        raise sent from None
+                    data = early.read()
+                    self._drop(host)
+                    return early.status, {k.lower(): v for k, v in early.getheaders()}, data
                 resp = conn.getresponse()
                 data = resp.read()
             except (OSError, http.client.HTTPException) as e:
-                self._drop(netloc)
-                if reused and isinstance(e, http.client.RemoteDisconnected | BrokenPipeError | ConnectionResetError):
+                self._drop(host)
+                if reused and method in ("GET", "HEAD") and isinstance(e, http.client.RemoteDisconnected | BrokenPipeError | ConnectionResetError):
                     continue
                 raise
             if resp.will_close:
-                self._drop(netloc)
+                self._drop(host)
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
 
     # ---- operations ---------------------------------------------------------------------
@@ -415,12 +489,16 @@ class Client:
     def copy_object(self, bucket: str, key: str, source_bucket: str, source_key: str) -> Response:
         """Server-side copy; S3 computes and stores the SHA256 checksum of the copy."""
         headers = {"x-amz-copy-source": _quote(f"/{source_bucket}/{source_key}"), "x-amz-checksum-algorithm": "SHA256"}
-        resp = self.request("CopyObject", "PUT", bucket, key, headers=headers)
-        # A copy can fail after the 200 status line (ref: https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html): the body is then <Error>.
-        if b"<Error>" in resp.body[:200]:
-            err = parse_error(500, resp.body, "CopyObject")
-            raise err
-        return resp
+        attempt = 0
+        while True:
+            resp = self.request("CopyObject", "PUT", bucket, key, headers=headers)
+            err = copy_result_error(resp.body)
+            if err is None:
+                return resp
+            attempt += 1
+            if err.code not in RETRY_CODES or attempt >= self.attempts:
+                raise err
+            time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt)))  # noqa: S311 - jitter, not crypto
 
     def list_objects_v2(self, bucket: str, prefix: str, *, delimiter: str | None = None, token: str | None = None, max_keys: int | None = None) -> Page:
         query = {"list-type": "2", "prefix": prefix, "encoding-type": "url"}

@@ -61,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
         allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache, allow_local_target=args.allow_local_target,
     )  # fmt: skip
     try:
-        results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env))
+        results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env, repo.session))
     finally:
         configs.save()
-    failed = [r for r in results if r.error is not None]
+    # One line per distinct error: models skipped after an S3 failure share the failing model's
+    # error, and models in flight at that moment fail with the same message.
+    failed = list({str(r.error): r for r in sorted(results, key=lambda r: r.action == "failed") if r.error is not None}.values())
     for r in failed[:-1] if len(failed) > 1 else []:
         assert r.error is not None
         error(f"{r.model}: {r.error}")

@@ -121,3 +121,19 @@ def test_push_warns_when_the_server_ignores_if_none_match(tmp_path, capsys, rclo
     r = run_cli(capsys, "push", str(python_model(tmp_path, "m")), "--env", "staging", "--config", cfg)
     assert r.code == 0
     assert "ignores If-None-Match and If-Match" in r.err
+
+
+def test_an_unreachable_endpoint_fails_a_repository_push_once(tmp_path, capsys, aws_env, monkeypatch) -> None:
+    """Every model would fail the same way: the first S3 failure skips the models not started yet,
+    and the error is printed once (not once per model)."""
+    from tests.support.s3_servers import free_port
+
+    monkeypatch.setenv("MODEL_SYNC_S3_ATTEMPTS", "1")
+    for i in range(40):
+        python_model(tmp_path / "repo", f"m{i:02d}")
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    r = run_cli(capsys, "push", str(tmp_path / "repo"), "--env", "x", "--bucket", "s3://repo", "--endpoint-url", endpoint)
+    assert r.code == 5
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"S3 endpoint: {endpoint} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint" in lines[0]

@@ -296,7 +296,7 @@ def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code, client) -> Non
 
     from model_sync import environments, layout, localmodel, publish, s3http
 
-    def ClientError(response, operation):  # noqa: N802 - the error type the chosen client raises
+    def ClientError(response, operation):  # the error type the chosen client raises
         if client == "botocore":
             return BotocoreError(response, operation)
         return s3http.S3Error(400, response["Error"]["Code"], response["Error"]["Message"], operation)

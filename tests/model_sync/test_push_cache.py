@@ -175,21 +175,25 @@ def test_cache_dir_setting(monkeypatch, var, value, expected) -> None:
     assert cache.cache_dir() == expected
 
 
-def test_stale_allocation_hint_never_writes_into_an_occupied_version(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+def test_allocation_from_the_pin_never_writes_into_an_occupied_version(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    """The first candidate is the pinned version + 1 (no listing); a directory another tool wrote
+    there without an allocation marker is never written into, and the number is skipped."""
     repo = _repo(tmp_path, ("a", "b"))
-    real = publish.allocation_hints
-
-    def hints_then_foreign_write(r):
-        hints = real(r)
-        moto_s3.client().put_object(Bucket=s3_bucket, Key="repository/a/1/theirs.bin", Body=b"not ours")  # no marker
-        return hints
-
-    monkeypatch.setattr(publish, "allocation_hints", hints_then_foreign_write)
+    assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
+    moto_s3.client().put_object(Bucket=s3_bucket, Key="repository/a/2/theirs.bin", Body=b"not ours")  # no marker
+    (repo / "a" / "1" / "model.py").write_text("# a, changed\n")
     r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
-    assert (pinned_version(moto_s3, s3_bucket, "a"), pinned_version(moto_s3, s3_bucket, "b")) == (2, 1)
-    assert moto_s3.keys(s3_bucket, "repository/a/1/") == ["repository/a/1/theirs.bin"]
-    assert sorted(moto_s3.keys(s3_bucket, "audit/allocations/a/")) == ["audit/allocations/a/1.json", "audit/allocations/a/2.json"]
+    assert (pinned_version(moto_s3, s3_bucket, "a"), pinned_version(moto_s3, s3_bucket, "b")) == (3, 1)
+    assert moto_s3.keys(s3_bucket, "repository/a/2/") == ["repository/a/2/theirs.bin"]
+    assert sorted(moto_s3.keys(s3_bucket, "audit/allocations/a/")) == [f"audit/allocations/a/{n}.json" for n in (1, 2, 3)]
+    # Rolled back to 1 while 2 and 3 exist: candidate 2 collides with its marker, then the highest + 1.
+    assert run_cli(capsys, "rollback", "a", "--env", "staging", "--config", cfg, "--to", "1").code == 0
+    (repo / "a" / "1" / "model.py").write_text("# a, changed again\n")
+    r = run_cli(capsys, "push", str(repo / "a"), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert pinned_version(moto_s3, s3_bucket, "a") == 4
+    assert moto_s3.keys(s3_bucket, "repository/a/2/") == ["repository/a/2/theirs.bin"]
 
 
 def test_noop_never_asks_who_is_publishing(tmp_path, moto_s3, s3_bucket, aws_env) -> None:
@@ -329,3 +333,32 @@ def test_endpoint_from_aws_endpoint_url_s3_and_a_missing_region(tmp_path, capsys
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
     assert r.err.strip() == "model-sync: region: none configured for environment staging; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region"
+
+
+def test_a_config_the_cache_vouches_for_is_still_parsed_before_any_write(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    """An entry that says a malformed config is fine (a schema change the fingerprint missed, a
+    hand-edited cache) spares load() the parse, but a model that needs publishing is parsed
+    before its first write: exit 2 and an empty bucket."""
+    model = python_model(tmp_path, "simple", config='name: "simple"\nbackend: "python"\nmax_batch_sise: 4\n')
+    configs = cache.ConfigCache(os.environ["MODEL_SYNC_CACHE_DIR"])
+    configs.put("simple", hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest(), "", "python", ["model.py"])
+    configs.save()
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 2
+    assert "config.pbtxt: does not parse" in r.err
+    assert moto_s3.keys(s3_bucket) == []
+
+
+def test_config_cache_keeps_the_newest_pin_texts_only(tmp_path) -> None:
+    configs = cache.ConfigCache(str(tmp_path))
+    configs.put("m", "d" * 64, "", "python", ["model.py"])
+    for version in range(1, 13):
+        configs.put_pinned("m", "d" * 64, version, f"pin {version}")
+    configs.put_pinned("m", "d" * 64, 7, "pin 7 again")  # re-put moves it to the newest end
+    configs.save()
+    entry = cache.ConfigCache(str(tmp_path)).get("m", "d" * 64)
+    assert entry is not None
+    assert cache.MAX_PINNED_TEXTS == 8
+    assert list(entry["pinned"]) == ["5", "6", "8", "9", "10", "11", "12", "7"]
+    assert entry["pinned"]["7"] == "pin 7 again"
+    assert "1" not in entry["pinned"]

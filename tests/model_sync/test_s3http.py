@@ -214,8 +214,11 @@ def test_streamed_body_without_a_digest_is_refused(moto_s3: S3Server, tmp_path: 
     ("kwargs", "match"),
     [
         ({"attempts": 0}, r"^attempts: 0; allowed: 1 or more$"),
-        ({"endpoint_url": "ftp://127.0.0.1:21"}, r"^endpoint_url: 'ftp://127.0.0.1:21'; allowed: http\(s\)://host\[:port\]$"),
-        ({"endpoint_url": "http://"}, r"^endpoint_url: 'http://'; allowed: http\(s\)://host\[:port\]$"),
+        ({"endpoint_url": "ftp://127.0.0.1:21"}, r"^endpoint_url: 'ftp://127.0.0.1:21'; allowed: http\(s\)://host\[:port\]\[/path\], no query or credentials$"),
+        ({"endpoint_url": "http://"}, r"^endpoint_url: 'http://'; allowed: http\(s\)://host\[:port\]\[/path\], no query or credentials$"),
+        ({"endpoint_url": "http://key:secret@127.0.0.1:9"}, r"^endpoint_url: 'http://key:secret@127.0.0.1:9'; allowed: .*no query or credentials$"),
+        ({"endpoint_url": "http://127.0.0.1:9/?x=1"}, r"^endpoint_url: 'http://127.0.0.1:9/\?x=1'; allowed: .*no query or credentials$"),
+        ({"endpoint_url": "http://127.0.0.1:99999"}, r"^endpoint_url: 'http://127.0.0.1:99999'; allowed: "),
     ],
 )
 def test_client_arguments_are_validated(kwargs: dict[str, object], match: str) -> None:
@@ -661,3 +664,115 @@ def test_http_proxy_is_used_for_an_http_endpoint(moto_proxy: tuple[int, int, Pat
     bypass = s3http.Client(REGION, lambda: GOOD, f"http://127.0.0.1:{dead_port}", attempts=1)
     with pytest.raises(s3http.EndpointError, match="ConnectionRefusedError"):
         bypass.get_object("via-proxy", "a b/ü+x")
+
+
+# ---- review follow-ups: addressing, wrong region, copy results, lost responses, proxies ------
+
+
+@pytest.mark.parametrize(
+    ("region", "env", "bucket", "expected"),
+    [
+        ("eu-west-1", {}, "models", ("models.s3.eu-west-1.amazonaws.com", "models.s3.eu-west-1.amazonaws.com", "/a%20b/c.txt")),
+        ("us-east-1", {}, "models", ("models.s3.us-east-1.amazonaws.com", "models.s3.us-east-1.amazonaws.com", "/a%20b/c.txt")),
+        ("cn-north-1", {}, "models", ("models.s3.cn-north-1.amazonaws.com.cn", "models.s3.cn-north-1.amazonaws.com.cn", "/a%20b/c.txt")),
+        ("us-east-1", {"AWS_USE_FIPS_ENDPOINT": "true"}, "models", ("models.s3-fips.us-east-1.amazonaws.com",) * 2 + ("/a%20b/c.txt",)),
+        ("us-east-1", {"AWS_USE_DUALSTACK_ENDPOINT": "true"}, "models", ("models.s3.dualstack.us-east-1.amazonaws.com",) * 2 + ("/a%20b/c.txt",)),
+        ("us-east-1", {"AWS_USE_FIPS_ENDPOINT": "true", "AWS_USE_DUALSTACK_ENDPOINT": "TRUE"}, "m", ("s3-fips.dualstack.us-east-1.amazonaws.com",) * 2 + ("/m/a%20b/c.txt",)),
+        ("eu-west-1", {}, "my.dotted.bucket", ("s3.eu-west-1.amazonaws.com", "s3.eu-west-1.amazonaws.com", "/my.dotted.bucket/a%20b/c.txt")),
+    ],
+)
+def test_aws_addressing_is_virtual_hosted_unless_the_bucket_cannot_be_a_host_label(monkeypatch: pytest.MonkeyPatch, region: str, env: dict[str, str], bucket: str, expected: tuple[str, str, str]) -> None:
+    """Production addressing (no request is sent): virtual-hosted on AWS, the partition's suffix,
+    FIPS / dual-stack hosts as the AWS SDKs build them; path style for names with dots (the
+    wildcard TLS certificate covers one label)."""
+    for name in ("AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    client = s3http.Client(region, lambda: GOOD)
+    assert client.address(bucket, "a b/c.txt") == expected
+    assert client.scheme == "https"
+
+
+def test_custom_endpoints_keep_path_style_ports_and_ipv6_brackets() -> None:
+    c = s3http.Client(REGION, lambda: GOOD, "http://127.0.0.1:9000")
+    assert c.address("bkt", "k") == ("127.0.0.1", "127.0.0.1:9000", "/bkt/k")
+    assert c.address("", "") == ("127.0.0.1", "127.0.0.1:9000", "/")
+    c = s3http.Client(REGION, lambda: GOOD, "https://[::1]:8443/base")
+    assert c.address("bkt", "k") == ("::1", "[::1]:8443", "/base/bkt/k")
+    assert s3http.Client(REGION, lambda: GOOD, "https://minio.internal").address("bkt") == ("minio.internal", "minio.internal", "/bkt")
+
+
+def test_an_ipv6_endpoint_round_trips(tmp_path: Path) -> None:
+    server = S3Server("rclone", data_dir=str(tmp_path / "data"), host="::1")
+    (tmp_path / "data").mkdir()
+    server.start()
+    try:
+        c = s3http.Client(REGION, lambda: GOOD, server.endpoint)
+        c.request("CreateBucket", "PUT", "v6-bucket")
+        c.put_object("v6-bucket", "k", b"over ipv6")
+        assert c.get_object("v6-bucket", "k").body == b"over ipv6"
+        assert [o["Key"] for o in c.list_all("v6-bucket", "")[0]] == ["k"]
+    finally:
+        server.close()
+
+
+def test_a_wrong_region_is_a_usage_error_naming_the_buckets_region() -> None:
+    env = Environment("staging", layout.Root("models"), None, "us-east-1")
+    head = s3http.parse_error(301, b"", "HeadObject", {"x-amz-bucket-region": "eu-west-1"})
+    body = b"<?xml version='1.0'?><Error><Code>AuthorizationHeaderMalformed</Code><Message>the region 'us-east-1' is wrong; expecting 'eu-west-1'</Message><Region>eu-west-1</Region></Error>"
+    for err in (head, s3http.parse_error(400, body, "GetObject", {})):
+        assert err.bucket_region == "eu-west-1"
+        mapped = s3.translate(err, env, "repository/m/config.pbtxt")
+        assert mapped.code == errors.USAGE
+        assert str(mapped).endswith("allowed: eu-west-1 (the bucket's region: `region` in model-sync.yaml or --region)")
+    # A credentials problem without a region stays a credentials problem.
+    denied = s3http.parse_error(403, b"<Error><Code>AccessDenied</Code><Message>no</Message></Error>", "GetObject", {"x-amz-bucket-region": "us-east-1"})
+    assert denied.bucket_region is None
+    assert s3.translate(denied, env).code == errors.S3
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'<?xml version="1.0" encoding="UTF-8"?>\n<CopyObjectResult><ETag>"x"</ETag></CopyObjectResult>', None),
+        (b'<?xml version="1.0" encoding="UTF-8"?>\n' + b" " * 4096 + b"<Error><Code>InternalError</Code><Message>copy failed</Message></Error>", "InternalError"),
+        (b"<Error><Code>SlowDown</Code><Message>x</Message></Error>", "SlowDown"),
+        (b"<ListBucketResult/>", "InvalidResponse"),
+        (b"", "InvalidResponse"),
+        (b"not xml", "InvalidResponse"),
+    ],
+)
+def test_a_copy_that_fails_after_its_200_status_is_an_error(body: bytes, code: str | None) -> None:
+    """S3 keeps a long copy alive with whitespace after the 200 status line and may end the body
+    with <Error>: only a <CopyObjectResult> body is a successful copy (whitespace of any length)."""
+    err = s3http.copy_result_error(body)
+    assert (err.code if err else None) == code
+    if err is not None:
+        assert err.status == 200
+
+
+def test_a_refused_conditional_write_holding_our_bytes_is_ours(moto_s3: S3Server, s3_bucket: str, aws_env: dict[str, str]) -> None:
+    """A conditional PUT applied by S3 whose response was lost is retried and refused by its own
+    write (412); Repo tells that from another writer's by the bytes (markers carry a nonce)."""
+    repo = s3.Repo(Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, REGION))
+    assert repo.put_new("audit/x.json", b'{"nonce": "mine"}') is True
+    assert repo.put_new("audit/x.json", b'{"nonce": "mine"}') is True  # our earlier, applied try
+    assert repo.put_new("audit/x.json", b'{"nonce": "theirs"}') is False
+    etag = repo.head("audit/x.json")
+    assert etag is not None
+    assert repo.put_if("audit/x.json", b'{"nonce": "mine"}', "0" * 32) == (True, etag[0])  # the If-Match lost to our own write
+    assert repo.put_if("audit/x.json", b'{"nonce": "other"}', "0" * 32) == (False, None)
+    assert repo.get("audit/x.json") == b'{"nonce": "mine"}'
+    assert repo.conditional_writes_enforced()  # the probe writes distinct bytes each time
+    assert repo.if_match_enforced()
+
+
+def test_proxy_credentials_are_sent_and_an_https_proxy_url_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://ops%40corp:p%3Ass@127.0.0.1:3128")
+    monkeypatch.setenv("NO_PROXY", "")
+    c = s3http.Client(REGION, lambda: GOOD, "http://minio.internal:9000")
+    assert c._proxy_headers == {"Proxy-Authorization": "Basic " + __import__("base64").b64encode(b"ops@corp:p:ss").decode()}
+    monkeypatch.setenv("HTTP_PROXY", "https://127.0.0.1:3128")
+    with pytest.raises(ValueError, match=r"^http_proxy: 'https://127.0.0.1:3128'; allowed: an http://\[user:password@\]host:port proxy$"):
+        s3http.Client(REGION, lambda: GOOD, "http://minio.internal:9000")

@@ -64,23 +64,25 @@ def aws_environ(base: dict[str, str] | None = None) -> dict[str, str]:
 class S3Server:
     """One S3 server process. `kind` is "moto" or "rclone"."""
 
-    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None, env: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
         """`env`: extra environment for the server process (e.g. moto's
-        INITIAL_NO_AUTH_ACTION_COUNT, which makes moto_server enforce IAM after that many requests)."""
+        INITIAL_NO_AUTH_ACTION_COUNT, which makes moto_server enforce IAM after that many requests).
+        `host`: the loopback address to listen on ("::1" for IPv6)."""
         self.kind = kind
+        self.host = host
         self.extra_env = dict(env or {})
         self.port = port or free_port()
         self.data_dir = data_dir
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.endpoint = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_dir = tempfile.mkdtemp(prefix=f"{kind}-log-")
         self.log_path = os.path.join(self._log_dir, "server.log")
 
     def command(self) -> list[str]:
         if self.kind == "moto":
-            return [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)]
+            return [str(BIN / "moto_server"), "-H", self.host, "-p", str(self.port)]
         assert self.data_dir
-        return [str(BIN / "rclone"), "serve", "s3", self.data_dir, "--addr", f"127.0.0.1:{self.port}", "--auth-key", f"{KEY},{SECRET}", "--config", os.devnull, "-vv"]
+        return [str(BIN / "rclone"), "serve", "s3", self.data_dir, "--addr", f"{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}", "--auth-key", f"{KEY},{SECRET}", "--config", os.devnull, "-vv"]
 
     def start(self, timeout: float = 20.0) -> S3Server:
         log = open(self.log_path, "ab")
