@@ -157,6 +157,41 @@ def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCac
         m.hashes[f.rel] = digest
 
 
+def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> list[Any]:
+    """[fn(item) ...] on `workers` threads, results in order. Every thread is started (and parked
+    on an Event) before any runs: a thread started while others hold the GIL waits up to the
+    switch interval to announce itself, which made ThreadPoolExecutor's start-as-you-submit cost
+    ~2 ms per thread in a no-op push (cProfile). An exception in `fn` is re-raised here."""
+    results: list[Any] = [None] * len(items)
+    failures: list[BaseException] = []
+    go = threading.Event()
+    position = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        go.wait()
+        while True:
+            with lock:
+                i = next(position, None)
+            if i is None or failures:
+                return
+            try:
+                results[i] = fn(items[i])
+            except BaseException as e:  # re-raised in the caller
+                failures.append(e)
+                return
+
+    threads = [threading.Thread(target=worker, name=f"model-sync-model-{n}", daemon=True) for n in range(max(1, min(workers, len(items))))]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    return results
+
+
 def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
     assert m.hashes is not None
     return {rel: {"sha256": m.hashes[rel], "size": f.size} for rel, f in sorted(m.files.items())}
@@ -452,8 +487,7 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
             if len(models) == 1:
                 results = [one(models[0])]
             else:
-                with ThreadPoolExecutor(max_workers=min(options.model_workers, len(models))) as pool:
-                    results = list(pool.map(one, models))
+                results = parallel_map(one, models, options.model_workers)
         failed_hashing = publisher.hashing.exception()
         if failed_hashing is not None:  # every model waited for it before any write: one error, not one per model
             raise failed_hashing
