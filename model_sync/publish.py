@@ -40,15 +40,17 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model_sync import __version__, cache, compat, errors, layout, manifest, repository
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
 from model_sync.s3 import Repo, error_code, translate
 from model_sync.ui import Console, Progress
+
+if TYPE_CHECKING:  # concurrent.futures is imported where files are hashed or sent: not by a no-op push
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 MB = 1024 * 1024
 DIGEST_MISMATCH_CODES = {"BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch", "XAmzContentChecksumMismatch"}
@@ -148,6 +150,8 @@ def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCac
     if uncached <= 1:
         digests = [one(job) for job in jobs]
     else:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=min(workers, uncached)) as pool:
             digests = list(pool.map(one, jobs))
     for m in models:
@@ -155,6 +159,32 @@ def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCac
     for (m, f), digest in zip(jobs, digests, strict=True):
         assert m.hashes is not None
         m.hashes[f.rel] = digest
+
+
+class Background:
+    """fn(*args) on its own thread, started now; result() waits and returns or re-raises."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any, name: str = "model-sync-background") -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, *args), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as e:  # handed to whoever waits
+            self._error = e
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def exception(self) -> BaseException | None:
+        self._thread.join()
+        return self._error
 
 
 def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> list[Any]:
@@ -244,7 +274,7 @@ class Publisher:
         self.pins = pins or cache.PinCache(None, repo.identity)
         self.compatibility: dict[str, dict[str, Any]] = {}
         self.abort: errors.SyncError | None = None  # an S3 failure (endpoint, credentials) that fails every model not started yet
-        self.hashing: Future[None] | None = None  # hash_files of the models, running while pins are read
+        self.hashing: Background | None = None  # hash_files of the models, running while pins are read
         self.progress: Progress | None = None
         self.warned = False
         self._lock = threading.Lock()
@@ -280,6 +310,8 @@ class Publisher:
         """Shared pool for single-request transfers of files below the multipart threshold."""
         with self._lock:
             if self._io is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._io = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="model-sync-io")
             return self._io
 
@@ -467,8 +499,7 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
     publisher = Publisher(repo, console, options, by, cache.PinCache(directory, repo.identity))
     publisher.compatibility = compatibility
     results: list[PushResult] = []
-    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-sync-hash")
-    publisher.hashing = background.submit(hash_files, models, hashes=hashes)
+    publisher.hashing = Background(hash_files, models, 4, hashes, name="model-sync-hash")
     try:
         with console.progress() as progress:
             publisher.progress = progress if not options.dry_run else None
@@ -492,7 +523,7 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
         if failed_hashing is not None:  # every model waited for it before any write: one error, not one per model
             raise failed_hashing
     finally:
-        background.shutdown()
+        publisher.hashing.exception()  # joined: the hash cache is saved complete
         publisher.close()
         publisher.pins.save()
         hashes.save()
