@@ -181,15 +181,16 @@ def parser_fingerprint() -> str:
     """What the outcome of parsing a config.pbtxt depends on besides its bytes: model-sync's version,
     protobuf's (text_format output), and the bytes of the rules (model_config.py, layout.py) and
     of the schema (tritonclient's model_config_pb2.py): any change is a miss for every entry."""
-    import importlib.util
+    import sys
 
     import google.protobuf  # the package's __init__ only: not text_format
 
     from model_sync import __version__
 
     here = os.path.dirname(os.path.abspath(__file__))
-    spec = importlib.util.find_spec("tritonclient")  # located, not imported (model_config._load_pb2)
-    schema = os.path.join(next(iter(spec.submodule_search_locations or [])), "grpc", "model_config_pb2.py") if spec else ""
+    # located, not imported (as model_config._load_pb2 loads it): the first sys.path entry that has it
+    relative = os.path.join("tritonclient", "grpc", "model_config_pb2.py")
+    schema = next((os.path.join(p, relative) for p in sys.path if os.path.isfile(os.path.join(p or ".", relative))), "")
     digest = hashlib.sha256()
     for path in (os.path.join(here, "model_config.py"), os.path.join(here, "layout.py"), schema):
         try:

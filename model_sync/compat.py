@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Triton container release -> (Triton server version, PyTorch/LibTorch version inside).
 TRITON_RELEASES: dict[str, tuple[str, str]] = {

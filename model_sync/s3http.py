@@ -28,7 +28,6 @@ import hashlib
 import hmac
 import http.client
 import os
-import random
 import threading
 import time
 import urllib.parse
@@ -105,6 +104,13 @@ def aws_endpoint(region: str, *, fips: bool = False, dualstack: bool = False) ->
     AWS_USE_DUALSTACK_ENDPOINT ask (ref: https://docs.aws.amazon.com/general/latest/gr/s3.html)."""
     suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
     return f"https://s3{'-fips' if fips else ''}{'.dualstack' if dualstack else ''}.{region}.{suffix}"
+
+
+def backoff(attempt: int) -> None:
+    """Full-jitter exponential backoff before try `attempt` (1-based retries)."""
+    import random  # only when a request is retried
+
+    time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt)))  # noqa: S311 - jitter, not crypto
 
 
 def env_flag(name: str) -> bool:
@@ -401,7 +407,7 @@ class Client:
         last: BaseException | None = None
         for attempt in range(self.attempts):
             if attempt:
-                time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt)))  # noqa: S311 - jitter, not crypto
+                backoff(attempt)
             signed = self.signer.sign(method, host_header, path, query, {**(headers or {}), "content-length": str(length)}, payload, self.credentials())
             signed.update({"user-agent": USER_AGENT, **extra})
             try:
@@ -498,7 +504,7 @@ class Client:
             attempt += 1
             if err.code not in RETRY_CODES or attempt >= self.attempts:
                 raise err
-            time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt)))  # noqa: S311 - jitter, not crypto
+            backoff(attempt)
 
     def list_objects_v2(self, bucket: str, prefix: str, *, delimiter: str | None = None, token: str | None = None, max_keys: int | None = None) -> Page:
         query = {"list-type": "2", "prefix": prefix, "encoding-type": "url"}

