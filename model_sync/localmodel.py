@@ -90,24 +90,35 @@ def _parse_config(data: bytes, config_path: str, model: str) -> Any:
 
 
 def _scan_version_dir(root: str) -> dict[str, LocalFile]:
-    files: dict[str, LocalFile] = {}
-    for cur, dirs, names in os.walk(root, followlinks=False):
-        for d in list(dirs):
-            full = os.path.join(cur, d)
-            if os.path.islink(full):
-                raise errors.usage(f"model directory: {full} is a symlink; allowed: regular files and directories only")
-            if d.startswith(".") or d == "__pycache__":
-                dirs.remove(d)
-        for n in names:
-            if n.startswith("."):
-                continue
-            full = os.path.join(cur, n)
-            st = os.lstat(full)
-            import stat as _stat
+    """Every regular file under `root` by its '/'-separated relative path. Dot-files, dot-directories
+    and __pycache__ are skipped; a symlink (to a directory, or not a dot-file) or any other
+    non-regular entry is refused, and so is a directory that cannot be read. One scandir per
+    directory and one lstat per file (os.walk + lstat + relpath cost twice as much: 50 models)."""
+    import stat as _stat
 
+    files: dict[str, LocalFile] = {}
+    pending = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError as e:
+            raise errors.usage(f"model directory: {directory} cannot be read ({e.strerror}); allowed: a readable directory") from None
+        for entry in entries:
+            name, full = entry.name, entry.path
+            if entry.is_dir():  # follows a symlink, as os.walk does: a linked directory is refused, never entered
+                if entry.is_symlink():
+                    raise errors.usage(f"model directory: {full} is a symlink; allowed: regular files and directories only")
+                if not (name.startswith(".") or name == "__pycache__"):
+                    pending.append((full, f"{prefix}{name}/"))
+                continue
+            if name.startswith("."):
+                continue
+            st = entry.stat(follow_symlinks=False)
             if not _stat.S_ISREG(st.st_mode):
                 raise errors.usage(f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)")
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            rel = prefix + name
             try:
                 layout.check_file_path(rel)
             except layout.LayoutError as e:
