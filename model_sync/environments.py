@@ -6,7 +6,7 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
       staging:                                  # [a-z][a-z0-9-]{0,31}
         bucket: s3://triton-models-staging      # s3://bucket[/prefix], the repository root
         endpointUrl: http://127.0.0.1:9000      # optional: an S3-compatible server
-        region: eu-west-1                       # optional (default: the boto3 default chain)
+        region: eu-west-1                       # optional (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's)
         tritonUrl: http://127.0.0.1:8000        # optional: used by `verify`
         tritonImage: nvcr.io/nvidia/tritonserver:25.10-py3   # the image serving this env:
                                                 # push/promote refuse TorchScript it cannot load
@@ -19,7 +19,7 @@ With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI 
 `modelRepositoryUri` without its trailing `/repository`, the Triton tree), `region`, `tritonUrl` and
 `tritonImage` fill in what the file does not set. Explicit flags (--bucket, --endpoint-url, --region,
 --triton-url, --triton-image) override both. Without an endpoint from either, AWS_ENDPOINT_URL_S3 /
-AWS_ENDPOINT_URL apply (sdk_endpoint); a profile's `endpoint_url` is not read. Credentials are never configured here: boto3's default chain only.
+AWS_ENDPOINT_URL apply (sdk_endpoint); a profile's `endpoint_url` is not read. Credentials are never configured here: the AWS default chain only (model_sync/s3.py).
 """
 
 from __future__ import annotations

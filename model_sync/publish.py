@@ -30,7 +30,10 @@ Per model, in this order; the pin flip is the only commit point:
      unpinned (the message says how to pin it); the later allocation is never silently lost.
 A failure before 7 leaves an unpinned, possibly partial version N that nothing points at; a
 re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
-Models are published concurrently (PushOptions.model_workers threads sharing one botocore client).
+Models are published concurrently (PushOptions.model_workers threads sharing one Repo: the
+stdlib S3 client for single requests, botocore's s3transfer for multipart files). The first S3
+failure of a kind every model would hit (endpoint, credentials: exit 5) skips the models not
+started yet ("skipped"), and `push` reports it once.
 """
 
 from __future__ import annotations

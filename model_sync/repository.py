@@ -109,10 +109,9 @@ def highest_allocated(repo: Repo, model: str) -> int:
 def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | None = None, hint: int | None = None) -> int:
     """Claim a fresh version number with a create-only write of its allocation marker.
 
-    `preferred` (promote: the source version) is tried first; `hint` (push of several models:
-    the highest number seen in ONE listing of the bucket taken at the start of the run) spares
-    the two per-model listings; otherwise, and on collision, the next number after the highest
-    seen. A number claimed from `preferred` or `hint` is only used if its version directory is
+    `preferred` (promote: the source version) is tried first; `hint` (push: the pinned version,
+    0 for none) spares the two per-model listings, trying hint + 1; otherwise, and on collision,
+    the next number after the highest seen. A number claimed from `preferred` or `hint` is only used if its version directory is
     still empty (the hint can be stale; a directory written by another tool is never
     overwritten). On servers that ignore If-None-Match the marker is read back and its nonce
     compared, which catches most but not all races (warned by the caller)."""
