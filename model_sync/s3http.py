@@ -17,8 +17,10 @@ they expire), multipart transfers (s3transfer), `promote`'s transfers and the in
 Errors are raised as S3Error (botocore-shaped `.response`, so s3.error_code() reads both) and
 EndpointError (an OSError: the endpoint could not be reached or dropped the connection).
 Retries follow botocore's "standard" mode: up to `attempts` tries (MODEL_SYNC_S3_ATTEMPTS, default
-3) on connection errors, 500/502/503/504 and throttling codes, exponential backoff with full jitter
-(base 0.1 s, capped at 2 s), request bodies rewound before each try.
+3) on connection errors, 429/500/502/503/504 and throttling codes, exponential backoff with full
+jitter (base 0.1 s, capped at 2 s), request bodies rewound before each try. A CopyObject that
+fails after its 200 status line is retried the same way. A request signed for the wrong region
+is not followed (botocore's redirector is): the error names the bucket's region.
 """
 
 from __future__ import annotations
@@ -34,12 +36,11 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-if TYPE_CHECKING:  # ssl, urllib.request and xml.etree are imported where they are needed: a no-op `push` over http never loads them
+if TYPE_CHECKING:  # urllib.request and xml.etree are imported where needed: a no-op `push` never loads them
     import ssl
     import xml.etree.ElementTree as ET
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
-UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 RETRY_STATUS = {429, 500, 502, 503, 504}
 # ref: https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html (standard mode: transient and throttling errors)
 RETRY_CODES = {"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete", "InternalError", "ServiceUnavailable", "SlowDown", "Throttling",

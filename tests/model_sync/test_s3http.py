@@ -485,10 +485,9 @@ def test_stale_keep_alive_connection_is_retried_after_a_restart(rclone_s3: S3Ser
 
 
 def test_stale_keep_alive_connection_does_not_use_up_an_attempt(rclone_s3: S3Server) -> None:
-    """A pooled connection the server already closed is not a failed attempt: botocore (urllib3's
-    is_connection_dropped check before reuse) succeeds here with max_attempts=1. s3http today sends on
-    the dead socket, gets RemoteDisconnected and, with one attempt, raises EndpointError (with more
-    attempts it burns one plus a backoff sleep)."""
+    """A pooled connection the server already closed is not a failed attempt for a read (GET/HEAD
+    is sent once more on a fresh connection, as urllib3 does): with one attempt it still succeeds.
+    (Writes are not re-sent uncounted: the first may have been applied.)"""
     bucket = rclone_s3.make_bucket()
     c = client_for(rclone_s3, attempts=1)
     c.put_object(bucket, "k", b"before")
