@@ -129,3 +129,23 @@ def test_no_credential_flags_exist() -> None:
     help_text = " ".join(a.format_help() for a in build_parser()._subparsers._group_actions[0].choices.values())  # type: ignore[union-attr]
     for flag in ("--access-key", "--secret", "--aws-access-key-id", "--aws-secret-access-key", "--session-token"):
         assert flag not in help_text
+
+
+def test_sdk_endpoint_variables_fill_in_a_missing_endpoint(tmp_path, monkeypatch) -> None:
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # no model-sync.yaml: flags only
+    monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
+    resolve = lambda *flags: environments.resolve(None, None, "s3://models", *flags)  # noqa: E731
+    assert resolve().endpoint_url is None
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    assert resolve().endpoint_url == "http://127.0.0.1:9000"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9001")  # the service-specific one wins, as in the SDKs
+    assert resolve().endpoint_url == "http://127.0.0.1:9001"
+    assert resolve("http://127.0.0.1:9002").endpoint_url == "http://127.0.0.1:9002"  # --endpoint-url wins over both
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    assert resolve().endpoint_url is None
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "false")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "ftp://nope")
+    with pytest.raises(errors.SyncError, match=r"^endpoint URL: 'ftp://nope'; allowed: http\(s\)://host\[:port\]$"):
+        resolve()
