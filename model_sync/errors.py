@@ -49,6 +49,8 @@ class SyncError(Exception):
             raise ValueError(f"exit code: {code!r}; allowed: one of {sorted(set(EXIT_CODES) - {OK})}")
         super().__init__(" ".join(message.split()))
         self.code = code
+        self.message_kind = ""  # what failed, where callers branch on it ("credentials", "unreachable")
+        self.run_wide = False  # every request of this run would fail alike (model_sync.s3.translate)
 
 
 def usage(message: str) -> SyncError:
@@ -63,8 +65,10 @@ def refused(message: str) -> SyncError:
     return SyncError(REFUSED, message)
 
 
-def s3(message: str) -> SyncError:
-    return SyncError(S3, message)
+def s3(message: str, kind: str = "") -> SyncError:
+    err = SyncError(S3, message)
+    err.message_kind = kind
+    return err
 
 
 def incompatible(message: str) -> SyncError:

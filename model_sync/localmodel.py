@@ -104,12 +104,20 @@ def _scan_version_dir(root: str) -> dict[str, LocalFile]:
             with os.scandir(directory) as it:
                 entries = list(it)
         except OSError as e:
-            raise errors.usage(f"model directory: {directory} cannot be read ({e.strerror}); allowed: a readable directory") from None
+            raise errors.usage(f"model directory: {directory} cannot be read ({e.strerror or e}); allowed: a readable directory") from None
         for entry in entries:
             name, full = entry.name, entry.path
-            if entry.is_dir():  # follows a symlink, as os.walk does: a linked directory is refused, never entered
-                if entry.is_symlink():
+            if entry.is_symlink():
+                try:
+                    to_directory = entry.is_dir()  # follows: raises on a loop or an unreadable target
+                except OSError:
+                    to_directory = False
+                if to_directory:
                     raise errors.usage(f"model directory: {full} is a symlink; allowed: regular files and directories only")
+                if name.startswith("."):
+                    continue
+                raise errors.usage(f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)")
+            if entry.is_dir(follow_symlinks=False):
                 if not (name.startswith(".") or name == "__pycache__"):
                     pending.append((full, f"{prefix}{name}/"))
                 continue

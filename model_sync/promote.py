@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from model_sync import compat, errors, layout, manifest, repository
-from model_sync.s3 import Repo, b64_sha256_to_hex, sha256_stream, translate
+from model_sync.s3 import Repo, aws_hosted, b64_sha256_to_hex, sha256_stream, translate
 from model_sync.ui import Console
 
 
@@ -82,7 +82,7 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
             head = dst.client.head_object(Bucket=dst.root.bucket, Key=key, ChecksumMode="ENABLED")
             # Only AWS S3 verifies a stored checksum against the body; S3-compatible servers (moto,
             # rclone) keep whatever the client sent, so against a custom endpoint we always re-hash.
-            digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if dst.env.endpoint_url is None else None
+            digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if aws_hosted(dst.env) else None
             if digest is None:
                 digest, size = sha256_stream(dst.client.get_object(Bucket=dst.root.bucket, Key=key)["Body"])
                 methods.add("rehash")

@@ -190,13 +190,16 @@ class Background:
         return self._error
 
 
-def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> list[Any]:
+def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int, stop: threading.Event | None = None) -> list[Any]:
     """[fn(item) ...] on `workers` threads, results in order. Every thread is started (and parked
     on an Event) before any runs: a thread started while others hold the GIL waits up to the
     switch interval to announce itself, which made ThreadPoolExecutor's start-as-you-submit cost
-    ~2 ms per thread in a no-op push (cProfile). An exception in `fn` is re-raised here."""
+    ~2 ms per thread in a no-op push (cProfile). An exception in `fn` is re-raised here.
+    Interrupted (KeyboardInterrupt while waiting): `stop` is set, no item is started any more, the
+    ones running finish (fn checks `stop` at its own safe points), then the interrupt is re-raised."""
     results: list[Any] = [None] * len(items)
     failures: list[BaseException] = []
+    stop = stop or threading.Event()
     go = threading.Event()
     position = iter(range(len(items)))
     lock = threading.Lock()
@@ -206,7 +209,7 @@ def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> li
         while True:
             with lock:
                 i = next(position, None)
-            if i is None or failures:
+            if i is None or failures or stop.is_set():
                 return
             try:
                 results[i] = fn(items[i])
@@ -218,8 +221,14 @@ def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> li
     for t in threads:
         t.start()
     go.set()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
     if failures:
         raise failures[0]
     return results
@@ -276,7 +285,8 @@ class Publisher:
         self._by_value: str | None = by if isinstance(by, str) else None
         self.pins = pins or cache.PinCache(None, repo.identity)
         self.compatibility: dict[str, dict[str, Any]] = {}
-        self.abort: errors.SyncError | None = None  # an S3 failure (endpoint, credentials) that fails every model not started yet
+        self.abort: errors.SyncError | None = None  # a run-wide S3 failure (endpoint, credentials): models not started yet are skipped
+        self.stop = threading.Event()  # set on an interrupt: no model starts, none allocates or flips its pin any more
         self.hashing: Background | None = None  # hash_files of the models, running while pins are read
         self.progress: Progress | None = None
         self.warned = False
@@ -385,6 +395,7 @@ class Publisher:
         entries = file_entries(m)
         reuse = {rel for rel, e in entries.items() if pinned and pinned["files"].get(rel) == e}
         m.cfg  # noqa: B018 - parse + check now (the config cache may have spared load() the parse): bad input fails before any write
+        self._check_stop(m)
         if self.options.dry_run:
             return self._dry_run(m, repository.highest_allocated(repo, name) + 1, reuse, pin.version)
         ignored = repo.ignored_conditions()
@@ -398,6 +409,7 @@ class Publisher:
         self._transfer(m, version, reuse, pin.version, result)
         self._check_unchanged(m)
         doc = build_manifest(m, version, self.by, self.compatibility.get(name))
+        self._check_stop(m)
         if not repo.put_new(layout.manifest_key(name, version), manifest.dumps(doc)):
             raise errors.refused(f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh version (never overwritten)")
         flip = repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin)
@@ -407,6 +419,10 @@ class Publisher:
                 self.pins.put(name, flip.etag, head[1], version, doc["config_pbtxt"], doc)
         self.console.line(f"pinned: {name} version {version} ({repo.uri(layout.config_key(name))})")
         return result
+
+    def _check_stop(self, m: LocalModel) -> None:
+        if self.stop.is_set():
+            raise errors.refused(f"{m.name}: interrupted before its pin flip; nothing pinned was changed for it, re-run push")
 
     def _dry_run(self, m: LocalModel, version: int, reuse: set[str], previous: int | None) -> PushResult:
         result = PushResult(m.name, "dry-run", version)
@@ -514,14 +530,14 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
                     return publisher.push_model(m)
                 except Exception as e:
                     error = e if isinstance(e, errors.SyncError) else translate(e, repo.env, layout.model_prefix(m.name))
-                    if error.code == errors.S3 and publisher.abort is None:  # unreachable, credentials, access: the same for every model
+                    if error.run_wide and publisher.abort is None:  # unreachable, credentials, clock, bucket: the same for every model
                         publisher.abort = error
                     return PushResult(m.name, "failed", error=error)
 
             if len(models) == 1:
                 results = [one(models[0])]
             else:
-                results = parallel_map(one, models, options.model_workers)
+                results = parallel_map(one, models, options.model_workers, publisher.stop)
         failed_hashing = publisher.hashing.exception()
         if failed_hashing is not None:  # every model waited for it before any write: one error, not one per model
             raise failed_hashing

@@ -55,6 +55,18 @@ def new_session(region: str | None = None) -> Any:
     return session
 
 
+def aws_hosted(env: Environment) -> bool:
+    """True for AWS S3 itself: no custom endpoint, or one under amazonaws.com(.cn) (a VPC interface
+    endpoint, a FIPS URL set through AWS_ENDPOINT_URL_S3). Such endpoints verify checksums, have an
+    STS identity and need a real region; S3-compatible servers do not."""
+    if env.endpoint_url is None:
+        return True
+    import urllib.parse
+
+    host = (urllib.parse.urlsplit(env.endpoint_url).hostname or "").lower()
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+
 def resolve_region(env: Environment, session: Callable[[], Any]) -> str:
     """The request region: the environment's, else AWS_REGION / AWS_DEFAULT_REGION, else the
     profile's (`session`: botocore reads the config file), else us-east-1 for a custom
@@ -62,7 +74,7 @@ def resolve_region(env: Environment, session: Callable[[], Any]) -> str:
     region = env.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not region:
         region = session().get_config_variable("region")
-    if not region and env.endpoint_url is None:
+    if not region and aws_hosted(env):
         raise errors.usage(f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region")
     return str(region or "us-east-1")
 
@@ -233,14 +245,15 @@ class Repo:
             return True
         except Exception as e:
             if error_code(e) in PRECONDITION_CODES:
-                return self._landed(rel, body) is not None
+                return getattr(e, "retried", False) and self._landed(rel, body) is not None
             raise translate(e, self.env, rel) from None
 
     def _landed(self, rel: str, body: bytes) -> str | None:
-        """After a refused conditional write: the ETag of the object if it holds exactly `body`.
-        A try whose response was lost (connection dropped after S3 applied it) is retried and then
-        refused by its own write; the bytes tell ours from another writer's (allocation markers
-        carry a nonce, manifests are per version, a pin names its version)."""
+        """After a conditional write refused on a RETRY: the ETag of the object if it holds exactly
+        `body`. A try whose response was lost (connection dropped, or a 5xx, after S3 applied it)
+        is retried and then refused by its own write; the bytes tell ours from another writer's
+        (allocation markers carry a nonce, manifests are per version). A refusal on the first try
+        is always a conflict (two `rollback --to N` write the same bytes)."""
         found = self.get_with_etag(rel)
         return (found[1] or "") if found is not None and found[0] == body else None
 
@@ -252,7 +265,7 @@ class Repo:
             resp = self.http.put_object(self.root.bucket, self.key(rel), body, content_type=content_type, if_match=etag, if_none_match=not etag)
         except Exception as e:
             if error_code(e) in PRECONDITION_CODES or (etag and error_code(e) in ("NoSuchKey", "404")):
-                landed = self._landed(rel, body)
+                landed = self._landed(rel, body) if getattr(e, "retried", False) else None
                 return (True, landed or None) if landed is not None else (False, None)
             raise translate(e, self.env, rel) from None
         return True, _etag(resp)
@@ -353,11 +366,23 @@ def error_code(e: BaseException) -> str:
     return ""
 
 
+# Failures every request of the run would hit alike (SyncError.run_wide): the endpoint, the
+# credentials, the clock, the bucket itself. AccessDenied is not one: a policy can deny one prefix.
+RUN_WIDE_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AuthorizationHeaderMalformed", "RequestTimeTooSkewed", "NoSuchBucket"}
+
+
 def translate(e: BaseException, env: Environment, what: str = "") -> errors.SyncError:
     """s3http and botocore exceptions -> SyncError with the documented exit code (botocore is
-    imported only to classify its own exceptions)."""
+    imported only to classify its own exceptions); `run_wide` set for RUN_WIDE_CODES, missing
+    credentials, an unreachable endpoint and a wrong region."""
     if isinstance(e, errors.SyncError):
         return e
+    err = _translate(e, env, what)
+    err.run_wide = err.message_kind in ("unreachable", "credentials") or error_code(e) in RUN_WIDE_CODES or bool(getattr(e, "bucket_region", None))
+    return err
+
+
+def _translate(e: BaseException, env: Environment, what: str) -> errors.SyncError:
     bx: Any = None
     if type(e).__module__.startswith("botocore"):
         import botocore.exceptions
@@ -365,11 +390,11 @@ def translate(e: BaseException, env: Environment, what: str = "") -> errors.Sync
         bx = botocore.exceptions
     where = f"s3://{env.bucket}" + (f"/{env.root.key(what)}" if what else "")
     if isinstance(e, s3http.NoCredentialsError) or (bx and isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError)):
-        return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)")
+        return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)", kind="credentials")
     if isinstance(e, s3http.EndpointError) or (
         bx and isinstance(e, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError | bx.ConnectionClosedError)
     ):
-        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({_cause(e)}); allowed: a reachable S3 endpoint")
+        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({_cause(e)}); allowed: a reachable S3 endpoint", kind="unreachable")
     code = error_code(e)
     bucket_region = getattr(e, "bucket_region", None)
     if bucket_region:
@@ -397,12 +422,13 @@ def _cause(e: BaseException) -> str:
 
 
 def who(env: Environment, session: Callable[[], Any] | None = None) -> str:
-    """STS caller ARN on AWS; $USER (or the login name) against custom endpoints or when STS fails.
-    `session`: the Repo's botocore session (one credential resolution per run)."""
-    if env.endpoint_url is None:
+    """STS caller ARN on AWS (aws_hosted); $USER (or the login name) against S3-compatible
+    servers or when STS fails. `session`: the Repo's botocore session (one credential resolution
+    per run)."""
+    if aws_hosted(env):
         try:
             chosen = session() if session is not None else new_session(env.region)
-            arn = chosen.create_client("sts", region_name=env.region).get_caller_identity()["Arn"]
+            arn = chosen.create_client("sts", region_name=env.region or chosen.get_config_variable("region")).get_caller_identity()["Arn"]
             return str(arn)
         except Exception:  # noqa: S110 - fall back to the local user
             pass

@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import http.client
 import os
+import select
 import threading
 import time
 import urllib.parse
@@ -74,6 +75,7 @@ class S3Error(Exception):
         super().__init__(f"An error occurred ({code}) when calling the {operation} operation: {message}")
         self.status = status
         self.code = code
+        self.retried = False  # an earlier try of this request got no answer or a 5xx: S3 may have applied it
         self.bucket_region = bucket_region  # the bucket's region, when S3 says the request went to the wrong one
         self.response = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
 
@@ -419,6 +421,7 @@ class Client:
             if status in ok:
                 return Response(status, got, data)
             err = parse_error(status, data if method != "HEAD" else b"", operation, got)
+            err.retried = attempt > 0
             if status in RETRY_STATUS or err.code in RETRY_CODES:
                 last = err
                 continue
@@ -437,6 +440,10 @@ class Client:
         Any failure drops the connection."""
         while True:
             conn = self._connection(host)
+            if conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
+                # Readable while idle: the server closed it (or sent something unasked): never reuse.
+                self._drop(host)
+                conn = self._connection(host)
             reused = conn.sock is not None
             if body is not None and not isinstance(body, bytes | bytearray):
                 body.seek(start)

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     dst_env = environments.resolve(args.target, args.config)
     if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
         raise errors.usage(f"--to: {args.target!r} has the same repository as {args.source!r} ({dst_env.uri}); allowed: two different repositories")
-    promote.promote(Repo(src_env), Repo(dst_env), args.model, args.version, skip_verification=args.skip_verification, dry_run=args.dry_run, console=Console(args.quiet), by=who(dst_env),
+    dst = Repo(dst_env)
+    promote.promote(Repo(src_env), dst, args.model, args.version, skip_verification=args.skip_verification, dry_run=args.dry_run, console=Console(args.quiet), by=who(dst_env, dst.session),
                     allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target)
     return errors.OK

@@ -64,14 +64,14 @@ def run(args: argparse.Namespace) -> int:
         results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env, repo.session))
     finally:
         configs.save()
-    # One line per distinct error: models skipped after an S3 failure share the failing model's
-    # error, and models in flight at that moment fail with the same message.
-    failed = list({str(r.error): r for r in sorted(results, key=lambda r: r.action == "failed") if r.error is not None}.values())
-    for r in failed[:-1] if len(failed) > 1 else []:
-        assert r.error is not None
+    # One line per distinct error (models failing alike while a run-wide failure was found share
+    # its message); the models that failure kept from starting are named on the last line.
+    failed = list({str(r.error): r for r in results if r.error is not None and r.action == "failed"}.values())
+    skipped = [r.model for r in results if r.action == "skipped"]
+    for r in failed[:-1]:
         error(f"{r.model}: {r.error}")
     if failed:
-        last = failed[-1].error
-        assert last is not None
-        raise errors.SyncError(min(r.error.code for r in failed if r.error), f"{failed[-1].model}: {last}" if len(models) > 1 else str(last))
+        last = failed[-1]
+        note = f" ({len(skipped)} more not started: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})" if skipped else ""
+        raise errors.SyncError(min(r.error.code for r in failed if r.error), (f"{last.model}: {last.error}" if len(models) > 1 else str(last.error)) + note)
     return errors.OK

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         result.smoke_inference = False
     for replica, state in result.replicas.items():
         console.line(f"replica {replica}: {state}")
-    key = None if args.no_record else verify.record(repo, result, s3.who(env))
+    key = None if args.no_record else verify.record(repo, result, s3.who(env, repo.session))
     if result.passed:
         console.line(f"verified: {args.model} version {args.version} in {env.name}: {verify.summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))
         return errors.OK

@@ -4,12 +4,13 @@ disk, restarted on the same port), bad credentials, servers that ignore If-None-
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from model_sync import environments
+from model_sync import environments, publish
 from model_sync.s3 import Repo
 from tests.model_sync.helpers import pinned_version, python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server, aws_environ
@@ -137,3 +138,7 @@ def test_an_unreachable_endpoint_fails_a_repository_push_once(tmp_path, capsys, 
     lines = r.err.strip().splitlines()
     assert len(lines) == 1, lines
     assert f"S3 endpoint: {endpoint} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint" in lines[0]
+    # At most one wave of model workers (16) tried; the rest never started and are named.
+    skipped = re.search(r"\((\d+) more not started: (m\d\d(?:, m\d\d){4}), \.\.\.\)$", lines[0])
+    assert skipped is not None, lines[0]
+    assert int(skipped.group(1)) >= 40 - publish.PushOptions.model_workers

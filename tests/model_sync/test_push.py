@@ -238,13 +238,39 @@ def test_bad_input_one_line_error_and_nothing_written(tmp_path, capsys, moto_s3,
     assert moto_s3.keys(s3_bucket) == []
 
 
-def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda v: (v / "link.bin").symlink_to("/etc/hostname"), "link.bin is not a regular file"),
+        (lambda v: (v / "loop").symlink_to(v / "loop"), "loop is not a regular file"),  # ELOOP: refused, not a crash
+        (lambda v: (v / "dangling").symlink_to(v / "nowhere"), "dangling is not a regular file"),
+        (lambda v: (v / "linked-dir").symlink_to(v.parent), "linked-dir is a symlink"),
+        (lambda v: (v / ".hidden-dir").symlink_to(v.parent), ".hidden-dir is a symlink"),  # never entered, even dot-named
+    ],
+)
+def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, message) -> None:
     model = python_model(tmp_path / "m", "simple")
-    (model / "1" / "link.bin").symlink_to("/etc/hostname")
+    make(model / "1")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
-    assert r.code == 2
-    assert "link.bin is not a regular file" in r.err
+    assert r.code == 2, r.err
+    assert message in r.err
+    assert len(r.err.strip().splitlines()) == 1
     assert moto_s3.keys(s3_bucket) == []
+
+
+def test_dot_files_dot_dirs_and_pycache_are_skipped_not_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple")
+    version = model / "1"
+    (version / ".hidden").write_text("x")
+    (version / ".hidden-link").symlink_to(version / "nowhere")  # a dot-named file symlink is skipped, as before
+    (version / "__pycache__").mkdir()
+    (version / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"pyc")
+    (version / ".git").mkdir()
+    (version / ".git" / "HEAD").write_text("ref")
+    (version / "sub" / "deeper").mkdir(parents=True)
+    (version / "sub" / "deeper" / "extra.bin").write_bytes(b"extra")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    assert sorted(moto_s3.keys(s3_bucket, "repository/simple/1/")) == [f"repository/simple/1/{rel}" for rel in ("model.pt", "model.py", "sub/deeper/extra.bin")]
 
 
 def test_file_changed_after_hashing_is_caught_by_the_restat(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
@@ -343,3 +369,56 @@ def test_push_options_bounds_are_accepted() -> None:
     low = publish.PushOptions(concurrency=1, model_workers=1, multipart_threshold=publish.MIN_PART, multipart_chunksize=publish.MIN_PART)
     high = publish.PushOptions(concurrency=128, model_workers=64, multipart_threshold=publish.MAX_PART, multipart_chunksize=publish.MAX_PART)
     assert (low.concurrency, high.multipart_chunksize) == (1, 5 * 1024**3)
+
+
+def test_parallel_map_keeps_order_and_reraises_the_first_failure() -> None:
+    import threading
+
+    from model_sync import publish
+
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def square(i: int) -> int:
+        with lock:
+            seen.append(i)
+        return i * i
+
+    assert publish.parallel_map(square, list(range(50)), 16) == [i * i for i in range(50)]
+    assert sorted(seen) == list(range(50))
+
+    def fail_on_three(i: int) -> int:
+        if i == 3:
+            raise ValueError("item 3")
+        return i
+
+    with pytest.raises(ValueError, match=r"^item 3$"):
+        publish.parallel_map(fail_on_three, list(range(50)), 1)  # one worker: nothing after 3 starts
+
+
+def test_an_interrupt_stops_new_models_and_lets_running_ones_finish() -> None:
+    """Ctrl-C while models run: no further model starts, the running ones reach a safe point
+    (they see `stop`), and the interrupt reaches the caller only after they have."""
+    import signal
+    import threading
+    import time
+
+    from model_sync import publish
+
+    started: list[int] = []
+    finished: list[int] = []
+    stop = threading.Event()
+
+    def work(i: int) -> int:
+        started.append(i)
+        if i == 0:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # Ctrl-C, delivered to the main thread waiting in join
+        time.sleep(0.2)
+        finished.append(i)
+        return i
+
+    with pytest.raises(KeyboardInterrupt):
+        publish.parallel_map(work, list(range(40)), 4, stop)
+    assert stop.is_set()
+    assert len(started) <= 8, started  # the first wave (and at most one more each), never all 40
+    assert sorted(finished) == sorted(started)  # every started item ran to its end before the raise

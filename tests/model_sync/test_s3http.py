@@ -751,20 +751,138 @@ def test_a_copy_that_fails_after_its_200_status_is_an_error(body: bytes, code: s
         assert err.status == 200
 
 
-def test_a_refused_conditional_write_holding_our_bytes_is_ours(moto_s3: S3Server, s3_bucket: str, aws_env: dict[str, str]) -> None:
-    """A conditional PUT applied by S3 whose response was lost is retried and refused by its own
-    write (412); Repo tells that from another writer's by the bytes (markers carry a nonce)."""
+class _LostResponseRelay:
+    """A TCP relay in front of a real server that loses the first response: the first request is
+    delivered whole, the server answers (so it HAS applied it), and the client sees the connection
+    closed instead of the answer. Later connections are relayed untouched."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.lost: bytes = b""
+        self._sockets: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+        self._threads[0].start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            self._sockets += [conn, upstream]
+            if self.accepted == 1:
+                t = threading.Thread(target=self._lose, args=(conn, upstream), daemon=True)
+                t.start()
+                self._threads.append(t)
+                continue
+            for a, b in ((conn, upstream), (upstream, conn)):
+                t = threading.Thread(target=_FlakyRelay._pump, args=(None, a, b), daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    def _lose(self, conn: socket.socket, upstream: socket.socket) -> None:
+        forward = threading.Thread(target=_FlakyRelay._pump, args=(None, conn, upstream), daemon=True)
+        forward.start()
+        upstream.settimeout(10)
+        with contextlib.suppress(OSError):
+            while b"\r\n\r\n" not in self.lost and (chunk := upstream.recv(65536)):
+                self.lost += chunk
+        # The client gets the connection closed instead of the answer (shutdown also wakes the forward pump).
+        for sock in (conn, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for t in self._threads:
+            t.join(timeout=5)
+        self.sock.close()
+
+
+@pytest.mark.parametrize("write", ["put_new", "put_if"])
+def test_a_conditional_write_whose_response_was_lost_is_ours(moto_s3: S3Server, s3_bucket: str, aws_env: dict[str, str], write: str) -> None:
+    """moto enforces If-None-Match / If-Match. The first try is applied but its answer lost; the
+    retry is refused (412) by our own write, which Repo recognises by the bytes: no false "taken"
+    allocation, no false "pin moved". The same refusal on a FIRST try is a conflict."""
     repo = s3.Repo(Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, REGION))
-    assert repo.put_new("audit/x.json", b'{"nonce": "mine"}') is True
-    assert repo.put_new("audit/x.json", b'{"nonce": "mine"}') is True  # our earlier, applied try
-    assert repo.put_new("audit/x.json", b'{"nonce": "theirs"}') is False
-    etag = repo.head("audit/x.json")
-    assert etag is not None
-    assert repo.put_if("audit/x.json", b'{"nonce": "mine"}', "0" * 32) == (True, etag[0])  # the If-Match lost to our own write
-    assert repo.put_if("audit/x.json", b'{"nonce": "other"}', "0" * 32) == (False, None)
-    assert repo.get("audit/x.json") == b'{"nonce": "mine"}'
+    old = repo.put("audit/pin.txt", b"old") if write == "put_if" else None
+    relay = _LostResponseRelay(moto_s3.port)
+    try:
+        flaky = s3.Repo(Environment("staging", layout.Root(s3_bucket), f"http://127.0.0.1:{relay.port}", REGION))
+        body = b'{"nonce": "mine"}'
+        if write == "put_new":
+            assert flaky.put_new("audit/x.json", body) is True
+            key = "audit/x.json"
+        else:
+            ok, etag = flaky.put_if("audit/pin.txt", body, old)
+            assert ok is True
+            assert etag == repo.head("audit/pin.txt")[0]  # type: ignore[index]
+            key = "audit/pin.txt"
+        assert relay.lost.startswith(b"HTTP/1.1 200"), relay.lost[:80]  # the server did answer the first try
+        assert relay.accepted >= 2
+    finally:
+        relay.close()
+    assert repo.get(key) == body
+    # A refusal on a first try, even with identical bytes (two `rollback --to N`), is a conflict.
+    assert repo.put_new(key, body) is False
+    assert repo.put_if(key, body, "0" * 32) == (False, None)
     assert repo.conditional_writes_enforced()  # the probe writes distinct bytes each time
     assert repo.if_match_enforced()
+
+
+def test_a_write_on_a_connection_the_server_closed_does_not_use_up_an_attempt(rclone_s3: S3Server) -> None:
+    """A pooled connection the server closed while idle is noticed before it is reused (readable
+    while idle), so even a PUT with one attempt goes through on a fresh connection."""
+    bucket = rclone_s3.make_bucket()
+    c = client_for(rclone_s3, attempts=1)
+    c.put_object(bucket, "k", b"before")
+    rclone_s3.stop()
+    rclone_s3.start()
+    c.put_object(bucket, "k", b"after")
+    assert c.get_object(bucket, "k").body == b"after"
+
+
+def test_run_wide_failures_are_the_ones_every_model_would_hit() -> None:
+    env = Environment("staging", layout.Root("models"), "http://127.0.0.1:9", REGION)
+    run_wide = {
+        "unreachable": s3http.EndpointError("x"),
+        "no credentials": s3http.NoCredentialsError("none"),
+        "bad key": s3http.S3Error(403, "InvalidAccessKeyId", "", "GetObject"),
+        "bad secret": s3http.S3Error(403, "SignatureDoesNotMatch", "", "GetObject"),
+        "expired": s3http.S3Error(400, "ExpiredToken", "", "GetObject"),
+        "clock": s3http.S3Error(403, "RequestTimeTooSkewed", "", "GetObject"),
+        "no bucket": s3http.S3Error(404, "NoSuchBucket", "", "GetObject"),
+    }
+    per_request = {
+        "denied prefix": s3http.S3Error(403, "AccessDenied", "", "PutObject"),
+        "transient": s3http.S3Error(500, "InternalError", "", "PutObject"),
+        "missing object": s3http.S3Error(404, "NoSuchKey", "", "GetObject"),
+    }
+    assert {name: s3.translate(e, env).run_wide for name, e in run_wide.items()} == dict.fromkeys(run_wide, True)
+    assert {name: s3.translate(e, env).run_wide for name, e in per_request.items()} == dict.fromkeys(per_request, False)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "hosted"),
+    [(None, True), ("https://bucket.vpce-0abc-xyz.s3.eu-west-1.vpce.amazonaws.com", True), ("https://s3-fips.us-gov-west-1.amazonaws.com", True),
+     ("https://s3.cn-north-1.amazonaws.com.cn", True), ("http://127.0.0.1:9000", False), ("https://minio.corp.example", False),
+     ("https://amazonaws.com.evil.example", False)],
+)  # fmt: skip
+def test_aws_hosted_endpoints_keep_aws_behaviour(endpoint: str | None, hosted: bool) -> None:
+    """An AWS endpoint given as a URL (VPC interface endpoint, FIPS) still gets STS identity,
+    checksum trust in promote and a required region; S3-compatible servers do not."""
+    assert s3.aws_hosted(Environment("e", layout.Root("models"), endpoint, None)) is hosted
 
 
 def test_proxy_credentials_are_sent_and_an_https_proxy_url_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
