@@ -204,30 +204,41 @@ def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int, stop:
     position = iter(range(len(items)))
     lock = threading.Lock()
 
-    def worker() -> None:
-        go.wait()
-        while True:
-            with lock:
-                i = next(position, None)
-            if i is None or failures or stop.is_set():
-                return
-            try:
-                results[i] = fn(items[i])
-            except BaseException as e:  # re-raised in the caller
-                failures.append(e)
-                return
+    count = max(1, min(workers, len(items)))
+    done = [threading.Event() for _ in range(count)]
 
-    threads = [threading.Thread(target=worker, name=f"model-sync-model-{n}", daemon=True) for n in range(max(1, min(workers, len(items))))]
-    for t in threads:
-        t.start()
+    def worker(n: int) -> None:
+        try:
+            go.wait()
+            while True:
+                with lock:
+                    i = next(position, None)
+                if i is None or failures or stop.is_set():
+                    return
+                try:
+                    results[i] = fn(items[i])
+                except BaseException as e:  # re-raised in the caller
+                    failures.append(e)
+                    return
+        finally:
+            done[n].set()
+
+    for n in range(count):
+        threading.Thread(target=worker, args=(n,), name=f"model-sync-model-{n}", daemon=True).start()
     go.set()
+    # Waited on Events, not Thread.join(): a KeyboardInterrupt inside join() marks the joined
+    # thread as stopped although it still runs (CPython's bpo-45274 handling), and a second
+    # join() would then return at once, before that model reached its safe point. The 0.1 s
+    # timeout lets a SIGINT that arrived just before the wait blocked be acted on (measured: a
+    # plain wait() sometimes noticed it only when every model was done).
     try:
-        for t in threads:
-            t.join()
+        for event in done:
+            while not event.wait(0.1):
+                pass
     except BaseException:
         stop.set()
-        for t in threads:
-            t.join()
+        for event in done:
+            event.wait()
         raise
     if failures:
         raise failures[0]
