@@ -100,18 +100,39 @@ def is_racy(key: list[int], hashed_at_ns: int) -> bool:
     return hashed_at_ns - max(mtime_ns, ctime_ns) < (COARSE_RACY_NS if coarse else RACY_NS)
 
 
-class HashCache:
-    """sha256 of local files keyed by (size, mtime_ns, ctime_ns, inode, device)."""
+class _Store:
+    """One cache file: a JSON object of entries, loaded once (entries of another type dropped),
+    rewritten atomically by save() when something changed; beyond `limit` entries the oldest go
+    (dict order is insertion order: re-insert to refresh)."""
 
-    def __init__(self, directory: str | None) -> None:
-        self.path = os.path.join(directory, HASHES_FILE) if directory else None
+    def __init__(self, path: str | None, entry_type: type, limit: int | None = None) -> None:
+        self.path = path
+        self.limit = limit
         self._lock = threading.Lock()
-        self._entries: dict[str, list[Any]] = {}
+        self._entries: dict[str, Any] = {}
         self._dirty = False
         if self.path:
             doc = _read_json(self.path)
             if isinstance(doc, dict):
-                self._entries = doc
+                self._entries = {k: v for k, v in doc.items() if isinstance(v, entry_type)}
+
+    def save(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        with self._lock:
+            excess = len(self._entries) - self.limit if self.limit is not None else 0
+            for key in list(self._entries)[: max(excess, 0)]:
+                del self._entries[key]
+            doc = dict(self._entries)
+            self._dirty = False
+        _write_json(self.path, doc)
+
+
+class HashCache(_Store):
+    """sha256 of local files keyed by (size, mtime_ns, ctime_ns, inode, device)."""
+
+    def __init__(self, directory: str | None) -> None:
+        super().__init__(os.path.join(directory, HASHES_FILE) if directory else None, list, MAX_HASH_ENTRIES)
 
     def get(self, path: str, key: list[int]) -> str | None:
         entry = self._entries.get(path)
@@ -128,31 +149,13 @@ class HashCache:
             self._entries[path] = [*key, digest]
             self._dirty = True
 
-    def save(self) -> None:
-        if self.path is None or not self._dirty:
-            return
-        with self._lock:
-            excess = len(self._entries) - MAX_HASH_ENTRIES
-            for key in list(self._entries)[: max(excess, 0)]:
-                del self._entries[key]
-            doc = dict(self._entries)
-            self._dirty = False
-        _write_json(self.path, doc)
 
-
-class PinCache:
+class PinCache(_Store):
     """Pinned manifests of one repository (endpoint + bucket + prefix), keyed by the pin's ETag + LastModified."""
 
     def __init__(self, directory: str | None, repository_id: str) -> None:
         name = hashlib.sha256(repository_id.encode()).hexdigest()[:32] + ".json"
-        self.path = os.path.join(directory, PINS_DIR, name) if directory else None
-        self._lock = threading.Lock()
-        self._entries: dict[str, dict[str, Any]] = {}
-        self._dirty = False
-        if self.path:
-            doc = _read_json(self.path)
-            if isinstance(doc, dict):
-                self._entries = {k: v for k, v in doc.items() if isinstance(v, dict)}
+        super().__init__(os.path.join(directory, PINS_DIR, name) if directory else None, dict)
 
     def get(self, model: str, etag: str | None, modified: int | None) -> dict[str, Any] | None:
         """{"version", "pin_text", "manifest"} when the cached entry is for exactly this ETag and LastModified."""
@@ -168,13 +171,6 @@ class PinCache:
             self._entries[model] = {"etag": etag, "modified": modified, "version": version, "pin_text": pin_text, "manifest": manifest_doc, "at": int(time.time())}
             self._dirty = True
 
-    def save(self) -> None:
-        if self.path is None or not self._dirty:
-            return
-        with self._lock:
-            doc = dict(self._entries)
-            self._dirty = False
-        _write_json(self.path, doc)
 
 
 def parser_fingerprint() -> str:
@@ -201,19 +197,12 @@ def parser_fingerprint() -> str:
     return f"{__version__}/{google.protobuf.__version__}/{digest.hexdigest()[:16]}"
 
 
-class ConfigCache:
+class ConfigCache(_Store):
     """Parsed facts of config.pbtxt files, keyed by parser fingerprint + model name + sha256 of the bytes."""
 
     def __init__(self, directory: str | None) -> None:
-        self.path = os.path.join(directory, CONFIGS_FILE) if directory else None
-        self._lock = threading.Lock()
-        self._entries: dict[str, dict[str, Any]] = {}
-        self._dirty = False
+        super().__init__(os.path.join(directory, CONFIGS_FILE) if directory else None, dict, MAX_CONFIG_ENTRIES)
         self._fingerprint: str | None = None
-        if self.path:
-            doc = _read_json(self.path)
-            if isinstance(doc, dict):
-                self._entries = {k: v for k, v in doc.items() if isinstance(v, dict)}
 
     def _key(self, model: str, digest: str) -> str:
         if self._fingerprint is None:
@@ -254,14 +243,3 @@ class ConfigCache:
                 pinned[str(version)] = text
                 entry["pinned"] = dict(list(pinned.items())[-MAX_PINNED_TEXTS:])
                 self._dirty = True
-
-    def save(self) -> None:
-        if self.path is None or not self._dirty:
-            return
-        with self._lock:
-            excess = len(self._entries) - MAX_CONFIG_ENTRIES
-            for key in list(self._entries)[: max(excess, 0)]:
-                del self._entries[key]
-            doc = dict(self._entries)
-            self._dirty = False
-        _write_json(self.path, doc)

@@ -522,14 +522,21 @@ class _FlakyRelay:
                 continue
             self.accepted += 1
             if self.accepted == 1:
-                self._break(conn)
+                self._first(conn)
             else:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port))
                 self._sockets += [conn, upstream]
                 for a, b in ((conn, upstream), (upstream, conn)):
-                    t = threading.Thread(target=self._pump, args=(a, b), daemon=True)
-                    t.start()
-                    self._threads.append(t)
+                    self._spawn(self._pump, a, b)
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _first(self, conn: socket.socket) -> None:
+        """What happens to the first connection: here, the request is cut off (_break)."""
+        self._break(conn)
 
     def _break(self, conn: socket.socket) -> None:
         with conn:
@@ -558,6 +565,7 @@ class _FlakyRelay:
                 s.shutdown(socket.SHUT_RDWR)
         for t in self._threads:
             t.join(timeout=5)
+        self.sock.close()
         self.sock.close()
 
 
@@ -751,45 +759,22 @@ def test_a_copy_that_fails_after_its_200_status_is_an_error(body: bytes, code: s
         assert err.status == 200
 
 
-class _LostResponseRelay:
+class _LostResponseRelay(_FlakyRelay):
     """A TCP relay in front of a real server that loses the first response: the first request is
     delivered whole, the server answers (so it HAS applied it), and the client sees the connection
     closed instead of the answer. Later connections are relayed untouched."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.05)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
         self.lost: bytes = b""
-        self._sockets: list[socket.socket] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True)]
-        self._threads[0].start()
+        super().__init__(target_port, drop_after=0)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            self.accepted += 1
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            self._sockets += [conn, upstream]
-            if self.accepted == 1:
-                t = threading.Thread(target=self._lose, args=(conn, upstream), daemon=True)
-                t.start()
-                self._threads.append(t)
-                continue
-            for a, b in ((conn, upstream), (upstream, conn)):
-                t = threading.Thread(target=_FlakyRelay._pump, args=(None, a, b), daemon=True)
-                t.start()
-                self._threads.append(t)
+    def _first(self, conn: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        self._sockets += [conn, upstream]
+        self._spawn(self._lose, conn, upstream)
 
     def _lose(self, conn: socket.socket, upstream: socket.socket) -> None:
-        forward = threading.Thread(target=_FlakyRelay._pump, args=(None, conn, upstream), daemon=True)
-        forward.start()
+        self._spawn(self._pump, conn, upstream)
         upstream.settimeout(10)
         with contextlib.suppress(OSError):
             while b"\r\n\r\n" not in self.lost and (chunk := upstream.recv(65536)):
@@ -799,15 +784,6 @@ class _LostResponseRelay:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        for sock in self._sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        for t in self._threads:
-            t.join(timeout=5)
-        self.sock.close()
 
 
 @pytest.mark.parametrize("write", ["put_new", "put_if"])
