@@ -44,6 +44,7 @@ class LocalModel:
     name: str
     dir: str
     config: bytes  # config.pbtxt as read (parsed lazily: `cfg`)
+    config_digest: str  # its sha256 (the config cache key)
     platform: str
     backend: str
     version_dir: str
@@ -52,10 +53,6 @@ class LocalModel:
     hashes: dict[str, str] | None = None
     configs: cache.ConfigCache | None = field(default=None, repr=False)
     _cfg: Any = field(default=None, repr=False)
-
-    @property
-    def config_digest(self) -> str:
-        return hashlib.sha256(self.config).hexdigest()
 
     @property
     def cfg(self) -> Any:
@@ -198,7 +195,7 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
         except ValueError as e:
             raise errors.usage(f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes") from None
         check_export_meta(meta, meta_path)
-    return LocalModel(model, path, data, facts["platform"], facts["backend"], version_dir, files, meta, configs=configs, _cfg=cfg)
+    return LocalModel(model, path, data, digest, facts["platform"], facts["backend"], version_dir, files, meta, configs=configs, _cfg=cfg)
 
 
 def discover(path: str, name: str | None = None, configs: cache.ConfigCache | None = None) -> list[LocalModel]:
