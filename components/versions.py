@@ -69,10 +69,12 @@ DCGM_EXPORTER_CHART = HelmChart("dcgm-exporter", "4.1.1", "https://nvidia.github
 # ---- Serving plane: ingress, cert-manager, monitoring, logging, prometheus-adapter ---
 
 
-# Traefik Proxy v3.7 (chart 41.5.0): the ingress controller (ingress-nginx is retired
-# since March 2026; see docs/serving-plane.md).
+# Traefik Proxy v3.7 (chart 41.3.0, the newest release verified here; 41.5.0 is not): the
+# ingress controller (ingress-nginx is retired since March 2026; see docs/serving-plane.md).
+# Chart 41 renamed `logs.general` / `logs.access` to `log` / `accessLog`, chart 39 moved
+# `ports.<name>.tls` to `ports.<name>.http.tls`; its values.schema.json refuses unknown keys.
 # ref: https://github.com/traefik/traefik-helm-chart/releases
-TRAEFIK_CHART = HelmChart("traefik", "41.5.0", "https://traefik.github.io/charts")
+TRAEFIK_CHART = HelmChart("traefik", "41.3.0", "https://traefik.github.io/charts")
 # cert-manager v1.20 (ACME certificates for the public hosts; v1.19 left support June 2026).
 # ref: https://cert-manager.io/docs/releases/
 CERT_MANAGER_CHART = HelmChart("cert-manager", "v1.20.2", "https://charts.jetstack.io")

@@ -10,9 +10,13 @@ Pulumi CLI) and writes, for reviewers and scanners:
   build/<stack>/inventory.json                               every resource: type, logical
                                                              name, parent, provider, inputs
   build/<stack>/exports.json                                 the stack outputs
+  build/<stack>/charts/<release>.yaml                        with --charts: what each release's
+                                                             pinned chart renders from those
+                                                             values (tools/helm_template.py;
+                                                             needs `make helm charts`)
 
 Exit codes: 0 rendered; 2 the stack config is invalid (one-line error on stderr);
-1 anything else.
+3 with --charts, helm refuses a release (one line naming it and helm's reason); 1 anything else.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stack", help="stack name: dev | staging | prod (reads stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--out", default=str(ROOT / "build"), help="output folder (default: build/)")
     parser.add_argument("--stack-file", type=Path, help="read this stack file instead of stacks/Pulumi.<stack>.yaml")
+    parser.add_argument("--charts", action="store_true",
+                        help="also render every Helm release with helm and its pinned chart into <out>/<stack>/charts/")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -91,9 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     except KitError as exc:
         print(f"render: {exc}", file=sys.stderr)
         return 1
-    counts = write_render(run, Path(args.out) / args.stack)
+    stack_dir = Path(args.out) / args.stack
+    counts = write_render(run, stack_dir)
     print(f"render: {args.stack}: {counts['resources']} resources, {counts['manifests']} Kubernetes manifests, "
-          f"{counts['helmReleases']} Helm releases -> {Path(args.out) / args.stack}")
+          f"{counts['helmReleases']} Helm releases -> {stack_dir}")
+    if args.charts:
+        from tools.helm_template import RenderError, kubernetes_version, render_stack
+
+        try:
+            version = kubernetes_version(stack_dir)
+            objects = render_stack(stack_dir)
+        except RenderError as exc:
+            print(f"render: helm refuses a release of {args.stack}: {exc}", file=sys.stderr)
+            return 3
+        print(f"render: {args.stack}: {sum(objects.values())} objects from {len(objects)} charts (Kubernetes {version}) "
+              f"-> {stack_dir / 'charts'}")
     return 0
 
 
