@@ -145,7 +145,7 @@ _Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.c
 
 
 def parse(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.load_all(text, Loader=_Loader) if d]  # noqa: S506 (a safe loader)
+    return [d for d in yaml.load_all(text, Loader=_Loader) if d]
 
 
 @dataclass(frozen=True)
