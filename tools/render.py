@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             version = kubernetes_version(stack_dir)
-            objects = render_stack(stack_dir)
+            objects = render_stack(stack_dir).objects
         except RenderError as exc:
             print(f"render: helm refuses a release of {args.stack}: {exc}", file=sys.stderr)
             return 3
-        print(f"render: {args.stack}: {sum(objects.values())} objects from {len(objects)} charts (Kubernetes {version}) "
+        print(f"render: {args.stack}: {sum(map(len, objects.values()))} objects from {len(objects)} charts (Kubernetes {version}) "
               f"-> {stack_dir / 'charts'}")
     return 0
 

@@ -159,6 +159,10 @@ class TritonServer:
             f"--http-address={LOOPBACK}", f"--http-port={self.http_port}",
             f"--grpc-address={LOOPBACK}", f"--grpc-port={self.grpc_port}",
             f"--metrics-address={LOOPBACK}", f"--metrics-port={self.metrics_port}",
+            # The cloud Deployment's metrics flags (components/triton_deployment.py triton_args), so
+            # local tests see the series prod exports (p50-p99.9 latency summaries included).
+            "--allow-metrics=true",
+            "--metrics-config=summary_latencies=true",
             "--exit-timeout-secs=10",
         ]
 

@@ -18,7 +18,7 @@ from components.triton_deployment import (
     STAGING_DIR,
     TritonDeploymentArgs,
     exit_timeout_seconds,
-    pdb_min_available,
+    pdb_budget,
     prestop_seconds,
     replica_ready_budget_seconds,
     rollout_timeout_seconds,
@@ -191,6 +191,7 @@ def test_rollout_pdb_and_hpa(prod: Run) -> None:
     assert dep["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     pdb = _obj(prod, "PodDisruptionBudget", "triton-default")["spec"]
     assert pdb["minAvailable"] == 1
+    assert "maxUnavailable" not in pdb
     assert pdb["selector"] == dep["selector"]
     hpa = _obj(prod, "HorizontalPodAutoscaler", "triton-default")
     assert hpa["apiVersion"] == "autoscaling/v2"
@@ -247,8 +248,10 @@ def test_drain_and_exit_timing() -> None:
     assert prestop_seconds(_cfg(termination_grace_period_seconds=20)) == 5
     assert exit_timeout_seconds(_cfg(termination_grace_period_seconds=120)) == 100
     assert exit_timeout_seconds(_cfg(termination_grace_period_seconds=10)) == 3
-    assert pdb_min_available(_cfg(min_replicas=1)) == 1
-    assert pdb_min_available(_cfg(min_replicas=4)) == 3
+    # One replica: a minAvailable of 1 would block every eviction (drains, upgrades, scale-down).
+    assert pdb_budget(_cfg(min_replicas=1)) == {"maxUnavailable": 1}
+    assert pdb_budget(_cfg(min_replicas=2)) == {"minAvailable": 1}
+    assert pdb_budget(_cfg(min_replicas=4)) == {"minAvailable": 3}
     assert "--repository-poll-secs=2" in triton_args(_cfg())
 
 
