@@ -37,6 +37,14 @@ from components import versions
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "charts"
 HELM = ROOT / "tools" / "helm" / "bin" / "helm"
+# Helm keeps repository and plugin state under these; inside the project, never in $HOME.
+HELM_HOME = ROOT / ".cache" / "helm-home"
+
+
+def helm_env() -> dict[str, str]:
+    """The environment every helm command here runs with."""
+    HELM_HOME.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, **{f"HELM_{d}_HOME": str(HELM_HOME / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}}
 
 
 class ChartError(Exception):
@@ -117,7 +125,7 @@ def _helm_pull(chart: versions.HelmChart, helm: Path, tmp: Path) -> Path:
     if not helm.is_file():
         raise ChartError(f"charts: {helm} is missing; run `make helm` first", 3)
     cmd = [str(helm), "pull", chart.chart, "--repo", chart.repository, "--version", chart.version, "--destination", str(tmp)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=helm_env())
     if done.returncode != 0:
         reason = " ".join(done.stderr.split()) or f"exit {done.returncode}"
         raise ChartError(f"charts: helm pull {chart.chart} {chart.version} from {chart.repository} failed: {reason}", 3)

@@ -41,8 +41,6 @@ from tools import charts
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE_CACHE = ROOT / ".cache" / "helm-template"
-# Helm keeps repository and plugin state under these; inside the project, never in $HOME.
-HELM_HOME = ROOT / ".cache" / "helm-home"
 _GA = re.compile(r"^v\d+$")
 
 
@@ -171,8 +169,6 @@ class Renderer:
         if cached.is_file():
             return cached.read_text()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        HELM_HOME.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **{f"HELM_{d}_HOME": str(HELM_HOME / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}}
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=self.cache_dir, prefix=".values-", delete=False) as f:
             yaml.safe_dump(release.values, f, sort_keys=True)
             values_file = f.name
@@ -181,7 +177,7 @@ class Renderer:
                 [str(self.helm), "template", release.name, str(archive), "--namespace", release.namespace,
                  "--values", values_file, "--kube-version", f"{kubernetes_version}.0", "--api-versions", ",".join(apis),
                  "--include-crds", "--skip-tests"],
-                capture_output=True, text=True, timeout=300, check=False, env=env)
+                capture_output=True, text=True, timeout=300, check=False, env=charts.helm_env())
         finally:
             os.unlink(values_file)
         if done.returncode != 0:

@@ -111,7 +111,8 @@ def test_gpu_taint_is_tolerated_exactly_by_what_runs_on_gpu_nodes(stack: str) ->
                 problems.append(f"{o} is not bound to GPU nodes but tolerates the GPU taint: {tolerations}")
     assert problems == []
     # The Triton pods, the device plugin and the DCGM exporter are the GPU workloads.
-    assert any("Deployment triton/triton-" in g for g in gpu) and any("dcgm-exporter" in g for g in gpu)
+    assert any("Deployment triton/triton-" in g for g in gpu)
+    assert any("dcgm-exporter" in g for g in gpu)
 
 
 def _replicas(c: Cluster, o: Obj) -> int:
@@ -188,7 +189,11 @@ def test_every_monitor_selects_what_exists_with_the_named_port(stack: str) -> No
     for m in monitors:
         spec = m.doc["spec"]
         ns_sel = spec.get("namespaceSelector") or {}
-        in_ns = (lambda ns: True) if ns_sel.get("any") else (lambda ns, names=ns_sel.get("matchNames") or [m.namespace]: ns in names)
+        names = None if ns_sel.get("any") else set(ns_sel.get("matchNames") or [m.namespace])
+
+        def in_ns(ns: str | None, names: set[str | None] | None = names) -> bool:
+            return names is None or ns in names
+
         if m.kind == "ServiceMonitor":
             chosen = [(where, s) for where, s in services if in_ns(s["metadata"].get("namespace", m.namespace))
                       and selects(spec.get("selector"), s["metadata"].get("labels") or {})]
