@@ -4,8 +4,10 @@ Input: what tools/render.py wrote for the stack (`build/<stack>/helm/<release>.y
 version, namespace and exactly the values the program passes). Output, beside it:
 
   build/<stack>/charts/<release>.yaml   everything `helm install` would send for that release
-                                        (CRDs from the chart's crds/ folder and hooks included,
-                                        test hooks left out)
+                                        (hooks included, test hooks left out), except CRDs
+  build/<stack>/crds/<release>.yaml     the CRDs it installs (from the chart's crds/ folder or
+                                        its templates); apart because checkov has no check for
+                                        them and spends ~25 s per stack parsing them
 
 Each release is rendered with `helm template` on the cached archive (tools/charts.py), the
 stack's Kubernetes version (`--kube-version`) and `--api-versions` for what the cluster will
@@ -218,16 +220,20 @@ class Rendered:
 
 
 def render_stack(stack_dir: Path, renderer: Renderer | None = None) -> Rendered:
-    """Render the releases recorded under stack_dir into stack_dir/charts (raises RenderError
-    naming every release helm refuses, after writing the others)."""
+    """Render the releases recorded under stack_dir into stack_dir/charts and stack_dir/crds
+    (raises RenderError naming every release helm refuses, after writing the others)."""
     renderer = renderer or Renderer()
     rendered = renderer.render_all(load_releases(stack_dir), kubernetes_version(stack_dir))
-    out = stack_dir / "charts"
-    out.mkdir(exist_ok=True)
-    for stale in out.glob("*.yaml"):
-        stale.unlink()
+    for folder in ("charts", "crds"):
+        (stack_dir / folder).mkdir(exist_ok=True)
+        for stale in (stack_dir / folder).glob("*.yaml"):
+            stale.unlink()
     for key, docs in rendered.objects.items():
-        (out / f"{key}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        objects = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+        crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+        (stack_dir / "charts" / f"{key}.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
+        if crds:
+            (stack_dir / "crds" / f"{key}.yaml").write_text(yaml.safe_dump_all(crds, sort_keys=False))
     if rendered.errors:
         raise RenderError("; ".join(rendered.errors[k] for k in sorted(rendered.errors)))
     return rendered

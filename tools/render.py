@@ -11,9 +11,10 @@ Pulumi CLI) and writes, for reviewers and scanners:
                                                              name, parent, provider, inputs
   build/<stack>/exports.json                                 the stack outputs
   build/<stack>/charts/<release>.yaml                        with --charts: what each release's
-                                                             pinned chart renders from those
-                                                             values (tools/helm_template.py;
-                                                             needs `make helm charts`)
+  build/<stack>/crds/<release>.yaml                          pinned chart renders from those
+                                                             values, CRDs apart
+                                                             (tools/helm_template.py; needs
+                                                             `make helm charts`)
 
 Exit codes: 0 rendered; 2 the stack config is invalid (one-line error on stderr);
 3 with --charts, helm refuses a release (one line naming it and helm's reason); 1 anything else.
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"render: helm refuses a release of {args.stack}: {exc}", file=sys.stderr)
             return 3
         print(f"render: {args.stack}: {sum(map(len, objects.values()))} objects from {len(objects)} charts (Kubernetes {version}) "
-              f"-> {stack_dir / 'charts'}")
+              f"-> {stack_dir / 'charts'} (CRDs: {stack_dir / 'crds'})")
     return 0
 
 

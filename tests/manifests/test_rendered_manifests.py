@@ -44,6 +44,10 @@ def test_render_cli_renders_the_charts(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["prod", "--out", str(tmp_path), "--charts"]) == 0
     charts = sorted(p.stem for p in (tmp_path / "prod" / "charts").glob("*.yaml"))
     assert charts == sorted(cluster("prod").releases)
+    crds = {p.stem: p.read_text() for p in (tmp_path / "prod" / "crds").glob("*.yaml")}
+    assert set(crds) == {"ingress-cert-manager", "ingress-traefik", "log-shipping-alloy", "monitoring-kube-prometheus-stack"}
+    assert all("kind: CustomResourceDefinition" in text for text in crds.values())
+    assert not any("kind: CustomResourceDefinition" in p.read_text() for p in (tmp_path / "prod" / "charts").glob("*.yaml"))
     assert "objects from 9 charts (Kubernetes 1.33)" in capsys.readouterr().out
 
 
