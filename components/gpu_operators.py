@@ -92,7 +92,18 @@ def _build_device_plugin_values(args: GpuOperatorsArgs) -> dict[str, Any]:
         # NFD master; the node groups already carry the labels the platform schedules on.
         "gfd": {"enabled": False},
         "nfd": {"enabled": False},
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        # Shared by the plugin and the chart's MPS control daemon (which only schedules on
+        # nodes labelled nvidia.com/mps.capable=true, i.e. never here). The CPU limit is a
+        # ceiling far above the plugin's idle use.
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        # Pod level, so it also covers the MPS daemon (privileged containers run Unconfined
+        # whatever the profile says). The plugin container keeps the chart's own context
+        # (no privilege escalation, every capability dropped), restated here because a
+        # non-empty `securityContext` replaces it; it must stay root to create its socket in
+        # the root-owned /var/lib/kubelet/device-plugins host path (.checkov.yaml).
+        # ref: https://github.com/NVIDIA/k8s-device-plugin/blob/v0.17.1/deployments/helm/nvidia-device-plugin/templates/_helpers.tpl (nvidia-device-plugin.securityContext)
+        "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
 
 
@@ -109,7 +120,11 @@ def _build_dcgm_exporter_values(args: GpuOperatorsArgs) -> dict[str, Any]:
         },
         # Metrics stay in-cluster: Prometheus scrapes the ClusterIP service.
         "service": {"enable": True, "type": "ClusterIP"},
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        # The container keeps the chart's context (root, SYS_ADMIN for the profiling
+        # metrics; .checkov.yaml says why each finding stays); seccomp applies on top.
+        # ref: https://github.com/NVIDIA/dcgm-exporter/blob/main/deployment/values.yaml (securityContext)
+        "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
     }
 
 

@@ -220,15 +220,26 @@ def traefik_values(args: IngressArgs) -> dict[str, Any]:
 
 def cert_manager_values(replicas: int) -> dict[str, Any]:
     # ref: https://cert-manager.io/docs/installation/helm/
+    # The chart's security contexts are already restricted (non-root, seccomp RuntimeDefault,
+    # read-only root, no capabilities); what it leaves empty is resources. Sized for one
+    # cluster's certificates: memory limits 2x the request, CPU limits well above steady use
+    # (room for the informers' initial list at start-up).
+    # ref: https://github.com/cert-manager/cert-manager/blob/v1.20.2/deploy/charts/cert-manager/values.yaml (resources)
     system = _system_node_selector()
     return {
         "crds": {"enabled": True, "keep": True},
         "replicaCount": replicas,
-        "podDisruptionBudget": {"enabled": replicas > 1, "minAvailable": 1},
+        # With neither bound set the chart renders `minAvailable: 1` (its values.yaml only
+        # documents the bounds in comments, so they are not default keys).
+        "podDisruptionBudget": {"enabled": replicas > 1},
         "nodeSelector": system,
-        "webhook": {"replicaCount": replicas, "nodeSelector": system},
-        "cainjector": {"replicaCount": replicas, "nodeSelector": system},
-        "startupapicheck": {"nodeSelector": system},
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+        "webhook": {"replicaCount": replicas, "nodeSelector": system,
+                    "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}},
+        "cainjector": {"replicaCount": replicas, "nodeSelector": system,
+                       "resources": {"requests": {"cpu": "20m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}},
+        "startupapicheck": {"nodeSelector": system,
+                            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}},
     }
 
 

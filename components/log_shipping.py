@@ -26,6 +26,7 @@ from components.helm import pinned_release as _release
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 
 LOKI_PORT = 3100
+ALLOY_UID = 473  # the `alloy` user (and group) of the grafana/alloy image
 
 
 def loki_url(namespace: str) -> str:
@@ -74,12 +75,30 @@ def loki_values(args: LogShippingArgs) -> dict[str, Any]:
                                           "index": {"prefix": "index_", "period": "24h"}}]},
             "limits_config": {"retention_period": f"{args.retention_days * 24}h"},
             "compactor": {"retention_enabled": True, "delete_request_store": "filesystem"},
+            # The chart's contexts (uid 10001, read-only root, no capabilities) plus seccomp.
+            "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
+                                   "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                         "capabilities": {"drop": ["ALL"]}},
+            # /metrics answers while the ingester is still joining its ring or replaying its
+            # WAL (when /ready does not), so a long start-up is not killed.
+            "livenessProbe": {"httpGet": {"path": "/metrics", "port": "http-metrics"},
+                              "initialDelaySeconds": 30, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 5},
         },
         "singleBinary": {"replicas": 1, "nodeSelector": system,
-                         "persistence": {"enabled": True, "size": f"{args.storage_gib}Gi", "storageClass": naming.STORAGE_CLASS}},
+                         "persistence": {"enabled": True, "size": f"{args.storage_gib}Gi", "storageClass": naming.STORAGE_CLASS},
+                         # Ingesters hold open chunks in memory until they flush; queries add to
+                         # it. Memory limit 2x the request, CPU limit for query bursts.
+                         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}},
         "backend": {"replicas": 0}, "read": {"replicas": 0}, "write": {"replicas": 0},
         "chunksCache": {"enabled": False}, "resultsCache": {"enabled": False},
         "gateway": {"enabled": False}, "lokiCanary": {"enabled": False}, "test": {"enabled": False},
+        # The rules sidecar loads `loki_rule` ConfigMaps/Secrets through the API with a
+        # cluster-wide read of every Secret; the platform ships no Loki rules (alerts are
+        # Prometheus rules), so it is off, and Loki itself never calls the API: no token.
+        # ref: https://github.com/grafana/loki/blob/main/production/helm/loki/values.yaml (sidecar.rules, serviceAccount)
+        "sidecar": {"rules": {"enabled": False}},
+        "serviceAccount": {"automountServiceAccountToken": False},
     }
 
 
@@ -127,13 +146,31 @@ loki.write "default" {{
 
 def alloy_values(args: LogShippingArgs) -> dict[str, Any]:
     # ref: https://github.com/grafana/alloy/blob/main/operations/helm/charts/alloy/values.yaml
+    # Alloy tails logs through the API (no host mounts), so it runs as the image's `alloy`
+    # user (the chart's ci/nonroot-values.yaml) on a read-only root; its storage path
+    # (/tmp/alloy, the chart default) is on an emptyDir. It needs its token (discovery and
+    # log tailing are API calls).
+    non_root = {"runAsNonRoot": True, "runAsUser": ALLOY_UID, "runAsGroup": ALLOY_UID}
+    restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
     return {
-        "controller": {"type": "deployment", "replicas": args.shipper_replicas, "nodeSelector": gpu_contract.system_node_labels()},
+        "global": {"podSecurityContext": {**non_root, "fsGroup": ALLOY_UID, "seccompProfile": {"type": "RuntimeDefault"}}},
+        "controller": {"type": "deployment", "replicas": args.shipper_replicas, "nodeSelector": gpu_contract.system_node_labels(),
+                       "volumes": {"extra": [{"name": "tmp", "emptyDir": {}}]}},
         "alloy": {
             "clustering": {"enabled": True},
             "configMap": {"create": True, "content": alloy_config(args.namespace)},
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": {**non_root, **restricted, "seccompProfile": {"type": "RuntimeDefault"}},
+            "mounts": {"extra": [{"name": "tmp", "mountPath": "/tmp"}]},  # noqa: S108 (the container's own emptyDir)
+            "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+            # The chart's own liveness example (ci/livinessprobe-values.yaml); /-/ready is
+            # already the readiness probe.
+            "livenessProbe": {"httpGet": {"path": "/metrics", "port": "http-metrics", "scheme": "HTTP"},
+                              "initialDelaySeconds": 30, "timeoutSeconds": 2, "periodSeconds": 30, "failureThreshold": 3},
+        },
+        # The config-reloader sidecar: requests are the chart's, limits added.
+        "configReloader": {
+            "resources": {"requests": {"cpu": "10m", "memory": "50Mi"}, "limits": {"cpu": "200m", "memory": "100Mi"}},
+            "securityContext": {**non_root, **restricted, "seccompProfile": {"type": "RuntimeDefault"}},
         },
     }
 

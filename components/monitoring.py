@@ -123,6 +123,13 @@ def adapter_values(args: MonitoringArgs) -> dict[str, Any]:
         # maxUnavailable only: the chart defaults it to 1 and renders every key that is set,
         # so adding minAvailable gives a PDB with both, which the API server rejects.
         "podDisruptionBudget": {"enabled": args.replicas > 1, "maxUnavailable": 1},
+        # The chart's pod and container contexts are already restricted; it leaves resources empty.
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+        # The chart grants its own ServiceAccount every verb on `custom.metrics.k8s.io/*` (the
+        # `-hpa-controller` binding). The HPA controller reads the metric with its built-in
+        # role (system:controller:horizontal-pod-autoscaler), so the grant is narrowed to the
+        # one metric served; the verbs stay `*` (the template hard-codes them, .checkov.yaml).
+        "rbac": {"customMetrics": {"resources": [f"pods/{QUEUE_TIME_METRIC}"]}},
     }
 
 
@@ -158,8 +165,35 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
         # ref: https://docs.aws.amazon.com/eks/latest/userguide/prometheus.html
         "kubeControllerManager": {"enabled": False}, "kubeScheduler": {"enabled": False},
         "kubeEtcd": {"enabled": False}, "kubeProxy": {"enabled": False},
-        "prometheusOperator": {"nodeSelector": system},
-        "kube-state-metrics": {"nodeSelector": system},
+        # Resources for every workload of the chart (memory limits 2x the request, CPU limits
+        # well above steady use). The operator, its admission Jobs and kube-state-metrics
+        # already run non-root, read-only, without capabilities, under seccomp RuntimeDefault
+        # (the charts' defaults); node-exporter and Grafana get what their defaults lack.
+        "prometheusOperator": {
+            "nodeSelector": system,
+            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+            # Both admission-webhook certificate Jobs (create, patch) take these.
+            "admissionWebhooks": {"patch": {"resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                                          "limits": {"cpu": "500m", "memory": "64Mi"}}}},
+        },
+        "kube-state-metrics": {
+            "nodeSelector": system,
+            "resources": {"requests": {"cpu": "20m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        },
+        # node-exporter keeps hostNetwork/hostPID (node network and process metrics,
+        # .checkov.yaml); it runs as nobody, so nothing it needs is lost by dropping every
+        # capability. The subchart merges these into its defaults (non-root 65534, read-only root).
+        # ref: https://github.com/prometheus-community/helm-charts/blob/main/charts/prometheus-node-exporter/values.yaml
+        "prometheus-node-exporter": {
+            # Every node, GPU nodes through the exact GPU toleration (the chart's default
+            # tolerates every NoSchedule taint).
+            "tolerations": gpu_contract.gpu_tolerations(),
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                         "capabilities": {"drop": ["ALL"]}},
+        },
         "prometheus": {"prometheusSpec": {
             "replicas": args.replicas,
             "retention": f"{args.prometheus_retention_days}d",
@@ -179,12 +213,27 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
         "alertmanager": {
             "config": alertmanager_config(args.slack_enabled),
             "alertmanagerSpec": {"replicas": args.replicas, "nodeSelector": system,
-                                 "secrets": [SLACK_SECRET] if args.slack_enabled else []},
+                                 "secrets": [SLACK_SECRET] if args.slack_enabled else [],
+                                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
+                                               "limits": {"cpu": "500m", "memory": "256Mi"}}},
         },
         "grafana": {
             "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
             "nodeSelector": system,
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+            # The chart's context plus a read-only root: Grafana writes to /var/lib/grafana and
+            # /var/lib/grafana-search (the chart's emptyDirs) and to /tmp (an emptyDir here).
+            # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml (containerSecurityContext, extraEmptyDirMounts)
+            "containerSecurityContext": {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
+                                         "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+            "extraEmptyDirMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 (the container's own emptyDir)
             "sidecar": {
+                # Both sidecars (dashboards, datasources) take these; they write only into
+                # their mounted folders, so the root can be read-only (Loki's chart runs the
+                # same k8s-sidecar image that way by default).
+                "resources": {"requests": {"cpu": "10m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
                 "dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": "ALL"},
                 "datasources": {"enabled": True, "label": "grafana_datasource", "labelValue": "1", "searchNamespace": "ALL"},
             },

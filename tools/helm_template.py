@@ -144,6 +144,11 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
 _Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
 
 
+def _dump(docs: list[dict[str, Any]]) -> str:
+    """YAML documents through libyaml's emitter (PyYAML's own is ~25x slower on the CRDs)."""
+    return str(yaml.dump_all(docs, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False))
+
+
 def parse(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.load_all(text, Loader=_Loader) if d]
 
@@ -231,9 +236,9 @@ def render_stack(stack_dir: Path, renderer: Renderer | None = None) -> Rendered:
     for key, docs in rendered.objects.items():
         objects = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
         crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
-        (stack_dir / "charts" / f"{key}.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
+        (stack_dir / "charts" / f"{key}.yaml").write_text(_dump(objects))
         if crds:
-            (stack_dir / "crds" / f"{key}.yaml").write_text(yaml.safe_dump_all(crds, sort_keys=False))
+            (stack_dir / "crds" / f"{key}.yaml").write_text(_dump(crds))
     if rendered.errors:
         raise RenderError("; ".join(rendered.errors[k] for k in sorted(rendered.errors)))
     return rendered

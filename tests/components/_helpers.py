@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from tests.pulumi_kit import Resource, Run
@@ -55,3 +56,43 @@ def assert_no_wildcards(doc: dict[str, Any]) -> None:
         for r in as_list(s["Resource"]):
             assert r != "*", f"{s['Sid']}: wildcard resource {r}"
             assert not r.endswith(":*"), f"{s['Sid']}: wildcard resource {r}"
+
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|Mi|Gi)?$")
+_SCALE = {None: 1.0, "m": 1e-3, "Mi": 2.0**20, "Gi": 2.0**30}
+
+
+def quantity(value: str) -> float:
+    """A Kubernetes CPU or memory quantity as a number (cores, bytes); only the suffixes the
+    components use."""
+    m = _QUANTITY.match(str(value))
+    assert m, f"unexpected quantity {value!r}"
+    return float(m.group(1)) * _SCALE[m.group(2)]
+
+
+def assert_bounded_resources(where: str, resources: dict[str, Any]) -> None:
+    """CPU and memory requests and limits as every chart workload gets them: the memory limit
+    2-4x the request (room to grow, and an OOM kill of the container before the node's), the
+    CPU limit at least 4x the request (a ceiling for bursts, never a throttle at steady use)."""
+    assert sorted(resources) == ["limits", "requests"], f"{where}: {resources}"
+    for bound in ("requests", "limits"):
+        assert sorted(resources[bound]) == ["cpu", "memory"], f"{where}.{bound}: {resources[bound]}"
+    memory = quantity(resources["limits"]["memory"]) / quantity(resources["requests"]["memory"])
+    cpu = quantity(resources["limits"]["cpu"]) / quantity(resources["requests"]["cpu"])
+    assert 2 <= memory <= 4, f"{where}: memory limit {memory:.1f}x the request"
+    assert cpu >= 4, f"{where}: CPU limit {cpu:.1f}x the request"
+
+
+def assert_restricted_container(where: str, context: dict[str, Any]) -> None:
+    """A container context of the restricted Pod Security profile, plus a read-only root."""
+    assert context["allowPrivilegeEscalation"] is False, where
+    assert context["readOnlyRootFilesystem"] is True, where
+    assert context["capabilities"] == {"drop": ["ALL"]}, where
+    assert context.get("privileged", False) is False, where
+
+
+def assert_restricted_pod(where: str, context: dict[str, Any]) -> None:
+    """A pod context that runs non-root under the runtime's default seccomp profile."""
+    assert context["runAsNonRoot"] is True, where
+    assert context["runAsUser"] > 0, where
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}, where

@@ -12,6 +12,7 @@ from components import gpu_contract, versions
 from components.gpu_instances import gpus_per_node
 from components.stack_config import StackConfig
 from components.stack_config import parse as parse_config
+from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.pulumi_kit import Run
 from tests.pulumi_kit import stack_config as stack_file
 
@@ -112,8 +113,9 @@ def test_values_let_gpu_nodes_with_emptydir_models_scale_down() -> None:
     assert values["image"]["tag"] == versions.CLUSTER_AUTOSCALER_IMAGE_TAGS["1.33"]
     assert values["autoDiscovery"] == {"clusterName": "c"}
     assert values["nodeSelector"] == gpu_contract.system_node_labels()
-    assert values["containerSecurityContext"]["readOnlyRootFilesystem"] is True
-    assert values["securityContext"]["runAsNonRoot"] is True
+    assert_restricted_container("cluster-autoscaler", values["containerSecurityContext"])
+    assert_restricted_pod("cluster-autoscaler", values["securityContext"])
+    assert_bounded_resources("cluster-autoscaler", values["resources"])
 
 
 @pytest.mark.parametrize(("kw", "match"), [

@@ -13,7 +13,7 @@ from components.gpu_operators import (
     _build_device_plugin_values,
     device_plugin_node_groups,
 )
-from tests.components._helpers import assert_children_prefixed, registered_outputs
+from tests.components._helpers import assert_bounded_resources, assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Run, run_program
 
 GPU_OPERATORS = "triton-platform:gpu:GpuOperators"
@@ -57,6 +57,20 @@ def test_device_plugin_values(any_stack: Run) -> None:
     assert values["priorityClassName"] == "system-node-critical"
     assert values["gfd"] == {"enabled": False}
     assert values["nfd"] == {"enabled": False}
+    assert_bounded_resources("device-plugin", values["resources"])
+    # Pod level: also the MPS daemon's. A non-empty container context replaces the chart's,
+    # so it restates it: root (the kubelet's socket directory), nothing else.
+    assert values["podSecurityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert values["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_dcgm_exporter_keeps_the_charts_container_context(any_stack: Run) -> None:
+    values = _release(any_stack, "dcgm-exporter").inputs["values"]
+    assert_bounded_resources("dcgm-exporter", values["resources"])
+    assert values["podSecurityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    # The chart's root + SYS_ADMIN (profiling metrics); the API server refuses
+    # allowPrivilegeEscalation: false next to SYS_ADMIN, so nothing is merged into it.
+    assert "securityContext" not in values
 
 
 def test_service_monitor_follows_monitoring_enabled(any_stack: Run) -> None:

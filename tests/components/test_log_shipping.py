@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from components import naming, versions
-from components.log_shipping import LogShippingArgs, alloy_config, loki_url
+from components.log_shipping import ALLOY_UID, LogShippingArgs, alloy_config, loki_url
+from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.pulumi_kit import Run, run_program
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -37,6 +38,32 @@ def test_alloy_ships_to_loki_without_host_access(staging: Run) -> None:
     assert "loki.source.kubernetes" in config
     assert "hostPath" not in str(values)
     assert config == alloy_config(naming.LOGGING_NAMESPACE)
+
+
+def test_loki_runs_restricted_without_a_token(any_stack: Run) -> None:
+    values = any_stack.one(RELEASE, "log-shipping-loki").inputs["values"]
+    assert_bounded_resources("loki", values["singleBinary"]["resources"])
+    assert_restricted_pod("loki", values["loki"]["podSecurityContext"])
+    assert_restricted_container("loki", values["loki"]["containerSecurityContext"])
+    assert values["loki"]["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": "http-metrics"}
+    # No rules sidecar (and so no cluster-wide Secret read), no API token.
+    assert values["sidecar"] == {"rules": {"enabled": False}}
+    assert values["serviceAccount"] == {"automountServiceAccountToken": False}
+
+
+def test_alloy_runs_as_its_own_user_on_a_read_only_root(any_stack: Run) -> None:
+    values = any_stack.one(RELEASE, "log-shipping-alloy").inputs["values"]
+    pod = values["global"]["podSecurityContext"]
+    assert_restricted_pod("alloy pod", pod)
+    assert (pod["runAsUser"], pod["fsGroup"]) == (ALLOY_UID, ALLOY_UID)
+    for name, container in (("alloy", values["alloy"]), ("config-reloader", values["configReloader"])):
+        assert_restricted_container(name, container["securityContext"])
+        assert container["securityContext"]["runAsUser"] == ALLOY_UID
+        assert_bounded_resources(name, container["resources"])
+    # The storage path (the chart's /tmp/alloy) is on an emptyDir, the only writable path.
+    assert values["controller"]["volumes"]["extra"] == [{"name": "tmp", "emptyDir": {}}]
+    assert values["alloy"]["mounts"]["extra"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert values["alloy"]["livenessProbe"]["httpGet"]["port"] == "http-metrics"
 
 
 def test_grafana_datasource_only_with_monitoring(staging: Run) -> None:

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from components import naming, versions
+from components import gpu_contract, naming, versions
 from components.monitoring import MonitoredDeployment, MonitoringArgs, adapter_rules, alertmanager_config, queue_time_query
 from components.triton_deployment import QUEUE_TIME_METRIC
+from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.pulumi_kit import Run, run_program
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -72,6 +73,56 @@ def test_adapter_metric_is_a_ratio_of_counter_increases(dev: Run) -> None:
     assert "rate(" not in q
     assert rules == adapter_rules()
     assert queue_time_query('namespace="x"', "pod", "5m").count("[5m]") == 2
+
+
+# Where each kube-prometheus-stack workload the program configures takes its resources.
+KPS_WORKLOADS = {
+    "prometheus-operator": ("prometheusOperator",),
+    "admission create/patch Jobs": ("prometheusOperator", "admissionWebhooks", "patch"),
+    "kube-state-metrics": ("kube-state-metrics",),
+    "node-exporter": ("prometheus-node-exporter",),
+    "grafana": ("grafana",),
+    "grafana sidecars": ("grafana", "sidecar"),
+    "alertmanager": ("alertmanager", "alertmanagerSpec"),
+}
+
+
+def _at(values: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    for key in path:
+        values = values[key]
+    return values
+
+
+@pytest.mark.parametrize("workload", sorted(KPS_WORKLOADS))
+def test_every_chart_workload_has_bounded_resources(any_stack: Run, workload: str) -> None:
+    values = any_stack.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]
+    assert_bounded_resources(workload, _at(values, KPS_WORKLOADS[workload])["resources"])
+
+
+def test_node_exporter_keeps_only_the_host_namespaces(prod: Run) -> None:
+    exporter = prod.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus-node-exporter"]
+    assert_restricted_pod("node-exporter", exporter["securityContext"])
+    assert_restricted_container("node-exporter", exporter["containerSecurityContext"])
+    assert exporter["tolerations"] == gpu_contract.gpu_tolerations()
+    # hostNetwork / hostPID stay the chart's (true): node metrics, not the pod's (.checkov.yaml).
+    assert "hostNetwork" not in exporter
+    assert "hostPID" not in exporter
+
+
+def test_grafana_and_its_sidecars_run_on_a_read_only_root(prod: Run) -> None:
+    grafana = prod.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["grafana"]
+    assert_restricted_container("grafana", grafana["containerSecurityContext"])
+    assert_restricted_container("grafana sidecars", grafana["sidecar"]["securityContext"])
+    for context in (grafana["containerSecurityContext"], grafana["sidecar"]["securityContext"]):
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert grafana["extraEmptyDirMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+
+
+def test_adapter_resources_and_its_metrics_grant_narrowed_to_the_one_metric(dev: Run) -> None:
+    values = dev.one(RELEASE, "monitoring-prometheus-adapter").inputs["values"]
+    assert_bounded_resources("prometheus-adapter", values["resources"])
+    # The chart's default is ["*"]: every custom metric, every verb.
+    assert values["rbac"] == {"customMetrics": {"resources": [f"pods/{QUEUE_TIME_METRIC}"]}}
 
 
 def test_dashboard_and_rules(prod: Run) -> None:

@@ -106,7 +106,8 @@ def test_gpu_taint_is_tolerated_exactly_by_what_runs_on_gpu_nodes(stack: str) ->
         elif _tolerates_gpu(spec):
             # Node agents (DaemonSets) may run on every node, GPU nodes included, but through the
             # exact GPU toleration; no other workload may land on a GPU node.
-            if o.kind != "DaemonSet" or not set(map(json.dumps, gpu_contract.gpu_tolerations())) <= set(map(json.dumps, tolerations)) \
+            exact = {json.dumps(t, sort_keys=True) for t in gpu_contract.gpu_tolerations()}
+            if o.kind != "DaemonSet" or not exact <= {json.dumps(t, sort_keys=True) for t in tolerations} \
                     or any(not t.get("key") for t in tolerations):
                 problems.append(f"{o} is not bound to GPU nodes but tolerates the GPU taint: {tolerations}")
     assert problems == []
