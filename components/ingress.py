@@ -234,9 +234,11 @@ def cert_manager_values(replicas: int) -> dict[str, Any]:
         "podDisruptionBudget": {"enabled": replicas > 1},
         "nodeSelector": system,
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
-        "webhook": {"replicaCount": replicas, "nodeSelector": system,
+        # The webhook and the cainjector get the same PDB as the controller: a drain that took
+        # every webhook replica at once would refuse every Certificate change meanwhile.
+        "webhook": {"replicaCount": replicas, "nodeSelector": system, "podDisruptionBudget": {"enabled": replicas > 1},
                     "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}},
-        "cainjector": {"replicaCount": replicas, "nodeSelector": system,
+        "cainjector": {"replicaCount": replicas, "nodeSelector": system, "podDisruptionBudget": {"enabled": replicas > 1},
                        "resources": {"requests": {"cpu": "20m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}},
         "startupapicheck": {"nodeSelector": system,
                             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}},

@@ -219,6 +219,9 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
         },
         "grafana": {
             "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
+            # A Role in the monitoring namespace instead of a ClusterRole (the sidecars below).
+            # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml (rbac.namespaced)
+            "rbac": {"namespaced": True},
             "nodeSelector": system,
             "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
             # The chart's context plus a read-only root: Grafana writes to /var/lib/grafana and
@@ -234,8 +237,13 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
                 "resources": {"requests": {"cpu": "10m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
                 "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
-                "dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": "ALL"},
-                "datasources": {"enabled": True, "label": "grafana_datasource", "labelValue": "1", "searchNamespace": "ALL"},
+                # Only Grafana's own namespace, where every dashboard and datasource of the
+                # platform lives (the charts' and this component's ConfigMaps, the Loki
+                # datasource): with rbac.namespaced the sidecars read ConfigMaps and Secrets
+                # there only, instead of every Secret in the cluster.
+                # (kube-prometheus-stack's own default for the dashboards is ALL.)
+                "dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": args.namespace},
+                "datasources": {"enabled": True, "label": "grafana_datasource", "labelValue": "1", "searchNamespace": args.namespace},
             },
             "defaultDashboardsTimezone": "utc",
         },

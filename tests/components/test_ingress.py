@@ -77,6 +77,9 @@ def test_cert_manager_pdb_from_two_replicas_with_the_charts_bound() -> None:
     # comments is not one of its default keys).
     assert cert_manager_values(2)["podDisruptionBudget"] == {"enabled": True}
     assert cert_manager_values(1)["podDisruptionBudget"] == {"enabled": False}
+    for component in ("webhook", "cainjector"):
+        assert cert_manager_values(2)[component]["podDisruptionBudget"] == {"enabled": True}
+        assert cert_manager_values(1)[component]["podDisruptionBudget"] == {"enabled": False}
 
 
 def test_issuer_and_certificate(staging: Run, dev: Run) -> None:

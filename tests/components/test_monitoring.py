@@ -109,6 +109,14 @@ def test_node_exporter_keeps_only_the_host_namespaces(prod: Run) -> None:
     assert "hostPID" not in exporter
 
 
+def test_grafana_reads_dashboards_and_datasources_in_its_namespace_only(prod: Run) -> None:
+    grafana = prod.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["grafana"]
+    # A Role, not the chart's ClusterRole that reads every Secret in the cluster.
+    assert grafana["rbac"] == {"namespaced": True}
+    for sidecar in ("dashboards", "datasources"):
+        assert grafana["sidecar"][sidecar]["searchNamespace"] == "monitoring"
+
+
 def test_grafana_and_its_sidecars_run_on_a_read_only_root(prod: Run) -> None:
     grafana = prod.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["grafana"]
     assert_restricted_container("grafana", grafana["containerSecurityContext"])

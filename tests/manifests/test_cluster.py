@@ -244,6 +244,22 @@ def _dashboard_uids(board: dict[str, Any]) -> set[str]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_grafana_sees_every_dashboard_and_datasource(stack: str) -> None:
+    """Grafana's sidecars watch only its own namespace (a Role, not a cluster-wide Secrets read):
+    every labelled dashboard and datasource must live there."""
+    c = cluster(stack)
+    (grafana,) = [o for o in c.of_kind("Deployment") if o.name == "kube-prometheus-stack-grafana"]
+    watched = {e["value"] for ctr in grafana.doc["spec"]["template"]["spec"]["containers"] for e in ctr.get("env") or []
+               if e["name"] == "NAMESPACE"}
+    assert watched == {grafana.namespace}
+    assert not [o for o in c.of_kind("ClusterRole") if o.name.endswith("-grafana")]
+    labelled = [o for o in c.of_kind("ConfigMap", "Secret")
+                if {"grafana_dashboard", "grafana_datasource"} & set(o.doc["metadata"].get("labels") or {})]
+    assert len(labelled) > 10
+    assert [str(o) for o in labelled if o.namespace != grafana.namespace] == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_dashboard_datasource_exists(stack: str) -> None:
     c = cluster(stack)
     provisioned = _datasource_uids(c)
