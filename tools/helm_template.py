@@ -198,11 +198,16 @@ class Renderer:
         """Every release rendered against the built-in APIs plus all the releases' CRDs."""
         builtin = builtin_api_versions(kubernetes_version)
 
+        parsed: dict[str, list[dict[str, Any]]] = {}  # by output text: most releases render the same twice
+
         def attempt(release: Release, apis: Iterable[str]) -> list[dict[str, Any]] | str:
             try:
-                return parse(self.template(release, kubernetes_version, apis))
+                text = self.template(release, kubernetes_version, apis)
             except RenderError as exc:
                 return str(exc)
+            if text not in parsed:
+                parsed[text] = parse(text)
+            return parsed[text]
 
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             first = list(pool.map(lambda r: attempt(r, builtin), releases))

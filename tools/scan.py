@@ -39,7 +39,7 @@ def scan(checkov: Path, config: Path, folder: Path) -> tuple[bool, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scan", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="rendered folders (build/scan/<stack>/manifests, .../charts)")
+    parser.add_argument("folders", nargs="+", type=Path, help="rendered folders (build/<stack>/manifests, .../charts)")
     parser.add_argument("--checkov", type=Path, default=ROOT / ".venv-scan" / "bin" / "checkov", help="the checkov executable")
     parser.add_argument("--config", type=Path, default=ROOT / ".checkov.yaml", help="checkov's config file (the skip list)")
     parser.add_argument("--jobs", type=int, default=2, help="folders scanned at a time (default 2)")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes_validate.utils import ValidationError
 
-from tests.conftest import STACKS
+from tests.conftest import STACKS, stack_run
 from tests.manifests._cluster import cluster
 from tests.manifests._validators import CrdSchemas, validate_builtin
 
@@ -29,6 +29,15 @@ def test_every_expected_kind_is_rendered_with_a_name(stack: str) -> None:
     assert len(names) == len(set(names)), f"{stack}: duplicate objects"
 
 
+@pytest.fixture
+def cached_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's program runs come from the per-worker cache (the program itself is the same)."""
+    import tests.pulumi_kit
+
+    monkeypatch.setattr(tests.pulumi_kit, "run_program", lambda stack, stack_file=None: stack_run(stack))
+
+
+@pytest.mark.usefixtures("cached_runs")
 def test_render_cli_writes_manifests(tmp_path: Path) -> None:
     from tools.render import main
 
@@ -38,6 +47,7 @@ def test_render_cli_writes_manifests(tmp_path: Path) -> None:
     assert not (tmp_path / "dev" / "charts").exists()
 
 
+@pytest.mark.usefixtures("cached_runs")
 def test_render_cli_renders_the_charts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tools.render import main
 
