@@ -96,3 +96,12 @@ def test_numbers_arrive_as_the_provider_sends_them() -> None:
 def test_a_bare_equals_sign_is_a_string() -> None:
     assert parse("a: =\n---\n---\nb: [=, x]\n") == [{"a": "="}, {"b": ["=", "x"]}]
 
+
+
+def test_objects_are_parsed_once_and_kept_as_json(renderer: Renderer) -> None:
+    release = _traefik(normalise(_ingress_values()))
+    docs = renderer.objects(release, "1.33", builtin_api_versions("1.33"))
+    assert docs == parse(renderer.template(release, "1.33", builtin_api_versions("1.33")))
+    (kept,) = renderer.cache_dir.glob("*.objects.json")
+    kept.write_text('[{"kind": "Marker"}]')  # the next call reads the kept objects, not the YAML
+    assert renderer.objects(release, "1.33", builtin_api_versions("1.33")) == [{"kind": "Marker"}]
