@@ -192,7 +192,8 @@ class LogShipping(pulumi.ComponentResource):
     def __init__(self, name: str, args: LogShippingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:LogShipping", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        # Alloy runs as root in its image (no host access); baseline allows that, restricted would not.
+        # baseline: Alloy and Loki now run non-root with seccomp and no capabilities (alloy_values,
+        # loki_values), which `restricted` may admit, but that has not been tried on a cluster yet.
         ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, pod_security="baseline", default_deny=False), opts=child)
         self.loki = _release(f"{name}-loki", versions.LOKI_CHART, args.namespace, loki_values(args),
                              pulumi.ResourceOptions(parent=self, depends_on=[ns]))
