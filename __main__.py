@@ -27,7 +27,7 @@ from components.triton_deployment import build_triton_deployments
 
 config = load_from_pulumi()
 
-# ---- AWS foundation (DESIGN.md items 1-6) -------------------------------------------
+# ---- AWS foundation ------------------------------------------------------------------
 # Names other sections rely on: network, cluster (.provider), node_groups (name ->
 # NodeGroup), repository (.bucket_name, .bucket_arn, .kms_key_arn), identities
 # (.serving_role_arn), gpu_operators. See docs/stack-outputs.md.
@@ -74,7 +74,7 @@ identities = Identities("identities", IdentitiesArgs(
     promotion_source_bucket=config.promotion_source_bucket,
     promotion_source_kms_key_arn=config.promotion_source_kms_key_arn, tags=aws_tags,
 ), opts=pulumi.ResourceOptions(depends_on=[cluster.addons]))  # the pod-identity agent add-on first
-# ---- Kubernetes serving plane (DESIGN.md items 7-9) ---------------------------------
+# ---- Kubernetes serving plane --------------------------------------------------------
 # Every Kubernetes object goes through the cluster's provider (children inherit it).
 # Order: namespace -> monitoring (CRDs + adapter) -> Triton -> ingress. docs/serving-plane.md.
 on_cluster = pulumi.ResourceOptions(provider=cluster.provider, depends_on=cluster_ready)

@@ -1,4 +1,4 @@
-"""The EKS control plane (DESIGN.md item 2), built from plain `pulumi_aws.eks` resources.
+"""The EKS control plane, built from plain `pulumi_aws.eks` resources.
 
 - Authentication mode `API`: who may reach the cluster is a list of EKS access entries
   in this program (AmazonEKSClusterAdminPolicy for `cluster_admin_role_arns`), never an

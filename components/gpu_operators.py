@@ -1,4 +1,4 @@
-"""NVIDIA device plugin and DCGM exporter on the GPU node groups (DESIGN.md item 4).
+"""NVIDIA device plugin and DCGM exporter on the GPU node groups.
 
 Both are the pinned upstream Helm charts (components/versions.py) installed as
 `helm.v3.Release`s in `naming.GPU_OPERATORS_NAMESPACE`. Their scheduling is derived

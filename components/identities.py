@@ -1,4 +1,4 @@
-"""Who may do what, least privilege, no static keys (DESIGN.md item 6).
+"""Who may do what, least privilege, no static keys.
 
 - Serving role (every stack), bound with EKS Pod Identity to the service account of each
   Triton deployment (`naming.triton_service_account`) in `naming.TRITON_NAMESPACE`:

@@ -1,4 +1,4 @@
-"""Public ingress for Triton (DESIGN.md item 8): Traefik Proxy v3 behind an AWS NLB,
+"""Public ingress for Triton: Traefik Proxy v3 behind an AWS NLB,
 certificates from cert-manager through an ACME ClusterIssuer (HTTP-01).
 
 Why Traefik and cert-manager (docs/serving-plane.md has the long form): ingress-nginx is

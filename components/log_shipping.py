@@ -1,4 +1,4 @@
-"""Logs (DESIGN.md item 9, logs half): Loki in single-binary mode, Grafana Alloy as the
+"""Logs: Loki in single-binary mode, Grafana Alloy as the
 shipper, and Loki as a Grafana datasource.
 
 Why Alloy: Promtail is deprecated and reached end of life on 2026-03-02; Alloy is its

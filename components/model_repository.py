@@ -1,4 +1,4 @@
-"""The environment's S3 model repository (DESIGN.md item 5).
+"""The environment's S3 model repository.
 
 One bucket per environment, named `triton-platform-<environment>-models-<account id>`
 (deterministic, so the prod stack can name the staging bucket in its config):

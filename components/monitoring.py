@@ -1,4 +1,4 @@
-"""Metrics, alerts and dashboards (DESIGN.md item 9, metrics half) and the custom metric
+"""Metrics, alerts and dashboards and the custom metric
 the Triton HPAs scale on.
 
 - kube-prometheus-stack: Prometheus (retention and volume per stack; selects every

@@ -1,4 +1,4 @@
-"""The VPC the platform runs in (DESIGN.md item 1).
+"""The VPC the platform runs in.
 
 Per availability zone: one private subnet (nodes and pods: the VPC CNI gives every pod a
 VPC address, so these are large) and one public subnet (internet-facing load balancers

@@ -1,4 +1,4 @@
-"""An EKS managed node group: the system (CPU) group or a GPU group (DESIGN.md item 3).
+"""An EKS managed node group: the system (CPU) group or a GPU group.
 
 The scheduling contract comes from components/gpu_contract.py and nowhere else: GPU
 groups carry `GPU_TAINT` and `gpu_node_labels(<group>)`, the system group carries

@@ -1,4 +1,4 @@
-"""One Triton Inference Server deployment (DESIGN.md item 7): a model group on one GPU
+"""One Triton Inference Server deployment: a model group on one GPU
 node group, served from a pod-local repository the repository agent keeps in sync.
 
 Per deployment `<d>` (objects named `triton-<d>` unless noted):

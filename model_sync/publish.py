@@ -1,4 +1,4 @@
-"""`push`: the publish protocol (DESIGN.md, "Publish protocol").
+"""`push`: the publish protocol (docs/model-sync.md).
 
 Before any S3 request, every model is checked against the target environment's Triton image
 (version alignment, model_sync/compat.py): a pytorch_libtorch model exported with a newer torch

@@ -4,7 +4,7 @@ Puts every Helm chart pinned in components/versions.py into `.cache/charts/<name
 the archives `helm pull` writes. Where they come from:
 
 - `--mirror DIR` (default: `$CHART_MIRROR`): copied from that folder, which holds `helm pull`'s
-  files (`../shared/charts` on the project's CI machines, where no chart repository is reachable);
+  files; `.ci/run` sets it on the project's CI machines, where no chart repository is reachable);
 - otherwise `helm pull <chart> --repo <repository> --version <version>`, as a user with internet
   access gets them.
 

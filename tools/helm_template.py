@@ -131,6 +131,13 @@ def crd_api_versions(docs: Iterable[dict[str, Any]]) -> set[str]:
 
 
 @cache
+def _digest(path: Path, mtime_ns: int) -> str:
+    """An archive's sha256, once per file version (every release is rendered twice)."""
+    del mtime_ns  # part of the cache key only
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@cache
 def _helm_pin() -> str:
     """The pinned helm package (tools/helm/package-lock.json): a bump invalidates the cache."""
     return hashlib.sha256((ROOT / "tools" / "helm" / "package-lock.json").read_bytes()).hexdigest()
@@ -168,7 +175,7 @@ class Renderer:
             raise RenderError(f"{archive} is missing; run `make charts`")
         apis = sorted(set(api_versions))
         key = hashlib.sha256(json.dumps({
-            "archive": hashlib.sha256(archive.read_bytes()).hexdigest(), "helm": _helm_pin(),
+            "archive": _digest(archive, archive.stat().st_mtime_ns), "helm": _helm_pin(),
             "name": release.name, "namespace": release.namespace, "values": release.values,
             "kube": kubernetes_version, "apis": apis, "flags": ["--include-crds", "--skip-tests"],
         }, sort_keys=True).encode()).hexdigest()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,9 +68,12 @@ class Cluster:
     errors: dict[str, str]
     api_versions: tuple[str, ...]
 
-    def objects(self) -> Iterator[Obj]:
-        for doc in self.program:
-            yield Obj("program", doc)
+    def objects(self) -> list[Obj]:
+        return self._objects
+
+    @functools.cached_property
+    def _objects(self) -> list[Obj]:
+        out = [Obj("program", doc) for doc in self.program]
         crd_scope = {(c["spec"]["names"]["kind"], c["spec"]["group"]): c["spec"]["scope"]
                      for docs in self.rendered.values() for c in docs if c["kind"] == "CustomResourceDefinition"}
         for key, docs in self.rendered.items():
@@ -80,7 +82,8 @@ class Cluster:
                 namespaced = crd_scope.get((doc["kind"], group), "Namespaced") == "Namespaced" and doc["kind"] not in CLUSTER_SCOPED
                 if namespaced and not doc.get("metadata", {}).get("namespace"):
                     doc = {**doc, "metadata": {**doc.get("metadata", {}), "namespace": self.releases[key].namespace}}
-                yield Obj(key, doc)
+                out.append(Obj(key, doc))
+        return out
 
     def of_kind(self, *kinds: str) -> list[Obj]:
         return [o for o in self.objects() if o.kind in kinds]
