@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -54,16 +53,19 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from model_sync import errors, layout, manifest
+from model_sync import errors, layout, manifest, transfer
+from model_sync.s3 import NOT_MODIFIED, Repo, etag_of
+from model_sync.s3errors import Kind, translate
 
 log = logging.getLogger("model_sync.agent")
 
 # The agent image's ENTRYPOINT (docker/agent.Dockerfile) and what the tests run: keep them equal.
 AGENT_COMMAND = ("python", "-m", "model_sync", "agent")
 STATUS_SCHEMA = "model-sync.replica-status/v1"
-CHUNK = 1 << 20
+# Files of at least 16 MiB come down in 16 MiB ranges, 16 at a time (bench/transfer).
+AGENT_TRANSFER = transfer.TransferSettings()
 
 # Replica states written to status files and read by `verify`.
 READY = "READY"
@@ -95,13 +97,6 @@ class VersionRejected(Exception):
 
 class Abandoned(Exception):
     """Stop requested while staging a version."""
-
-
-class S3Client(Protocol):  # the boto3 S3 client methods the agent uses
-    def list_objects_v2(self, **kwargs: Any) -> dict[str, Any]: ...
-    def get_object(self, **kwargs: Any) -> dict[str, Any]: ...
-    def put_object(self, **kwargs: Any) -> dict[str, Any]: ...
-    def delete_object(self, **kwargs: Any) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -314,39 +309,8 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def _is_unavailable(err: BaseException) -> bool:
-    from botocore.exceptions import ClientError, ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
-
-    if isinstance(err, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError | ConnectTimeoutError | ConnectionError | TimeoutError):
-        return True
-    if isinstance(err, ClientError):
-        status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        return status >= 500 or status in (0, 429)
-    return type(err).__module__.startswith(("urllib3", "botocore.exceptions")) and "Error" in type(err).__name__
-
-
-def _error_code(err: BaseException) -> str:
-    response = getattr(err, "response", None) or {}
-    return str(response.get("Error", {}).get("Code", ""))
-
-
 # Serving-wise the same as an outage: keep what is loaded, back off, report (exit 5 with --once).
-DENIED_CODES = frozenset({
-    "AccessDenied", "Forbidden", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-    "TokenRefreshRequired", "AllAccessDisabled", "KMS.AccessDeniedException", "KMS.DisabledException", "NoSuchBucket",
-})
-
-
-def _is_denied(err: BaseException) -> bool:
-    from botocore.exceptions import NoCredentialsError, PartialCredentialsError
-
-    return isinstance(err, NoCredentialsError | PartialCredentialsError) or _error_code(err) in DENIED_CODES
-
-
-def _etag(value: Any) -> str | None:
-    """ETags compared unquoted: rclone lists them bare, GET returns them quoted (as AWS does both)."""
-    text = str(value or "").strip().strip('"')
-    return text or None
+DENIED_KINDS = frozenset({Kind.DENIED, Kind.NO_BUCKET, Kind.CLOCK, Kind.WRONG_REGION})
 
 
 def _one_line(err: BaseException) -> str:
@@ -362,7 +326,7 @@ class RepositoryAgent:
     def __init__(
         self,
         settings: AgentSettings,
-        s3: S3Client,
+        s3: Repo,
         stop: threading.Event | None = None,
         triton: TritonProbe | None = None,
         clock: Callable[[], float] = time.time,
@@ -380,6 +344,7 @@ class RepositoryAgent:
         self._status_body: bytes | None = None
         self._status_written_at = 0.0
         self._lock_fd: int | None = None
+        self._manager: Any = None  # s3transfer manager for big files, created by the first one
 
     # -- lifecycle --
 
@@ -412,6 +377,9 @@ class RepositoryAgent:
                 self.models[model_dir.name] = ModelState(pin_text=None, serving=pinned_versions(text), state=PLACED)
 
     def close(self) -> None:
+        if self._manager is not None:
+            self._manager.shutdown()
+            self._manager = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -542,15 +510,12 @@ class RepositoryAgent:
         self._prune()
         self._report(force=False)
 
-    def _s3_call(self, what: str, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+    def _s3_call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs), a Repo operation; its S3 failures sorted by s3errors' kind."""
         try:
-            return fn(**kwargs)
-        except Exception as e:
-            if _is_denied(e):
-                raise S3AccessDenied(f"{what}: {type(e).__name__}: {e}") from None
-            if _is_unavailable(e):
-                raise S3Unavailable(f"{what}: {type(e).__name__}: {e}") from None
-            raise
+            return fn(*args, **kwargs)
+        except errors.SyncError as e:
+            raise _serving_error(what, e) from None
 
     def _pin_etags(self) -> dict[str, str]:
         """model -> ETag of repository/<model>/config.pbtxt, from ListObjectsV2 over repository/.
@@ -559,48 +524,27 @@ class RepositoryAgent:
         a pin is only downloaded when its ETag changed. A pin briefly absent from the listing (being
         rewritten on a non-atomic server) is treated as unchanged, never as removed.
         """
-        root = self.settings.root
-        prefix = root.key(layout.REPOSITORY_PREFIX)
+        prefix = layout.REPOSITORY_PREFIX
         if len(self.settings.models) == 1:
-            prefix = root.key(layout.model_prefix(self.settings.models[0]))
+            prefix = layout.model_prefix(self.settings.models[0])
         etags: dict[str, str] = {}
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"Bucket": root.bucket, "Prefix": prefix}
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = self._s3_call("list pins", self.s3.list_objects_v2, **kwargs)
-            for obj in page.get("Contents", []) or []:
-                rel = root.relative(obj["Key"])[len(layout.REPOSITORY_PREFIX) :]
-                name, _, leaf = rel.partition("/")
-                if leaf == layout.CONFIG_FILE and layout.MODEL_NAME_RE.match(name) and (not self.settings.models or name in self.settings.models):
-                    etags[name] = _etag(obj.get("ETag")) or ""
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
-                return etags
+        objects, _ = self._s3_call("list pins", self.s3.list, prefix)
+        for obj in objects:
+            name, _, leaf = obj["Key"][len(layout.REPOSITORY_PREFIX) :].partition("/")
+            if leaf == layout.CONFIG_FILE and layout.MODEL_NAME_RE.match(name) and (not self.settings.models or name in self.settings.models):
+                etags[name] = etag_of(obj) or ""
+        return etags
 
     def _fetch_pin(self, name: str, st: ModelState, listed_etag: str | None) -> bool:
         """GET the pin when the listing shows a new ETag (conditional on the one we hold).
         True when it changed (st.pin_text/pin_etag updated). ETags are compared unquoted."""
-        if listed_etag is None or _etag(listed_etag) == st.pin_etag:
+        if listed_etag is None or listed_etag == st.pin_etag:
             return False
-        root = self.settings.root
-        kwargs: dict[str, Any] = {"Bucket": root.bucket, "Key": root.key(layout.config_key(name))}
-        if st.pin_etag:
-            kwargs["IfNoneMatch"] = f'"{st.pin_etag}"'
-        try:
-            resp = self._s3_call(f"get pin {name}", self.s3.get_object, **kwargs)
-        except S3Unavailable:
-            raise
-        except Exception as e:
-            code = _error_code(e)
-            if code in ("304", "NotModified"):
-                return False
-            if code in ("NoSuchKey", "404"):
-                return False  # a model directory without a pin yet (mid-publish): nothing to serve
-            raise
-        text = resp["Body"].read().decode()
-        st.pin_etag, st.pin_text = _etag(resp.get("ETag")), text
+        found = self._s3_call(f"get pin {name}", self.s3.get_if_changed, layout.config_key(name), st.pin_etag)
+        if found is NOT_MODIFIED or found is None:  # None: a model directory without a pin yet (mid-publish)
+            return False
+        data, etag = found  # type: ignore[misc]
+        st.pin_etag, st.pin_text = etag, data.decode()
         return True
 
     def _sync_model(self, name: str, listed_etag: str | None) -> bool:
@@ -733,11 +677,12 @@ class RepositoryAgent:
         """Download + verify `name`/`version` and rename it to `target`. VersionRejected if the
         bucket's data does not match the manifest; nothing is left in staging either way."""
         s = self.settings
-        root = s.root
-        mkey = root.key(layout.manifest_key(name, version))
-        resp = self._get_or_reject(mkey, f"get manifest {name}/{version}", f"manifest {mkey}: missing; allowed: a version published with its manifest")
+        mkey = s.root.key(layout.manifest_key(name, version))
+        raw = self._s3_call(f"get manifest {name}/{version}", self.s3.get, layout.manifest_key(name, version))
+        if raw is None:
+            raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest")
         try:
-            doc = manifest.read_manifest(resp["Body"].read(), model=name, version=version)
+            doc = manifest.read_manifest(raw, model=name, version=version)
         except manifest.RecordError as e:
             raise VersionRejected(str(e)) from None
         if doc["config_pbtxt"] != pin_text and len(pinned_versions(pin_text)) == 1:
@@ -760,47 +705,34 @@ class RepositoryAgent:
             if work.exists():
                 _remove(work)
 
-    def _get_or_reject(self, key: str, what: str, missing: str) -> Any:
-        """GetObject of a version's manifest or file: a missing key rejects the version
-        (VersionRejected(missing)); S3 trouble and anything else propagate."""
-        try:
-            return self._s3_call(what, self.s3.get_object, Bucket=self.settings.root.bucket, Key=key)
-        except S3Unavailable:
-            raise
-        except Exception as e:
-            if _error_code(e) in ("NoSuchKey", "404"):
-                raise VersionRejected(missing) from None
-            raise
-
     def _download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
-        root = self.settings.root
-        key = root.key(layout.version_file_key(name, version, rel))
-        resp = self._get_or_reject(key, f"get {key}", f"file {key}: missing in the bucket; allowed: every file listed in the manifest")
+        """Download one file of the version into `dest`, hashed as it is written (transfer.download:
+        ranged parallel GETs for big files); a size or sha256 other than the manifest's rejects it."""
+        rel_key = layout.version_file_key(name, version, rel)
+        key = self.settings.root.key(rel_key)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        h = hashlib.sha256()
-        size = 0
-        body = resp["Body"]
         try:
             with open(dest, "wb") as f:
-                while chunk := body.read(CHUNK):
-                    if self.stop.is_set():
-                        raise Abandoned()
-                    h.update(chunk)
-                    size += len(chunk)
-                    f.write(chunk)
+                digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f, int(expect["size"]), AGENT_TRANSFER, self.stop, self._transfer_manager())
                 f.flush()
                 os.fsync(f.fileno())
-        except (Abandoned, VersionRejected):
-            raise
+        except transfer.Abandoned:
+            raise Abandoned() from None
         except Exception as e:
-            if _is_unavailable(e):
-                raise S3Unavailable(f"download {key}: {type(e).__name__}: {e}") from None
-            raise
-        if size != expect["size"] or h.hexdigest() != expect["sha256"]:
-            raise VersionRejected(
-                f"file {key}: sha256 {h.hexdigest()[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size {expect['size']} (the manifest)"
-            )
+            if isinstance(e, OSError) and not isinstance(e, ConnectionError | TimeoutError) and not type(e).__module__.startswith(("botocore", "urllib3")):
+                raise  # the local disk (ENOSPC...): this pass's error, the previous version keeps serving
+            err = translate(e, self.s3.env, rel_key)
+            if err.s3_kind is Kind.NOT_FOUND:
+                raise VersionRejected(f"file {key}: missing in the bucket; allowed: every file listed in the manifest") from None
+            raise _serving_error(f"download {key}", err) from None
+        if size != expect["size"] or digest != expect["sha256"]:
+            raise VersionRejected(f"file {key}: sha256 {digest[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size {expect['size']} (the manifest)")
         return size
+
+    def _transfer_manager(self) -> Any:
+        if self._manager is None:
+            self._manager = transfer.manager(self.s3.client, AGENT_TRANSFER)
+        return self._manager
 
     # -- readiness, pruning, status --
 
@@ -847,10 +779,11 @@ class RepositoryAgent:
         """config.pbtxt pinning `version`: its manifest's config (S3), else the local config re-pinned."""
         from model_sync import model_config
 
-        root = self.settings.root
         try:
-            resp = self._s3_call(f"get manifest {name}/{version}", self.s3.get_object, Bucket=root.bucket, Key=root.key(layout.manifest_key(name, version)))
-            return str(manifest.read_manifest(resp["Body"].read(), model=name, version=version)["config_pbtxt"])
+            raw = self._s3_call(f"get manifest {name}/{version}", self.s3.get, layout.manifest_key(name, version))
+            if raw is None:
+                raise VersionRejected(f"manifest {layout.manifest_key(name, version)}: missing")
+            return str(manifest.read_manifest(raw, model=name, version=version)["config_pbtxt"])
         except Exception as e:
             log.warning("%s: manifest of version %d unreadable (%s): re-pinning the local config", name, version, _one_line(e))
         if fallback_text is None:
@@ -933,7 +866,7 @@ class RepositoryAgent:
         }
 
     def _status_key(self) -> str:
-        return self.settings.root.key(layout.status_key(self.settings.deployment, self.settings.replica))
+        return layout.status_key(self.settings.deployment, self.settings.replica)
 
     def _report(self, force: bool) -> None:
         """PUT the status when it changed or a heartbeat is due; never raises (a denied or failed
@@ -947,7 +880,7 @@ class RepositoryAgent:
         doc["reported_at"] = _iso(now)
         payload = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
         try:
-            self._s3_call("put status", self.s3.put_object, Bucket=self.settings.root.bucket, Key=self._status_key(), Body=payload, ContentType="application/json")
+            self._s3_call("put status", self.s3.put, self._status_key(), payload)
         except S3Unavailable as e:
             log.warning("status not reported (%s): %s", "access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable", e)
             return
@@ -960,10 +893,20 @@ class RepositoryAgent:
         """Clean exit: remove this replica's status object (pod names change on every rollout;
         a departed replica must not leave a report behind). Best effort, one attempt."""
         try:
-            self._s3_call("delete status", self.s3.delete_object, Bucket=self.settings.root.bucket, Key=self._status_key())
+            self._s3_call("delete status", self.s3.delete_one, self._status_key())
             log.info("deleted status %s", self.settings.root.uri(layout.status_key(self.settings.deployment, self.settings.replica)))
         except Exception as e:
             log.warning("status not deleted (verify will list this replica as departed after --departed): %s", _one_line(e))
+
+
+def _serving_error(what: str, err: errors.SyncError) -> Exception:
+    """An S3 failure as the agent treats it: S3AccessDenied / S3Unavailable keep serving what is
+    in place and back off; anything else is the pass's error."""
+    if err.s3_kind in DENIED_KINDS:
+        return S3AccessDenied(f"{what}: {err}")
+    if err.s3_kind is Kind.UNAVAILABLE:
+        return S3Unavailable(f"{what}: {err}")
+    return err
 
 
 def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[float, float], float] = random.uniform) -> float:

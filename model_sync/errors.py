@@ -20,6 +20,8 @@ Every failure prints exactly one line to stderr:
 
 from __future__ import annotations
 
+from typing import Any
+
 OK = 0
 UNEXPECTED = 1
 USAGE = 2
@@ -50,7 +52,8 @@ class SyncError(Exception):
         super().__init__(" ".join(message.split()))
         self.code = code
         self.message_kind = ""  # what failed, where callers branch on it ("credentials", "unreachable")
-        self.run_wide = False  # every request of this run would fail alike (model_sync.s3.translate)
+        self.run_wide = False  # every request of this run would fail alike (model_sync.s3errors.translate)
+        self.s3_kind: Any = None  # an S3 failure's model_sync.s3errors.Kind (set by s3errors.translate)
 
 
 def usage(message: str) -> SyncError:

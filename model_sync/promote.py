@@ -25,9 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from model_sync import compat, errors, layout, manifest, repository
-from model_sync.s3 import Repo, aws_hosted, b64_sha256_to_hex, sha256_stream, translate
+from model_sync import compat, errors, layout, manifest, repository, transfer
+from model_sync.s3 import Repo, b64_sha256_to_hex
+from model_sync.s3client import aws_hosted
+from model_sync.s3errors import translate
 from model_sync.ui import Console
+
+# Server-side copies: parts of 64 MiB (a 2 GiB file is 32 UploadPartCopy requests), 16 at a time.
+COPY = transfer.TransferSettings(threshold=64 * transfer.MB, chunksize=64 * transfer.MB, concurrency=16)
 
 
 def _check_source(src: Repo, model: str, version: int, skip_verification: bool) -> tuple[dict[str, Any], bytes, str | None]:
@@ -74,6 +79,16 @@ def _reusable(dst: Repo, model: str, candidate: int, src_env: str, src_uri: str,
     return same and repository.is_complete(dst, model, candidate, existing) is None
 
 
+class _Discard:
+    """A sink for bytes that are only hashed."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
 def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -> str:
     methods: set[str] = set()
     for rel, meta in sorted(files.items()):
@@ -83,8 +98,8 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
             # Only AWS S3 verifies a stored checksum against the body; S3-compatible servers (moto,
             # rclone) keep whatever the client sent, so against a custom endpoint we always re-hash.
             digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if aws_hosted(dst.env) else None
-            if digest is None:
-                digest, size = sha256_stream(dst.client.get_object(Bucket=dst.root.bucket, Key=key)["Body"])
+            if digest is None:  # read back in parallel ranges, hashed in order (transfer.download)
+                digest, size = transfer.download(dst.client, dst.root.bucket, key, _Discard(), int(head["ContentLength"]), COPY)
                 methods.add("rehash")
             else:
                 size = int(head["ContentLength"])
@@ -97,9 +112,7 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
 
 
 def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, files: dict[str, Any], console: Console) -> None:
-    from s3transfer.manager import TransferConfig, TransferManager
-
-    manager = TransferManager(dst.client, TransferConfig(multipart_threshold=64 * 1024 * 1024, multipart_chunksize=64 * 1024 * 1024, max_request_concurrency=16))
+    manager = transfer.manager(dst.client, COPY)
     same_endpoint = src.env.endpoint_url == dst.env.endpoint_url
     futures = []
     try:

@@ -30,8 +30,8 @@ Per model, in this order; the pin flip is the only commit point:
      unpinned (the message says how to pin it); the later allocation is never silently lost.
 A failure before 7 leaves an unpinned, possibly partial version N that nothing points at; a
 re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
-Models are published concurrently (PushOptions.model_workers threads sharing one Repo: the
-stdlib S3 client for single requests, botocore's s3transfer for multipart files). The first S3
+Models are published concurrently (PushOptions.model_workers threads sharing one Repo and its
+botocore client: single requests for small files, s3transfer for multipart ones). The first S3
 failure of a kind every model would hit (endpoint, credentials: exit 5) skips the models not
 started yet ("skipped"), and `push` reports it once.
 """
@@ -46,17 +46,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model_sync import __version__, cache, compat, errors, layout, manifest, repository
+from model_sync import __version__, cache, compat, errors, layout, manifest, repository, transfer
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
-from model_sync.s3 import Repo, error_code, translate
+from model_sync.s3 import Repo
+from model_sync.s3errors import Kind, classify, translate
 from model_sync.ui import Console, Progress
 
 if TYPE_CHECKING:  # concurrent.futures is imported where files are hashed or sent: not by a no-op push
     from concurrent.futures import Future, ThreadPoolExecutor
 
 MB = 1024 * 1024
-DIGEST_MISMATCH_CODES = {"BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch", "XAmzContentChecksumMismatch"}
 
 
 MAX_CONCURRENCY = 128
@@ -318,15 +318,8 @@ class Publisher:
     def manager(self) -> Any:
         with self._lock:
             if self._manager is None:
-                from s3transfer.manager import TransferConfig, TransferManager
-
-                config = TransferConfig(
-                    multipart_threshold=self.options.multipart_threshold,
-                    multipart_chunksize=self.options.multipart_chunksize,
-                    max_request_concurrency=self.options.concurrency,
-                    max_submission_concurrency=self.options.concurrency,
-                )
-                self._manager = TransferManager(self.repo.client, config)
+                o = self.options
+                self._manager = transfer.manager(self.repo.client, transfer.TransferSettings(o.multipart_threshold, o.multipart_chunksize, o.concurrency))
             return self._manager
 
     @property
@@ -494,16 +487,14 @@ class Publisher:
             raise failure
 
     def _put_file(self, path: str, rel: str, sha256_hex: str, size: int, task: Any) -> None:
-        """One streamed PutObject. The manifest digest is the signed payload hash and the stored
-        checksum: AWS S3 rejects a body that differs from what was hashed (raised untranslated,
-        for _transfer_error to name the file)."""
-        with open(path, "rb") as body:
-            self.repo.http.put_object(self.repo.root.bucket, self.repo.key(rel), body, sha256_hex=sha256_hex)
+        """One streamed PutObject whose stored checksum is the manifest digest: AWS S3 rejects a
+        body that differs from what was hashed (Kind.DIGEST, for _transfer_error to name the file)."""
+        self.repo.put_file(rel, path, sha256_hex)
         if self.progress is not None and task is not None:
             self.progress.advance(task, size)
 
     def _transfer_error(self, e: BaseException, m: LocalModel, rel: str) -> errors.SyncError:
-        if error_code(e) in DIGEST_MISMATCH_CODES:
+        if classify(e) is Kind.DIGEST:
             return errors.refused(f"file changed during push: {m.files[rel].path} (S3 rejected it: its SHA256 differs from the one hashed); nothing was pinned, re-run push")
         return translate(e, self.repo.env, layout.model_prefix(m.name) + rel)
 

@@ -54,27 +54,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def s3_client(endpoint_url: str | None, region: str | None) -> Any:
-    """boto3 client tuned for a long-running loop: short timeouts, one retry (the agent's own
-    backoff handles outages), checksums only where asked (S3-compatible servers)."""
-    import boto3
-    from botocore.config import Config
-
-    session = boto3.session.Session(region_name=region) if region else boto3.session.Session()
-    return session.client(
-        "s3",
-        endpoint_url=endpoint_url,
-        config=Config(
-            retries={"mode": "standard", "max_attempts": 2},
-            connect_timeout=3,
-            read_timeout=30,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-            s3={"addressing_style": "path"} if endpoint_url else None,
-        ),
-    )
-
-
 def build_settings(args: argparse.Namespace, env: Any) -> Any:
     from model_sync.agent import AgentError, AgentSettings, default_replica_id, default_staging
 
@@ -120,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    agent = RepositoryAgent(settings, s3_client(env.endpoint_url, env.region), stop=stop)
+    from model_sync import s3client
+    from model_sync.s3 import Repo
+
+    agent = RepositoryAgent(settings, Repo(env, s3client.AGENT), stop=stop)
     logging.getLogger("model_sync.agent").info(
         "agent starting: env=%s bucket=%s repository=%s staging=%s triton=%s replica=%s/%s interval=%.1fs",
         env.name, env.uri, settings.repository, settings.staging, settings.triton_url, settings.deployment, settings.replica, settings.interval,

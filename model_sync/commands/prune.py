@@ -37,15 +37,14 @@ def plan(versions: list[int], keep: int, protected: set[int]) -> list[int]:
     return sorted(v for v in versions if v not in newest and v not in protected)
 
 
-DENIED = ("AccessDenied", "Forbidden", "403")
-
-
 def delete(repo: Any, model: str, keys: list[str]) -> None:
     """repo.delete(), with a denied delete explained (exit 5): the role, not the credentials, is wrong."""
+    from model_sync.s3errors import Kind
+
     try:
         repo.delete(keys)
     except errors.SyncError as e:
-        if e.code == errors.S3 and any(code in str(e) for code in DENIED):
+        if e.s3_kind is Kind.DENIED:
             raise errors.s3(
                 f"prune {model}: s3:DeleteObject denied on {repo.uri(keys[0])}; allowed: run prune with an operator role that may delete "
                 "under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, by design"

@@ -41,7 +41,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import cache, localmodel, publish
+    from model_sync import cache, localmodel, publish, s3client
     from model_sync.s3 import Repo, who
     from model_sync.ui import Console, error
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     env = _common.resolve(args)
     publish.check_alignment(models, env, args.allow_version_skew, args.allow_local_target)  # refuse before creating a client
     # connections: file transfers (--concurrency) + the small requests of concurrent models
-    repo = Repo(env, max_pool=args.concurrency + publish.PushOptions.model_workers + 4)
+    repo = Repo(env, s3client.CLI.pooled(args.concurrency + publish.PushOptions.model_workers + 4))
     size = args.multipart_threshold_mb * publish.MB
     options = publish.PushOptions(
         dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size,

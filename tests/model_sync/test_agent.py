@@ -196,6 +196,19 @@ def _client(server: object, key: str, secret: str) -> object:
     )
 
 
+def _repo(server: object, bucket: str, key: str, secret: str) -> object:
+    """The agent's view of `bucket`: model_sync's own S3 layer (s3client.AGENT) with these credentials."""
+    import botocore.session
+
+    from model_sync import environments, s3client
+    from model_sync.s3 import Repo
+
+    session = botocore.session.get_session()
+    session.set_credentials(key, secret)
+    env = environments.Environment("test", layout.Root(bucket), server.endpoint, "us-east-1")  # type: ignore[attr-defined]
+    return Repo(env, s3client.AGENT, session=session)
+
+
 def _adopted(tmp_path: Path, bucket: str, **overrides: object) -> ag.AgentSettings:
     s = settings(tmp_path, root=layout.Root(bucket), interval=0.05, backoff_max=0.1, heartbeat=0.05, **overrides)
     (s.repository / "add" / "3").mkdir(parents=True)
@@ -210,7 +223,7 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
     bucket = rclone_s3.make_bucket("models-denied")  # type: ignore[attr-defined]
     s = _adopted(tmp_path, bucket)
     stop = threading.Event()
-    agent = ag.RepositoryAgent(s, _client(rclone_s3, KEY, "wrong-secret"), stop=stop)  # type: ignore[arg-type]
+    agent = ag.RepositoryAgent(s, _repo(rclone_s3, bucket, KEY, "wrong-secret"), stop=stop)  # type: ignore[arg-type]
     codes: list[int] = []
     thread = threading.Thread(target=lambda: codes.append(agent.run()), daemon=True)
     thread.start()
@@ -225,7 +238,7 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
         assert (s.repository / "add" / "3" / "model.py").read_text() == "# serving\n"  # nothing local touched
         assert "versions: 3" in (s.repository / "add" / "config.pbtxt").read_text()
         # Credentials fixed (e.g. the bucket policy restored): the same loop reports again.
-        agent.s3 = _client(rclone_s3, KEY, SECRET)  # type: ignore[assignment]
+        agent.s3 = _repo(rclone_s3, bucket, KEY, SECRET)  # type: ignore[assignment]
         key = layout.status_key("default", "replica-0")
         wait_until(lambda: key in rclone_s3.keys(bucket), 20, what="status written after recovery")  # type: ignore[attr-defined]
         assert agent.s3_ok is True
@@ -242,10 +255,10 @@ def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rc
     from tests.support.s3_servers import KEY, SECRET
 
     bucket = rclone_s3.make_bucket("models-once")  # type: ignore[attr-defined]
-    denied = ag.RepositoryAgent(_adopted(tmp_path / "a", bucket), _client(rclone_s3, KEY, "wrong-secret"))  # type: ignore[arg-type]
+    denied = ag.RepositoryAgent(_adopted(tmp_path / "a", bucket), _repo(rclone_s3, bucket, KEY, "wrong-secret"))  # type: ignore[arg-type]
     assert denied.run(once=True) == errors.S3
     assert denied.last_error is not None
-    missing = ag.RepositoryAgent(_adopted(tmp_path / "b", "models-absent"), _client(rclone_s3, KEY, SECRET))  # type: ignore[arg-type]
+    missing = ag.RepositoryAgent(_adopted(tmp_path / "b", "models-absent"), _repo(rclone_s3, "models-absent", KEY, SECRET))  # type: ignore[arg-type]
     assert missing.run(once=True) == errors.S3
     assert "NoSuchBucket" in (missing.last_error or "")
 
@@ -267,7 +280,7 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
     client.put_object(Bucket=bucket, Key=layout.manifest_key("new", 1), Body=manifest.dumps(doc))  # type: ignore[attr-defined]
     client.put_object(Bucket=bucket, Key=layout.config_key("new"), Body=pinned_config("new", 1).encode())  # type: ignore[attr-defined]
     s = _adopted(tmp_path, bucket)
-    a = ag.RepositoryAgent(s, client)  # type: ignore[arg-type]
+    a = ag.RepositoryAgent(s, _repo(rclone_s3, bucket, KEY, SECRET))  # type: ignore[arg-type]
     calls = []
 
     def no_space(*args: object, **kwargs: object) -> None:
@@ -299,6 +312,8 @@ def test_once_exit_code_places_what_verified_and_fails_only_when_nothing_is_plac
 
 
 def test_etags_compare_unquoted() -> None:
-    assert ag._etag('"abc"') == ag._etag("abc") == "abc"
-    assert ag._etag(None) is None
-    assert ag._etag('""') is None
+    from model_sync.s3 import etag_of
+
+    assert etag_of({"ETag": '"abc"'}) == etag_of({"ETag": "abc"}) == "abc"
+    assert etag_of({"ETag": None}) is None
+    assert etag_of({"ETag": '""'}) is None

@@ -312,20 +312,14 @@ def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_buck
     assert moto_s3.keys(s3_bucket, "manifests/") == []
 
 
-@pytest.mark.parametrize("client", ["s3http", "botocore"])
 @pytest.mark.parametrize("code", ["BadDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"])
-def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code, client) -> None:
+def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
     """AWS S3 answers 400 BadDigest / XAmzContentSHA256Mismatch when the body differs from the
-    hashed digest (moto and rclone do not check it, so the mapping is tested on the error types:
-    s3http's for single-request uploads, botocore's for s3transfer's multipart ones)."""
-    from botocore.exceptions import ClientError as BotocoreError
+    hashed digest (moto and rclone do not check it, so the mapping is tested on botocore's error
+    type, which both single-request uploads and s3transfer's multipart ones raise)."""
+    from botocore.exceptions import ClientError
 
-    from model_sync import environments, layout, localmodel, publish, s3http
-
-    def ClientError(response, operation):  # the error type the chosen client raises
-        if client == "botocore":
-            return BotocoreError(response, operation)
-        return s3http.S3Error(400, response["Error"]["Code"], response["Error"]["Message"], operation)
+    from model_sync import environments, layout, localmodel, publish
     from model_sync.s3 import Repo
     from model_sync.ui import Console
 
