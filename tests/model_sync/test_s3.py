@@ -1,0 +1,289 @@
+"""model_sync's one S3 layer (s3.py on s3client.py, s3errors.py, transfer.py) against real S3-protocol
+server processes: moto_server (enforces If-None-Match / If-Match, not signatures) and `rclone serve
+s3` (verifies signatures and keys, ignores conditional headers). Neither checks a client-sent
+checksum against the body (AWS S3 does), so that rejection is tested on botocore's error type only
+(tests/model_sync/test_push.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import botocore.session
+import pytest
+from botocore.exceptions import ClientError
+
+from model_sync import errors, layout, s3client, transfer
+from model_sync.environments import Environment
+from model_sync.s3 import NOT_MODIFIED, Repo
+from model_sync.s3errors import Kind, classify, translate
+from tests.support.relays import DroppingListener, LostResponseRelay
+from tests.support.s3_servers import KEY, REGION, S3Server
+
+# Keys that break naive encoders: space, '+', '=', '&', '%', non-ASCII, '~', XML markup, '?', '#'.
+AWKWARD_KEYS = ["space dir/a b.txt", "p+q=r&s.bin", "pct%20literal%2F", "ü/ünïcødé.txt", "tilde~x", "xml<lt>&amp;\"quote'.json", "q?mark#hash"]
+
+
+@pytest.fixture(params=["moto", "rclone"])
+def server(request: pytest.FixtureRequest) -> S3Server:
+    srv: S3Server = request.getfixturevalue("moto_s3" if request.param == "moto" else "rclone_s3")
+    return srv
+
+
+@pytest.fixture(autouse=True)
+def _credentials(aws_env: dict[str, str]) -> None:
+    """Every Repo here resolves the test key through botocore's default chain (aws_env)."""
+
+
+def repo_for(endpoint: str, bucket: str, secret: str | None = None, purpose: s3client.Purpose = s3client.CLI) -> Repo:
+    session = None
+    if secret is not None:
+        session = botocore.session.get_session()
+        session.set_credentials(KEY, secret)
+    return Repo(Environment("dev", layout.Root(bucket), endpoint_url=endpoint, region=REGION), purpose, session=session)
+
+
+def test_awkward_keys_round_trip(server: S3Server) -> None:
+    bucket = server.make_bucket()
+    repo = repo_for(server.endpoint, bucket)
+    for key in AWKWARD_KEYS:
+        repo.put(key, key.encode(), "text/plain")
+    for key in AWKWARD_KEYS:
+        body, etag, modified = repo.get_with_meta(key)  # type: ignore[misc]
+        assert body == key.encode()
+        assert etag == hashlib.md5(key.encode()).hexdigest()  # noqa: S324 - S3's single-part ETag, unquoted
+        assert modified is not None
+        assert modified > time.time() - 600
+    objects, prefixes = repo.list("")
+    assert sorted(o["Key"] for o in objects) == sorted(AWKWARD_KEYS)
+    assert prefixes == []
+    assert sorted(repo.list("", "/")[1]) == ["space dir/", "ü/"]
+    repo.copy("tilde~x", "copy/tilde~x")
+    assert repo.get("copy/tilde~x") == b"tilde~x"
+    repo.delete([*AWKWARD_KEYS, "copy/tilde~x", "never/existed"])
+    assert server.keys(bucket) == []
+
+
+def test_listing_follows_continuation_past_1000_keys(moto_s3: S3Server, s3_bucket: str) -> None:
+    repo = repo_for(moto_s3.endpoint, s3_bucket)
+    client = moto_s3.client()
+    for i in range(1005):
+        client.put_object(Bucket=s3_bucket, Key=f"many/{i:05d}", Body=b"")
+    before = len(moto_s3.requests())
+    objects, _ = repo.list("many/")
+    assert [o["Key"] for o in objects] == [f"many/{i:05d}" for i in range(1005)]
+    assert sum(1 for r in moto_s3.requests()[before:] if r.startswith(f"GET /{s3_bucket}?list-type=2") or r.startswith(f"GET /{s3_bucket}/?list-type=2")) == 2
+
+
+def test_conditional_writes_are_enforced_by_moto_and_ignored_by_rclone(moto_s3: S3Server, s3_bucket: str, rclone_s3: S3Server) -> None:
+    moto = repo_for(moto_s3.endpoint, s3_bucket)
+    assert moto.put_new("audit/a.json", b"1") is True
+    assert moto.put_new("audit/a.json", b"2") is False
+    etag = moto.head("audit/a.json")[0]  # type: ignore[index]
+    assert moto.put_if("audit/a.json", b"3", "0" * 32) == (False, None)
+    ok, new = moto.put_if("audit/a.json", b"3", etag)
+    assert ok
+    assert new == hashlib.md5(b"3").hexdigest()  # noqa: S324
+    assert moto.put_if("audit/gone.json", b"x", "0" * 32) == (False, None)  # If-Match on a missing key: 404
+    assert (moto.conditional_writes_enforced(), moto.if_match_enforced(), moto.ignored_conditions()) == (True, True, None)
+    rclone = repo_for(rclone_s3.endpoint, rclone_s3.make_bucket())
+    assert rclone.ignored_conditions() == "If-None-Match and If-Match"
+
+
+def test_conditional_get_answers_not_modified(server: S3Server) -> None:
+    bucket = server.make_bucket()
+    repo = repo_for(server.endpoint, bucket)
+    etag = repo.put("repository/m/config.pbtxt", b"pin 1")
+    assert repo.get_if_changed("repository/m/config.pbtxt", etag) is NOT_MODIFIED
+    assert repo.get_if_changed("repository/m/config.pbtxt", "0" * 32) == (b"pin 1", etag)
+    assert repo.get_if_changed("repository/m/config.pbtxt", None) == (b"pin 1", etag)
+    assert repo.get_if_changed("repository/other/config.pbtxt", etag) is None
+
+
+def test_missing_key_is_none_and_a_missing_bucket_exit_3(server: S3Server) -> None:
+    repo = repo_for(server.endpoint, server.make_bucket())
+    assert repo.get("nope.json") is None
+    assert repo.head("nope.json") is None
+    repo.delete_one("nope.json")  # deleting what is not there succeeds, as on S3
+    missing = repo_for(server.endpoint, "no-such-bucket-here")
+    with pytest.raises(errors.SyncError) as e:
+        missing.get("a.json")
+    assert (e.value.code, e.value.s3_kind, e.value.run_wide) == (errors.NOT_FOUND, Kind.NO_BUCKET, True)
+    assert str(e.value) == "bucket: 'no-such-bucket-here' does not exist (NoSuchBucket, environment dev); allowed: an existing model repository bucket"
+
+
+def test_rejected_credentials_are_denied_and_run_wide(rclone_s3: S3Server) -> None:
+    bucket = rclone_s3.make_bucket()
+    repo = repo_for(rclone_s3.endpoint, bucket, secret="wrong-secret")
+    for operation in (lambda: repo.get("a.json"), lambda: repo.put("a.json", b"x"), lambda: repo.list("")):
+        with pytest.raises(errors.SyncError) as e:
+            operation()
+        assert (e.value.code, e.value.s3_kind, e.value.run_wide) == (errors.S3, Kind.DENIED, True)
+        assert str(e.value).startswith(f"S3 credentials/access: SignatureDoesNotMatch on s3://{bucket}")
+    with pytest.raises(errors.SyncError) as head:
+        repo.head("a.json")  # HEAD has no body: only the status tells
+    assert head.value.s3_kind is Kind.DENIED
+
+
+@pytest.fixture
+def dropping() -> Iterator[DroppingListener]:
+    listener = DroppingListener()
+    try:
+        yield listener
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize(("attempts", "mode"), [("1", "standard"), ("3", "standard"), ("2", "adaptive")])
+def test_aws_max_attempts_and_retry_mode_are_botocores_own(dropping: DroppingListener, monkeypatch: pytest.MonkeyPatch, attempts: str, mode: str) -> None:
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", attempts)
+    monkeypatch.setenv("AWS_RETRY_MODE", mode)
+    repo = repo_for(f"http://127.0.0.1:{dropping.port}", "bucket")
+    assert repo.client.meta.config.retries == {"mode": mode, "total_max_attempts": int(attempts)}
+    with pytest.raises(errors.SyncError) as e:
+        repo.put("k", b"body")
+    assert dropping.accepted == int(attempts)
+    assert (e.value.code, e.value.s3_kind, e.value.run_wide) == (errors.S3, Kind.UNAVAILABLE, True)
+    assert str(e.value).startswith(f"S3 endpoint: http://127.0.0.1:{dropping.port} unreachable (")
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("AWS_RETRY_MODE", "legacy", "AWS_RETRY_MODE: 'legacy'; allowed: one of standard, adaptive"),
+    ("AWS_MAX_ATTEMPTS", "0", "AWS_MAX_ATTEMPTS: '0'; allowed: an integer 1..20 (tries per request, the first included)"),
+    ("AWS_MAX_ATTEMPTS", "many", "AWS_MAX_ATTEMPTS: 'many'; allowed: an integer 1..20 (tries per request, the first included)"),
+])  # fmt: skip
+def test_bad_retry_settings_are_one_line_usage_errors(monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(errors.SyncError) as e:
+        repo_for("http://127.0.0.1:9", "bucket").client  # noqa: B018 - creating the client reads them
+    assert (e.value.code, str(e.value)) == (errors.USAGE, message)
+
+
+def test_refused_connection_names_the_root_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    listener = DroppingListener()
+    port = listener.port
+    listener.close()  # nobody listens any more: connection refused
+    with pytest.raises(errors.SyncError) as e:
+        repo_for(f"http://127.0.0.1:{port}", "bucket").get("k")
+    assert str(e.value) == f"S3 endpoint: http://127.0.0.1:{port} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
+
+
+@pytest.mark.parametrize("write", ["put_new", "put_if"])
+def test_a_conditional_write_whose_response_was_lost_is_ours(moto_s3: S3Server, s3_bucket: str, write: str) -> None:
+    """The first try is applied but its answer lost; botocore retries and the retry is refused
+    (412) by our own write, which Repo recognises by the bytes: no false "taken" allocation, no
+    false "pin moved". The same refusal on a FIRST try is a conflict."""
+    repo = repo_for(moto_s3.endpoint, s3_bucket)
+    old = repo.put("audit/pin.txt", b"old") if write == "put_if" else None
+    relay = LostResponseRelay(moto_s3.port)
+    try:
+        flaky = repo_for(f"http://127.0.0.1:{relay.port}", s3_bucket)
+        body = b'{"nonce": "mine"}'
+        if write == "put_new":
+            assert flaky.put_new("audit/x.json", body) is True
+            key = "audit/x.json"
+        else:
+            ok, etag = flaky.put_if("audit/pin.txt", body, old)
+            assert ok is True
+            assert etag == repo.head("audit/pin.txt")[0]  # type: ignore[index]
+            key = "audit/pin.txt"
+        assert relay.lost.startswith(b"HTTP/1.1 200"), relay.lost[:80]  # the server did answer the first try
+        assert relay.accepted >= 2
+    finally:
+        relay.close()
+    assert repo.get(key) == body
+    assert repo.put_new(key, body) is False
+    assert repo.put_if(key, body, "0" * 32) == (False, None)
+
+
+def _client_error(code: str, status: int, headers: dict[str, str] | None = None) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}}}, "GetObject")
+
+
+def test_run_wide_failures_are_the_ones_every_model_would_hit() -> None:
+    env = Environment("staging", layout.Root("models"), "http://127.0.0.1:9", REGION)
+    run_wide = {name: _client_error(code, status) for name, code, status in [
+        ("bad key", "InvalidAccessKeyId", 403), ("bad secret", "SignatureDoesNotMatch", 403), ("expired", "ExpiredToken", 400),
+        ("clock", "RequestTimeTooSkewed", 403), ("no bucket", "NoSuchBucket", 404), ("throttled", "SlowDown", 503),
+    ]}  # fmt: skip
+    per_request = {"denied prefix": _client_error("AccessDenied", 403), "missing object": _client_error("NoSuchKey", 404), "refused write": _client_error("PreconditionFailed", 412)}
+    assert {name: translate(e, env).run_wide for name, e in run_wide.items()} == dict.fromkeys(run_wide, True)
+    assert {name: translate(e, env).run_wide for name, e in per_request.items()} == dict.fromkeys(per_request, False)
+    assert [classify(e) for e in per_request.values()] == [Kind.DENIED, Kind.NOT_FOUND, Kind.PRECONDITION]
+
+
+def test_a_wrong_region_is_a_usage_error_naming_the_buckets_region() -> None:
+    env = Environment("prod", layout.Root("models"), None, "us-east-1")
+    err = translate(_client_error("PermanentRedirect", 301, {"x-amz-bucket-region": "eu-west-1"}), env, "repository/m/config.pbtxt")
+    assert (err.code, err.s3_kind) == (errors.USAGE, Kind.WRONG_REGION)
+    assert str(err) == "region: requests for bucket 'models' went to the wrong region (PermanentRedirect); allowed: eu-west-1 (the bucket's region: `region` in model-sync.yaml or --region)"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "hosted"),
+    [(None, True), ("https://bucket.vpce-0abc-xyz.s3.eu-west-1.vpce.amazonaws.com", True), ("https://s3-fips.us-gov-west-1.amazonaws.com", True),
+     ("https://s3.cn-north-1.amazonaws.com.cn", True), ("http://127.0.0.1:9000", False), ("https://amazonaws.com.evil.example", False)],
+)  # fmt: skip
+def test_aws_hosted_endpoints_keep_aws_behaviour(endpoint: str | None, hosted: bool) -> None:
+    assert s3client.aws_hosted(Environment("e", layout.Root("models"), endpoint, None)) is hosted
+
+
+def test_aws_clients_keep_virtual_hosting_and_checksums() -> None:
+    """Against AWS itself nothing is narrowed: botocore's virtual-hosted addressing (and with it S3
+    Express and access points) and its default checksums stay on."""
+    repo = Repo(Environment("prod", layout.Root("models"), None, "eu-west-1"))
+    config = repo.client.meta.config
+    assert (config.s3, config.request_checksum_calculation, config.response_checksum_validation) == (None, "when_supported", "when_supported")
+    assert repo.client.meta.endpoint_url == "https://s3.eu-west-1.amazonaws.com"
+    local = repo_for("http://127.0.0.1:9", "bucket").client.meta.config
+    assert (local.s3, local.request_checksum_calculation) == ({"addressing_style": "path"}, "when_required")
+
+
+# ---- transfers ---------------------------------------------------------------------------------
+
+
+def test_big_download_comes_in_ranges_and_is_hashed_as_written(moto_s3: S3Server, s3_bucket: str) -> None:
+    data = os.urandom(3 * transfer.MB + 12345)
+    moto_s3.client().put_object(Bucket=s3_bucket, Key="big.bin", Body=data)
+    repo = repo_for(moto_s3.endpoint, s3_bucket, purpose=s3client.AGENT)
+    settings = transfer.TransferSettings(threshold=transfer.MB, chunksize=transfer.MB, concurrency=4)
+    out = io.BytesIO()
+    before = len(moto_s3.requests())
+    digest, size = transfer.download(repo.client, s3_bucket, "big.bin", out, len(data), settings)
+    assert (digest, size, out.getvalue()) == (hashlib.sha256(data).hexdigest(), len(data), data)
+    seen = moto_s3.requests()[before:]
+    assert [r.split()[0] for r in seen] == ["GET"] * 4  # four ranges, no HeadObject: the size came from the manifest
+    small = io.BytesIO()
+    assert transfer.download(repo.client, s3_bucket, "big.bin", small, len(data), transfer.TransferSettings(threshold=64 * transfer.MB))[1] == len(data)
+    assert small.getvalue() == data
+
+
+def test_a_download_stops_when_asked(moto_s3: S3Server, s3_bucket: str) -> None:
+    data = os.urandom(2 * transfer.MB)
+    moto_s3.client().put_object(Bucket=s3_bucket, Key="big.bin", Body=data)
+    repo = repo_for(moto_s3.endpoint, s3_bucket)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(transfer.Abandoned):
+        transfer.download(repo.client, s3_bucket, "big.bin", io.BytesIO(), len(data), transfer.TransferSettings(threshold=transfer.MB, chunksize=transfer.MB), stop)
+
+
+def test_put_file_stores_the_manifest_digest_as_the_objects_checksum(moto_s3: S3Server, s3_bucket: str, tmp_path) -> None:
+    data = os.urandom(4096)
+    path = tmp_path / "model.pt"
+    path.write_bytes(data)
+    repo = repo_for(moto_s3.endpoint, s3_bucket)
+    repo.put_file("repository/m/1/model.pt", str(path), hashlib.sha256(data).hexdigest())
+    head = moto_s3.client().head_object(Bucket=s3_bucket, Key="repository/m/1/model.pt", ChecksumMode="ENABLED")
+    assert head["ChecksumSHA256"] == s3_b64(data)
+
+
+def s3_b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(hashlib.sha256(data).digest()).decode()

@@ -1,0 +1,112 @@
+"""TCP endpoints that misbehave on purpose, in front of (or instead of) a real S3 server process:
+what a flaky network does to model_sync's botocore client, reproduced on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+
+
+class DroppingListener:
+    """Accepts each connection and closes it at once, counting them: one per request attempt."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+class LostResponseRelay:
+    """A relay in front of a real server that loses the first response: the first request is
+    delivered whole, the server answers (so it HAS applied it), and the client sees the connection
+    closed instead. Later connections are relayed untouched. Counts connections."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.lost = b""
+        self.accepted = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+        self._threads[0].start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            self._sockets += [conn, upstream]
+            self._spawn(self._pump, conn, upstream)
+            if self.accepted == 1:
+                self._spawn(self._lose, conn, upstream)
+            else:
+                self._spawn(self._pump, upstream, conn)
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _lose(self, conn: socket.socket, upstream: socket.socket) -> None:
+        upstream.settimeout(10)
+        pending = b""
+        with contextlib.suppress(OSError):
+            while not self.lost and (chunk := upstream.recv(65536)):
+                pending += chunk
+                while not self.lost and b"\r\n\r\n" in pending:
+                    head, _, pending = pending.partition(b"\r\n\r\n")
+                    if head.startswith(b"HTTP/1.1 100"):  # an interim answer (Expect: 100-continue): passed on
+                        conn.sendall(head + b"\r\n\r\n")
+                    else:
+                        self.lost = head + b"\r\n\r\n" + pending
+        for sock in (conn, upstream):  # the client gets the connection closed instead of the answer
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for end in (src, dst):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._stop.set()
+        for s in self._sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+        for t in self._threads:
+            t.join(timeout=5)
+        self.sock.close()
