@@ -2,10 +2,12 @@
 in its environment's bucket. Runs as the init container (`--once`) and as the sidecar.
 
 One pass (`RepositoryAgent.sync_once`):
-  1. read the pins cheaply: one ListObjectsV2 over repository/ (one request per 1,000 objects)
-     gives every pin's ETag; only a pin whose ETag changed is fetched (GET, If-None-Match).
-     Steady state: one request per pass plus a status PUT per heartbeat, whatever the number
-     of models, versions or files (up to 1,000 objects).
+  1. read the pins cheaply: one ListObjectsV2 of the pin index (manifests/_pins/, one object
+     per model, rewritten by every flip) shows which pins changed; only those are fetched (GET,
+     If-None-Match). Every --full-resync seconds (and on the first pass) the full listing of
+     repository/ compares every pin's ETag instead, catching a pin written without its index
+     entry. Steady state: one request per pass plus a status PUT per heartbeat, whatever the
+     number of versions or files (up to 1,000 models; bench/agent/p3_pass_cost.py).
   2. for a pin that changed: download every file of the pinned version listed in its manifest
      into a staging directory BESIDE the repository root (same filesystem, never inside it:
      Triton takes any directory in the root for a model), verify sha256 + size of each file,
@@ -113,6 +115,8 @@ class AgentSettings:
         status keeps being written every `heartbeat` while waiting, so it may exceed verify's
         staleness window.
     models: serve only these models (empty: every model pinned in the bucket).
+    resync: seconds between full listings of repository/; between them a pass lists only the pin
+        index (manifests/_pins/, one object per model) and re-reads the pins whose entry changed.
     heartbeat: seconds between status writes when nothing changed (verify's freshness window
         must be larger). backoff_max: cap (seconds) of the exponential backoff while S3 fails.
     keep_versions: how many unpinned version directories to keep per model for fast rollback.
@@ -131,6 +135,7 @@ class AgentSettings:
     heartbeat: float = 30.0
     backoff_max: float = 60.0
     keep_versions: int = 2
+    resync: float = 300.0  # seconds between full listings of repository/ (between them: the pin index)
     triton_headers: tuple[tuple[str, str], ...] = ()
     # ready_file: when set (sidecar), a file that exists exactly while this replica serves
     # every model it has in place: Triton is live and each model with a local version is
@@ -143,7 +148,7 @@ class AgentSettings:
         layout.status_key(self.deployment, self.replica)  # validates both names (LayoutError)
         for name in self.models:
             layout.check_model_name(name)
-        for fname in ("interval", "ready_timeout", "heartbeat", "backoff_max"):
+        for fname in ("interval", "ready_timeout", "heartbeat", "backoff_max", "resync"):
             value = getattr(self, fname)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise AgentError(f"{fname}: {value!r}; allowed: a number of seconds > 0")
@@ -309,6 +314,8 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+CHANGED = object()  # _pin_etags(): the model's pin-index entry changed, re-read its pin
+
 # Serving-wise the same as an outage: keep what is loaded, back off, report (exit 5 with --once).
 DENIED_KINDS = frozenset({Kind.DENIED, Kind.NO_BUCKET, Kind.CLOCK, Kind.WRONG_REGION})
 
@@ -345,6 +352,8 @@ class RepositoryAgent:
         self._status_written_at = 0.0
         self._lock_fd: int | None = None
         self._manager: Any = None  # s3transfer manager for big files, created by the first one
+        self._index: dict[str, str] = {}  # model -> ETag of its pin-index entry, as last listed
+        self._listed_at: float | None = None  # monotonic time of the last full listing of repository/
 
     # -- lifecycle --
 
@@ -517,17 +526,33 @@ class RepositoryAgent:
         except errors.SyncError as e:
             raise _serving_error(what, e) from None
 
-    def _pin_etags(self) -> dict[str, str]:
-        """model -> ETag of repository/<model>/config.pbtxt, from ListObjectsV2 over repository/.
+    def _pin_etags(self) -> dict[str, str | object]:
+        """model -> the ETag of its pin (from a full listing of repository/), or CHANGED (its
+        pin-index entry changed: re-read the pin); a model left out is unchanged.
 
-        One request per 1,000 objects in the tree (one request per pass for most repositories);
-        a pin is only downloaded when its ETag changed. A pin briefly absent from the listing (being
-        rewritten on a non-atomic server) is treated as unchanged, never as removed.
+        Steady state: ONE ListObjectsV2 of the pin index (manifests/_pins/, one object per model,
+        1,000 per page), whatever the number of versions or files. Every `resync` seconds, and
+        while the bucket has no index yet (a publisher older than the index), the full listing
+        of repository/ (every version's files: one request per 1,000 objects) catches a pin
+        written without its index entry (a crash between the two, a writer other than
+        model-sync). A pin briefly absent from a listing is treated as unchanged, never as removed.
         """
-        prefix = layout.REPOSITORY_PREFIX
-        if len(self.settings.models) == 1:
-            prefix = layout.model_prefix(self.settings.models[0])
-        etags: dict[str, str] = {}
+        wanted = self.settings.models
+        if len(wanted) == 1:  # one model: its own prefix is small, list it every pass
+            return self._list_pins(layout.model_prefix(wanted[0]))
+        objects, _ = self._s3_call("list pin index", self.s3.list, layout.PIN_INDEX_PREFIX)
+        index = {name: etag_of(o) or "" for o in objects if (name := layout.model_from_pin_index_key(o["Key"])) and (not wanted or name in wanted)}
+        now = time.monotonic()
+        if not index or self._listed_at is None or now - self._listed_at >= self.settings.resync:
+            etags = self._list_pins(layout.REPOSITORY_PREFIX)
+            self._listed_at, self._index = now, index
+            return etags
+        changed: dict[str, str | object] = {name: CHANGED for name, etag in index.items() if self._index.get(name) != etag}
+        self._index = index
+        return changed
+
+    def _list_pins(self, prefix: str) -> dict[str, str | object]:
+        etags: dict[str, str | object] = {}
         objects, _ = self._s3_call("list pins", self.s3.list, prefix)
         for obj in objects:
             name, _, leaf = obj["Key"][len(layout.REPOSITORY_PREFIX) :].partition("/")
@@ -535,10 +560,10 @@ class RepositoryAgent:
                 etags[name] = etag_of(obj) or ""
         return etags
 
-    def _fetch_pin(self, name: str, st: ModelState, listed_etag: str | None) -> bool:
+    def _fetch_pin(self, name: str, st: ModelState, listed_etag: str | object | None) -> bool:
         """GET the pin when the listing shows a new ETag (conditional on the one we hold).
         True when it changed (st.pin_text/pin_etag updated). ETags are compared unquoted."""
-        if listed_etag is None or listed_etag == st.pin_etag:
+        if listed_etag is None or (listed_etag is not CHANGED and listed_etag == st.pin_etag):
             return False
         found = self._s3_call(f"get pin {name}", self.s3.get_if_changed, layout.config_key(name), st.pin_etag)
         if found is NOT_MODIFIED or found is None:  # None: a model directory without a pin yet (mid-publish)
@@ -547,7 +572,7 @@ class RepositoryAgent:
         st.pin_etag, st.pin_text = etag, data.decode()
         return True
 
-    def _sync_model(self, name: str, listed_etag: str | None) -> bool:
+    def _sync_model(self, name: str, listed_etag: str | object | None) -> bool:
         st = self.models.setdefault(name, ModelState())
         changed = self._fetch_pin(name, st, listed_etag)
         if st.pin_text is None:

@@ -8,6 +8,9 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
                                             version_policy { specific { versions: [N] } }.
                                             Rewriting it (one PUT) is the single commit point.
     repository/<model>/<N>/<file>          immutable version files (never overwritten)
+    manifests/_pins/<model>.json           pin index: rewritten after every flip, so an agent
+                                            lists one object per model to see what changed
+                                            (`_` cannot start a model name: no collision)
     manifests/<model>/<N>.json             per-version manifest (model_sync.manifest, schema
                                             "model-sync.manifest/v1"): sha256 + size of every
                                             file, the pinned config text, source, exporter and
@@ -51,6 +54,7 @@ PINS_PREFIX = AUDIT_PREFIX + "pins/"
 VERIFICATIONS_PREFIX = AUDIT_PREFIX + "verifications/"
 PROMOTIONS_PREFIX = AUDIT_PREFIX + "promotions/"
 PROBE_KEY = AUDIT_PREFIX + ".conditional-write-probe"
+PIN_INDEX_PREFIX = MANIFESTS_PREFIX + "_pins/"
 
 # Model names become S3 key segments, Triton model names and directory names: keep them boring.
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -110,6 +114,17 @@ def manifests_prefix(model: str) -> str:
 
 def manifest_key(model: str, version: int) -> str:
     return f"{manifests_prefix(model)}{check_version(version)}.json"
+
+
+def pin_index_key(model: str) -> str:
+    return f"{PIN_INDEX_PREFIX}{check_model_name(model)}.json"
+
+
+def model_from_pin_index_key(rel: str) -> str | None:
+    """'manifests/_pins/resnet.json' -> 'resnet'; anything else -> None."""
+    leaf = rel[len(PIN_INDEX_PREFIX) :] if rel.startswith(PIN_INDEX_PREFIX) else ""
+    name = leaf[:-5] if leaf.endswith(".json") else ""
+    return name if MODEL_NAME_RE.match(name) else None
 
 
 def allocations_prefix(model: str) -> str:

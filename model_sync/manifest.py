@@ -49,6 +49,11 @@ pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
   `stack` makes default rollback deterministic: rollback pins stack[-1] and pops it, a push or
   an explicit `rollback --to` pushes the previous pin (capped at 32 entries).
 
+pin index (manifests/_pins/<model>.json, "model-sync.pin-index/v1"), rewritten after every flip:
+    {"schema": "model-sync.pin-index/v1", "model": "resnet", "version": 4, "at": "RFC 3339 UTC"}
+  A change signal only (agents list manifests/_pins/ and re-read a pin whose index entry
+  changed); the pin itself stays the one source of truth.
+
 allocation (audit/allocations/<model>/<N>.json, "model-sync.allocation/v1"), conditional write:
     {"schema": "model-sync.allocation/v1", "model": "resnet", "version": 4, "purpose": "push" | "promote",
      "nonce": "<uuid4 hex>", "by": "...", "at": "RFC 3339 UTC"}
@@ -221,6 +226,12 @@ ALLOCATION_SCHEMA: dict[str, Any] = _obj(
     },
 )
 
+PIN_INDEX = "model-sync.pin-index/v1"
+PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
+    ["schema", "model", "version", "at"],
+    {"schema": {"const": PIN_INDEX}, "model": {"type": "string", "pattern": NAME_RE}, "version": _VERSION, "at": _TIME},
+)
+
 SCHEMAS: dict[str, dict[str, Any]] = {
     MANIFEST_V1: MANIFEST_SCHEMA_V1,
     MANIFEST_V2: MANIFEST_SCHEMA,
@@ -229,6 +240,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     PROMOTION_V2: PROMOTION_SCHEMA,
     "model-sync.pin/v1": PIN_SCHEMA,
     "model-sync.allocation/v1": ALLOCATION_SCHEMA,
+    PIN_INDEX: PIN_INDEX_SCHEMA,
 }
 
 
@@ -346,6 +358,15 @@ def upgrade_manifest(doc: dict[str, Any], compatibility: dict[str, Any]) -> dict
 
 def read_verification(data: bytes | str, model: str | None = None, version: int | None = None) -> dict[str, Any]:
     return read(data, "model-sync.verification/v1", model=model, version=version)
+
+
+def pin_index(model: str, version: int) -> bytes:
+    """The pin-index entry written after a flip of `model` to `version` (a fresh `at` every time)."""
+    return dumps({"schema": PIN_INDEX, "model": model, "version": version, "at": now()})
+
+
+def read_pin_index(data: bytes | str, model: str | None = None) -> dict[str, Any]:
+    return read(data, PIN_INDEX, model=model)
 
 
 def now() -> str:

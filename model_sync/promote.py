@@ -171,7 +171,7 @@ def promote(
                 return candidate
             existing = repository.read_manifest(dst, model, candidate)
             assert existing is not None
-            repository.flip_pin(dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin)
+            repository.flip_pin(dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin, warn=console.warn)
             console.line(f"pinned: {model} version {candidate} in {dst.env.name} (already copied)")
             return candidate
     if dry_run:
@@ -214,6 +214,6 @@ def promote(
         "promoted_at": manifest.now(),
     }
     dst.put_new(layout.promotion_key(model, target), manifest.dumps(record))
-    repository.flip_pin(dst, model, target, new_doc["config_pbtxt"], "promote", by, target_pin)
+    repository.flip_pin(dst, model, target, new_doc["config_pbtxt"], "promote", by, target_pin, warn=console.warn)
     console.line(f"pinned: {model} version {target} in {dst.env.name} (promoted from {src.env.name} version {version})")
     return target

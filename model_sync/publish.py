@@ -416,7 +416,7 @@ class Publisher:
         self._check_stop(m)
         if not repo.put_new(layout.manifest_key(name, version), manifest.dumps(doc)):
             raise errors.refused(f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh version (never overwritten)")
-        flip = repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin)
+        flip = repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin, warn=self.console.warn)
         if self.pins.path is not None:  # the PUT response has no LastModified: one HeadObject for the cache key
             head = repo.head(layout.config_key(name))
             if head is not None and head[0] == flip.etag:

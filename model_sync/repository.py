@@ -5,6 +5,7 @@ flipping the pin (the single commit point) and recording pin history."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,8 +176,10 @@ def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -
     )
 
 
-def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: bool = False) -> Flip:
-    """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history.
+def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: bool = False,
+             warn: Callable[[str], None] | None = None) -> Flip:  # fmt: skip
+    """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history
+    and rewrite the model's pin-index entry (manifests/_pins/<model>.json: what agents list).
 
     The rewrite is conditional on the pin `current` (If-Match: its ETag; If-None-Match: * when
     there was none): if another push, promote or rollback flipped it since it was read, nothing
@@ -205,4 +208,9 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
         raise pin_moved(repo, model, version, action, current)
     record = {"schema": "model-sync.pin/v1", "model": model, "version": version, "previous": current.version, "action": action, "stack": stack, "by": by, "at": manifest.now()}
     repo.put_new(layout.pin_record_key(model, manifest.stamp(), version), manifest.dumps(record))
+    try:
+        repo.put(layout.pin_index_key(model), manifest.pin_index(model, version))
+    except errors.SyncError as e:  # the flip is committed: agents still see it at their next full resync
+        if warn is not None:
+            warn(f"pin index: {repo.uri(layout.pin_index_key(model))} not updated ({e}); agents pick the new pin up at their next full resync (--full-resync)")
     return Flip(record, etag)

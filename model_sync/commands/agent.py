@@ -48,6 +48,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--ready-file", type=Path, default=None, help="sidecar: a file that exists exactly while every placed model is READY in Triton (the pod's readiness probe checks it)")
     p.add_argument("--heartbeat", type=float, default=30.0, help="seconds between status reports when nothing changes (default 30)")
     p.add_argument("--backoff-max", type=float, default=60.0, help="cap in seconds of the retry backoff while S3 is unreachable (default 60)")
+    p.add_argument("--full-resync", type=float, default=300.0, help="seconds between full listings of repository/ (default 300); between them a pass lists only the pin index")
     p.add_argument("--keep-versions", type=int, default=2, help="unpinned versions kept locally per model for quick rollback (default 2)")
     p.add_argument("--log-level", default=os.environ.get("MODEL_SYNC_LOG_LEVEL", "INFO"), choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(func=run)
@@ -78,6 +79,7 @@ def build_settings(args: argparse.Namespace, env: Any) -> Any:
             heartbeat=args.heartbeat,
             backoff_max=args.backoff_max,
             keep_versions=args.keep_versions,
+            resync=args.full_resync,
             triton_headers=tuple(headers),
             ready_file=args.ready_file.absolute() if args.ready_file else None,
         )

@@ -59,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         console.line(f"(dryrun) pin: {args.model} version {target} ({repo.uri(layout.config_key(args.model))})")
         return errors.OK
-    repository.flip_pin(repo, args.model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=args.to is None)
+    repository.flip_pin(repo, args.model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=args.to is None, warn=console.warn)
     console.line(f"pinned: {args.model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(args.model))})")
     return errors.OK

@@ -38,6 +38,7 @@ def settings(tmp_path: Path, **overrides: object) -> ag.AgentSettings:
         ({"heartbeat": 0.0}, r"^heartbeat: 0.0; allowed"),
         ({"backoff_max": "5"}, r"^backoff_max: '5'; allowed"),
         ({"keep_versions": -1}, r"^keep_versions: -1; allowed: an integer >= 0$"),
+        ({"resync": 0}, r"^resync: 0; allowed: a number of seconds > 0$"),
         ({"triton_url": "127.0.0.1:8000"}, r"^triton_url: '127.0.0.1:8000'; allowed: http\(s\)://host:port without a path$"),
         ({"triton_url": "http://h:8000/v2"}, r"^triton_url: .*allowed"),
     ],
@@ -230,7 +231,7 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
     try:
         from model_sync.local.procs import wait_until
 
-        wait_until(lambda: agent.last_error is not None and "list pins" in agent.last_error, 20, what="a denied pass")
+        wait_until(lambda: agent.last_error is not None and "list pin index" in agent.last_error, 20, what="a denied pass")
         first = agent.last_error
         wait_until(lambda: agent.last_error is not None and agent.s3_ok is False, 5, what="more denied passes")
         assert thread.is_alive()  # the sidecar did not exit
@@ -317,3 +318,51 @@ def test_etags_compare_unquoted() -> None:
     assert etag_of({"ETag": '"abc"'}) == etag_of({"ETag": "abc"}) == "abc"
     assert etag_of({"ETag": None}) is None
     assert etag_of({"ETag": '""'}) is None
+
+
+# ---- what a pass costs (moto's request log) ---------------------------------------------------
+
+
+def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_without_one(tmp_path: Path, capsys: pytest.CaptureFixture[str], moto_s3: object, s3_bucket: str, aws_env: dict[str, str]) -> None:
+    """A pass lists manifests/_pins/ (one object per model) instead of repository/ (every
+    version's files); a pin flipped by a writer that skips the index is picked up by the next
+    full listing (--full-resync), not lost."""
+    from model_sync import environments, s3client
+    from model_sync.s3 import Repo
+    from tests.model_sync.helpers import python_model, run_cli, write_config
+
+    cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"})  # type: ignore[arg-type]
+    for name in ("a", "b", "c"):
+        for version in ("1", "2"):  # two versions each: the full listing holds every one of their files
+            model = python_model(tmp_path / f"src-{name}-{version}", name, {"model.py": f"# {name} {version}\n".encode()})
+            assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    env = environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1")  # type: ignore[attr-defined]
+    agent = ag.RepositoryAgent(settings(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0), Repo(env, s3client.AGENT))
+    agent.prepare()
+
+    def one_pass() -> list[str]:
+        before = len(moto_s3.requests())  # type: ignore[attr-defined]
+        agent.sync_once()
+        return [" ".join(r.split()[:2]) for r in moto_s3.requests()[before:]]  # type: ignore[attr-defined]
+
+    first = one_pass()  # full listing, pins, manifests, files, the first status
+    assert any("prefix=repository/" in r for r in first)
+    assert {n: st.serving for n, st in agent.models.items()} == {"a": (2,), "b": (2,), "c": (2,)}
+    steady = [one_pass() for _ in range(3)]
+    assert all(len(p) == 1 and p[0].startswith(f"GET /{s3_bucket}") and "prefix=manifests/_pins/" in p[0] for p in steady), steady
+    # A push flips a pin and its index entry: the next pass re-reads just that pin.
+    model = python_model(tmp_path / "src-b-3", "b", {"model.py": b"# b 3\n"})
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    pushed = one_pass()
+    assert agent.models["b"].serving == (3,)
+    assert not any("prefix=repository/" in r for r in pushed)
+    # A pin rewritten without its index entry (another writer): unseen until the full resync.
+    pin_a1 = moto_s3.client().get_object(Bucket=s3_bucket, Key="manifests/a/1.json")["Body"].read()  # type: ignore[attr-defined]
+    moto_s3.client().put_object(Bucket=s3_bucket, Key="repository/a/config.pbtxt", Body=json.loads(pin_a1)["config_pbtxt"].encode())  # type: ignore[attr-defined]
+    assert len(one_pass()) == 1
+    assert agent.models["a"].serving == (2,)
+    agent._listed_at = -1e9  # the resync interval has passed
+    resynced = one_pass()
+    assert any("prefix=repository/" in r for r in resynced)
+    assert agent.models["a"].serving == (1,)
+    agent.close()

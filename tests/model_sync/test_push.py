@@ -35,6 +35,7 @@ def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s
             "audit/.conditional-write-probe",
             "audit/allocations/simple/1.json",
             *[k for k in moto_s3.keys(s3_bucket, "audit/pins/")],
+            "manifests/_pins/simple.json",
             "manifests/simple/1.json",
             "repository/simple/1/model.pt",
             "repository/simple/1/model.py",
@@ -42,6 +43,9 @@ def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s
         ]
     )
     assert len(moto_s3.keys(s3_bucket, "audit/pins/simple/")) == 1
+    from model_sync import manifest
+
+    assert manifest.read_pin_index(moto_s3.get(s3_bucket, "manifests/_pins/simple.json"), "simple")["version"] == 1  # what agents list
     doc = manifest_doc(moto_s3, s3_bucket, "simple", 1)
     for rel in ("model.pt", "model.py"):
         data = (model / "1" / rel).read_bytes()
@@ -51,13 +55,13 @@ def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s
         assert base64.b64decode(head["ChecksumSHA256"]).hex() == doc["files"][rel]["sha256"]
     assert pinned_version(moto_s3, s3_bucket, "simple") == 1
     # The exact write sequence: probe (If-None-Match twice, If-Match once) -> allocation (create-only)
-    # -> files -> manifest -> pin -> pin history.
+    # -> files -> manifest -> pin -> pin history -> pin index.
     puts = [line.split()[1].split("?")[0].removeprefix(f"/{s3_bucket}/") for line in moto_s3.requests()[before:] if line.startswith("PUT ")]
     assert puts[:4] == ["audit/.conditional-write-probe"] * 3 + ["audit/allocations/simple/1.json"]
     assert sorted(puts[4:6]) == ["repository/simple/1/model.pt", "repository/simple/1/model.py"]
     assert puts[6:8] == ["manifests/simple/1.json", "repository/simple/config.pbtxt"]
     assert puts[8].startswith("audit/pins/simple/")
-    assert len(puts) == 9
+    assert puts[9:] == ["manifests/_pins/simple.json"]
 
 
 def test_identical_repush_is_a_noop_with_one_read(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
