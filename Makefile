@@ -50,7 +50,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	# compat editable mode: a plain path .pth, no import hook run by every interpreter start-up
-	# (~10 ms each, measured; a wheel install has none either: bench/push/run.py)
+	# (~10 ms each, measured; a wheel install has none either)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . --config-settings editable_mode=compat
 	@touch $@
 

@@ -737,7 +737,7 @@ class RepositoryAgent:
         key = self.settings.root.key(rel_key)
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with open(dest, "wb") as f:
+            with open(dest, "w+b") as f:  # read as well: out-of-order ranges are hashed from the file
                 digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f, int(expect["size"]), AGENT_TRANSFER, self.stop, self._transfer_manager())
                 f.flush()
                 os.fsync(f.fileno())

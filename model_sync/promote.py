@@ -31,8 +31,13 @@ from model_sync.s3client import aws_hosted
 from model_sync.s3errors import translate
 from model_sync.ui import Console
 
-# Server-side copies: parts of 64 MiB (a 2 GiB file is 32 UploadPartCopy requests), 16 at a time.
-COPY = transfer.TransferSettings(threshold=64 * transfer.MB, chunksize=64 * transfer.MB, concurrency=16)
+# Server-side copies: one CopyObject per file up to S3's 5 GiB limit, so that S3 computes the
+# copy's full-object SHA256 (the target is then verified with one HeadObject on AWS S3, where a
+# multipart copy has only a composite checksum and would have to be read back), and so that
+# servers without UploadPartCopy (rclone serve s3 answers it without an ETag) can promote big
+# files; bigger files are copied in 64 MiB parts, 16 at a time. The read-back (S3-compatible
+# servers) is one streamed GET per file, hashed as it arrives: nothing is written locally.
+COPY = transfer.TransferSettings(threshold=5 * 1024 * transfer.MB, chunksize=64 * transfer.MB, concurrency=16)
 
 
 def _check_source(src: Repo, model: str, version: int, skip_verification: bool) -> tuple[dict[str, Any], bytes, str | None]:
@@ -98,7 +103,7 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
             # Only AWS S3 verifies a stored checksum against the body; S3-compatible servers (moto,
             # rclone) keep whatever the client sent, so against a custom endpoint we always re-hash.
             digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if aws_hosted(dst.env) else None
-            if digest is None:  # read back in parallel ranges, hashed in order (transfer.download)
+            if digest is None:  # read back and hashed as it streams in (transfer.download)
                 digest, size = transfer.download(dst.client, dst.root.bucket, key, _Discard(), int(head["ContentLength"]), COPY)
                 methods.add("rehash")
             else:

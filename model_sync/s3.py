@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import getpass
-import hashlib
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -298,7 +297,8 @@ def who(env: Environment, session: Callable[[], Any] | None = None) -> str:
     if s3client.aws_hosted(env):
         try:
             chosen = session() if session is not None else s3client.new_session(env.region)
-            arn = chosen.create_client("sts", region_name=env.region or chosen.get_config_variable("region")).get_caller_identity()["Arn"]
+            sts = s3client.create_client(chosen, s3client.resolve_region(env, lambda: chosen), None, s3client.CLI, service="sts")
+            arn = sts.get_caller_identity()["Arn"]
             return str(arn)
         except Exception:  # noqa: S110 - fall back to the local user
             pass
@@ -320,12 +320,3 @@ def b64_sha256_to_hex(value: str) -> str | None:
 
 def hex_to_b64(hexdigest: str) -> str:
     return base64.b64encode(bytes.fromhex(hexdigest)).decode()
-
-
-def sha256_stream(body: Any, bufsize: int = 1 << 20) -> tuple[str, int]:
-    h = hashlib.sha256()
-    n = 0
-    while chunk := body.read(bufsize):
-        h.update(chunk)
-        n += len(chunk)
-    return h.hexdigest(), n

@@ -9,21 +9,20 @@ level with this tuned manager, so model_sync does not use it.
 Tuning, measured on the 2 GiB benchmark: s3transfer's default 256 KiB io_chunksize cost a fifth
 of the download throughput in Python overhead; 1 MiB brings it level with s5cmd.
 
-Downloads are verified as they are written: the manager gets a non-seekable writer, so s3transfer
-writes the ranges in order (buffering at most MAX_BUFFERED_CHUNKS io chunks) and the sha256 is
-computed on the way; no second read of the file.
+Downloads are verified as they are written (HashingFile): the sha256 follows the file's
+contiguous prefix while s3transfer writes the ranges, so no second pass over the file is needed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 MB = 1024 * 1024
 IO_CHUNK = 1 * MB
-MAX_BUFFERED_CHUNKS = 64  # out-of-order download chunks held in memory (64 MiB)
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,6 @@ def manager(client: Any, settings: TransferSettings) -> Any:
         max_request_concurrency=settings.concurrency,
         max_submission_concurrency=settings.concurrency,
         io_chunksize=IO_CHUNK,
-        max_in_memory_download_chunks=MAX_BUFFERED_CHUNKS,
     )
     return TransferManager(client, config)
 
@@ -59,24 +57,60 @@ class Abandoned(Exception):
     """A download stopped because its `stop` event was set."""
 
 
-class HashingWriter:
-    """A write-only, non-seekable file: sha256 and size of what passes through to `out`."""
+class HashingFile:
+    """The file s3transfer downloads into, hashing the bytes in file order as they arrive.
 
-    def __init__(self, out: Sink, stop: threading.Event | None = None) -> None:
+    s3transfer writes each range at its offset (seek + write, on its one I/O thread). A write that
+    continues the hashed prefix is hashed at once; one that lands beyond it is only noted, and is
+    read back from the file (page cache, `os.pread`) as soon as the gap before it fills. Nothing is
+    held in memory. (s3transfer's non-seekable path would keep the order itself, but in 0.19.3 it
+    stalls once a download has more ranges than `max_in_memory_download_chunks`: measured here,
+    a 2 GiB download in 16 MiB ranges stopped at exactly 64 of them.)
+    A plain writer without a file descriptor (`Sink`) is hashed strictly in order: only the
+    single-stream path uses one.
+    """
+
+    def __init__(self, out: Any, stop: threading.Event | None = None) -> None:
         self.out = out
         self.stop = stop
         self.sha256 = hashlib.sha256()
-        self.size = 0
+        self.hashed = 0  # bytes [0, hashed) are in the digest
+        self._pos = 0
+        self._ahead: dict[int, int] = {}  # offset -> length written beyond the hashed prefix
+
+    def seekable(self) -> bool:
+        """True for a real file (the ranged path reads it back); False for any other writer."""
+        try:
+            self.out.fileno()
+        except (AttributeError, OSError):
+            return False
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = self.out.seek(offset, whence)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
 
     def write(self, data: bytes) -> int:
         if self.stop is not None and self.stop.is_set():
             raise Abandoned()
+        at = self._pos
+        n = self.out.write(data)
+        self._pos += n
+        if at != self.hashed:
+            self._ahead[at] = n
+            return n
         self.sha256.update(data)
-        self.size += len(data)
-        return self.out.write(data)
-
-    def seekable(self) -> bool:
-        return False
+        self.hashed += n
+        if self._ahead:
+            self.out.flush()
+            while self.hashed in self._ahead:
+                length = self._ahead.pop(self.hashed)
+                self.sha256.update(os.pread(self.out.fileno(), length, self.hashed))
+                self.hashed += length
+        return n
 
     def flush(self) -> None:
         self.out.flush()
@@ -84,15 +118,16 @@ class HashingWriter:
 
 def download(client: Any, bucket: str, key: str, out: Sink, size: int, settings: TransferSettings, stop: threading.Event | None = None,
              shared: Any = None) -> tuple[str, int]:  # fmt: skip
-    """Download `key` into `out`: (sha256 hex, bytes). An object below the threshold is one
-    streamed GET; a bigger one, ranged GETs in parallel through `shared` (a manager) or a manager
-    made for it. Errors are botocore's (the caller classifies them)."""
-    writer = HashingWriter(out, stop)
-    if size < settings.threshold:
+    """Download `key` into `out`: (sha256 hex, bytes hashed in order). An object below the
+    threshold, or any `out` that is not a file, is one streamed GET; a bigger one, ranged GETs in
+    parallel through `shared` (a manager) or a manager made for it, into the file `out` opened for
+    writing (and reading back: "w+b"). Errors are botocore's (the caller classifies them)."""
+    writer = HashingFile(out, stop)
+    if size < settings.threshold or not writer.seekable():
         body = client.get_object(Bucket=bucket, Key=key)["Body"]
         while chunk := body.read(IO_CHUNK):
             writer.write(chunk)
-        return writer.sha256.hexdigest(), writer.size
+        return writer.sha256.hexdigest(), writer.hashed
     from s3transfer.subscribers import BaseSubscriber
 
     class KnownSize(BaseSubscriber):  # type: ignore[misc]
@@ -108,4 +143,4 @@ def download(client: Any, bucket: str, key: str, out: Sink, size: int, settings:
     finally:
         if own:
             mgr.shutdown()
-    return writer.sha256.hexdigest(), writer.size
+    return writer.sha256.hexdigest(), writer.hashed

@@ -137,12 +137,18 @@ class LocalPlatform:
         wait_until(lambda: self._status_ready(env, version), timeout, what=f"{env}: agent status READY on {version}")
 
     def _status_ready(self, env: str, version: int) -> bool:
-        import boto3
+        import botocore.session
 
-        client = boto3.session.Session(aws_access_key_id=self.s3.access_key, aws_secret_access_key=self.s3.secret_key, region_name=self.s3.region).client(
-            "s3", endpoint_url=self.s3.endpoint_url)
-        doc = json.loads(client.get_object(Bucket=self.bucket(env), Key=f"status/local/{env}-0.json")["Body"].read())
-        entry = doc["models"].get(MODEL, {})
+        from model_sync import environments, layout
+        from model_sync.s3 import Repo
+
+        session = botocore.session.get_session()
+        session.set_credentials(self.s3.access_key, self.s3.secret_key)
+        repo = Repo(environments.Environment(env, layout.Root(self.bucket(env)), self.s3.endpoint_url, self.s3.region), session=session)
+        data = repo.get(layout.status_key("local", f"{env}-0"))
+        if data is None:
+            return False
+        entry = json.loads(data)["models"].get(MODEL, {})
         return bool(entry.get("state") == "READY" and entry.get("serving") == [version])
 
     def stop(self) -> None:

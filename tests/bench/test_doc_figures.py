@@ -1,6 +1,6 @@
 """The benchmark figures written by hand in the docs equal bench/results/*.json (to the rounding
 they are printed with): README's "Measured" rows, docs/gpu-benchmark.md's result table,
-docs/agent.md's P1/P2 row and docs/model-sync.md's push table. A rerun that changes a JSON file
+docs/agent.md's P1/P2 row and pass cost, docs/model-sync.md's transfer table. A rerun that changes a JSON file
 fails here until the prose is updated."""
 
 from __future__ import annotations
@@ -108,58 +108,28 @@ def test_agent_p2_row() -> None:
     assert_rounds_to(target, 1 / p2["target_ratio"])
 
 
-# ---- push (bench/results/push.json) --------------------------------------------------------------
-def push_table() -> dict[str, list[str]]:
+# ---- transfers (bench/results/transfer.json) --------------------------------------------------
+def test_model_sync_transfer_table_is_the_results_file() -> None:
+    from bench.transfer.run import render
+
     text = (ROOT / "docs" / "model-sync.md").read_text()
-    block = grab(r"<!-- bench:push -->\n(.*?)<!-- /bench:push -->", text, re.S)[0]
-    rows = {}
-    for line in block.splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if cells and cells[0] in ("cold", "noop", "noop-warm", "one-file"):
-            rows[cells[0]] = cells[1:]
-    assert set(rows) == {"cold", "noop", "noop-warm", "one-file"}
-    return rows
+    block = grab(r"<!-- bench:transfer -->\n(.*?)\n<!-- /bench:transfer -->", text, re.S)[0]
+    assert block == render(result("transfer.json"))
 
 
-def test_model_sync_push_table() -> None:
-    med = result("push.json")["median_seconds"]
-    for scenario, (ms, s5, aws, r_s5, r_aws) in push_table().items():
-        for printed, tool in ((ms, "model-sync"), (s5, "s5cmd"), (aws, "aws-cli")):
-            assert printed.endswith(" s")
-            assert_rounds_to(printed.removesuffix(" s"), med[tool][scenario])
-        assert_rounds_to(r_s5, med["model-sync"][scenario] / med["s5cmd"][scenario])
-        assert_rounds_to(r_aws, med["model-sync"][scenario] / med["aws-cli"][scenario])
+def test_transfer_targets_are_recomputed_from_the_medians() -> None:
+    from bench.transfer.run import ratios
+
+    data = result("transfer.json")
+    assert (data["ratios"], data["targets"]) == ratios(data, data["setup"]["size_bytes"])
+    assert set(data["scenarios"]) >= {"push-2g", "download-2g", "promote-2g", "noop-1000", "cold-50"}
+    assert data["setup"]["size_bytes"] == 2 * 1024**3
 
 
-def test_model_sync_push_setup_sentence() -> None:
-    setup = result("push.json")["setup"]
-    text = (ROOT / "docs" / "model-sync.md").read_text()
-    models, size, reps, cpus = grab(r"(\d+) models x \(config\.pbtxt, model\.py, ([\d.]+) MiB model\.pt\), median of (\d+), one `rclone serve s3`, (\d+) CPUs", text)
-    assert (int(models), float(size), int(reps), int(cpus)) == (setup["models"], setup["model_pt_mb"], setup["reps"], setup["cpus"])
+def test_readme_transfer_row_and_the_agent_pass_figure() -> None:
+    from bench.transfer.run import readme_row
 
-
-def test_readme_push_row() -> None:
-    line = doc_line("README.md", "| `push` of a 50-model repository")
-    noop_s5, noop_aws, warm_s5, warm_aws, cold_s5, one_s5, reps, verdict, warm_verdict = grab(
-        r"no-op right after the push ([\d.]+)x s5cmd and ([\d.]+)x aws-cli, no-op on a warm server ([\d.]+)x s5cmd and ([\d.]+)x aws-cli, "
-        r"cold ([\d.]+)x s5cmd, one file changed ([\d.]+)x s5cmd \(medians of (\d+) runs side by side, one local rclone\)\. "
-        r"Targets \(no-op <= s5cmd and <= 0\.2x aws-cli, cold <= 1\.2x s5cmd\): \*\*(met|not met)\*\* on the issue's sequence; "
-        r"the no-op targets on a warm server: \*\*(met|not met)\*\*", line)
-    push = result("push.json")
-    r_s5, r_aws = push["ratios"]["model-sync / s5cmd"], push["ratios"]["model-sync / aws-cli"]
-    for printed, value in ((noop_s5, r_s5["noop"]), (noop_aws, r_aws["noop"]), (warm_s5, r_s5["noop-warm"]), (warm_aws, r_aws["noop-warm"]),
-                           (cold_s5, r_s5["cold"]), (one_s5, r_s5["one-file"])):  # fmt: skip
-        assert_rounds_to(printed, value)
-    assert int(reps) == push["setup"]["reps"]
-    assert verdict == ("met" if all(push["targets"].values()) else "not met")
-    assert warm_verdict == ("met" if all(push["targets_warm_server"].values()) else "not met")
-    med = push["median_seconds"]
-    assert push["targets"] == {
-        "noop <= s5cmd": med["model-sync"]["noop"] <= med["s5cmd"]["noop"],
-        "noop <= 0.2 x aws-cli": med["model-sync"]["noop"] <= 0.2 * med["aws-cli"]["noop"],
-        "cold <= 1.2 x s5cmd": med["model-sync"]["cold"] <= 1.2 * med["s5cmd"]["cold"],
-    }
-    assert push["targets_warm_server"] == {
-        "noop-warm <= s5cmd": med["model-sync"]["noop-warm"] <= med["s5cmd"]["noop-warm"],
-        "noop-warm <= 0.2 x aws-cli": med["model-sync"]["noop-warm"] <= 0.2 * med["aws-cli"]["noop-warm"],
-    }
+    data = result("transfer.json")
+    assert doc_line("README.md", "| Moving models ") == readme_row(data)
+    printed = grab(r"([\d.]+) requests per pass on average over 1,000 models x 5 versions", (ROOT / "docs" / "agent.md").read_text())[0]
+    assert_rounds_to(printed, data["agent_pass"]["average_requests_per_pass_at_defaults"])

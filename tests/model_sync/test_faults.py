@@ -35,7 +35,7 @@ def test_server_killed_mid_push_pins_nothing_and_a_rerun_completes(tmp_path, cap
     data = Path(rclone_s3.data_dir or "") / bucket
     assert run_cli(capsys, "push", str(python_model(tmp_path / "a", "big", {"model.py": b"# v1\n", "model.pt": b"small"})), "--env", "staging", "--config", cfg).code == 0
     model = _big_model(tmp_path / "b", b"# v2\n")
-    env = {**aws_environ(), "MODEL_SYNC_S3_ATTEMPTS": "1"}
+    env = {**aws_environ(), "AWS_MAX_ATTEMPTS": "1"}
     cmd = [sys.executable, "-m", "model_sync", "push", str(model), "--env", "staging", "--config", cfg, "--multipart-threshold-mb", "8", "--concurrency", "2"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # Killed once version 2 holds its first file (model.py, one PutObject) while the 48 MiB
@@ -67,7 +67,7 @@ def test_server_killed_mid_promote_pins_nothing_and_a_rerun_completes(tmp_path, 
     cfg = write_config(tmp_path / "model-sync.yaml", rclone_s3, {"staging": f"s3://{staging}", "prod": f"s3://{prod}"})
     model = _big_model(tmp_path / "a", b"# v1\n")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    env = {**aws_environ(), "MODEL_SYNC_S3_ATTEMPTS": "1"}
+    env = {**aws_environ(), "AWS_MAX_ATTEMPTS": "1"}
     cmd = [sys.executable, "-m", "model_sync", "promote", "big", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _kill_when(rclone_s3, Path(rclone_s3.data_dir or "") / prod / "audit" / "allocations" / "big" / "1.json", proc)
@@ -98,7 +98,7 @@ def test_bad_credentials_exit_5_with_one_line(tmp_path, capsys, rclone_s3, aws_e
 
 
 def test_unreachable_endpoint_exit_5(tmp_path, capsys, aws_env, monkeypatch) -> None:
-    monkeypatch.setenv("MODEL_SYNC_S3_ATTEMPTS", "1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     from tests.support.s3_servers import free_port
 
     r = run_cli(capsys, "status", "--env", "x", "--bucket", "s3://repo", "--endpoint-url", f"http://127.0.0.1:{free_port()}")
@@ -129,7 +129,7 @@ def test_an_unreachable_endpoint_fails_a_repository_push_once(tmp_path, capsys, 
     and the error is printed once (not once per model)."""
     from tests.support.s3_servers import free_port
 
-    monkeypatch.setenv("MODEL_SYNC_S3_ATTEMPTS", "1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     for i in range(40):
         python_model(tmp_path / "repo", f"m{i:02d}")
     endpoint = f"http://127.0.0.1:{free_port()}"

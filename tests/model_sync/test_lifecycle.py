@@ -211,7 +211,7 @@ def test_promote_across_endpoints_translates_source_failures(tmp_path, capsys, m
                             "prod": {"bucket": f"s3://{dst}", "endpointUrl": moto_s3.endpoint, "region": "us-east-1"}}}  # fmt: skip
     cfg.write_text(json.dumps(doc))
     _push(capsys, tmp_path, str(cfg), "a")
-    monkeypatch.setenv("MODEL_SYNC_S3_ATTEMPTS", "1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     real = repository.allocate
 
     def allocate_then_fault(repo, *args, **kwargs):  # after every check of the source, before the copy
