@@ -64,6 +64,12 @@ FILE_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 MAX_VERSION = 2**63 - 1  # Triton versions are int64
 
 
+# Bucket names (S3 Express directory buckets and access-point aliases included) and access-point
+# ARNs, which botocore turns into the access point's endpoint.
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+ACCESS_POINT_RE = re.compile(r"^arn:aws[a-z-]*:s3:[a-z0-9-]+:\d{12}:accesspoint/[a-z0-9][a-z0-9-]{1,48}[a-z0-9]$")
+
+
 class LayoutError(ValueError):
     """A model name, version or file path that cannot be part of the layout."""
 
@@ -185,17 +191,22 @@ class Root:
     prefix: str = ""
 
     def __post_init__(self) -> None:
-        if not re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", self.bucket or ""):
-            raise LayoutError(f"bucket: {self.bucket!r}; allowed: an S3 bucket name (3-63 of a-z 0-9 . -)")
+        if not (BUCKET_RE.match(self.bucket or "") or ACCESS_POINT_RE.match(self.bucket or "")):
+            raise LayoutError(f"bucket: {self.bucket!r}; allowed: an S3 bucket name (3-63 of a-z 0-9 . -) or an access-point ARN (arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME)")
         if self.prefix.startswith("/") or self.prefix.endswith("/") or "//" in self.prefix:
             raise LayoutError(f"bucket prefix: {self.prefix!r}; allowed: key segments without leading/trailing '/'")
 
     @classmethod
     def parse(cls, uri: str) -> Root:
-        """'s3://bucket' or 's3://bucket/some/prefix[/]' -> Root."""
+        """'s3://bucket', 's3://bucket/some/prefix[/]' or 's3://arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME[/prefix]' -> Root."""
         if not isinstance(uri, str) or not uri.startswith("s3://"):
             raise LayoutError(f"bucket URI: {uri!r}; allowed: s3://bucket[/prefix]")
-        bucket, _, prefix = uri[5:].partition("/")
+        rest = uri[5:]
+        if rest.startswith("arn:"):  # the ARN holds one '/': accesspoint/NAME
+            kind, _, after = rest.partition("/")
+            name, _, prefix = after.partition("/")
+            return cls(f"{kind}/{name}", prefix.rstrip("/"))
+        bucket, _, prefix = rest.partition("/")
         return cls(bucket, prefix.rstrip("/"))
 
     def key(self, relative: str) -> str:

@@ -289,3 +289,40 @@ def s3_b64(data: bytes) -> str:
     import base64
 
     return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+# ---- what botocore does for AWS-only bucket kinds (the first request it would send, captured) ------
+
+
+class _Captured(Exception):
+    pass
+
+
+def _first_request(repo: Repo) -> tuple[str, str, str]:
+    seen: list[tuple[str, str, str]] = []
+
+    def capture(request: object, event_name: str, **kwargs: object) -> None:
+        seen.append((event_name.rsplit(".", 1)[-1], request.method, request.url))  # type: ignore[attr-defined]
+        raise _Captured()
+
+    repo.client.meta.events.register("before-send.s3", capture)
+    with pytest.raises(errors.SyncError):
+        repo.get("repository/m/config.pbtxt")
+    return seen[0]
+
+
+def test_an_access_point_arn_is_a_bucket_and_botocore_addresses_the_access_point() -> None:
+    root = layout.Root.parse("s3://arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap/team-a/")
+    assert (root.bucket, root.prefix) == ("arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap", "team-a")
+    assert root.uri("repository/") == "s3://arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap/team-a/repository/"
+    repo = Repo(Environment("prod", root, None, "eu-west-1"))
+    assert _first_request(repo) == ("GetObject", "GET", "https://models-ap-123456789012.s3-accesspoint.eu-west-1.amazonaws.com/team-a/repository/m/config.pbtxt")
+    with pytest.raises(layout.LayoutError, match=r"allowed: an S3 bucket name \(3-63 of a-z 0-9 \. -\) or an access-point ARN"):
+        layout.Root("arn:aws:s3:eu-west-1:123:accesspoint/x")
+
+
+def test_an_s3_express_directory_bucket_gets_its_session_first() -> None:
+    repo = Repo(Environment("prod", layout.Root("models--usw2-az1--x-s3"), None, "us-west-2"))
+    operation, method, url = _first_request(repo)
+    assert (operation, method) == ("CreateSession", "GET")
+    assert url.startswith("https://models--usw2-az1--x-s3.s3express-usw2-az1.us-west-2.amazonaws.com/?session")
