@@ -264,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated scenarios (default: all of {', '.join(SCENARIOS)})")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a new temporary one; needs ~3x --size-gb free)")
     ap.add_argument("--no-doc", action="store_true", help="write the results file only")
+    ap.add_argument("--doc-only", action="store_true", help="run nothing: rewrite the docs table and README row from bench/results/transfer.json")
     args = ap.parse_args(argv)
+    if args.doc_only:
+        write_docs(json.loads(RESULTS.read_text()))
+        return 0
     only = set(args.only.split(","))
     unknown = only - set(SCENARIOS)
     if unknown:
@@ -307,13 +311,18 @@ def main(argv: list[str] | None = None) -> int:
     merged["ratios"], merged["targets"] = ratios(merged, size)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(merged, indent=2) + "\n")
-    table = render(merged)
-    print(table)
+    print(render(merged))
     if not args.no_doc:
-        text = DOC.read_text()
-        DOC.write_text(re.sub(r"(<!-- bench:transfer -->\n).*?(\n<!-- /bench:transfer -->)", lambda m: m.group(1) + table + m.group(2), text, flags=re.S))
-        README.write_text(re.sub(r"(?m)^\| Moving models .*$", lambda _: readme_row(merged), README.read_text()))
+        write_docs(merged)
     return 0
+
+
+def write_docs(result: dict[str, Any]) -> None:
+    """The table between docs/model-sync.md's `bench:transfer` markers and README.md's row."""
+    table = render(result)
+    text = DOC.read_text()
+    DOC.write_text(re.sub(r"(<!-- bench:transfer -->\n).*?(<!-- /bench:transfer -->)", lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S))
+    README.write_text(re.sub(r"(?m)^\| Moving models .*$", lambda _: readme_row(result), README.read_text()))
 
 
 # (scenario, tool compared, what is compared, target ratio, higher is better)
