@@ -738,7 +738,8 @@ class RepositoryAgent:
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(dest, "w+b") as f:  # read as well: out-of-order ranges are hashed from the file
-                digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f, int(expect["size"]), AGENT_TRANSFER, self.stop, self._transfer_manager())
+                digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f, int(expect["size"]), AGENT_TRANSFER, self.stop, self._transfer_manager(),
+                                                 sync_every=transfer.WRITEBACK)  # fmt: skip
                 f.flush()
                 os.fsync(f.fileno())
         except transfer.Abandoned:

@@ -23,6 +23,9 @@ from typing import Any, Protocol
 
 MB = 1024 * 1024
 IO_CHUNK = 1 * MB
+# Downloads into a file fdatasync every WRITEBACK bytes on a helper thread: a 2 GiB download then
+# needs no 4 s final fsync (measured here: 6.4-7.0 s in all instead of 9.4-9.6 s).
+WRITEBACK = 256 * MB
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,18 @@ class HashingFile:
     single-stream path uses one.
     """
 
-    def __init__(self, out: Any, stop: threading.Event | None = None) -> None:
+    def __init__(self, out: Any, stop: threading.Event | None = None, sync_every: int = 0) -> None:
         self.out = out
         self.stop = stop
         self.sha256 = hashlib.sha256()
         self.hashed = 0  # bytes [0, hashed) are in the digest
         self._pos = 0
         self._ahead: dict[int, int] = {}  # offset -> length written beyond the hashed prefix
+        # sync_every > 0: after that many bytes, fdatasync on a helper thread, so the disk writes
+        # back while the download goes on and the caller's final fsync has little left to do.
+        self.sync_every = sync_every
+        self._unsynced = 0
+        self._syncing: threading.Thread | None = None
 
     def seekable(self) -> bool:
         """True for a real file (the ranged path reads it back); False for any other writer."""
@@ -99,6 +107,12 @@ class HashingFile:
         at = self._pos
         n = self.out.write(data)
         self._pos += n
+        self._unsynced += n
+        if self.sync_every and self._unsynced >= self.sync_every and (self._syncing is None or not self._syncing.is_alive()):
+            self._unsynced = 0
+            self.out.flush()
+            self._syncing = threading.Thread(target=os.fdatasync, args=(self.out.fileno(),), name="model-sync-writeback", daemon=True)
+            self._syncing.start()
         if at != self.hashed:
             self._ahead[at] = n
             return n
@@ -115,18 +129,26 @@ class HashingFile:
     def flush(self) -> None:
         self.out.flush()
 
+    def settle(self) -> None:
+        """Wait for the helper's writeback (before the caller closes or fsyncs the file)."""
+        if self._syncing is not None:
+            self._syncing.join()
+
 
 def download(client: Any, bucket: str, key: str, out: Sink, size: int, settings: TransferSettings, stop: threading.Event | None = None,
-             shared: Any = None) -> tuple[str, int]:  # fmt: skip
+             shared: Any = None, sync_every: int = 0) -> tuple[str, int]:  # fmt: skip
     """Download `key` into `out`: (sha256 hex, bytes hashed in order). An object below the
     threshold, or any `out` that is not a file, is one streamed GET; a bigger one, ranged GETs in
     parallel through `shared` (a manager) or a manager made for it, into the file `out` opened for
     writing (and reading back: "w+b"). Errors are botocore's (the caller classifies them)."""
-    writer = HashingFile(out, stop)
+    writer = HashingFile(out, stop, sync_every)
     if size < settings.threshold or not writer.seekable():
         body = client.get_object(Bucket=bucket, Key=key)["Body"]
-        while chunk := body.read(IO_CHUNK):
-            writer.write(chunk)
+        try:
+            while chunk := body.read(IO_CHUNK):
+                writer.write(chunk)
+        finally:
+            writer.settle()
         return writer.sha256.hexdigest(), writer.hashed
     from s3transfer.subscribers import BaseSubscriber
 
@@ -141,6 +163,7 @@ def download(client: Any, bucket: str, key: str, out: Sink, size: int, settings:
     try:
         mgr.download(bucket, key, writer, extra_args={}, subscribers=[KnownSize()]).result()
     finally:
+        writer.settle()
         if own:
             mgr.shutdown()
     return writer.sha256.hexdigest(), writer.hashed

@@ -256,7 +256,7 @@ def test_big_download_comes_in_ranges_and_is_hashed_as_written(moto_s3: S3Server
     settings = transfer.TransferSettings(threshold=64 * 1024, chunksize=64 * 1024, concurrency=8)  # 81 ranges (s3transfer has no 5 MiB floor for GETs)
     before = len(moto_s3.requests())
     with open(tmp_path / "big.bin", "w+b") as out:
-        digest, size = transfer.download(repo.client, s3_bucket, "big.bin", out, len(data), settings)
+        digest, size = transfer.download(repo.client, s3_bucket, "big.bin", out, len(data), settings, sync_every=1024 * 1024)  # writeback on a helper thread too
     assert (digest, size, (tmp_path / "big.bin").read_bytes()) == (hashlib.sha256(data).hexdigest(), len(data), data)
     seen = moto_s3.requests()[before:]
     assert [r.split()[0] for r in seen] == ["GET"] * 81  # no HeadObject: the size came from the manifest
