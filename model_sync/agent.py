@@ -7,7 +7,7 @@ One pass (`RepositoryAgent.sync_once`):
      If-None-Match). Every --full-resync seconds (and on the first pass) the full listing of
      repository/ compares every pin's ETag instead, catching a pin written without its index
      entry. Steady state: one request per pass plus a status PUT per heartbeat, whatever the
-     number of versions or files (up to 1,000 models; bench/agent/p3_pass_cost.py).
+     number of versions or files (up to 1,000 models; `agent-pass` in bench/transfer/run.py).
   2. for a pin that changed: download every file of the pinned version listed in its manifest
      into a staging directory BESIDE the repository root (same filesystem, never inside it:
      Triton takes any directory in the root for a model), verify sha256 + size of each file,
