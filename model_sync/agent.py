@@ -195,6 +195,17 @@ def pinned_versions(config_text: str) -> tuple[int, ...]:
     return tuple(sorted(int(v) for v in cfg.version_policy.specific.versions))
 
 
+def backend_files(config_text: str) -> tuple[str, ...]:
+    """The files the pinned config's backend needs in the version directory: model.py for the
+    python backend, model.pt (or default_model_filename) for libtorch, ... (model_config)."""
+    from model_sync import model_config
+
+    try:
+        return model_config.required_files(model_config.parse(config_text))
+    except model_config.ConfigPbtxtError as e:
+        raise VersionRejected(str(e)) from None
+
+
 def local_versions(model_dir: Path) -> list[int]:
     if not model_dir.is_dir():
         return []
@@ -712,6 +723,9 @@ class RepositoryAgent:
             raise VersionRejected(str(e)) from None
         if doc["config_pbtxt"] != pin_text and len(pinned_versions(pin_text)) == 1:
             raise VersionRejected(f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text recorded in {mkey}")
+        missing = [f for f in backend_files(pin_text) if f not in doc["files"]]
+        if missing:  # tritonserver 2.51 would stay LOADING on it, and its repository poller with it
+            raise VersionRejected(f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend needs (model_config.required_files)")
         work = s.staging / f"{name}.{version}.{os.getpid()}.{random.randrange(1 << 30)}"  # noqa: S311 - unique name
         work.mkdir(parents=True)
         try:

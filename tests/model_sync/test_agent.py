@@ -366,3 +366,44 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     assert any("prefix=repository/" in r for r in resynced)
     assert agent.models["a"].serving == (1,)
     agent.close()
+
+
+def test_a_version_without_its_backends_files_is_never_placed(tmp_path: Path, rclone_s3: object) -> None:
+    """A manifest written past `push` (a script, another tool) that lists only model.pt for a
+    python-backend model, or model.pt where the libtorch config names net.pt: tritonserver 2.51
+    would stay LOADING on it and stop loading anything else. The agent refuses the version before
+    a byte reaches Triton, reports why, and the previous version keeps serving."""
+    from model_sync import errors, manifest, model_config
+    from tests.support.s3_servers import KEY, SECRET
+
+    bucket = rclone_s3.make_bucket("models-backend-files")  # type: ignore[attr-defined]
+    client = _client(rclone_s3, KEY, SECRET)
+    libtorch = 'name: "lt"\nplatform: "pytorch_libtorch"\ndefault_model_filename: "net.pt"\nmax_batch_size: 0\n'
+
+    def publish(name: str, version: int, text: str) -> None:
+        data = b"weights"
+        doc = {"schema": "model-sync.manifest/v1", "model": name, "version": version, "files": {"model.pt": {"sha256": manifest.sha256_bytes(data), "size": len(data)}},
+               "config_pbtxt": text, "backend": "python", "platform": "", "source": {"path": "/t", "host": "t", "git_commit": None, "promoted_from": None},
+               "exporter": {"tool": "t", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
+               "created_by": "t", "created_at": manifest.now()}  # fmt: skip
+        client.put_object(Bucket=bucket, Key=layout.version_file_key(name, version, "model.pt"), Body=data)  # type: ignore[attr-defined]
+        client.put_object(Bucket=bucket, Key=layout.manifest_key(name, version), Body=manifest.dumps(doc))  # type: ignore[attr-defined]
+        client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=text.encode())  # type: ignore[attr-defined]
+
+    publish("add", 4, pinned_config("add", 4))  # the adopted model's next version: python backend, no model.py
+    publish("new", 1, pinned_config("new", 1))  # a new model, the same mistake
+    publish("lt", 1, model_config.pinned_text(model_config.parse(libtorch), 1, "lt"))  # libtorch: net.pt named, model.pt listed
+    s = _adopted(tmp_path, bucket)
+    a = ag.RepositoryAgent(s, _repo(rclone_s3, bucket, KEY, SECRET))  # type: ignore[arg-type]
+    assert a.run(once=True) == errors.OK  # "add" still serves version 3
+    assert (s.repository / "add" / "3" / "model.py").read_text() == "# serving\n"
+    assert "versions: 3" in (s.repository / "add" / "config.pbtxt").read_text()
+    assert not (s.repository / "add" / "4").exists()
+    assert not (s.repository / "new").exists()
+    assert not (s.repository / "lt").exists()
+    status = json.loads(client.get_object(Bucket=bucket, Key=layout.status_key("default", "replica-0"))["Body"].read())  # type: ignore[attr-defined]
+    for name, version, missing in (("add", 4, "model.py"), ("new", 1, "model.py"), ("lt", 1, "net.pt")):
+        entry = status["models"][name]
+        assert entry["state"] == "FAILED", entry
+        assert entry["failed"][str(version)] == f"manifest {layout.manifest_key(name, version)}: lists no {missing}; allowed: a version with every file its backend needs (model_config.required_files)"
+    assert status["models"]["add"]["serving"] == [3]
