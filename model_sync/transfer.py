@@ -2,9 +2,9 @@
 promote's server-side copies, the agent's ranged parallel downloads.
 
 The client is s3transfer's classic TransferManager on the Repo's botocore client. The AWS
-Common Runtime client (awscrt) was measured here (bench/transfer, docs/model-sync.md): its
-upload fails against `rclone serve s3` (AWS_ERROR_S3_MISSING_UPLOAD_ID) and its download was
-level with this tuned manager, so model_sync does not use it.
+Common Runtime client (awscrt) was tried here (docs/model-sync.md, "S3 layer"): its upload
+fails against `rclone serve s3` (AWS_ERROR_S3_MISSING_UPLOAD_ID) and its download was level
+with this tuned manager, so model_sync does not use it.
 
 Tuning, measured on the 2 GiB benchmark: s3transfer's default 256 KiB io_chunksize cost a fifth
 of the download throughput in Python overhead; 1 MiB brings it level with s5cmd.
