@@ -23,7 +23,7 @@ from typing import Any
 
 from model_sync import errors, layout, s3client
 from model_sync.environments import Environment
-from model_sync.s3errors import Kind, classify, retried, translate
+from model_sync.s3errors import Kind, classify, kind_of_code, retried, translate
 
 _LOCK = threading.Lock()
 _PROBED: dict[tuple[str | None, str], tuple[bool, bool]] = {}  # (If-None-Match, If-Match) enforced
@@ -218,7 +218,7 @@ class Repo:
             if failed:
                 err = failed[0]
                 raised = errors.s3(f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: s3:DeleteObject on the repository")
-                raised.s3_kind = classify(_FailedKey(err))
+                raised.s3_kind = kind_of_code(str(err.get("Code") or ""))
                 raise raised
 
     def delete_one(self, rel: str) -> None:
@@ -254,15 +254,6 @@ class Repo:
         """What the server ignores ("If-None-Match", "If-Match", or both joined by "and"); None when it enforces both."""
         ignored = [h for h, ok in zip(("If-None-Match", "If-Match"), self._probe(), strict=True) if not ok]
         return " and ".join(ignored) or None
-
-
-
-class _FailedKey(Exception):
-    """A DeleteObjects per-key error, shaped like a ClientError for s3errors.classify."""
-
-    def __init__(self, err: dict[str, Any]) -> None:
-        super().__init__(err.get("Message") or err.get("Code"))
-        self.response = {"Error": {"Code": err.get("Code")}, "ResponseMetadata": {}}
 
 
 def etag_of(obj: dict[str, Any]) -> str | None:

@@ -78,10 +78,22 @@ def classify(e: BaseException) -> Kind:
     if isinstance(e, ConnectionError | TimeoutError):
         return Kind.UNAVAILABLE
     found = code(e)
-    if found == "RequestTimeTooSkewed":
-        return Kind.CLOCK
     if bucket_region(e) and (found in WRONG_REGION_CODES or status(e) == 301):
         return Kind.WRONG_REGION
+    by_code = kind_of_code(found)
+    if by_code is not Kind.OTHER:
+        return by_code
+    if isinstance(e, bx.ClientError) and (status(e) >= 500 or status(e) == 429 or found in ("SlowDown", "Throttling", "RequestTimeout")):
+        return Kind.UNAVAILABLE
+    if isinstance(e, bx.HTTPClientError) or type(e).__module__.startswith("urllib3"):
+        return Kind.UNAVAILABLE
+    return Kind.OTHER
+
+
+def kind_of_code(found: str) -> Kind:
+    """The kind an S3 error code (or bare HTTP status) names by itself; OTHER when it names none."""
+    if found == "RequestTimeTooSkewed":
+        return Kind.CLOCK
     if found == "NoSuchBucket":
         return Kind.NO_BUCKET
     if found in DENIED_CODES:
@@ -94,10 +106,6 @@ def classify(e: BaseException) -> Kind:
         return Kind.NOT_MODIFIED
     if found in DIGEST_CODES:
         return Kind.DIGEST
-    if isinstance(e, bx.ClientError) and (status(e) >= 500 or status(e) == 429 or found in ("SlowDown", "Throttling", "RequestTimeout")):
-        return Kind.UNAVAILABLE
-    if isinstance(e, bx.HTTPClientError) or type(e).__module__.startswith("urllib3"):
-        return Kind.UNAVAILABLE
     return Kind.OTHER
 
 

@@ -36,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -200,6 +199,7 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
     from model_sync import environments, layout, manifest, model_config, s3client
     from model_sync.s3 import Repo
     from tests.support.s3_servers import S3Server, aws_environ
+    from tests.support.triton import upload_version
 
     os.environ.update({k: v for k, v in aws_environ().items() if k.startswith("AWS_")})
     server = S3Server("moto").start()
@@ -207,25 +207,15 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
         bucket = server.make_bucket("agent-pass")
         client = server.client()
         base = 'name: "{m}"\nbackend: "python"\nmax_batch_size: 8\n'
-        lock = threading.Lock()
-        done = [0]
 
         def publish(i: int) -> None:
             name = f"model-{i:04d}"
             text = ""
             for v in range(1, versions + 1):
-                data = f"# {name} {v}\n".encode()
-                client.put_object(Bucket=bucket, Key=layout.version_file_key(name, v, "model.py"), Body=data)
                 text = model_config.pinned_text(model_config.parse(base.format(m=name)), v, name)
-                doc = {"schema": manifest.MANIFEST_V1, "model": name, "version": v, "files": {"model.py": {"sha256": manifest.sha256_bytes(data), "size": len(data)}},
-                       "config_pbtxt": text, "backend": "python", "platform": "", "source": {"path": "/bench", "host": "bench", "git_commit": None, "promoted_from": None},
-                       "exporter": {"tool": "bench", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
-                       "created_by": "bench", "created_at": manifest.now()}  # fmt: skip
-                client.put_object(Bucket=bucket, Key=layout.manifest_key(name, v), Body=manifest.dumps(doc))
+                upload_version(client, bucket, name, v, {"model.py": f"# {name} {v}\n".encode()}, text)
             client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=text.encode())
             client.put_object(Bucket=bucket, Key=layout.pin_index_key(name), Body=manifest.pin_index(name, versions))
-            with lock:
-                done[0] += 1
 
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(publish, range(models)))

@@ -373,21 +373,16 @@ def test_a_version_without_its_backends_files_is_never_placed(tmp_path: Path, rc
     python-backend model, or model.pt where the libtorch config names net.pt: tritonserver 2.51
     would stay LOADING on it and stop loading anything else. The agent refuses the version before
     a byte reaches Triton, reports why, and the previous version keeps serving."""
-    from model_sync import errors, manifest, model_config
+    from model_sync import errors, model_config
     from tests.support.s3_servers import KEY, SECRET
+    from tests.support.triton import upload_version
 
     bucket = rclone_s3.make_bucket("models-backend-files")  # type: ignore[attr-defined]
     client = _client(rclone_s3, KEY, SECRET)
     libtorch = 'name: "lt"\nplatform: "pytorch_libtorch"\ndefault_model_filename: "net.pt"\nmax_batch_size: 0\n'
 
-    def publish(name: str, version: int, text: str) -> None:
-        data = b"weights"
-        doc = {"schema": "model-sync.manifest/v1", "model": name, "version": version, "files": {"model.pt": {"sha256": manifest.sha256_bytes(data), "size": len(data)}},
-               "config_pbtxt": text, "backend": "python", "platform": "", "source": {"path": "/t", "host": "t", "git_commit": None, "promoted_from": None},
-               "exporter": {"tool": "t", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
-               "created_by": "t", "created_at": manifest.now()}  # fmt: skip
-        client.put_object(Bucket=bucket, Key=layout.version_file_key(name, version, "model.pt"), Body=data)  # type: ignore[attr-defined]
-        client.put_object(Bucket=bucket, Key=layout.manifest_key(name, version), Body=manifest.dumps(doc))  # type: ignore[attr-defined]
+    def publish(name: str, version: int, text: str) -> None:  # what push refuses: only model.pt
+        upload_version(client, bucket, name, version, {"model.pt": b"weights"}, text)
         client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=text.encode())  # type: ignore[attr-defined]
 
     publish("add", 4, pinned_config("add", 4))  # the adopted model's next version: python backend, no model.py

@@ -9,46 +9,15 @@ import threading
 from typing import Any
 
 
-class DroppingListener:
-    """Accepts each connection and closes it at once, counting them: one per request attempt."""
+class _Listener:
+    """A 127.0.0.1 listener on a free port whose thread hands each accepted connection to
+    `_accepted`, counting them (one per request attempt)."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.05)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sock.close()
-
-
-class LostResponseRelay:
-    """A relay in front of a real server that loses the first response: the first request is
-    delivered whole, the server answers (so it HAS applied it), and the client sees the connection
-    closed instead. Later connections are relayed untouched. Counts connections."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.lost = b""
         self.accepted = 0
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.sock.settimeout(0.05)
         self.port = self.sock.getsockname()[1]
-        self._sockets: list[socket.socket] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, daemon=True)]
         self._threads[0].start()
@@ -60,13 +29,44 @@ class LostResponseRelay:
             except TimeoutError:
                 continue
             self.accepted += 1
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            self._sockets += [conn, upstream]
-            self._spawn(self._pump, conn, upstream)
-            if self.accepted == 1:
-                self._spawn(self._lose, conn, upstream)
-            else:
-                self._spawn(self._pump, upstream, conn)
+            self._accepted(conn)
+
+    def _accepted(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+        self.sock.close()
+
+
+class DroppingListener(_Listener):
+    """Accepts each connection and closes it at once."""
+
+    def _accepted(self, conn: socket.socket) -> None:
+        conn.close()
+
+
+class LostResponseRelay(_Listener):
+    """A relay in front of a real server that loses the first response: the first request is
+    delivered whole, the server answers (so it HAS applied it), and the client sees the connection
+    closed instead. Later connections are relayed untouched."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.lost = b""
+        self._sockets: list[socket.socket] = []
+        super().__init__()
+
+    def _accepted(self, conn: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        self._sockets += [conn, upstream]
+        self._spawn(self._pump, conn, upstream)
+        if self.accepted == 1:
+            self._spawn(self._lose, conn, upstream)
+        else:
+            self._spawn(self._pump, upstream, conn)
 
     def _spawn(self, target: Any, *args: Any) -> None:
         t = threading.Thread(target=target, args=args, daemon=True)
@@ -103,10 +103,7 @@ class LostResponseRelay:
                     end.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
-        self._stop.set()
-        for s in self._sockets:
+        for sock in self._sockets:
             with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-        for t in self._threads:
-            t.join(timeout=5)
-        self.sock.close()
+                sock.shutdown(socket.SHUT_RDWR)
+        super().close()

@@ -101,8 +101,9 @@ def s3_client(server: RcloneS3Server) -> Any:
 
 
 def upload_version(client: Any, bucket: str, name: str, version: int, files: dict[str, bytes], config_text: str) -> None:
-    """Hand-built version files + v1 manifest without a pin: only for bench/agent/p2_requests.py,
-    which needs 20 x 3 versions fast and counts S3 requests. Tests publish through push_version."""
+    """Hand-built version files + v1 manifest without a pin: for the benches that need many
+    versions fast and count S3 requests (bench/agent/p2_requests.py, bench/transfer/run.py), and
+    for tests of versions `push` would refuse. Other tests publish through push_version."""
     for rel, data in files.items():
         client.put_object(Bucket=bucket, Key=layout.version_file_key(name, version, rel), Body=data)
     doc = {
