@@ -10,16 +10,19 @@ One pass (`RepositoryAgent.sync_once`):
      number of versions or files (up to 1,000 models; `agent-pass` in bench/transfer/run.py).
   2. for a pin that changed: download every file of the pinned version listed in its manifest
      into a staging directory BESIDE the repository root (same filesystem, never inside it:
-     Triton takes any directory in the root for a model), verify sha256 + size of each file,
-     then move the version directory into place with one rename(2). A new model is assembled
-     whole (config + version) in staging and renamed in at once.
-  3. rewrite the local config.pbtxt atomically (temp file in staging + rename) to the pin.
-     Triton (poll mode on the local directory) then loads the new version and swaps traffic.
-  4. confirm through Triton's HTTP API that the version is READY (the status keeps being
-     written every heartbeat while waiting); if it fails to load, pin the previous version back
-     locally (the old version keeps serving), or, for a model with no previous version, move the
-     model out of the repository (a never-loading model must not hold the replica not-ready
-     under --strict-readiness), and report the failure with Triton's reason. Versions adopted
+     Triton takes any directory in the root for a model) and verify sha256 + size of each file.
+  3. once every changed pin is staged, commit them one after another in quick succession: move
+     each version directory into place with one rename(2) (a new model is assembled whole,
+     config + version, and renamed in at once) and rewrite the local config.pbtxt atomically
+     (temp file in staging + rename) to the pin. Triton (poll mode on the local directory) sees
+     them together and loads them concurrently (--model-load-thread-count), then swaps traffic.
+  4. confirm through Triton's repository index (one request answers for every model) that the
+     versions are READY, for up to one --interval; loads still in flight are confirmed by the
+     next passes, which meanwhile place new pins (the status keeps being written every
+     heartbeat). A version that fails to load has the previous version pinned back locally (the
+     old version keeps serving), or, for a model with no previous version, the model moved out
+     of the repository (a never-loading model must not hold the replica not-ready under
+     --strict-readiness), and the failure is reported with Triton's reason. Versions adopted
      from the init container are confirmed the same way once Triton is live.
   5. run a smoke inference of every READY version on loopback (inputs of the declared
      shape/dtype from the pinned config, outputs checked against it) and record it per model.
@@ -291,14 +294,24 @@ class TritonProbe:
                 return doc
         return None
 
-    def load_failure(self, model: str, version: int) -> str | None:
-        """Triton's reason when `model` version `version` is UNAVAILABLE after a load attempt."""
-        for entry in self.index() or []:
-            if entry.get("name") == model and str(entry.get("version")) == str(version) and entry.get("state") == "UNAVAILABLE":
-                reason = str(entry.get("reason") or "")
-                if reason and reason != "unloaded":
-                    return reason
-        return None
+    def version_states(self) -> dict[tuple[str, int], tuple[str, str]] | None:
+        """(model, version) -> (state, reason) for every version in the repository index, in
+        one request; None when the index is unavailable."""
+        entries = self.index()
+        if entries is None:
+            return None
+        states: dict[tuple[str, int], tuple[str, str]] = {}
+        for entry in entries:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                states[(str(entry["name"]), int(entry["version"]))] = (str(entry.get("state") or ""), str(entry.get("reason") or ""))
+        return states
+
+
+def _failure(entry: tuple[str, str] | None) -> str | None:
+    """The reason of a version the index shows UNAVAILABLE after a load attempt (not merely unloaded)."""
+    if entry is not None and entry[0] == "UNAVAILABLE" and entry[1] and entry[1] != "unloaded":
+        return entry[1]
+    return None
 
 
 # ---- file operations ---------------------------------------------------------------------------
@@ -323,6 +336,17 @@ def _fsync_dir(path: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Load:
+    """Versions placed and pinned locally, waiting for Triton: what to pin back if they fail."""
+
+    versions: tuple[int, ...]
+    previous_text: str | None
+    previous: tuple[int, ...]
+    adopted: bool = False  # placed before Triton started: the previous version is found locally
+    started: float = field(default_factory=time.monotonic)
 
 
 CHANGED = object()  # _pin_etags(): the model's pin-index entry changed, re-read its pin
@@ -365,6 +389,8 @@ class RepositoryAgent:
         self._manager: Any = None  # s3transfer manager for big files, created by the first one
         self._index: dict[str, str] = {}  # model -> ETag of its pin-index entry, as last listed
         self._listed_at: float | None = None  # monotonic time of the last full listing of repository/
+        self._staged: dict[str, Path] = {}  # model -> its versions verified in staging, committed at the end of the pass
+        self._loads: dict[str, _Load] = {}  # placed this pass, to be confirmed READY together (_settle_loads)
 
     # -- lifecycle --
 
@@ -418,7 +444,7 @@ class RepositoryAgent:
             failures = 0
             while not self.stop.is_set():
                 try:
-                    self.sync_once()
+                    self.sync_once(None if once else self.settings.interval)
                     failures = 0
                     if once:
                         return self.once_exit_code()
@@ -492,9 +518,11 @@ class RepositoryAgent:
 
     # -- one pass --
 
-    def sync_once(self) -> bool:
+    def sync_once(self, wait: float | None = None) -> bool:
         """One pass over every pin. True when every pinned version is in place (and READY if
-        Triton is watched). Raises S3Unavailable (S3AccessDenied) when the bucket cannot be
+        Triton is watched). Loads in flight are confirmed for up to `wait` seconds (None: until
+        each is READY or failed); the sidecar waits one interval, then places new pins while
+        Triton goes on loading. Raises S3Unavailable (S3AccessDenied) when the bucket cannot be
         read, PassError when a model hit an unclassified error (the other models are synced);
         readiness, smoke inferences and the status report happen either way."""
         first_error: BaseException | None = None
@@ -515,20 +543,23 @@ class RepositoryAgent:
                     log.error("%s: %s", name, st.error)
                     first_error = first_error or e
             self.s3_ok, self.last_s3_ok_at = True, self.clock()
-            self.last_error = None if first_error is None else f"{_one_line(first_error)}"
         except S3Unavailable as e:
             self.s3_ok, self.last_error = False, str(e)
-            self._after_pass()
+            self._commit_staged()  # what verified before the outage goes live
+            self._after_pass(wait)
             raise
-        self._after_pass()
+        first_error = first_error or self._commit_staged()
+        self.last_error = None if first_error is None else f"{_one_line(first_error)}"
+        all_ok = self._after_pass(wait) and all_ok
         if first_error is not None:
             raise PassError(_one_line(first_error)) from first_error
         return all_ok
 
-    def _after_pass(self) -> None:
-        self._refresh_readiness()
+    def _after_pass(self, wait: float | None) -> bool:
+        all_ok = self._refresh_readiness(wait)
         self._prune()
         self._report(force=False)
+        return all_ok
 
     def _s3_call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs), a Repo operation; its S3 failures sorted by s3errors' kind."""
@@ -600,56 +631,116 @@ class RepositoryAgent:
             return False  # this pin already failed here: keep serving the previous version until the pin changes
         model_dir = self.settings.repository / name
         if read_local_pin(model_dir) == st.pin_text and all(v in local_versions(model_dir) for v in st.pinned):
-            st.serving = st.pinned
+            if name not in self._loads:  # in flight: confirmed by _settle_loads
+                st.serving = st.pinned
             return True
         return self._apply_pin(name, st)
 
     def _apply_pin(self, name: str, st: ModelState) -> bool:
-        s = self.settings
-        model_dir = s.repository / name
+        """Stage every pinned version missing locally (downloaded and verified in staging); the
+        pass commits them all together afterwards (_commit_staged). False when one is rejected."""
         assert st.pin_text is not None
-        previous_text = read_local_pin(model_dir)
-        previous = st.serving if previous_text is not None else ()
-        new_model = previous_text is None
-        build = s.staging / f"{name}.model.{os.getpid()}" if new_model else None
+        model_dir = self.settings.repository / name
+        # A directory without config.pbtxt is no model: a new one is assembled whole in staging.
+        have = local_versions(model_dir) if read_local_pin(model_dir) is not None else []
+        build = self.settings.staging / f"{name}.pin.{os.getpid()}"
+        _remove(build)
         try:
             for version in st.pinned:
-                if version in local_versions(model_dir):
-                    continue
-                target = (build / str(version)) if build else (model_dir / str(version))
-                try:
-                    self._stage_version(name, version, st.pin_text, target)
-                except VersionRejected as e:
-                    self._reject(name, st, version, str(e))
-                    return False
-            if build is not None:
-                # A new model appears whole: config + verified version directories in one rename.
-                _remove(model_dir)  # a directory without config.pbtxt (nothing Triton could load)
-                (build / layout.CONFIG_FILE).write_bytes(st.pin_text.encode())
-                os.rename(build, model_dir)
-                _fsync_dir(s.repository)
-            else:
-                atomic_write(model_dir / layout.CONFIG_FILE, st.pin_text.encode(), s.staging)
-        finally:
-            if build is not None:
+                if version not in have:
+                    self._stage_version(name, version, st.pin_text, build / str(version))
+        except VersionRejected as e:
+            _remove(build)
+            self._reject(name, st, version, str(e))
+            return False
+        except BaseException:
+            _remove(build)
+            raise
+        self._staged[name] = build
+        return True
+
+    def _commit_staged(self) -> BaseException | None:
+        """Move every version staged this pass into place and pin it locally, one model after
+        another in quick succession, so that Triton's poller sees them together and loads them
+        concurrently; none is confirmed before all are placed (_settle_loads). Returns the first
+        error (the other models are committed)."""
+        staged, self._staged = self._staged, {}
+        first_error: BaseException | None = None
+        for name, build in sorted(staged.items()):
+            st = self.models[name]
+            try:
+                self._commit(name, st, build)
+            except Exception as e:
+                st.error = f"sync failed: {_one_line(e)}"
+                log.error("%s: %s", name, st.error)
+                first_error = first_error or e
+            finally:
                 _remove(build)
+        return first_error
+
+    def _commit(self, name: str, st: ModelState, build: Path) -> None:
+        s = self.settings
+        assert st.pin_text is not None
+        model_dir = s.repository / name
+        previous_text = read_local_pin(model_dir)
+        previous = st.serving if previous_text is not None else ()
+        in_flight = self._loads.pop(name, None)
+        if in_flight is not None:  # pinned again while loading: on failure, back to what last served
+            previous_text, previous = in_flight.previous_text, in_flight.previous
+        if read_local_pin(model_dir) is None:
+            # A new model appears whole: config + verified version directories in one rename.
+            build.mkdir(parents=True, exist_ok=True)
+            _remove(model_dir)  # a directory without config.pbtxt (nothing Triton could load)
+            (build / layout.CONFIG_FILE).write_bytes(st.pin_text.encode())
+            os.rename(build, model_dir)
+            _fsync_dir(s.repository)
+        else:
+            versions = sorted(build.iterdir()) if build.is_dir() else []
+            for version_dir in versions:  # invisible to Triton until the config pins them
+                os.rename(version_dir, model_dir / version_dir.name)
+            if versions:
+                _fsync_dir(model_dir)
+            atomic_write(model_dir / layout.CONFIG_FILE, st.pin_text.encode(), s.staging)
         log.info("pinned %s to version(s) %s locally (was %s)", name, list(st.pinned), list(previous) or "none")
         st.changed_at = self.clock()
         if self.triton is None:
             st.serving, st.state, st.error = st.pinned, PLACED, None
-            return True
+            return
         st.state, st.error = LOADING, None
-        failure = self._await_ready(name, st.pinned)
-        if failure is not None and self.stop.is_set():
-            raise Abandoned()  # placed + pinned locally; the next start adopts and confirms it
-        if failure is None:
-            st.serving, st.state, st.error = st.pinned, READY, None
-            log.info("%s version(s) %s READY", name, list(st.pinned))
-            self._smoke(name, st)
+        self._loads[name] = _Load(st.pinned, previous_text, previous)
+
+    def _settle_loads(self, wait: float | None) -> bool:
+        """Confirm the loads in flight (placed by this or an earlier pass, or adopted), all at
+        once, for up to `wait` seconds (None: until each is READY, failed or past
+        ready_timeout): READY ones are smoke-tested, a failure pins the previous version back
+        (_load_failed). The rest stay LOADING for the next pass, which meanwhile places new pins.
+        True when nothing is left in flight and nothing failed."""
+        if not self._loads:
             return True
-        self._load_failed(name, st, st.pinned, failure, previous_text, previous)
-        st.rejected_etag = st.pin_etag
-        return False
+        outcome = self._await_loads({name: (load.versions, load.started) for name, load in self._loads.items()}, wait)
+        if self.stop.is_set():
+            raise Abandoned()  # placed + pinned locally; the next start adopts and confirms them
+        all_ok = len(outcome) == len(self._loads)
+        loaded = [name for name, failure in sorted(outcome.items()) if failure is None]
+        for name in loaded:
+            load, st = self._loads.pop(name), self.models[name]
+            st.serving, st.state, st.error = load.versions, READY, None
+            log.info("%s version(s) %s READY%s", name, list(load.versions), " (placed before Triton started)" if load.adopted else "")
+        if loaded:
+            self._report(force=False)  # READY is reported before the smoke inferences run
+        for name in loaded:
+            self._smoke(name, self.models[name])
+        for name, failure in sorted(outcome.items()):
+            if failure is None:
+                continue
+            load, st = self._loads.pop(name), self.models[name]
+            all_ok = False
+            if load.adopted:
+                self._adopted_failed(name, st, failure)
+            else:
+                self._load_failed(name, st, load.versions, failure, load.previous_text, load.previous)
+                st.rejected_etag = st.pin_etag
+        return all_ok
 
     def _load_failed(self, name: str, st: ModelState, versions: tuple[int, ...], failure: str, previous_text: str | None, previous: tuple[int, ...]) -> None:
         """`versions` did not load: pin the previous local version back so it keeps serving, or,
@@ -678,28 +769,42 @@ class RepositoryAgent:
         _remove(trash)
 
     def _await_ready(self, name: str, versions: tuple[int, ...]) -> str | None:
-        """None when every version is READY; else Triton's failure reason (or a timeout). The
-        status keeps being reported (heartbeat) while waiting, the model shown LOADING."""
+        """None when every version of `name` is READY; else Triton's failure reason (or a timeout)."""
+        return self._await_loads({name: (versions, time.monotonic())}, None).get(name, "agent stopping before the version became READY")
+
+    def _await_loads(self, waiting: Mapping[str, tuple[tuple[int, ...], float]], wait: float | None) -> dict[str, str | None]:
+        """model -> None once every one of its versions is READY, else Triton's failure reason
+        (or a timeout `ready_timeout` after its start); models still loading after `wait`
+        seconds (None: no limit) or when stopping are left out. One repository-index request
+        per tick answers for every model; the status keeps being reported (heartbeat)."""
         assert self.triton is not None
-        started = time.monotonic()
-        deadline = started + self.settings.ready_timeout
-        next_report = started + 1.0
-        while time.monotonic() < deadline:
-            if all(self.triton.version_ready(name, v) for v in versions):
-                return None
-            # Give Triton's poller (1 s) time to notice the new config before trusting the index
-            # (it may still show an earlier attempt's state).
-            if time.monotonic() - started > 3.0:
-                for v in versions:
-                    reason = self.triton.load_failure(name, v)
-                    if reason:
-                        return reason
-            if time.monotonic() >= next_report:
+        outcome: dict[str, str | None] = {}
+        give_up = None if wait is None else time.monotonic() + wait
+        next_report = time.monotonic() + 1.0
+        while True:
+            states = self.triton.version_states()
+            now = time.monotonic()
+            for name, (versions, started) in waiting.items():
+                if name in outcome:
+                    continue
+                if states is None:  # no index (restricted API without the key): readiness only, failures time out
+                    if all(self.triton.version_ready(name, v) for v in versions):
+                        outcome[name] = None
+                elif all(states.get((name, v), ("", ""))[0] == "READY" for v in versions):
+                    outcome[name] = None
+                # Give Triton's poller (1 s) time to notice the new config before trusting the
+                # index (it may still show an earlier attempt's state).
+                elif now - started > 3.0 and (reason := next((r for v in versions if (r := _failure(states.get((name, v))))), None)):
+                    outcome[name] = reason
+                if name not in outcome and now >= started + self.settings.ready_timeout:
+                    outcome[name] = f"not READY within {self.settings.ready_timeout:.0f}s"
+            if len(outcome) == len(waiting) or (give_up is not None and now >= give_up):
+                return outcome
+            if now >= next_report:
                 self._report(force=False)  # writes only when something changed or a heartbeat is due
                 next_report = time.monotonic() + 1.0
             if self.stop.wait(0.2):
-                return "agent stopping before the version became READY"
-        return f"not READY within {self.settings.ready_timeout:.0f}s"
+                return outcome
 
     def _reject(self, name: str, st: ModelState, version: int, reason: str) -> None:
         log.error("%s version %s rejected, not placed: %s", name, version or "?", reason)
@@ -776,38 +881,33 @@ class RepositoryAgent:
 
     # -- readiness, pruning, status --
 
-    def _refresh_readiness(self) -> None:
+    def _refresh_readiness(self, wait: float | None) -> bool:
+        """Confirm the loads in flight, and what the init container placed once Triton is live
+        (_settle_loads, all together, for up to `wait` seconds), then refresh every other
+        model's readiness."""
         if self.triton is None:
-            return
-        live: bool | None = None
+            return True
+        adopted = [name for name, st in self.models.items() if st.serving and st.state == PLACED and name not in self._loads]
+        if adopted and self.triton.live():
+            for name in adopted:  # placed before Triton started (init container, restart): confirm it
+                self._loads[name] = _Load(self.models[name].serving, None, (), adopted=True)
+        settled = set(self._loads)
+        all_ok = self._settle_loads(wait)
         for name, st in self.models.items():
-            if not st.serving or (st.state == FAILED and st.rejected_etag == st.pin_etag):
+            if name in settled or not st.serving or st.state == PLACED or (st.state == FAILED and st.rejected_etag == st.pin_etag):
                 continue  # a failure of the current pin stays reported until the pin changes
-            if st.state == PLACED:
-                # Adopted from the init container (or a restart): confirm once Triton is up.
-                live = self.triton.live() if live is None else live
-                if live:
-                    self._confirm_adopted(name, st)
-                continue
             ready = all(self.triton.version_ready(name, v) for v in st.serving)
             st.state = READY if ready else LOADING
             if ready:
                 st.error = None
                 if self._smoke_due(st):
                     self._smoke(name, st)
+        return all_ok
 
-    def _confirm_adopted(self, name: str, st: ModelState) -> None:
-        """A version placed before Triton started must become READY; a failure is handled like
-        any failed load: the newest other local version is pinned back, else the model removed."""
+    def _adopted_failed(self, name: str, st: ModelState, failure: str) -> None:
+        """A version placed before Triton started did not load: handled like any failed load, the
+        newest other local version pinned back, else the model removed."""
         versions = st.serving
-        failure = self._await_ready(name, versions)
-        if failure is not None and self.stop.is_set():
-            return  # stopping: judge nothing, the next start confirms it again
-        if failure is None:
-            st.state, st.error = READY, None
-            log.info("%s version(s) %s (placed before Triton started) READY", name, list(versions))
-            self._smoke(name, st)
-            return
         model_dir = self.settings.repository / name
         failed_text = read_local_pin(model_dir)
         others = [v for v in local_versions(model_dir) if v not in versions]

@@ -304,3 +304,25 @@ def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(servin
     assert not (serving.repository / "broken").exists()
     assert http_status(add_ready) == 200
     assert served_version(serving.triton.http_url, "add") == 1
+
+
+def test_pins_of_one_pass_are_all_placed_before_any_is_confirmed(serving: Serving) -> None:
+    """Issue 17, item 2: Triton loads the models of one pass concurrently. Every pin the pass saw is
+    placed and pinned locally before the agent waits for the first READY (it used to place, wait
+    and confirm one model after another); one model failing among them is rolled back alone."""
+    names = ["m0", "m1", "m2", "m3"]
+    for name in names:
+        push_version(serving, name, fail=name == "m2")
+    for name in names:  # before the agent starts: its first pass sees all four
+        flip_pin(serving.client, BUCKET, name, 1)
+    serving.start_agent()
+    doc = serving.wait_status(lambda d: all(_model_state(d, n).get("state") in ("READY", "FAILED") for n in names), what="every model settled")
+    assert {n: _model_state(doc, n)["state"] for n in names} == {"m0": "READY", "m1": "READY", "m2": "FAILED", "m3": "READY"}
+    assert "initialize failed on purpose" in _model_state(doc, "m2")["error"]
+    lines = (serving.tmp / "logs" / "agent-1.log").read_text().splitlines()
+    pinned = [i for i, line in enumerate(lines) if "locally (was none)" in line]
+    confirmed = [i for i, line in enumerate(lines) if " READY" in line or "failed to load" in line]
+    assert len(pinned) == 4 and confirmed, lines[-20:]
+    assert max(pinned) < min(confirmed), "a model was confirmed before every pin of the pass was placed"
+    for name in ("m0", "m1", "m3"):
+        assert served_version(serving.triton.http_url, name) == 1
