@@ -162,6 +162,8 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
     config_path = os.path.join(path, layout.CONFIG_FILE)
     if not os.path.isfile(config_path):
         raise errors.usage(f"model directory: {path} has no config.pbtxt; allowed: a Triton model directory (config.pbtxt + one <N>/)")
+    if os.path.islink(config_path) and not _inside(os.path.realpath(config_path), os.path.realpath(path)):
+        raise errors.usage(f"model directory: {config_path} is a symlink to {os.path.realpath(config_path)}, outside the model directory; allowed: a config.pbtxt inside {path}")
     try:
         with open(config_path, "rb") as f:
             data = f.read()
@@ -181,6 +183,8 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
     if len(versions) != 1:
         raise errors.usage(f"model directory: {path} has version directories {versions}; allowed: exactly one numeric version directory to publish")
     version_dir = os.path.join(path, versions[0])
+    if os.path.islink(version_dir):  # it would publish whatever it points at
+        raise errors.usage(f"model directory: {version_dir} is a symlink to {os.path.realpath(version_dir)}; allowed: a version directory, not a symlink")
     files = _scan_version_dir(version_dir)
     for required in facts["required"]:
         if required not in files:
@@ -198,10 +202,17 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
     return LocalModel(model, path, data, digest, facts["platform"], facts["backend"], version_dir, files, meta, configs=configs, _cfg=cfg)
 
 
+def _inside(target: str, directory: str) -> bool:
+    return target.startswith(directory.rstrip(os.sep) + os.sep)
+
+
 def discover(path: str, name: str | None = None, configs: cache.ConfigCache | None = None) -> list[LocalModel]:
     """One model directory, or a repository directory of model directories."""
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, layout.CONFIG_FILE)):
         subdirs = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, layout.CONFIG_FILE)))
+        for d in subdirs:
+            if os.path.islink(os.path.join(path, d)):
+                raise errors.usage(f"repository directory: {os.path.join(path, d)} is a symlink to {os.path.realpath(os.path.join(path, d))}; allowed: model directories, not symlinks")
         if subdirs:
             if name:
                 raise errors.usage(f"--name: {name!r} with a repository directory of {len(subdirs)} models; allowed: --name only with one model directory")

@@ -322,7 +322,8 @@ def test_pins_of_one_pass_are_all_placed_before_any_is_confirmed(serving: Servin
     lines = (serving.tmp / "logs" / "agent-1.log").read_text().splitlines()
     pinned = [i for i, line in enumerate(lines) if "locally (was none)" in line]
     confirmed = [i for i, line in enumerate(lines) if " READY" in line or "failed to load" in line]
-    assert len(pinned) == 4 and confirmed, lines[-20:]
+    assert len(pinned) == 4, lines[-20:]
+    assert confirmed, lines[-20:]
     assert max(pinned) < min(confirmed), "a model was confirmed before every pin of the pass was placed"
     for name in ("m0", "m1", "m3"):
         assert served_version(serving.triton.http_url, name) == 1

@@ -262,6 +262,53 @@ def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, m
     assert moto_s3.keys(s3_bucket) == []
 
 
+def _link_version_dir(model: Path) -> None:
+    """m/1 -> a directory elsewhere holding a 'private key' (and model.py, so it would publish)."""
+    elsewhere = model.parent / "elsewhere"
+    (model / "1").rename(elsewhere)
+    (elsewhere / "id_rsa").write_text("-----BEGIN PRIVATE KEY-----\n")
+    (model / "1").symlink_to(elsewhere)
+
+
+def _link_config_outside(model: Path) -> None:
+    outside = model.parent / "outside.pbtxt"
+    (model / "config.pbtxt").rename(outside)
+    (model / "config.pbtxt").symlink_to(outside)
+
+
+def _link_model_dir_in_repository(model: Path) -> None:
+    repository = model.parent / "repo"
+    repository.mkdir()
+    (repository / "simple").symlink_to(model)
+
+
+@pytest.mark.parametrize(
+    ("make", "target", "message"),
+    [
+        (_link_version_dir, "m/simple", r"simple/1 is a symlink to .*elsewhere; allowed: a version directory, not a symlink"),
+        (_link_config_outside, "m/simple", r"config.pbtxt is a symlink to .*outside.pbtxt, outside the model directory"),
+        (_link_model_dir_in_repository, "m/repo", r"repo/simple is a symlink to .*; allowed: model directories, not symlinks"),
+    ],
+)
+def test_symlinked_version_dir_config_or_model_dir_is_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, target, message) -> None:
+    """Issue 17, item 3: a symlink would publish (and pin) whatever it points at."""
+    model = python_model(tmp_path / "m", "simple")
+    make(model)
+    r = run_cli(capsys, "push", str(tmp_path / target), "--env", "staging", "--config", cfg)
+    assert r.code == 2, r.err
+    assert len(r.err.strip().splitlines()) == 1, r.err
+    assert __import__("re").search(message, r.err), r.err
+    assert moto_s3.keys(s3_bucket) == []
+
+
+def test_config_symlink_inside_the_model_directory_is_accepted(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+    model = python_model(tmp_path / "m", "simple")
+    (model / "config.pbtxt").rename(model / "config.real.pbtxt")
+    (model / "config.pbtxt").symlink_to("config.real.pbtxt")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    assert "repository/simple/config.pbtxt" in moto_s3.keys(s3_bucket)
+
+
 def test_dot_files_dot_dirs_and_pycache_are_skipped_not_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
     model = python_model(tmp_path / "m", "simple")
     version = model / "1"
