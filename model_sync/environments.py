@@ -7,7 +7,8 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         bucket: s3://triton-models-staging      # s3://bucket[/prefix], the repository root
         endpointUrl: http://127.0.0.1:9000      # optional: an S3-compatible server
         region: eu-west-1                       # optional (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's)
-        tritonUrl: http://127.0.0.1:8000        # optional: used by `verify`
+        tritonUrl: http://127.0.0.1:8000        # optional: `verify`'s own HTTP smoke inference
+        grpcUrl: 127.0.0.1:8001                 # optional: `verify`'s own gRPC smoke inference (HOST:PORT)
         tritonImage: nvcr.io/nvidia/tritonserver:25.10-py3   # the image serving this env:
                                                 # push/promote refuse TorchScript it cannot load
       prod:
@@ -16,9 +17,10 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
 
 With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI binary: $PULUMI or
 `pulumi` on PATH) and its outputs `modelRepositoryBucket` (the repository root; else
-`modelRepositoryUri` without its trailing `/repository`, the Triton tree), `region`, `tritonUrl` and
-`tritonImage` fill in what the file does not set. Explicit flags (--bucket, --endpoint-url, --region,
---triton-url, --triton-image) override both. Without an endpoint from either, AWS_ENDPOINT_URL_S3 /
+`modelRepositoryUri` without its trailing `/repository`, the Triton tree), `region`,
+`tritonEndpoints` (`{http, grpc}`: tritonUrl and grpcUrl) and `tritonImage` fill in what the file
+does not set (what __main__.py exports: docs/stack-outputs.md). Explicit flags (--bucket,
+--endpoint-url, --region, --triton-url, --grpc-url, --triton-image) override both. Without an endpoint from either, AWS_ENDPOINT_URL_S3 /
 AWS_ENDPOINT_URL apply (sdk_endpoint); a profile's `endpoint_url` is not read. Credentials are never configured here: the AWS default chain only (model_sync/s3.py).
 """
 
@@ -33,7 +35,7 @@ from typing import Any
 from model_sync import errors, layout
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "tritonImage", "pulumiStack", "pulumiCwd")
+ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "grpcUrl", "tritonImage", "pulumiStack", "pulumiCwd")
 CONFIG_NAME = "model-sync.yaml"
 
 
@@ -44,6 +46,7 @@ class Environment:
     endpoint_url: str | None = None
     region: str | None = None
     triton_url: str | None = None
+    grpc_url: str | None = None  # HOST:PORT
     triton_image: str | None = None  # e.g. nvcr.io/nvidia/tritonserver:25.10-py3 (model_sync.compat)
     source: str = "flags"  # where it was resolved from (config path, pulumi stack)
 
@@ -149,6 +152,7 @@ def resolve(
     region: str | None = None,
     triton_url: str | None = None,
     triton_image: str | None = None,
+    grpc_url: str | None = None,
 ) -> Environment:
     """Flags > config file > pulumi stack outputs."""
     if env is not None and not ENV_NAME_RE.match(env):
@@ -169,9 +173,12 @@ def resolve(
                 cwd = os.path.join(os.path.dirname(os.path.abspath(path)), cwd)
             outs = pulumi_outputs(body["pulumiStack"], cwd)
             body.setdefault("bucket", _root_from_outputs(outs))
-            for key in ("region", "tritonUrl", "tritonImage"):
-                if isinstance(outs.get(key), str):
-                    body.setdefault(key, outs[key])
+            found = outs.get("tritonEndpoints")
+            endpoints: dict[str, Any] = found if isinstance(found, dict) else {}
+            for key, value in (("region", outs.get("region")), ("tritonImage", outs.get("tritonImage")),
+                               ("tritonUrl", endpoints.get("http")), ("grpcUrl", endpoints.get("grpc"))):  # fmt: skip
+                if isinstance(value, str) and value:
+                    body.setdefault(key, value)
             source = f"pulumi stack {body['pulumiStack']}"
     uri = bucket or body.get("bucket")
     if not uri:
@@ -189,6 +196,7 @@ def resolve(
         endpoint_url=endpoint,
         region=region or body.get("region"),
         triton_url=triton_url or body.get("tritonUrl"),
+        grpc_url=grpc_url or body.get("grpcUrl"),
         triton_image=triton_image or body.get("tritonImage"),
         source=source,
     )

@@ -21,8 +21,12 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
                                             version number is never reused, even after prune
     audit/pins/<model>/<stamp>-<N>.json    pin history, one record per flip (push, promote,
                                             rollback); <stamp> = UTC %Y%m%dT%H%M%S%fZ sorts in time
-    audit/verifications/<model>/<N>.json   `verify` result for version N in this environment
-                                            (schema "model-sync.verification/v1")
+    audit/verifications/<model>/<N>/<stamp>-<hex>.json
+                                            one record per `verify` attempt of version N in this
+                                            environment, never overwritten (schema
+                                            "model-sync.verification/v2"); the promotion gate
+                                            reads the latest attempt made while N was pinned.
+                                            (<N>.json: the single v1 record of older releases)
     audit/promotions/<model>/<N>.json      provenance of a promoted version N in the TARGET env
                                             (schema "model-sync.promotion/v1")
     audit/.conditional-write-probe         constant key used to detect servers that ignore
@@ -152,7 +156,20 @@ def pin_record_key(model: str, stamp: str, version: int) -> str:
 
 
 def verification_key(model: str, version: int) -> str:
+    """The single v1 verification record of older releases (read by the gate when no attempt exists)."""
     return f"{VERIFICATIONS_PREFIX}{check_model_name(model)}/{check_version(version)}.json"
+
+
+def verification_attempts_prefix(model: str, version: int) -> str:
+    return f"{VERIFICATIONS_PREFIX}{check_model_name(model)}/{check_version(version)}/"
+
+
+def verification_attempt_key(model: str, version: int, stamp: str, nonce: str) -> str:
+    """One verify attempt; <stamp> (UTC %Y%m%dT%H%M%S%fZ) sorts attempts in time, <nonce> keeps
+    two attempts of the same microsecond apart."""
+    if not re.match(r"^\d{8}T\d{12}Z$", stamp) or not re.match(r"^[0-9a-f]{8}$", nonce):
+        raise LayoutError(f"verification stamp: {stamp!r}-{nonce!r}; allowed: UTC %Y%m%dT%H%M%S%fZ and 8 hex digits")
+    return f"{verification_attempts_prefix(model, version)}{stamp}-{nonce}.json"
 
 
 def promotion_key(model: str, version: int) -> str:

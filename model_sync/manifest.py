@@ -24,13 +24,19 @@ after every version file is uploaded and before the pin flips:
   v1 ("model-sync.manifest/v1": no `exporter.operators`, no `compatibility`) is still read;
   model-sync writes v2 only. Readers dispatch on `schema` (MANIFEST_SCHEMA_IDS).
 
-verification (audit/verifications/<model>/<N>.json, "model-sync.verification/v1"), written by
-`model-sync verify` in the environment it verified; `promote` requires "passed": true:
-    {"schema": "model-sync.verification/v1", "model": "resnet", "version": 3, "passed": true,
+verification (audit/verifications/<model>/<N>/<stamp>-<hex>.json, "model-sync.verification/v2"),
+one record per `model-sync verify` attempt in the environment it verified, never overwritten;
+`promote` reads the latest attempt with "pinned": true and requires "passed": true:
+    {"schema": "model-sync.verification/v2", "model": "resnet", "version": 3, "passed": true,
+     "pinned": true,                 # version 3 was the pinned version when verify ran
+     "checks": {"replicas": "passed", "http": "passed" | "failed" | "not-run", "grpc": ...},
      "replicas": {"<deployment>/<replica>": "READY" | "<state/error>"}, "smoke_inference": true,
      "manifest_sha256": "<sha256 of the manifest JSON bytes verified>",
      "verified_by": "...", "verified_at": "RFC 3339 UTC", "detail": "free text",
-     "evidence": "replica-smoke" | "replica-smoke+direct-http-grpc"}   # optional (older records lack it)
+     "evidence": "replica-smoke" | "replica-smoke+direct-http" | "replica-smoke+direct-grpc" | "replica-smoke+direct-http-grpc"}
+  A check that could not run (no endpoint given) is "not-run", never "failed". v1 (the single
+  record at audit/verifications/<model>/<N>.json of older releases: no pinned, no checks) is
+  still read by the gate when a version has no attempt.
 
 promotion (audit/promotions/<model>/<N>.json in the TARGET env, "model-sync.promotion/v2"):
     {"schema": "model-sync.promotion/v2", "model": "resnet", "version": 7,
@@ -176,6 +182,22 @@ VERIFICATION_SCHEMA: dict[str, Any] = _obj(
     {"detail": {"type": "string"}, "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http-grpc"]}},
 )
 
+VERIFICATION_V1, VERIFICATION_V2 = "model-sync.verification/v1", "model-sync.verification/v2"
+CHECK_RESULTS = ("passed", "failed", "not-run")
+VERIFICATION_SCHEMA_V1 = VERIFICATION_SCHEMA
+VERIFICATION_SCHEMA = _obj(
+    [*VERIFICATION_SCHEMA_V1["required"], "pinned", "checks", "evidence"],
+    {
+        **VERIFICATION_SCHEMA_V1["properties"],
+        "schema": {"const": VERIFICATION_V2},
+        "pinned": {"type": "boolean"},  # N was the pinned version when verify ran (the gate reads only those)
+        "checks": _obj(["replicas", "http", "grpc"], {name: {"enum": list(CHECK_RESULTS)} for name in ("replicas", "http", "grpc")}),
+        "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http", "replica-smoke+direct-grpc", "replica-smoke+direct-http-grpc"]},
+    },
+    {"detail": {"type": "string"}},
+)
+VERIFICATION_SCHEMA_IDS = (VERIFICATION_V1, VERIFICATION_V2)
+
 PROMOTION_SCHEMA: dict[str, Any] = _obj(
     ["schema", "model", "version", "source", "target", "verification", "files", "checksums_verified", "promoted_by", "promoted_at"],
     {
@@ -235,7 +257,8 @@ PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
 SCHEMAS: dict[str, dict[str, Any]] = {
     MANIFEST_V1: MANIFEST_SCHEMA_V1,
     MANIFEST_V2: MANIFEST_SCHEMA,
-    "model-sync.verification/v1": VERIFICATION_SCHEMA,
+    VERIFICATION_V1: VERIFICATION_SCHEMA_V1,
+    VERIFICATION_V2: VERIFICATION_SCHEMA,
     "model-sync.promotion/v1": PROMOTION_SCHEMA_V1,
     PROMOTION_V2: PROMOTION_SCHEMA,
     "model-sync.pin/v1": PIN_SCHEMA,
@@ -357,7 +380,7 @@ def upgrade_manifest(doc: dict[str, Any], compatibility: dict[str, Any]) -> dict
 
 
 def read_verification(data: bytes | str, model: str | None = None, version: int | None = None) -> dict[str, Any]:
-    return read(data, "model-sync.verification/v1", model=model, version=version)
+    return read(data, VERIFICATION_SCHEMA_IDS, model=model, version=version)
 
 
 def pin_index(model: str, version: int) -> bytes:

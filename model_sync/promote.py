@@ -1,7 +1,8 @@
 """`promote`: copy a verified, pinned version from one environment (staging) to another (prod).
 
-  1. the version must be the one pinned in the source env and have a passing verification record
-     (audit/verifications/<model>/<N>.json, whose manifest_sha256 matches the source manifest), unless
+  1. the version must be the one pinned in the source env and its latest verification attempt
+     made while it was pinned (audit/verifications/<model>/<N>/, verify.gate_record) must have
+     passed, for the source manifest (manifest_sha256), unless
      --skip-verification, which is recorded in the provenance;
   2. target version number: the SAME N when it is free in the target (staging v7 is prod v7, easy
      to trace), else the next free number; allocated with the same create-only marker as push;
@@ -54,24 +55,24 @@ def _check_source(src: Repo, model: str, version: int, skip_verification: bool) 
     missing = repository.is_complete(src, model, version, doc)
     if missing:
         raise errors.refused(f"version: {model} {version} in {src.env.name} is incomplete ({missing}); allowed: a complete version")
-    record_key: str | None = layout.verification_key(model, version)
     if skip_verification:
-        record_key = None
-    else:
-        assert record_key is not None
-        data = src.get(record_key)
-        if data is None:
-            raise errors.refused(
-                f"verification: {model} {version} has no record in {src.env.name} ({src.uri(record_key)}); allowed: run `model-sync verify` there first, or --skip-verification (recorded)"
-            )
-        try:
-            rec = manifest.read_verification(data, model, version)
-        except manifest.RecordError as e:
-            raise errors.refused(f"{src.uri(record_key)}: {e}") from None
-        if not rec["passed"]:
-            raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} ({rec.get('detail', '')}); allowed: a version whose verify passed")
-        if rec["manifest_sha256"] != manifest.sha256_bytes(raw):
-            raise errors.refused(f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current manifest (re-run verify)")
+        return doc, raw, None
+    from model_sync import verify
+
+    try:
+        found = verify.gate_record(src, model, version)
+    except manifest.RecordError as e:
+        raise errors.refused(f"verification record of {model} {version} in {src.env.name}: {e}") from None
+    if found is None:
+        raise errors.refused(
+            f"verification: {model} {version} has no record in {src.env.name} ({src.uri(layout.verification_attempts_prefix(model, version))}); "
+            "allowed: run `model-sync verify` there first, or --skip-verification (recorded)"
+        )
+    record_key, rec = found
+    if not rec["passed"]:
+        raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} ({' '.join(str(rec.get('detail', '')).split())[:300]}); allowed: a version whose latest verify passed")
+    if rec["manifest_sha256"] != manifest.sha256_bytes(raw):
+        raise errors.refused(f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current manifest (re-run verify)")
     return doc, raw, record_key
 
 

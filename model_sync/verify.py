@@ -31,7 +31,6 @@ from model_sync import layout, manifest, model_config
 DEFAULT_STALENESS = 120.0  # seconds; agents report at least every --heartbeat (30 s), also while a load is awaited
 DEFAULT_DEPARTED = 300.0  # seconds = 10 x the default heartbeat: a replica silent this long is gone (pod replaced)
 EVIDENCE_REPLICAS = "replica-smoke"  # every fresh replica's agent ran the smoke inference on loopback
-EVIDENCE_REPLICAS_AND_DIRECT = "replica-smoke+direct-http-grpc"  # ... and verify's own through the given endpoint
 DEPARTED = "departed"
 
 # Triton TYPE_* -> (numpy dtype name, KServe v2 datatype)
@@ -62,6 +61,9 @@ class TensorSpec:
     shape: tuple[int, ...]  # full request shape; -1 = any
 
 
+PASSED, FAILED, NOT_RUN = manifest.CHECK_RESULTS
+
+
 @dataclass
 class Verification:
     model: str
@@ -70,7 +72,13 @@ class Verification:
     problems: list[str] = field(default_factory=list)
     smoke_inference: bool = False
     manifest_sha256: str | None = None
-    evidence: str = EVIDENCE_REPLICAS
+    pinned: bool = False  # the version was the pinned one when verify ran
+    checks: dict[str, str] = field(default_factory=lambda: {"replicas": FAILED, "http": NOT_RUN, "grpc": NOT_RUN})
+
+    @property
+    def evidence(self) -> str:
+        direct = "-".join(name for name in ("http", "grpc") if self.checks[name] != NOT_RUN)
+        return f"{EVIDENCE_REPLICAS}+direct-{direct}" if direct else EVIDENCE_REPLICAS
 
     @property
     def ready_replicas(self) -> list[str]:
@@ -139,6 +147,25 @@ def check_outputs(protocol: str, outputs: dict[str, tuple[str, tuple[int, ...]]]
     return problems
 
 
+API_KEY_ENV = "MODEL_SYNC_TRITON_API_KEY"  # CLIENT:KEY, an ingressApiKeys entry (the ingress's basic auth)
+
+
+def client_headers() -> dict[str, str]:
+    """The ingress credentials for verify's own smoke inferences, from $MODEL_SYNC_TRITON_API_KEY
+    (never a flag: a command line is visible to every user of the machine)."""
+    import base64
+    import os
+
+    value = os.environ.get(API_KEY_ENV, "")
+    if not value:
+        return {}
+    if ":" not in value:
+        from model_sync import errors
+
+        raise errors.usage(f"${API_KEY_ENV}: not CLIENT:KEY; allowed: an ingress client name and its API key (stack output ingressApiKeys)")
+    return {"authorization": "Basic " + base64.b64encode(value.encode()).decode()}
+
+
 def smoke_http(url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0) -> list[str]:
     import tritonclient.http as httpclient
 
@@ -151,7 +178,8 @@ def smoke_http(url: str, model: str, version: int, inputs: list[TensorSpec], out
             t = httpclient.InferInput(s.name, list(data[s.name].shape), s.datatype)
             t.set_data_from_numpy(data[s.name], binary_data=True)
             reqs.append(t)
-        result = client.infer(model, reqs, model_version=str(version), outputs=[httpclient.InferRequestedOutput(o.name, binary_data=True) for o in outputs])
+        result = client.infer(model, reqs, model_version=str(version), outputs=[httpclient.InferRequestedOutput(o.name, binary_data=True) for o in outputs],
+                              headers=client_headers())  # fmt: skip
         got = {}
         for o in outputs:
             meta = result.get_output(o.name)
@@ -168,13 +196,14 @@ def smoke_grpc(url: str, model: str, version: int, inputs: list[TensorSpec], out
 
     data = smoke_inputs(inputs)
     try:
-        client = grpcclient.InferenceServerClient(url)
+        client = grpcclient.InferenceServerClient(url, ssl=url.endswith(":443"))  # the ingress serves gRPC over TLS on :443
         reqs = []
         for s in inputs:
             t = grpcclient.InferInput(s.name, list(data[s.name].shape), s.datatype)
             t.set_data_from_numpy(data[s.name])
             reqs.append(t)
-        result = client.infer(model, reqs, model_version=str(version), outputs=[grpcclient.InferRequestedOutput(o.name) for o in outputs], client_timeout=timeout)
+        result = client.infer(model, reqs, model_version=str(version), outputs=[grpcclient.InferRequestedOutput(o.name) for o in outputs], client_timeout=timeout,
+                              headers=client_headers())  # fmt: skip
         got = {}
         for o in outputs:
             meta = result.get_output(o.name)
@@ -313,7 +342,8 @@ def verify(
     layout.check_version(version)
     result = Verification(model, version)
     pin = repository.read_pin(repo, model)
-    if pin.version != version:
+    result.pinned = pin.version == version
+    if not result.pinned:
         result.problems.append(f"pin {repo.uri(layout.config_key(model))}: version {pin.version}; allowed: {version} (verify the pinned version)")
     raw = repo.get(layout.manifest_key(model, version))
     if raw is None:
@@ -329,43 +359,55 @@ def verify(
         )
     problems = [f"replica {k}: {v}" for k, v in result.replicas.items() if v != "READY" and not is_departed(v)]
     result.problems += problems
-    smoke = [p for p in problems if "smoke inference" in p]
+    replicas_ok = bool(result.ready_replicas) and not problems
     cfg = model_config.parse(doc["config_pbtxt"], f"manifest {model} {version} config_pbtxt")
     try:
         inputs, outputs = tensor_specs(cfg)
     except ValueError as e:
         inputs, outputs = [], []
-        smoke.append(f"smoke inference: {e}")
-        result.problems.append(smoke[-1])
-    if (http_url or grpc_url) and inputs:
-        result.evidence = EVIDENCE_REPLICAS_AND_DIRECT
-        direct: list[str] = []
-        if http_url:
-            direct += smoke_http(http_url, model, version, inputs, outputs)
-        if grpc_url:
-            direct += smoke_grpc(grpc_url, model, version, inputs, outputs)
-        result.problems += direct
-        smoke += direct
-    result.smoke_inference = not smoke and bool(result.ready_replicas)
+        result.problems.append(f"smoke inference: {e}")
+        replicas_ok = False
+    result.checks["replicas"] = PASSED if replicas_ok else FAILED
+    # A direct check runs only with an endpoint: without one it is "not run", never "failed".
+    for name, url, smoke in (("http", http_url, smoke_http), ("grpc", grpc_url, smoke_grpc)):
+        if url and inputs:
+            direct = smoke(url, model, version, inputs, outputs)
+            result.checks[name] = FAILED if direct else PASSED
+            result.problems += direct
+    result.smoke_inference = replicas_ok and FAILED not in (result.checks["http"], result.checks["grpc"])
     return result
+
+
+def check_line(result: Verification) -> str:
+    """`replicas passed, http passed, grpc not run` (printed and recorded)."""
+    return ", ".join(f"{name} {state.replace('-', ' ')}" for name, state in result.checks.items())
 
 
 def summary(result: Verification) -> str:
     """One line for a passed verification (printed and recorded)."""
     gone = sum(1 for v in result.replicas.values() if is_departed(v))
     text = f"{len(result.ready_replicas)} replica(s) READY with a passing agent smoke inference"
-    if result.evidence == EVIDENCE_REPLICAS_AND_DIRECT:
-        text += ", smoke inference http+grpc ok"
+    direct = [name for name in ("http", "grpc") if result.checks[name] == PASSED]
+    if direct:
+        text += f", smoke inference {'+'.join(direct)} ok"
+    not_run = [name for name in ("http", "grpc") if result.checks[name] == NOT_RUN]
+    if not_run:
+        text += f", {'+'.join(not_run)} not run (no endpoint)"
     return text + (f", {gone} departed replica(s) ignored" if gone else "")
 
 
 def record(repo: Any, result: Verification, by: str) -> str:
-    """Write audit/verifications/<model>/<N>.json; returns its key."""
+    """Append this attempt as audit/verifications/<model>/<N>/<stamp>-<hex>.json (a new key per
+    attempt: earlier records are never overwritten); returns its key."""
+    import secrets
+
     doc: dict[str, Any] = {
-        "schema": "model-sync.verification/v1",
+        "schema": manifest.VERIFICATION_V2,
         "model": result.model,
         "version": result.version,
         "passed": result.passed,
+        "pinned": result.pinned,
+        "checks": dict(result.checks),
         "replicas": result.replicas,
         "smoke_inference": result.smoke_inference,
         "evidence": result.evidence,
@@ -374,6 +416,23 @@ def record(repo: Any, result: Verification, by: str) -> str:
         "verified_at": manifest.now(),
         "detail": "; ".join(result.problems)[:2000] if result.problems else summary(result),
     }
-    key = layout.verification_key(result.model, result.version)
+    key = layout.verification_attempt_key(result.model, result.version, manifest.stamp(), secrets.token_hex(4))
     repo.put(key, manifest.dumps(doc))
     return key
+
+
+def gate_record(repo: Any, model: str, version: int) -> tuple[str, dict[str, Any]] | None:
+    """(key, record) the promotion gate judges: the latest attempt made while `version` was
+    pinned (attempts of an unpinned version never count), else the single v1 record of an
+    older release; None when there is neither. Raises manifest.RecordError on a bad record."""
+    objects, _ = repo.list(layout.verification_attempts_prefix(model, version))
+    for key in sorted((o["Key"] for o in objects if o["Key"].endswith(".json")), reverse=True):
+        data = repo.get(key)
+        if data is None:
+            continue
+        doc = manifest.read_verification(data, model, version)
+        if doc.get("pinned", True):
+            return key, doc
+    legacy = layout.verification_key(model, version)
+    data = repo.get(legacy)
+    return (legacy, manifest.read_verification(data, model, version)) if data is not None else None

@@ -43,7 +43,7 @@ def version_details(repo: Any, model: str, versions: list[int], manifests: set[i
 
 
 def model_status(repo: Any, model: str, images: dict[str, str | None] | None = None) -> dict[str, Any]:
-    from model_sync import manifest, repository
+    from model_sync import manifest, repository, verify
 
     pin = repository.read_pin(repo, model)
     versions = repository.list_versions(repo, model)
@@ -63,12 +63,11 @@ def model_status(repo: Any, model: str, images: dict[str, str | None] | None = N
         doc = repository.read_manifest(repo, model, pin.version, required=False)
         if doc is not None:
             out["provenance"] = {"by": doc["created_by"], "at": doc["created_at"], "promoted_from": doc["source"]["promoted_from"], "exporter": doc["exporter"]["tool"]}
-        data = repo.get(layout.verification_key(model, pin.version))
-        if data is not None:
-            try:
-                out["verified"] = manifest.read_verification(data, model, pin.version)["passed"]
-            except manifest.RecordError:
-                out["verified"] = False
+        try:
+            found = verify.gate_record(repo, model, pin.version)
+            out["verified"] = found[1]["passed"] if found else None
+        except manifest.RecordError:
+            out["verified"] = False
     return out
 
 

@@ -5,9 +5,11 @@ written by the repository agents) that reported within --departed seconds report
 --staleness seconds with a passing smoke inference of N, run by its agent on the replica's
 loopback (at least one such replica). Replicas silent for longer than --departed are listed as
 departed, not failed (replaced pods). Needs only the bucket: runs from CI without cluster access.
-With a Triton endpoint (--triton-url / --grpc-url / tritonUrl of the environment) verify also
-runs its own smoke inference over HTTP and gRPC. The result, with the kind of evidence, is
-recorded at audit/verifications/<NAME>/<N>.json; `promote` requires it to have passed.
+With a Triton endpoint (--triton-url / --grpc-url, tritonUrl / grpcUrl of the environment)
+verify also runs its own smoke inference over HTTP and/or gRPC; a protocol without an endpoint
+is reported "not run", never "failed". Every attempt is recorded, never overwritten, at
+audit/verifications/<NAME>/<N>/<stamp>-<hex>.json; `promote` requires the latest attempt made
+while N was pinned to have passed (verifying an unpinned version cannot block or unblock it).
 
 Exit codes: 0 passed; 6 (CHECK_FAILED) failed (recorded); 2 usage; 3 unknown model/version;
 5 S3 unreachable / access denied.
@@ -34,7 +36,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     _common.add_env_options(p)
     p.add_argument("--version", type=int, required=True, help="the version that must be served (the pinned one)")
     p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint for the smoke inference (default: tritonUrl of the environment)")
-    p.add_argument("--grpc-url", default=None, help="Triton gRPC endpoint HOST:PORT (default: the --triton-url host on port 8001 when it uses 8000)")
+    p.add_argument("--grpc-url", default=None, help="Triton gRPC endpoint HOST:PORT (default: grpcUrl of the environment, else the --triton-url host on port 8001 when it uses 8000)")
     p.add_argument("--deployment", action="append", default=[], help="only replicas of this deployment (repeatable; default: every deployment serving NAME)")
     p.add_argument("--staleness", type=float, default=None, help="seconds a replica status may be old (default 120; agents report every 30 s)")
     p.add_argument("--departed", type=float, default=None,
@@ -67,17 +69,15 @@ def run(args: argparse.Namespace) -> int:
         raise errors.usage(f"--departed: {departed!r}; allowed: seconds > --staleness ({staleness:g})")
     env = _common.resolve(args)
     http_url = args.triton_url or env.triton_url
-    grpc_url = args.grpc_url or default_grpc_url(http_url)
+    grpc_url = args.grpc_url or env.grpc_url or default_grpc_url(http_url)
     repo = Repo(env)
     console = Console()
     result = verify.verify(repo, args.model, args.version, http_url, grpc_url, staleness=staleness, deployments=tuple(args.deployment), departed=departed)
     if result.manifest_sha256 is None:
         raise errors.not_found(result.problems[0])
-    if http_url and grpc_url is None:
-        result.problems.append("smoke inference (grpc): no endpoint; allowed: --grpc-url HOST:PORT (an HTTP endpoint was given)")
-        result.smoke_inference = False
     for replica, state in result.replicas.items():
         console.line(f"replica {replica}: {state}")
+    console.line(f"checks: {verify.check_line(result)}")
     key = None if args.no_record else verify.record(repo, result, s3.who(env, repo.session))
     if result.passed:
         console.line(f"verified: {args.model} version {args.version} in {env.name}: {verify.summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))

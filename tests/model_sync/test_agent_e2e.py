@@ -31,6 +31,13 @@ triton_runtime = triton_runtime_fixture
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 
+def _latest_record(client, name: str, version: int) -> dict:
+    """The newest verification attempt of `name` `version` (one object per attempt)."""
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix=layout.verification_attempts_prefix(name, version)).get("Contents", [])
+    key = max(o["Key"] for o in listed)
+    return dict(json.loads(client.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
+
+
 def _model_state(doc: dict, name: str = "add") -> dict:
     return doc.get("models", {}).get(name, {})
 
@@ -64,18 +71,27 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     # verify: every replica READY on 1 + smoke inference over HTTP and gRPC; the record promote needs.
     rc, out = serving.cli("verify", "add", "--env", "test", "--version", "1", "--grpc-url", serving.triton.grpc_url)
     assert rc == 0, out
-    record = json.loads(client.get_object(Bucket=BUCKET, Key=layout.verification_key("add", 1))["Body"].read())
+    record = _latest_record(client, "add", 1)
     assert record["passed"] is True
     assert record["replicas"] == {"default/replica-0": "READY"}
     assert record["smoke_inference"] is True
     assert record["evidence"] == "replica-smoke+direct-http-grpc"
+    assert (record["pinned"], record["checks"]) == (True, {"replicas": "passed", "http": "passed", "grpc": "passed"})
+    # An HTTP endpoint without a gRPC one: gRPC is "not run", never "failed" (issue 17, item 4).
+    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "1")
+    assert rc == 0, out
+    assert "checks: replicas passed, http passed, grpc not run" in out
+    record = _latest_record(client, "add", 1)
+    assert (record["passed"], record["evidence"], record["checks"]["grpc"]) == (True, "replica-smoke+direct-http", "not-run")
     # From CI without network access to the cluster: the replicas' own smoke inferences are the evidence.
     serving.wait_status(lambda d: (_model_state(d).get("smoke") or {}).get("version") == 1, what="agent smoke of 1 after rollback")
     rc, out = serving.cli("verify", "add", "--env", "ci", "--bucket", f"s3://{BUCKET}", "--endpoint-url", serving.s3.endpoint_url, "--region", serving.s3.region, "--version", "1")
     assert rc == 0, out
     assert "1 replica(s) READY with a passing agent smoke inference" in out
-    record = json.loads(client.get_object(Bucket=BUCKET, Key=layout.verification_key("add", 1))["Body"].read())
+    record = _latest_record(client, "add", 1)
     assert record["evidence"] == "replica-smoke"
+    attempts = client.list_objects_v2(Bucket=BUCKET, Prefix=layout.verification_attempts_prefix("add", 1))["Contents"]
+    assert len(attempts) == 3  # one record per attempt, none overwritten
     rc, out = serving.cli("verify", "add", "--env", "test", "--version", "2", "--grpc-url", serving.triton.grpc_url, "--no-record")
     assert rc == 6, out
     assert "version 1; allowed: 2" in out
@@ -108,7 +124,7 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert rc == 6, out
     assert "replica default/replica-0" in out
     assert "FAILED" in out
-    record = json.loads(client.get_object(Bucket=BUCKET, Key=layout.verification_key("add", 2))["Body"].read())
+    record = _latest_record(client, "add", 2)
     assert record["passed"] is False
     assert record["smoke_inference"] is False
     # ... so promote refuses.

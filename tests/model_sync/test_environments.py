@@ -41,15 +41,32 @@ def test_config_file_search_order(tmp_path, monkeypatch) -> None:
 
 
 def test_pulumi_stack_outputs(tmp_path, monkeypatch) -> None:
-    bindir = _stub_pulumi(tmp_path, '{"modelRepositoryUri": "s3://triton-models-prod-abc/", "region": "eu-central-1", "tritonUrl": "https://triton.example.com"}')
+    bindir = _stub_pulumi(tmp_path, '{"modelRepositoryUri": "s3://triton-models-prod-abc/", "region": "eu-central-1", "tritonEndpoints": {"http": "https://triton.example.com", "grpc": "grpc.example.com:443"}}')
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("PULUMI", raising=False)
     cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/triton-platform/prod\n    region: us-west-2\n")
     env = environments.resolve("prod", cfg)
-    assert (env.bucket, env.root.prefix, env.region, env.triton_url) == ("triton-models-prod-abc", "", "us-west-2", "https://triton.example.com")
+    assert (env.bucket, env.root.prefix, env.region, env.triton_url, env.grpc_url) == ("triton-models-prod-abc", "", "us-west-2", "https://triton.example.com", "grpc.example.com:443")
     assert env.source == "pulumi stack acme/triton-platform/prod"
     assert (tmp_path / "pulumi-args").read_text().split() == ["stack", "output", "--json", "--stack", "acme/triton-platform/prod"]
     assert env.triton_image is None
+
+
+def test_pulumi_stack_outputs_of_the_real_program(tmp_path, monkeypatch, prod) -> None:
+    """Issue 17, item 14: what __main__.py really exports (the recorded prod run under mocks, as
+    `pulumi stack output --json` prints it) fills the environment: root, region, both Triton
+    endpoints and the image."""
+    import json
+
+    body = json.dumps(prod.exports, default=str)
+    monkeypatch.setenv("PULUMI", str(_stub_pulumi(tmp_path, body) / "pulumi"))
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/triton-platform/prod\n")
+    env = environments.resolve("prod", cfg)
+    endpoints = prod.exports["tritonEndpoints"]
+    assert (env.triton_url, env.grpc_url) == (endpoints["http"], endpoints["grpc"])
+    assert env.triton_url.startswith("https://")
+    assert env.root.uri() == f"s3://{prod.exports['modelRepositoryBucket']}/"
+    assert (env.region, env.triton_image) == (prod.exports["region"], prod.exports["tritonImage"])
 
 
 @pytest.mark.parametrize(

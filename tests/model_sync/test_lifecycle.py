@@ -25,20 +25,18 @@ def _push(capsys, tmp_path: Path, cfg: str, content: str, env: str = "staging") 
     assert r.code == 0, r.err
 
 
-def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = True) -> None:
+def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = True, pinned: bool = True) -> str:
+    """One verify attempt of simple `version`, written by verify.record (the one writer)."""
+    from model_sync import environments
+    from model_sync import verify as vf
+    from model_sync.s3 import Repo
+
     raw = server.get(bucket, f"manifests/simple/{version}.json")
-    rec = {
-        "schema": "model-sync.verification/v1",
-        "model": "simple",
-        "version": version,
-        "passed": passed,
-        "replicas": {"triton/pod-0": "READY"},
-        "smoke_inference": True,
-        "manifest_sha256": manifest.sha256_bytes(raw),
-        "verified_by": "test",
-        "verified_at": manifest.now(),
-    }
-    server.client().put_object(Bucket=bucket, Key=f"audit/verifications/simple/{version}.json", Body=manifest.dumps(rec))
+    result = vf.Verification("simple", version, replicas={"triton/pod-0": "READY" if passed else "FAILED: boom"}, smoke_inference=passed,
+                             manifest_sha256=manifest.sha256_bytes(raw), pinned=pinned, problems=[] if passed else ["replica triton/pod-0: FAILED: boom"])  # fmt: skip
+    result.checks["replicas"] = "passed" if passed else "failed"
+    env = environments.resolve(None, None, f"s3://{bucket}", server.endpoint, "us-east-1")
+    return vf.record(Repo(env), result, "test")
 
 
 def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path, capsys, moto_s3, envs) -> None:
@@ -54,7 +52,7 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "FAILED in staging" in r.err) == (4, True)
     assert moto_s3.keys(prod) == []
-    _verify_record(moto_s3, staging, 2)
+    key = _verify_record(moto_s3, staging, 2)
     before = len(moto_s3.requests())
     r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert r.code == 0, r.err
@@ -67,13 +65,32 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     assert dst["files"] == src["files"]
     assert dst["source"]["promoted_from"] == {"env": "staging", "bucket_uri": f"s3://{staging}", "version": 2}
     prov = json.loads(moto_s3.get(prod, "audit/promotions/simple/2.json"))
-    assert prov["verification"] == {"skipped": False, "record_key": "audit/verifications/simple/2.json"}
+    assert prov["verification"] == {"skipped": False, "record_key": key}
     assert prov["checksums_verified"] == "rehash"
     manifest.read(json.dumps(prov), "model-sync.promotion/v2")
     assert prov["compatibility"]["result"] == "exempt"  # python backend: not LibTorch
     # Idempotent re-run.
     r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "up to date" in r.out) == (0, True)
+
+
+def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned_one(tmp_path, capsys, moto_s3, envs) -> None:
+    """Issue 17, item 4: verifying a version while it is not pinned never replaces the evidence of
+    an earlier pinned attempt; the latest attempt made while pinned decides."""
+    cfg, staging, prod = envs
+    _push(capsys, tmp_path, cfg, "one")
+    first = _verify_record(moto_s3, staging, 1)
+    _verify_record(moto_s3, staging, 1, passed=False, pinned=False)  # e.g. run after version 2 was pushed
+    assert len(moto_s3.keys(staging, "audit/verifications/simple/1/")) == 2
+    assert moto_s3.get(staging, first)  # the passing record is still there
+    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert r.code == 0, r.err
+    assert json.loads(moto_s3.get(prod, "audit/promotions/simple/1.json"))["verification"]["record_key"] == first
+    _push(capsys, tmp_path, cfg, "two")
+    _verify_record(moto_s3, staging, 2)
+    _verify_record(moto_s3, staging, 2, passed=False)  # a later pinned attempt failed: it decides
+    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert (r.code, "FAILED in staging" in r.err) == (4, True), r.err
 
 
 def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_path, capsys, moto_s3, envs) -> None:
