@@ -304,6 +304,21 @@ def replica_states(
     return out
 
 
+def served(status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime, departed: float = DEFAULT_DEPARTED) -> dict[str, dict[str, Any]]:
+    """'<deployment>/<replica>' -> {serving, state, error} for every replica that reported `model`
+    within `departed` seconds (what `status` shows: what is served, not what is pinned)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, doc in sorted(status_docs.items()):
+        entry = (doc.get("models") or {}).get(model)
+        reported = _parse_time(doc.get("reported_at"))
+        if not isinstance(entry, dict) or reported is None or (now - reported).total_seconds() > departed:
+            continue
+        serving = entry.get("serving") if isinstance(entry.get("serving"), list) else []
+        error = " ".join(str(entry.get("error") or "").split())[:300] or None
+        out[key] = {"serving": serving, "state": str(entry.get("state")), "error": error}
+    return out
+
+
 def read_status_docs(repo: Any, deployments: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
     objects, _ = repo.list(layout.STATUS_PREFIX)
     docs: dict[str, dict[str, Any]] = {}

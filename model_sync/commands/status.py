@@ -1,5 +1,6 @@
 """`model-sync status [--env E] [NAME ...] [--output table|json]`: per model, the pinned version,
-the available versions (complete = manifest + every file), the previous pin, provenance (who/when
+what each replica serves (from its agent's status report: version, state and the one-line reason
+of a failed load; a pin no replica serves READY is flagged PIN NOT SERVED), the available versions (complete = manifest + every file), the previous pin, provenance (who/when
 published or promoted it, from where) and whether it was verified; per version, the torch that
 exported it and whether each shown environment's Triton image can load it (version alignment,
 model_sync/compat.py: yes / NO / exempt for python-backend models / ? when the torch version or
@@ -42,7 +43,9 @@ def version_details(repo: Any, model: str, versions: list[int], manifests: set[i
     return out
 
 
-def model_status(repo: Any, model: str, images: dict[str, str | None] | None = None) -> dict[str, Any]:
+def model_status(repo: Any, model: str, images: dict[str, str | None] | None = None, status_docs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    import datetime as dt
+
     from model_sync import manifest, repository, verify
 
     pin = repository.read_pin(repo, model)
@@ -58,7 +61,10 @@ def model_status(repo: Any, model: str, images: dict[str, str | None] | None = N
         "provenance": None,
         "verified": None,
         "version_details": version_details(repo, model, versions, manifests, images if images is not None else {repo.env.name: repo.env.triton_image}),
+        "replicas": verify.served(verify.read_status_docs(repo) if status_docs is None else status_docs, model, dt.datetime.now(dt.UTC)),
     }
+    # The pin is only what was asked for: flag it when no replica reports serving it READY.
+    out["pin_served"] = any(r["serving"] == [pin.version] and r["state"] == "READY" for r in out["replicas"].values()) if out["replicas"] else None
     if pin.version is not None:
         doc = repository.read_manifest(repo, model, pin.version, required=False)
         if doc is not None:
@@ -71,8 +77,16 @@ def model_status(repo: Any, model: str, images: dict[str, str | None] | None = N
     return out
 
 
+def served_cell(s: dict[str, Any]) -> str:
+    """`2/2` (replicas serving the pin READY / replicas reporting), `0/2 PIN NOT SERVED`, `-` (no report)."""
+    if not s["replicas"]:
+        return "-"
+    ok = sum(1 for r in s["replicas"].values() if r["serving"] == [s["pinned"]] and r["state"] == "READY")
+    return f"{ok}/{len(s['replicas'])}" + ("" if ok else " PIN NOT SERVED")
+
+
 def run(args: argparse.Namespace) -> int:
-    from model_sync import environments, repository
+    from model_sync import environments, repository, verify
     from model_sync.s3 import Repo
 
     names = [args.env] if args.env else []
@@ -92,11 +106,12 @@ def run(args: argparse.Namespace) -> int:
     for name, env in envs.items():
         repo = Repo(env)
         models = args.models or repository.list_models(repo)
-        report[name] = {"bucket": env.uri, "triton_image": env.triton_image, "models": [model_status(repo, m, images) for m in models]}
+        docs = verify.read_status_docs(repo)
+        report[name] = {"bucket": env.uri, "triton_image": env.triton_image, "models": [model_status(repo, m, images, docs) for m in models]}
     if args.output == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
         return errors.OK
-    rows = [("ENV", "MODEL", "PINNED", "PREVIOUS", "VERSIONS", "VERIFIED", "PUBLISHED BY / AT", "FROM")]
+    rows = [("ENV", "MODEL", "PINNED", "SERVED", "PREVIOUS", "VERSIONS", "VERIFIED", "PUBLISHED BY / AT", "FROM")]
     for name, body in report.items():
         for s in body["models"]:
             prov = s["provenance"] or {}
@@ -106,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
                     name,
                     s["model"],
                     str(s["pinned"] or "-"),
+                    served_cell(s),
                     str(s["previous_pin"] or "-"),
                     ",".join(str(v) + ("*" if v in s["incomplete"] else "") for v in s["versions"]) or "-",
                     {True: "yes", False: "FAILED", None: "-"}[s["verified"]],
@@ -116,6 +132,18 @@ def run(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    replicas: list[tuple[str, ...]] = [("ENV", "MODEL", "REPLICA", "SERVING", "STATE", "REASON")]
+    for name, body in report.items():
+        for s in body["models"]:
+            for key, r in s["replicas"].items():
+                replicas.append((name, s["model"], key, ",".join(map(str, r["serving"])) or "-", r["state"], r["error"] or ""))
+    if len(replicas) > 1:
+        print()
+        widths = [max(len(row[i]) for row in replicas) for i in range(len(replicas[0]))]
+        for line in replicas:
+            print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    if any(s["pin_served"] is False for body in report.values() for s in body["models"]):
+        print("PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving what they had)")
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
         print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
     label = {"yes": "yes", "no": "NO", "exempt": "exempt", "unknown": "?"}

@@ -121,6 +121,7 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert "versions: 1" in (serving.repository / "add" / "config.pbtxt").read_text()
     # verify fails (replica not READY on 2: the smoke inference of version 2 fails too) and records it.
     rc, out = serving.cli("verify", "add", "--env", "test", "--version", "2", "--grpc-url", serving.triton.grpc_url)
+    verify_out = out
     assert rc == 6, out
     assert "replica default/replica-0" in out
     assert "FAILED" in out
@@ -136,6 +137,26 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     time.sleep(2)
     assert _model_state(serving.status() or {})["state"] == "FAILED"
     assert served_version(serving.triton.http_url, "add") == 1
+    # Item 12: the reason stays one line in `error`, in the agent's log and in verify's output;
+    # the full text (Triton's reason spans lines) stays in `failed`.
+    assert "\n" not in state["error"]
+    assert "initialize failed on purpose" in state["error"]
+    log_lines = (serving.tmp / "logs" / "agent-1.log").read_text().splitlines()
+    assert all(line[:4].isdigit() for line in log_lines if line.strip()), [line for line in log_lines if not line[:4].isdigit()][:3]
+    assert all(line.startswith(("replica ", "checks: ", "model-sync: ")) for line in verify_out.strip().splitlines()), verify_out
+    # Item 5: status shows what each replica serves, not the pin: version 1, FAILED and why.
+    rc, out = serving.cli("status", "--env", "test", "add")
+    assert rc == 0, out
+    assert "0/1 PIN NOT SERVED" in out
+    row = next(line for line in out.splitlines() if "default/replica-0" in line)
+    assert row.split()[:5] == ["test", "add", "default/replica-0", "1", "FAILED"], row
+    assert "version(s) [2] failed to load:" in row
+    assert "initialize failed on purpose" in row
+    rc, out = serving.cli("status", "--env", "test", "add", "--output", "json")
+    entry = json.loads(out)["test"]["models"][0]
+    assert (entry["pinned"], entry["pin_served"]) == (2, False)
+    assert entry["replicas"]["default/replica-0"]["serving"] == [1]
+    assert entry["replicas"]["default/replica-0"]["state"] == "FAILED"
     # A fixed version published afterwards is picked up.
     assert publish(serving, "add") == 3
     serving.wait_served("add", 3)
