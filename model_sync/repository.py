@@ -159,6 +159,19 @@ def read_history(repo: Repo, model: str) -> PinHistory:
     return PinHistory(doc, list(doc["stack"]))
 
 
+def rollback_target(repo: Repo, model: str, pin: Pin, history: PinHistory, manifests: set[int] | None = None) -> tuple[int | None, int]:
+    """(version, depth): what a default rollback pins, the newest entry of the pin stack that still
+    has its manifest (prune may have removed older ones), and how many entries it pops; (None, 0)
+    when there is none, or when the history's latest record is not the current pin."""
+    if not history.latest or history.latest["version"] != pin.version:
+        return None, 0
+    existing = set(list_manifests(repo, model)) if manifests is None else manifests
+    for depth, version in enumerate(reversed(history.stack), start=1):
+        if version in existing:
+            return version, depth
+    return None, 0
+
+
 @dataclass(frozen=True)
 class Flip:
     record: dict[str, Any]  # the pin-history record written
@@ -176,7 +189,7 @@ def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -
     )
 
 
-def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: bool = False,
+def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: int = 0,
              warn: Callable[[str], None] | None = None) -> Flip:  # fmt: skip
     """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history
     and rewrite the model's pin-index entry (manifests/_pins/<model>.json: what agents list).
@@ -187,7 +200,7 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
     silently undone and the history stays a faithful chain. Servers that ignore If-Match (rclone)
     get a re-read just before the write instead: most but not all races are caught.
     The history stack gets the previous pin pushed (push, promote, rollback --to) or its top
-    popped (default rollback, pop=True)."""
+    `pop` entries popped (default rollback: the target and any pruned entries above it)."""
     from model_sync import model_config
 
     cfg = model_config.parse(config_text, f"pin text for {model} v{version}")
@@ -198,7 +211,7 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
     history = read_history(repo, model) if current.version is not None else PinHistory(None, [])
     stack = history.stack if history.latest and history.latest["version"] == current.version else []
     if pop:
-        stack = stack[:-1]
+        stack = stack[:-pop]
     elif current.version is not None and current.version != version:
         stack = [*stack, current.version][-manifest.STACK_MAX :]
     if not repo.if_match_enforced() and read_pin(repo, model).etag != current.etag:

@@ -1,7 +1,7 @@
 """`model-sync prune NAME --env E --keep K [--dry-run]`: delete old unpinned versions.
 
-Kept: the K highest version numbers, the pinned version and the previous pin (the rollback
-target). Deleted for every other version: repository/<model>/<N>/ and manifests/<model>/<N>.json,
+Kept: the K highest version numbers, the pinned version, the previous pin and the version a
+default `rollback` would return to (the newest pin-stack entry that still exists). Deleted for every other version: repository/<model>/<N>/ and manifests/<model>/<N>.json,
 including debris of interrupted pushes. Allocation markers and the audit trail stay, so a
 version number is never reused.
 
@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     protected = {v for v in (pin.version,) if v is not None}
     if history.latest:
         protected |= set(history.stack[-1:]) | ({history.latest["previous"]} if history.latest["previous"] else set())
+    target, _ = repository.rollback_target(repo, args.model, pin, history)
+    if target is not None:  # what `rollback` (and `status` PREVIOUS) would return to
+        protected.add(target)
     if pin.text is not None and pin.version is None:
         raise errors.refused(f"prune {args.model}: its config.pbtxt pins no single version; allowed: a model pinned by model-sync")
     versions = sorted(set(repository.list_versions(repo, args.model)) | set(repository.list_manifests(repo, args.model)))

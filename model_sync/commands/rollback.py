@@ -2,7 +2,7 @@
 
 Without --to, the previous pin is taken from the pin history (audit/pins/<model>/): each flip
 records the stack of earlier pins, so repeated rollbacks walk back through them (3 -> 2 -> 1),
-not back and forth. The target version must have a manifest and all its files present."""
+not back and forth; entries whose version was pruned are skipped. The target version must have a manifest and all its files present."""
 
 from __future__ import annotations
 
@@ -43,12 +43,13 @@ def run(args: argparse.Namespace) -> int:
     pin = repository.read_pin(repo, args.model)
     if pin.text is None:
         raise errors.not_found(f"model: {args.model!r} has no pin in {env.name} ({repo.uri(layout.config_key(args.model))}); allowed: a published model")
-    target = args.to
+    target, depth = args.to, 0
     if target is None:
         history = repository.read_history(repo, args.model)
-        if not history.latest or history.latest["version"] != pin.version or not history.stack:
-            raise errors.refused(f"rollback {args.model}: no previous pin recorded for version {pin.version}; allowed: --to N")
-        target = history.stack[-1]
+        target, depth = repository.rollback_target(repo, args.model, pin, history)
+        if target is None:
+            pruned = f" (earlier pins {history.stack} no longer exist: pruned)" if history.stack and history.latest and history.latest["version"] == pin.version else ""
+            raise errors.refused(f"rollback {args.model}: no previous pin recorded for version {pin.version}{pruned}; allowed: --to N, an existing version (see `model-sync status`)")
     if target == pin.version:
         raise errors.refused(f"--to: {target} is already pinned for {args.model} in {env.name}; allowed: another version")
     doc = repository.read_manifest(repo, args.model, target)
@@ -59,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         console.line(f"(dryrun) pin: {args.model} version {target} ({repo.uri(layout.config_key(args.model))})")
         return errors.OK
-    repository.flip_pin(repo, args.model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=args.to is None, warn=console.warn)
+    repository.flip_pin(repo, args.model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=depth, warn=console.warn)
     console.line(f"pinned: {args.model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(args.model))})")
     return errors.OK

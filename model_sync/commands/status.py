@@ -57,7 +57,7 @@ def model_status(repo: Any, model: str, images: dict[str, str | None] | None = N
         "pinned": pin.version,
         "versions": versions,
         "incomplete": sorted(v for v in versions if v not in manifests),
-        "previous_pin": history.stack[-1] if history.latest and history.latest["version"] == pin.version and history.stack else None,
+        "previous_pin": repository.rollback_target(repo, model, pin, history, manifests)[0],  # what `rollback` would pin: it exists
         "provenance": None,
         "verified": None,
         "version_details": version_details(repo, model, versions, manifests, images if images is not None else {repo.env.name: repo.env.triton_image}),

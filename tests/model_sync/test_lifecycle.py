@@ -194,6 +194,29 @@ def test_prune_keeps_newest_pinned_and_previous_pin(tmp_path, capsys, moto_s3, e
     assert (r.code, "--keep: 0; allowed: an integer >= 1" in r.err) == (2, True)
 
 
+def test_status_offers_and_rollback_takes_only_versions_that_still_exist_after_prune(tmp_path, capsys, moto_s3, envs) -> None:
+    """Issue 17, item 6: pins 1 -> 2 -> 3 -> 4, prune --keep 1 keeps 4 and 3 (the rollback
+    target); after a rollback to 3 the older pins 1 and 2 are gone, so status offers no PREVIOUS
+    and rollback refuses in one line (it used to offer 2 and fail with exit 3)."""
+    cfg, staging, _ = envs
+    for content in ("v1", "v2", "v3", "v4"):
+        _push(capsys, tmp_path, cfg, content)
+    assert run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1").code == 0
+    assert {k.rsplit("/", 1)[1] for k in moto_s3.keys(staging, "manifests/simple/")} == {"3.json", "4.json"}
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
+    assert pinned_version(moto_s3, staging, "simple") == 3
+    r = run_cli(capsys, "status", "--env", "staging", "--config", cfg, "simple", "--output", "json")
+    assert json.loads(r.out)["staging"]["models"][0]["previous_pin"] is None
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
+    assert r.code == 4, r.err
+    assert "earlier pins [1, 2] no longer exist: pruned" in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    # rollback --to the newer version still works, and a later default rollback skips pruned entries.
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "4").code == 0
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
+    assert pinned_version(moto_s3, staging, "simple") == 3
+
+
 def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
@@ -209,8 +232,8 @@ def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
     assert doc["prod"] == {"bucket": f"s3://{prod}", "triton_image": None, "models": []}
     r = run_cli(capsys, "status", "--env", "staging", "--config", cfg)
     lines = r.out.splitlines()
-    assert lines[0].split()[:6] == ["ENV", "MODEL", "PINNED", "PREVIOUS", "VERSIONS", "VERIFIED"]
-    assert lines[1].split()[:6] == ["staging", "simple", "2", "1", "1,2,7*", "yes"]
+    assert lines[0].split()[:7] == ["ENV", "MODEL", "PINNED", "SERVED", "PREVIOUS", "VERSIONS", "VERIFIED"]
+    assert lines[1].split()[:7] == ["staging", "simple", "2", "-", "1", "1,2,7*", "yes"]  # SERVED -: no replica reports
 
 
 @pytest.mark.parametrize(("fault", "code", "message"), [
