@@ -234,21 +234,21 @@ class Repo:
         return self._probe()[1]
 
     def _probe(self) -> tuple[bool, bool]:
-        cache_key = (self.env.endpoint_url, self.root.bucket)
-        with _LOCK:
-            if cache_key in _PROBED:
-                return _PROBED[cache_key]
+        """Once per process and bucket, whatever the number of threads asking at once: the
+        first one probes while the others wait for its answer."""
         import uuid
 
         def body() -> bytes:  # distinct bytes per write: a refused write is never mistaken for our own (_landed)
             return f"probe {uuid.uuid4().hex}\n".encode()
 
-        self.put_new(layout.PROBE_KEY, body(), "text/plain")
-        none_match = not self.put_new(layout.PROBE_KEY, body(), "text/plain")
-        if_match = not self.put_if(layout.PROBE_KEY, body(), "0" * 32, "text/plain")[0]  # an ETag no object has
+        cache_key = (self.env.endpoint_url, self.root.bucket)
         with _LOCK:
-            _PROBED[cache_key] = (none_match, if_match)
-        return none_match, if_match
+            if cache_key not in _PROBED:
+                self.put_new(layout.PROBE_KEY, body(), "text/plain")
+                none_match = not self.put_new(layout.PROBE_KEY, body(), "text/plain")
+                if_match = not self.put_if(layout.PROBE_KEY, body(), "0" * 32, "text/plain")[0]  # an ETag no object has
+                _PROBED[cache_key] = (none_match, if_match)
+            return _PROBED[cache_key]
 
     def ignored_conditions(self) -> str | None:
         """What the server ignores ("If-None-Match", "If-Match", or both joined by "and"); None when it enforces both."""

@@ -118,13 +118,18 @@ def test_dry_run_prints_and_writes_nothing(tmp_path, capsys, moto_s3, s3_bucket,
 
 def test_repository_directory_pushes_every_model_under_a_prefix(tmp_path, capsys, moto_s3, s3_bucket, aws_env) -> None:
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}/team-a/models"})
-    for name in ("a", "b", "c"):
+    names = [f"m{i:02d}" for i in range(12)]
+    for name in names:
         python_model(tmp_path / "repo", name)
+    before = len(moto_s3.requests())
     r = run_cli(capsys, "push", str(tmp_path / "repo"), "--env", "staging", "--config", cfg, "--quiet")
     assert (r.code, r.out) == (0, "")
-    for name in ("a", "b", "c"):
+    for name in names:
         assert pinned_version(moto_s3, s3_bucket, name, prefix="team-a/models") == 1
     assert all(k.startswith("team-a/models/") for k in moto_s3.keys(s3_bucket))
+    # Issue 17, item 13: the conditional-write probe runs once per run (3 writes), not once per worker.
+    probes = [q for q in moto_s3.requests()[before:] if q.startswith(f"PUT /{s3_bucket}/team-a/models/audit/.conditional-write-probe")]
+    assert len(probes) == 3, probes
 
 
 def test_two_concurrent_pushes_get_distinct_versions_and_no_pin_is_lost(tmp_path, moto_s3, s3_bucket, cfg) -> None:
