@@ -43,9 +43,11 @@ COPY = transfer.TransferSettings(threshold=5 * 1024 * transfer.MB, chunksize=64 
 
 def _check_source(src: Repo, model: str, version: int, skip_verification: bool) -> tuple[dict[str, Any], bytes, str | None]:
     pin = repository.read_pin(src, model)
+    raw = src.get(layout.manifest_key(model, version))
+    if raw is None and pin.version != version:  # no such version: exit 3, not "not pinned"
+        raise errors.not_found(f"version: {model} {version} does not exist in {src.env.name} (no {src.uri(layout.manifest_key(model, version))}; pinned: {pin.version}); allowed: a published version")
     if pin.version != version:
         raise errors.refused(f"version: {model} {version} is not pinned in {src.env.name} (pinned: {pin.version}); allowed: the pinned version, verified there")
-    raw = src.get(layout.manifest_key(model, version))
     if raw is None:
         raise errors.not_found(f"manifest: {src.uri(layout.manifest_key(model, version))} does not exist; allowed: a version published by model-sync push")
     try:

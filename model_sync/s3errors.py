@@ -80,6 +80,8 @@ def classify(e: BaseException) -> Kind:
     found = code(e)
     if bucket_region(e) and (found in WRONG_REGION_CODES or status(e) == 301):
         return Kind.WRONG_REGION
+    if not_s3(e):
+        return Kind.UNAVAILABLE
     by_code = kind_of_code(found)
     if by_code is not Kind.OTHER:
         return by_code
@@ -88,6 +90,12 @@ def classify(e: BaseException) -> Kind:
     if isinstance(e, bx.HTTPClientError) or type(e).__module__.startswith("urllib3"):
         return Kind.UNAVAILABLE
     return Kind.OTHER
+
+
+def not_s3(e: BaseException) -> bool:
+    """A bare HTTP 404 to a request that S3 answers with an error document (every request but
+    HEAD): the endpoint is not an S3 API (a web server, a wrong path), not a missing object."""
+    return code(e) == "404" and getattr(e, "operation_name", "") not in ("HeadObject", "HeadBucket")
 
 
 def kind_of_code(found: str) -> Kind:
@@ -127,6 +135,9 @@ def _message(e: BaseException, kind: Kind, env: Environment, what: str) -> error
     found = code(e)
     if isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError):
         return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)", kind="credentials")
+    if not_s3(e):
+        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} answered HTTP 404 without an S3 error to {getattr(e, 'operation_name', 'a request')} on {where}; "
+                         "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)", kind="unreachable")  # fmt: skip
     if kind is Kind.UNAVAILABLE and not isinstance(e, bx.ClientError):
         return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({root_cause(e)}); allowed: a reachable S3 endpoint", kind="unreachable")
     if kind is Kind.WRONG_REGION:

@@ -48,6 +48,8 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     assert "verification: simple 2 has no record in staging" in r.err
     r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "simple 1 is not pinned in staging (pinned: 2)" in r.err) == (4, True)
+    r = run_cli(capsys, "promote", "simple", "--version", "99", "--from", "staging", "--to", "prod", "--config", cfg)
+    assert (r.code, "version: simple 99 does not exist in staging" in r.err) == (3, True), r.err  # issue 17, item 11
     _verify_record(moto_s3, staging, 2, passed=False)
     r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "FAILED in staging" in r.err) == (4, True)

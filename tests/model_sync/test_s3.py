@@ -173,6 +173,28 @@ def test_refused_connection_names_the_root_cause(monkeypatch: pytest.MonkeyPatch
     assert str(e.value) == f"S3 endpoint: http://127.0.0.1:{port} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
 
 
+def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(tmp_path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17, item 11: an endpoint that is not S3 used to read as "audit/.conditional-write-probe
+    does not exist" (exit 3); it is an endpoint error (exit 5) naming the endpoint."""
+    from tests.model_sync.helpers import python_model, run_cli
+    from tests.support.relays import NotFoundEverywhere
+
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    web = NotFoundEverywhere()
+    try:
+        model = python_model(tmp_path / "m", "simple")
+        endpoint = f"http://127.0.0.1:{web.port}"
+        r = run_cli(capsys, "push", str(model), "--env", "x", "--bucket", "s3://models-x", "--endpoint-url", endpoint, "--region", "us-east-1")
+        assert r.code == errors.S3, r.err
+        assert r.err.strip() == (
+            f"model-sync: S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on s3://models-x/repository/simple/config.pbtxt; "
+            "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)"
+        )
+        assert repo_for(endpoint, "models-x").head("k") is None  # HEAD's bare 404 is still "no such object"
+    finally:
+        web.close()
+
+
 @pytest.mark.parametrize("write", ["put_new", "put_if"])
 def test_a_conditional_write_whose_response_was_lost_is_ours(moto_s3: S3Server, s3_bucket: str, write: str) -> None:
     """The first try is applied but its answer lost; botocore retries and the retry is refused

@@ -107,3 +107,20 @@ class LostResponseRelay(_Listener):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         super().close()
+
+
+class NotFoundEverywhere(_Listener):
+    """An HTTP server that is not S3: every request gets `404 Not Found` with an HTML body (a
+    wrong --endpoint-url pointing at a web server)."""
+
+    def _accepted(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            conn.settimeout(2)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            body = b"<html><body>Not Found</body></html>"
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
