@@ -19,7 +19,8 @@ from typing import NoReturn
 from model_sync import __version__, errors
 from model_sync.ui import error
 
-COMMANDS: tuple[str, ...] = ("export", "push", "promote", "rollback", "status", "prune", "agent", "verify")
+# In the order of a model's life: the help lists them so.
+COMMANDS: tuple[str, ...] = ("export", "push", "verify", "promote", "rollback", "status", "prune", "agent")
 
 
 class Parser(argparse.ArgumentParser):

@@ -8,13 +8,14 @@ from model_sync import environments
 from model_sync.environments import Environment
 
 
-def add_env_options(p: argparse.ArgumentParser, *, required: bool = True, flag: str = "--env", dest: str = "env") -> None:
-    p.add_argument(flag, dest=dest, required=required, metavar="NAME", help="environment from model-sync.yaml (e.g. staging, prod)")
+def add_env_options(p: argparse.ArgumentParser, *, required: bool = True, flag: str = "--env", dest: str = "env", image: bool = True) -> None:
+    """--env ENV and the overrides; `image`: also --triton-image (commands that check version alignment)."""
+    p.add_argument(flag, dest=dest, required=required, metavar="ENV", help="environment from model-sync.yaml (e.g. staging, prod)")
     if flag == "--env":
-        add_override_options(p)
+        add_override_options(p, image=image)
 
 
-def add_override_options(p: argparse.ArgumentParser) -> None:
+def add_override_options(p: argparse.ArgumentParser, *, image: bool = True) -> None:
     existing = {opt for action in p._actions for opt in action.option_strings}
     for opt, help_text in (
         ("--config", "model-sync.yaml path (default: $MODEL_SYNC_CONFIG, then ./model-sync.yaml)"),
@@ -23,7 +24,7 @@ def add_override_options(p: argparse.ArgumentParser) -> None:
         ("--region", "override the AWS region"),
         ("--triton-image", "override the environment's Triton image (version alignment), e.g. nvcr.io/nvidia/tritonserver:25.10-py3"),
     ):
-        if opt not in existing:
+        if opt not in existing and (image or opt != "--triton-image"):
             p.add_argument(opt, default=None, help=help_text)
 
 

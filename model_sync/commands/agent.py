@@ -4,14 +4,14 @@
         [--triton-url http://127.0.0.1:8000] [--staging-dir /models-staging]
         [--deployment NAME] [--replica-id ID] [--model NAME ...]
 
-Exit codes (model_sync/errors.py). Loop mode (sidecar): 0 stopped cleanly (SIGTERM/SIGINT; the
+Exit codes. Loop mode (sidecar): 0 stopped cleanly (SIGTERM/SIGINT; the
 replica's status object is deleted first); it never exits on S3 outages, access denied or other
 errors (logged, recorded as last_error, retried with backoff). `--once` (init container):
 0 every pinned version that verified is placed, at least one model placed (or nothing pinned
 yet); rejected versions are reported FAILED in the status and do not block the pod;
 6 models are pinned but none could be placed; 5 S3 unreachable / access denied / no such
 bucket for 5 attempts; 1 five unclassified errors (e.g. ENOSPC); 2 bad usage.
-See docs/agent.md.
+The design: docs/agent.md in the triton-platform repository.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ HELP = "keep a replica's local Triton repository in step with the bucket's pins 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common.add_env_options(p)
+    _common.add_env_options(p, image=False)
     p.add_argument("--repository", required=True, type=Path, help="local Triton model repository root (tritonserver --model-repository)")
     p.add_argument("--staging-dir", type=Path, default=None, help="staging area on the same filesystem, outside the repository (default: <parent>/.<name>.staging)")
     p.add_argument("--once", action="store_true", help="one sync pass then exit (init container); Triton is not waited for unless --triton-url is given")

@@ -1,6 +1,6 @@
 """`model-sync export MODULE:FACTORY --name NAME --output DIR --example-shape 4,3,224,224 [...]`:
 TorchScript a torch.nn.Module, check it against eager, and write a Triton model directory
-<DIR>/<NAME>/ (config.pbtxt, 1/model.pt, and 1/model.py for --target local). See model_sync/export.py."""
+<DIR>/<NAME>/ (config.pbtxt, 1/model.pt, and 1/model.py for --target local)."""
 
 from __future__ import annotations
 

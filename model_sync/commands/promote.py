@@ -1,6 +1,6 @@
 """`model-sync promote NAME --version N --from staging --to prod [--skip-verification] [--dry-run]`:
-copy a verified version pinned in the source environment into the target and pin it there
-(model_sync/promote.py). The target keeps number N when it is free there, else gets the next one.
+copy a verified version pinned in the source environment into the target and pin it there.
+The target keeps number N when it is free there, else gets the next one.
 A pytorch_libtorch version the TARGET's Triton image cannot load (its exporting torch is newer
 than the image's LibTorch) is refused with exit code 7, unless --allow-version-skew (recorded); so is
 a `--target local` version for an NGC tritonserver image, unless --allow-local-target (recorded)."""

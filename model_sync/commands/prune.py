@@ -23,7 +23,7 @@ NAME = "prune"
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="delete old unpinned versions beyond the last K", description=__doc__)
     p.add_argument("model", metavar="NAME")
-    _common.add_env_options(p)
+    _common.add_env_options(p, image=False)
     p.add_argument("--keep", type=int, required=True, metavar="K", help="how many of the newest versions to keep (>= 1), besides the pinned and previous pin")
     p.add_argument("--dry-run", action="store_true", help="print `(dryrun) delete: s3://...` lines; delete nothing")
     _common.add_quiet(p)

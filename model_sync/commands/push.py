@@ -1,5 +1,5 @@
 """`model-sync push MODEL_DIR --env E [--name NAME] [--dry-run]`: publish a model directory (or a
-repository directory of them) as a new immutable version and pin it (model_sync/publish.py).
+repository directory of them) as a new immutable version and pin it.
 
 A model identical to the pinned version (same files and sha256s, same config) is a no-op that
 says `up to date`. Files identical to the pinned version are copied server-side, not re-uploaded.
@@ -34,7 +34,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--multipart-threshold-mb", type=int, default=16, help="files at least this big upload in parts (default 16)")
     _common.add_allow_version_skew(p)
     _common.add_allow_local_target(p)
-    p.add_argument("--no-cache", action="store_true", help="ignore the local hash and pin caches (model_sync/cache.py; also MODEL_SYNC_CACHE=off)")
+    p.add_argument("--no-cache", action="store_true", help="ignore the local hash and pin caches (also MODEL_SYNC_CACHE=off)")
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p

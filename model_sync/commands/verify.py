@@ -33,7 +33,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", metavar="NAME", help="model name")
-    _common.add_env_options(p)
+    _common.add_env_options(p, image=False)
     p.add_argument("--version", type=int, required=True, help="the version that must be served (the pinned one)")
     p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint for the smoke inference (default: tritonUrl of the environment)")
     p.add_argument("--grpc-url", default=None, help="Triton gRPC endpoint HOST:PORT (default: grpcUrl of the environment, else the --triton-url host on port 8001 when it uses 8000)")
@@ -42,6 +42,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--departed", type=float, default=None,
                    help="seconds after which a silent replica counts as gone (listed, not failing; default 300 = 10 x the agents' heartbeat; > --staleness)")
     p.add_argument("--no-record", action="store_true", help="do not write the audit record (read-only check)")
+    _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     http_url = args.triton_url or env.triton_url
     grpc_url = args.grpc_url or env.grpc_url or default_grpc_url(http_url)
     repo = Repo(env)
-    console = Console()
+    console = Console(args.quiet)
     result = verify.verify(repo, args.model, args.version, http_url, grpc_url, staleness=staleness, deployments=tuple(args.deployment), departed=departed)
     if result.manifest_sha256 is None:
         raise errors.not_found(result.problems[0])

@@ -1,0 +1,41 @@
+"""The CLI's help text as users read it (issue 17, item 10): `model-sync COMMAND --help`."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from model_sync import cli
+
+
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert cli.main([*argv, "--help"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", cli.COMMANDS)
+def test_help_names_env_and_model_apart_and_cites_no_source_file(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    text = _help(capsys, command)
+    cited = [hit for hit in re.findall(r"[\w/]+\.py\b", text) if not hit.endswith("model.py")]  # model.py: a file users write
+    assert cited == [], text
+    assert "--env NAME" not in text
+    if "--env" in text:
+        assert "--env ENV" in text
+
+
+@pytest.mark.parametrize("command", ["rollback", "prune", "verify", "agent"])
+def test_triton_image_is_offered_only_where_it_is_checked(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    assert "--triton-image" not in _help(capsys, command)
+
+
+def test_push_keeps_triton_image_and_verify_has_quiet(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--triton-image" in _help(capsys, "push")
+    assert "--quiet" in _help(capsys, "verify")
+
+
+def test_commands_are_listed_in_the_order_of_a_models_life(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _help(capsys)
+    listed = re.search(r"\{([a-z,]+)\}", text)
+    assert listed is not None, text
+    assert listed.group(1).split(",") == ["export", "push", "verify", "promote", "rollback", "status", "prune", "agent"]
