@@ -71,5 +71,19 @@ class Progress:
             self._bar.advance(task, n)
 
 
+def confirm(question: str, what: str) -> None:
+    """Ask `question` [y/N] on a terminal (rich's prompt); anything but yes, or no terminal at all,
+    refuses with one line (exit 2) naming --yes."""
+    from model_sync import errors
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise errors.usage(f"{what}: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the environment's approval)")
+    from rich.console import Console as RichConsole
+    from rich.prompt import Confirm
+
+    if not Confirm.ask(question, default=False, console=RichConsole(stderr=True)):
+        raise errors.usage(f"{what}: not confirmed; allowed: answer y, or --yes")
+
+
 def error(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)

@@ -53,3 +53,19 @@ def add_allow_local_target(p: argparse.ArgumentParser) -> None:
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print nothing but errors (no operation lines, no progress bars)")
+
+
+# Environments whose destructive commands (rollback, prune) ask first, on a terminal.
+CONFIRM_ENVS = ("prod",)
+
+
+def add_yes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true", help=f"do not ask for confirmation (asked on a terminal for {', '.join(CONFIRM_ENVS)}; CI passes --yes after its approval)")
+
+
+def confirm(args: argparse.Namespace, env: Environment, question: str) -> None:
+    """On a CONFIRM_ENVS environment without --yes or --dry-run: ask on the terminal (model_sync.ui.confirm)."""
+    if env.name in CONFIRM_ENVS and not args.yes and not getattr(args, "dry_run", False):
+        from model_sync import ui
+
+        ui.confirm(question, f"{args.command} in {env.name}")

@@ -26,6 +26,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     _common.add_env_options(p, image=False)
     p.add_argument("--keep", type=int, required=True, metavar="K", help="how many of the newest versions to keep (>= 1), besides the pinned and previous pin")
     p.add_argument("--dry-run", action="store_true", help="print `(dryrun) delete: s3://...` lines; delete nothing")
+    _common.add_yes(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -78,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         raise errors.refused(f"prune {args.model}: its config.pbtxt pins no single version; allowed: a model pinned by model-sync")
     versions = sorted(set(repository.list_versions(repo, args.model)) | set(repository.list_manifests(repo, args.model)))
     doomed = plan(versions, args.keep, protected)
+    if doomed:
+        _common.confirm(args, env, f"Delete {args.model} version(s) {', '.join(map(str, doomed))} from {env.name}?")
     for v in doomed:
         objects, _ = repo.list(layout.version_prefix(args.model, v))
         keys = [o["Key"] for o in objects]

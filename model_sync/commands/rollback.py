@@ -21,6 +21,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     _common.add_env_options(p, image=False)
     p.add_argument("--to", type=int, default=None, metavar="N", help="version to pin (default: the previous pin from the pin history)")
     p.add_argument("--dry-run", action="store_true", help="print the pin flip; write nothing")
+    _common.add_yes(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         console.line(f"(dryrun) pin: {args.model} version {target} ({repo.uri(layout.config_key(args.model))})")
         return errors.OK
+    _common.confirm(args, env, f"Pin {args.model} version {target} in {env.name} (now {pin.version})?")
     repository.flip_pin(repo, args.model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=depth, warn=console.warn)
     console.line(f"pinned: {args.model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(args.model))})")
     return errors.OK

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -217,6 +219,60 @@ def test_status_offers_and_rollback_takes_only_versions_that_still_exist_after_p
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "4").code == 0
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
     assert pinned_version(moto_s3, staging, "simple") == 3
+
+
+def _on_a_terminal(cfg: str, answer: bytes, *argv: str) -> tuple[int, str]:
+    """`model-sync ARGV` with stdin/stderr on a pseudo-terminal, answering the prompt with `answer`."""
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    from tests.support.s3_servers import aws_environ
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "model_sync", *argv, "--config", cfg], stdin=follower, stderr=follower, stdout=subprocess.PIPE, env=aws_environ())
+    os.close(follower)
+    seen = b""
+    while b"[y/n]" not in seen and proc.poll() is None:
+        if select.select([leader], [], [], 30)[0]:
+            seen += os.read(leader, 4096)
+    os.write(leader, answer)
+    out = proc.communicate(timeout=60)[0].decode()
+    with contextlib.suppress(OSError):
+        while select.select([leader], [], [], 0.2)[0]:
+            seen += os.read(leader, 4096)
+    os.close(leader)
+    return proc.returncode, out + seen.decode(errors="replace")
+
+
+def test_rollback_and_prune_on_prod_ask_first_and_ci_passes_yes(tmp_path, capsys, moto_s3, envs) -> None:
+    """Issue 17, item 9: on prod, rollback and prune ask on a terminal; without one they refuse
+    (exit 2) unless --yes; --dry-run never asks."""
+    cfg, _, prod = envs
+    for content in ("p1", "p2", "p3", "p4"):
+        _push(capsys, tmp_path, cfg, content, env="prod")
+    r = run_cli(capsys, "rollback", "simple", "--env", "prod", "--config", cfg)
+    assert r.code == 2, r.err
+    assert r.err.strip() == "model-sync: rollback in prod: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the environment's approval)"
+    assert pinned_version(moto_s3, prod, "simple") == 4
+    assert run_cli(capsys, "rollback", "simple", "--env", "prod", "--config", cfg, "--dry-run").code == 0
+    code, out = _on_a_terminal(cfg, b"n\n", "rollback", "simple", "--env", "prod")
+    assert code == 2, out
+    assert "Pin simple version 3 in prod (now 4)?" in out
+    assert pinned_version(moto_s3, prod, "simple") == 4
+    code, out = _on_a_terminal(cfg, b"y\n", "rollback", "simple", "--env", "prod")
+    assert code == 0, out
+    assert pinned_version(moto_s3, prod, "simple") == 3
+    r = run_cli(capsys, "prune", "simple", "--env", "prod", "--config", cfg, "--keep", "1")
+    assert (r.code, "prune in prod: needs confirmation" in r.err) == (2, True), r.err
+    assert len(moto_s3.keys(prod, "manifests/simple/")) == 4
+    assert run_cli(capsys, "prune", "simple", "--env", "prod", "--config", cfg, "--keep", "1", "--yes").code == 0
+    assert len(moto_s3.keys(prod, "manifests/simple/")) == 3  # 3 pinned, 4 newest, 2 the rollback target
+    # Not prod: no question.
+    _push(capsys, tmp_path, cfg, "s1")
+    _push(capsys, tmp_path, cfg, "s2")
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
 
 
 def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:

@@ -214,7 +214,9 @@ def test_model_rollback_is_gated_in_prod_only() -> None:
     assert prod["environment"] == "prod"
     for job in (staging, prod):
         assert job["steps"][0]["name"] == "Validate inputs"
-        assert 'args=(rollback "$MODEL" --env "$TARGET_ENV")' in job["steps"][-1]["run"]
+    assert 'args=(rollback "$MODEL" --env "$TARGET_ENV")' in staging["steps"][-1]["run"]
+    # prod: model-sync asks on a terminal; the job's approval is the environment's reviewers.
+    assert 'args=(rollback "$MODEL" --env "$TARGET_ENV" --yes)' in prod["steps"][-1]["run"]
     assert wf["concurrency"] == {"group": "model-sync-${{ inputs.env }}", "cancel-in-progress": False}
     assert load("model-promote.yml")["concurrency"]["group"] == "model-sync-prod"
 
@@ -336,8 +338,8 @@ def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
 def test_model_rollback_calls(tmp_path: Path) -> None:
     job = load("model-rollback.yml")["jobs"]["rollback-prod"]
     assert _model_sync_calls(tmp_path, job, {"MODEL": "resnet18", "VERSION": "3", "TARGET_ENV": "prod"}) == [
-        ["rollback", "resnet18", "--env", "prod", "--to", "3"], ["status", "resnet18", "--env", "prod"]]
-    assert _model_sync_calls(tmp_path / "x", job, {"MODEL": "resnet18", "VERSION": "", "TARGET_ENV": "prod"})[0] == ["rollback", "resnet18", "--env", "prod"]
+        ["rollback", "resnet18", "--env", "prod", "--yes", "--to", "3"], ["status", "resnet18", "--env", "prod"]]
+    assert _model_sync_calls(tmp_path / "x", job, {"MODEL": "resnet18", "VERSION": "", "TARGET_ENV": "prod"})[0] == ["rollback", "resnet18", "--env", "prod", "--yes"]
 
 
 @pytest.mark.parametrize(("override", "bad"), [
