@@ -158,6 +158,21 @@ def check_alignment(doc: dict[str, Any], dst: Repo, allow_skew: bool, allow_loca
         raise errors.incompatible(f"{doc['model']} version {doc['version']} -> {dst.env.name}: {e}") from None
 
 
+def _discard_copies(dst: Repo, model: str, target: int, console: Console) -> None:
+    """After a failed copy or checksum check: delete what was copied into repository/<m>/<target>/
+    (nothing references it: no manifest, no pin). The allocation marker stays (a version number is
+    never reused). A role that may not delete (the CI promoter, by design) leaves the files to
+    `prune`, which removes versions without a manifest once they are older than its safe age."""
+    prefix = layout.version_prefix(model, target)
+    try:
+        objects, _ = dst.list(prefix)
+        if objects:
+            dst.delete([o["Key"] for o in objects])
+            console.warn(f"promote failed: deleted the {len(objects)} file(s) copied to {dst.uri(prefix)} (version {target} stays allocated, never reused)")
+    except errors.SyncError as e:
+        console.warn(f"promote failed: the files copied to {dst.uri(prefix)} could not be deleted ({e}); `model-sync prune {model} --env {dst.env.name}` removes them (no manifest)")
+
+
 def promote(
     src: Repo, dst: Repo, model: str, version: int, *, skip_verification: bool, dry_run: bool, console: Console, by: str, allow_version_skew: bool = False,
     allow_local_target: bool = False,
@@ -193,8 +208,12 @@ def promote(
     if ignored:
         console.warn(f"{dst.env.endpoint_url or 'S3'} ignores {ignored}: concurrent promotions of {model} can race")
     target = repository.allocate(dst, model, "promote", by, preferred=version)
-    _copy(src, dst, model, version, target, doc["files"], console)
-    method = _verify_target(dst, model, target, doc["files"])
+    try:
+        _copy(src, dst, model, version, target, doc["files"], console)
+        method = _verify_target(dst, model, target, doc["files"])
+    except BaseException:
+        _discard_copies(dst, model, target, console)
+        raise
     from model_sync import model_config
 
     cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))

@@ -15,6 +15,7 @@ callers warn that version allocation and the pin flip are then not race-free.
 from __future__ import annotations
 
 import base64
+import builtins
 import getpass
 import os
 import threading
@@ -221,6 +222,21 @@ class Repo:
                 raised.s3_kind = kind_of_code(str(err.get("Code") or ""))
                 raise raised
 
+    def list_uploads(self, rel_prefix: str) -> Sequence[dict[str, Any]]:
+        """Multipart uploads in progress (never completed nor aborted) under the prefix: Key
+        relative to the root, UploadId, Initiated."""
+        uploads: builtins.list[dict[str, Any]] = []  # `list` here is Repo.list
+        try:
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.root.bucket, Prefix=self.key(rel_prefix)):
+                uploads.extend({**u, "Key": self.root.relative(u["Key"])} for u in page.get("Uploads") or [])
+        except Exception as e:
+            raise translate(e, self.env, rel_prefix) from None
+        return uploads
+
+    def abort_upload(self, rel: str, upload_id: str) -> None:
+        """AbortMultipartUpload: S3 frees the parts already stored."""
+        self.call(rel, "abort_multipart_upload", UploadId=upload_id)
+
     def delete_one(self, rel: str) -> None:
         """One DeleteObject (deleting a missing key succeeds, as S3 does)."""
         self.call(rel, "delete_object")
@@ -262,13 +278,14 @@ def etag_of(obj: dict[str, Any]) -> str | None:
     return etag or None
 
 
-def modified_of(obj: dict[str, Any]) -> int | None:
-    """LastModified as whole epoch seconds, from a listing (ISO 8601, rclone adds milliseconds),
-    a GET/HEAD (HTTP date: seconds only) or a parsed datetime; None if absent or unparseable."""
+def modified_of(obj: dict[str, Any], field: str = "LastModified") -> int | None:
+    """LastModified (or another timestamp field: a multipart upload's Initiated) as whole epoch
+    seconds, from a listing (ISO 8601, rclone adds milliseconds), a GET/HEAD (HTTP date: seconds
+    only) or a parsed datetime; None if absent or unparseable."""
     import datetime
     import email.utils
 
-    value = obj.get("LastModified")
+    value = obj.get(field)
     try:
         if isinstance(value, datetime.datetime):
             return int(value.timestamp())

@@ -1,7 +1,10 @@
 """`model-sync prune NAME --env E --keep K [--dry-run]`: delete old unpinned versions.
 
-Kept: the K highest version numbers, the pinned version, the previous pin and the version a
-default `rollback` would return to (the newest pin-stack entry that still exists). Deleted for every other version: repository/<model>/<N>/ and manifests/<model>/<N>.json,
+Kept: the K highest complete version numbers, the pinned version, the previous pin and the
+version a default `rollback` would return to (the newest pin-stack entry that still exists).
+Debris is removed once older than --stale-hours (default 24): incomplete versions (files
+without a manifest: an interrupted push, a failed promote), which never count among the K, and
+unfinished multipart uploads under repository/<model>/ (aborted: S3 frees their parts). Deleted for every other version: repository/<model>/<N>/ and manifests/<model>/<N>.json,
 including debris of interrupted pushes. Allocation markers and the audit trail stay, so a
 version number is never reused.
 
@@ -12,6 +15,7 @@ delete exits 5 saying so."""
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from model_sync import errors, layout
@@ -25,6 +29,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("model", metavar="NAME")
     _common.add_env_options(p, image=False)
     p.add_argument("--keep", type=int, required=True, metavar="K", help="how many of the newest versions to keep (>= 1), besides the pinned and previous pin")
+    p.add_argument("--stale-hours", type=float, default=24.0, metavar="H",
+                   help="an incomplete version (no manifest) or an unfinished multipart upload older than H hours is debris and removed (default 24; younger ones may be a push in progress)")
     p.add_argument("--dry-run", action="store_true", help="print `(dryrun) delete: s3://...` lines; delete nothing")
     _common.add_yes(p)
     _common.add_quiet(p)
@@ -32,10 +38,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def plan(versions: list[int], keep: int, protected: set[int]) -> list[int]:
-    """The versions to delete: all but the `keep` highest and the protected ones."""
-    newest = set(sorted(versions)[-keep:]) if keep else set()
-    return sorted(v for v in versions if v not in newest and v not in protected)
+def plan(versions: list[int], keep: int, protected: set[int], complete: set[int] | None = None, stale: set[int] | None = None) -> list[int]:
+    """The versions to delete: all but the `keep` highest COMPLETE ones and the protected ones.
+    An incomplete version (no manifest: an interrupted push, a failed promote) never counts
+    among the kept; it is deleted once `stale` (older than the safe age), else left alone (a push
+    may still be writing it). Without `complete`, every version counts as complete."""
+    complete = set(versions) if complete is None else complete
+    newest = set(sorted(v for v in versions if v in complete)[-keep:]) if keep else set()
+    return sorted(v for v in versions if v not in newest and v not in protected and (v in complete or v in (stale or set())))
 
 
 def delete(repo: Any, model: str, keys: list[str]) -> None:
@@ -64,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise errors.usage(str(e)) from None
     if args.keep < 1:
         raise errors.usage(f"--keep: {args.keep}; allowed: an integer >= 1")
+    if args.stale_hours < 0:
+        raise errors.usage(f"--stale-hours: {args.stale_hours:g}; allowed: hours >= 0")
     env = _common.resolve(args)
     repo = Repo(env)
     console = Console(args.quiet)
@@ -77,10 +89,15 @@ def run(args: argparse.Namespace) -> int:
         protected.add(target)
     if pin.text is not None and pin.version is None:
         raise errors.refused(f"prune {args.model}: its config.pbtxt pins no single version; allowed: a model pinned by model-sync")
-    versions = sorted(set(repository.list_versions(repo, args.model)) | set(repository.list_manifests(repo, args.model)))
-    doomed = plan(versions, args.keep, protected)
-    if doomed:
-        _common.confirm(args, env, f"Delete {args.model} version(s) {', '.join(map(str, doomed))} from {env.name}?")
+    manifests = set(repository.list_manifests(repo, args.model))
+    versions = sorted(set(repository.list_versions(repo, args.model)) | manifests)
+    cutoff = time.time() - args.stale_hours * 3600
+    listed = {v: repo.list(layout.version_prefix(args.model, v))[0] for v in versions if v not in manifests}
+    stale = {v for v, objects in listed.items() if all(_older(o, cutoff) for o in objects)}
+    doomed = plan(versions, args.keep, protected, manifests, stale)
+    uploads = [u for u in repo.list_uploads(layout.model_prefix(args.model)) if _older(u, cutoff, "Initiated")]
+    if doomed or uploads:
+        _common.confirm(args, env, f"Delete {args.model} version(s) {', '.join(map(str, doomed)) or 'none'} and {len(uploads)} unfinished upload(s) from {env.name}?")
     for v in doomed:
         objects, _ = repo.list(layout.version_prefix(args.model, v))
         keys = [o["Key"] for o in objects]
@@ -92,6 +109,21 @@ def run(args: argparse.Namespace) -> int:
             # Version files first, manifest last: a half-pruned version has no manifest-less files a reader trusts.
             delete(repo, args.model, [k for k in keys if not k.startswith(layout.MANIFESTS_PREFIX)])
             delete(repo, args.model, [k for k in keys if k.startswith(layout.MANIFESTS_PREFIX)])
-    if not doomed:
+    for u in uploads:  # parts of interrupted multipart uploads: stored (and billed) until aborted
+        console.line(f"{'(dryrun) ' if args.dry_run else ''}abort upload: {repo.uri(u['Key'])} (started {u['Initiated']})")
+        if not args.dry_run:
+            repo.abort_upload(u["Key"], u["UploadId"])
+    young = sorted(set(listed) - stale)
+    if young:
+        console.line(f"kept incomplete version(s) {young}: younger than --stale-hours {args.stale_hours:g} (a push may still be writing them)")
+    if not doomed and not uploads:
         console.line(f"nothing to prune: {args.model} has {len(versions)} versions, keeping {args.keep} + pinned {sorted(protected)}")
     return errors.OK
+
+
+def _older(obj: dict[str, Any], cutoff: float, field: str = "LastModified") -> bool:
+    """Older than `cutoff` (epoch seconds); an unreadable time is never old (nothing is deleted on a guess)."""
+    from model_sync.s3 import modified_of
+
+    when = modified_of(obj, field)
+    return when is not None and when < cutoff

@@ -119,6 +119,11 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
     assert "checksum: s3://" in r.err
     assert "nothing was pinned" in r.err
     assert pinned_version(moto_s3, prod, "simple") is None
+    # Issue 17, item 7: the failed promote removed what it copied; only the allocation stays.
+    assert moto_s3.keys(prod, "repository/") == []
+    assert moto_s3.keys(prod, "manifests/") == []
+    assert moto_s3.keys(prod, "audit/allocations/simple/") == ["audit/allocations/simple/1.json"]
+    assert "deleted the 2 file(s) copied to" in r.err
 
 
 def test_promote_dry_run_writes_nothing(tmp_path, capsys, moto_s3, envs) -> None:
@@ -273,6 +278,36 @@ def test_rollback_and_prune_on_prod_ask_first_and_ci_passes_yes(tmp_path, capsys
     _push(capsys, tmp_path, cfg, "s1")
     _push(capsys, tmp_path, cfg, "s2")
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
+
+
+def test_prune_removes_stale_incomplete_versions_and_unfinished_uploads_but_never_counts_them(tmp_path, capsys, rclone_s3, aws_env) -> None:
+    """Issue 17, item 7: an interrupted push's version (files, no manifest) is not one of the K
+    kept; it and an unfinished multipart upload are removed once older than --stale-hours, and
+    left alone while younger (a push may still be writing them). On rclone: moto 5.2.5 reports
+    every multipart upload as initiated in 2010."""
+    staging = rclone_s3.make_bucket("staging-debris")
+    cfg = write_config(tmp_path / "model-sync.yaml", rclone_s3, {"staging": f"s3://{staging}"})
+    for content in ("v1", "v2"):
+        _push(capsys, tmp_path, cfg, content)
+    client = rclone_s3.client()
+    client.put_object(Bucket=staging, Key="repository/simple/3/model.pt", Body=b"half")  # interrupted push of 3
+    upload = client.create_multipart_upload(Bucket=staging, Key="repository/simple/3/model.pt")["UploadId"]
+    client.upload_part(Bucket=staging, Key="repository/simple/3/model.pt", UploadId=upload, PartNumber=1, Body=b"x" * 1024)
+    r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
+    assert r.code == 0, r.err
+    assert "kept incomplete version(s) [3]: younger than --stale-hours 24" in r.out
+    assert "abort upload" not in r.out
+    assert rclone_s3.keys(staging, "repository/simple/3/") == ["repository/simple/3/model.pt"]
+    assert len(client.list_multipart_uploads(Bucket=staging).get("Uploads", [])) == 1
+    # --keep 1 kept version 2 (complete), not the incomplete 3; version 1 is the rollback target.
+    assert {k.rsplit("/", 1)[1] for k in rclone_s3.keys(staging, "manifests/simple/")} == {"1.json", "2.json"}
+    r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1", "--stale-hours", "0")
+    assert r.code == 0, r.err
+    assert f"delete: s3://{staging}/repository/simple/3/model.pt" in r.out
+    assert f"abort upload: s3://{staging}/repository/simple/3/model.pt" in r.out
+    assert rclone_s3.keys(staging, "repository/simple/3/") == []
+    assert client.list_multipart_uploads(Bucket=staging).get("Uploads", []) == []
+    assert pinned_version(rclone_s3, staging, "simple") == 2
 
 
 def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
