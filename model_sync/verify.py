@@ -305,7 +305,7 @@ def replica_states(
 
 
 def served(status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime, departed: float = DEFAULT_DEPARTED) -> dict[str, dict[str, Any]]:
-    """'<deployment>/<replica>' -> {serving, state, error} for every replica that reported `model`
+    """'<deployment>/<replica>' -> {serving, state, error, failed (versions)} for every replica that reported `model`
     within `departed` seconds (what `status` shows: what is served, not what is pinned)."""
     out: dict[str, dict[str, Any]] = {}
     for key, doc in sorted(status_docs.items()):
@@ -315,7 +315,8 @@ def served(status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime
             continue
         serving = entry.get("serving") if isinstance(entry.get("serving"), list) else []
         error = " ".join(str(entry.get("error") or "").split())[:300] or None
-        out[key] = {"serving": serving, "state": str(entry.get("state")), "error": error}
+        failed = sorted(int(v) for v in (entry.get("failed") or {}) if str(v).isdigit()) if isinstance(entry.get("failed"), dict) else []
+        out[key] = {"serving": serving, "state": str(entry.get("state")), "error": error, "failed": failed}
     return out
 
 
@@ -451,3 +452,29 @@ def gate_record(repo: Any, model: str, version: int) -> tuple[str, dict[str, Any
     legacy = layout.verification_key(model, version)
     data = repo.get(legacy)
     return (legacy, manifest.read_verification(data, model, version)) if data is not None else None
+
+
+def wait_served(repo: Any, model: str, version: int, timeout: float, console: Any, interval: float = 2.0) -> dict[str, str]:
+    """Poll the replicas' status reports until every replica serving `model` (reported within
+    DEFAULT_DEPARTED) serves `version` READY, at least one; '<deployment>/<replica>' -> 'READY'.
+    A replica that reports the version failed ends the wait at once. Raises CHECK_FAILED (exit 6)
+    naming the replicas that do not serve it."""
+    import time
+
+    from model_sync import errors
+
+    deadline = time.monotonic() + timeout
+    console.line(f"waiting: {model} version {version} on every replica (up to {timeout:.0f}s)")
+    while True:
+        replicas = served(read_status_docs(repo), model, _dt.datetime.now(_dt.UTC))
+        states = {key: "READY" if r["serving"] == [version] and r["state"] == "READY" else f"serving {r['serving'] or 'nothing'} ({r['state']}: {r['error'] or 'not switched yet'})"
+                  for key, r in replicas.items()}  # fmt: skip
+        lagging = {k: v for k, v in states.items() if v != "READY"}
+        failed = {k: v for k, v in lagging.items() if version in replicas[k]["failed"]}
+        if states and not lagging:
+            console.line(f"served: {model} version {version} READY on {len(states)} replica(s)")
+            return states
+        if failed or time.monotonic() >= deadline:
+            why = "; ".join(f"{k}: {v}" for k, v in (failed or lagging).items()) or f"no replica reports {model}"
+            raise errors.SyncError(errors.CHECK_FAILED, f"wait: {model} version {version} is not served by every replica ({why}); allowed: replicas that load it (see `model-sync status`)")
+        time.sleep(interval)

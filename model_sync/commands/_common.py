@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from model_sync import environments
+from model_sync import environments, errors
 from model_sync.environments import Environment
 
 
@@ -69,3 +70,37 @@ def confirm(args: argparse.Namespace, env: Environment, question: str) -> None:
         from model_sync import ui
 
         ui.confirm(question, f"{args.command} in {env.name}")
+
+
+def add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output", choices=("text", "json"), default="text",
+                   help="text: operation lines (default); json: one JSON document on stdout when done, no operation lines (errors stay one line on stderr)")  # fmt: skip
+
+
+def add_wait(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", action="store_true", help="return only once every replica serving the model reports the new version READY (exit 6 with those that do not)")
+    p.add_argument("--wait-timeout", type=float, default=300.0, metavar="SECONDS", help="how long --wait waits (default 300)")
+
+
+def quiet(args: argparse.Namespace) -> bool:
+    """No operation lines: --quiet, or --output json (stdout carries the document only)."""
+    return bool(getattr(args, "quiet", False) or getattr(args, "output", "text") == "json")
+
+
+def emit(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """With --output json: print `doc` (sorted keys) on stdout."""
+    if getattr(args, "output", "text") == "json":
+        import json
+
+        print(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def wait(args: argparse.Namespace, repo: Any, model: str, version: int, console: Any) -> dict[str, str] | None:
+    """--wait: block until every replica serves `version` (model_sync.verify.wait_served); None without --wait."""
+    if not getattr(args, "wait", False):
+        return None
+    from model_sync import verify
+
+    if args.wait_timeout <= 0:
+        raise errors.usage(f"--wait-timeout: {args.wait_timeout:g}; allowed: seconds > 0")
+    return verify.wait_served(repo, model, version, args.wait_timeout, console)

@@ -27,6 +27,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the copies and the pin flip; write nothing")
     _common.add_allow_version_skew(p)
     _common.add_allow_local_target(p)
+    _common.add_wait(p)
+    _common.add_output(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -49,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
     if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
         raise errors.usage(f"--to: {args.target!r} has the same repository as {args.source!r} ({dst_env.uri}); allowed: two different repositories")
     dst = Repo(dst_env)
-    promote.promote(Repo(src_env), dst, args.model, args.version, skip_verification=args.skip_verification, dry_run=args.dry_run, console=Console(args.quiet), by=who(dst_env, dst.session),
-                    allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target)
+    console = Console(_common.quiet(args))
+    target = promote.promote(Repo(src_env), dst, args.model, args.version, skip_verification=args.skip_verification, dry_run=args.dry_run, console=console,
+                             by=who(dst_env, dst.session), allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target)  # fmt: skip
+    doc: dict[str, Any] = {"model": args.model, "from": {"env": src_env.name, "version": args.version}, "to": {"env": dst_env.name, "version": target}, "dry_run": args.dry_run}
+    if not args.dry_run:
+        doc["served"] = _common.wait(args, dst, args.model, target, console)
+    _common.emit(args, doc)
     return errors.OK

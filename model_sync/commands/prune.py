@@ -33,6 +33,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="an incomplete version (no manifest) or an unfinished multipart upload older than H hours is debris and removed (default 24; younger ones may be a push in progress)")
     p.add_argument("--dry-run", action="store_true", help="print `(dryrun) delete: s3://...` lines; delete nothing")
     _common.add_yes(p)
+    _common.add_output(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise errors.usage(f"--stale-hours: {args.stale_hours:g}; allowed: hours >= 0")
     env = _common.resolve(args)
     repo = Repo(env)
-    console = Console(args.quiet)
+    console = Console(_common.quiet(args))
     pin = repository.read_pin(repo, args.model)
     history = repository.read_history(repo, args.model)
     protected = {v for v in (pin.version,) if v is not None}
@@ -118,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         console.line(f"kept incomplete version(s) {young}: younger than --stale-hours {args.stale_hours:g} (a push may still be writing them)")
     if not doomed and not uploads:
         console.line(f"nothing to prune: {args.model} has {len(versions)} versions, keeping {args.keep} + pinned {sorted(protected)}")
+    _common.emit(args, {"env": env.name, "model": args.model, "deleted": doomed, "aborted_uploads": [u["Key"] for u in uploads], "kept_incomplete": young,
+                        "protected": sorted(protected), "dry_run": args.dry_run})  # fmt: skip
     return errors.OK
 
 

@@ -35,6 +35,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     _common.add_allow_version_skew(p)
     _common.add_allow_local_target(p)
     p.add_argument("--no-cache", action="store_true", help="ignore the local hash and pin caches (also MODEL_SYNC_CACHE=off)")
+    _common.add_wait(p)
+    _common.add_output(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -60,10 +62,12 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size,
         allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache, allow_local_target=args.allow_local_target,
     )  # fmt: skip
+    console = Console(quiet=_common.quiet(args))
     try:
-        results = publish.push(repo, models, Console(quiet=args.quiet), options, lambda: who(env, repo.session))
+        results = publish.push(repo, models, console, options, lambda: who(env, repo.session))
     finally:
         configs.save()
+    doc: dict[str, Any] = {"env": env.name, "models": [{"model": r.model, "action": r.action, "version": r.version, "error": str(r.error) if r.error else None} for r in results]}
     # One line per distinct error (models failing alike while a run-wide failure was found share
     # its message); the models that failure kept from starting are named on the last line.
     failed = list({str(r.error): r for r in results if r.error is not None and r.action == "failed"}.values())
@@ -73,5 +77,9 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         last = failed[-1]
         note = f" ({len(skipped)} more not started: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})" if skipped else ""
+        _common.emit(args, doc)
         raise errors.SyncError(min(r.error.code for r in failed if r.error), (f"{last.model}: {last.error}" if len(models) > 1 else str(last.error)) + note)
+    if args.wait and not args.dry_run:
+        doc["served"] = {r.model: _common.wait(args, repo, r.model, r.version, console) for r in results if r.version is not None}
+    _common.emit(args, doc)
     return errors.OK

@@ -22,6 +22,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--to", type=int, default=None, metavar="N", help="version to pin (default: the previous pin from the pin history)")
     p.add_argument("--dry-run", action="store_true", help="print the pin flip; write nothing")
     _common.add_yes(p)
+    _common.add_wait(p)
+    _common.add_output(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         raise errors.usage(str(e)) from None
     env = _common.resolve(args)
     repo = Repo(env)
-    console = Console(args.quiet)
+    console = Console(_common.quiet(args))
     pin = repository.read_pin(repo, args.model)
     if pin.text is None:
         raise errors.not_found(f"model: {args.model!r} has no pin in {env.name} ({repo.uri(layout.config_key(args.model))}); allowed: a published model")
@@ -58,10 +60,14 @@ def run(args: argparse.Namespace) -> int:
     missing = repository.is_complete(repo, args.model, target, doc)
     if missing:
         raise errors.refused(f"version: {args.model} {target} is incomplete ({missing}); allowed: a complete version (see `model-sync status`)")
+    out: dict[str, Any] = {"env": env.name, "model": args.model, "version": target, "previous": pin.version, "dry_run": args.dry_run}
     if args.dry_run:
         console.line(f"(dryrun) pin: {args.model} version {target} ({repo.uri(layout.config_key(args.model))})")
+        _common.emit(args, out)
         return errors.OK
     _common.confirm(args, env, f"Pin {args.model} version {target} in {env.name} (now {pin.version})?")
     repository.flip_pin(repo, args.model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=depth, warn=console.warn)
     console.line(f"pinned: {args.model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(args.model))})")
+    out["served"] = _common.wait(args, repo, args.model, target, console)
+    _common.emit(args, out)
     return errors.OK

@@ -42,6 +42,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--departed", type=float, default=None,
                    help="seconds after which a silent replica counts as gone (listed, not failing; default 300 = 10 x the agents' heartbeat; > --staleness)")
     p.add_argument("--no-record", action="store_true", help="do not write the audit record (read-only check)")
+    _common.add_output(p)
     _common.add_quiet(p)
     p.set_defaults(func=run)
     return p
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     http_url = args.triton_url or env.triton_url
     grpc_url = args.grpc_url or env.grpc_url or default_grpc_url(http_url)
     repo = Repo(env)
-    console = Console(args.quiet)
+    console = Console(_common.quiet(args))
     result = verify.verify(repo, args.model, args.version, http_url, grpc_url, staleness=staleness, deployments=tuple(args.deployment), departed=departed)
     if result.manifest_sha256 is None:
         raise errors.not_found(result.problems[0])
@@ -80,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         console.line(f"replica {replica}: {state}")
     console.line(f"checks: {verify.check_line(result)}")
     key = None if args.no_record else verify.record(repo, result, s3.who(env, repo.session))
+    _common.emit(args, {"env": env.name, "model": args.model, "version": args.version, "passed": result.passed, "pinned": result.pinned, "checks": result.checks,
+                        "replicas": result.replicas, "problems": result.problems, "record": repo.uri(key) if key else None})  # fmt: skip
     if result.passed:
         console.line(f"verified: {args.model} version {args.version} in {env.name}: {verify.summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))
         return errors.OK

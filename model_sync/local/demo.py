@@ -20,7 +20,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from model_sync.agent import AGENT_COMMAND
 from model_sync.local.procs import Process, http_status, wait_until
@@ -106,28 +105,15 @@ class LocalPlatform:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         say("model-sync " + " ".join(args))
         proc = subprocess.run([sys.executable, "-m", "model_sync", *args], capture_output=True, text=True, env=self.env(), check=False, timeout=600)
-        out = (proc.stdout + proc.stderr).rstrip()
+        stdout = proc.stdout
+        if "json" in args and proc.returncode == 0:  # --output json: the document on one line
+            stdout = json.dumps(json.loads(stdout), sort_keys=True) + "\n"
+        out = (stdout + proc.stderr).rstrip()
         if out:
             print("    " + out.replace("\n", "\n    "), flush=True)
         if check and proc.returncode != 0:
             raise SystemExit(f"demo: model-sync {args[0]} exited {proc.returncode}")
         return proc
-
-    def pinned(self, env: str) -> int:
-        """The pinned version, from `model-sync status --output json` (retried: a pin being rewritten
-        on rclone serve s3 briefly reads as missing)."""
-        last = ""
-        for _ in range(5):
-            proc = subprocess.run([sys.executable, "-m", "model_sync", "status", "--env", env, MODEL, "--output", "json"], capture_output=True, text=True,
-                                  env=self.env(), check=False, timeout=120)
-            if proc.returncode == 0:
-                doc: dict[str, Any] = json.loads(proc.stdout)
-                pinned = doc[env]["models"][0]["pinned"]
-                if pinned is not None:
-                    return int(pinned)
-            last = proc.stderr.strip()
-            time.sleep(1)
-        raise SystemExit(f"demo: cannot read the pin of {MODEL} in {env}: {last}")
 
     def wait_ready(self, env: str, version: int, timeout: float = 180) -> None:
         triton = self.tritons[env]
@@ -193,13 +179,14 @@ def demo(root: Path, keep_running: bool = False) -> int:
         export_dir = root / "export"
         platform.cli("export", SAMPLE_FACTORY, "--name", MODEL, "--output", str(export_dir), "--example-shape", "1,4", "--target", "local",
                      "--max-batch-size", "8", "--overwrite")
-        platform.cli("push", str(export_dir / MODEL), "--env", "staging")
-        staged = platform.pinned("staging")
+        # --output json says which version push allocated; --wait returns once the replica serves it.
+        pushed = platform.cli("push", str(export_dir / MODEL), "--env", "staging", "--output", "json", "--wait")
+        staged = int(json.loads(pushed.stdout)["models"][0]["version"])
         platform.wait_ready("staging", staged)
         say(f"staging serves {MODEL} version {staged}")
         platform.cli("verify", MODEL, "--env", "staging", "--version", str(staged), "--grpc-url", platform.tritons["staging"].grpc_url)
-        platform.cli("promote", MODEL, "--version", str(staged), "--from", "staging", "--to", "prod")
-        prod = platform.pinned("prod")
+        promoted = platform.cli("promote", MODEL, "--version", str(staged), "--from", "staging", "--to", "prod", "--output", "json", "--wait")
+        prod = int(json.loads(promoted.stdout)["to"]["version"])
         platform.wait_ready("prod", prod)
         platform.cli("verify", MODEL, "--env", "prod", "--version", str(prod), "--grpc-url", platform.tritons["prod"].grpc_url)
         got, want = infer(platform.tritons["prod"].http_url, prod), eager()

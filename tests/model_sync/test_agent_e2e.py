@@ -364,3 +364,31 @@ def test_pins_of_one_pass_are_all_placed_before_any_is_confirmed(serving: Servin
     assert max(pinned) < min(confirmed), "a model was confirmed before every pin of the pass was placed"
     for name in ("m0", "m1", "m3"):
         assert served_version(serving.triton.http_url, name) == 1
+
+
+def test_push_and_rollback_wait_for_every_replica_and_say_what_they_did_in_json(serving: Serving) -> None:
+    """Issue 17, item 8: `push --output json` prints the version it allocated; `--wait` returns
+    once every replica serves it READY, or fails (exit 6) naming the replica that does not."""
+    from tests.support.triton import ADD_CONFIG, add_model_files
+
+    def model_dir(version: int, fail: bool = False) -> str:
+        src = serving.tmp / "src" / f"cli-{version}-{fail}" / "add"
+        (src / "1").mkdir(parents=True)
+        (src / "config.pbtxt").write_text(ADD_CONFIG.format(name="add"))
+        (src / "1" / "model.py").write_bytes(add_model_files(version, fail)["model.py"])
+        return str(src)
+
+    serving.start_agent()
+    rc, out = serving.cli("push", model_dir(1), "--env", "test", "--output", "json", "--wait", "--wait-timeout", "60")
+    assert rc == 0, out
+    doc = json.JSONDecoder().raw_decode(out[out.index("{") :])[0]  # stderr's warnings follow
+    assert doc["models"] == [{"model": "add", "action": "pushed", "version": 1, "error": None}]
+    assert doc["served"] == {"add": {"default/replica-0": "READY"}}
+    assert served_version(serving.triton.http_url, "add") == 1  # it returned after the switch
+    rc, out = serving.cli("push", model_dir(2, fail=True), "--env", "test", "--wait", "--wait-timeout", "60")
+    assert rc == 6, out
+    assert "wait: add version 2 is not served by every replica (default/replica-0: serving [1] (FAILED: version(s) [2] failed to load:" in out
+    rc, out = serving.cli("rollback", "add", "--env", "test", "--output", "json", "--wait", "--wait-timeout", "60")
+    assert rc == 0, out
+    doc = json.JSONDecoder().raw_decode(out[out.index("{") :])[0]  # stderr's warnings follow
+    assert (doc["version"], doc["previous"], doc["served"]) == (1, 2, {"default/replica-0": "READY"})

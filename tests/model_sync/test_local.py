@@ -58,7 +58,10 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
     try:
         assert proc.returncode == 0, out[-3000:]
         assert out.count("smoke inference http+grpc ok") == 2  # verified in staging and in prod
-        assert "pinned: demo-mlp version 1 in prod (promoted from staging version 1)" in out
+        # push and promote print their JSON documents (--output json), one line each, after --wait.
+        assert '"models": [{"action": "pushed", "error": null, "model": "demo-mlp", "version": 1}]' in out
+        assert '"to": {"env": "prod", "version": 1}' in out
+        assert '"served": {"local/prod-0": "READY"}' in out
         m = re.search(r"prod inference demo-mlp v1: .* max \|diff\| ([0-9.e+-]+)\)", out)
         assert m is not None, out[-2000:]
         assert float(m.group(1)) <= 1e-5
