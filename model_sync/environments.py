@@ -11,6 +11,9 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         grpcUrl: 127.0.0.1:8001                 # optional: `verify`'s own gRPC smoke inference (HOST:PORT)
         tritonImage: nvcr.io/nvidia/tritonserver:25.10-py3   # the image serving this env:
                                                 # push/promote refuse TorchScript it cannot load
+        unenforcedConditionalWrites: accepted   # optional: the endpoint ignores If-None-Match /
+                                                # If-Match (rclone serve s3) and has one writer:
+                                                # no race warning on every push/promote
       prod:
         pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
         pulumiCwd: ../infra                     # optional, relative to the config file
@@ -35,7 +38,7 @@ from typing import Any
 from model_sync import errors, layout
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "grpcUrl", "tritonImage", "pulumiStack", "pulumiCwd")
+ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "grpcUrl", "tritonImage", "unenforcedConditionalWrites", "pulumiStack", "pulumiCwd")
 CONFIG_NAME = "model-sync.yaml"
 
 
@@ -48,6 +51,7 @@ class Environment:
     triton_url: str | None = None
     grpc_url: str | None = None  # HOST:PORT
     triton_image: str | None = None  # e.g. nvcr.io/nvidia/tritonserver:25.10-py3 (model_sync.compat)
+    unenforced_writes_accepted: bool = False  # unenforcedConditionalWrites: accepted
     source: str = "flags"  # where it was resolved from (config path, pulumi stack)
 
     @property
@@ -93,6 +97,8 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
                 raise errors.usage(f"{path} environments.{name}.{key}: unknown key; allowed: {', '.join(ENV_KEYS)}")
             if not isinstance(value, str) or not value:
                 raise errors.usage(f"{path} environments.{name}.{key}: {value!r}; allowed: a non-empty string")
+        if body.get("unenforcedConditionalWrites", "accepted") != "accepted":
+            raise errors.usage(f"{path} environments.{name}.unenforcedConditionalWrites: {body['unenforcedConditionalWrites']!r}; allowed: 'accepted' (or leave it out)")
         if "bucket" not in body and "pulumiStack" not in body:
             raise errors.usage(f"{path} environments.{name}: no bucket; allowed: set 'bucket' (s3://bucket[/prefix]) or 'pulumiStack'")
     return envs
@@ -198,5 +204,6 @@ def resolve(
         triton_url=triton_url or body.get("tritonUrl"),
         grpc_url=grpc_url or body.get("grpcUrl"),
         triton_image=triton_image or body.get("tritonImage"),
+        unenforced_writes_accepted=body.get("unenforcedConditionalWrites") == "accepted",
         source=source,
     )

@@ -249,7 +249,9 @@ def export(opts: ExportOptions) -> dict[str, Any]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             scripted = torch.jit.trace(model, tuple(inputs)) if opts.method == "trace" else torch.jit.script(model)
-        notes = [str(w.message).splitlines()[0] for w in caught]
+        # torch 2.x deprecates TorchScript as a whole (every trace says so): not something a user
+        # can act on, since Triton's libtorch backend loads TorchScript only (docs/model-sync.md).
+        notes = [str(w.message).splitlines()[0] for w in caught if not _torchscript_deprecation(w)]
     except Exception as e:
         raise errors.SyncError(errors.CHECK_FAILED, f"torch.jit.{opts.method}: failed ({' '.join(str(e).split())[:240]}); allowed: a module {opts.method}-able by TorchScript (try --method {'script' if opts.method == 'trace' else 'trace'})") from None
     os.makedirs(opts.output, exist_ok=True)
@@ -302,3 +304,8 @@ def export(opts: ExportOptions) -> dict[str, Any]:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
     return meta
+
+
+def _torchscript_deprecation(w: warnings.WarningMessage) -> bool:
+    """torch's "`torch.jit.trace` is deprecated. Please switch to torch.compile or torch.export"."""
+    return issubclass(w.category, DeprecationWarning | FutureWarning) and str(w.message).startswith("`torch.jit.")

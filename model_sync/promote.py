@@ -204,7 +204,7 @@ def promote(
             console.line(f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to {dst.uri(layout.version_file_key(model, target, rel))}")
         console.line(f"(dryrun) pin: {model} version {target} ({dst.uri(layout.config_key(model))})")
         return target
-    ignored = dst.ignored_conditions()
+    ignored = None if dst.env.unenforced_writes_accepted else dst.ignored_conditions()
     if ignored:
         console.warn(f"{dst.env.endpoint_url or 'S3'} ignores {ignored}: concurrent promotions of {model} can race")
     target = repository.allocate(dst, model, "promote", by, preferred=version)

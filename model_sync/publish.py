@@ -402,7 +402,7 @@ class Publisher:
         self._check_stop(m)
         if self.options.dry_run:
             return self._dry_run(m, repository.highest_allocated(repo, name) + 1, reuse, pin.version)
-        ignored = repo.ignored_conditions()
+        ignored = None if repo.env.unenforced_writes_accepted else repo.ignored_conditions()
         if ignored and not self.warned:
             self.warned = True
             self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes can race; AWS S3 and moto enforce both")

@@ -115,6 +115,7 @@ def test_pulumi_failures(tmp_path, monkeypatch, body, rc, code, match) -> None:
         ("environments:\n  prod:\n    bukcet: s3://x-y\n", r"environments\.prod\.bukcet: unknown key"),
         ("environments:\n  prod:\n    region: eu-west-1\n", r"environments\.prod: no bucket"),
         ("environments:\n  prod:\n    bucket: 3\n", r"environments\.prod\.bucket: 3; allowed: a non-empty string"),
+        ("environments:\n  prod:\n    bucket: s3://x-y\n    unenforcedConditionalWrites: yes-please\n", r"unenforcedConditionalWrites: 'yes-please'; allowed: 'accepted'"),
         ("environments:\n  prod:\n    bucket: bucket-without-scheme\n", r"bucket URI: 'bucket-without-scheme'"),
         ("environments:\n  prod:\n    bucket: s3://ok-b\n    endpointUrl: ftp://x\n", r"endpoint URL: 'ftp://x'"),
         ("environments: [\n", r"cannot be read as YAML"),

@@ -4,6 +4,7 @@ One module with a few factories; torch is imported once per test process."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -41,6 +42,13 @@ FACTORIES = textwrap.dedent(
     def noisy():
         return Noisy()
 
+    class Branchy(torch.nn.Module):  # a Python branch on a tensor: a real TracerWarning
+        def forward(self, x):
+            return x * 2 if x.sum() > -1e30 else x
+
+    def branchy():
+        return Branchy()
+
     def not_a_module():
         return 42
     """
@@ -65,6 +73,7 @@ def test_export_local_round_trip(factories, capsys) -> None:
         "--example-dtype", "float32", "--example-dtype", "int64", "--target", "local", "--preferred-batch-size", "4", "--max-queue-delay-us", "500",
     )  # fmt: skip
     assert r.code == 0, r.err
+    assert r.err == ""  # torch's TorchScript deprecation notice is not repeated on every export (issue 17, item 15)
     d = factories / "two"
     assert sorted(p.name for p in (d / "1").iterdir()) == ["model.pt", "model.py"]
     cfg = model_config.read_file(str(d / "config.pbtxt"))
@@ -88,6 +97,13 @@ def test_export_local_round_trip(factories, capsys) -> None:
     from model_sync import localmodel
 
     assert sorted(localmodel.load(str(d)).files) == ["model.pt", "model.py"]
+
+
+def test_a_tracer_warning_is_reported_on_one_line(factories, capsys) -> None:
+    r = run_cli(capsys, "export", "exportfactories:branchy", "--name", "branchy", "--output", str(factories), "--example-shape", "4,4")
+    assert r.code == 0, r.err
+    assert re.match(r"model-sync: warning: torch.jit.trace: \d warning\(s\) while tracing, first: Converting a tensor to a Python boolean", r.err), r.err
+    assert len(r.err.strip().splitlines()) == 1
 
 
 def test_export_cloud_script_without_batching(factories, capsys) -> None:

@@ -62,6 +62,9 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
         assert '"models": [{"action": "pushed", "error": null, "model": "demo-mlp", "version": 1}]' in out
         assert '"to": {"env": "prod", "version": 1}' in out
         assert '"served": {"local/prod-0": "READY"}' in out
+        # Issue 17, item 15: nothing to act on is repeated; rclone's conditional writes are said once.
+        assert "warning:" not in out, [line for line in out.splitlines() if "warning:" in line]
+        assert out.count("ignores If-None-Match/If-Match") == 1
         m = re.search(r"prod inference demo-mlp v1: .* max \|diff\| ([0-9.e+-]+)\)", out)
         assert m is not None, out[-2000:]
         assert float(m.group(1)) <= 1e-5
