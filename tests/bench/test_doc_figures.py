@@ -1,6 +1,6 @@
 """The benchmark figures written by hand in the docs equal bench/results/*.json (to the rounding
 they are printed with): README's "Measured" rows, docs/gpu-benchmark.md's result table,
-docs/agent.md's P1/P2 row and pass cost, docs/model-sync.md's transfer table. A rerun that changes a JSON file
+docs/agent.md's P1/P2/P3 rows and pass cost, docs/model-sync.md's transfer table. A rerun that changes a JSON file
 fails here until the prose is updated."""
 
 from __future__ import annotations
@@ -133,3 +133,30 @@ def test_readme_transfer_row_and_the_agent_pass_figure() -> None:
     assert doc_line("README.md", "| Moving models ") == readme_row(data)
     printed = grab(r"([\d.]+) requests per pass on average over 1,000 models x 5 versions", (ROOT / "docs" / "agent.md").read_text())[0]
     assert_rounds_to(printed, data["agent_pass"]["average_requests_per_pass_at_defaults"])
+
+
+# ---- many models READY (bench/results/agent-ready.json) -------------------------------------------
+def test_agent_doc_p3_row() -> None:
+    line = doc_line("docs/agent.md", "| **P3** 200 small python-backend models")
+    doc = result("agent-ready.json")
+    new = doc["scenarios"]["new-pod"]
+    live = doc["scenarios"]["live-pod"]
+    med, lo, hi = grab(r"new pod .*?median \*\*([\d.]+) s\*\* \(([\d.]+)\.\.([\d.]+)\)", line)
+    assert_rounds_to(med, new["median_ready_s"])
+    assert_rounds_to(lo, new["min_ready_s"])
+    assert_rounds_to(hi, new["max_ready_s"])
+    med, lo, hi = grab(r"live pod .*?median \*\*([\d.]+) s\*\* \(([\d.]+)\.\.([\d.]+)\)", line)
+    assert_rounds_to(med, live["median_ready_s"])
+    assert_rounds_to(lo, live["min_ready_s"])
+    assert_rounds_to(hi, live["max_ready_s"])
+    assert doc["met"] == {"new-pod": True, "live-pod": False}
+    assert "new pod met, live pod **not met**" in line
+    assert {len(s["runs"]) for s in doc["scenarios"].values()} == {3}
+
+
+def test_readme_many_models_row() -> None:
+    line = doc_line("README.md", "| A replica with 200 small python-backend models")
+    doc = result("agent-ready.json")["scenarios"]
+    new, live = grab(r"new pod ([\d.]+) s \(median of 3.*?running replica ([\d.]+) s", line)
+    assert_rounds_to(new, doc["new-pod"]["median_ready_s"])
+    assert_rounds_to(live, doc["live-pod"]["median_ready_s"])
