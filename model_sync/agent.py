@@ -691,8 +691,12 @@ class RepositoryAgent:
         previous_text = read_local_pin(model_dir)
         previous = st.serving if previous_text is not None else ()
         in_flight = self._loads.pop(name, None)
-        if in_flight is not None:  # pinned again while loading: on failure, back to what last served
-            previous_text, previous = in_flight.previous_text, in_flight.previous
+        if in_flight is not None:  # pinned again while the previous pin was still being confirmed
+            assert self.triton is not None
+            if all(self.triton.version_ready(name, v) for v in in_flight.versions):
+                previous = in_flight.versions  # it did load: it is what a failure pins back to
+            else:  # still loading (or failed): on failure, back to what served before it
+                previous_text, previous = in_flight.previous_text, in_flight.previous
         if read_local_pin(model_dir) is None:
             # A new model appears whole: config + verified version directories in one rename.
             build.mkdir(parents=True, exist_ok=True)
@@ -730,8 +734,11 @@ class RepositoryAgent:
         loaded = [name for name, failure in sorted(outcome.items()) if failure is None]
         for name in loaded:
             load, st = self._loads.pop(name), self.models[name]
-            st.serving, st.state, st.error = load.versions, READY, None
+            st.serving = load.versions
             log.info("%s version(s) %s READY%s", name, list(load.versions), " (placed before Triton started)" if load.adopted else "")
+            if st.rejected_etag is not None and st.rejected_etag == st.pin_etag and st.pinned != load.versions:
+                continue  # the pin moved on while this loaded, and its version was refused: that stays reported
+            st.state, st.error = READY, None
         if loaded:
             self._report(force=False)  # READY is reported before the smoke inferences run
         for name in loaded:

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if departed <= staleness:
         raise errors.usage(f"--departed: {departed!r}; allowed: seconds > --staleness ({staleness:g})")
     env = _common.resolve(args)
+    verify.client_headers()  # a malformed $MODEL_SYNC_TRITON_API_KEY is a usage error (exit 2), before any check
     http_url = args.triton_url or env.triton_url
     grpc_url = args.grpc_url or env.grpc_url or default_grpc_url(http_url)
     repo = Repo(env)

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = [
     "bench.serving.bundle", "bench.serving.report", "bench.serving.run", "bench.serving.loadgen", "bench.serving.raw",
-    "bench.serving.baseline_server", "bench.agent.p1_switch", "bench.agent.p2_requests", "bench.transfer.run",
+    "bench.serving.baseline_server", "bench.agent.p1_switch", "bench.agent.p2_requests", "bench.agent.ready_many", "bench.transfer.run",
 ]
 
 

@@ -155,3 +155,13 @@ def test_departed_must_exceed_staleness(capsys: pytest.CaptureFixture[str]) -> N
 
     assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--version", "1", "--staleness", "120", "--departed", "60"]) == 2
     assert "--departed: 60.0; allowed: seconds > --staleness (120)" in capsys.readouterr().err
+
+
+def test_a_malformed_api_key_is_a_usage_error(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from model_sync.cli import main
+
+    monkeypatch.setenv(vf.API_KEY_ENV, "no-colon")
+    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--version", "1"]) == 2
+    assert "$MODEL_SYNC_TRITON_API_KEY: not CLIENT:KEY; allowed: an ingress client name and its API key" in capsys.readouterr().err
+    monkeypatch.setenv(vf.API_KEY_ENV, "ci:s3cret")
+    assert vf.client_headers() == {"authorization": "Basic Y2k6czNjcmV0"}
