@@ -38,6 +38,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components import cidr_rules
 from components.eks_addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.stack_config import CONTROL_PLANE_LOG_TYPES
 from components.versions import EKS_ADDON_VERSIONS
@@ -72,7 +73,8 @@ class EksClusterArgs:
     subnet_ids: private subnets for the control-plane ENIs (required, >= 2 AZs).
     cluster_admin_role_arns: IAM roles granted AmazonEKSClusterAdminPolicy (required, >= 1, distinct).
     public_access_cidrs: CIDRs allowed to the public endpoint; empty (default) = private only.
-        0.0.0.0/0 is refused here unless allow_world_open_endpoint (stack config already gates it).
+        CIDRs whose union is wider than a /8 (components/cidr_rules.py) are refused here unless
+        allow_world_open_endpoint (stack config already gates it).
     allow_world_open_endpoint: explicit opt-in for 0.0.0.0/0 (default False).
     log_types: control-plane log types (default all five).
     log_retention_days: CloudWatch retention of those logs, in days (default 90).
@@ -107,8 +109,9 @@ class EksClusterArgs:
         for cidr in self.public_access_cidrs:
             if not _CIDR.match(cidr):
                 raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as 198.51.100.0/24")
-            if cidr.endswith("/0") and not self.allow_world_open_endpoint:
-                raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} opens the API to the internet; allowed: specific CIDRs, or allow_world_open_endpoint=True after review")
+        if cidr_rules.world_open(self.public_access_cidrs) and not self.allow_world_open_endpoint:
+            raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr_rules.describe(self.public_access_cidrs)} opens the API to the internet; "
+                             "allowed: specific CIDRs whose union is at most a /8, or allow_world_open_endpoint=True after review")
         for t in self.log_types:
             if t not in CONTROL_PLANE_LOG_TYPES:
                 raise ValueError(f"EksClusterArgs.log_types: {t!r} is not a log type; allowed: {', '.join(CONTROL_PLANE_LOG_TYPES)}")

@@ -42,7 +42,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import gpu_contract, naming, versions
+from components import cidr_rules, gpu_contract, naming, versions
 from components.helm import pinned_release as _release
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.triton_deployment import ADMIN_HEADER, GRPC_PORT, HTTP_PORT
@@ -141,6 +141,9 @@ class IngressArgs:
                 ipaddress.ip_network(c, strict=True)
             except ValueError:
                 raise ValueError(f"IngressArgs.allowed_cidrs: {c!r} is not allowed; allowed: CIDRs such as 203.0.113.0/24") from None
+        if cidr_rules.world_open(self.allowed_cidrs) and tuple(self.allowed_cidrs) != (str(cidr_rules.WORLD),):
+            raise ValueError(f"IngressArgs.allowed_cidrs: {cidr_rules.describe(self.allowed_cidrs)} lets (almost) every client through under another spelling; "
+                             "allowed: ('0.0.0.0/0',) for a public API, or CIDRs whose union is at most a /8")
         if not 1 <= self.request_body_limit_mib <= 1024:
             raise ValueError(f"IngressArgs.request_body_limit_mib: {self.request_body_limit_mib!r} is out of range; allowed: 1 to 1024")
         if not 1 <= self.rate_limit_rps <= 100_000:

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from components import versions
+from components import cidr_rules, versions
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
 from model_sync.compat import TRITON_RELEASES
 
@@ -104,7 +104,7 @@ KEYS: tuple[Key, ...] = (
     Key("availabilityZoneCount", "integer", "Availability zones the VPC and node groups span (2-6; prod >= 3).", 3),
     Key("vpcCidr", "string", "IPv4 CIDR of the VPC (a /16 to /20 private range).", "10.0.0.0/16"),
     Key("natGatewayMode", "string", "NAT gateways: `single` (one shared, cheaper) or `perAz` (one per AZ, no cross-AZ dependency).", "perAz"),
-    Key("clusterEndpointPublicAccessCidrs", "array", "CIDRs allowed to reach the EKS API endpoint publicly. Empty (default) = private endpoint only. 0.0.0.0/0 is refused unless allowWorldOpenClusterEndpoint is true.", [], items="string"),
+    Key("clusterEndpointPublicAccessCidrs", "array", "CIDRs allowed to reach the EKS API endpoint publicly. Empty (default) = private endpoint only. CIDRs whose union is wider than a /8 (0.0.0.0/0 however spelled) are refused unless allowWorldOpenClusterEndpoint is true.", [], items="string"),
     Key("allowWorldOpenClusterEndpoint", "boolean", "Explicit, reviewed opt-in to a public EKS endpoint open to 0.0.0.0/0. Never set in the shipped stacks.", False),
     Key("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries.", items="string"),
     Key("clusterLogTypes", "array", f"EKS control-plane log types sent to CloudWatch ({', '.join(CONTROL_PLANE_LOG_TYPES)}).", list(CONTROL_PLANE_LOG_TYPES), items="string"),
@@ -128,7 +128,7 @@ KEYS: tuple[Key, ...] = (
     Key("domain", "string", "DNS zone the public Triton hosts live under (hosts: `infer.<domain>` HTTP, `grpc.<domain>` gRPC)."),
     Key("tlsIssuer", "string", f"ACME issuer for the ingress certificates ({' | '.join(TLS_ISSUERS)}).", "letsencrypt"),
     Key("acmeEmail", "string", "Contact e-mail registered with the ACME issuer."),
-    Key("ingressAllowedCidrs", "array", "Client CIDRs allowed through the public ingress (0.0.0.0/0 = any client; clients still need an API key).", ["0.0.0.0/0"], items="string"),
+    Key("ingressAllowedCidrs", "array", "Client CIDRs allowed through the public ingress (0.0.0.0/0 = any client; clients still need an API key). Required in prod's stack file; a union wider than a /8 must be written 0.0.0.0/0.", ["0.0.0.0/0"], items="string"),
     Key("ingressRequestBodyLimitMiB", "integer", "Largest inference request body the ingress accepts, in MiB (1-1024).", 64),
     Key("ingressRateLimitRps", "integer", "Requests per second (burst 2x) allowed per client API key by EACH Traefik replica (counters are per replica: a client spread over all replicas gets up to replicas x this) (1-100000).", 200),
     Key("ingressClients", "array", "Ingress API clients (DNS labels, unique): each gets a generated API key (secret output `ingressApiKeys`) and its own rate-limit bucket.", ["default"], items="string"),
@@ -522,6 +522,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             if name not in _KEYS_BY_NAME:
                 raise ConfigError(full_key, value, "is an unknown config key", ", ".join(sorted(_KEYS_BY_NAME)))
             values[name] = value
+    explicit = set(values)  # what the stack file sets (the rest takes its default)
     for k in KEYS:
         if k.name not in values:
             if k.required:
@@ -544,13 +545,10 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         raise ConfigError(_key("natGatewayMode"), nat_mode, "is not allowed in prod (one NAT is a single point of failure)", "perAz in prod")
 
     allow_world = _bool(_key("allowWorldOpenClusterEndpoint"), values["allowWorldOpenClusterEndpoint"])
-    endpoint_cidrs = []
-    for c in _list(_key("clusterEndpointPublicAccessCidrs"), values["clusterEndpointPublicAccessCidrs"]):
-        net = _cidr(_key("clusterEndpointPublicAccessCidrs"), c)
-        if net.prefixlen == 0 and not allow_world:
-            raise ConfigError(_key("clusterEndpointPublicAccessCidrs"), str(net), "opens the cluster API to the whole internet",
-                              f"specific CIDRs, or set {_key('allowWorldOpenClusterEndpoint')}=true after review")
-        endpoint_cidrs.append(str(net))
+    endpoint_cidrs = [str(_cidr(_key("clusterEndpointPublicAccessCidrs"), c)) for c in _list(_key("clusterEndpointPublicAccessCidrs"), values["clusterEndpointPublicAccessCidrs"])]
+    if cidr_rules.world_open(endpoint_cidrs) and not allow_world:  # the union, not the spelling
+        raise ConfigError(_key("clusterEndpointPublicAccessCidrs"), cidr_rules.describe(endpoint_cidrs), "opens the cluster API to the internet",
+                          f"specific CIDRs whose union is at most a /8, or set {_key('allowWorldOpenClusterEndpoint')}=true after review")
 
     admin_arns = _list(_key("clusterAdminRoleArns"), values["clusterAdminRoleArns"])
     if not admin_arns:
@@ -609,9 +607,15 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     tls_issuer = _choice(_key("tlsIssuer"), values["tlsIssuer"], TLS_ISSUERS)
     if prod and tls_issuer != "letsencrypt":
         raise ConfigError(_key("tlsIssuer"), tls_issuer, "issues untrusted certificates in prod", "letsencrypt in prod")
+    if prod and "ingressAllowedCidrs" not in explicit:  # a public prod API says so in its stack file
+        raise ConfigError(_key("ingressAllowedCidrs"), None, "is not set in prod (the default lets any client through)",
+                          "the client CIDRs, or [0.0.0.0/0] for a public API, written in the prod stack file")
     ingress_cidrs = tuple(str(_cidr(_key("ingressAllowedCidrs"), c)) for c in _list(_key("ingressAllowedCidrs"), values["ingressAllowedCidrs"]))
     if not ingress_cidrs:
         raise ConfigError(_key("ingressAllowedCidrs"), [], "is empty", "at least one client CIDR")
+    if cidr_rules.world_open(ingress_cidrs) and ingress_cidrs != (str(cidr_rules.WORLD),):
+        raise ConfigError(_key("ingressAllowedCidrs"), cidr_rules.describe(ingress_cidrs), "lets (almost) every client through under another spelling",
+                          "[0.0.0.0/0] written as such for a public API, or client CIDRs whose union is at most a /8")
 
     oidc_arn = values["githubOidcProviderArn"] or ""
     if oidc_arn and not _GITHUB_OIDC_ARN.match(oidc_arn):

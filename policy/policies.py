@@ -18,7 +18,6 @@ Conventions:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 import sys
@@ -40,6 +39,7 @@ from pulumi_policy import (  # noqa: E402
     StackValidationPolicy,
 )
 
+from components import cidr_rules  # noqa: E402
 from components.gpu_contract import GPU_RESOURCE, GPU_TAINT  # noqa: E402
 
 # --------------------------------------------------------------------------------------
@@ -308,18 +308,10 @@ def eks_endpoint_not_world_open(args: ResourceValidationArgs, report: ReportViol
     if vpc.get("endpointPublicAccess") is False:
         return
     cidrs = _strings(vpc.get("publicAccessCidrs"))
-    world = [c for c in cidrs if _is_world(c)]
-    if not cidrs or world:
-        shown = ", ".join(world) if world else "0.0.0.0/0 (AWS default when publicAccessCidrs is empty)"
+    if not cidrs or cidr_rules.world_open(cidrs):  # the union of the CIDRs, not their spelling
+        shown = cidr_rules.describe(cidrs) if cidrs else "0.0.0.0/0 (AWS default when publicAccessCidrs is empty)"
         report(f"{_label(args.resource_type, args.name)}: public API endpoint open to {shown}; "
-               "allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs", None)
-
-
-def _is_world(cidr: str) -> bool:
-    try:
-        return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
-    except ValueError:
-        return False
+               "allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs whose union is at most a /8", None)
 
 
 def kms_key_rotation_enabled(args: ResourceValidationArgs, report: ReportViolation) -> None:

@@ -4,6 +4,7 @@ value and what is allowed, and it is raised by parse() before any resource exist
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -265,10 +266,31 @@ def test_model_listed_twice() -> None:
 # ---- endpoint exposure ------------------------------------------------------------------
 
 
-def test_world_open_endpoint_refused_by_default() -> None:
+@pytest.mark.parametrize("cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2"], ["16.0.0.0/7"]])
+def test_world_open_endpoint_refused_by_default(cidrs: list[str]) -> None:
+    """Issue 15: judged by the union of the CIDRs, not their spelling."""
     cfg = raw("dev")
-    cfg[K + "clusterEndpointPublicAccessCidrs"] = ["0.0.0.0/0"]
-    fails(cfg, r"clusterEndpointPublicAccessCidrs: '0.0.0.0/0' opens the cluster API to the whole internet; allowed: specific CIDRs, or set triton-platform:allowWorldOpenClusterEndpoint=true")
+    cfg[K + "clusterEndpointPublicAccessCidrs"] = cidrs
+    fails(cfg, r"clusterEndpointPublicAccessCidrs: '" + re.escape(", ".join(cidrs)) + r" \(their union .*% of IPv4\)' opens the cluster API to the internet; "
+               r"allowed: specific CIDRs whose union is at most a /8, or set triton-platform:allowWorldOpenClusterEndpoint=true")
+
+
+def test_a_specific_endpoint_allowlist_passes() -> None:
+    cfg = raw("dev")
+    cfg[K + "clusterEndpointPublicAccessCidrs"] = ["198.51.100.0/24", "203.0.113.0/24", "16.0.0.0/9"]
+    assert parse(cfg).cluster_endpoint_public_access_cidrs == ("198.51.100.0/24", "203.0.113.0/24", "16.0.0.0/9")
+
+
+def test_the_ingress_allowlist_is_judged_by_its_union_and_prod_must_name_it() -> None:
+    cfg = raw("staging")
+    cfg[K + "ingressAllowedCidrs"] = ["0.0.0.0/1", "128.0.0.0/1"]
+    fails(cfg, r"ingressAllowedCidrs: '0\.0\.0\.0/1, 128\.0\.0\.0/1 \(their union 0\.0\.0\.0/0: 100% of IPv4\)' lets \(almost\) every client through under another spelling; "
+               r"allowed: \[0\.0\.0\.0/0\] written as such for a public API")
+    cfg[K + "ingressAllowedCidrs"] = ["0.0.0.0/0"]
+    assert parse(cfg).ingress_allowed_cidrs == ("0.0.0.0/0",)
+    prod = raw("prod")
+    del prod[K + "ingressAllowedCidrs"]
+    fails(prod, r"ingressAllowedCidrs: <unset> is not set in prod \(the default lets any client through\); allowed: the client CIDRs, or \[0\.0\.0\.0/0\] for a public API")
 
 
 def test_world_open_endpoint_allowed_only_explicitly() -> None:

@@ -205,12 +205,13 @@ def test_private_or_allowlisted_endpoint_passes(vpc: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("vpc", "shown"), [
-    ({"endpointPublicAccess": True, "publicAccessCidrs": ["198.51.100.0/24", "0.0.0.0/0"]}, "0.0.0.0/0"),
+    ({"endpointPublicAccess": True, "publicAccessCidrs": ["198.51.100.0/24", "0.0.0.0/0"]}, "198.51.100.0/24, 0.0.0.0/0 (their union 0.0.0.0/0: 100% of IPv4)"),
+    ({"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/1", "128.0.0.0/1"]}, "0.0.0.0/1, 128.0.0.0/1 (their union 0.0.0.0/0: 100% of IPv4)"),
     ({"subnetIds": ["subnet-1"]}, "0.0.0.0/0 (AWS default when publicAccessCidrs is empty)"),
 ])
 def test_world_open_endpoint_fails(vpc: dict[str, Any], shown: str) -> None:
     assert violations("eks-endpoint-not-world-open", resource_args(policies.EKS_CLUSTER, {"vpcConfig": vpc}, "eks-cluster")) == [
-        f"Cluster 'eks-cluster': public API endpoint open to {shown}; allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs"
+        f"Cluster 'eks-cluster': public API endpoint open to {shown}; allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs whose union is at most a /8"
     ]
 
 
