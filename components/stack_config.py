@@ -334,10 +334,32 @@ def _mapping(key: str, value: Any, fields: Mapping[str, bool]) -> dict[str, Any]
     return value
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, name: Any, line: int) -> None:
+        super().__init__(f"{name!r} appears twice (the second time on line {line})")
+        self.name, self.line = name, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping key given twice (plain YAML keeps the last copy:
+    a GPU group written twice silently became the second one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            name = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if name in seen:
+                raise _DuplicateKey(name, key_node.start_mark.line + 1)
+            seen.add(name)
+        return super().construct_mapping(node, deep)
+
+
 def _yaml_mapping(key: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
-            value = yaml.safe_load(value)
+            value = yaml.load(value, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        except _DuplicateKey as exc:
+            raise ConfigError(key, exc.name, f"appears twice in the YAML (the second time on line {exc.line}); YAML would keep only the last", "each name once") from None
         except yaml.YAMLError as exc:
             raise ConfigError(key, "<yaml>", f"does not parse as YAML ({str(exc).splitlines()[0]})", "a YAML mapping") from None
     if not isinstance(value, dict) or not value:

@@ -556,3 +556,16 @@ def test_triton_image_reaches_the_pods_and_the_export(any_stack: Run) -> None:
     assert images
     assert set(images) == {configured}
     assert any_stack.exports["tritonImage"] == configured
+
+
+def test_a_name_given_twice_in_the_yaml_maps_is_refused_not_kept_last() -> None:
+    """Issue 15: in staging a second `gpu-l4:` entry (spot, minSize 0) silently replaced the
+    on-demand one; YAML keeps the last copy, the stack model refuses it."""
+    cfg = stack_file("staging")
+    text = cfg[K + "nodeGroups"]
+    cfg[K + "nodeGroups"] = text + "gpu-l4:\n  kind: gpu\n  instanceTypes: [g6.2xlarge]\n  capacityType: SPOT\n  minSize: 0\n  desiredSize: 0\n  maxSize: 4\n"
+    line = len(text.splitlines()) + 1
+    fails(cfg, rf"nodeGroups: 'gpu-l4' appears twice in the YAML \(the second time on line {line}\); YAML would keep only the last; allowed: each name once")
+    cfg = stack_file("staging")
+    cfg[K + "tritonDeployments"] = cfg[K + "tritonDeployments"].replace("maxReplicas:", "maxReplicas: 9\n  maxReplicas:", 1)
+    fails(cfg, r"tritonDeployments: 'maxReplicas' appears twice in the YAML")
