@@ -528,6 +528,11 @@ def _check_gpu_capacity(groups: Mapping[str, NodeGroupConfig], tritons: tuple[Tr
 # --------------------------------------------------------------------------------------
 
 
+def stack_environments(stack: str) -> set[str]:
+    """The environments a stack's name mentions as a word: `acme/triton-platform/prod-eu` -> {prod}."""
+    return {word for word in re.split(r"[^a-z0-9]+", stack.rsplit("/", 1)[-1].lower()) if word in ENVIRONMENTS}
+
+
 def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     """Validate `raw` (Pulumi config as `namespace:key -> value`) into a StackConfig.
 
@@ -554,6 +559,10 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     region = _str("aws:region", region, _AWS_REGION, "an AWS region such as us-east-1")
     environment = _choice(_key("environment"), values["environment"], ENVIRONMENTS)
     prod = environment == "prod"
+    named = stack_environments(stack)
+    if named and environment not in named:  # `dev` running prod's config, or prod's running dev's
+        raise ConfigError(_key("environment"), environment, f"differs from the stack name {stack!r}",
+                          f"the environment the stack is named after ({' | '.join(sorted(named))}), or a stack name that names no other environment")
 
     az_count = _int(_key("availabilityZoneCount"), values["availabilityZoneCount"], 2, 6)
     if prod and az_count < 3:

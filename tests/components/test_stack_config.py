@@ -569,3 +569,17 @@ def test_a_name_given_twice_in_the_yaml_maps_is_refused_not_kept_last() -> None:
     cfg = stack_file("staging")
     cfg[K + "tritonDeployments"] = cfg[K + "tritonDeployments"].replace("maxReplicas:", "maxReplicas: 9\n  maxReplicas:", 1)
     fails(cfg, r"tritonDeployments: 'maxReplicas' appears twice in the YAML")
+
+
+@pytest.mark.parametrize(("stack", "environment", "ok"), [
+    ("dev", "prod", False), ("acme/triton-platform/dev", "prod", False), ("prod-eu", "staging", False),
+    ("prod", "prod", True), ("acme/triton-platform/prod-eu", "prod", True), ("sandbox", "dev", True), ("devices", "prod", True),
+])  # fmt: skip
+def test_a_stack_named_after_another_environment_is_refused(stack: str, environment: str, ok: bool) -> None:
+    """Issue 15: a stack called `dev` whose file says `environment: prod` was accepted."""
+    cfg = raw(environment)
+    if ok:
+        assert sc.parse(cfg, stack).environment == environment
+        return
+    with pytest.raises(sc.ConfigError, match=rf"environment: '{environment}' differs from the stack name '{re.escape(stack)}'; allowed: the environment the stack is named after"):
+        sc.parse(cfg, stack)
