@@ -355,14 +355,8 @@ CHANGED = object()  # _pin_etags(): the model's pin-index entry changed, re-read
 DENIED_KINDS = frozenset({Kind.DENIED, Kind.NO_BUCKET, Kind.CLOCK, Kind.WRONG_REGION})
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    """`text` on one line (runs of whitespace, newlines included, become one space), at most `limit` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
 def _one_line(err: BaseException) -> str:
-    return f"{type(err).__name__}: {one_line(str(err))}"
+    return f"{type(err).__name__}: {errors.one_line(str(err))}"
 
 
 # ---- the agent ---------------------------------------------------------------------------------
@@ -763,16 +757,16 @@ class RepositoryAgent:
             st.failed[version] = failure
         if previous_text is not None and previous:
             atomic_write(model_dir / layout.CONFIG_FILE, previous_text.encode(), self.settings.staging)
-            log.error("%s version(s) %s failed to load (%s): pinned version(s) %s back locally", name, list(versions), one_line(failure), list(previous))
+            log.error("%s version(s) %s failed to load (%s): pinned version(s) %s back locally", name, list(versions), errors.one_line(failure), list(previous))
             st.serving = previous
             if self._await_ready(name, previous) is None:
                 self._smoke(name, st)
         else:
             self._remove_model(name)
-            log.error("%s version(s) %s failed to load (%s): no previous version, model removed from the repository", name, list(versions), one_line(failure))
+            log.error("%s version(s) %s failed to load (%s): no previous version, model removed from the repository", name, list(versions), errors.one_line(failure))
             st.serving = ()
         # `error` and the log stay one line (Triton's reasons span lines); `failed` keeps the full text.
-        st.state, st.error = FAILED, f"version(s) {list(versions)} failed to load: {one_line(failure)}"
+        st.state, st.error = FAILED, f"version(s) {list(versions)} failed to load: {errors.one_line(failure)}"
 
     def _remove_model(self, name: str) -> None:
         """Move repository/<name> into staging (one rename: Triton sees the model or nothing), then delete it."""

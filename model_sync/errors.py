@@ -76,3 +76,9 @@ def s3(message: str, kind: str = "") -> SyncError:
 
 def incompatible(message: str) -> SyncError:
     return SyncError(INCOMPATIBLE, message)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """`text` on one line (runs of whitespace, newlines included, become one space), at most `limit` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -72,7 +72,7 @@ def _check_source(src: Repo, model: str, version: int, skip_verification: bool) 
         )
     record_key, rec = found
     if not rec["passed"]:
-        raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} ({' '.join(str(rec.get('detail', '')).split())[:300]}); allowed: a version whose latest verify passed")
+        raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} ({errors.one_line(str(rec.get('detail', '')))}); allowed: a version whose latest verify passed")
     if rec["manifest_sha256"] != manifest.sha256_bytes(raw):
         raise errors.refused(f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current manifest (re-run verify)")
     return doc, raw, record_key

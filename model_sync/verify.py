@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from model_sync import layout, manifest, model_config
+from model_sync import errors, layout, manifest, model_config
 
 DEFAULT_STALENESS = 120.0  # seconds; agents report at least every --heartbeat (30 s), also while a load is awaited
 DEFAULT_DEPARTED = 300.0  # seconds = 10 x the default heartbeat: a replica silent this long is gone (pod replaced)
@@ -160,8 +160,6 @@ def client_headers() -> dict[str, str]:
     if not value:
         return {}
     if ":" not in value:
-        from model_sync import errors
-
         raise errors.usage(f"${API_KEY_ENV}: not CLIENT:KEY; allowed: an ingress client name and its API key (stack output ingressApiKeys)")
     return {"authorization": "Basic " + base64.b64encode(value.encode()).decode()}
 
@@ -314,10 +312,15 @@ def served(status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime
         if not isinstance(entry, dict) or reported is None or (now - reported).total_seconds() > departed:
             continue
         serving = entry.get("serving") if isinstance(entry.get("serving"), list) else []
-        error = " ".join(str(entry.get("error") or "").split())[:300] or None
+        error = errors.one_line(str(entry.get("error") or "")) or None
         failed = sorted(int(v) for v in (entry.get("failed") or {}) if str(v).isdigit()) if isinstance(entry.get("failed"), dict) else []
         out[key] = {"serving": serving, "state": str(entry.get("state")), "error": error, "failed": failed}
     return out
+
+
+def serves(replica: dict[str, Any], version: int | None) -> bool:
+    """A replica (an entry of served()) serves exactly `version`, READY."""
+    return replica["serving"] == [version] and replica["state"] == "READY"
 
 
 def read_status_docs(repo: Any, deployments: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
@@ -461,13 +464,11 @@ def wait_served(repo: Any, model: str, version: int, timeout: float, console: An
     naming the replicas that do not serve it."""
     import time
 
-    from model_sync import errors
-
     deadline = time.monotonic() + timeout
     console.line(f"waiting: {model} version {version} on every replica (up to {timeout:.0f}s)")
     while True:
         replicas = served(read_status_docs(repo), model, _dt.datetime.now(_dt.UTC))
-        states = {key: "READY" if r["serving"] == [version] and r["state"] == "READY" else f"serving {r['serving'] or 'nothing'} ({r['state']}: {r['error'] or 'not switched yet'})"
+        states = {key: "READY" if serves(r, version) else f"serving {r['serving'] or 'nothing'} ({r['state']}: {r['error'] or 'not switched yet'})"
                   for key, r in replicas.items()}  # fmt: skip
         lagging = {k: v for k, v in states.items() if v != "READY"}
         failed = {k: v for k, v in lagging.items() if version in replicas[k]["failed"]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from model_sync import errors, layout
@@ -64,7 +65,7 @@ def model_status(repo: Any, model: str, images: dict[str, str | None] | None = N
         "replicas": verify.served(verify.read_status_docs(repo) if status_docs is None else status_docs, model, dt.datetime.now(dt.UTC)),
     }
     # The pin is only what was asked for: flag it when no replica reports serving it READY.
-    out["pin_served"] = any(r["serving"] == [pin.version] and r["state"] == "READY" for r in out["replicas"].values()) if out["replicas"] else None
+    out["pin_served"] = any(verify.serves(r, pin.version) for r in out["replicas"].values()) if out["replicas"] else None
     if pin.version is not None:
         doc = repository.read_manifest(repo, model, pin.version, required=False)
         if doc is not None:
@@ -77,11 +78,20 @@ def model_status(repo: Any, model: str, images: dict[str, str | None] | None = N
     return out
 
 
+def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
+    """Columns padded to their widest cell, two spaces apart (kubectl get style)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
 def served_cell(s: dict[str, Any]) -> str:
     """`2/2` (replicas serving the pin READY / replicas reporting), `0/2 PIN NOT SERVED`, `-` (no report)."""
     if not s["replicas"]:
         return "-"
-    ok = sum(1 for r in s["replicas"].values() if r["serving"] == [s["pinned"]] and r["state"] == "READY")
+    from model_sync import verify
+
+    ok = sum(1 for r in s["replicas"].values() if verify.serves(r, s["pinned"]))
     return f"{ok}/{len(s['replicas'])}" + ("" if ok else " PIN NOT SERVED")
 
 
@@ -129,9 +139,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{origin['env']} v{origin['version']}" if origin else "-",
                 )
             )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    _print_table(rows)
     replicas: list[tuple[str, ...]] = [("ENV", "MODEL", "REPLICA", "SERVING", "STATE", "REASON")]
     for name, body in report.items():
         for s in body["models"]:
@@ -139,9 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 replicas.append((name, s["model"], key, ",".join(map(str, r["serving"])) or "-", r["state"], r["error"] or ""))
     if len(replicas) > 1:
         print()
-        widths = [max(len(row[i]) for row in replicas) for i in range(len(replicas[0]))]
-        for line in replicas:
-            print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+        _print_table(replicas)
     if any(s["pin_served"] is False for body in report.values() for s in body["models"]):
         print("PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving what they had)")
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
@@ -156,8 +162,6 @@ def run(args: argparse.Namespace) -> int:
                 details.append((name, s["model"], f"{d['version']}{pinned}", d["torch_version"] or "-", loads))
     if len(details) > 1:
         print()
-        widths = [max(len(row[i]) for row in details) for i in range(len(details[0]))]
-        for line in details:
-            print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+        _print_table(details)
         print("VERSION* = pinned; NO = exported with a newer torch than the image's LibTorch (exit 7 on push/promote)")
     return errors.OK
