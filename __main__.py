@@ -36,7 +36,7 @@ eks_name = cluster_name(config.environment)
 
 network = Network("network", NetworkArgs(
     cluster_name=eks_name, region=config.region, vpc_cidr=config.vpc_cidr,
-    availability_zone_count=config.availability_zone_count, nat_gateway_mode=config.nat_gateway_mode, tags=aws_tags,
+    availability_zones=config.availability_zones, nat_gateway_mode=config.nat_gateway_mode, tags=aws_tags,
 ))
 cluster = EksCluster("cluster", EksClusterArgs(
     cluster_name=eks_name, region=config.region, kubernetes_version=config.kubernetes_version,

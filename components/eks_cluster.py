@@ -39,13 +39,13 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import cidr_rules
+from components.arns import role_identity, role_key, role_name_key
 from components.eks_addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
-from components.stack_config import CONTROL_PLANE_LOG_TYPES
+from components.stack_config import CLOUDWATCH_RETENTION_DAYS, CONTROL_PLANE_LOG_TYPES
 from components.versions import EKS_ADDON_VERSIONS
 
 CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 CLUSTER_ROLE_POLICY_ARNS = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/(?:[\w+=,.@-]+/)*([\w+=,.@-]{1,64})$")
 _CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/\d{1,2}$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
@@ -53,14 +53,6 @@ _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 def cluster_name(environment: str) -> str:
     """The EKS cluster name of an environment (subnet tags need it before the cluster exists)."""
     return f"triton-{environment}"
-
-
-def role_key(role_arn: str) -> str:
-    """A stable, readable key for a role ARN (the role name): names the access-entry children."""
-    m = _ROLE_ARN.match(role_arn)
-    if not m:
-        raise ValueError(f"role ARN: {role_arn!r} is not an IAM role ARN; allowed: arn:aws:iam::<12-digit account>:role/<name>")
-    return m.group(1).lower().replace("_", "-").replace("+", "-").replace("=", "-").replace(",", "-").replace(".", "-").replace("@", "-")
 
 
 @dataclass(frozen=True)
@@ -103,9 +95,9 @@ class EksClusterArgs:
             raise ValueError(f"EksClusterArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))}")
         if not self.cluster_admin_role_arns:
             raise ValueError("EksClusterArgs.cluster_admin_role_arns: [] is empty; allowed: at least one IAM role ARN")
-        keys = [role_key(a) for a in self.cluster_admin_role_arns]  # raises on a non-role ARN
-        if len(set(keys)) != len(keys):
-            raise ValueError(f"EksClusterArgs.cluster_admin_role_arns: {list(self.cluster_admin_role_arns)!r} names a role twice; allowed: distinct role names")
+        roles = [role_identity(a) for a in self.cluster_admin_role_arns]  # raises on a non-role ARN
+        if len(set(roles)) != len(roles):  # the same account and name (not just the same name)
+            raise ValueError(f"EksClusterArgs.cluster_admin_role_arns: {list(self.cluster_admin_role_arns)!r} names a role twice; allowed: distinct roles")
         for cidr in self.public_access_cidrs:
             if not _CIDR.match(cidr):
                 raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as 198.51.100.0/24")
@@ -115,13 +107,8 @@ class EksClusterArgs:
         for t in self.log_types:
             if t not in CONTROL_PLANE_LOG_TYPES:
                 raise ValueError(f"EksClusterArgs.log_types: {t!r} is not a log type; allowed: {', '.join(CONTROL_PLANE_LOG_TYPES)}")
-        # CloudWatch accepts only these retention values.
-        # ref: https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
-        if self.log_retention_days not in _RETENTION_DAYS:
-            raise ValueError(f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; allowed: {', '.join(map(str, _RETENTION_DAYS))}")
-
-
-_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+        if self.log_retention_days not in CLOUDWATCH_RETENTION_DAYS:
+            raise ValueError(f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}")
 
 
 def _build_assume_role_policy(service: str) -> dict[str, Any]:
@@ -224,14 +211,22 @@ class EksCluster(pulumi.ComponentResource):
         )
 
         associations: list[pulumi.Resource] = []
+        name_keys = [role_name_key(a) for a in args.cluster_admin_role_arns]
         for arn in args.cluster_admin_role_arns:
-            key_name = role_key(arn)
+            # Children are keyed `<account>-<role name>` (one name may exist in two accounts); a
+            # name unique in the list keeps the URN it had when keys were the name alone.
+            key_name, old = role_key(arn), role_name_key(arn)
+            unique = name_keys.count(old) == 1
+
+            def kept(suffix: str, unique: bool = unique, old: str = old) -> pulumi.ResourceOptions:
+                return pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=f"{name}-admin-{old}{suffix}")] if unique else [])
+
             entry = aws.eks.AccessEntry(f"{name}-admin-{key_name}", cluster_name=cluster.name, principal_arn=arn,
-                                        type="STANDARD", tags=tags, opts=child)
+                                        type="STANDARD", tags=tags, opts=kept(""))
             associations.append(aws.eks.AccessPolicyAssociation(
                 f"{name}-admin-{key_name}-policy", cluster_name=cluster.name, principal_arn=entry.principal_arn,
                 policy_arn=CLUSTER_ADMIN_POLICY_ARN,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=kept("-policy"),
             ))
 
         self.addons = EksAddons(f"{name}-addons", EksAddonsArgs(

@@ -48,7 +48,8 @@ class NetworkArgs:
     cluster_name: the EKS cluster the subnets are tagged for (required; DNS label).
     region: the AWS region of the stack (names the S3 endpoint service; required).
     vpc_cidr: IPv4 CIDR of the VPC, private, prefix /16 to /20 (required).
-    availability_zone_count: AZs to span, 2 to 6 (the first N EKS-capable zones of the region).
+    availability_zones: the zones to span, 2 to 6 distinct names (required; the stack model picks
+        the first N of `eks_zone_names()`).
     nat_gateway_mode: `perAz` (default; one NAT per AZ, no cross-AZ dependency) or `single`.
     tags: extra tags on every resource (default none).
     """
@@ -56,7 +57,7 @@ class NetworkArgs:
     cluster_name: str
     region: str
     vpc_cidr: str
-    availability_zone_count: int = 3
+    availability_zones: Sequence[str]
     nat_gateway_mode: str = "perAz"
     tags: Mapping[str, str] = field(default_factory=dict)
 
@@ -71,8 +72,8 @@ class NetworkArgs:
             raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not an IPv4 CIDR; allowed: a private /16 to /20 network such as 10.0.0.0/16") from None
         if not net.is_private or not 16 <= net.prefixlen <= 20:
             raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not a private /16-/20 range; allowed: a private /16 to /20 network such as 10.0.0.0/16")
-        if not 2 <= self.availability_zone_count <= 6:
-            raise ValueError(f"NetworkArgs.availability_zone_count: {self.availability_zone_count!r} is out of range; allowed: 2 to 6")
+        if not 2 <= len(set(self.availability_zones)) == len(self.availability_zones) <= 6:
+            raise ValueError(f"NetworkArgs.availability_zones: {list(self.availability_zones)!r} is not 2 to 6 distinct zones; allowed: 2 to 6 distinct zone names")
         if self.nat_gateway_mode not in NAT_MODES:
             raise ValueError(f"NetworkArgs.nat_gateway_mode: {self.nat_gateway_mode!r} is not allowed; allowed: {' | '.join(NAT_MODES)}")
 
@@ -91,10 +92,16 @@ def _build_subnet_cidrs(vpc_cidr: str, zone_count: int) -> tuple[list[str], list
     return private, public
 
 
-def _select_zones(names: Sequence[str], count: int) -> list[str]:
-    if len(names) < count:
-        raise ValueError(f"NetworkArgs.availability_zone_count: {count} exceeds the {len(names)} EKS-capable zones of the region ({', '.join(names)}); allowed: at most {len(names)}")
-    return sorted(names)[:count]
+def eks_zone_names() -> list[str]:
+    """The region's zones an EKS cluster can use, asked of AWS (the stack model checks
+    `availabilityZoneCount` against them before any resource exists)."""
+    zones = aws.get_availability_zones(
+        state="available",
+        # Regular zones only: Local Zones and Wavelength zones are opt-in.
+        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
+        exclude_zone_ids=list(EKS_UNSUPPORTED_ZONE_IDS),
+    )
+    return list(zones.names)
 
 
 def _build_subnet_tags(cluster_name: str, public: bool, zone: str, base: Mapping[str, str]) -> dict[str, str]:
@@ -119,14 +126,7 @@ class Network(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         base_tags = dict(args.tags)
 
-        zones = aws.get_availability_zones(
-            state="available",
-            # Regular zones only: Local Zones and Wavelength zones are opt-in.
-            filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
-            exclude_zone_ids=list(EKS_UNSUPPORTED_ZONE_IDS),
-            opts=pulumi.InvokeOptions(parent=self),
-        )
-        self.availability_zones = _select_zones(zones.names, args.availability_zone_count)
+        self.availability_zones = list(args.availability_zones)
         private_cidrs, public_cidrs = _build_subnet_cidrs(args.vpc_cidr, len(self.availability_zones))
 
         vpc = aws.ec2.Vpc(

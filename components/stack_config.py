@@ -18,13 +18,15 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pulumi
 import yaml
 
-from components import cidr_rules, versions
+from components import cidr_rules, node_fit, versions
+from components.arns import POLICY_ARN, ROLE_ARN, role_identity
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
 from model_sync.compat import TRITON_RELEASES
 
@@ -39,6 +41,9 @@ SYSTEM_AMI_TYPES = ("AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64")
 NODE_GROUP_KINDS = ("system", "gpu")
 TLS_ISSUERS = ("letsencrypt", "letsencrypt-staging")
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+# The retention periods CloudWatch Logs accepts, in days.
+# ref: https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
+CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 # x86_64 NVIDIA instance families the NVIDIA EKS AMIs support.
 # ref: https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html
 GPU_INSTANCE_FAMILIES = ("g4dn", "g5", "g6", "g6e", "gr6", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en")
@@ -47,7 +52,6 @@ _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _INSTANCE_TYPE = re.compile(r"^([a-z][a-z0-9-]*?)\.([0-9a-z]+)$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$")
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 _IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 _IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
@@ -56,15 +60,14 @@ _TRITON_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*/tritonserver
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _GITHUB_OIDC_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
-_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
-_REFUSED_DEPLOYER_POLICIES = ("arn:aws:iam::aws:policy/AdministratorAccess", "arn:aws:iam::aws:policy/IAMFullAccess")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, pulumi.RunError):
     """A stack-config value that is not allowed. The message is one line:
-    `<key>: <bad value> <what is wrong>; allowed: <what is allowed>`."""
+    `<key>: <bad value> <what is wrong>; allowed: <what is allowed>`. A `pulumi.RunError`, so
+    `pulumi preview` / `up` print that line alone, without a traceback."""
 
     def __init__(self, key: str, value: Any, problem: str, allowed: str) -> None:
         self.key = key
@@ -101,14 +104,14 @@ class Key:
 KEYS: tuple[Key, ...] = (
     Key("environment", "string", "Environment this stack serves: dev | staging | prod. Drives the environment rules (prod needs >= 3 AZs and >= 2 Triton replicas)."),
     Key("kubernetesVersion", "string", f"EKS Kubernetes minor version ({' | '.join(KUBERNETES_VERSIONS)}); manifests are validated against it."),
-    Key("availabilityZoneCount", "integer", "Availability zones the VPC and node groups span (2-6; prod >= 3).", 3),
+    Key("availabilityZoneCount", "integer", "Availability zones the VPC and node groups span (2-6; prod >= 3; at most the EKS-capable zones the region offers the account, asked of AWS before any resource).", 3),
     Key("vpcCidr", "string", "IPv4 CIDR of the VPC (a /16 to /20 private range).", "10.0.0.0/16"),
     Key("natGatewayMode", "string", "NAT gateways: `single` (one shared, cheaper) or `perAz` (one per AZ, no cross-AZ dependency).", "perAz"),
     Key("clusterEndpointPublicAccessCidrs", "array", "CIDRs allowed to reach the EKS API endpoint publicly. Empty (default) = private endpoint only. CIDRs whose union is wider than a /8 (0.0.0.0/0 however spelled) are refused unless allowWorldOpenClusterEndpoint is true.", [], items="string"),
     Key("allowWorldOpenClusterEndpoint", "boolean", "Explicit, reviewed opt-in to a public EKS endpoint open to 0.0.0.0/0. Never set in the shipped stacks.", False),
-    Key("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries.", items="string"),
+    Key("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (each role once: one account and role name, whatever the path or case).", items="string"),
     Key("clusterLogTypes", "array", f"EKS control-plane log types sent to CloudWatch ({', '.join(CONTROL_PLANE_LOG_TYPES)}).", list(CONTROL_PLANE_LOG_TYPES), items="string"),
-    Key("clusterLogRetentionDays", "integer", "CloudWatch retention of the control-plane logs, in days.", 90),
+    Key("clusterLogRetentionDays", "integer", f"CloudWatch retention of the control-plane logs, in days: one CloudWatch offers ({', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}).", 90),
     Key("nodeGroups", "string", "YAML mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, desiredSize, maxSize, diskSizeGiB, labels}. Exactly one system group; at least one gpu group."),
     Key("nodeAutoscalingEnabled", "boolean", "Run the Cluster Autoscaler so GPU node groups follow the Triton replicas (scale from/to zero where minSize is 0).", True),
     Key("scaleDownUnneededMinutes", "integer", "Minutes a node must be unneeded before the autoscaler removes it (1-1440).", 10),
@@ -118,11 +121,11 @@ KEYS: tuple[Key, ...] = (
     Key("githubRepository", "string", "GitHub `owner/name` whose workflows may assume the CI roles through OIDC."),
     Key("githubDeployRefs", "array", "Git refs (or `environment:<name>`) whose workflows may assume this stack's CI roles.", ["refs/heads/main"], items="string"),
     Key("githubOidcProviderArn", "string", "Existing GitHub Actions OIDC provider of the AWS account (one per account). Empty (default) = this stack creates it.", ""),
-    Key("deployerPolicyArns", "array", "IAM managed policy ARNs of the CI deployer role (`pulumi up`). Required, explicit; AdministratorAccess and IAMFullAccess are refused.", items="string"),
+    Key("deployerPolicyArns", "array", "IAM managed policy ARNs of the CI deployer role (`pulumi up`). Required, explicit: customer-managed policies of the stack's account only (AWS managed policies such as PowerUserAccess or AdministratorAccess are not scoped to a stack and are refused).", items="string"),
     Key("promotionSourceBucket", "string", "prod only (required there): the staging model-repository bucket the promoter reads (triton-platform-staging-models-<account>).", ""),
     Key("promotionSourceKmsKeyArn", "string", "prod only (required there): ARN of the staging bucket's KMS key (kms:Decrypt for server-side copies).", ""),
     Key("modelRepositoryReadPrincipalArns", "array", "staging only: IAM role ARNs in other accounts (the prod promoter) granted read on the promotion prefixes by the bucket and key policies.", [], items="string"),
-    Key("tritonDeployments", "string", "YAML mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}."),
+    Key("tritonDeployments", "string", "YAML mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}. Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, with the agent sidecar) must fit one node of every instance type of its nodeGroup; shmSizeGiB below memory."),
     Key("tritonImage", "string", "Triton server image: NGC `nvcr.io/nvidia/tritonserver:<YY.MM>-py3` or a registry mirror of it, release listed in model_sync/compat.py; prod and staging require `@sha256:<digest>`.", versions.TRITON_IMAGE),
     Key("agentImage", "string", "Repository-agent image (built from the repo's Dockerfile), pinned by digest (`repo:tag@sha256:...`); prod and staging refuse a tag without a digest."),
     Key("domain", "string", "DNS zone the public Triton hosts live under (hosts: `infer.<domain>` HTTP, `grpc.<domain>` gRPC)."),
@@ -138,7 +141,7 @@ KEYS: tuple[Key, ...] = (
     Key("prometheusStorageGiB", "integer", "Prometheus persistent volume size, in GiB (10-10000).", 50),
     Key("loggingEnabled", "boolean", "Deploy Loki, its log shipper and the Grafana datasource.", True),
     Key("lokiRetentionDays", "integer", "Loki log retention, in days (1-365).", 7),
-    Key("alertmanagerSlackWebhookUrl", "string", "Slack incoming-webhook URL Alertmanager notifies (secret; set with `pulumi config set --secret`). Empty = alerts stay in Alertmanager.", "", secret=True),
+    Key("alertmanagerSlackWebhookUrl", "string", "Slack incoming-webhook URL Alertmanager notifies (secret: set with `pulumi config set --secret`; a plaintext value in the stack file is refused). Empty = alerts stay in Alertmanager.", "", secret=True),
 )
 
 _KEYS_BY_NAME = {k.name: k for k in KEYS}
@@ -231,6 +234,8 @@ class StackConfig:
     model_repository_read_principal_arns: tuple[str, ...] = ()
     triton_image: str = versions.TRITON_IMAGE
     ingress_clients: tuple[str, ...] = ("default",)
+    # The zones the VPC spans (known once the program asked AWS: load_from_pulumi).
+    availability_zones: tuple[str, ...] = ()
 
     @property
     def is_prod(self) -> bool:
@@ -367,6 +372,14 @@ def _yaml_mapping(key: str, value: Any) -> dict[str, Any]:
     return value
 
 
+def _retention(value: Any) -> int:
+    key = _key("clusterLogRetentionDays")
+    days = _int(key, value, 1, 3653)
+    if days not in CLOUDWATCH_RETENTION_DAYS:
+        raise ConfigError(key, days, "is not a retention CloudWatch Logs offers", ", ".join(map(str, CLOUDWATCH_RETENTION_DAYS)))
+    return days
+
+
 def _kubernetes_version(value: Any) -> str:
     if value not in KUBERNETES_VERSIONS:
         raise ConfigError(_key("kubernetesVersion"), value, "has no pinned EKS add-on versions and Cluster Autoscaler image",
@@ -478,13 +491,22 @@ def _parse_triton(name: str, raw: Any, groups: Mapping[str, NodeGroupConfig]) ->
     if min_r > max_r:
         raise ConfigError(f"{base}.minReplicas", {"minReplicas": min_r, "maxReplicas": max_r}, "exceeds maxReplicas", "minReplicas <= maxReplicas")
     startup = _int(f"{base}.startupTimeoutSeconds", m.get("startupTimeoutSeconds", 900), 30, 7200)
+    cpu = _quantity(f"{base}.cpu", m.get("cpu", "4"))
+    if node_fit.quantity(cpu) < 0.5:
+        raise ConfigError(f"{base}.cpu", cpu, "is too little for tritonserver", "at least 500m")
+    memory = _quantity(f"{base}.memory", m.get("memory", "16Gi"))
+    if node_fit.quantity(memory) < node_fit.GI:  # `16` would be 16 bytes
+        raise ConfigError(f"{base}.memory", memory, "is less than 1Gi (a quantity without a unit counts bytes)", "at least 1Gi, such as 16Gi")
+    shm = _int(f"{base}.shmSizeGiB", m.get("shmSizeGiB", 2), 1, 512)
+    if shm * node_fit.GI >= node_fit.quantity(memory):  # /dev/shm is memory charged to the Triton container
+        raise ConfigError(f"{base}.shmSizeGiB", shm, f"is not below the container's memory ({memory}; /dev/shm is charged to it)",
+                          f"less than {base}.memory")
     return TritonDeploymentConfig(
         name=name, node_group=node_group, models=tuple(models), min_replicas=min_r, max_replicas=max_r,
         gpus_per_replica=_int(f"{base}.gpusPerReplica", m.get("gpusPerReplica", 1), 1, 16),
-        cpu=_quantity(f"{base}.cpu", m.get("cpu", "4")),
-        memory=_quantity(f"{base}.memory", m.get("memory", "16Gi")),
+        cpu=cpu, memory=memory,
         model_volume_gib=_int(f"{base}.modelVolumeGiB", m.get("modelVolumeGiB", 50), 1, 16384),
-        shm_size_gib=_int(f"{base}.shmSizeGiB", m.get("shmSizeGiB", 2), 1, 512),
+        shm_size_gib=shm,
         queue_time_target_microseconds=_int(f"{base}.queueTimeTargetMicroseconds", m.get("queueTimeTargetMicroseconds", 50_000), 100, 60_000_000),
         scale_up_stabilization_seconds=_int(f"{base}.scaleUpStabilizationSeconds", m.get("scaleUpStabilizationSeconds", 30), 0, 3600),
         scale_down_stabilization_seconds=_int(f"{base}.scaleDownStabilizationSeconds", m.get("scaleDownStabilizationSeconds", 600), 0, 3600),
@@ -523,6 +545,23 @@ def _check_gpu_capacity(groups: Mapping[str, NodeGroupConfig], tritons: tuple[Tr
                               f"minSize >= {-(-need_min // per_node)} in prod")
 
 
+def _check_replica_fit(groups: Mapping[str, NodeGroupConfig], tritons: tuple[TritonDeploymentConfig, ...]) -> None:
+    """One replica fits on one node of every instance type its group may launch (its CPU,
+    memory and model volume against what such a node leaves pods: components/node_fit.py)."""
+    for t in tritons:
+        group = groups[t.node_group]
+        asked = node_fit.replica_requests(t.cpu, t.memory, t.model_volume_gib)
+        for instance_type in group.instance_types:
+            bad = node_fit.misfit(asked, node_fit.allocatable(instance_type, group.disk_size_gib))
+            if bad is not None:
+                field_name, need, has = bad
+                where = f"{_key('nodeGroups')}.{group.name}.diskSizeGiB" if field_name == "modelVolumeGiB" else instance_type
+                value = {"cpu": t.cpu, "memory": t.memory}.get(field_name, t.model_volume_gib)
+                raise ConfigError(f"{_key('tritonDeployments')}.{t.name}.{field_name}", value,
+                                  f"needs {need} per replica (with the agent sidecar) but a {instance_type} node of group {group.name!r} leaves pods {has}",
+                                  f"requests that fit {where} (components/node_fit.py), or a larger instance type or disk")
+
+
 # --------------------------------------------------------------------------------------
 # parse(): raw config strings -> StackConfig
 # --------------------------------------------------------------------------------------
@@ -533,10 +572,15 @@ def stack_environments(stack: str) -> set[str]:
     return {word for word in re.split(r"[^a-z0-9]+", stack.rsplit("/", 1)[-1].lower()) if word in ENVIRONMENTS}
 
 
-def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
+def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | None = None,
+          zones: Sequence[str] | None = None) -> StackConfig:
     """Validate `raw` (Pulumi config as `namespace:key -> value`) into a StackConfig.
 
     Values may be the strings Pulumi passes to programs or already-typed YAML values.
+    `secret_keys`: the keys Pulumi holds encrypted; when given, a secret key (`Key.secret`) set
+    in plaintext is refused. `zones`: the region's EKS-capable availability zones; when given,
+    `availabilityZoneCount` must not exceed them and the first that many (sorted) become
+    `StackConfig.availability_zones`.
     Raises ConfigError (one line naming the key, the bad value and what is allowed).
     """
     values: dict[str, Any] = {}
@@ -567,6 +611,9 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     az_count = _int(_key("availabilityZoneCount"), values["availabilityZoneCount"], 2, 6)
     if prod and az_count < 3:
         raise ConfigError(_key("availabilityZoneCount"), az_count, "is below the prod minimum", "3 to 6 in prod")
+    if zones is not None and az_count > len(zones):
+        raise ConfigError(_key("availabilityZoneCount"), az_count, f"exceeds the {len(zones)} EKS-capable zones {region} offers this account ({', '.join(sorted(zones))})",
+                          f"at most {len(zones)} in {region}")
 
     vpc = _cidr(_key("vpcCidr"), values["vpcCidr"])
     if not vpc.is_private or not 16 <= vpc.prefixlen <= 20:
@@ -584,8 +631,13 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     admin_arns = _list(_key("clusterAdminRoleArns"), values["clusterAdminRoleArns"])
     if not admin_arns:
         raise ConfigError(_key("clusterAdminRoleArns"), admin_arns, "is empty", "at least one IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+    roles: dict[tuple[str, str, str], str] = {}
     for arn in admin_arns:
-        _str(_key("clusterAdminRoleArns"), arn, _ROLE_ARN, "IAM role ARNs: arn:aws:iam::<12-digit account>:role/<name>")
+        _str(_key("clusterAdminRoleArns"), arn, ROLE_ARN, "IAM role ARNs: arn:aws:iam::<12-digit account>:role/<name>")
+        same = roles.setdefault(role_identity(arn), arn)  # one account's role, whatever the path or case
+        if same != arn or admin_arns.count(arn) > 1:
+            raise ConfigError(_key("clusterAdminRoleArns"), arn, f"names the same role as {same!r} (one account, one name)",
+                              "each role once (the same role name in two accounts is two roles)")
 
     log_types = _list(_key("clusterLogTypes"), values["clusterLogTypes"])
     for t in log_types:
@@ -603,6 +655,13 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
 
     tritons_raw = _yaml_mapping(_key("tritonDeployments"), values["tritonDeployments"])
     tritons = tuple(_parse_triton(str(name), raw_t, groups) for name, raw_t in tritons_raw.items())
+    served_by: dict[str, str] = {}
+    for t in tritons:
+        for model in t.models:  # the ingress routes /v2/models/<m> to exactly one deployment
+            other = served_by.setdefault(model, t.name)
+            if other != t.name:
+                raise ConfigError(f"{_key('tritonDeployments')}.{t.name}.models", model, f"is already served by deployment {other!r}",
+                                  "each model in one deployment (the ingress routes a model to one place)")
     for t in tritons:
         if prod and t.min_replicas < 2:
             raise ConfigError(f"{_key('tritonDeployments')}.{t.name}.minReplicas", t.min_replicas, "is below the prod minimum", "2 or more in prod (one replica cannot survive a node drain)")
@@ -611,6 +670,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             raise ConfigError(f"{_key('nodeGroups')}.{group.name}.capacityType", "SPOT", f"backs prod Triton deployment {t.name!r} with spot capacity only", "ON_DEMAND for node groups serving prod deployments")
 
     _check_gpu_capacity(groups, tritons, prod)
+    _check_replica_fit(groups, tritons)
 
     days = _int(_key("modelRepositoryNoncurrentVersionDays"), values["modelRepositoryNoncurrentVersionDays"], 1, 3650)
     force_destroy = _bool(_key("modelRepositoryForceDestroy"), values["modelRepositoryForceDestroy"])
@@ -655,9 +715,13 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     if not deployer_arns:
         raise ConfigError(_key("deployerPolicyArns"), deployer_arns, "is empty", "one or more IAM managed policy ARNs")
     for arn in deployer_arns:
-        _str(_key("deployerPolicyArns"), arn, _POLICY_ARN, "IAM policy ARNs: arn:aws:iam::<account|aws>:policy/<name>")
-        if arn in _REFUSED_DEPLOYER_POLICIES:
-            raise ConfigError(_key("deployerPolicyArns"), arn, "grants unrestricted power to CI", "a scoped deployer policy, not " + " or ".join(_REFUSED_DEPLOYER_POLICIES))
+        _str(_key("deployerPolicyArns"), arn, POLICY_ARN, "IAM policy ARNs: arn:aws:iam::<account>:policy/<name>")
+        if POLICY_ARN.match(arn).group("account") == "aws":  # type: ignore[union-attr]
+            # An allow-list, not a deny-list: no AWS managed policy is scoped to this stack
+            # (PowerUserAccess, AdministratorAccess, IAMFullAccess... all reach every resource of
+            # the account); the deployer's policy is the account's own, kept beside its guard rails.
+            raise ConfigError(_key("deployerPolicyArns"), arn, "is an AWS managed policy, not scoped to this stack",
+                              "customer-managed policies of the stack's account (arn:aws:iam::<12-digit account>:policy/<name>; docs/stack-outputs.md)")
     source_bucket = values["promotionSourceBucket"] or ""
     source_key = values["promotionSourceKmsKeyArn"] or ""
     if prod:
@@ -671,21 +735,27 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         raise ConfigError(_key(bad), source_bucket or source_key, f"is set in {environment}", "empty outside prod (only prod promotes)")
     readers = _list(_key("modelRepositoryReadPrincipalArns"), values["modelRepositoryReadPrincipalArns"])
     for arn in readers:
-        _str(_key("modelRepositoryReadPrincipalArns"), arn, _ROLE_ARN, "IAM role ARNs: arn:aws:iam::<12-digit account>:role/<name>")
+        _str(_key("modelRepositoryReadPrincipalArns"), arn, ROLE_ARN, "IAM role ARNs: arn:aws:iam::<12-digit account>:role/<name>")
     if readers and environment != "staging":
         raise ConfigError(_key("modelRepositoryReadPrincipalArns"), readers, f"is set in {environment}", "staging only (the promotion source)")
 
     webhook = values["alertmanagerSlackWebhookUrl"] or ""
+    if secret_keys is not None:
+        for k in KEYS:  # a secret written in clear in the stack file would land in clear in the state
+            if k.secret and values[k.name] and _key(k.name) not in secret_keys:
+                raise ConfigError(_key(k.name), "<redacted>", "is stored in plaintext in the stack file",
+                                  f"an encrypted value: pulumi config set --secret {_key(k.name)} <value>")
     if webhook and not str(webhook).startswith("https://hooks.slack.com/"):
         raise ConfigError(_key("alertmanagerSlackWebhookUrl"), "<secret>", "is not a Slack webhook URL", "https://hooks.slack.com/... or empty")
 
     return StackConfig(
         stack=stack, environment=environment, region=region,
         kubernetes_version=_kubernetes_version(values["kubernetesVersion"]),
-        availability_zone_count=az_count, vpc_cidr=str(vpc), nat_gateway_mode=nat_mode,
+        availability_zone_count=az_count, availability_zones=tuple(sorted(zones)[:az_count]) if zones is not None else (),
+        vpc_cidr=str(vpc), nat_gateway_mode=nat_mode,
         cluster_endpoint_public_access_cidrs=tuple(endpoint_cidrs), allow_world_open_cluster_endpoint=allow_world,
         cluster_admin_role_arns=tuple(admin_arns), cluster_log_types=tuple(log_types),
-        cluster_log_retention_days=_int(_key("clusterLogRetentionDays"), values["clusterLogRetentionDays"], 1, 3653),
+        cluster_log_retention_days=_retention(values["clusterLogRetentionDays"]),
         node_groups=tuple(groups.values()),
         node_autoscaling_enabled=_bool(_key("nodeAutoscalingEnabled"), values["nodeAutoscalingEnabled"]),
         scale_down_unneeded_minutes=_int(_key("scaleDownUnneededMinutes"), values["scaleDownUnneededMinutes"], 1, 1440),
@@ -713,8 +783,9 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
 
 def load_from_pulumi(get_env: Callable[[], Mapping[str, str]] | None = None) -> StackConfig:
     """Read this stack's config from the Pulumi runtime (the program's only config read)."""
-    import pulumi
-    from pulumi.runtime.config import CONFIG, get_config_env
+    from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
+
+    from components.network import eks_zone_names
 
     if get_env is not None:
         raw = dict(get_env())
@@ -722,7 +793,8 @@ def load_from_pulumi(get_env: Callable[[], Mapping[str, str]] | None = None) -> 
         # The language host passes config either in PULUMI_CONFIG or through
         # set_all_config (also what the mocks use); explicit settings win.
         raw = {**get_config_env(), **CONFIG.get()}
-    return parse(raw, pulumi.get_stack())
+    secrets = {k for k in raw if is_config_secret(k)} | set(get_config_secret_keys_env())
+    return parse(raw, pulumi.get_stack(), secret_keys=secrets, zones=eks_zone_names())
 
 
 def pulumi_yaml_config() -> dict[str, Any]:

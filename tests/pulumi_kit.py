@@ -99,6 +99,7 @@ class Resource:
     custom: bool
     inputs: dict[str, Any]
     state: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()  # the names (or URNs) of the aliases it was registered with
 
     @property
     def parent_name(self) -> str:
@@ -236,6 +237,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.records.append(Resource(
             type=request.type, name=request.name, urn=urn, parent=parent, provider=request.provider,
             custom=bool(request.custom), inputs=_plain(inputs), state=_plain(registration.state),
+            aliases=(*request.aliasURNs, *(a.spec.name or a.urn for a in request.aliases)),
         ))
         return response
 

@@ -10,7 +10,7 @@ from components import versions
 from components.eks_addons import AFTER_COMPUTE_ADDONS, BEFORE_COMPUTE_ADDONS, EksAddonsArgs, _build_addon_configuration
 from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN, EksClusterArgs, _build_kubeconfig, _build_vpc_config, role_key
 from tests.components._helpers import assert_children_prefixed, policy, registered_outputs
-from tests.pulumi_kit import Run, stack_config
+from tests.pulumi_kit import Run, run_program, stack_config
 
 CLUSTER = "triton-platform:eks:EksCluster"
 ADDONS = "triton-platform:eks:EksAddons"
@@ -40,6 +40,20 @@ def test_admin_access_entries_match_config(any_stack: Run) -> None:
         assert a.inputs["policyArn"] == CLUSTER_ADMIN_POLICY_ARN
         assert a.inputs["accessScope"] == {"type": "cluster"}
         assert a.inputs["clusterName"] == f"triton-{any_stack.stack}"
+
+
+def test_admin_children_keep_their_urns_and_one_name_in_two_accounts_is_two_roles() -> None:
+    """Access entries are keyed by account and role name; a name unique in the list is aliased to
+    the child name it had when keys were the role name alone (an existing stack keeps its URNs)."""
+    admins = ["arn:aws:iam::111122223333:role/admins", "arn:aws:iam::444455556666:role/admins", "arn:aws:iam::111122223333:role/ops"]
+    run = run_program("dev", {"triton-platform:clusterAdminRoleArns": admins})
+    entries = {e.name: e for e in run.of_type("aws:eks/accessEntry:AccessEntry") if e.name.startswith("cluster-admin-")}
+    assert {e.inputs["principalArn"] for e in entries.values()} == set(admins)
+    assert sorted(entries) == ["cluster-admin-111122223333-admins", "cluster-admin-111122223333-ops", "cluster-admin-444455556666-admins"]
+    assert entries["cluster-admin-111122223333-ops"].aliases == ("cluster-admin-ops",)
+    assert entries["cluster-admin-111122223333-admins"].aliases == ()  # two "admins": neither takes the old URN
+    policy_assoc = run.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "cluster-admin-111122223333-ops-policy")
+    assert policy_assoc.aliases == ("cluster-admin-ops-policy",)
 
 
 def test_endpoint_access_per_stack(any_stack: Run) -> None:
@@ -144,7 +158,7 @@ def test_kubeconfig_builder() -> None:
 
 
 def test_role_key() -> None:
-    assert role_key("arn:aws:iam::111122223333:role/team/Platform.Admins") == "platform-admins"
+    assert role_key("arn:aws:iam::111122223333:role/team/Platform.Admins") == "111122223333-platform-admins"
     with pytest.raises(ValueError, match=r"role ARN: 'arn:aws:iam::111122223333:user/bob' is not an IAM role ARN"):
         role_key("arn:aws:iam::111122223333:user/bob")
 
@@ -165,7 +179,8 @@ _ADMIN = "arn:aws:iam::111122223333:role/admins"
     ({"kubernetes_version": "1.29"}, r"EksClusterArgs.kubernetes_version: '1.29' has no pinned add-on versions"),
     ({"cluster_admin_role_arns": []}, r"EksClusterArgs.cluster_admin_role_arns: \[\] is empty"),
     ({"cluster_admin_role_arns": ["arn:aws:iam::111122223333:user/x"]}, r"role ARN: .* is not an IAM role ARN"),
-    ({"cluster_admin_role_arns": [_ADMIN, "arn:aws:iam::444455556666:role/admins"]}, r"cluster_admin_role_arns: .* names a role twice"),
+    ({"cluster_admin_role_arns": [_ADMIN, "arn:aws:iam::111122223333:role/team/Admins"]},
+     r"cluster_admin_role_arns: .* names a role twice"),
     ({"public_access_cidrs": ["10.0.0.1"]}, r"EksClusterArgs.public_access_cidrs: '10.0.0.1' is not an IPv4 CIDR"),
     ({"public_access_cidrs": ["0.0.0.0/0"]}, r"EksClusterArgs.public_access_cidrs: 0.0.0.0/0 \(their union 0.0.0.0/0: 100% of IPv4\) opens the API to the internet"),
     ({"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}, r"EksClusterArgs.public_access_cidrs: 0.0.0.0/1, 128.0.0.0/1 \(their union 0.0.0.0/0: 100% of IPv4\) opens the API"),

@@ -249,7 +249,7 @@ def test_prod_args_accept_a_promotion_source() -> None:
     ("dev", {"triton-platform:promotionSourceKmsKeyArn": _KEY}, (), r"triton-platform:promotionSourceKmsKeyArn: .* is set in dev"),
     ("dev", {}, ("triton-platform:deployerPolicyArns",), r"triton-platform:deployerPolicyArns: <unset> is missing"),
     ("dev", {"triton-platform:deployerPolicyArns": []}, (), r"triton-platform:deployerPolicyArns: .* is empty"),
-    ("dev", {"triton-platform:deployerPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, (), r"deployerPolicyArns: '.*AdministratorAccess' grants unrestricted power"),
+    ("dev", {"triton-platform:deployerPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, (), r"deployerPolicyArns: '.*AdministratorAccess' is an AWS managed policy, not scoped to this stack"),
     ("dev", {"triton-platform:deployerPolicyArns": ["policy/x"]}, (), r"triton-platform:deployerPolicyArns: 'policy/x' is not valid"),
     ("dev", {"triton-platform:githubOidcProviderArn": "arn:aws:iam::111122223333:oidc-provider/x"}, (), r"githubOidcProviderArn: .* is not the GitHub OIDC provider"),
     ("prod", {"triton-platform:modelRepositoryReadPrincipalArns": ["arn:aws:iam::111122223333:role/x"]}, (), r"modelRepositoryReadPrincipalArns: .* is set in prod"),

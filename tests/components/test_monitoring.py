@@ -11,7 +11,7 @@ from components import gpu_contract, naming, versions
 from components.monitoring import MonitoredDeployment, MonitoringArgs, adapter_rules, alertmanager_config, queue_time_query
 from components.triton_deployment import QUEUE_TIME_METRIC
 from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
-from tests.pulumi_kit import Run, run_program
+from tests.pulumi_kit import SECRET_STAND_INS, Run, run_program
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -50,8 +50,9 @@ def test_grafana_password_generated_never_in_values(staging: Run) -> None:
 
 
 def test_slack_receiver_from_a_mounted_secret() -> None:
-    url = "https://hooks.slack.com/services/T000/B000/XXXX"
-    run = run_program("staging", overrides={"triton-platform:alertmanagerSlackWebhookUrl": url})
+    # Set the README's way (`pulumi config set --secret`): a plaintext webhook is refused.
+    url = SECRET_STAND_INS["triton-platform:alertmanagerSlackWebhookUrl"]
+    run = run_program("staging", overrides={"triton-platform:alertmanagerSlackWebhookUrl": {"secure": "v1:AAAA"}})
     values = run.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["alertmanager"]
     assert values["alertmanagerSpec"]["secrets"] == ["alertmanager-slack"]
     assert values["config"]["route"]["receiver"] == "slack"

@@ -10,7 +10,6 @@ from components.network import (
     EKS_UNSUPPORTED_ZONE_IDS,
     NetworkArgs,
     _build_subnet_cidrs,
-    _select_zones,
 )
 from tests.components._helpers import assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Run
@@ -126,22 +125,17 @@ def test_subnet_cidrs_fit_and_do_not_overlap(cidr: str, count: int) -> None:
     assert ipaddress.IPv4Network(private[0]).num_addresses > ipaddress.IPv4Network(public[0]).num_addresses
 
 
-def test_select_zones_refuses_more_than_available() -> None:
-    assert _select_zones(["us-east-1b", "us-east-1a", "us-east-1c"], 2) == ["us-east-1a", "us-east-1b"]
-    with pytest.raises(ValueError, match=r"availability_zone_count: 4 exceeds the 3 EKS-capable zones"):
-        _select_zones(["a", "b", "c"], 4)
-
-
 @pytest.mark.parametrize(("changes", "match"), [
     ({"cluster_name": ""}, r"NetworkArgs.cluster_name: '' is not valid"),
     ({"region": "mars-1"}, r"NetworkArgs.region: 'mars-1' is not an AWS region"),
     ({"vpc_cidr": "10.0.0.0/33"}, r"NetworkArgs.vpc_cidr: '10.0.0.0/33' is not an IPv4 CIDR"),
     ({"vpc_cidr": "8.8.0.0/16"}, r"NetworkArgs.vpc_cidr: '8.8.0.0/16' is not a private /16-/20 range"),
     ({"vpc_cidr": "10.0.0.0/24"}, r"NetworkArgs.vpc_cidr: '10.0.0.0/24' is not a private /16-/20 range"),
-    ({"availability_zone_count": 1}, r"NetworkArgs.availability_zone_count: 1 is out of range; allowed: 2 to 6"),
+    ({"availability_zones": ["us-east-1a"]}, r"NetworkArgs.availability_zones: \['us-east-1a'\] is not 2 to 6 distinct zones"),
+    ({"availability_zones": ["us-east-1a", "us-east-1a"]}, r"NetworkArgs.availability_zones: .* is not 2 to 6 distinct zones"),
     ({"nat_gateway_mode": "none"}, r"NetworkArgs.nat_gateway_mode: 'none' is not allowed; allowed: single \| perAz"),
 ])
 def test_args_validation(changes: dict, match: str) -> None:
-    base = {"cluster_name": "triton-dev", "region": "us-east-1", "vpc_cidr": "10.0.0.0/16"}
+    base = {"cluster_name": "triton-dev", "region": "us-east-1", "vpc_cidr": "10.0.0.0/16", "availability_zones": ["us-east-1a", "us-east-1b"]}
     with pytest.raises(ValueError, match=match):
         NetworkArgs(**{**base, **changes})

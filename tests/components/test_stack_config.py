@@ -583,3 +583,121 @@ def test_a_stack_named_after_another_environment_is_refused(stack: str, environm
         return
     with pytest.raises(sc.ConfigError, match=rf"environment: '{environment}' differs from the stack name '{re.escape(stack)}'; allowed: the environment the stack is named after"):
         sc.parse(cfg, stack)
+
+
+# ---- issue 15: every rule a component enforces is a rule of the stack model ------------------
+
+
+def test_config_error_is_a_run_error() -> None:
+    """Under `pulumi preview` / `up` a RunError prints its one line, without a traceback."""
+    import pulumi
+
+    assert issubclass(sc.ConfigError, pulumi.RunError)
+
+
+def test_a_model_in_two_deployments_is_refused_before_any_resource() -> None:
+    """It used to pass the stack model and raise inside IngressArgs after 153 resources."""
+    from tests.pulumi_kit import run_program
+
+    cfg = raw("prod")
+    cfg[K + "tritonDeployments"]["large"]["models"] = ["reranker-large", "resnet18"]
+    err = fails(cfg, r"tritonDeployments\.large\.models: 'resnet18' is already served by deployment 'default'; allowed: each model in one deployment")
+    assert err.key == K + "tritonDeployments.large.models"
+    with pytest.raises(sc.ConfigError, match="already served by deployment 'default'"):
+        run_program("prod", {K + "tritonDeployments": yaml.safe_dump(cfg[K + "tritonDeployments"])})
+
+
+def test_admin_roles_compared_by_account_and_name() -> None:
+    cfg = raw("prod")
+    other_account = "arn:aws:iam::777788889999:role/platform-admins"
+    cfg[K + "clusterAdminRoleArns"] = [*cfg[K + "clusterAdminRoleArns"], other_account]
+    assert other_account in parse(cfg).cluster_admin_role_arns  # same name, another account: another role
+    cfg[K + "clusterAdminRoleArns"] = ["arn:aws:iam::444455556666:role/platform-admins", "arn:aws:iam::444455556666:role/team/Platform-Admins"]
+    fails(cfg, r"clusterAdminRoleArns: 'arn:aws:iam::444455556666:role/team/Platform-Admins' names the same role as "
+               r"'arn:aws:iam::444455556666:role/platform-admins' \(one account, one name\); allowed: each role once")
+    cfg[K + "clusterAdminRoleArns"] = ["arn:aws:iam::444455556666:role/platform-admins"] * 2
+    fails(cfg, r"clusterAdminRoleArns: .* names the same role")
+
+
+@pytest.mark.parametrize("days", [2, 100, 3650])
+def test_log_retention_is_one_cloudwatch_offers(days: int) -> None:
+    cfg = raw("prod")
+    cfg[K + "clusterLogRetentionDays"] = days
+    fails(cfg, rf"clusterLogRetentionDays: {days} is not a retention CloudWatch Logs offers; allowed: 1, 3, 5, 7, 14, 30, 60, 90,")
+    cfg[K + "clusterLogRetentionDays"] = 400
+    assert parse(cfg).cluster_log_retention_days == 400
+
+
+def test_zone_count_checked_against_the_regions_zones() -> None:
+    from tests.pulumi_kit import run_program
+
+    cfg = raw("staging")
+    zones = ["us-west-1c", "us-west-1a"]
+    cfg[K + "availabilityZoneCount"] = 3
+    with pytest.raises(sc.ConfigError, match=r"availabilityZoneCount: 3 exceeds the 2 EKS-capable zones us-east-1 offers this account "
+                                             r"\(us-west-1a, us-west-1c\); allowed: at most 2 in us-east-1"):
+        sc.parse(cfg, "x", zones=zones)
+    cfg[K + "availabilityZoneCount"] = 2
+    assert sc.parse(cfg, "x", zones=zones).availability_zones == ("us-west-1a", "us-west-1c")
+    # The program asks AWS before the first resource: the mocked us-east-1 has 5 EKS-capable zones.
+    with pytest.raises(sc.ConfigError, match=r"availabilityZoneCount: 6 exceeds the 5 EKS-capable zones"):
+        run_program("staging", {K + "availabilityZoneCount": 6})
+
+
+@pytest.mark.parametrize("arn", ["arn:aws:iam::aws:policy/PowerUserAccess", "arn:aws:iam::aws:policy/AdministratorAccess",
+                                 "arn:aws:iam::aws:policy/IAMFullAccess", "arn:aws:iam::aws:policy/job-function/SystemAdministrator"])
+def test_deployer_policies_are_an_allow_list(arn: str) -> None:
+    cfg = raw("prod")
+    cfg[K + "deployerPolicyArns"] = ["arn:aws:iam::444455556666:policy/triton-platform-deployer", arn]
+    fails(cfg, rf"deployerPolicyArns: '{re.escape(arn)}' is an AWS managed policy, not scoped to this stack; allowed: customer-managed policies")
+
+
+def test_a_plaintext_secret_is_refused_and_the_fix_named() -> None:
+    from tests.pulumi_kit import run_program
+
+    cfg = raw("prod")
+    cfg[K + "alertmanagerSlackWebhookUrl"] = "https://hooks.slack.com/services/T0/B0/plaintext-token"
+    with pytest.raises(sc.ConfigError) as info:
+        sc.parse(cfg, "x", secret_keys=set())
+    assert str(info.value) == ("triton-platform:alertmanagerSlackWebhookUrl: '<redacted>' is stored in plaintext in the stack file; "
+                               "allowed: an encrypted value: pulumi config set --secret triton-platform:alertmanagerSlackWebhookUrl <value>")
+    assert "plaintext-token" not in str(info.value)
+    assert sc.parse(cfg, "x", secret_keys={K + "alertmanagerSlackWebhookUrl"}).alertmanager_slack_webhook_url.endswith("plaintext-token")
+    with pytest.raises(sc.ConfigError, match="is stored in plaintext"):
+        run_program("prod", {K + "alertmanagerSlackWebhookUrl": "https://hooks.slack.com/services/T0/B0/plaintext-token"})
+    # The README's way (`pulumi config set --secret`, an encrypted value in the stack file) renders.
+    assert run_program("prod", {K + "alertmanagerSlackWebhookUrl": {"secure": "v1:AAAA"}}).resources
+
+
+# ---- issue 15: a replica that cannot fit its node group is a config error ---------------------
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("cpu", "4", r"tritonDeployments\.default\.cpu: '4' needs 4100m per replica \(with the agent sidecar\) but a g6\.xlarge node of group 'gpu-l4' leaves pods 3220m"),
+    ("memory", "15Gi", r"tritonDeployments\.default\.memory: '15Gi' needs 15\.2Gi per replica .* a g6\.xlarge node of group 'gpu-l4' leaves pods 13\.2Gi"),
+    ("modelVolumeGiB", 80, r"tritonDeployments\.default\.modelVolumeGiB: 80 needs 82Gi of disk per replica .* leaves pods 60Gi; allowed: requests that fit "
+                           r"triton-platform:nodeGroups\.gpu-l4\.diskSizeGiB"),
+])
+def test_a_replica_must_fit_every_instance_type_of_its_group(field: str, value: Any, match: str) -> None:
+    cfg = raw("dev")  # gpu-l4: g6.xlarge (4 vCPU, 16 GiB) and g6.2xlarge, 100 GiB disks
+    cfg[K + "tritonDeployments"]["default"][field] = value
+    fails(cfg, match)
+    cfg[K + "nodeGroups"]["gpu-l4"]["instanceTypes"] = ["g6.2xlarge"]  # the larger size alone fits cpu and memory
+    cfg[K + "nodeGroups"]["gpu-l4"]["diskSizeGiB"] = 200
+    assert parse(cfg).triton_deployments[0].node_group == "gpu-l4"
+
+
+def test_shm_must_be_below_the_container_memory() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["shmSizeGiB"] = 12
+    fails(cfg, r"tritonDeployments\.default\.shmSizeGiB: 12 is not below the container's memory \(12Gi; /dev/shm is charged to it\); "
+               r"allowed: less than triton-platform:tritonDeployments\.default\.memory")
+
+
+def test_memory_without_a_unit_is_refused() -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["memory"] = 16
+    fails(cfg, r"tritonDeployments\.default\.memory: '16' is less than 1Gi \(a quantity without a unit counts bytes\); allowed: at least 1Gi")
+    cfg[K + "tritonDeployments"]["default"]["memory"] = "12Gi"
+    cfg[K + "tritonDeployments"]["default"]["cpu"] = "100m"
+    fails(cfg, r"tritonDeployments\.default\.cpu: '100m' is too little for tritonserver; allowed: at least 500m")
