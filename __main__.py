@@ -83,11 +83,11 @@ triton_namespace = ServingNamespace("triton-namespace", ServingNamespaceArgs(TRI
 monitoring = Monitoring("monitoring", MonitoringArgs(
     deployments=tuple(MonitoredDeployment(d.name, d.queue_time_target_microseconds) for d in config.triton_deployments),
     prometheus_retention_days=config.prometheus_retention_days, prometheus_storage_gib=config.prometheus_storage_gib,
-    slack_webhook_url=config.alertmanager_slack_webhook_url, replicas=replicas,
+    slack_webhook_url=config.alertmanager_slack_webhook_url, replicas=replicas, vpc_cidr=config.vpc_cidr,
 ), opts=on_cluster) if config.monitoring_enabled else None
 log_shipping = LogShipping("log-shipping", LogShippingArgs(
     retention_days=config.loki_retention_days, shipper_replicas=replicas + 1,
-    grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None,
+    grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None, vpc_cidr=config.vpc_cidr,
 ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *([monitoring] if monitoring else [])])) if config.logging_enabled else None
 # GPU operators and the node autoscaler come after monitoring: their ServiceMonitors
 # need the prometheus-operator CRDs that kube-prometheus-stack installs.
@@ -121,7 +121,7 @@ ingress = Ingress("ingress", IngressArgs(
     domain=config.domain, acme_email=config.acme_email, tls_issuer=config.tls_issuer,
     backends=tuple(TritonBackend(d.name, triton_app_name(d.name), d.models) for d in config.triton_deployments),
     allowed_cidrs=config.ingress_allowed_cidrs, request_body_limit_mib=config.ingress_request_body_limit_mib,
-    rate_limit_rps=config.ingress_rate_limit_rps, replicas=replicas + 1, clients=config.ingress_clients,
+    rate_limit_rps=config.ingress_rate_limit_rps, replicas=replicas + 1, clients=config.ingress_clients, vpc_cidr=config.vpc_cidr,
 ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, triton_namespace]))
 
 # ---- Stack outputs -------------------------------------------------------------------

@@ -30,12 +30,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import gpu_contract, naming, versions
+from components import gpu_contract, naming, network_policies, versions
 from components.helm import pinned_release
+from components.serving_namespace import ServingNamespaceArgs, create_network_policies
 
-# Both DaemonSets mount host paths (device-plugin socket, DCGM needs SYS_ADMIN): the
-# namespace is privileged under Pod Security Admission, and nothing else runs in it.
-# ref: https://kubernetes.io/docs/concepts/security/pod-security-admission/
+# privileged: the device plugin mounts host paths (/var/lib/kubelet/device-plugins) and
+# dcgm-exporter adds SYS_ADMIN (and the kubelet's pod-resources host path), neither of which
+# `baseline` admits; nothing else runs in the namespace.
+# ref: https://kubernetes.io/docs/concepts/security/pod-security-standards/
 _PSA_LABELS = {
     "pod-security.kubernetes.io/enforce": "privileged",
     "pod-security.kubernetes.io/warn": "privileged",
@@ -53,6 +55,7 @@ class GpuOperatorsArgs:
         CRDs: pass kube-prometheus-stack through opts.depends_on). Default False.
     service_monitor_labels: labels on that ServiceMonitor, for Prometheus's selector (default none).
     namespace: namespace of both releases (default naming.GPU_OPERATORS_NAMESPACE).
+    monitoring_namespace: where Prometheus runs (default naming.MONITORING_NAMESPACE).
     """
 
     gpu_node_groups: Sequence[str]
@@ -60,6 +63,7 @@ class GpuOperatorsArgs:
     service_monitor: bool = False
     service_monitor_labels: Mapping[str, str] = field(default_factory=dict)
     namespace: str = naming.GPU_OPERATORS_NAMESPACE
+    monitoring_namespace: str = naming.MONITORING_NAMESPACE
 
     def __post_init__(self) -> None:
         if not self.gpu_node_groups or len(set(self.gpu_node_groups)) != len(self.gpu_node_groups):
@@ -75,6 +79,16 @@ class GpuOperatorsArgs:
 
 DEVICE_PLUGIN_TIMEOUT_SECONDS = 600
 DCGM_EXPORTER_TIMEOUT_SECONDS = 600
+DCGM_EXPORTER_PORT = 9400
+DCGM_EXPORTER_POD_LABELS = {"app.kubernetes.io/name": "dcgm-exporter"}
+
+
+def network_policy_specs(args: GpuOperatorsArgs) -> dict[str, dict[str, Any]]:
+    """The namespace's allow policies on top of its default deny: Prometheus scrapes the
+    DCGM exporter. Neither daemon calls anything over the network (the device plugin talks to
+    the kubelet over its socket, the exporter reads the pod-resources socket)."""
+    return {"metrics": network_policies.policy(DCGM_EXPORTER_POD_LABELS, ingress=[
+        network_policies.from_prometheus_rule(args.monitoring_namespace, *network_policies.tcp(DCGM_EXPORTER_PORT))])}
 
 
 def device_plugin_node_groups(args: GpuOperatorsArgs) -> list[str]:
@@ -145,6 +159,10 @@ class GpuOperators(pulumi.ComponentResource):
             opts=child,
         )
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        # The same default deny, DNS and allow policies every platform namespace gets
+        # (components/serving_namespace.py), beside this component's own Namespace.
+        self.network_policies = create_network_policies(
+            name, ServingNamespaceArgs(args.namespace, pod_security="privileged", allow=network_policy_specs(args)), in_namespace)
         device_plugin = pinned_release(
             f"{name}-device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, args.namespace, _build_device_plugin_values(args),
             in_namespace, timeout=DEVICE_PLUGIN_TIMEOUT_SECONDS,

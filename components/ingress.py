@@ -42,10 +42,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import cidr_rules, gpu_contract, naming, versions
+from components import cidr_rules, gpu_contract, naming, network_policies, versions
 from components.helm import pinned_release as _release
+from components.network_policies import from_api_server_rule, pods_in, rule, tcp
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
-from components.triton_deployment import ADMIN_HEADER, GRPC_PORT, HTTP_PORT
+from components.triton_deployment import ADMIN_HEADER, GRPC_ADMIN_HEADER, GRPC_PORT, HTTP_PORT
 
 ACME_SERVERS = {
     "letsencrypt": "https://acme-v02.api.letsencrypt.org/directory",
@@ -70,6 +71,15 @@ MIDDLEWARES = ("allowlist", "auth", "ratelimit", "strip-admin", "body-limit")
 HTTP_MIDDLEWARES = MIDDLEWARES
 GRPC_MIDDLEWARES = ("allowlist", "auth", "ratelimit", "strip-admin")
 ACME_SOLVER_PORT = 8089
+# Traefik's container ports (traefik_values: `web`, `websecure`; the chart's metrics entry point).
+TRAEFIK_WEB_PORT = 8000
+TRAEFIK_WEBSECURE_PORT = 8443
+TRAEFIK_POD_LABELS = {"app.kubernetes.io/name": "traefik"}
+# cert-manager's pods and ports (the chart's defaults).
+CERT_MANAGER_WEBHOOK_PORT = 10250
+CERT_MANAGER_CONTROLLER_LABELS = {"app.kubernetes.io/name": "cert-manager", "app.kubernetes.io/component": "controller"}
+CERT_MANAGER_WEBHOOK_LABELS = {"app.kubernetes.io/name": "webhook", "app.kubernetes.io/component": "webhook"}
+ACME_SOLVER_LABELS = {"acme.cert-manager.io/http01-solver": "true"}
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _MODEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _CLIENT = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -101,6 +111,8 @@ class IngressArgs:
     replicas: Traefik replicas (default 2; >= 2 keeps a drain from dropping the ingress).
     clients: API client names (DNS labels, unique; default ("default",)): one generated
         key each, exported as the secret map `api_keys`.
+    vpc_cidr: the cluster VPC's CIDR, where Traefik and cert-manager reach the API server and
+        the API server calls cert-manager's webhook (default: the stack config's `vpcCidr` default).
     triton_namespace / ingress_namespace / cert_manager_namespace: from components/naming.py.
     """
 
@@ -113,11 +125,13 @@ class IngressArgs:
     rate_limit_rps: int = 200
     replicas: int = 2
     clients: tuple[str, ...] = (DEFAULT_CLIENT,)
+    vpc_cidr: str = network_policies.DEFAULT_VPC_CIDR
     triton_namespace: str = naming.TRITON_NAMESPACE
     ingress_namespace: str = naming.INGRESS_NAMESPACE
     cert_manager_namespace: str = naming.CERT_MANAGER_NAMESPACE
 
     def __post_init__(self) -> None:
+        network_policies.check_vpc_cidr("IngressArgs", self.vpc_cidr)
         if not _DNS_NAME.match(self.domain):
             raise ValueError(f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as inference.example.com")
         if "@" not in self.acme_email:
@@ -286,8 +300,9 @@ def middleware_specs(args: IngressArgs) -> dict[str, dict[str, Any]]:
         "auth": {"basicAuth": {"secret": API_KEYS_SECRET, "realm": "triton", "removeHeader": True, "headerField": CLIENT_HEADER}},
         "ratelimit": {"rateLimit": {"average": args.rate_limit_rps, "burst": 2 * args.rate_limit_rps, "period": "1s",
                                     "sourceCriterion": {"requestHeaderName": CLIENT_HEADER}}},
-        # An empty value removes the header: clients can never present Triton's admin key.
-        "strip-admin": {"headers": {"customRequestHeaders": {ADMIN_HEADER: ""}}},
+        # An empty value removes the header: clients can never present Triton's admin key,
+        # neither as the HTTP header nor as the gRPC metadata Triton reads it from.
+        "strip-admin": {"headers": {"customRequestHeaders": {ADMIN_HEADER: "", GRPC_ADMIN_HEADER: ""}}},
         "body-limit": {"buffering": {"maxRequestBodyBytes": args.request_body_limit_mib * 1024 * 1024,
                                      "memRequestBodyBytes": 4 * 1024 * 1024}},
     }
@@ -355,12 +370,36 @@ def grpc_route_spec(args: IngressArgs) -> dict[str, Any]:
 def acme_solver_policy_spec(ingress_namespace: str) -> dict[str, Any]:
     """The triton namespace denies everything by default; cert-manager's HTTP-01 solver
     pods (created next to the Certificate) must be reachable from Traefik."""
+    return network_policies.policy(ACME_SOLVER_LABELS, ingress=[rule([pods_in(ingress_namespace, TRAEFIK_POD_LABELS)], *tcp(ACME_SOLVER_PORT))])
+
+
+def ingress_network_policy_specs(args: IngressArgs) -> dict[str, dict[str, Any]]:
+    """The ingress namespace's allow policies (role -> spec), on top of its default deny.
+    Clients come from anywhere: the NLB keeps their addresses (externalTrafficPolicy Local)
+    and the allowlist is Traefik's `ipAllowList` middleware, so the policy cannot narrow it."""
     return {
-        "podSelector": {"matchLabels": {"acme.cert-manager.io/http01-solver": "true"}},
-        "policyTypes": ["Ingress"],
-        "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ingress_namespace}},
-                               "podSelector": {"matchLabels": {"app.kubernetes.io/name": "traefik"}}}],
-                     "ports": [{"port": ACME_SOLVER_PORT, "protocol": "TCP"}]}],
+        "traefik": network_policies.policy(TRAEFIK_POD_LABELS, ingress=[
+            rule([network_policies.cidr(network_policies.WORLD)], *tcp(TRAEFIK_WEB_PORT, TRAEFIK_WEBSECURE_PORT)),
+        ], egress=[
+            # The Triton Services' pods and cert-manager's HTTP-01 solvers, nothing else in the cluster.
+            rule([pods_in(args.triton_namespace, {"app.kubernetes.io/name": "triton"})], *tcp(HTTP_PORT, GRPC_PORT)),
+            rule([pods_in(args.triton_namespace, ACME_SOLVER_LABELS)], *tcp(ACME_SOLVER_PORT)),
+            network_policies.api_server_rule(args.vpc_cidr),
+        ]),
+    }
+
+
+def cert_manager_network_policy_specs(args: IngressArgs) -> dict[str, dict[str, Any]]:
+    """The cert-manager namespace's allow policies (role -> spec), on top of its default deny."""
+    return {
+        # The controller talks ACME to the CA (HTTPS) and self-checks each HTTP-01 challenge
+        # through the public host (port 80) before asking the CA to validate it.
+        # ref: https://cert-manager.io/docs/configuration/acme/http01/
+        "acme": network_policies.policy(CERT_MANAGER_CONTROLLER_LABELS, egress=[rule([network_policies.internet()], *tcp(443, 80))]),
+        "webhook": network_policies.policy(CERT_MANAGER_WEBHOOK_LABELS, ingress=[
+            from_api_server_rule(args.vpc_cidr, *tcp(CERT_MANAGER_WEBHOOK_PORT))]),
+        # Controller, webhook, cainjector and the startup check all call the API server.
+        "api-server": network_policies.policy(None, egress=[network_policies.api_server_rule(args.vpc_cidr)]),
     }
 
 
@@ -383,8 +422,10 @@ class Ingress(pulumi.ComponentResource):
         super().__init__("triton-platform:serving:Ingress", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        ingress_ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.ingress_namespace, default_deny=False), opts=child)
-        cm_ns = ServingNamespace(f"{name}-cert-manager-namespace", ServingNamespaceArgs(args.cert_manager_namespace, default_deny=False), opts=child)
+        ingress_ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(
+            args.ingress_namespace, allow=ingress_network_policy_specs(args)), opts=child)
+        cm_ns = ServingNamespace(f"{name}-cert-manager-namespace", ServingNamespaceArgs(
+            args.cert_manager_namespace, allow=cert_manager_network_policy_specs(args)), opts=child)
 
         self.cert_manager = _release(f"{name}-cert-manager", versions.CERT_MANAGER_CHART, args.cert_manager_namespace,
                                      cert_manager_values(min(args.replicas, 3)),

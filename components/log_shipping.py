@@ -21,12 +21,18 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import gpu_contract, naming, versions
+from components import gpu_contract, naming, network_policies, versions
 from components.helm import pinned_release as _release
+from components.network_policies import pods_in, rule, tcp
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 
 LOKI_PORT = 3100
+LOKI_MEMBERLIST_PORT = 7946  # the single binary's ring (memberlist), to itself and its peers
+ALLOY_PORT = 12345  # Alloy's HTTP server: clustering between replicas (and its metrics)
 ALLOY_UID = 473  # the `alloy` user (and group) of the grafana/alloy image
+LOKI_POD_LABELS = {"app.kubernetes.io/name": "loki"}
+ALLOY_POD_LABELS = {"app.kubernetes.io/name": "alloy"}
+GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana"}
 
 
 def loki_url(namespace: str) -> str:
@@ -43,6 +49,8 @@ class LogShippingArgs:
     shipper_replicas: Alloy replicas sharing the log targets (default 2).
     grafana_namespace: where Grafana's datasource sidecar looks (monitoring namespace);
         None (default) = no datasource (monitoring disabled).
+    vpc_cidr: the cluster VPC's CIDR, where Alloy reaches the API server (default: the stack
+        config's `vpcCidr` default).
     namespace: from components/naming.py.
     """
 
@@ -50,9 +58,11 @@ class LogShippingArgs:
     storage_gib: int = 50
     shipper_replicas: int = 2
     grafana_namespace: str | None = None
+    vpc_cidr: str = network_policies.DEFAULT_VPC_CIDR
     namespace: str = naming.LOGGING_NAMESPACE
 
     def __post_init__(self) -> None:
+        network_policies.check_vpc_cidr("LogShippingArgs", self.vpc_cidr)
         if not 1 <= self.retention_days <= 365:
             raise ValueError(f"LogShippingArgs.retention_days: {self.retention_days!r} is out of range; allowed: 1 to 365")
         if not 10 <= self.storage_gib <= 10_000:
@@ -184,6 +194,28 @@ def grafana_datasource(namespace: str) -> str:
 
 
 
+def network_policy_specs(args: LogShippingArgs) -> dict[str, dict[str, Any]]:
+    """The logging namespace's allow policies (role -> spec), on top of its default deny."""
+    ns = args.namespace
+    grafana = [pods_in(args.grafana_namespace, GRAFANA_POD_LABELS)] if args.grafana_namespace else []
+    return {
+        # Loki takes pushes from Alloy and queries from Grafana; its ring talks to itself.
+        "loki": network_policies.policy(LOKI_POD_LABELS, ingress=[
+            rule([pods_in(ns, ALLOY_POD_LABELS), *grafana], *tcp(LOKI_PORT)),
+            rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_MEMBERLIST_PORT)),
+        ], egress=[rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_MEMBERLIST_PORT))]),
+        # Alloy discovers and tails pods through the API server, pushes to Loki and shares its
+        # targets with its peers (clustering).
+        "alloy": network_policies.policy(ALLOY_POD_LABELS, ingress=[
+            rule([pods_in(ns, ALLOY_POD_LABELS)], *tcp(ALLOY_PORT)),
+        ], egress=[
+            rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_PORT)),
+            rule([pods_in(ns, ALLOY_POD_LABELS)], *tcp(ALLOY_PORT)),
+            network_policies.api_server_rule(args.vpc_cidr),
+        ]),
+    }
+
+
 class LogShipping(pulumi.ComponentResource):
     """Loki + Alloy (+ the Grafana datasource when Grafana exists)."""
 
@@ -192,9 +224,10 @@ class LogShipping(pulumi.ComponentResource):
     def __init__(self, name: str, args: LogShippingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:LogShipping", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        # baseline: Alloy and Loki now run non-root with seccomp and no capabilities (alloy_values,
-        # loki_values), which `restricted` may admit, but that has not been tried on a cluster yet.
-        ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, pod_security="baseline", default_deny=False), opts=child)
+        # restricted: Loki and Alloy run non-root, seccomp RuntimeDefault, every capability
+        # dropped, no privilege escalation, no host mounts (loki_values, alloy_values; the rendered
+        # pods are checked against the level in tests/manifests/test_pod_security.py).
+        ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, allow=network_policy_specs(args)), opts=child)
         self.loki = _release(f"{name}-loki", versions.LOKI_CHART, args.namespace, loki_values(args),
                              pulumi.ResourceOptions(parent=self, depends_on=[ns]))
         self.alloy = _release(f"{name}-alloy", versions.ALLOY_CHART, args.namespace, alloy_values(args),

@@ -25,8 +25,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import gpu_contract, naming, versions
+from components import gpu_contract, naming, network_policies, versions
 from components.helm import pinned_release as _release
+from components.network_policies import from_api_server_rule, from_prometheus_rule, pods_anywhere, pods_in, rule, tcp
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.triton_deployment import QUEUE_TIME_METRIC
 
@@ -38,6 +39,37 @@ SLACK_SECRET = "alertmanager-slack"  # noqa: S105 (a Secret name)
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 DATASOURCE_LABEL = {"grafana_datasource": "1"}
 QUEUE_WINDOW = "2m"
+# node-exporter reads the node's network interfaces, processes and filesystems: hostNetwork,
+# hostPID and hostPath, which only the `privileged` Pod Security level admits. It runs in a
+# namespace of its own so that `monitoring` (Prometheus, Grafana, Alertmanager, ...) enforces
+# `restricted`.
+NODE_EXPORTER_NAMESPACE = "node-exporter"
+NODE_EXPORTER_PORT = 9100
+KUBELET_PORT = 10250
+ALERTMANAGER_PORT = 9093
+ALERTMANAGER_MESH_PORT = 9094
+GRAFANA_PORT = 3000
+OPERATOR_PORT = 10250  # the operator's https port: admission webhook and metrics
+ADAPTER_PORT = 6443  # prometheus-adapter's aggregated API (custom.metrics.k8s.io)
+KUBE_STATE_METRICS_PORT = 8080
+CONFIG_RELOADER_PORT = 8080  # the operator's config-reloader sidecars (reloader-web)
+# Every pod port the cluster's ServiceMonitors scrape (tests/manifests/test_network_policies.py
+# checks each monitor's targets): Triton 8002, DCGM 9400, the cluster autoscaler 8085, CoreDNS
+# 9153, and in this namespace Prometheus 9090, Alertmanager 9093, Grafana 3000,
+# kube-state-metrics 8080, the operator 10250 and the config reloaders 8080. (Traefik,
+# cert-manager, Loki and Alloy have no ServiceMonitor: their metrics ports stay closed.)
+SCRAPE_PORTS = (8002, 9400, 8085, 9153, PROMETHEUS_PORT, ALERTMANAGER_PORT, GRAFANA_PORT, KUBE_STATE_METRICS_PORT, OPERATOR_PORT,
+                CONFIG_RELOADER_PORT)
+SLACK_PORT = 443
+POD_LABELS = {
+    "prometheus": network_policies.PROMETHEUS_POD_LABELS,
+    "alertmanager": {"app.kubernetes.io/name": "alertmanager"},
+    "grafana": {"app.kubernetes.io/name": "grafana"},
+    "kube-state-metrics": {"app.kubernetes.io/name": "kube-state-metrics"},
+    "operator": {"app": f"{RELEASE}-operator"},
+    "admission": {"app.kubernetes.io/component": "prometheus-operator-webhook"},
+    "adapter": {"app.kubernetes.io/name": "prometheus-adapter"},
+}
 
 
 @dataclass(frozen=True)
@@ -56,7 +88,9 @@ class MonitoringArgs:
     prometheus_retention_days: 1-365 (default 15). prometheus_storage_gib: 10-10000 (default 50).
     slack_webhook_url: Alertmanager's Slack webhook (secret); "" (default) keeps alerts in Alertmanager.
     replicas: Prometheus/Alertmanager/adapter replicas (default 1; 2 in prod).
-    namespace / triton_namespace: from components/naming.py.
+    vpc_cidr: the cluster VPC's CIDR: the API server, the kubelets and node-exporter
+        (host network) are reached there (default: the stack config's `vpcCidr` default).
+    namespace / triton_namespace / logging_namespace: from components/naming.py.
     """
 
     deployments: tuple[MonitoredDeployment, ...]
@@ -64,10 +98,13 @@ class MonitoringArgs:
     prometheus_storage_gib: int = 50
     slack_webhook_url: pulumi.Input[str] = ""
     replicas: int = 1
+    vpc_cidr: str = network_policies.DEFAULT_VPC_CIDR
     namespace: str = naming.MONITORING_NAMESPACE
     triton_namespace: str = naming.TRITON_NAMESPACE
+    logging_namespace: str = naming.LOGGING_NAMESPACE
 
     def __post_init__(self) -> None:
+        network_policies.check_vpc_cidr("MonitoringArgs", self.vpc_cidr)
         if not self.deployments:
             raise ValueError("MonitoringArgs.deployments: () is not allowed; allowed: at least one Triton deployment")
         if not 1 <= self.prometheus_retention_days <= 365:
@@ -188,6 +225,8 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
             # Every node, GPU nodes through the exact GPU toleration (the chart's default
             # tolerates every NoSchedule taint).
             "tolerations": gpu_contract.gpu_tolerations(),
+            # Its own `privileged` namespace (NODE_EXPORTER_NAMESPACE says why).
+            "namespaceOverride": NODE_EXPORTER_NAMESPACE,
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534,
                                 "seccompProfile": {"type": "RuntimeDefault"}},
@@ -341,6 +380,51 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
     return [{"name": "triton", "rules": triton}, {"name": "gpu", "rules": gpu}]
 
 
+def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
+    """The monitoring namespace's allow policies (role -> spec), on top of its default deny."""
+    ns, pods = args.namespace, POD_LABELS
+    api = network_policies.api_server_rule(args.vpc_cidr)
+    return {
+        # Scrapes every monitor's target (pods anywhere on SCRAPE_PORTS; the kubelets,
+        # node-exporter on the host network and the API server by the VPC's addresses),
+        # and sends alerts; Grafana and the adapter query it.
+        "prometheus": network_policies.policy(pods["prometheus"], ingress=[
+            rule([pods_in(ns, pods["grafana"]), pods_in(ns, pods["adapter"])], *tcp(PROMETHEUS_PORT)),
+        ], egress=[
+            rule([pods_anywhere()], *tcp(*SCRAPE_PORTS)),
+            rule([network_policies.cidr(args.vpc_cidr)], *tcp(network_policies.API_SERVER_PORT, KUBELET_PORT, NODE_EXPORTER_PORT)),
+        ]),
+        # Every pod here serves metrics to Prometheus.
+        "metrics": network_policies.policy(None, ingress=[
+            from_prometheus_rule(ns, *tcp(PROMETHEUS_PORT, ALERTMANAGER_PORT, GRAFANA_PORT, OPERATOR_PORT, CONFIG_RELOADER_PORT,
+                                          KUBE_STATE_METRICS_PORT)),
+        ]),
+        # Alertmanager: alerts from Prometheus, Grafana's alertmanager datasource, the HA mesh
+        # between replicas, Slack's webhook (HTTPS).
+        "alertmanager": network_policies.policy(pods["alertmanager"], ingress=[
+            rule([pods_in(ns, pods["prometheus"]), pods_in(ns, pods["grafana"])], *tcp(ALERTMANAGER_PORT)),
+            rule([pods_in(ns, pods["alertmanager"])], (ALERTMANAGER_MESH_PORT, network_policies.TCP), (ALERTMANAGER_MESH_PORT, network_policies.UDP)),
+        ], egress=[
+            rule([pods_in(ns, pods["alertmanager"])], (ALERTMANAGER_MESH_PORT, network_policies.TCP), (ALERTMANAGER_MESH_PORT, network_policies.UDP)),
+            rule([network_policies.internet()], *tcp(SLACK_PORT)),
+        ]),
+        # Grafana queries Prometheus, Alertmanager and Loki; its sidecars watch ConfigMaps.
+        "grafana": network_policies.policy(pods["grafana"], egress=[
+            rule([pods_in(ns, pods["prometheus"])], *tcp(PROMETHEUS_PORT)),
+            rule([pods_in(ns, pods["alertmanager"])], *tcp(ALERTMANAGER_PORT)),
+            rule([pods_in(args.logging_namespace, {"app.kubernetes.io/name": "loki"})], *tcp(3100)),
+            api,
+        ]),
+        # The operator's admission webhook and the adapter's aggregated API are called by the API server.
+        "webhooks": network_policies.policy(None, ingress=[
+            from_api_server_rule(args.vpc_cidr, *tcp(OPERATOR_PORT, ADAPTER_PORT)),
+        ]),
+        "adapter": network_policies.policy(pods["adapter"], egress=[rule([pods_in(ns, pods["prometheus"])], *tcp(PROMETHEUS_PORT))]),
+        # Clients of the API server: the operator, kube-state-metrics, the admission Jobs, the adapter.
+        "api-server": network_policies.policy(None, egress=[api]),
+    }
+
+
 # --------------------------------------------------------------------------------------
 # The component.
 # --------------------------------------------------------------------------------------
@@ -356,8 +440,11 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        # node-exporter needs the host network and PID namespace.
-        ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, pod_security="privileged", default_deny=False), opts=child)
+        ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, allow=network_policy_specs(args)), opts=child)
+        # privileged: node-exporter's hostNetwork, hostPID and hostPath (NODE_EXPORTER_NAMESPACE).
+        # Host-network pods are outside NetworkPolicy; the default deny covers anything else there.
+        exporter_ns = ServingNamespace(f"{name}-node-exporter-namespace",
+                                       ServingNamespaceArgs(NODE_EXPORTER_NAMESPACE, pod_security="privileged"), opts=child)
         after_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
 
         def meta(obj: str, extra: dict[str, str] | None = None) -> Any:
@@ -368,7 +455,7 @@ class Monitoring(pulumi.ComponentResource):
         grafana_secret = k8s.core.v1.Secret(
             f"{name}-grafana-admin", metadata=meta(GRAFANA_ADMIN_SECRET), type="Opaque",
             string_data={"admin-user": "admin", "admin-password": password.result}, opts=after_ns)
-        release_deps: list[pulumi.Resource] = [ns, grafana_secret]
+        release_deps: list[pulumi.Resource] = [ns, exporter_ns, grafana_secret]
         if args.slack_enabled:
             release_deps.append(k8s.core.v1.Secret(
                 f"{name}-alertmanager-slack", metadata=meta(SLACK_SECRET), type="Opaque",

@@ -6,8 +6,8 @@ Per deployment `<d>` (objects named `triton-<d>` unless noted):
 - ServiceAccount `naming.triton_service_account(d)`: the AWS engineer's EKS Pod Identity
   association binds exactly this name to the serving role (no IRSA annotation).
 - Secret `triton-<d>-admin-key`: a generated key; Triton's admin protocols
-  (model-repository, logging, trace, shared-memory) answer only requests carrying it in
-  the `admin-key` header. Nothing outside the cluster ever sees it.
+  (model-repository, statistics, logging, trace, shared-memory) answer only requests
+  carrying it in the `admin-key` header. Nothing outside the cluster ever sees it.
 - Deployment: `agent-init` (the repository agent, `--once`: the first sync before Triton
   starts), `agent` (the same image as a native sidecar in loop mode: it starts before and
   stops after Triton) and `tritonserver` polling the LOCAL directory /models/repository.
@@ -29,7 +29,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import gpu_contract, naming, versions
+from components import gpu_contract, naming, network_policies, versions
 from components.stack_config import ENVIRONMENTS, TritonDeploymentConfig
 
 HTTP_PORT = 8000
@@ -46,9 +46,15 @@ TMP_DIR = "/tmp"  # noqa: S108 (a private emptyDir per pod)
 SHM_DIR = "/dev/shm"  # noqa: S108 (the memory-backed emptyDir Triton and its backends use)
 
 # Triton protocol groups that only cluster operators may call (never the ingress).
+# `statistics` (GET /v2/models/stats, gRPC ModelStatistics) tells per-model request counts
+# and timings: operational data, not an inference API. Prometheus reads the same numbers
+# from the metrics port, which is no protocol group (the NetworkPolicy admits Prometheus).
 # ref: https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
-ADMIN_PROTOCOLS = ("model-repository", "logging", "trace", "shared-memory")
+ADMIN_PROTOCOLS = ("model-repository", "statistics", "logging", "trace", "shared-memory")
 ADMIN_HEADER = "admin-key"
+# On gRPC Triton reads that header as metadata `triton-grpc-protocol-<header>` (tritonserver
+# 2.51 refuses a restricted RPC with "expecting header 'triton-grpc-protocol-admin-key'").
+GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 
 # The custom metric prometheus-adapter serves (components/monitoring.py defines the rule).
@@ -67,7 +73,7 @@ PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 
 # Selectors of the only clients allowed in (NetworkPolicy).
 TRAEFIK_POD_LABELS = {"app.kubernetes.io/name": "traefik"}
-PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+PROMETHEUS_POD_LABELS = network_policies.PROMETHEUS_POD_LABELS
 # EKS Pod Identity agent (host network, link-local). ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 IMDS_CIDR = "169.254.169.254/32"

@@ -144,7 +144,7 @@ def test_middlewares_carry_the_stack_limits(staging: Run) -> None:
     assert _cr(staging, "Middleware", "triton-body-limit")["spec"]["buffering"]["maxRequestBodyBytes"] == 64 * 1024 * 1024
     rate = _cr(staging, "Middleware", "triton-ratelimit")["spec"]["rateLimit"]
     assert (rate["average"], rate["burst"]) == (200, 400)
-    assert _cr(staging, "Middleware", "triton-strip-admin")["spec"]["headers"]["customRequestHeaders"] == {"admin-key": ""}
+    assert _cr(staging, "Middleware", "triton-strip-admin")["spec"]["headers"]["customRequestHeaders"] == {"admin-key": "", "triton-grpc-protocol-admin-key": ""}
     auth = _cr(staging, "Middleware", "triton-auth")["spec"]["basicAuth"]
     assert auth["removeHeader"] is True
 
@@ -214,6 +214,7 @@ def _args(**overrides: Any) -> IngressArgs:
     ({"request_body_limit_mib": 0}, r"request_body_limit_mib: 0 is out of range; allowed: 1 to 1024"),
     ({"rate_limit_rps": 100_001}, r"rate_limit_rps: 100001 is out of range"),
     ({"replicas": 0}, r"IngressArgs\.replicas: 0 is not allowed"),
+    ({"vpc_cidr": "::/0"}, r"IngressArgs\.vpc_cidr: '::/0' is not allowed; allowed: the VPC's IPv4 CIDR"),
     ({"clients": ()}, r"IngressArgs\.clients: \(\) is not allowed"),
     ({"clients": ("a:b",)}, r"IngressArgs\.clients: 'a:b' is not allowed; allowed: a DNS label"),
     ({"clients": ("a", "a")}, r"IngressArgs\.clients: \['a', 'a'\] has duplicates"),

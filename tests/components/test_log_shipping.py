@@ -81,6 +81,7 @@ def test_grafana_datasource_only_with_monitoring(staging: Run) -> None:
     ({"retention_days": 0}, r"LogShippingArgs\.retention_days: 0 is out of range; allowed: 1 to 365"),
     ({"storage_gib": 1}, r"LogShippingArgs\.storage_gib: 1 is out of range"),
     ({"shipper_replicas": 0}, r"LogShippingArgs\.shipper_replicas: 0 is out of range"),
+    ({"vpc_cidr": "10.0.0.1/16"}, r"LogShippingArgs\.vpc_cidr: '10\.0\.0\.1/16' is not allowed; allowed: the VPC's IPv4 CIDR"),
 ])
 def test_args_validation(overrides: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):

@@ -164,6 +164,7 @@ def test_dashboard_and_rules(prod: Run) -> None:
     ({"prometheus_retention_days": 0}, r"prometheus_retention_days: 0 is out of range; allowed: 1 to 365"),
     ({"prometheus_storage_gib": 5}, r"prometheus_storage_gib: 5 is out of range; allowed: 10 to 10000"),
     ({"replicas": 0}, r"MonitoringArgs\.replicas: 0 is out of range"),
+    ({"vpc_cidr": "vpc"}, r"MonitoringArgs\.vpc_cidr: 'vpc' is not allowed; allowed: the VPC's IPv4 CIDR"),
     ({"slack_webhook_url": "https://evil.example.com/x"}, r"slack_webhook_url: '<secret>' is not a Slack webhook URL"),
 ])
 def test_args_validation(overrides: dict[str, Any], match: str) -> None:

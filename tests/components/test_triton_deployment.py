@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,10 @@ import pytest
 from components import gpu_contract, naming
 from components.stack_config import TritonDeploymentConfig
 from components.triton_deployment import (
+    ADMIN_HEADER,
+    ADMIN_KEY_ENV,
     ADMIN_PROTOCOLS,
+    GRPC_ADMIN_HEADER,
     NODE_PROVISIONING_SECONDS,
     QUEUE_TIME_METRIC,
     REPOSITORY_DIR,
@@ -24,8 +30,11 @@ from components.triton_deployment import (
     rollout_timeout_seconds,
     triton_args,
 )
+from model_sync.local.procs import LOOPBACK, Process, free_port, wait_until
+from model_sync.local.runtime import TritonRuntime, stub_environment
 from tests.components._helpers import assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Resource, Run, stack_config
+from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
 COMPONENT = "triton-platform:serving:TritonDeployment"
 CLUSTER_PROVIDER = "cluster-k8s"  # EksCluster's kubernetes provider (logical name)
@@ -82,7 +91,7 @@ def test_tritonserver_flags_close_the_admin_api(prod: Run) -> None:
     restricted = f"{','.join(ADMIN_PROTOCOLS)}:admin-key=$(TRITON_ADMIN_KEY)"
     assert f"--http-restricted-api={restricted}" in args
     assert f"--grpc-restricted-protocol={restricted}" in args
-    assert {"model-repository", "logging", "trace", "shared-memory"} <= set(ADMIN_PROTOCOLS)
+    assert {"model-repository", "statistics", "logging", "trace", "shared-memory"} <= set(ADMIN_PROTOCOLS)
     for flag in ("--model-repository=/models/repository", "--model-control-mode=poll", "--strict-readiness=true",
                  "--exit-on-error=false", "--disable-auto-complete-config", "--metrics-config=summary_latencies=true"):
         assert flag in args
@@ -93,6 +102,87 @@ def test_tritonserver_flags_close_the_admin_api(prod: Run) -> None:
     assert key_env["valueFrom"]["secretKeyRef"] == {"name": "triton-large-admin-key", "key": "key"}
     secret = _obj(prod, "Secret", "triton-large-admin-key")
     assert len(secret["stringData"]["key"]) >= 40
+
+
+# ---- the restricted groups against the real tritonserver -------------------------------
+
+ADMIN_KEY = "k" * 48
+# One request per restricted group (HTTP/REST): (group, method, path).
+# ref: https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
+RESTRICTED_HTTP = [
+    ("model-repository", "POST", "/v2/repository/index"),
+    ("statistics", "GET", "/v2/models/stats"),
+    ("logging", "GET", "/v2/logging"),
+    ("trace", "GET", "/v2/trace/setting"),
+    ("shared-memory", "GET", "/v2/systemsharedmemory/status"),
+]
+
+
+@dataclasses.dataclass
+class _Restricted:
+    http: str
+    grpc: str
+
+
+@pytest.fixture(scope="module")
+def restricted_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Restricted]:  # noqa: F811
+    """The real tritonserver with exactly the Deployment's restricted-API flags (the key the
+    kubelet would expand from the Secret substituted), on loopback ports, no models."""
+    tmp = tmp_path_factory.mktemp("restricted")
+    flags = [a.replace(f"$({ADMIN_KEY_ENV})", ADMIN_KEY) for a in triton_args(_cfg())
+             if a.startswith(("--http-restricted-api=", "--grpc-restricted-protocol="))]
+    assert len(flags) == 2, flags
+    http, grpc, metrics = free_port(), free_port(), free_port()
+    argv = [str(triton_runtime.binary), f"--model-repository={tmp / 'repository'}", f"--backend-directory={triton_runtime.backends}",
+            "--model-control-mode=poll", f"--http-address={LOOPBACK}", f"--http-port={http}", f"--grpc-address={LOOPBACK}",
+            f"--grpc-port={grpc}", f"--metrics-address={LOOPBACK}", f"--metrics-port={metrics}", *flags]
+    (tmp / "repository").mkdir()
+    server = Process("tritonserver", argv, tmp / "tritonserver.log", env=stub_environment()).start()
+    try:
+        wait_until(lambda: _status(f"http://{LOOPBACK}:{http}", "GET", "/v2/health/live") == 200, 90,
+                   what=f"tritonserver live (log {tmp / 'tritonserver.log'})")
+        yield _Restricted(f"http://{LOOPBACK}:{http}", f"{LOOPBACK}:{grpc}")
+    finally:
+        server.stop(timeout=20)
+
+
+def _status(base: str, method: str, path: str, headers: dict[str, str] | None = None) -> int:
+    req = urllib.request.Request(base + path, method=method, headers=headers or {}, data=b"{}" if method == "POST" else None)  # noqa: S310 (loopback)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 (loopback)
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+    except OSError:
+        return 0
+
+
+@pytest.mark.parametrize(("group", "method", "path"), RESTRICTED_HTTP, ids=[g for g, _, _ in RESTRICTED_HTTP])
+def test_real_tritonserver_refuses_each_admin_group_without_the_key(restricted_triton: _Restricted, group: str, method: str, path: str) -> None:
+    assert _status(restricted_triton.http, method, path) == 403
+    assert group in ADMIN_PROTOCOLS
+    assert _status(restricted_triton.http, method, path, {ADMIN_HEADER: "wrong"}) == 403
+    assert _status(restricted_triton.http, method, path, {ADMIN_HEADER: ADMIN_KEY}) == 200
+    # The public groups stay open (health; the ingress routes them without the key).
+    assert _status(restricted_triton.http, "GET", "/v2/health/ready") == 200
+
+
+def test_real_tritonserver_refuses_grpc_statistics_without_the_key(restricted_triton: _Restricted) -> None:
+    """On gRPC Triton reads the restricted key from `triton-grpc-protocol-<header>` (2.51:
+    "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'")."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(restricted_triton.grpc)
+    try:
+        with pytest.raises(InferenceServerException, match=f"restricted, expecting header '{GRPC_ADMIN_HEADER}'"):
+            client.get_inference_statistics()
+        with pytest.raises(InferenceServerException, match="restricted"):
+            client.get_model_repository_index()
+        assert client.get_inference_statistics(headers={GRPC_ADMIN_HEADER: ADMIN_KEY}) is not None
+        assert client.is_server_live()
+    finally:
+        client.close()
 
 
 def test_agent_init_and_sidecar(staging: Run) -> None:
@@ -224,9 +314,9 @@ def test_network_policy_admits_only_ingress_and_prometheus(dev: Run) -> None:
     assert egress_ports == [53, 80, 443]
     https = next(r for r in np["egress"] if r["ports"][0]["port"] == 443)
     assert "169.254.169.254/32" in https["to"][0]["ipBlock"]["except"]
-    deny = _obj(dev, "NetworkPolicy", "default-deny")
-    assert deny["metadata"]["namespace"] == naming.TRITON_NAMESPACE
-    assert deny["spec"]["podSelector"] == {}
+    (deny,) = [r.inputs for r in dev.kubernetes_objects() if r.inputs["kind"] == "NetworkPolicy"
+               and r.inputs["metadata"]["name"] == "default-deny" and r.inputs["metadata"]["namespace"] == naming.TRITON_NAMESPACE]
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
 
 
 def test_monitoring_disabled_drops_hpa_and_service_monitor() -> None:
