@@ -14,6 +14,13 @@ ROLE_ARN = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>[0-9]{12
 POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
 
 
+def is_customer_managed_policy(policy_arn: str) -> bool:
+    """A policy an account owns (`arn:aws:iam::<account>:policy/...`), not an AWS managed one
+    (`arn:aws:iam::aws:policy/...`, none of which is scoped to one stack)."""
+    m = POLICY_ARN.match(policy_arn)
+    return m is not None and m.group("account") != "aws"
+
+
 def role_identity(role_arn: str) -> tuple[str, str, str]:
     """(partition, account, lower-cased name): equal for two ARNs of one role."""
     m = ROLE_ARN.match(role_arn)

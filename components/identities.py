@@ -2,28 +2,47 @@
 
 - Serving role (every stack), bound with EKS Pod Identity to the service account of each
   Triton deployment (`naming.triton_service_account`) in `naming.TRITON_NAMESPACE`:
-  reads `repository/` + `manifests/` (ListBucket only under those prefixes), writes
-  only `status/`, uses only this bucket's KMS key. Trust (components/pod_identity.py):
-  `pods.eks.amazonaws.com` with `aws:SourceAccount`/`aws:SourceArn` = this cluster, and
-  only sessions tagged with this cluster's ARN, the Triton namespace and one of this
-  stack's `triton-<deployment>` service accounts, so an association made in another
-  cluster, namespace or for another service account cannot assume it.
+  reads `repository/` + `manifests/` (ListBucket only under those prefixes), writes and
+  deletes only its OWN deployment's `status/<deployment>/` keys (`layout.status_key`), uses
+  only this bucket's KMS key. One role serves every deployment: each deployment's status
+  statement holds only for sessions whose Pod Identity session tags (`aws:PrincipalTag/...`,
+  set by EKS, never by the pod) name this cluster, the Triton namespace and that deployment's
+  service account, so the agent of deployment D cannot write or delete E's status.
+  Trust (components/pod_identity.py): `pods.eks.amazonaws.com` with
+  `aws:SourceAccount`/`aws:SourceArn` = this cluster, and only sessions tagged with this
+  cluster's ARN, the Triton namespace and one of this stack's `triton-<deployment>` service
+  accounts. The associations keep session tags on (`disable_session_tags=False`): the
+  trust and the status statements both need them.
   ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html
-- CI roles, assumed from GitHub Actions through OIDC (no access keys anywhere). Trust is
-  `sts:AssumeRoleWithWebIdentity` from the GitHub OIDC provider with StringEquals on
-  `aud = sts.amazonaws.com` and on `sub` = exactly `repo:<owner/name>:ref:<ref>` or
-  `repo:<owner/name>:environment:<name>` for the stack's deploy refs (no wildcards).
-  ref: https://docs.github.com/en/actions/security-for-github-actions/security-hardening-your-deployments/configuring-openid-connect-in-amazon-web-services
-  - publisher (staging stack only): reads the layout, writes `repository/`, `manifests/`,
-    `audit/` (PUBLISHER_WRITE_PREFIXES); never deletes (versions are immutable).
-  - promoter (prod stack only): reads the staging bucket's promotion prefixes (bucket and
-    KMS key named in the prod config; for another account the staging stack grants it
-    read through `modelRepositoryReadPrincipalArns`), writes prod's PUBLISHER_WRITE_PREFIXES.
-  - deployer (every stack): runs `pulumi up`. Its permissions are the managed policies
-    the stack config names (`deployerPolicyArns`, required, AdministratorAccess refused):
-    the account owners keep that policy next to their guard rails instead of this program
-    granting itself power. It also gets a cluster-admin access entry (Helm releases
-    install CRDs and cluster roles).
+- CI roles, assumed from GitHub Actions through OIDC (no access keys anywhere). Each role
+  trusts exactly the workflow file(s) of its purpose, run from the stack's deploy refs, in
+  the GitHub environment of its purpose (`github_environment`): nothing else can assume it.
+  AWS IAM evaluates only `aud` and `sub` of GitHub's token as condition keys ("Support for
+  custom claims for OIDC is unavailable in AWS", GitHub's AWS OIDC guide), so the workflow
+  is put INTO `sub`: the repository's subject template is customised to
+  `GITHUB_SUB_CLAIM_KEYS` = repo, context, job_workflow_ref, which makes every job's subject
+  `repo:<owner/name>:environment:<env>:job_workflow_ref:<owner/name>/.github/workflows/<file>@<ref>`
+  (docs/operations.md, "One-time setup", applies it). Until it is applied GitHub issues the
+  default `repo:<owner/name>:environment:<env>` subjects, which no role accepts: the
+  control fails closed.
+  ref: https://docs.github.com/en/actions/reference/security/oidc (customizing the subject claims)
+  ref: https://docs.github.com/en/actions/how-tos/secure-your-work/security-harden-deployments/oidc-in-aws
+  - deployer (every stack; `deploy.yml`, environment `deploy-<stack>`): runs `pulumi up`. Its
+    permissions are the managed policies the stack config names (`deployerPolicyArns`,
+    required, customer-managed only: no AWS managed policy is scoped to a stack): the account owners keep that policy next to
+    their guard rails instead of this program granting itself power. It also gets a
+    cluster-admin access entry (Helm releases install CRDs and cluster roles).
+  - preview (every stack; `pull-request.yml`, environment `preview-<stack>`): read-only
+    `pulumi preview` of a pull request. A pull request's token carries
+    `@refs/pull/<number>/merge`, so this is the one trust with a wildcard, on the number only
+    (StringLike); nothing but a `pull_request` run of `pull-request.yml` has such a ref.
+  - publisher (staging stack only; `model-promote.yml` and `model-rollback.yml`, environment
+    `models-staging`): reads the layout, writes `repository/`, `manifests/`, `audit/`
+    (PUBLISHER_WRITE_PREFIXES); never deletes (versions are immutable).
+  - promoter (prod stack only; the same two workflows, environment `models-prod`): reads the
+    staging bucket's promotion prefixes (bucket and KMS key named in the prod config; for
+    another account the staging stack grants it read through
+    `modelRepositoryReadPrincipalArns`), writes prod's PUBLISHER_WRITE_PREFIXES.
 - The GitHub OIDC provider is one per account: created here unless
   `github_oidc_provider_arn` names an existing one (dev and staging share an account).
 """
@@ -40,9 +59,10 @@ import pulumi
 import pulumi_aws as aws
 
 from components import naming
+from components.arns import is_customer_managed_policy
 from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
 from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
-from components.pod_identity import pod_identity_trust
+from components.pod_identity import pod_identity_principal_condition, pod_identity_trust
 from components.stack_config import ENVIRONMENTS
 from model_sync import layout
 
@@ -52,12 +72,26 @@ PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"
 ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)
-REFUSED_DEPLOYER_POLICIES = ("arn:aws:iam::aws:policy/AdministratorAccess", "arn:aws:iam::aws:policy/IAMFullAccess")
 CI_SESSION_SECONDS = 3600
 
+# The repository's OIDC subject template (PUT /repos/{owner}/{repo}/actions/oidc/customization/sub
+# with {"use_default": false, "include_claim_keys": [...]}; docs/operations.md, "One-time setup").
+GITHUB_SUB_CLAIM_KEYS = ("repo", "context", "job_workflow_ref")
+WORKFLOW_DIR = ".github/workflows"
+# Which workflow files each CI role serves, and the purpose that names its GitHub environment.
+CI_ROLE_WORKFLOWS: dict[str, tuple[str, ...]] = {
+    "deployer": ("deploy.yml",),
+    "preview": ("pull-request.yml",),
+    "publisher": ("model-promote.yml", "model-rollback.yml"),
+    "promoter": ("model-promote.yml", "model-rollback.yml"),
+}
+CI_ROLE_PURPOSES: dict[str, str] = {"deployer": "deploy", "preview": "preview", "publisher": "models", "promoter": "models"}
+# The ref of every pull_request run (`refs/pull/<number>/merge`); `*` stands for the number.
+PULL_REQUEST_REF = "refs/pull/*/merge"
+
 _REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
-_REF = re.compile(r"^(refs/(heads|tags)/[\w./-]+|environment:[\w.-]+)$")
-_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
+_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
+_WORKFLOW_FILE = re.compile(r"^[a-z0-9][a-z0-9-]*\.yml$")
 _OIDC_ARN = re.compile(rf"^arn:aws[a-z-]*:iam::[0-9]{{12}}:oidc-provider/{re.escape(GITHUB_OIDC_HOST)}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
@@ -75,9 +109,11 @@ class IdentitiesArgs:
     bucket_arn / kms_key_arn: this environment's model repository and its key (required).
     triton_deployments: Triton deployment names; each gets a Pod Identity association (required, >= 1).
     github_repository: `owner/name` whose workflows may assume the CI roles (required).
-    github_deploy_refs: `refs/heads/<b>`, `refs/tags/<t>` or `environment:<name>`; no wildcards (required, >= 1).
-    deployer_policy_arns: managed policies of the deployer role (required, >= 1; AdministratorAccess
-        and IAMFullAccess refused).
+    github_deploy_refs: `refs/heads/<b>` or `refs/tags/<t>` the CI roles' workflow files must run from
+        (their `job_workflow_ref` is `<file>@<ref>`); no wildcards, no `environment:` (each role's
+        environment is fixed by its purpose: `github_environment`) (required, >= 1).
+    deployer_policy_arns: managed policies of the deployer role (required, >= 1; customer-managed
+        only, every AWS managed policy refused).
     github_oidc_provider_arn: existing GitHub OIDC provider of the account; "" (default) = create one.
     promotion_source_bucket / promotion_source_kms_key_arn: the staging bucket and its key,
         required in prod, refused elsewhere.
@@ -112,12 +148,13 @@ class IdentitiesArgs:
             raise ValueError("IdentitiesArgs.github_deploy_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
         for ref in self.github_deploy_refs:
             if not _REF.match(ref):
-                raise ValueError(f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or environment:<name> (no wildcards)")
+                raise ValueError(f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> "
+                                 f"(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. deploy-{self.environment})")
         if not self.deployer_policy_arns:
             raise ValueError("IdentitiesArgs.deployer_policy_arns: [] is empty; allowed: one or more IAM managed policy ARNs")
         for arn in self.deployer_policy_arns:
-            if not _POLICY_ARN.match(arn) or arn in REFUSED_DEPLOYER_POLICIES:
-                raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: IAM policy ARNs other than {', '.join(REFUSED_DEPLOYER_POLICIES)}")
+            if not is_customer_managed_policy(arn):
+                raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: customer-managed policies (arn:aws:iam::<account>:policy/<name>)")
         if self.github_oidc_provider_arn and not _OIDC_ARN.match(self.github_oidc_provider_arn):
             raise ValueError(f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty")
         if self.environment == "prod":
@@ -134,25 +171,55 @@ class IdentitiesArgs:
 # --------------------------------------------------------------------------------------
 
 
-def github_subjects(repository: str, refs: Sequence[str]) -> list[str]:
-    """The exact OIDC `sub` claims GitHub issues for these refs / environments."""
-    subs = []
-    for ref in refs:
-        if ref.startswith("environment:"):
-            subs.append(f"repo:{repository}:environment:{ref.split(':', 1)[1]}")
-        else:
-            subs.append(f"repo:{repository}:ref:{ref}")
-    return sorted(subs)
+def github_environment(role: str, environment: str) -> str:
+    """The GitHub environment the jobs of CI role `role` in stack `environment` run in:
+    `deploy-<env>`, `preview-<env>`, `models-<env>` (one per purpose and stack)."""
+    if role not in CI_ROLE_PURPOSES:
+        raise ValueError(f"role: {role!r} is not a CI role; allowed: {', '.join(CI_ROLE_PURPOSES)}")
+    if environment not in ENVIRONMENTS:
+        raise ValueError(f"environment: {environment!r} is not allowed; allowed: {' | '.join(ENVIRONMENTS)}")
+    return f"{CI_ROLE_PURPOSES[role]}-{environment}"
 
 
-def _build_github_trust(provider_arn: str, repository: str, refs: Sequence[str], subjects: Sequence[str] | None = None) -> dict[str, Any]:
+def github_subject(repository: str, workflow: str, ref: str, environment: str) -> str:
+    """The `sub` GitHub issues, under GITHUB_SUB_CLAIM_KEYS, to a job of `workflow` (a file in
+    .github/workflows) run from `ref` in GitHub environment `environment`."""
+    if not _REPO.match(repository):
+        raise ValueError(f"repository: {repository!r} is not valid; allowed: a GitHub owner/name")
+    if not _WORKFLOW_FILE.match(workflow):
+        raise ValueError(f"workflow: {workflow!r} is not valid; allowed: a file name in {WORKFLOW_DIR} such as deploy.yml")
+    if not (_REF.match(ref) or ref == PULL_REQUEST_REF):
+        raise ValueError(f"ref: {ref!r} is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or {PULL_REQUEST_REF}")
+    if not re.match(r"^[a-z0-9][a-z0-9-]{0,62}$", environment):
+        raise ValueError(f"environment: {environment!r} is not valid; allowed: a GitHub environment name of a-z 0-9 -")
+    return f"repo:{repository}:environment:{environment}:job_workflow_ref:{repository}/{WORKFLOW_DIR}/{workflow}@{ref}"
+
+
+def github_role_subjects(role: str, environment: str, repository: str, refs: Sequence[str]) -> list[str]:
+    """Every subject CI role `role` of stack `environment` accepts: its workflow files x the
+    deploy refs (pull-request.yml: PULL_REQUEST_REF), in its purpose's environment."""
+    runs_from = [PULL_REQUEST_REF] if role == "preview" else list(refs)
+    env = github_environment(role, environment)
+    return sorted(github_subject(repository, wf, ref, env) for wf in CI_ROLE_WORKFLOWS[role] for ref in runs_from)
+
+
+def _build_github_trust(provider_arn: str, subjects: Sequence[str]) -> dict[str, Any]:
+    """Trust for exactly `subjects`: StringEquals, or StringLike when a subject holds `*`
+    (only PULL_REQUEST_REF's pull-request number may)."""
+    if not subjects:
+        raise ValueError("subjects: [] is empty; allowed: one or more GitHub OIDC subjects")
+    wild = [s for s in subjects if "*" in s or "?" in s]
+    for s in wild:
+        if "?" in s or s.count("*") != 1 or not s.endswith("@" + PULL_REQUEST_REF):
+            raise ValueError(f"subjects: {s!r} has a wildcard; allowed: exact subjects, or a `*` only as the pull-request number of {PULL_REQUEST_REF}")
+    if wild and len(wild) != len(subjects):
+        raise ValueError(f"subjects: {list(subjects)!r} mixes exact and pull-request subjects; allowed: one kind per role")
+    operator = "StringLike" if wild else "StringEquals"
+    condition: dict[str, Any] = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE}}
+    condition.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = sorted(subjects)
     return {"Version": "2012-10-17", "Statement": [{
         "Sid": "GitHubActionsOidc", "Effect": "Allow", "Principal": {"Federated": provider_arn},
-        "Action": "sts:AssumeRoleWithWebIdentity",
-        "Condition": {"StringEquals": {
-            f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE,
-            f"{GITHUB_OIDC_HOST}:sub": list(subjects) if subjects is not None else github_subjects(repository, refs),
-        }},
+        "Action": "sts:AssumeRoleWithWebIdentity", "Condition": condition,
     }]}
 
 
@@ -170,14 +237,25 @@ def _list_statement(sid: str, bucket_arn: str, prefixes: Sequence[str]) -> dict[
             "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}}}
 
 
-def _build_serving_policy(bucket_arn: str, key_arn: str) -> dict[str, Any]:
+def _status_statement(index: int, bucket_arn: str, cluster_arn: str, deployment: str) -> dict[str, Any]:
+    """Deployment `deployment`'s agents write and delete `status/<deployment>/*` only (DeleteObject:
+    an agent removes its own status/<deployment>/<pod>.json on SIGTERM). The condition is the
+    session's Pod Identity tags, so only that deployment's service account matches."""
+    prefix = layout.status_key(deployment, "x").rsplit("/", 1)[0] + "/"  # status/<deployment>/
+    return {"Sid": f"WriteStatus{index}", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
+            "Resource": f"{bucket_arn}/{prefix}*",
+            "Condition": pod_identity_principal_condition(cluster_arn, naming.TRITON_NAMESPACE, naming.triton_service_account(deployment))}
+
+
+def _build_serving_policy(bucket_arn: str, key_arn: str, cluster_arn: str, deployments: Sequence[str]) -> dict[str, Any]:
+    if not deployments or len(set(deployments)) != len(deployments):
+        raise ValueError(f"deployments: {list(deployments)!r} is empty or repeats a name; allowed: one or more distinct deployment names")
     return {"Version": "2012-10-17", "Statement": [
         _list_statement("ListRepository", bucket_arn, layout.SERVING_READ_PREFIXES),
         {"Sid": "ReadRepository", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": _objects(bucket_arn, layout.SERVING_READ_PREFIXES)},
-        # DeleteObject: an agent removes its own status/<deployment>/<pod>.json on SIGTERM (status/ only).
-        {"Sid": "WriteStatus", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-         "Resource": _objects(bucket_arn, layout.SERVING_WRITE_PREFIXES)},
+        # One statement per deployment, numbered in name order (a Sid is alphanumeric only).
+        *(_status_statement(i, bucket_arn, cluster_arn, d) for i, d in enumerate(sorted(deployments), start=1)),
         # GenerateDataKey: the status writes are encrypted with the bucket key.
         {"Sid": "UseRepositoryKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn},
     ]}
@@ -237,13 +315,15 @@ class Identities(pulumi.ComponentResource):
                                description="Triton pods: read the model repository, write replica status",
                                assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(
                                    lambda arn: json.dumps(_build_serving_trust(arn, args.triton_deployments))), tags=tags, opts=child)
-        aws.iam.RolePolicy(f"{name}-serving-policy", role=serving.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
-            lambda v: json.dumps(_build_serving_policy(v[0], v[1]))), opts=child)
+        aws.iam.RolePolicy(f"{name}-serving-policy", role=serving.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn, args.cluster_arn).apply(
+            lambda v: json.dumps(_build_serving_policy(v[0], v[1], v[2], args.triton_deployments))), opts=child)
         self.pod_identity_association_ids = {}
         for deployment in args.triton_deployments:
             assoc = aws.eks.PodIdentityAssociation(
                 f"{name}-serving-{deployment}", cluster_name=args.cluster_name, namespace=naming.TRITON_NAMESPACE,
-                service_account=naming.triton_service_account(deployment), role_arn=serving.arn, tags=tags, opts=child)
+                service_account=naming.triton_service_account(deployment), role_arn=serving.arn,
+                disable_session_tags=False,  # the trust and the status statements read the session tags
+                tags=tags, opts=child)
             self.pod_identity_association_ids[deployment] = assoc.association_id
 
         # ---- GitHub OIDC -----------------------------------------------------------
@@ -257,9 +337,10 @@ class Identities(pulumi.ComponentResource):
                 tags=tags, opts=child)
             provider_arn = provider.arn
         self.github_oidc_provider_arn = provider_arn
-        trust = provider_arn.apply(lambda arn: json.dumps(_build_github_trust(arn, args.github_repository, args.github_deploy_refs)))
 
         def ci_role(role: str, description: str) -> aws.iam.Role:
+            subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
+            trust = provider_arn.apply(lambda arn: json.dumps(_build_github_trust(arn, subjects)))
             return aws.iam.Role(f"{name}-{role}-role", name=f"{prefix}-{role}", description=description,
                                 assume_role_policy=trust, max_session_duration=CI_SESSION_SECONDS, tags=tags, opts=child)
 
@@ -294,11 +375,8 @@ class Identities(pulumi.ComponentResource):
         # ---- preview (pull requests) -------------------------------------------------
         # `pulumi preview` on a pull request runs the PR's code, so its role can only read:
         # AWS's ViewOnlyAccess (describe/list, no object or secret reads) and the EKS view
-        # policy. Trusted only for this repository's pull_request events.
-        preview_trust = provider_arn.apply(lambda arn: json.dumps(
-            _build_github_trust(arn, args.github_repository, (), subjects=[f"repo:{args.github_repository}:pull_request"])))
-        preview = aws.iam.Role(f"{name}-preview-role", name=f"{prefix}-preview", description="CI: read-only pulumi preview for pull requests",
-                               assume_role_policy=preview_trust, max_session_duration=CI_SESSION_SECONDS, tags=tags, opts=child)
+        # policy. Trusted only for pull_request runs of pull-request.yml in preview-<stack>.
+        preview = ci_role("preview", "CI: read-only pulumi preview for pull requests")
         aws.iam.RolePolicyAttachment(f"{name}-preview-viewonly", role=preview.name, policy_arn=PREVIEW_POLICY_ARN, opts=child)
         cluster_access("preview", preview, CLUSTER_VIEW_POLICY_ARN)
 

@@ -11,6 +11,10 @@ association to the role assume it; this one requires, on both `sts:AssumeRole` a
 - the session tags `eks-cluster-arn` = this cluster, `kubernetes-namespace` = the
   namespace and `kubernetes-service-account` in the listed service accounts, so an
   association made for another cluster, namespace or service account cannot use it.
+
+The same tags stay on the session as `aws:PrincipalTag/<key>` (EKS sets them; a pod cannot),
+so one role's permission statements can each be limited to one service account
+(`pod_identity_principal_condition`): attribute-based access control as AWS documents it.
 ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html
 ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html
 """
@@ -22,6 +26,10 @@ from collections.abc import Sequence
 from typing import Any
 
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+# Session tags EKS Pod Identity adds (ref: pod-id-abac.html, "List of session tags added by EKS Pod Identity").
+TAG_CLUSTER_ARN = "eks-cluster-arn"
+TAG_NAMESPACE = "kubernetes-namespace"
+TAG_SERVICE_ACCOUNT = "kubernetes-service-account"
 _CLUSTER_ARN = re.compile(r"^arn:aws[a-z-]*:eks:[a-z0-9-]+:(?P<account>[0-9]{12}):cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -34,9 +42,7 @@ def cluster_account(cluster_arn: str) -> str:
     return m.group("account")
 
 
-def pod_identity_trust(cluster_arn: str, namespace: str, service_accounts: Sequence[str]) -> dict[str, Any]:
-    """Trust policy for a role bound (PodIdentityAssociation) to `namespace`/`service_accounts` of one cluster."""
-    account = cluster_account(cluster_arn)
+def _check_names(namespace: str, service_accounts: Sequence[str]) -> None:
     if not _K8S_NAME.match(namespace):
         raise ValueError(f"namespace: {namespace!r} is not a Kubernetes name; allowed: a DNS label")
     if not service_accounts or len(set(service_accounts)) != len(service_accounts):
@@ -44,15 +50,33 @@ def pod_identity_trust(cluster_arn: str, namespace: str, service_accounts: Seque
     for sa in service_accounts:
         if not _K8S_NAME.match(sa):
             raise ValueError(f"service_accounts: {sa!r} is not a Kubernetes name; allowed: DNS labels")
+
+
+def pod_identity_principal_condition(cluster_arn: str, namespace: str, service_account: str) -> dict[str, Any]:
+    """A permission-statement condition that holds only for Pod Identity sessions of
+    `namespace`/`service_account` in this cluster (the session tags of the assumed role)."""
+    cluster_account(cluster_arn)
+    _check_names(namespace, [service_account])
+    return {"StringEquals": {
+        f"aws:PrincipalTag/{TAG_CLUSTER_ARN}": cluster_arn,
+        f"aws:PrincipalTag/{TAG_NAMESPACE}": namespace,
+        f"aws:PrincipalTag/{TAG_SERVICE_ACCOUNT}": service_account,
+    }}
+
+
+def pod_identity_trust(cluster_arn: str, namespace: str, service_accounts: Sequence[str]) -> dict[str, Any]:
+    """Trust policy for a role bound (PodIdentityAssociation) to `namespace`/`service_accounts` of one cluster."""
+    account = cluster_account(cluster_arn)
+    _check_names(namespace, service_accounts)
     return {"Version": "2012-10-17", "Statement": [{
         "Sid": "EksPodIdentity", "Effect": "Allow", "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
         "Action": ["sts:AssumeRole", "sts:TagSession"],
         "Condition": {
             "StringEquals": {
                 "aws:SourceAccount": account,
-                "aws:RequestTag/eks-cluster-arn": cluster_arn,
-                "aws:RequestTag/kubernetes-namespace": namespace,
-                "aws:RequestTag/kubernetes-service-account": sorted(service_accounts),
+                f"aws:RequestTag/{TAG_CLUSTER_ARN}": cluster_arn,
+                f"aws:RequestTag/{TAG_NAMESPACE}": namespace,
+                f"aws:RequestTag/{TAG_SERVICE_ACCOUNT}": sorted(service_accounts),
             },
             "ArnEquals": {"aws:SourceArn": cluster_arn},
         },

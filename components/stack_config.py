@@ -4,13 +4,17 @@ This is the only module in the program that reads Pulumi config. `load_from_pulu
 collects every `triton-platform:*` key (plus `aws:region`) and `parse()` turns the raw
 strings into a frozen `StackConfig`, raising `ConfigError` before any resource exists.
 
-Pulumi's project-config schema accepts only `string`, `integer`, `boolean` and `array`
-types (no objects), so the two name-keyed collections, `nodeGroups` and
-`tritonDeployments`, are declared `type: string` and hold a YAML mapping that `parse()`
-reads strictly: unknown fields are errors, never silently ignored.
+The two name-keyed collections, `nodeGroups` and `tritonDeployments`, are structured config:
+YAML mappings in the stack file, so `pulumi config set --path
+triton-platform:tritonDeployments.default.maxReplicas 8` edits one field the way Pulumi users
+do. Pulumi hands them to the program as JSON; `parse()` reads them strictly (unknown fields
+are errors, never silently ignored). The older spelling, a string holding the YAML mapping,
+is still read, with a name given twice refused.
 
 `KEYS` is the single source of the project's config keys; `Pulumi.yaml`'s `config:`
 section is generated from it (`make pulumi-yaml`) and a test fails when the two drift.
+Pulumi's project-config schema has no object type (string, integer, boolean, array), so the
+two `object` keys are documented here and in the README rather than declared there.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import pulumi
 import yaml
 
 from components import cidr_rules, node_fit, versions
-from components.arns import POLICY_ARN, ROLE_ARN, role_identity
+from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, role_identity
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
 from model_sync.compat import TRITON_RELEASES
 
@@ -90,7 +94,7 @@ _REQUIRED = object()
 @dataclass(frozen=True)
 class Key:
     name: str
-    type: str  # string | integer | boolean | array
+    type: str  # string | integer | boolean | array | object (structured; not declared in Pulumi.yaml)
     description: str
     default: Any = _REQUIRED
     secret: bool = False
@@ -112,20 +116,20 @@ KEYS: tuple[Key, ...] = (
     Key("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (each role once: one account and role name, whatever the path or case).", items="string"),
     Key("clusterLogTypes", "array", f"EKS control-plane log types sent to CloudWatch ({', '.join(CONTROL_PLANE_LOG_TYPES)}).", list(CONTROL_PLANE_LOG_TYPES), items="string"),
     Key("clusterLogRetentionDays", "integer", f"CloudWatch retention of the control-plane logs, in days: one CloudWatch offers ({', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}).", 90),
-    Key("nodeGroups", "string", "YAML mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, desiredSize, maxSize, diskSizeGiB, labels}. Exactly one system group; at least one gpu group."),
+    Key("nodeGroups", "object", "Mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, desiredSize, maxSize, diskSizeGiB, labels}. Exactly one system group; at least one gpu group."),
     Key("nodeAutoscalingEnabled", "boolean", "Run the Cluster Autoscaler so GPU node groups follow the Triton replicas (scale from/to zero where minSize is 0).", True),
     Key("scaleDownUnneededMinutes", "integer", "Minutes a node must be unneeded before the autoscaler removes it (1-1440).", 10),
     Key("scaleDownDelayAfterAddMinutes", "integer", "Minutes after a scale-up before scale-down is considered again (0-1440).", 10),
     Key("modelRepositoryNoncurrentVersionDays", "integer", "Days after which noncurrent S3 object versions in the model repository expire (1-3650).", 30),
     Key("modelRepositoryForceDestroy", "boolean", "Let `pulumi destroy` delete a non-empty model repository bucket. Allowed in dev only.", False),
     Key("githubRepository", "string", "GitHub `owner/name` whose workflows may assume the CI roles through OIDC."),
-    Key("githubDeployRefs", "array", "Git refs (or `environment:<name>`) whose workflows may assume this stack's CI roles.", ["refs/heads/main"], items="string"),
+    Key("githubDeployRefs", "array", "Git refs (refs/heads/<branch>, refs/tags/<tag>) the CI roles' workflow files must run from; each role's GitHub environment is fixed by its purpose (components/identities.py, docs/operations.md trust matrix).", ["refs/heads/main"], items="string"),
     Key("githubOidcProviderArn", "string", "Existing GitHub Actions OIDC provider of the AWS account (one per account). Empty (default) = this stack creates it.", ""),
     Key("deployerPolicyArns", "array", "IAM managed policy ARNs of the CI deployer role (`pulumi up`). Required, explicit: customer-managed policies of the stack's account only (AWS managed policies such as PowerUserAccess or AdministratorAccess are not scoped to a stack and are refused).", items="string"),
     Key("promotionSourceBucket", "string", "prod only (required there): the staging model-repository bucket the promoter reads (triton-platform-staging-models-<account>).", ""),
     Key("promotionSourceKmsKeyArn", "string", "prod only (required there): ARN of the staging bucket's KMS key (kms:Decrypt for server-side copies).", ""),
     Key("modelRepositoryReadPrincipalArns", "array", "staging only: IAM role ARNs in other accounts (the prod promoter) granted read on the promotion prefixes by the bucket and key policies.", [], items="string"),
-    Key("tritonDeployments", "string", "YAML mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}. Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, with the agent sidecar) must fit one node of every instance type of its nodeGroup; shmSizeGiB below memory."),
+    Key("tritonDeployments", "object", "Mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}. Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, with the agent sidecar) must fit one node of every instance type of its nodeGroup; shmSizeGiB below memory."),
     Key("tritonImage", "string", "Triton server image: NGC `nvcr.io/nvidia/tritonserver:<YY.MM>-py3` or a registry mirror of it, release listed in model_sync/compat.py; prod and staging require `@sha256:<digest>`.", versions.TRITON_IMAGE),
     Key("agentImage", "string", "Repository-agent image (built from the repo's Dockerfile), pinned by digest (`repo:tag@sha256:...`); prod and staging refuse a tag without a digest."),
     Key("domain", "string", "DNS zone the public Triton hosts live under (hosts: `infer.<domain>` HTTP, `grpc.<domain>` gRPC)."),
@@ -345,7 +349,7 @@ class _DuplicateKey(yaml.YAMLError):
         self.name, self.line = name, line
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a mapping key given twice (plain YAML keeps the last copy:
     a GPU group written twice silently became the second one)."""
 
@@ -362,7 +366,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _yaml_mapping(key: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
-            value = yaml.load(value, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+            value = yaml.load(value, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
         except _DuplicateKey as exc:
             raise ConfigError(key, exc.name, f"appears twice in the YAML (the second time on line {exc.line}); YAML would keep only the last", "each name once") from None
         except yaml.YAMLError as exc:
@@ -682,8 +686,8 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
     if not refs:
         raise ConfigError(_key("githubDeployRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
     for ref in refs:
-        _str(_key("githubDeployRefs"), ref, re.compile(r"^(refs/(heads|tags)/[\w./-]+|environment:[\w.-]+)$"),
-             "refs/heads/<branch>, refs/tags/<tag> or environment:<name> (no wildcards)")
+        _str(_key("githubDeployRefs"), ref, re.compile(r"^refs/(heads|tags)/[\w./-]+$"),
+             f"refs/heads/<branch> or refs/tags/<tag> (no wildcards, no environment: each CI role's environment is fixed by its purpose, e.g. deploy-{environment})")
 
     agent_image = _str(_key("agentImage"), values["agentImage"], _IMAGE_TAGGED if environment == "dev" else _IMAGE_PINNED,
                        "registry/repo:tag in dev; registry/repo:tag@sha256:<digest> in staging and prod" if environment == "dev"
@@ -716,7 +720,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
         raise ConfigError(_key("deployerPolicyArns"), deployer_arns, "is empty", "one or more IAM managed policy ARNs")
     for arn in deployer_arns:
         _str(_key("deployerPolicyArns"), arn, POLICY_ARN, "IAM policy ARNs: arn:aws:iam::<account>:policy/<name>")
-        if POLICY_ARN.match(arn).group("account") == "aws":  # type: ignore[union-attr]
+        if not is_customer_managed_policy(arn):
             # An allow-list, not a deny-list: no AWS managed policy is scoped to this stack
             # (PowerUserAccess, AdministratorAccess, IAMFullAccess... all reach every resource of
             # the account); the deployer's policy is the account's own, kept beside its guard rails.
@@ -801,6 +805,8 @@ def pulumi_yaml_config() -> dict[str, Any]:
     """The `config:` section of Pulumi.yaml, generated from KEYS."""
     out: dict[str, Any] = {}
     for k in KEYS:
+        if k.type == "object":  # Pulumi's schema has no object type: structured stack config
+            continue
         decl: dict[str, Any] = {"type": k.type, "description": k.description}
         if k.items:
             decl["items"] = {"type": k.items}

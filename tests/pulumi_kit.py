@@ -265,10 +265,16 @@ def _plain(value: Any) -> Any:
 
 def stack_config(stack: str, path: Path | None = None) -> dict[str, Any]:
     """The raw `config:` mapping of stacks/Pulumi.<stack>.yaml (or of `path`)."""
+    from components.stack_config import UniqueKeyLoader
+
     path = path or ROOT / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise KitError(f"no stack file {path}")
-    return dict(yaml.safe_load(path.read_text())["config"])
+    try:  # Pulumi's own stack-file loader refuses a mapping key given twice; so does this one
+        loaded = yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise KitError(f"{path}: {str(exc).splitlines()[0]}") from None
+    return dict(loaded["config"])
 
 
 # Stand-ins for `secure:` (encrypted) stack values: the mocks cannot decrypt them, so a

@@ -9,7 +9,6 @@ import shlex
 from typing import Any
 
 import pytest
-import yaml
 
 from components import stack_config as sc
 from tests.pulumi_kit import ROOT
@@ -68,12 +67,33 @@ def test_model_sync_lines_parse_with_the_real_cli() -> None:
         assert args.command == argv[0]
 
 
+def test_pulumi_config_lines_name_real_keys_and_paths() -> None:
+    """Every `pulumi config set` line names a declared key; a `--path` line addresses a field the
+    dev stack file really has (a structured map, so the path exists)."""
+    keys = {k.name: k for k in sc.KEYS}
+    lines = [argv for argv in _lines("pulumi") if argv[:2] == ["config", "set"]]
+    assert any("--path" in argv for argv in lines)
+    for argv in lines:
+        key, _value = [a for a in argv[2:] if not a.startswith("--")]
+        namespace, _, path = key.partition(":")
+        assert namespace == "triton-platform"
+        name, *fields = path.split(".")
+        assert name in keys, key
+        if "--path" in argv:
+            assert keys[name].type == "object", key
+            node: Any = stack_file("dev")[f"{namespace}:{name}"]
+            for field in fields:
+                assert isinstance(node, dict), key
+                assert field in node, key
+                node = node[field]
+        else:
+            assert not fields, key
+
+
 def test_the_example_config_error_is_real() -> None:
     (example,) = [b.strip() for b in _blocks("text")]
     cfg: dict[str, Any] = stack_file("dev")
-    groups = yaml.safe_load(cfg["triton-platform:nodeGroups"])
-    groups["gpu-l4"]["instanceTypes"] = ["m5.large"]
-    cfg["triton-platform:nodeGroups"] = groups
+    cfg["triton-platform:nodeGroups"]["gpu-l4"]["instanceTypes"] = ["m5.large"]
     with pytest.raises(sc.ConfigError) as info:
         sc.parse(cfg, "dev")
     assert str(info.value) == example

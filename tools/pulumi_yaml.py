@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HEADER = """\
 # Generated config section: edit components/stack_config.py (KEYS), then `make pulumi-yaml`.
 # Pulumi's config schema has no object type, so the two name-keyed collections
-# (nodeGroups, tritonDeployments) are strings holding a YAML mapping, parsed strictly.
+# (nodeGroups, tritonDeployments: structured YAML in the stack files, edited with
+# `pulumi config set --path`) are not declared here; the program validates them strictly.
 """
 
 

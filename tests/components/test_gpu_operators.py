@@ -120,9 +120,9 @@ def _with_bottlerocket(group: str) -> dict[str, str]:
 
     from tests.pulumi_kit import stack_config
 
-    groups = yaml.safe_load(stack_config("dev")["triton-platform:nodeGroups"])
+    groups = stack_config("dev")["triton-platform:nodeGroups"]
     groups[group]["amiType"] = "BOTTLEROCKET_x86_64_NVIDIA"
-    return {"triton-platform:nodeGroups": yaml.safe_dump(groups)}
+    return {"triton-platform:nodeGroups": yaml.safe_dump(groups)}  # the string spelling, still read
 
 
 def test_bottlerocket_only_stack_installs_no_device_plugin() -> None:

@@ -1,8 +1,10 @@
-"""Identities: serving role + Pod Identity, GitHub OIDC trust, publisher/promoter/deployer."""
+"""Identities: serving role + Pod Identity, GitHub OIDC trust, publisher/promoter/deployer.
+The job-by-job trust matrix over the workflow files is tests/workflows/test_trust_matrix.py."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -10,22 +12,40 @@ import pytest
 from components import naming
 from components.identities import (
     GITHUB_OIDC_HOST,
+    GITHUB_SUB_CLAIM_KEYS,
     IdentitiesArgs,
     _build_github_trust,
     _build_promoter_policy,
-    github_subjects,
+    _build_serving_policy,
+    github_environment,
+    github_role_subjects,
+    github_subject,
 )
 from components.stack_config import ConfigError
+from model_sync import layout
 from tests.components._helpers import as_list, assert_children_prefixed, assert_no_wildcards, policy, registered_outputs, statements
 from tests.pulumi_kit import ACCOUNT, Run, run_program, stack_config
 
 IDENTITIES = "triton-platform:iam:Identities"
 DEPLOYMENTS = {"dev": ["default"], "staging": ["default"], "prod": ["default", "large"]}
+REPO = "example-org/triton-platform"
+
+
+def _sub(environment: str, workflow: str, ref: str = "refs/heads/main") -> str:
+    """The subject GitHub issues under the template repo, context, job_workflow_ref (written out
+    here, not built with the code under test)."""
+    return f"repo:{REPO}:environment:{environment}:job_workflow_ref:{REPO}/.github/workflows/{workflow}@{ref}"
+
+
+# Each CI role: exactly its workflow file(s) on main, in its purpose's environment.
 SUBJECTS = {
-    "dev": ["repo:example-org/triton-platform:ref:refs/heads/main"],
-    "staging": ["repo:example-org/triton-platform:ref:refs/heads/main"],
-    "prod": ["repo:example-org/triton-platform:environment:prod"],
+    ("dev", "deployer"): [_sub("deploy-dev", "deploy.yml")],
+    ("staging", "deployer"): [_sub("deploy-staging", "deploy.yml")],
+    ("prod", "deployer"): [_sub("deploy-prod", "deploy.yml")],
+    ("staging", "publisher"): [_sub("models-staging", "model-promote.yml"), _sub("models-staging", "model-rollback.yml")],
+    ("prod", "promoter"): [_sub("models-prod", "model-promote.yml"), _sub("models-prod", "model-rollback.yml")],
 }
+PREVIEW_SUBJECTS = {s: [_sub(f"preview-{s}", "pull-request.yml", "refs/pull/*/merge")] for s in DEPLOYMENTS}
 
 
 def _bucket_arn(stack: str) -> str:
@@ -77,11 +97,60 @@ def test_serving_policy_read_repository_write_status_only(any_stack: Run) -> Non
     assert s["ListRepository"]["Condition"] == {"StringLike": {"s3:prefix": ["repository/*", "manifests/*"]}}
     assert s["ReadRepository"]["Action"] == "s3:GetObject"
     assert s["ReadRepository"]["Resource"] == [f"{bucket}/repository/*", f"{bucket}/manifests/*"]
-    assert s["WriteStatus"]["Action"] == ["s3:PutObject", "s3:DeleteObject"]  # delete: own status on SIGTERM
-    assert s["WriteStatus"]["Resource"] == [f"{bucket}/status/*"]
     assert s["UseRepositoryKey"]["Resource"] == _key_arn(any_stack)
+    cluster_arn = any_stack.one("aws:eks/cluster:Cluster", "cluster-cluster").state["arn"]
     writes = [st for st in doc["Statement"] if any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in as_list(st["Action"]))]
-    assert [w["Sid"] for w in writes] == ["WriteStatus"]
+    # One statement per deployment: its own status/<deployment>/ prefix, only for its own
+    # service account's Pod Identity sessions (delete: its own status on SIGTERM).
+    assert writes == [{
+        "Sid": f"WriteStatus{i}", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
+        "Resource": f"{bucket}/status/{d}/*",
+        "Condition": {"StringEquals": {
+            "aws:PrincipalTag/eks-cluster-arn": cluster_arn,
+            "aws:PrincipalTag/kubernetes-namespace": naming.TRITON_NAMESPACE,
+            "aws:PrincipalTag/kubernetes-service-account": f"triton-{d}",
+        }},
+    } for i, d in enumerate(sorted(DEPLOYMENTS[any_stack.stack]), start=1)]
+
+
+def _allows(doc: dict[str, Any], action: str, resource: str, tags: dict[str, str]) -> bool:
+    """IAM evaluation of an identity policy of Allow statements for one request: an action and
+    resource that match (`*` wildcards) and every StringEquals on `aws:PrincipalTag/<key>` met by
+    the session's tags. Any other condition operator or key fails the test (never guessed)."""
+    def like(pattern: str, value: str) -> bool:
+        return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), value) is not None
+
+    for st in doc["Statement"]:
+        assert st["Effect"] == "Allow"
+        if action not in as_list(st["Action"]) or not any(like(r, resource) for r in as_list(st["Resource"])):
+            continue
+        conditions = st.get("Condition", {})
+        assert set(conditions) <= {"StringEquals"}, conditions
+        wanted = conditions.get("StringEquals", {})
+        assert all(k.startswith("aws:PrincipalTag/") for k in wanted), wanted
+        if all(tags.get(k.removeprefix("aws:PrincipalTag/")) in as_list(v) for k, v in wanted.items()):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("action", ["s3:PutObject", "s3:DeleteObject"])
+def test_an_agent_writes_and_deletes_only_its_own_deployments_status(any_stack: Run, action: str) -> None:
+    """Evaluate the recorded serving policy for the Pod Identity session of each deployment's agent:
+    it may write/delete layout.status_key(<its deployment>, ...) and nobody else's."""
+    doc = policy(any_stack.one("aws:iam/rolePolicy:RolePolicy", "identities-serving-policy"))
+    bucket = _bucket_arn(any_stack.stack)
+    cluster_arn = any_stack.one("aws:eks/cluster:Cluster", "cluster-cluster").state["arn"]
+    deployments = DEPLOYMENTS[any_stack.stack]
+    others = [*deployments, "other", f"{deployments[0]}-x"]  # another stack's name; a longer name with the same start
+    for d in deployments:
+        tags = {"eks-cluster-arn": cluster_arn, "kubernetes-namespace": naming.TRITON_NAMESPACE, "kubernetes-service-account": naming.triton_service_account(d)}
+        may = {e for e in others if _allows(doc, action, f"{bucket}/{layout.status_key(e, 'triton-x-0')}", tags)}
+        assert may == {d}
+        assert not _allows(doc, action, f"{bucket}/{layout.status_key(d, 'triton-x-0')}", {**tags, "kubernetes-namespace": "default"})
+        assert not _allows(doc, action, f"{bucket}/{layout.status_key(d, 'triton-x-0')}", {**tags, "eks-cluster-arn": cluster_arn + "-other"})
+        for key in (layout.config_key("resnet18"), layout.manifest_key("resnet18", 1), layout.promotion_key("resnet18", 1)):
+            assert not _allows(doc, action, f"{bucket}/{key}", tags)
+    assert not _allows(doc, action, f"{bucket}/{layout.status_key(deployments[0], 'triton-x-0')}", {})  # no session tags: nothing
 
 
 def test_pod_identity_association_per_deployment(any_stack: Run) -> None:
@@ -96,6 +165,7 @@ def test_pod_identity_association_per_deployment(any_stack: Run) -> None:
         assert a.inputs["serviceAccount"] == naming.triton_service_account(d)
         assert a.inputs["roleArn"] == serving
         assert a.inputs["clusterName"] == f"triton-{any_stack.stack}"
+        assert a.inputs["disableSessionTags"] is False  # the trust and the status statements read them
 
 
 # ---- GitHub OIDC + CI roles ------------------------------------------------------------
@@ -120,21 +190,24 @@ def test_ci_roles_per_stack(any_stack: Run) -> None:
     assert any_stack.exports["deployerRoleArn"] == _role(any_stack, "deployer").state["arn"]
 
 
-def test_ci_trust_is_exact_repo_and_refs(any_stack: Run) -> None:
+def test_ci_trust_is_exact_workflow_ref_and_environment_per_role(any_stack: Run) -> None:
     cfg = stack_config(any_stack.stack)
     provider_arn = cfg.get("triton-platform:githubOidcProviderArn") or f"arn:aws:iam::{ACCOUNT}:oidc-provider/{GITHUB_OIDC_HOST}"
-    ci = [r for r in any_stack.of_type("aws:iam/role:Role") if r.name in ("identities-deployer-role", "identities-publisher-role", "identities-promoter-role")]
-    assert ci
-    for role in ci:
+    ci = {r.name.removeprefix("identities-").removesuffix("-role"): r for r in any_stack.of_type("aws:iam/role:Role")
+          if r.name in ("identities-deployer-role", "identities-publisher-role", "identities-promoter-role")}
+    assert set(ci) == {role for stack, role in SUBJECTS if stack == any_stack.stack}
+    for name, role in ci.items():
         [st] = policy(role, "assumeRolePolicy")["Statement"]
         assert st["Principal"] == {"Federated": provider_arn}
         assert st["Action"] == "sts:AssumeRoleWithWebIdentity"
         assert set(st["Condition"]) == {"StringEquals"}  # no StringLike: no wildcards possible
         cond = st["Condition"]["StringEquals"]
         assert cond[f"{GITHUB_OIDC_HOST}:aud"] == "sts.amazonaws.com"
-        assert cond[f"{GITHUB_OIDC_HOST}:sub"] == SUBJECTS[any_stack.stack]
-        assert not any("*" in s for s in cond[f"{GITHUB_OIDC_HOST}:sub"])
+        assert cond[f"{GITHUB_OIDC_HOST}:sub"] == SUBJECTS[(any_stack.stack, name)]
         assert role.inputs["maxSessionDuration"] == 3600
+    # No two roles of the stack accept a common subject.
+    subs = [s for (stack, _), subjects in SUBJECTS.items() if stack == any_stack.stack for s in subjects] + PREVIEW_SUBJECTS[any_stack.stack]
+    assert len(subs) == len(set(subs))
 
 
 def test_publisher_writes_staging_prefixes_only(staging: Run) -> None:
@@ -194,10 +267,66 @@ def test_component_shape(any_stack: Run) -> None:
 # ---- builders --------------------------------------------------------------------------
 
 
-def test_github_subjects() -> None:
-    assert github_subjects("o/r", ["refs/tags/v1", "environment:prod"]) == ["repo:o/r:environment:prod", "repo:o/r:ref:refs/tags/v1"]
-    trust = _build_github_trust("arn:p", "o/r", ["refs/heads/main"])
-    assert trust["Statement"][0]["Condition"]["StringEquals"][f"{GITHUB_OIDC_HOST}:sub"] == ["repo:o/r:ref:refs/heads/main"]
+def test_github_subject_follows_the_customised_template() -> None:
+    """GitHub's documented example for include_claim_keys [repo, context, job_workflow_ref]:
+    repo:octo-org/octo-repo:environment:prod:job_workflow_ref:octo-org/octo-automation/.github/workflows/oidc.yml@refs/heads/main
+    (here the workflow is always the repository's own)."""
+    assert GITHUB_SUB_CLAIM_KEYS == ("repo", "context", "job_workflow_ref")
+    assert github_subject("octo-org/octo-repo", "oidc.yml", "refs/heads/main", "prod") == (
+        "repo:octo-org/octo-repo:environment:prod:job_workflow_ref:octo-org/octo-repo/.github/workflows/oidc.yml@refs/heads/main")
+    assert github_subject("o/r", "pull-request.yml", "refs/pull/*/merge", "preview-dev").endswith("pull-request.yml@refs/pull/*/merge")
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("o", "deploy.yml", "refs/heads/main", "deploy-dev"), r"repository: 'o' is not valid"),
+    (("o/r", "../deploy.yml", "refs/heads/main", "deploy-dev"), r"workflow: '../deploy.yml' is not valid"),
+    (("o/r", "deploy.yml", "refs/heads/*", "deploy-dev"), r"ref: 'refs/heads/\*' is not valid"),
+    (("o/r", "deploy.yml", "main", "deploy-dev"), r"ref: 'main' is not valid"),
+    (("o/r", "deploy.yml", "refs/heads/main", "prod:eastus"), r"environment: 'prod:eastus' is not valid"),
+])
+def test_github_subject_validation(args: tuple[str, str, str, str], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        github_subject(*args)
+
+
+def test_github_environment_is_one_per_purpose_and_stack() -> None:
+    assert [github_environment(r, "prod") for r in ("deployer", "preview", "publisher", "promoter")] == ["deploy-prod", "preview-prod", "models-prod", "models-prod"]
+    with pytest.raises(ValueError, match=r"role: 'serving' is not a CI role"):
+        github_environment("serving", "prod")
+    with pytest.raises(ValueError, match=r"environment: 'qa' is not allowed"):
+        github_environment("deployer", "qa")
+
+
+def test_github_role_subjects() -> None:
+    assert github_role_subjects("deployer", "staging", REPO, ["refs/heads/main", "refs/tags/v1"]) == [
+        _sub("deploy-staging", "deploy.yml"), _sub("deploy-staging", "deploy.yml", "refs/tags/v1")]
+    assert github_role_subjects("promoter", "prod", REPO, ["refs/heads/main"]) == SUBJECTS[("prod", "promoter")]
+    assert github_role_subjects("preview", "dev", REPO, ["refs/heads/main"]) == PREVIEW_SUBJECTS["dev"]  # refs do not apply
+
+
+def test_github_trust_builder_wildcards_only_the_pull_request_number() -> None:
+    exact = _build_github_trust("arn:p", [_sub("deploy-dev", "deploy.yml")])
+    assert exact["Statement"][0]["Condition"] == {"StringEquals": {
+        f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com", f"{GITHUB_OIDC_HOST}:sub": [_sub("deploy-dev", "deploy.yml")]}}
+    like = _build_github_trust("arn:p", PREVIEW_SUBJECTS["dev"])
+    assert like["Statement"][0]["Condition"] == {
+        "StringEquals": {f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com"}, "StringLike": {f"{GITHUB_OIDC_HOST}:sub": PREVIEW_SUBJECTS["dev"]}}
+    for bad in ([f"repo:{REPO}:*"], [_sub("deploy-dev", "deploy.yml", "refs/heads/*")], [_sub("deploy-dev", "deploy.yml").replace("main", "ma?n")]):
+        with pytest.raises(ValueError, match=r"has a wildcard; allowed: exact subjects"):
+            _build_github_trust("arn:p", bad)
+    with pytest.raises(ValueError, match=r"mixes exact and pull-request subjects"):
+        _build_github_trust("arn:p", [*PREVIEW_SUBJECTS["dev"], _sub("deploy-dev", "deploy.yml")])
+    with pytest.raises(ValueError, match=r"subjects: \[\] is empty"):
+        _build_github_trust("arn:p", [])
+
+
+def test_serving_policy_builder_refuses_no_or_repeated_deployments() -> None:
+    arn = "arn:aws:eks:us-east-1:111122223333:cluster/c"
+    for bad in ([], ["a", "a"]):
+        with pytest.raises(ValueError, match=r"deployments: .* is empty or repeats a name"):
+            _build_serving_policy("arn:aws:s3:::b", "k", arn, bad)
+    with pytest.raises(layout.LayoutError, match=r"deployment: 'A'; allowed: a Kubernetes DNS subdomain name"):
+        _build_serving_policy("arn:aws:s3:::b", "k", arn, ["A"])
 
 
 def test_promoter_policy_builder_has_no_delete() -> None:
@@ -220,8 +349,11 @@ _BASE: dict[str, Any] = {"environment": "staging", "cluster_name": "c", "cluster
     ({"github_repository": "no-slash"}, r"IdentitiesArgs.github_repository: 'no-slash' is not valid"),
     ({"github_deploy_refs": []}, r"IdentitiesArgs.github_deploy_refs: \[\] is empty"),
     ({"github_deploy_refs": ["refs/heads/*"]}, r"IdentitiesArgs.github_deploy_refs: 'refs/heads/\*' is not valid"),
+    ({"github_deploy_refs": ["environment:prod"]}, r"IdentitiesArgs.github_deploy_refs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> "
+                                                   r"\(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. deploy-staging\)"),
     ({"deployer_policy_arns": []}, r"IdentitiesArgs.deployer_policy_arns: \[\] is empty"),
     ({"deployer_policy_arns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, r"deployer_policy_arns: '.*AdministratorAccess' is not allowed"),
+    ({"deployer_policy_arns": ["arn:aws:iam::aws:policy/PowerUserAccess"]}, r"deployer_policy_arns: '.*PowerUserAccess' is not allowed; allowed: customer-managed"),
     ({"github_oidc_provider_arn": "arn:aws:iam::111122223333:oidc-provider/example.com"}, r"IdentitiesArgs.github_oidc_provider_arn: .* is not the GitHub OIDC provider"),
     ({"promotion_source_bucket": "b-staging"}, r"IdentitiesArgs.promotion_source_bucket: 'b-staging' is set in staging"),
     ({"environment": "prod"}, r"IdentitiesArgs.promotion_source_bucket: '' is not a bucket name"),
@@ -264,8 +396,13 @@ def test_preview_role_is_read_only_and_pull_request_only(any_stack: Run) -> None
     role = any_stack.one("aws:iam/role:Role", "identities-preview-role")
     trust = json.loads(role.inputs["assumeRolePolicy"])
     (statement,) = trust["Statement"]
-    assert statement["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"] == ["repo:example-org/triton-platform:pull_request"]
-    assert statement["Condition"]["StringEquals"]["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    # Only pull_request runs of pull-request.yml (ref refs/pull/<n>/merge) in preview-<stack>.
+    assert statement["Condition"] == {
+        "StringEquals": {"token.actions.githubusercontent.com:aud": "sts.amazonaws.com"},
+        "StringLike": {"token.actions.githubusercontent.com:sub": PREVIEW_SUBJECTS[any_stack.stack]},
+    }
+    assert role.inputs["maxSessionDuration"] == 3600
     attachments = [r for r in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.name.startswith("identities-preview")]
     assert [a.inputs["policyArn"] for a in attachments] == ["arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"]
     assert not [r for r in any_stack.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.startswith("identities-preview")]

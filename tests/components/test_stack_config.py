@@ -5,24 +5,22 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from components import stack_config as sc
-from tests.pulumi_kit import Run
+from tests.pulumi_kit import ROOT, Run
 from tests.pulumi_kit import stack_config as stack_file
 
 K = "triton-platform:"
 
 
 def raw(stack: str) -> dict[str, Any]:
-    """The stack file's config with the two YAML-string maps parsed, for easy mutation."""
-    cfg = stack_file(stack)
-    cfg[K + "nodeGroups"] = yaml.safe_load(cfg[K + "nodeGroups"])
-    cfg[K + "tritonDeployments"] = yaml.safe_load(cfg[K + "tritonDeployments"])
-    return copy.deepcopy(cfg)
+    """The stack file's config (the two maps are structured YAML), copied for mutation."""
+    return copy.deepcopy(stack_file(stack))
 
 
 def parse(cfg: dict[str, Any], stack: str = "x") -> sc.StackConfig:
@@ -327,7 +325,9 @@ def test_admin_role_arns_required_and_shaped() -> None:
 def test_github_refs_have_no_wildcards() -> None:
     cfg = raw("dev")
     cfg[K + "githubDeployRefs"] = ["refs/heads/*"]
-    fails(cfg, r"githubDeployRefs: 'refs/heads/\*' is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or environment:<name> \(no wildcards\)")
+    fails(cfg, r"githubDeployRefs: 'refs/heads/\*' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> \(no wildcards, no environment")
+    cfg[K + "githubDeployRefs"] = ["environment:prod"]  # an environment is the role's purpose, not a stack setting
+    fails(cfg, r"githubDeployRefs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> .* e\.g\. deploy-dev")
 
 
 def test_github_repository_shape() -> None:
@@ -471,14 +471,15 @@ def test_config_is_frozen() -> None:
 
 
 def test_pulumi_yaml_declares_every_key_with_type_and_description() -> None:
-    from tests.pulumi_kit import ROOT
-
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
     assert project["name"] == "triton-platform"
     assert project["stackConfigDir"] == "stacks"
     assert project["runtime"]["name"] == "python"
     declared = project["config"]
-    assert set(declared) == {k.name for k in sc.KEYS}
+    # Pulumi's schema has no object type: the structured maps are documented, not declared.
+    structured = {k.name for k in sc.KEYS if k.type == "object"}
+    assert structured == {"nodeGroups", "tritonDeployments"}
+    assert set(declared) == {k.name for k in sc.KEYS} - structured
     for name, decl in declared.items():
         assert decl["type"] in ("string", "integer", "boolean", "array"), name
         assert len(decl["description"]) > 20, name
@@ -561,14 +562,52 @@ def test_triton_image_reaches_the_pods_and_the_export(any_stack: Run) -> None:
 def test_a_name_given_twice_in_the_yaml_maps_is_refused_not_kept_last() -> None:
     """Issue 15: in staging a second `gpu-l4:` entry (spot, minSize 0) silently replaced the
     on-demand one; YAML keeps the last copy, the stack model refuses it."""
+    # The older spelling, a string holding the YAML mapping: the stack model refuses the copy.
     cfg = stack_file("staging")
-    text = cfg[K + "nodeGroups"]
+    text = yaml.safe_dump(cfg[K + "nodeGroups"], sort_keys=False)
     cfg[K + "nodeGroups"] = text + "gpu-l4:\n  kind: gpu\n  instanceTypes: [g6.2xlarge]\n  capacityType: SPOT\n  minSize: 0\n  desiredSize: 0\n  maxSize: 4\n"
     line = len(text.splitlines()) + 1
     fails(cfg, rf"nodeGroups: 'gpu-l4' appears twice in the YAML \(the second time on line {line}\); YAML would keep only the last; allowed: each name once")
     cfg = stack_file("staging")
-    cfg[K + "tritonDeployments"] = cfg[K + "tritonDeployments"].replace("maxReplicas:", "maxReplicas: 9\n  maxReplicas:", 1)
+    text = yaml.safe_dump(cfg[K + "tritonDeployments"], sort_keys=False)
+    cfg[K + "tritonDeployments"] = text.replace("maxReplicas:", "maxReplicas: 9\n  maxReplicas:", 1)
     fails(cfg, r"tritonDeployments: 'maxReplicas' appears twice in the YAML")
+
+
+def test_a_name_given_twice_in_a_structured_stack_file_is_refused(tmp_path: Path) -> None:
+    """Structured maps are YAML of the stack file itself: Pulumi's loader refuses a key given
+    twice there, and so does the kit the renders and tests read stack files with."""
+    from tests.pulumi_kit import KitError
+
+    text = (ROOT / "stacks" / "Pulumi.staging.yaml").read_text()
+    anchor = "  triton-platform:nodeGroups:\n"
+    assert anchor in text
+    broken = tmp_path / "Pulumi.staging.yaml"
+    broken.write_text(text.replace(anchor, anchor + "    gpu-l4:\n      kind: gpu\n      instanceTypes: [g6.2xlarge]\n"
+                                              "      minSize: 0\n      desiredSize: 0\n      maxSize: 4\n", 1))
+    with pytest.raises(KitError, match=r"Pulumi.staging.yaml: 'gpu-l4' appears twice \(the second time on line \d+\)"):
+        stack_file("staging", broken)
+
+
+def test_structured_maps_are_edited_with_config_set_path() -> None:
+    """`pulumi config set --path triton-platform:tritonDeployments.default.maxReplicas 8` needs
+    the map to be YAML of the stack file (a string cannot be addressed by path); Pulumi then
+    hands the program the whole map as JSON, with the number set as a number."""
+    import json
+
+    from tests.pulumi_kit import to_pulumi_strings
+
+    for stack in ("dev", "staging", "prod"):
+        cfg = stack_file(stack)
+        assert isinstance(cfg[K + "nodeGroups"], dict)
+        assert isinstance(cfg[K + "tritonDeployments"], dict)
+    cfg = stack_file("staging")
+    cfg[K + "tritonDeployments"]["default"]["maxReplicas"] = 3  # what `config set --path ... 3` writes
+    passed = to_pulumi_strings(cfg)
+    assert json.loads(passed[K + "tritonDeployments"])["default"]["maxReplicas"] == 3
+    assert next(t for t in sc.parse(passed, "staging").triton_deployments if t.name == "default").max_replicas == 3
+    cfg[K + "tritonDeployments"]["default"]["maxReplicas"] = "3"  # `--type string`, or a quoted value
+    assert next(t for t in sc.parse(cfg, "staging").triton_deployments if t.name == "default").max_replicas == 3
 
 
 @pytest.mark.parametrize(("stack", "environment", "ok"), [

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -62,3 +63,23 @@ def test_ci_requirements_are_documented() -> None:
     for stack in ("dev", "staging", "prod"):
         assert f"triton-platform-{stack}" in DOC
     assert "agentImage" in DOC
+
+
+def test_the_subject_template_command_applies_the_template_the_roles_expect() -> None:
+    """The one-time `gh api` call sets exactly GITHUB_SUB_CLAIM_KEYS (the template every CI role's
+    trust is written for) on this repository's OIDC subject customization endpoint."""
+    from components.identities import GITHUB_SUB_CLAIM_KEYS
+
+    [line] = [ln.strip() for ln in CODE.splitlines() if "actions/oidc/customization/sub --input -" in ln]
+    m = re.fullmatch(r"echo '(\{.*\})' \| gh api --method PUT repos/OWNER/REPO/actions/oidc/customization/sub --input -", line)
+    assert m, line
+    assert json.loads(m.group(1)) == {"use_default": False, "include_claim_keys": list(GITHUB_SUB_CLAIM_KEYS)}
+
+
+def test_the_image_publisher_subject_in_the_doc_is_the_agent_image_job_subject() -> None:
+    """The ECR role lives outside the stacks: the doc states its trust, built like the stacks' roles'."""
+    from components.identities import github_subject
+
+    expected = github_subject("o/r", "agent-image.yml", "refs/heads/main", "agent-image").replace("o/r", "<owner/name>")
+    assert f"`{expected}`" in DOC
+    assert "`repo:<owner/name>:ref:refs/heads/main`" not in DOC  # the default-template subject, trusted by nothing now

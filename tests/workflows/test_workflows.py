@@ -1,8 +1,9 @@
 """What the workflows promise, checked on their parsed YAML: SHA-pinned actions, least
 privilege, OIDC only where AWS is used, the policy pack on every Pulumi run, prod behind the
 protected environment, inputs never interpolated into shell, cluster-facing jobs on the
-environment's self-hosted runner, and every `model-sync` call resolving its environment
-through the real model_sync.environments from the config the workflow writes."""
+environment's self-hosted runner (pull-request code never on a deploy runner), and every
+`model-sync` call resolving its environment through the real model_sync.environments from the
+config the workflow writes. Which job can assume which AWS role: test_trust_matrix.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from components.identities import github_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
@@ -99,30 +102,70 @@ def _runner_labels() -> set[str]:
     return set(doc["self-hosted-runner"]["labels"])
 
 
+DEPLOY_LABELS = {f"triton-platform-{s}" for s in STACKS}
+PREVIEW_LABELS = {f"triton-platform-{s}-preview" for s in STACKS}
+PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment", "merge_group"}
+
+
+def _runner_labels_of(job: dict[str, Any]) -> list[set[str]]:
+    """The labels each matrix leg of the job asks for (`${{ matrix.x }}` expanded)."""
+    runs_on = job["runs-on"]
+    labels = [runs_on] if isinstance(runs_on, str) else list(runs_on)
+    legs = job.get("strategy", {}).get("matrix", {}).get("include", [{}])
+    out = []
+    for leg in legs:
+        expanded = {re.sub(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lambda m, leg=leg: str(leg[m.group(1)]), str(label)) for label in labels}
+        assert not any("${{" in label for label in expanded), f"model the runner label expression in {labels}"
+        out.append(expanded)
+    return out
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_cluster_jobs_run_self_hosted_in_the_stack_vpc_and_offline_jobs_on_github(name: str) -> None:
-    """The EKS API is private (prod) or allow-listed (dev/staging): Pulumi runs on the stack's runner."""
+    """The EKS API is private (prod) or allow-listed (dev/staging): Pulumi runs on the stack's
+    runner: `up` on its deploy runner, `preview` (the pull request's code) on its preview runner."""
     for job_id, job in load(name)["jobs"].items():
-        runs_on = job["runs-on"]
         pulumi = steps(job, PULUMI_ACTION)
         if not pulumi:
-            assert runs_on == "ubuntu-24.04", f"{job_id}: offline/S3-only jobs stay on GitHub-hosted runners"
+            assert job["runs-on"] == "ubuntu-24.04", f"{job_id}: offline/S3-only jobs stay on GitHub-hosted runners"
             continue
-        stack = pulumi[0]["with"]["stack-name"]
-        assert runs_on[0] == "self-hosted"
-        label = runs_on[1].replace("${{ matrix.stack }}", stack)
-        assert label == f"triton-platform-{stack}", job_id
-        if stack == "${{ matrix.stack }}":
-            assert runs_on[1] == "triton-platform-${{ matrix.stack }}"
-            stacks = [i["stack"] for i in job["strategy"]["matrix"]["include"]]
-            labels = {f"triton-platform-{s}" for s in stacks}
-        else:
-            labels = {label}
-        assert labels <= _runner_labels(), "declare the label in tools/actionlint/actionlint.yaml"
+        legs = job.get("strategy", {}).get("matrix", {}).get("include", [{}])
+        for leg, labels in zip(legs, _runner_labels_of(job), strict=True):
+            stack = pulumi[0]["with"]["stack-name"].replace("${{ matrix.stack }}", str(leg.get("stack")))
+            assert stack in STACKS, job_id
+            kind = {"up": "", "preview": "-preview"}[pulumi[0]["with"]["command"]]
+            assert labels == {"self-hosted", f"triton-platform-{stack}{kind}"}, job_id
+            if not kind:
+                assert labels - {"self-hosted"} <= _runner_labels(), "declare the label in tools/actionlint/actionlint.yaml"
 
 
-def test_the_declared_runner_labels_are_exactly_one_per_stack() -> None:
-    assert _runner_labels() == {f"triton-platform-{s}" for s in STACKS}
+def test_the_declared_runner_labels_are_the_stacks_runners() -> None:
+    # The deploy labels must be declared (actionlint checks them); the preview labels use a matrix
+    # expression, which actionlint does not check, and may be declared too.
+    assert DEPLOY_LABELS <= _runner_labels() <= DEPLOY_LABELS | PREVIEW_LABELS
+    assert not DEPLOY_LABELS & PREVIEW_LABELS
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pull_request_code_never_runs_on_a_deploy_runner(name: str) -> None:
+    """A workflow a pull request triggers runs the pull request's code: none of its jobs may ask
+    for a deploy runner label, and its self-hosted jobs use the preview runners. Conversely a
+    deploy runner label is asked for only by jobs of push-to-main workflows."""
+    wf = load(name)
+    events = set(wf["on"])
+    for job_id, job in wf["jobs"].items():
+        for labels in _runner_labels_of(job):
+            if events & PULL_REQUEST_EVENTS:
+                assert not labels & DEPLOY_LABELS, f"{name} {job_id}: pull-request code on a deploy runner {labels & DEPLOY_LABELS}"
+                assert "self-hosted" not in labels or labels - {"self-hosted"} <= PREVIEW_LABELS, f"{name} {job_id}: {labels}"
+            if labels & DEPLOY_LABELS:
+                assert wf["on"] == {"push": {"branches": ["main"]}}, f"{name} {job_id}: a deploy runner outside the push-to-main deploy"
+                assert not labels & PREVIEW_LABELS
+
+
+def test_pull_request_previews_run_on_the_preview_runner_of_each_stack() -> None:
+    [preview] = [j for j in load("pull-request.yml")["jobs"].values() if steps(j, PULUMI_ACTION)]
+    assert [labels - {"self-hosted"} for labels in _runner_labels_of(preview)] == [{f"triton-platform-{s}-preview"} for s in ("dev", "staging", "prod")]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -155,7 +198,9 @@ def test_pull_request_previews_every_stack_and_explains_forks() -> None:
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["comment-on-pr"] is True
     assert "${{ matrix.stack }}" in preview["concurrency"]["group"]
-    assert preview["runs-on"] == ["self-hosted", "triton-platform-${{ matrix.stack }}"]
+    assert preview["runs-on"] == ["self-hosted", "triton-platform-${{ matrix.stack }}-preview"]
+    assert preview["environment"] == "preview-${{ matrix.stack }}"
+    assert {github_environment("preview", s) for s in STACKS} == {f"preview-{s}" for s in STACKS}
     assert jobs["preview-skipped"]["if"] == "github.event.pull_request.head.repo.full_name != github.repository"
     assert "::notice title=Pulumi previews skipped::" in jobs["preview-skipped"]["steps"][0]["run"]
     assert jobs["preview-skipped"]["permissions"] == {}
@@ -182,10 +227,9 @@ def test_deploy_runs_up_dev_then_staging_then_approved_prod() -> None:
         assert job["runs-on"] == ["self-hosted", f"triton-platform-{stack}"]
         (aws,) = steps(job, AWS_ACTION)
         assert aws["with"]["role-to-assume"] == f"${{{{ vars.AWS_DEPLOYER_ROLE_ARN_{stack.upper()} }}}}"
-        # The stack's OIDC trust (githubDeployRefs) decides whether the job may use an environment.
-        refs = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]["triton-platform:githubDeployRefs"]
-        assert job.get("environment") == ("prod" if "environment:prod" in refs else None)
-    assert jobs["up-prod"]["environment"] == "prod"
+        # The environment is part of the only subject the stack's deployer trusts (components/identities.py).
+        assert job["environment"] == github_environment("deployer", stack) == f"deploy-{stack}"
+    assert jobs["up-prod"]["environment"] == "deploy-prod"
 
 
 def test_model_promotion_verifies_staging_then_promotes_in_the_prod_environment() -> None:
@@ -196,7 +240,8 @@ def test_model_promotion_verifies_staging_then_promotes_in_the_prod_environment(
     verify, promote = wf["jobs"]["verify-staging"], wf["jobs"]["promote"]
     assert 'model-sync verify "$MODEL" --env staging --version "$VERSION"' in verify["steps"][-1]["run"]
     assert promote["needs"] == "verify-staging"
-    assert promote["environment"] == "prod"
+    assert verify["environment"] == github_environment("publisher", "staging") == "models-staging"
+    assert promote["environment"] == github_environment("promoter", "prod") == "models-prod"
     runs = "\n".join(s.get("run", "") for s in promote["steps"])
     assert 'model-sync promote "$MODEL" --from staging --to prod --version "$VERSION"' in runs
     assert steps(promote, AWS_ACTION)[0]["with"]["role-to-assume"] == "${{ vars.AWS_PROMOTER_ROLE_ARN }}"
@@ -210,8 +255,8 @@ def test_model_rollback_is_gated_in_prod_only() -> None:
     assert inputs["env"]["options"] == ["staging", "prod"]
     assert inputs["version"]["required"] is False
     staging, prod = wf["jobs"]["rollback-staging"], wf["jobs"]["rollback-prod"]
-    assert "environment" not in staging
-    assert prod["environment"] == "prod"
+    assert staging["environment"] == github_environment("publisher", "staging") == "models-staging"
+    assert prod["environment"] == github_environment("promoter", "prod") == "models-prod"
     for job in (staging, prod):
         assert job["steps"][0]["name"] == "Validate inputs"
     assert 'args=(rollback "$MODEL" --env "$TARGET_ENV")' in staging["steps"][-1]["run"]
@@ -375,6 +420,7 @@ def test_agent_image_builds_the_dockerfile_and_pushes_by_oidc() -> None:
     assert "workflow_dispatch" in wf["on"]
     (job,) = wf["jobs"].values()
     assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    assert job["environment"] == "agent-image"  # part of the subject the image publisher role trusts
     (aws,) = steps(job, AWS_ACTION)
     assert aws["with"]["role-to-assume"] == "${{ env.PUBLISHER_ROLE_ARN }}"
     assert job["env"]["PUBLISHER_ROLE_ARN"] == "${{ vars.AWS_AGENT_IMAGE_ROLE_ARN }}"
