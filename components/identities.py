@@ -43,8 +43,9 @@
     staging bucket's promotion prefixes (bucket and KMS key named in the prod config; for
     another account the staging stack grants it read through
     `modelRepositoryReadPrincipalArns`), writes prod's PUBLISHER_WRITE_PREFIXES.
-- The GitHub OIDC provider is one per account: created here unless
-  `github_oidc_provider_arn` names an existing one (dev and staging share an account).
+- The GitHub OIDC provider is one per account and shared by the account's stacks (dev and
+  staging share one): the account's bootstrap stack owns it (components/account_bootstrap.py,
+  docs/bootstrap.md) and every stack names it (`github_oidc_provider_arn`, required).
 """
 
 from __future__ import annotations
@@ -72,7 +73,12 @@ PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"
 ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)
-CI_SESSION_SECONDS = 3600
+# Maximum session of each CI role (IAM allows 3600..43200 s). Each is >= the credential
+# duration (`role-duration-seconds`, itself >= `timeout-minutes`) of every workflow job that
+# assumes the role, so credentials outlast the job (tests/workflows/test_credentials.py): the
+# deployer's `up` jobs may run 3 h (an EKS upgrade rolling the GPU node groups); previews and
+# model jobs stay within the 1 h default, so a pull request's credentials live no longer.
+CI_SESSION_SECONDS: dict[str, int] = {"deployer": 10800, "preview": 3600, "publisher": 3600, "promoter": 3600}
 
 # The repository's OIDC subject template (PUT /repos/{owner}/{repo}/actions/oidc/customization/sub
 # with {"use_default": false, "include_claim_keys": [...]}; docs/operations.md, "One-time setup").
@@ -114,7 +120,8 @@ class IdentitiesArgs:
         environment is fixed by its purpose: `github_environment`) (required, >= 1).
     deployer_policy_arns: managed policies of the deployer role (required, >= 1; customer-managed
         only, every AWS managed policy refused).
-    github_oidc_provider_arn: existing GitHub OIDC provider of the account; "" (default) = create one.
+    github_oidc_provider_arn: the account's GitHub OIDC provider, created by the account's bootstrap
+        stack (components/account_bootstrap.py) (required).
     promotion_source_bucket / promotion_source_kms_key_arn: the staging bucket and its key,
         required in prod, refused elsewhere.
     tags: extra tags on every resource (default none).
@@ -129,7 +136,7 @@ class IdentitiesArgs:
     github_repository: str
     github_deploy_refs: Sequence[str]
     deployer_policy_arns: Sequence[str]
-    github_oidc_provider_arn: str = ""
+    github_oidc_provider_arn: str
     promotion_source_bucket: str = ""
     promotion_source_kms_key_arn: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -155,7 +162,7 @@ class IdentitiesArgs:
         for arn in self.deployer_policy_arns:
             if not is_customer_managed_policy(arn):
                 raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: customer-managed policies (arn:aws:iam::<account>:policy/<name>)")
-        if self.github_oidc_provider_arn and not _OIDC_ARN.match(self.github_oidc_provider_arn):
+        if not _OIDC_ARN.match(self.github_oidc_provider_arn):
             raise ValueError(f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty")
         if self.environment == "prod":
             if not _BUCKET.match(self.promotion_source_bucket):
@@ -327,22 +334,15 @@ class Identities(pulumi.ComponentResource):
             self.pod_identity_association_ids[deployment] = assoc.association_id
 
         # ---- GitHub OIDC -----------------------------------------------------------
-        if args.github_oidc_provider_arn:
-            provider_arn: pulumi.Output[str] = pulumi.Output.from_input(args.github_oidc_provider_arn)
-        else:
-            provider = aws.iam.OpenIdConnectProvider(
-                f"{name}-github-oidc", url=f"https://{GITHUB_OIDC_HOST}", client_id_lists=[GITHUB_OIDC_AUDIENCE],
-                # No thumbprint: IAM validates GitHub's certificate against its trusted CAs.
-                # ref: https://github.blog/changelog/2023-07-13-github-actions-oidc-integration-with-aws-no-longer-requires-pinning-of-intermediate-tls-certificates/
-                tags=tags, opts=child)
-            provider_arn = provider.arn
+        # The account's provider, owned by its bootstrap stack (components/account_bootstrap.py).
+        provider_arn: pulumi.Output[str] = pulumi.Output.from_input(args.github_oidc_provider_arn)
         self.github_oidc_provider_arn = provider_arn
 
         def ci_role(role: str, description: str) -> aws.iam.Role:
             subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
             trust = provider_arn.apply(lambda arn: json.dumps(_build_github_trust(arn, subjects)))
             return aws.iam.Role(f"{name}-{role}-role", name=f"{prefix}-{role}", description=description,
-                                assume_role_policy=trust, max_session_duration=CI_SESSION_SECONDS, tags=tags, opts=child)
+                                assume_role_policy=trust, max_session_duration=CI_SESSION_SECONDS[role], tags=tags, opts=child)
 
         # ---- publisher (staging) / promoter (prod) -------------------------------------
         self.publisher_role_arn = None

@@ -18,7 +18,10 @@ One bucket per environment, named `triton-platform-<environment>-models-<account
 
 Cross-account promotion: `read_principal_arns` (the prod promoter role, which lives in
 another account) get read access to the prefixes promotion needs, both in the bucket
-policy and in the KMS key policy (kms:Decrypt through S3 only). Same-account readers
+policy and in the KMS key policy (kms:Decrypt through S3 only). The policies name the
+reader's account root and narrow it to the role with `aws:PrincipalArn`, so staging can be
+deployed before the prod promoter exists (AWS refuses a policy whose principal is a role that
+does not exist). Same-account readers
 need nothing here: their IAM policy is enough.
 """
 
@@ -90,6 +93,18 @@ class ModelRepositoryArgs:
             raise ValueError(f"ModelRepositoryArgs.read_principal_arns: {list(self.read_principal_arns)!r} is not allowed in {self.environment}; allowed: staging only (the promotion source)")
 
 
+def _readers(readers: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(Principal, Condition) granting `readers`: their accounts' roots as the principal, narrowed
+    to the reader roles by `aws:PrincipalArn`. A policy naming a role ARN itself is refused by AWS
+    while the role does not exist, and the prod promoter only exists once prod is deployed, after
+    staging; an account root always exists, and a condition names the role without resolving it.
+    ref: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn"""
+    accounts = sorted({arn.split(":")[4] for arn in readers})
+    partition = readers[0].split(":")[1]
+    return ({"AWS": [f"arn:{partition}:iam::{a}:root" for a in accounts]},
+            {"ArnEquals": {"aws:PrincipalArn": sorted(readers)}})
+
+
 def _build_key_policy(account_id: str, region: str, bucket: str, readers: Sequence[str]) -> dict[str, Any]:
     statements: list[dict[str, Any]] = [{
         # Account-root statement: lets IAM policies in this account grant use of the key
@@ -98,10 +113,12 @@ def _build_key_policy(account_id: str, region: str, bucket: str, readers: Sequen
         "Action": "kms:*", "Resource": "*",
     }]
     if readers:
+        principal, who = _readers(readers)
         statements.append({
-            "Sid": "CrossAccountPromotionRead", "Effect": "Allow", "Principal": {"AWS": sorted(readers)},
+            "Sid": "CrossAccountPromotionRead", "Effect": "Allow", "Principal": principal,
             "Action": ["kms:Decrypt", "kms:DescribeKey"], "Resource": "*",
             "Condition": {
+                **who,
                 "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"},
                 # With the S3 Bucket Key the encryption context is the bucket ARN.
                 # ref: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html#bucket-key-encryption-context
@@ -130,16 +147,16 @@ def _build_bucket_policy(bucket_arn: str, key_arn: str, readers: Sequence[str]) 
              "Null": {"s3:x-amz-server-side-encryption-aws-kms-key-id": "false"}}},
     ]
     if readers:
-        principals = sorted(readers)
+        principal, who = _readers(readers)
         statements.append({
-            "Sid": "CrossAccountPromotionList", "Effect": "Allow", "Principal": {"AWS": principals},
+            "Sid": "CrossAccountPromotionList", "Effect": "Allow", "Principal": principal,
             "Action": "s3:ListBucket", "Resource": bucket_arn,
-            "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
+            "Condition": {**who, "StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
         })
         statements.append({
-            "Sid": "CrossAccountPromotionRead", "Effect": "Allow", "Principal": {"AWS": principals},
+            "Sid": "CrossAccountPromotionRead", "Effect": "Allow", "Principal": principal,
             "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
-            "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES],
+            "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES], "Condition": who,
         })
     return {"Version": "2012-10-17", "Statement": statements}
 

@@ -124,7 +124,7 @@ KEYS: tuple[Key, ...] = (
     Key("modelRepositoryForceDestroy", "boolean", "Let `pulumi destroy` delete a non-empty model repository bucket. Allowed in dev only.", False),
     Key("githubRepository", "string", "GitHub `owner/name` whose workflows may assume the CI roles through OIDC."),
     Key("githubDeployRefs", "array", "Git refs (refs/heads/<branch>, refs/tags/<tag>) the CI roles' workflow files must run from; each role's GitHub environment is fixed by its purpose (components/identities.py, docs/operations.md trust matrix).", ["refs/heads/main"], items="string"),
-    Key("githubOidcProviderArn", "string", "Existing GitHub Actions OIDC provider of the AWS account (one per account). Empty (default) = this stack creates it.", ""),
+    Key("githubOidcProviderArn", "string", "The AWS account's GitHub Actions OIDC provider (one per account), created by the account's bootstrap stack (bootstrap/, docs/bootstrap.md: output githubOidcProviderArn)."),
     Key("deployerPolicyArns", "array", "IAM managed policy ARNs of the CI deployer role (`pulumi up`). Required, explicit: customer-managed policies of the stack's account only (AWS managed policies such as PowerUserAccess or AdministratorAccess are not scoped to a stack and are refused).", items="string"),
     Key("promotionSourceBucket", "string", "prod only (required there): the staging model-repository bucket the promoter reads (triton-platform-staging-models-<account>).", ""),
     Key("promotionSourceKmsKeyArn", "string", "prod only (required there): ARN of the staging bucket's KMS key (kms:Decrypt for server-side copies).", ""),
@@ -712,9 +712,10 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
         raise ConfigError(_key("ingressAllowedCidrs"), cidr_rules.describe(ingress_cidrs), "lets (almost) every client through under another spelling",
                           "[0.0.0.0/0] written as such for a public API, or client CIDRs whose union is at most a /8")
 
-    oidc_arn = values["githubOidcProviderArn"] or ""
-    if oidc_arn and not _GITHUB_OIDC_ARN.match(oidc_arn):
-        raise ConfigError(_key("githubOidcProviderArn"), oidc_arn, "is not the GitHub OIDC provider", "arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com, or empty to create it")
+    oidc_arn = values["githubOidcProviderArn"]
+    if not isinstance(oidc_arn, str) or not _GITHUB_OIDC_ARN.match(oidc_arn):
+        raise ConfigError(_key("githubOidcProviderArn"), oidc_arn, "is not the GitHub OIDC provider",
+                          "arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com: the bootstrap stack's output githubOidcProviderArn (docs/bootstrap.md)")
     deployer_arns = _list(_key("deployerPolicyArns"), values["deployerPolicyArns"])
     if not deployer_arns:
         raise ConfigError(_key("deployerPolicyArns"), deployer_arns, "is empty", "one or more IAM managed policy ARNs")

@@ -4,8 +4,12 @@
 # Invariants checked by tests/model_sync/test_agent_image.py: pinned base, USER 1000, no torch,
 # ENTRYPOINT == model_sync.agent.AGENT_COMMAND (what the tests run).
 
-# Exact patch tag of the official image (pin the digest in CI with `docker buildx imagetools inspect`).
-FROM python:3.11.13-slim-bookworm
+# The official image by tag AND digest: the tag says what it is, the digest is what is pulled (a
+# rebuilt tag cannot change it; agent-image.yml refuses an unpinned FROM). The digest is the
+# multi-arch index of python:3.11.13-slim-bookworm; check or move it with
+# `docker buildx imagetools inspect python:3.11.13-slim-bookworm` (this repository's machines
+# reach no registry).
+FROM python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -127,6 +127,13 @@ def _oidc(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     return {"id": arn, "arn": arn, "thumbprintLists": ["6938fd4d98bab03faadb97b34396831e3780aea1"]}
 
 
+@mock_outputs("aws:ecr/repository:Repository")
+def _ecr_repository(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    repo = inputs.get("name", name)
+    return {"id": repo, "arn": f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/{repo}", "registryId": ACCOUNT,
+            "repositoryUrl": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{repo}"}
+
+
 @mock_outputs("aws:kms/key:Key")
 def _kms_key(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     key_id = _uuid(name)

@@ -100,6 +100,7 @@ class Resource:
     inputs: dict[str, Any]
     state: dict[str, Any] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()  # the names (or URNs) of the aliases it was registered with
+    protect: bool = False  # registered with `protect=True` (destroy refuses it)
 
     @property
     def parent_name(self) -> str:
@@ -237,7 +238,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.records.append(Resource(
             type=request.type, name=request.name, urn=urn, parent=parent, provider=request.provider,
             custom=bool(request.custom), inputs=_plain(inputs), state=_plain(registration.state),
-            aliases=(*request.aliasURNs, *(a.spec.name or a.urn for a in request.aliases)),
+            aliases=(*request.aliasURNs, *(a.spec.name or a.urn for a in request.aliases)), protect=bool(request.protect),
         ))
         return response
 
@@ -326,9 +327,11 @@ def run_program(
     program: Path | None = None,
     allow_empty: bool = False,
     stack_file: Path | None = None,
+    project: str = PROJECT,
 ) -> Run:
     """Run `program` (default: the real __main__.py) for `stack` under recording mocks.
-    `stack_file` replaces stacks/Pulumi.<stack>.yaml (e.g. a deliberately broken copy)."""
+    `stack_file` replaces stacks/Pulumi.<stack>.yaml (e.g. a deliberately broken copy);
+    `project` names the Pulumi project (the account bootstrap is another one: bootstrap/)."""
     program = program or ROOT / "__main__.py"
     config = stack_config(stack, stack_file)
     config.update(overrides or {})
@@ -342,7 +345,7 @@ def run_program(
     monitor = RecordingMonitor(mocks)
     settings.ROOT.set(None)
     pulumi.runtime.set_all_config(to_pulumi_strings(config), secret_keys(config))
-    pulumi_mocks.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi_mocks.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
 
     def capture_class(args: pulumi.ResourceTransformationArgs) -> None:
         mocks.classes[(args.type_, args.name)] = type(args.resource)

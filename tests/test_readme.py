@@ -111,3 +111,14 @@ def test_layout_lists_real_folders() -> None:
     for line in layout.splitlines():
         path = line.split()[0]
         assert (ROOT / path.rstrip("/")).exists(), path
+
+
+def test_the_readme_and_the_operations_guide_tell_one_backend_story() -> None:
+    """Pulumi Cloud holds state and the stack secrets (docs/operations.md): the README's commands
+    neither log in to another backend nor pick a secrets provider the CI roles cannot decrypt."""
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    assert "State backend: **Pulumi Cloud**" in operations
+    lines = _lines("pulumi")
+    assert ["login"] in lines
+    for argv in lines:
+        assert not any(a.startswith(("--secrets-provider", "s3://", "file://", "azblob://", "gs://")) for a in argv), argv

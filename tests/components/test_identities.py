@@ -11,6 +11,7 @@ import pytest
 
 from components import naming
 from components.identities import (
+    CI_SESSION_SECONDS,
     GITHUB_OIDC_HOST,
     GITHUB_SUB_CLAIM_KEYS,
     IdentitiesArgs,
@@ -171,14 +172,15 @@ def test_pod_identity_association_per_deployment(any_stack: Run) -> None:
 # ---- GitHub OIDC + CI roles ------------------------------------------------------------
 
 
-def test_github_oidc_provider_created_once_per_account(any_stack: Run) -> None:
-    providers = any_stack.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
-    if any_stack.stack == "dev":  # reuses the staging stack's provider (same account)
-        assert providers == []
-    else:
-        [p] = providers
-        assert p.inputs["url"] == f"https://{GITHUB_OIDC_HOST}"
-        assert p.inputs["clientIdLists"] == ["sts.amazonaws.com"]
+def test_no_stack_owns_the_accounts_github_oidc_provider(any_stack: Run) -> None:
+    """The provider is one per account and dev and staging share one: the account's bootstrap
+    stack owns it (destroying dev must not cut staging's CI off), every stack trusts it by ARN."""
+    assert any_stack.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider") == []
+    named = stack_config(any_stack.stack)["triton-platform:githubOidcProviderArn"]
+    assert named.endswith(f":oidc-provider/{GITHUB_OIDC_HOST}")
+    for role in any_stack.of_type("aws:iam/role:Role"):
+        if role.name in ("identities-deployer-role", "identities-preview-role", "identities-publisher-role", "identities-promoter-role"):
+            assert {st["Principal"]["Federated"] for st in policy(role, "assumeRolePolicy")["Statement"]} == {named}
 
 
 def test_ci_roles_per_stack(any_stack: Run) -> None:
@@ -192,7 +194,7 @@ def test_ci_roles_per_stack(any_stack: Run) -> None:
 
 def test_ci_trust_is_exact_workflow_ref_and_environment_per_role(any_stack: Run) -> None:
     cfg = stack_config(any_stack.stack)
-    provider_arn = cfg.get("triton-platform:githubOidcProviderArn") or f"arn:aws:iam::{ACCOUNT}:oidc-provider/{GITHUB_OIDC_HOST}"
+    provider_arn = cfg["triton-platform:githubOidcProviderArn"]
     ci = {r.name.removeprefix("identities-").removesuffix("-role"): r for r in any_stack.of_type("aws:iam/role:Role")
           if r.name in ("identities-deployer-role", "identities-publisher-role", "identities-promoter-role")}
     assert set(ci) == {role for stack, role in SUBJECTS if stack == any_stack.stack}
@@ -204,7 +206,7 @@ def test_ci_trust_is_exact_workflow_ref_and_environment_per_role(any_stack: Run)
         cond = st["Condition"]["StringEquals"]
         assert cond[f"{GITHUB_OIDC_HOST}:aud"] == "sts.amazonaws.com"
         assert cond[f"{GITHUB_OIDC_HOST}:sub"] == SUBJECTS[(any_stack.stack, name)]
-        assert role.inputs["maxSessionDuration"] == 3600
+        assert role.inputs["maxSessionDuration"] == CI_SESSION_SECONDS[name]  # sized to the jobs: tests/workflows/test_credentials.py
     # No two roles of the stack accept a common subject.
     subs = [s for (stack, _), subjects in SUBJECTS.items() if stack == any_stack.stack for s in subjects] + PREVIEW_SUBJECTS[any_stack.stack]
     assert len(subs) == len(set(subs))
@@ -339,7 +341,8 @@ def test_promoter_policy_builder_has_no_delete() -> None:
 _KEY = "arn:aws:kms:us-east-1:111122223333:key/0d3c6f1e-8a2b-4c5d-9e7f-1a2b3c4d5e6f"
 _BASE: dict[str, Any] = {"environment": "staging", "cluster_name": "c", "cluster_arn": "arn:aws:eks:us-east-1:111122223333:cluster/c", "bucket_arn": "arn:aws:s3:::b", "kms_key_arn": "k",
          "triton_deployments": ["default"], "github_repository": "o/r", "github_deploy_refs": ["refs/heads/main"],
-         "deployer_policy_arns": ["arn:aws:iam::111122223333:policy/deployer"]}
+         "deployer_policy_arns": ["arn:aws:iam::111122223333:policy/deployer"],
+         "github_oidc_provider_arn": f"arn:aws:iam::111122223333:oidc-provider/{GITHUB_OIDC_HOST}"}
 
 
 @pytest.mark.parametrize(("changes", "match"), [

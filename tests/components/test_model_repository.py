@@ -18,6 +18,7 @@ from tests.pulumi_kit import ACCOUNT, Run, run_program
 REPO = "triton-platform:storage:ModelRepository"
 NONCURRENT_DAYS = {"dev": 7, "staging": 30, "prod": 90}
 PROMOTER = "arn:aws:iam::444455556666:role/triton-platform-prod-promoter"
+PROMOTER_ACCOUNT_ROOT = "arn:aws:iam::444455556666:root"
 
 
 def _key(run: Run):
@@ -83,7 +84,10 @@ def test_bucket_policy_denies_plaintext_and_foreign_encryption(any_stack: Run) -
     if any_stack.stack == "staging":
         assert {st["Sid"] for st in allows} == {"CrossAccountPromotionList", "CrossAccountPromotionRead"}
         for st in allows:
-            assert st["Principal"] == {"AWS": [PROMOTER]}
+            # The prod account's root, narrowed to the promoter by a condition: AWS refuses a policy
+            # naming a role that does not exist yet, and prod (the promoter) is deployed after staging.
+            assert st["Principal"] == {"AWS": [PROMOTER_ACCOUNT_ROOT]}
+            assert st["Condition"]["ArnEquals"] == {"aws:PrincipalArn": [PROMOTER]}
             assert "s3:PutObject" not in as_list(st["Action"])
             assert "s3:*" not in as_list(st["Action"])
         assert s["CrossAccountPromotionRead"]["Resource"] == [f"{arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]
@@ -97,7 +101,8 @@ def test_key_policy_cross_account_read_only_in_staging(any_stack: Run) -> None:
     assert s["EnableIamPolicies"]["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}
     if any_stack.stack == "staging":
         grant = s["CrossAccountPromotionRead"]
-        assert grant["Principal"] == {"AWS": [PROMOTER]}
+        assert grant["Principal"] == {"AWS": [PROMOTER_ACCOUNT_ROOT]}
+        assert grant["Condition"]["ArnEquals"] == {"aws:PrincipalArn": [PROMOTER]}
         assert grant["Action"] == ["kms:Decrypt", "kms:DescribeKey"]
         assert grant["Condition"]["StringEquals"] == {"kms:ViaService": "s3.us-east-1.amazonaws.com"}
     else:

@@ -740,3 +740,13 @@ def test_memory_without_a_unit_is_refused() -> None:
     cfg[K + "tritonDeployments"]["default"]["memory"] = "12Gi"
     cfg[K + "tritonDeployments"]["default"]["cpu"] = "100m"
     fails(cfg, r"tritonDeployments\.default\.cpu: '100m' is too little for tritonserver; allowed: at least 500m")
+
+
+def test_every_stack_names_its_accounts_oidc_provider() -> None:
+    """The account's bootstrap stack owns the provider (dev and staging share one); a stack file
+    without it is refused instead of creating a second owner."""
+    cfg = raw("prod")
+    del cfg[K + "githubOidcProviderArn"]
+    fails(cfg, r"githubOidcProviderArn: <unset> is missing; allowed: a string value \(The AWS account's GitHub Actions OIDC provider")
+    cfg[K + "githubOidcProviderArn"] = ""
+    fails(cfg, r"githubOidcProviderArn: '' is not the GitHub OIDC provider; allowed: .* the bootstrap stack's output githubOidcProviderArn")

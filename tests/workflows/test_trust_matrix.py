@@ -212,7 +212,7 @@ def roles() -> Roles:
 
 def test_every_job_can_assume_exactly_the_role_it_uses(roles: Roles) -> None:
     all_jobs = jobs()
-    assert len(all_jobs) == 11, [j.label for j in all_jobs]  # 3 up, 3 previews, 2 promote, 2 rollback, 1 image
+    assert len(all_jobs) == 15, [j.label for j in all_jobs]  # 3 up, 1 prod preview, 3 recoveries, 3 PR previews, 2 promote, 2 rollback, 1 image
     computed = matrix(roles, all_jobs, GITHUB_SUB_CLAIM_KEYS, {MAIN, PR_REF})
     assert computed == intended(all_jobs)
     # Every CI role of every stack is some job's, and only that job's.

@@ -55,7 +55,7 @@ def test_each_action_uses_one_sha_across_workflows() -> None:
         for m in (PINNED.match(ln) for ln in (WORKFLOW_DIR / name).read_text().splitlines()):
             if m:
                 shas.setdefault(m.group(1), set()).add(m.group(2))
-    assert set(shas) == {"actions/checkout", "actions/setup-python", "actions/upload-artifact", AWS_ACTION, PULUMI_ACTION,
+    assert set(shas) == {"actions/checkout", "actions/setup-python", "actions/upload-artifact", "actions/download-artifact", AWS_ACTION, PULUMI_ACTION,
                          "aws-actions/amazon-ecr-login", "docker/setup-buildx-action", BUILD_ACTION}
     assert {a: len(s) for a, s in shas.items()} == dict.fromkeys(shas, 1)
 
@@ -73,7 +73,12 @@ def test_least_privilege(name: str) -> None:
         writes = {k for k, v in perms.items() if v == "write"}
         assert writes <= {"id-token", "pull-requests"}, f"{job_id} writes {writes}"
         if "pull-requests" in writes:
-            assert any(s.get("with", {}).get("comment-on-pr") for s in steps(job, PULUMI_ACTION))
+            # Only the comment job: no checkout, no cloud credentials, no secret, GitHub-hosted.
+            assert (name, job_id) == ("pull-request.yml", "comment")
+            assert perms == {"pull-requests": "write"}
+            assert not steps(job, "actions/checkout")
+            assert not uses_aws
+            assert "secrets." not in yaml.safe_dump(job)
         for s in steps(job, "actions/checkout"):
             assert s["with"]["persist-credentials"] is False
 
@@ -85,16 +90,63 @@ def test_no_expression_is_interpolated_into_a_shell_script(name: str) -> None:
             assert "${{" not in s.get("run", ""), s.get("name")
 
 
+PULUMI_CALL = re.compile(r"(?:^\s*|\$\()pulumi\s+(\S+)", flags=re.M)  # a command line or a $(...) of one
+
+
+def pulumi_commands(job: dict[str, Any]) -> list[tuple[int, str]]:
+    """(step index, subcommand) of every `pulumi <subcommand>` line of the job's run scripts."""
+    return [(i, m.group(1)) for i, s in enumerate(job.get("steps", [])) for m in PULUMI_CALL.finditer(s.get("run", ""))]
+
+
+def pulumi_jobs(wf: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {job_id: job for job_id, job in wf["jobs"].items() if steps(job, PULUMI_ACTION) or pulumi_commands(job)}
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_every_pulumi_run_uses_the_policy_pack_and_the_pinned_cli(name: str) -> None:
-    for job in load(name)["jobs"].values():
-        for s in steps(job, PULUMI_ACTION):
-            assert s["with"]["policyPacks"] == "policy"
-            assert s["with"]["pulumi-version"] == "${{ env.PULUMI_VERSION }}"
-            assert steps(job, AWS_ACTION), "a Pulumi run without AWS credentials"
-            # Pulumi Cloud backend (docs/operations.md): the token, never a self-managed backend URL.
-            assert s["env"] == {"PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}"}
-            assert "cloud-url" not in s["with"]
+    for job_id, job in pulumi_jobs(load(name)).items():
+        # pulumi/actions only installs the pinned CLI (no `command`); the steps run it themselves.
+        (install,) = steps(job, PULUMI_ACTION)
+        assert install["with"] == {"pulumi-version": "${{ env.PULUMI_VERSION }}"}, job_id
+        assert steps(job, AWS_ACTION), "a Pulumi run without AWS credentials"
+        for i, command in pulumi_commands(job):
+            s = job["steps"][i]
+            assert i > job["steps"].index(install), f"{job_id}: pulumi before its install"
+            if command in ("preview", "up"):
+                assert re.search(r"^\s*pulumi (preview|up) --stack \"\$STACK\" --policy-pack policy ", s["run"], flags=re.M), f"{job_id}: {command}"
+            # Pulumi Cloud backend (docs/operations.md): the token of the job's environment, never a backend URL.
+            assert s["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}", f"{job_id}: {s.get('name')}"
+            assert "--cloud-url" not in s["run"]
+            assert "pulumi login" not in s["run"]
+        assert job.get("environment"), f"{job_id}: a Pulumi token outside an environment"
+    assert name not in ("deploy.yml", "pull-request.yml") or pulumi_jobs(load(name))
+
+
+def _builds_policy_venv(step: dict[str, Any]) -> bool:
+    return re.search(r"^\s*make policy-venv\s*$", step.get("run", ""), flags=re.M) is not None
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_policy_pack_run_is_preceded_by_a_step_that_builds_the_policy_venv(name: str) -> None:
+    """For a local pack the Pulumi CLI installs nothing (policy/PulumiPolicy.yaml): .venv-policy
+    must exist before any `--policy-pack`, built in the same job from the repository's own files."""
+    checked = 0
+    for job_id, job in load(name)["jobs"].items():
+        for i, s in enumerate(job.get("steps", [])):
+            text = s.get("run", "") + yaml.safe_dump(s.get("with", {}))
+            if "--policy-pack" in text or "policyPacks" in text:
+                assert any(_builds_policy_venv(prev) for prev in job["steps"][:i]), f"{name} {job_id}: {s.get('name')} runs the pack before `make policy-venv`"
+                checked += 1
+    assert checked >= {"deploy.yml": 4, "pull-request.yml": 1}.get(name, 0)
+
+
+def test_make_policy_venv_builds_the_virtualenv_the_pack_names() -> None:
+    pack = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())
+    assert pack["runtime"]["options"]["virtualenv"] == "../.venv-policy"
+    dry = subprocess.run(["make", "-n", "-B", "policy-venv"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "-m venv .venv-policy" in dry
+    assert "-r policy/requirements.txt" in dry
+    assert "installs requirements.txt" not in (ROOT / "policy" / "PulumiPolicy.yaml").read_text()  # the old, wrong claim
 
 
 def _runner_labels() -> set[str]:
@@ -124,16 +176,16 @@ def _runner_labels_of(job: dict[str, Any]) -> list[set[str]]:
 def test_cluster_jobs_run_self_hosted_in_the_stack_vpc_and_offline_jobs_on_github(name: str) -> None:
     """The EKS API is private (prod) or allow-listed (dev/staging): Pulumi runs on the stack's
     runner: `up` on its deploy runner, `preview` (the pull request's code) on its preview runner."""
-    for job_id, job in load(name)["jobs"].items():
-        pulumi = steps(job, PULUMI_ACTION)
-        if not pulumi:
+    wf = load(name)
+    for job_id, job in wf["jobs"].items():
+        if job_id not in pulumi_jobs(wf):
             assert job["runs-on"] == "ubuntu-24.04", f"{job_id}: offline/S3-only jobs stay on GitHub-hosted runners"
             continue
         legs = job.get("strategy", {}).get("matrix", {}).get("include", [{}])
         for leg, labels in zip(legs, _runner_labels_of(job), strict=True):
-            stack = pulumi[0]["with"]["stack-name"].replace("${{ matrix.stack }}", str(leg.get("stack")))
+            stack = str(job["env"]["STACK"]).replace("${{ matrix.stack }}", str(leg.get("stack")))
             assert stack in STACKS, job_id
-            kind = {"up": "", "preview": "-preview"}[pulumi[0]["with"]["command"]]
+            kind = {"deploy.yml": "", "pull-request.yml": "-preview"}[name]  # main's code / a pull request's code
             assert labels == {"self-hosted", f"triton-platform-{stack}{kind}"}, job_id
             if not kind:
                 assert labels - {"self-hosted"} <= _runner_labels(), "declare the label in tools/actionlint/actionlint.yaml"
@@ -159,12 +211,14 @@ def test_pull_request_code_never_runs_on_a_deploy_runner(name: str) -> None:
                 assert not labels & DEPLOY_LABELS, f"{name} {job_id}: pull-request code on a deploy runner {labels & DEPLOY_LABELS}"
                 assert "self-hosted" not in labels or labels - {"self-hosted"} <= PREVIEW_LABELS, f"{name} {job_id}: {labels}"
             if labels & DEPLOY_LABELS:
-                assert wf["on"] == {"push": {"branches": ["main"]}}, f"{name} {job_id}: a deploy runner outside the push-to-main deploy"
+                assert name == "deploy.yml", f"{name} {job_id}: a deploy runner outside deploy.yml"
+                assert set(wf["on"]) == {"push", "workflow_dispatch"}, f"{name} {job_id}"
+                assert wf["on"]["push"] == {"branches": ["main"]}, f"{name} {job_id}"
                 assert not labels & PREVIEW_LABELS
 
 
 def test_pull_request_previews_run_on_the_preview_runner_of_each_stack() -> None:
-    [preview] = [j for j in load("pull-request.yml")["jobs"].values() if steps(j, PULUMI_ACTION)]
+    [preview] = pulumi_jobs(load("pull-request.yml")).values()
     assert [labels - {"self-hosted"} for labels in _runner_labels_of(preview)] == [{f"triton-platform-{s}-preview"} for s in ("dev", "staging", "prod")]
 
 
@@ -173,7 +227,8 @@ def test_jobs_that_run_make_can_install_the_cpu_torch_pin(name: str) -> None:
     """requirements-dev.txt pins torch==X+cpu, served by PyTorch's CPU index, not PyPI."""
     checked = 0
     for job_id, job in load(name)["jobs"].items():
-        if any(re.search(r"^\s*make\s", s.get("run", ""), flags=re.M) for s in job.get("steps", [])):
+        # `make policy-venv` installs policy/requirements.txt only (PyPI): no extra index there.
+        if any(re.search(r"^\s*make\s+(?!policy-venv\s*$)", s.get("run", ""), flags=re.M) for s in job.get("steps", [])):
             assert job.get("env", {}).get("PIP_EXTRA_INDEX_URL") == TORCH_INDEX, job_id
             checked += 1
     assert checked >= (1 if name in ("deploy.yml", "pull-request.yml") else 0)
@@ -194,9 +249,8 @@ def test_pull_request_previews_every_stack_and_explains_forks() -> None:
     assert sorted(i["stack"] for i in preview["strategy"]["matrix"]["include"]) == STACKS
     assert preview["needs"] == ["test", "render"]
     assert preview["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
-    (pulumi,) = steps(preview, PULUMI_ACTION)
-    assert pulumi["with"]["command"] == "preview"
-    assert pulumi["with"]["comment-on-pr"] is True
+    assert [c for _, c in pulumi_commands(preview)] == ["preview"]
+    assert preview["env"]["STACK"] == "${{ matrix.stack }}"
     assert "${{ matrix.stack }}" in preview["concurrency"]["group"]
     assert preview["runs-on"] == ["self-hosted", "triton-platform-${{ matrix.stack }}-preview"]
     assert preview["environment"] == "preview-${{ matrix.stack }}"
@@ -207,22 +261,23 @@ def test_pull_request_previews_every_stack_and_explains_forks() -> None:
     assert any(s.get("run") == "make test" for s in jobs["test"]["steps"])
     render = jobs["render"]
     assert 'make render STACK="$stack"' in render["steps"][2]["run"]
-    (upload,) = steps(render, "actions/upload-artifact")
-    assert upload["with"]["path"] == "build/"
+    uploads = steps(render, "actions/upload-artifact")
+    assert [u["with"]["path"] for u in uploads] == ["build/", "build/render-summary/"]
 
 
 def test_deploy_runs_up_dev_then_staging_then_approved_prod() -> None:
     wf = load("deploy.yml")
-    assert wf["on"] == {"push": {"branches": ["main"]}}
+    assert wf["on"]["push"] == {"branches": ["main"]}
     # Only per-job groups: a run waiting for the prod approval must not block later dev/staging deploys.
     assert "concurrency" not in wf
     jobs = wf["jobs"]
     assert jobs["test"]["concurrency"] == {"group": "deploy-test", "cancel-in-progress": False}
-    assert [jobs[j]["needs"] for j in ("up-dev", "up-staging", "up-prod")] == ["test", "up-dev", "up-staging"]
+    assert jobs["test"]["if"] == "github.event_name == 'push'"  # a dispatch is a recovery, never a deploy
+    assert [jobs[j]["needs"] for j in ("up-dev", "up-staging", "preview-prod", "up-prod")] == ["test", "up-dev", "up-staging", "preview-prod"]
     for stack in STACKS:
         job = jobs[f"up-{stack}"]
-        (pulumi,) = steps(job, PULUMI_ACTION)
-        assert (pulumi["with"]["command"], pulumi["with"]["stack-name"]) == ("up", stack)
+        assert job["env"]["STACK"] == stack
+        assert [c for _, c in pulumi_commands(job)] == (["stack", "up"] if stack == "prod" else ["up"])
         assert job["concurrency"] == {"group": f"pulumi-up-{stack}", "cancel-in-progress": False}
         assert job["runs-on"] == ["self-hosted", f"triton-platform-{stack}"]
         (aws,) = steps(job, AWS_ACTION)
@@ -262,8 +317,7 @@ def test_model_rollback_is_gated_in_prod_only() -> None:
     assert 'args=(rollback "$MODEL" --env "$TARGET_ENV")' in staging["steps"][-1]["run"]
     # prod: model-sync asks on a terminal; the job's approval is the environment's reviewers.
     assert 'args=(rollback "$MODEL" --env "$TARGET_ENV" --yes)' in prod["steps"][-1]["run"]
-    assert wf["concurrency"] == {"group": "model-sync-${{ inputs.env }}", "cancel-in-progress": False}
-    assert load("model-promote.yml")["concurrency"]["group"] == "model-sync-prod"
+    # Concurrency (a rollback never waits behind a promotion): tests/workflows/test_delivery.py.
 
 
 @pytest.mark.parametrize(("model", "version", "ok"), [
