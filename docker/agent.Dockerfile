@@ -11,6 +11,10 @@
 # reach no registry).
 FROM python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 
+# Reproducible: agent-image.yml sets SOURCE_DATE_EPOCH to the commit time. BuildKit then stamps
+# the image with it (and rewrites the layers' file times), compileall writes hash-checked .pyc
+# files instead of mtime-stamped ones, and useradd dates the account with it.
+ARG SOURCE_DATE_EPOCH
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -27,7 +31,8 @@ RUN python -m pip install --no-deps --no-build-isolation . \
     && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"
 
 # Non-root, matching the pod securityContext (runAsUser/runAsGroup/fsGroup 1000).
-RUN groupadd --gid 1000 agent && useradd --uid 1000 --gid 1000 --no-create-home --shell /usr/sbin/nologin agent
+RUN groupadd --gid 1000 agent \
+    && useradd --uid 1000 --gid 1000 --no-create-home --no-log-init --shell /usr/sbin/nologin agent
 USER 1000:1000
 WORKDIR /models
 

@@ -509,3 +509,22 @@ def test_the_build_refuses_a_base_image_not_pinned_by_digest(tmp_path: Path, doc
         assert proc.stdout.startswith("::error file=docker/agent.Dockerfile,title=Base image not pinned by digest::")
     build = next(i for i, s in enumerate(job["steps"]) if str(s.get("uses", "")).startswith("docker/build-push-action@"))
     assert index(job, guard) < build
+
+
+def test_the_agent_image_build_is_reproducible() -> None:
+    """The same commit builds the same image: the commit time is the build's only clock, the
+    layers' file times are rewritten to it, and no attestation (which carries the build's own
+    time) changes the pushed digest; the Dockerfile hands the clock to compileall and useradd."""
+    job = load("agent-image.yml")["jobs"]["build-push"]
+    epoch = step(job, "The commit time, the build's only clock (reproducible builds)")
+    assert "git log -1 --format=%ct" in epoch["run"]
+    build = step(job, "Build and push docker/agent.Dockerfile")
+    assert build["env"]["SOURCE_DATE_EPOCH"] == "${{ steps.epoch.outputs.epoch }}"
+    assert "rewrite-timestamp=true" in build["with"]["outputs"]
+    assert "push=true" in build["with"]["outputs"]
+    assert build["with"]["provenance"] is False
+    assert build["with"]["sbom"] is False
+    assert index(job, epoch["name"]) < index(job, build["name"])
+    dockerfile = (ROOT / "docker" / "agent.Dockerfile").read_text()
+    assert re.search(r"^ARG SOURCE_DATE_EPOCH$", dockerfile, flags=re.M)
+    assert "--no-log-init" in dockerfile  # useradd leaves no lastlog/faillog entries behind

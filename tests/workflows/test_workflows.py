@@ -482,8 +482,8 @@ def test_agent_image_builds_the_dockerfile_and_pushes_by_oidc() -> None:
     assert build["with"]["file"] == "docker/agent.Dockerfile"
     assert (ROOT / build["with"]["file"]).is_file()
     assert build["with"]["context"] == "."
-    assert build["with"]["push"] is True
-    assert build["with"]["tags"] == "${{ env.IMAGE_REPOSITORY }}:${{ github.sha }}"
+    # Pushed as <repository>:<commit sha> through the image exporter (rewrite-timestamp needs it).
+    assert build["with"]["outputs"] == "type=image,name=${{ env.IMAGE_REPOSITORY }}:${{ github.sha }},push=true,rewrite-timestamp=true"
     order = [s.get("uses", s.get("name", "")).split("@")[0] for s in job["steps"]]
     assert order.index(AWS_ACTION) < order.index("aws-actions/amazon-ecr-login") < order.index(BUILD_ACTION)
 
