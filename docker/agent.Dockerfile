@@ -23,7 +23,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /opt/model-sync
 COPY docker/agent-requirements.txt ./agent-requirements.txt
 # --no-deps: exactly the pinned set, nothing resolved at build time.
-RUN python -m pip install --no-deps -r agent-requirements.txt
+RUN python -m pip install --no-deps --require-hashes -r agent-requirements.txt
 COPY pyproject.toml ./
 COPY model_sync ./model_sync
 # The package itself without its dependency ranges (torch is an optional extra and never installed).

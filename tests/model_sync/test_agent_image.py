@@ -66,22 +66,22 @@ def test_entrypoint_is_the_command_the_tests_run() -> None:
 
 
 def test_requirements_are_exact_pins_without_torch_or_grpc() -> None:
-    reqs = [ln.strip() for ln in REQUIREMENTS.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    from tests.test_pins import pins, problems
+
+    text = REQUIREMENTS.read_text()
+    assert problems(text) == []  # name==version, each with its sha256 hashes (tests/test_pins.py)
+    reqs = pins(text)
     assert reqs
-    for req in reqs:
-        assert re.match(r"^[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.+-]*$", req), req
-    names = {r.split("==")[0].lower().replace("_", "-") for r in reqs}
-    assert not names & {"torch", "grpcio", "tritonclient[grpc]", "torchvision"}
+    assert not set(reqs) & {"torch", "grpcio", "torchvision"}
     # Same versions as the locked dev environment the tests run in.
-    dev = {ln.split("==")[0].lower().replace("_", "-"): ln.split("==")[1] for ln in (ROOT / "requirements-dev.txt").read_text().splitlines() if "==" in ln}
-    for req in reqs:
-        name, version = req.split("==")
-        assert dev.get(name.lower().replace("_", "-")) == version, req
+    dev = pins((ROOT / "requirements-dev.txt").read_text())
+    for name, pin in reqs.items():
+        assert dev[name].version == pin.version, name
 
 
 def test_image_installs_requirements_without_resolution_and_the_package_without_deps() -> None:
     runs = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "RUN"]
-    assert any("pip install --no-deps -r agent-requirements.txt" in r for r in runs)
+    assert any("pip install --no-deps --require-hashes -r agent-requirements.txt" in r for r in runs)
     assert any("pip install --no-deps" in r and r.rstrip().split("&&")[0].strip().endswith(" .") for r in runs)
     copies = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "COPY"]
     assert "docker/agent-requirements.txt ./agent-requirements.txt" in copies

@@ -528,3 +528,19 @@ def test_the_agent_image_build_is_reproducible() -> None:
     dockerfile = (ROOT / "docker" / "agent.Dockerfile").read_text()
     assert re.search(r"^ARG SOURCE_DATE_EPOCH$", dockerfile, flags=re.M)
     assert "--no-log-init" in dockerfile  # useradd leaves no lastlog/faillog entries behind
+
+
+def test_every_pip_install_in_ci_checks_hashes() -> None:
+    """Issue 21: CI installs only hashed pins (`--require-hashes -r <hashed file>`); the project
+    itself goes in with `--no-deps` (pip refuses an editable under hash checking)."""
+    seen = 0
+    for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
+        for job in yaml.safe_load(path.read_text())["jobs"].values():
+            for s in job.get("steps", []):
+                for line in str(s.get("run", "")).splitlines():
+                    if re.search(r"\bpip install\b", line):
+                        seen += 1
+                        code = line.split("#", 1)[0]
+                        assert "--require-hashes" in code or "--no-deps" in code, f"{path.name}: {line.strip()}"
+                        assert " -c " not in code, f"{path.name}: constraints files do not check hashes: {line.strip()}"
+    assert seen >= 4
