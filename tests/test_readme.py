@@ -69,23 +69,28 @@ def test_model_sync_lines_parse_with_the_real_cli() -> None:
 
 def test_pulumi_config_lines_name_real_keys_and_paths() -> None:
     """Every `pulumi config set` line names a declared key; a `--path` line addresses a field the
-    dev stack file really has (a structured map, so the path exists)."""
+    dev stack file really has (a structured map, so the path exists), and the stack it leaves
+    behind still passes the stack model."""
     keys = {k.name: k for k in sc.KEYS}
     lines = [argv for argv in _lines("pulumi") if argv[:2] == ["config", "set"]]
     assert any("--path" in argv for argv in lines)
     for argv in lines:
-        key, _value = [a for a in argv[2:] if not a.startswith("--")]
+        key, value = [a for a in argv[2:] if not a.startswith("--")]
         namespace, _, path = key.partition(":")
         assert namespace == "triton-platform"
         name, *fields = path.split(".")
         assert name in keys, key
         if "--path" in argv:
             assert keys[name].type == "object", key
-            node: Any = stack_file("dev")[f"{namespace}:{name}"]
-            for field in fields:
+            cfg = stack_file("dev")
+            node: Any = cfg[f"{namespace}:{name}"]
+            for field in fields[:-1]:
                 assert isinstance(node, dict), key
-                assert field in node, key
                 node = node[field]
+            assert isinstance(node, dict), key
+            assert fields[-1] in node, key
+            node[fields[-1]] = int(value) if value.isdigit() else value  # what `config set --path` writes
+            sc.parse(cfg, "dev")
         else:
             assert not fields, key
 
