@@ -53,7 +53,7 @@ pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
      "action": "push" | "promote" | "rollback", "stack": [1, 3],   # earlier pins, newest last
      "by": "...", "at": "RFC 3339 UTC"}
   `stack` makes default rollback deterministic: rollback pins stack[-1] and pops it, a push or
-  an explicit `rollback --to` pushes the previous pin (capped at 32 entries).
+  an explicit `rollback --model-version` pushes the previous pin (capped at 32 entries).
 
 pin index (manifests/_pins/<model>.json, "model-sync.pin-index/v1"), rewritten after every flip:
     {"schema": "model-sync.pin-index/v1", "model": "resnet", "version": 4, "at": "RFC 3339 UTC"}

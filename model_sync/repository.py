@@ -44,7 +44,7 @@ def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None, modi
     try:
         cfg = model_config.parse(data, repo.uri(layout.config_key(model)))
     except model_config.ConfigPbtxtError as e:
-        raise errors.refused(f"{e} (the pin is corrupt; fix it with `model-sync rollback {model} --to N`)") from None
+        raise errors.refused(f"{e} (the pin is corrupt; fix it with `model-sync rollback {model} --model-version N`)") from None
     return Pin(model, model_config.pinned_version(cfg), data.decode(), etag, modified)
 
 
@@ -185,7 +185,7 @@ def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -
     if action == "rollback":
         return errors.refused(f"{moved}; allowed: re-run rollback (nothing was changed)")
     return errors.refused(
-        f"{moved}; allowed: re-run {action} (version {version} is published but NOT pinned; `model-sync rollback {model} --env {repo.env.name} --to {version}` pins it)"
+        f"{moved}; allowed: re-run {action} (version {version} is published but NOT pinned; `model-sync rollback {model} --env {repo.env.name} --model-version {version}` pins it)"
     )
 
 
@@ -199,7 +199,7 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
     is written and pin_moved() refuses (exit 4), so a later allocation or a rollback is never
     silently undone and the history stays a faithful chain. Servers that ignore If-Match (rclone)
     get a re-read just before the write instead: most but not all races are caught.
-    The history stack gets the previous pin pushed (push, promote, rollback --to) or its top
+    The history stack gets the previous pin pushed (push, promote, rollback --model-version) or its top
     `pop` entries popped (default rollback: the target and any pruned entries above it)."""
     from model_sync import model_config
 

@@ -173,7 +173,7 @@ class Repo:
         `body`. A try whose response was lost (connection dropped, or a 5xx, after S3 applied it)
         is retried by botocore and then refused by its own write; the bytes tell ours from another
         writer's (allocation markers carry a nonce, manifests are per version). A refusal on the
-        first try is always a conflict (two `rollback --to N` write the same bytes)."""
+        first try is always a conflict (two `rollback --model-version N` write the same bytes)."""
         found = self.get_with_etag(rel)
         return (found[1] or "") if found is not None and found[0] == body else None
 

@@ -161,7 +161,7 @@ class Bench:
             shutil.rmtree(out)
         for tool in (["model-sync", "aws-cli"] if rep % 2 == 0 else ["aws-cli", "model-sync"]):
             if tool == "model-sync":
-                self.record("promote-2g", tool, run(self.ms("promote", "big", "--version", "1", "--from", "staging", "--to", "prod", "--skip-verification", "--config", cfg, "--quiet"), env))
+                self.record("promote-2g", tool, run(self.ms("promote", "big", "--model-version", "1", "--from", "staging", "--to", "prod", "--skip-verification", "--config", cfg, "--quiet"), env))
             else:
                 b = self.bucket(f"awscp-{rep}")
                 # One CopyObject, as promote does up to 5 GiB: rclone serve s3 cannot do UploadPartCopy (no ETag in its answer).

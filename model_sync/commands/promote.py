@@ -1,4 +1,4 @@
-"""`model-sync promote NAME --version N --from staging --to prod [--skip-verification] [--dry-run]`:
+"""`model-sync promote NAME --model-version N --from staging --to prod [--skip-verification] [--dry-run]`:
 copy a verified version pinned in the source environment into the target and pin it there.
 The target keeps number N when it is free there, else gets the next one.
 A pytorch_libtorch version the TARGET's Triton image cannot load (its exporting torch is newer
@@ -19,7 +19,8 @@ NAME = "promote"
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="copy a verified version from one environment to another and pin it", description=__doc__)
     p.add_argument("model", metavar="NAME")
-    p.add_argument("--version", type=int, required=True, help="the version pinned (and verified) in the source environment")
+    p.add_argument("--model-version", dest="version", metavar="N", type=int, required=True,
+                   help="the model version pinned (and verified) in the source environment")
     p.add_argument("--from", dest="source", required=True, metavar="ENV", help="source environment (e.g. staging)")
     p.add_argument("--to", dest="target", required=True, metavar="ENV", help="target environment (e.g. prod)")
     p.add_argument("--skip-verification", action="store_true", help="promote without a passing verify record (recorded in the provenance)")

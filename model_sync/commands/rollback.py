@@ -1,6 +1,6 @@
-"""`model-sync rollback NAME --env E [--to N] [--dry-run]`: flip the pin back. Nothing is deleted.
+"""`model-sync rollback NAME --env E [--model-version N] [--dry-run]`: flip the pin back. Nothing is deleted.
 
-Without --to, the previous pin is taken from the pin history (audit/pins/<model>/): each flip
+Without --model-version, the previous pin is taken from the pin history (audit/pins/<model>/): each flip
 records the stack of earlier pins, so repeated rollbacks walk back through them (3 -> 2 -> 1),
 not back and forth; entries whose version was pruned are skipped. The target version must have a manifest and all its files present."""
 
@@ -19,7 +19,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="pin a previous version again (default: the previous pin)", description=__doc__)
     p.add_argument("model", metavar="NAME")
     _common.add_env_options(p, image=False)
-    p.add_argument("--to", type=int, default=None, metavar="N", help="version to pin (default: the previous pin from the pin history)")
+    p.add_argument("--model-version", dest="to", type=int, default=None, metavar="N",
+                   help="model version to pin (default: the previous pin from the pin history)")
     p.add_argument("--dry-run", action="store_true", help="print the pin flip; write nothing")
     _common.add_yes(p)
     _common.add_wait(p)
@@ -52,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
         target, depth = repository.rollback_target(repo, args.model, pin, history)
         if target is None:
             pruned = f" (earlier pins {history.stack} no longer exist: pruned)" if history.stack and history.latest and history.latest["version"] == pin.version else ""
-            raise errors.refused(f"rollback {args.model}: no previous pin recorded for version {pin.version}{pruned}; allowed: --to N, an existing version (see `model-sync status`)")
+            raise errors.refused(f"rollback {args.model}: no previous pin recorded for version {pin.version}{pruned}; allowed: --model-version N, an existing version (see `model-sync status`)")
     if target == pin.version:
-        raise errors.refused(f"--to: {target} is already pinned for {args.model} in {env.name}; allowed: another version")
+        raise errors.refused(f"--model-version: {target} is already pinned for {args.model} in {env.name}; allowed: another version")
     doc = repository.read_manifest(repo, args.model, target)
     assert doc is not None
     missing = repository.is_complete(repo, args.model, target, doc)

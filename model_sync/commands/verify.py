@@ -1,4 +1,4 @@
-"""`model-sync verify NAME --env E --version N [--triton-url URL] [--grpc-url HOST:PORT]`
+"""`model-sync verify NAME --env E --model-version N [--triton-url URL] [--grpc-url HOST:PORT]`
 
 Passes when the bucket pins version N and every replica serving NAME (status/<deployment>/*.json,
 written by the repository agents) that reported within --departed seconds reports N READY within
@@ -34,7 +34,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("model", metavar="NAME", help="model name")
     _common.add_env_options(p, image=False)
-    p.add_argument("--version", type=int, required=True, help="the version that must be served (the pinned one)")
+    p.add_argument("--model-version", dest="version", metavar="N", type=int, required=True,
+                   help="the model version that must be served (the pinned one)")
     p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint for the smoke inference (default: tritonUrl of the environment)")
     p.add_argument("--grpc-url", default=None, help="Triton gRPC endpoint HOST:PORT (default: grpcUrl of the environment, else the --triton-url host on port 8001 when it uses 8000)")
     p.add_argument("--deployment", action="append", default=[], help="only replicas of this deployment (repeatable; default: every deployment serving NAME)")

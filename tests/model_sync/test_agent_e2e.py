@@ -69,7 +69,7 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     assert load.failed == 0, load.errors
     assert [v for _, v in load.versions] == [1, 2, 1]
     # verify: every replica READY on 1 + smoke inference over HTTP and gRPC; the record promote needs.
-    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "1", "--grpc-url", serving.triton.grpc_url)
+    rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "1", "--grpc-url", serving.triton.grpc_url)
     assert rc == 0, out
     record = _latest_record(client, "add", 1)
     assert record["passed"] is True
@@ -78,21 +78,21 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     assert record["evidence"] == "replica-smoke+direct-http-grpc"
     assert (record["pinned"], record["checks"]) == (True, {"replicas": "passed", "http": "passed", "grpc": "passed"})
     # An HTTP endpoint without a gRPC one: gRPC is "not run", never "failed" (issue 17, item 4).
-    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "1")
+    rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "1")
     assert rc == 0, out
     assert "checks: replicas passed, http passed, grpc not run" in out
     record = _latest_record(client, "add", 1)
     assert (record["passed"], record["evidence"], record["checks"]["grpc"]) == (True, "replica-smoke+direct-http", "not-run")
     # From CI without network access to the cluster: the replicas' own smoke inferences are the evidence.
     serving.wait_status(lambda d: (_model_state(d).get("smoke") or {}).get("version") == 1, what="agent smoke of 1 after rollback")
-    rc, out = serving.cli("verify", "add", "--env", "ci", "--bucket", f"s3://{BUCKET}", "--endpoint-url", serving.s3.endpoint_url, "--region", serving.s3.region, "--version", "1")
+    rc, out = serving.cli("verify", "add", "--env", "ci", "--bucket", f"s3://{BUCKET}", "--endpoint-url", serving.s3.endpoint_url, "--region", serving.s3.region, "--model-version", "1")
     assert rc == 0, out
     assert "1 replica(s) READY with a passing agent smoke inference" in out
     record = _latest_record(client, "add", 1)
     assert record["evidence"] == "replica-smoke"
     attempts = client.list_objects_v2(Bucket=BUCKET, Prefix=layout.verification_attempts_prefix("add", 1))["Contents"]
     assert len(attempts) == 3  # one record per attempt, none overwritten
-    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "2", "--grpc-url", serving.triton.grpc_url, "--no-record")
+    rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "2", "--grpc-url", serving.triton.grpc_url, "--no-record")
     assert rc == 6, out
     assert "version 1; allowed: 2" in out
     assert load.ok > 20
@@ -120,7 +120,7 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert "version 2" not in (serving.repository / "add" / "config.pbtxt").read_text()
     assert "versions: 1" in (serving.repository / "add" / "config.pbtxt").read_text()
     # verify fails (replica not READY on 2: the smoke inference of version 2 fails too) and records it.
-    rc, out = serving.cli("verify", "add", "--env", "test", "--version", "2", "--grpc-url", serving.triton.grpc_url)
+    rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "2", "--grpc-url", serving.triton.grpc_url)
     verify_out = out
     assert rc == 6, out
     assert "replica default/replica-0" in out
@@ -129,7 +129,7 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert record["passed"] is False
     assert record["smoke_inference"] is False
     # ... so promote refuses.
-    rc, out = serving.cli("promote", "add", "--version", "2", "--from", "test", "--to", "prod")
+    rc, out = serving.cli("promote", "add", "--model-version", "2", "--from", "test", "--to", "prod")
     assert rc == 4, out
     assert "verification" in out
     assert "FAILED" in out

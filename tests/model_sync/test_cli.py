@@ -38,3 +38,20 @@ def test_commands_are_listed_in_the_order_of_a_models_life(capsys: pytest.Captur
     text = _help(capsys)
     listed = re.findall(r"^    ([a-z]+) ", text, re.MULTILINE)
     assert listed == ["export", "push", "verify", "promote", "rollback", "status", "prune", "agent"], text
+
+
+def test_an_option_means_one_thing_across_commands() -> None:
+    """`--version` is model-sync's own version (top level) and nothing else; the version of a
+    model is `--model-version N` wherever a command takes one (verify, promote, rollback); `--to`
+    is promote's target environment only."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.choices and "push" in a.choices)  # argparse keeps the subparsers there
+    meanings: dict[str, set[str]] = {}
+    for name, p in sub.choices.items():
+        for action in p._actions:
+            for opt in action.option_strings:
+                meanings.setdefault(opt, set()).add(f"{name}:{action.metavar or action.dest}")
+    assert "--version" not in meanings
+    assert meanings["--model-version"] == {"verify:N", "promote:N", "rollback:N"}
+    assert meanings["--to"] == {"promote:ENV"}
+    assert any(a.option_strings == ["--version"] for a in parser._actions)  # the tool's version, top level

@@ -332,7 +332,7 @@ def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(tmp_path,
     record = manifest_doc(moto_s3, staging, "local", 1)["compatibility"]
     assert (record["triton_image"], record["result"]) == (OLD_IMAGE, "exempt")
     assert record["detail"].startswith("published with --allow-local-target: ")
-    promote = ["promote", "local", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification"]
+    promote = ["promote", "local", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification"]
     r = run_cli(capsys, *promote)
     assert r.code == errors.INCOMPATIBLE, r.err
     assert r.err.startswith("model-sync: local version 1 -> prod: local target: ")
@@ -342,7 +342,7 @@ def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(tmp_path,
 
 
 def _skip_verification_promote(capsys, cfg: str, *extra: str):
-    return run_cli(capsys, "promote", "cloud", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", *extra)
+    return run_cli(capsys, "promote", "cloud", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", *extra)
 
 
 def test_promote_checks_the_target_image_and_status_shows_it(tmp_path, capsys, moto_s3, aws_env, exported, monkeypatch) -> None:

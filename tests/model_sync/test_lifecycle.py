@@ -45,20 +45,20 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
     _push(capsys, tmp_path, cfg, "two")
-    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert r.code == 4
     assert "verification: simple 2 has no record in staging" in r.err
-    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "simple 1 is not pinned in staging (pinned: 2)" in r.err) == (4, True)
-    r = run_cli(capsys, "promote", "simple", "--version", "99", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "99", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "version: simple 99 does not exist in staging" in r.err) == (3, True), r.err  # issue 17, item 11
     _verify_record(moto_s3, staging, 2, passed=False)
-    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "FAILED in staging" in r.err) == (4, True)
     assert moto_s3.keys(prod) == []
     key = _verify_record(moto_s3, staging, 2)
     before = len(moto_s3.requests())
-    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert r.code == 0, r.err
     assert "pinned: simple version 2 in prod (promoted from staging version 2)" in r.out
     # server-side copies (CopyObject carries x-amz-copy-source; no body goes through the client) then re-hash reads
@@ -74,7 +74,7 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     manifest.read(json.dumps(prov), "model-sync.promotion/v2")
     assert prov["compatibility"]["result"] == "exempt"  # python backend: not LibTorch
     # Idempotent re-run.
-    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "up to date" in r.out) == (0, True)
 
 
@@ -87,13 +87,13 @@ def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned
     _verify_record(moto_s3, staging, 1, passed=False, pinned=False)  # e.g. run after version 2 was pushed
     assert len(moto_s3.keys(staging, "audit/verifications/simple/1/")) == 2
     assert moto_s3.get(staging, first)  # the passing record is still there
-    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
     assert r.code == 0, r.err
     assert json.loads(moto_s3.get(prod, "audit/promotions/simple/1.json"))["verification"]["record_key"] == first
     _push(capsys, tmp_path, cfg, "two")
     _verify_record(moto_s3, staging, 2)
     _verify_record(moto_s3, staging, 2, passed=False)  # a later pinned attempt failed: it decides
-    r = run_cli(capsys, "promote", "simple", "--version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
     assert (r.code, "FAILED in staging" in r.err) == (4, True), r.err
 
 
@@ -101,7 +101,7 @@ def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_pat
     cfg, _staging, prod = envs
     _push(capsys, tmp_path, cfg, "prod-one", env="prod")  # prod already has its own version 1
     _push(capsys, tmp_path, cfg, "staging-one")
-    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
+    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
     assert r.code == 0, r.err
     assert pinned_version(moto_s3, prod, "simple") == 2
     assert moto_s3.get(prod, "repository/simple/1/model.py") == b"prod-one"  # never overwritten
@@ -114,7 +114,7 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
     moto_s3.client().put_object(Bucket=staging, Key="repository/simple/1/model.pt", Body=b"x" * 300)  # same size as "one"*100
-    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
+    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
     assert r.code == 4, r.err
     assert "checksum: s3://" in r.err
     assert "nothing was pinned" in r.err
@@ -129,7 +129,7 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
 def test_promote_dry_run_writes_nothing(tmp_path, capsys, moto_s3, envs) -> None:
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
-    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", "--dry-run")
+    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", "--dry-run")
     assert r.code == 0
     assert f"(dryrun) copy: s3://{staging}/repository/simple/1/model.pt to s3://{prod}/repository/simple/1/model.pt" in r.out
     assert moto_s3.keys(prod) == []
@@ -146,8 +146,8 @@ def test_rollback_walks_back_the_pin_history_and_never_deletes(tmp_path, capsys,
     assert (r.code, pinned_version(moto_s3, staging, "simple")) == (0, 1), r.err
     r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
     assert r.code == 4
-    assert "no previous pin recorded for version 1; allowed: --to N" in r.err
-    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "3")
+    assert "no previous pin recorded for version 1; allowed: --model-version N" in r.err
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "3")
     assert (r.code, pinned_version(moto_s3, staging, "simple")) == (0, 3)
     # The pin carries version 3's own config, and nothing was deleted.
     assert "versions: 3" in moto_s3.get(staging, "repository/simple/config.pbtxt").decode()
@@ -157,9 +157,9 @@ def test_rollback_walks_back_the_pin_history_and_never_deletes(tmp_path, capsys,
 @pytest.mark.parametrize(
     ("args", "code", "match"),
     [
-        (["--to", "9"], 3, r"manifest: s3://.*/manifests/simple/9\.json does not exist"),
-        (["--to", "1"], 4, r"--to: 1 is already pinned"),
-        (["--to", "0"], 2, r"version: 0; allowed"),
+        (["--model-version", "9"], 3, r"manifest: s3://.*/manifests/simple/9\.json does not exist"),
+        (["--model-version", "1"], 4, r"--model-version: 1 is already pinned"),
+        (["--model-version", "0"], 2, r"version: 0; allowed"),
     ],
 )
 def test_rollback_bad_targets(tmp_path, capsys, moto_s3, envs, args, code, match) -> None:
@@ -186,7 +186,7 @@ def test_prune_keeps_newest_pinned_and_previous_pin(tmp_path, capsys, moto_s3, e
     cfg, staging, _ = envs
     for content in ("v1", "v2", "v3", "v4", "v5"):
         _push(capsys, tmp_path, cfg, content)
-    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "2").code == 0  # pinned 2, previous 5
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "2").code == 0  # pinned 2, previous 5
     r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1", "--dry-run")
     assert r.code == 0
     assert f"(dryrun) delete: s3://{staging}/repository/simple/1/model.pt" in r.out
@@ -220,8 +220,8 @@ def test_status_offers_and_rollback_takes_only_versions_that_still_exist_after_p
     assert r.code == 4, r.err
     assert "earlier pins [1, 2] no longer exist: pruned" in r.err
     assert len(r.err.strip().splitlines()) == 1
-    # rollback --to the newer version still works, and a later default rollback skips pruned entries.
-    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "4").code == 0
+    # rollback --model-version the newer version still works, and a later default rollback skips pruned entries.
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "4").code == 0
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
     assert pinned_version(moto_s3, staging, "simple") == 3
 
@@ -357,7 +357,7 @@ def test_promote_across_endpoints_translates_source_failures(tmp_path, capsys, m
         return version
 
     monkeypatch.setattr(repository, "allocate", allocate_then_fault)
-    r = run_cli(capsys, "promote", "simple", "--version", "1", "--from", "staging", "--to", "prod", "--config", str(cfg), "--skip-verification")
+    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", str(cfg), "--skip-verification")
     assert r.code == code, r.err
     assert len(r.err.strip().splitlines()) == 1, r.err
     assert __import__("re").search(message, r.err.strip()), r.err

@@ -169,7 +169,7 @@ def test_two_concurrent_pushes_get_distinct_versions_and_no_pin_is_lost(tmp_path
             assert len(refused) == 1, outs
             assert "moved from None to" in refused[0], refused
             assert f"version {v} is published but NOT pinned" in refused[0], refused
-            assert f"--to {v}` pins it" in refused[0]
+            assert f"--model-version {v}` pins it" in refused[0]
     assert len(chain) + len(refused) == 2, (chain, outs)
 
 
@@ -199,12 +199,12 @@ def test_pin_moved_while_pushing_refuses_the_flip(tmp_path, capsys, request, aws
     assert r.code == 4, r.err
     assert r.err.strip().splitlines()[-1] == (
         "model-sync: pin: simple in staging moved from 2 to 1 while this push ran; allowed: re-run push "
-        "(version 3 is published but NOT pinned; `model-sync rollback simple --env staging --to 3` pins it)"
+        "(version 3 is published but NOT pinned; `model-sync rollback simple --env staging --model-version 3` pins it)"
     )
     assert pinned_version(s3, bucket, "simple") == 1  # the rollback stands
     assert manifest_doc(s3, bucket, "simple", 3)["files"]["model.py"]["size"] == 4
     assert len(s3.keys(bucket, "audit/pins/simple/")) == 2  # no history record for the refused flip
-    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "3")  # what the message says
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "3")  # what the message says
     assert r.code == 0, r.err
     assert pinned_version(s3, bucket, "simple") == 3
 

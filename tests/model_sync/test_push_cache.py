@@ -78,7 +78,7 @@ def test_pin_cache_is_keyed_by_the_pin_etag(tmp_path, capsys, moto_s3, s3_bucket
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
     assert push(x, mine).startswith("up to date: simple version 1")
     # Pinned to 2 again: my cached entry (pin of version 1) must not make x look published.
-    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--to", "2").code == 0
+    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "2").code == 0
     out = push(x, mine)
     assert "pinned: simple version 3" in out, out
     assert manifest_doc(moto_s3, s3_bucket, "simple", 3)["files"]["model.py"]["size"] == len(b"# x\n")
@@ -188,7 +188,7 @@ def test_allocation_from_the_pin_never_writes_into_an_occupied_version(tmp_path,
     assert moto_s3.keys(s3_bucket, "repository/a/2/") == ["repository/a/2/theirs.bin"]
     assert sorted(moto_s3.keys(s3_bucket, "audit/allocations/a/")) == [f"audit/allocations/a/{n}.json" for n in (1, 2, 3)]
     # Rolled back to 1 while 2 and 3 exist: candidate 2 collides with its marker, then the highest + 1.
-    assert run_cli(capsys, "rollback", "a", "--env", "staging", "--config", cfg, "--to", "1").code == 0
+    assert run_cli(capsys, "rollback", "a", "--env", "staging", "--config", cfg, "--model-version", "1").code == 0
     (repo / "a" / "1" / "model.py").write_text("# a, changed again\n")
     r = run_cli(capsys, "push", str(repo / "a"), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err

@@ -78,7 +78,7 @@ def test_default_grpc_url(url: str | None, grpc: str | None) -> None:
 def test_verify_rejects_bad_version_flag() -> None:
     from model_sync.cli import main
 
-    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--version", "0"]) == 2
+    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--model-version", "0"]) == 2
 
 
 def test_departed_replica_is_listed_not_failing_but_a_stale_one_fails() -> None:
@@ -153,7 +153,7 @@ def test_bytes_inputs_are_length_prefixed_and_replies_parse_with_or_without_bina
 def test_departed_must_exceed_staleness(capsys: pytest.CaptureFixture[str]) -> None:
     from model_sync.cli import main
 
-    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--version", "1", "--staleness", "120", "--departed", "60"]) == 2
+    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--model-version", "1", "--staleness", "120", "--departed", "60"]) == 2
     assert "--departed: 60.0; allowed: seconds > --staleness (120)" in capsys.readouterr().err
 
 
@@ -161,7 +161,7 @@ def test_a_malformed_api_key_is_a_usage_error(capsys: pytest.CaptureFixture[str]
     from model_sync.cli import main
 
     monkeypatch.setenv(vf.API_KEY_ENV, "no-colon")
-    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--version", "1"]) == 2
+    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--model-version", "1"]) == 2
     assert "$MODEL_SYNC_TRITON_API_KEY: not CLIENT:KEY; allowed: an ingress client name and its API key" in capsys.readouterr().err
     monkeypatch.setenv(vf.API_KEY_ENV, "ci:s3cret")
     assert vf.client_headers() == {"authorization": "Basic Y2k6czNjcmV0"}

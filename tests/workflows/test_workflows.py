@@ -293,12 +293,12 @@ def test_model_promotion_verifies_staging_then_promotes_in_the_prod_environment(
     assert wf["env"]["MODEL"] == "${{ inputs.model }}"
     assert wf["env"]["VERSION"] == "${{ inputs.version }}"
     verify, promote = wf["jobs"]["verify-staging"], wf["jobs"]["promote"]
-    assert 'model-sync verify "$MODEL" --env staging --version "$VERSION"' in verify["steps"][-1]["run"]
+    assert 'model-sync verify "$MODEL" --env staging --model-version "$VERSION"' in verify["steps"][-1]["run"]
     assert promote["needs"] == "verify-staging"
     assert verify["environment"] == github_environment("publisher", "staging") == "models-staging"
     assert promote["environment"] == github_environment("promoter", "prod") == "models-prod"
     runs = "\n".join(s.get("run", "") for s in promote["steps"])
-    assert 'model-sync promote "$MODEL" --from staging --to prod --version "$VERSION"' in runs
+    assert 'model-sync promote "$MODEL" --from staging --to prod --model-version "$VERSION"' in runs
     assert steps(promote, AWS_ACTION)[0]["with"]["role-to-assume"] == "${{ vars.AWS_PROMOTER_ROLE_ARN }}"
     for job in (verify, promote):
         assert job["steps"][0]["name"] == "Validate inputs"
@@ -437,7 +437,7 @@ def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
 def test_model_rollback_calls(tmp_path: Path) -> None:
     job = load("model-rollback.yml")["jobs"]["rollback-prod"]
     assert _model_sync_calls(tmp_path, job, {"MODEL": "resnet18", "VERSION": "3", "TARGET_ENV": "prod"}) == [
-        ["rollback", "resnet18", "--env", "prod", "--yes", "--to", "3"], ["status", "resnet18", "--env", "prod"]]
+        ["rollback", "resnet18", "--env", "prod", "--yes", "--model-version", "3"], ["status", "resnet18", "--env", "prod"]]
     assert _model_sync_calls(tmp_path / "x", job, {"MODEL": "resnet18", "VERSION": "", "TARGET_ENV": "prod"})[0] == ["rollback", "resnet18", "--env", "prod", "--yes"]
 
 
