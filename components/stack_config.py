@@ -727,6 +727,9 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
             # the account); the deployer's policy is the account's own, kept beside its guard rails.
             raise ConfigError(_key("deployerPolicyArns"), arn, "is an AWS managed policy, not scoped to this stack",
                               "customer-managed policies of the stack's account (arn:aws:iam::<12-digit account>:policy/<name>; docs/stack-outputs.md)")
+        if POLICY_ARN.match(arn).group("account") != oidc_arn.split(":")[4]:  # type: ignore[union-attr]
+            raise ConfigError(_key("deployerPolicyArns"), arn, f"belongs to another account than the stack's ({oidc_arn.split(':')[4]}, from githubOidcProviderArn)",
+                              "customer-managed policies of the stack's own account")
     source_bucket = values["promotionSourceBucket"] or ""
     source_key = values["promotionSourceKmsKeyArn"] or ""
     if prod:

@@ -691,6 +691,13 @@ def test_deployer_policies_are_an_allow_list(arn: str) -> None:
     fails(cfg, rf"deployerPolicyArns: '{re.escape(arn)}' is an AWS managed policy, not scoped to this stack; allowed: customer-managed policies")
 
 
+def test_deployer_policies_are_the_stacks_own_account() -> None:
+    cfg = raw("prod")  # account 444455556666 (its githubOidcProviderArn)
+    cfg[K + "deployerPolicyArns"] = ["arn:aws:iam::111122223333:policy/triton-platform-deployer"]
+    fails(cfg, r"deployerPolicyArns: 'arn:aws:iam::111122223333:policy/triton-platform-deployer' belongs to another account than the stack's "
+               r"\(444455556666, from githubOidcProviderArn\); allowed: customer-managed policies of the stack's own account")
+
+
 def test_a_plaintext_secret_is_refused_and_the_fix_named() -> None:
     from tests.pulumi_kit import run_program
 
