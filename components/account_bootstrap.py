@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.bootstrap_config import ECR_REPOSITORY_NAME
 from components.identities import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST, _build_github_trust, github_subject
 
 IMAGE_WORKFLOW = "agent-image.yml"
@@ -30,7 +30,6 @@ IMAGE_ENVIRONMENT = "agent-image"
 IMAGE_ROLE_NAME = "triton-platform-agent-image"
 # The push role's longest session: agent-image.yml's job (timeout 30 minutes) fits in it.
 IMAGE_SESSION_SECONDS = 3600
-_ECR_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 # What pushing one image needs (docker push / buildx): the layer upload calls and PutImage;
 # DescribeImages lets the workflow see that a tag already exists before it builds.
 # ref: https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-push-iam.html
@@ -57,7 +56,7 @@ class AccountBootstrapArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.agent_image_repository and not _ECR_NAME.match(self.agent_image_repository):
+        if self.agent_image_repository and not ECR_REPOSITORY_NAME.match(self.agent_image_repository):
             raise ValueError(f"AccountBootstrapArgs.agent_image_repository: {self.agent_image_repository!r} is not valid; allowed: an ECR repository name or ''")
         if self.agent_image_push_role and not self.agent_image_repository:
             raise ValueError("AccountBootstrapArgs.agent_image_push_role: True without agent_image_repository; allowed: False, or name the repository")

@@ -14,11 +14,16 @@ ROLE_ARN = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>[0-9]{12
 POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
 
 
+def policy_account(policy_arn: str) -> str | None:
+    """The account of a managed policy ARN (`aws` for AWS managed ones); None for anything else."""
+    m = POLICY_ARN.match(policy_arn)
+    return m.group("account") if m else None
+
+
 def is_customer_managed_policy(policy_arn: str) -> bool:
     """A policy an account owns (`arn:aws:iam::<account>:policy/...`), not an AWS managed one
     (`arn:aws:iam::aws:policy/...`, none of which is scoped to one stack)."""
-    m = POLICY_ARN.match(policy_arn)
-    return m is not None and m.group("account") != "aws"
+    return policy_account(policy_arn) not in (None, "aws")
 
 
 def role_identity(role_arn: str) -> tuple[str, str, str]:

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.stack_config import _AWS_REGION, _GITHUB_REPO, ConfigError, _bool, _list, _str
+from components.stack_config import _AWS_REGION, _GITHUB_REPO, GIT_REF, ConfigError, _bool, _list, _str
 
 PROJECT = "triton-platform-bootstrap"
-_ECR_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
-_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
+# An ECR repository name. ref: https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_CreateRepository.html
+ECR_REPOSITORY_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 KEYS = ("githubRepository", "agentImageRepository", "agentImagePushRole", "agentImageRefs")
 
 
@@ -48,12 +48,12 @@ def parse(raw: Mapping[str, Any], stack: str) -> BootstrapConfig:
     repo = _str(_key("githubRepository"), values.get("githubRepository"), _GITHUB_REPO, "a GitHub owner/name")
     image_repo = values.get("agentImageRepository", "triton-platform/model-sync-agent")
     if image_repo != "":
-        _str(_key("agentImageRepository"), image_repo, _ECR_NAME, "an ECR repository name such as triton-platform/model-sync-agent, or empty for none")
+        _str(_key("agentImageRepository"), image_repo, ECR_REPOSITORY_NAME, "an ECR repository name such as triton-platform/model-sync-agent, or empty for none")
     refs = _list(_key("agentImageRefs"), values.get("agentImageRefs", ["refs/heads/main"]))
     if not refs:
         raise ConfigError(_key("agentImageRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
     for ref in refs:
-        _str(_key("agentImageRefs"), ref, _REF, "refs/heads/<branch> or refs/tags/<tag> (no wildcards)")
+        _str(_key("agentImageRefs"), ref, GIT_REF, "refs/heads/<branch> or refs/tags/<tag> (no wildcards)")
     push = _bool(_key("agentImagePushRole"), values.get("agentImagePushRole", True))
     if push and not image_repo:
         raise ConfigError(_key("agentImagePushRole"), True, "is set without an agentImageRepository", "false, or name the repository")

@@ -64,7 +64,7 @@ from components.arns import is_customer_managed_policy
 from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
 from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
 from components.pod_identity import pod_identity_principal_condition, pod_identity_trust
-from components.stack_config import ENVIRONMENTS
+from components.stack_config import ENVIRONMENTS, GIT_REF
 from model_sync import layout
 
 CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
@@ -96,7 +96,6 @@ CI_ROLE_PURPOSES: dict[str, str] = {"deployer": "deploy", "preview": "preview", 
 PULL_REQUEST_REF = "refs/pull/*/merge"
 
 _REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
-_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
 _WORKFLOW_FILE = re.compile(r"^[a-z0-9][a-z0-9-]*\.yml$")
 _OIDC_ARN = re.compile(rf"^arn:aws[a-z-]*:iam::[0-9]{{12}}:oidc-provider/{re.escape(GITHUB_OIDC_HOST)}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -154,7 +153,7 @@ class IdentitiesArgs:
         if not self.github_deploy_refs:
             raise ValueError("IdentitiesArgs.github_deploy_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
         for ref in self.github_deploy_refs:
-            if not _REF.match(ref):
+            if not GIT_REF.match(ref):
                 raise ValueError(f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> "
                                  f"(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. deploy-{self.environment})")
         if not self.deployer_policy_arns:
@@ -195,7 +194,7 @@ def github_subject(repository: str, workflow: str, ref: str, environment: str) -
         raise ValueError(f"repository: {repository!r} is not valid; allowed: a GitHub owner/name")
     if not _WORKFLOW_FILE.match(workflow):
         raise ValueError(f"workflow: {workflow!r} is not valid; allowed: a file name in {WORKFLOW_DIR} such as deploy.yml")
-    if not (_REF.match(ref) or ref == PULL_REQUEST_REF):
+    if not (GIT_REF.match(ref) or ref == PULL_REQUEST_REF):
         raise ValueError(f"ref: {ref!r} is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or {PULL_REQUEST_REF}")
     if not re.match(r"^[a-z0-9][a-z0-9-]{0,62}$", environment):
         raise ValueError(f"environment: {environment!r} is not valid; allowed: a GitHub environment name of a-z 0-9 -")

@@ -30,7 +30,7 @@ import pulumi
 import yaml
 
 from components import cidr_rules, node_fit, versions
-from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, role_identity
+from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_account, role_identity
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
 from model_sync.compat import TRITON_RELEASES
 
@@ -56,6 +56,8 @@ _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _INSTANCE_TYPE = re.compile(r"^([a-z][a-z0-9-]*?)\.([0-9a-z]+)$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$")
+# A branch or tag ref the CI roles' workflows may run from (no wildcards, no environments).
+GIT_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 _IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 _IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
@@ -686,7 +688,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
     if not refs:
         raise ConfigError(_key("githubDeployRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
     for ref in refs:
-        _str(_key("githubDeployRefs"), ref, re.compile(r"^refs/(heads|tags)/[\w./-]+$"),
+        _str(_key("githubDeployRefs"), ref, GIT_REF,
              f"refs/heads/<branch> or refs/tags/<tag> (no wildcards, no environment: each CI role's environment is fixed by its purpose, e.g. deploy-{environment})")
 
     agent_image = _str(_key("agentImage"), values["agentImage"], _IMAGE_TAGGED if environment == "dev" else _IMAGE_PINNED,
@@ -727,7 +729,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
             # the account); the deployer's policy is the account's own, kept beside its guard rails.
             raise ConfigError(_key("deployerPolicyArns"), arn, "is an AWS managed policy, not scoped to this stack",
                               "customer-managed policies of the stack's account (arn:aws:iam::<12-digit account>:policy/<name>; docs/stack-outputs.md)")
-        if POLICY_ARN.match(arn).group("account") != oidc_arn.split(":")[4]:  # type: ignore[union-attr]
+        if policy_account(arn) != oidc_arn.split(":")[4]:
             raise ConfigError(_key("deployerPolicyArns"), arn, f"belongs to another account than the stack's ({oidc_arn.split(':')[4]}, from githubOidcProviderArn)",
                               "customer-managed policies of the stack's own account")
     source_bucket = values["promotionSourceBucket"] or ""

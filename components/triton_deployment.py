@@ -29,7 +29,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import gpu_contract, naming, network_policies, versions
+from components import gpu_contract, naming, network_policies, node_fit, versions
 from components.stack_config import ENVIRONMENTS, TritonDeploymentConfig
 
 HTTP_PORT = 8000
@@ -237,12 +237,12 @@ def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Inpu
              triton_image: str, admin_secret: str) -> dict[str, Any]:
     models_mount = {"name": "models", "mountPath": MODELS_MOUNT}
     tmp_mount = {"name": "tmp", "mountPath": TMP_DIR}
-    agent_resources = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    agent_resources = {"requests": dict(node_fit.AGENT_REQUESTS), "limits": {"cpu": "1", "memory": "1Gi"}}
     agent_init = {
         "name": "agent-init", "image": agent_image, "imagePullPolicy": "IfNotPresent",
         "command": agent_command(d, environment=environment, bucket=bucket, region=region, once=True),
         "env": _agent_env(region, admin_secret), "volumeMounts": [models_mount, tmp_mount],
-        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+        "resources": {"requests": dict(node_fit.AGENT_INIT_REQUESTS), "limits": {"cpu": "2", "memory": "2Gi"}},
         "securityContext": container_security_context(),
     }
     agent = {
@@ -276,7 +276,7 @@ def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Inpu
         # ref: https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/#hook-handler-implementations
         "lifecycle": {"preStop": {"sleep": {"seconds": prestop_seconds(d)}}},
         "resources": {
-            "requests": {"cpu": d.cpu, "memory": d.memory, "ephemeral-storage": f"{d.model_volume_gib + 2}Gi"},
+            "requests": {"cpu": d.cpu, "memory": d.memory, "ephemeral-storage": f"{d.model_volume_gib + node_fit.EPHEMERAL_OVERHEAD_GIB}Gi"},
             "limits": {"cpu": d.cpu, "memory": d.memory, gpu_contract.GPU_RESOURCE: str(d.gpus_per_replica)},
         },
         "securityContext": container_security_context(),
