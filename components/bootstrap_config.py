@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.stack_config import _AWS_REGION, _GITHUB_REPO, GIT_REF, ConfigError, _bool, _list, _str
+from components.stack_config import AWS_REGION, GIT_REF, GITHUB_REPO, ConfigError, _bool, _list, _str
 
 PROJECT = "triton-platform-bootstrap"
 # An ECR repository name. ref: https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_CreateRepository.html
@@ -44,8 +44,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> BootstrapConfig:
             if name not in KEYS:
                 raise ConfigError(full_key, value, "is an unknown config key", ", ".join(KEYS))
             values[name] = value
-    region = _str("aws:region", raw.get("aws:region"), _AWS_REGION, "an AWS region such as us-east-1")
-    repo = _str(_key("githubRepository"), values.get("githubRepository"), _GITHUB_REPO, "a GitHub owner/name")
+    region = _str("aws:region", raw.get("aws:region"), AWS_REGION, "an AWS region such as us-east-1")
+    repo = _str(_key("githubRepository"), values.get("githubRepository"), GITHUB_REPO, "a GitHub owner/name")
     image_repo = values.get("agentImageRepository", "triton-platform/model-sync-agent")
     if image_repo != "":
         _str(_key("agentImageRepository"), image_repo, ECR_REPOSITORY_NAME, "an ECR repository name such as triton-platform/model-sync-agent, or empty for none")

@@ -64,7 +64,7 @@ from components.arns import is_customer_managed_policy
 from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
 from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
 from components.pod_identity import pod_identity_principal_condition, pod_identity_trust
-from components.stack_config import ENVIRONMENTS, GIT_REF
+from components.stack_config import ENVIRONMENTS, GIT_REF, GITHUB_OIDC_ARN, GITHUB_REPO
 from model_sync import layout
 
 CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
@@ -95,9 +95,7 @@ CI_ROLE_PURPOSES: dict[str, str] = {"deployer": "deploy", "preview": "preview", 
 # The ref of every pull_request run (`refs/pull/<number>/merge`); `*` stands for the number.
 PULL_REQUEST_REF = "refs/pull/*/merge"
 
-_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 _WORKFLOW_FILE = re.compile(r"^[a-z0-9][a-z0-9-]*\.yml$")
-_OIDC_ARN = re.compile(rf"^arn:aws[a-z-]*:iam::[0-9]{{12}}:oidc-provider/{re.escape(GITHUB_OIDC_HOST)}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -148,7 +146,7 @@ class IdentitiesArgs:
         for d in self.triton_deployments:
             if not _DNS_LABEL.match(d):
                 raise ValueError(f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, digits and '-'")
-        if not _REPO.match(self.github_repository):
+        if not GITHUB_REPO.match(self.github_repository):
             raise ValueError(f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub owner/name")
         if not self.github_deploy_refs:
             raise ValueError("IdentitiesArgs.github_deploy_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
@@ -161,7 +159,7 @@ class IdentitiesArgs:
         for arn in self.deployer_policy_arns:
             if not is_customer_managed_policy(arn):
                 raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: customer-managed policies (arn:aws:iam::<account>:policy/<name>)")
-        if not _OIDC_ARN.match(self.github_oidc_provider_arn):
+        if not GITHUB_OIDC_ARN.match(self.github_oidc_provider_arn):
             raise ValueError(f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty")
         if self.environment == "prod":
             if not _BUCKET.match(self.promotion_source_bucket):
@@ -190,7 +188,7 @@ def github_environment(role: str, environment: str) -> str:
 def github_subject(repository: str, workflow: str, ref: str, environment: str) -> str:
     """The `sub` GitHub issues, under GITHUB_SUB_CLAIM_KEYS, to a job of `workflow` (a file in
     .github/workflows) run from `ref` in GitHub environment `environment`."""
-    if not _REPO.match(repository):
+    if not GITHUB_REPO.match(repository):
         raise ValueError(f"repository: {repository!r} is not valid; allowed: a GitHub owner/name")
     if not _WORKFLOW_FILE.match(workflow):
         raise ValueError(f"workflow: {workflow!r} is not valid; allowed: a file name in {WORKFLOW_DIR} such as deploy.yml")

@@ -58,14 +58,14 @@ _INSTANCE_TYPE = re.compile(r"^([a-z][a-z0-9-]*?)\.([0-9a-z]+)$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$")
 # A branch or tag ref the CI roles' workflows may run from (no wildcards, no environments).
 GIT_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
-_GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
+GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 _IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 _IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
 # An NGC tritonserver image or a registry mirror of it: <registry>[/<path>]/tritonserver:<YY.MM>-py3[-<variant>][@sha256:<64 hex>].
 _TRITON_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*/tritonserver:(?P<release>[0-9]{2}\.[0-9]{2})-py3(-[a-z0-9-]+)?(?P<digest>@sha256:[0-9a-f]{64})?$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$")
-_AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
-_GITHUB_OIDC_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
+AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
+GITHUB_OIDC_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
 
@@ -606,7 +606,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
                 raise ConfigError(_key(k.name), None, "is missing", f"a {k.type} value ({k.description})")
             values[k.name] = k.default
 
-    region = _str("aws:region", region, _AWS_REGION, "an AWS region such as us-east-1")
+    region = _str("aws:region", region, AWS_REGION, "an AWS region such as us-east-1")
     environment = _choice(_key("environment"), values["environment"], ENVIRONMENTS)
     prod = environment == "prod"
     named = stack_environments(stack)
@@ -683,7 +683,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
     if force_destroy and environment != "dev":
         raise ConfigError(_key("modelRepositoryForceDestroy"), True, f"is not allowed in {environment}", "true in dev only")
 
-    github_repo = _str(_key("githubRepository"), values["githubRepository"], _GITHUB_REPO, "a GitHub owner/name")
+    github_repo = _str(_key("githubRepository"), values["githubRepository"], GITHUB_REPO, "a GitHub owner/name")
     refs = _list(_key("githubDeployRefs"), values["githubDeployRefs"])
     if not refs:
         raise ConfigError(_key("githubDeployRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
@@ -715,7 +715,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
                           "[0.0.0.0/0] written as such for a public API, or client CIDRs whose union is at most a /8")
 
     oidc_arn = values["githubOidcProviderArn"]
-    if not isinstance(oidc_arn, str) or not _GITHUB_OIDC_ARN.match(oidc_arn):
+    if not isinstance(oidc_arn, str) or not GITHUB_OIDC_ARN.match(oidc_arn):
         raise ConfigError(_key("githubOidcProviderArn"), oidc_arn, "is not the GitHub OIDC provider",
                           "arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com: the bootstrap stack's output githubOidcProviderArn (docs/bootstrap.md)")
     deployer_arns = _list(_key("deployerPolicyArns"), values["deployerPolicyArns"])
