@@ -111,6 +111,11 @@ class EksClusterArgs:
             raise ValueError(f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}")
 
 
+def _kept(parent: pulumi.Resource, old_name: str | None) -> pulumi.ResourceOptions:
+    """Child options that keep the URN the child had under `old_name` (none when None)."""
+    return pulumi.ResourceOptions(parent=parent, aliases=[pulumi.Alias(name=old_name)] if old_name else [])
+
+
 def _build_assume_role_policy(service: str) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": [{
         "Effect": "Allow", "Principal": {"Service": service}, "Action": ["sts:AssumeRole", "sts:TagSession"],
@@ -215,18 +220,15 @@ class EksCluster(pulumi.ComponentResource):
         for arn in args.cluster_admin_role_arns:
             # Children are keyed `<account>-<role name>` (one name may exist in two accounts); a
             # name unique in the list keeps the URN it had when keys were the name alone.
-            key_name, old = role_key(arn), role_name_key(arn)
-            unique = name_keys.count(old) == 1
-
-            def kept(suffix: str, unique: bool = unique, old: str = old) -> pulumi.ResourceOptions:
-                return pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=f"{name}-admin-{old}{suffix}")] if unique else [])
-
-            entry = aws.eks.AccessEntry(f"{name}-admin-{key_name}", cluster_name=cluster.name, principal_arn=arn,
-                                        type="STANDARD", tags=tags, opts=kept(""))
+            child_name = f"{name}-admin-{role_key(arn)}"
+            old = f"{name}-admin-{role_name_key(arn)}" if name_keys.count(role_name_key(arn)) == 1 else None
+            entry = aws.eks.AccessEntry(child_name, cluster_name=cluster.name, principal_arn=arn,
+                                        type="STANDARD", tags=tags, opts=_kept(self, old))
             associations.append(aws.eks.AccessPolicyAssociation(
-                f"{name}-admin-{key_name}-policy", cluster_name=cluster.name, principal_arn=entry.principal_arn,
+                f"{child_name}-policy", cluster_name=cluster.name, principal_arn=entry.principal_arn,
                 policy_arn=CLUSTER_ADMIN_POLICY_ARN,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=kept("-policy"),
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=_kept(self, old and f"{old}-policy"),
             ))
 
         self.addons = EksAddons(f"{name}-addons", EksAddonsArgs(
