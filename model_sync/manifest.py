@@ -63,11 +63,24 @@ pin index (manifests/_pins/<model>.json, "model-sync.pin-index/v1"), rewritten a
 allocation (audit/allocations/<model>/<N>.json, "model-sync.allocation/v1"), conditional write:
     {"schema": "model-sync.allocation/v1", "model": "resnet", "version": 4, "purpose": "push" | "promote",
      "nonce": "<uuid4 hex>", "by": "...", "at": "RFC 3339 UTC"}
+
+replica status (status/<deployment>/<replica>.json, "model-sync.replica-status/v1"), rewritten by
+each replica's agent when something changes and every heartbeat, deleted when the agent stops;
+`verify` and `status` read it:
+    {"schema": "model-sync.replica-status/v1", "env": "prod", "deployment": "default",
+     "replica": "<pod name>", "bucket_uri": "s3://...", "triton_url": "http://127.0.0.1:8000" | null,
+     "heartbeat_seconds": 30, "s3_reachable": true | false | null, "last_s3_ok_at": "RFC 3339 UTC" | null,
+     "last_error": "one line" | null, "agent_started_at": "RFC 3339 UTC", "reported_at": "RFC 3339 UTC",
+     "models": {"resnet": {"pinned": [4], "serving": [3], "state": "READY" | "LOADING" | "FAILED" | "PLACED" | "PENDING",
+                           "error": "one line" | null, "failed": {"4": "Triton's reason"}, "local_versions": [3, 4],
+                           "smoke": null | {"ok": true, "version": 3, "at": "RFC 3339 UTC", "detail": "ok"}}}}
+  States are ReplicaState. Timestamps everywhere are format_time()'s.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 import hashlib
 import json
 import re
@@ -248,6 +261,60 @@ ALLOCATION_SCHEMA: dict[str, Any] = _obj(
     },
 )
 
+
+
+class ReplicaState(enum.StrEnum):
+    """What a replica reports for one model (the replica status record's `state`)."""
+
+    READY = "READY"  # Triton serves the local pin
+    LOADING = "LOADING"  # placed and pinned locally, Triton still loading it
+    FAILED = "FAILED"  # the pin's version was refused or failed to load (the previous one keeps serving)
+    PLACED = "PLACED"  # on disk and pinned locally, Triton not asked (init container: Triton not started yet)
+    PENDING = "PENDING"  # pin seen, version not in place yet (download failed / S3 unreachable)
+
+
+REPLICA_STATUS = "model-sync.replica-status/v1"
+_VERSIONS = {"type": "array", "items": _VERSION}
+_NULLABLE_TIME = {"type": ["string", "null"], "pattern": TIME_RE}
+REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
+    ["schema", "env", "deployment", "replica", "bucket_uri", "triton_url", "heartbeat_seconds", "s3_reachable",
+     "last_s3_ok_at", "last_error", "agent_started_at", "reported_at", "models"],
+    {
+        "schema": {"const": REPLICA_STATUS},
+        "env": {"type": "string", "minLength": 1},
+        "deployment": {"type": "string", "minLength": 1},
+        "replica": {"type": "string", "minLength": 1},
+        "bucket_uri": {"type": "string", "minLength": 1},
+        "triton_url": _NULLABLE_STR,
+        "heartbeat_seconds": {"type": "number"},
+        "s3_reachable": {"type": ["boolean", "null"]},
+        "last_s3_ok_at": _NULLABLE_TIME,
+        "last_error": _NULLABLE_STR,
+        "agent_started_at": _TIME,
+        "reported_at": _TIME,
+        "models": {
+            "type": "object",
+            "additionalProperties": _obj(
+                ["pinned", "serving", "state", "error", "failed", "local_versions", "smoke"],
+                {
+                    "pinned": _VERSIONS,
+                    "serving": _VERSIONS,
+                    "state": {"enum": [s.value for s in ReplicaState]},
+                    "error": _NULLABLE_STR,
+                    "failed": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "local_versions": _VERSIONS,
+                    "smoke": {
+                        "anyOf": [
+                            {"type": "null"},
+                            _obj(["ok", "version", "at", "detail"], {"ok": {"type": "boolean"}, "version": _VERSION, "at": _TIME, "detail": {"type": "string"}}),
+                        ]
+                    },
+                },
+            ),
+        },
+    },
+)
+
 PIN_INDEX = "model-sync.pin-index/v1"
 PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
     ["schema", "model", "version", "at"],
@@ -264,6 +331,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "model-sync.pin/v1": PIN_SCHEMA,
     "model-sync.allocation/v1": ALLOCATION_SCHEMA,
     PIN_INDEX: PIN_INDEX_SCHEMA,
+    REPLICA_STATUS: REPLICA_STATUS_SCHEMA,
 }
 
 
@@ -277,6 +345,7 @@ def _type_ok(value: Any, t: str) -> bool:
         "array": isinstance(value, list),
         "string": isinstance(value, str),
         "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
         "boolean": isinstance(value, bool),
         "null": value is None,
     }[t]
@@ -285,6 +354,16 @@ def _type_ok(value: Any, t: str) -> bool:
 def _check(value: Any, schema: Mapping[str, Any], path: str) -> None:
     """The subset of JSON Schema (2020-12) the schemas above use; tests cross-check it with jsonschema."""
     where = path or "(document)"
+    if "anyOf" in schema:
+        problems = []
+        for option in schema["anyOf"]:
+            try:
+                _check(value, option, path)
+                break
+            except RecordError as e:
+                problems.append(str(e))
+        else:
+            raise RecordError("; or ".join(problems))
     if "const" in schema and value != schema["const"]:
         raise RecordError(f"{where}: {value!r}; allowed: {schema['const']!r}")
     if "enum" in schema and value not in schema["enum"]:
@@ -392,8 +471,27 @@ def read_pin_index(data: bytes | str, model: str | None = None) -> dict[str, Any
     return read(data, PIN_INDEX, model=model)
 
 
+def read_replica_status(data: bytes | str) -> dict[str, Any]:
+    """A replica status record (status/<deployment>/<replica>.json), strictly."""
+    return read(data, REPLICA_STATUS)
+
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # the one timestamp format of every record (RFC 3339, UTC, microseconds)
+
+
+def format_time(ts: float) -> str:
+    """A POSIX time as records write it."""
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime(TIME_FORMAT)
+
+
+def parse_time(value: str) -> _dt.datetime:
+    """A record's timestamp (format_time's, or without the fraction) as an aware UTC datetime."""
+    fmt = TIME_FORMAT if "." in value else TIME_FORMAT.replace(".%f", "")
+    return _dt.datetime.strptime(value, fmt).replace(tzinfo=_dt.UTC)
+
+
 def now() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _dt.datetime.now(_dt.UTC).strftime(TIME_FORMAT)
 
 
 def stamp() -> str:
