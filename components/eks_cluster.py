@@ -247,7 +247,7 @@ class EksCluster(pulumi.ComponentResource):
             lambda v: _build_kubeconfig(v[0], v[1], v[2], args.region)))
         self.provider = k8s.Provider(
             f"{name}-k8s", kubeconfig=self.kubeconfig,
-            # Every Kubernetes object this program creates is named explicitly (STYLE.md).
+            # Every Kubernetes object this program creates is named explicitly (metadata.name).
             # ref: https://www.pulumi.com/registry/packages/kubernetes/api-docs/provider/#enableserversideapply_python
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=associations),

