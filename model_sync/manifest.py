@@ -262,7 +262,6 @@ ALLOCATION_SCHEMA: dict[str, Any] = _obj(
 )
 
 
-
 class ReplicaState(enum.StrEnum):
     """What a replica reports for one model (the replica status record's `state`)."""
 

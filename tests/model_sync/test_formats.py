@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -185,3 +186,39 @@ def test_write_file_is_atomic_and_parses(tmp_path) -> None:
     model_config.write_file(str(path), model_config.pin(model_config.parse('backend: "python"'), 2))
     assert model_config.pinned_version(model_config.read_file(str(path))) == 2
     assert [p.name for p in tmp_path.iterdir()] == ["config.pbtxt"]
+
+
+def _replica_status(**model: object) -> dict:
+    entry = {"pinned": [2], "serving": [1], "state": manifest.ReplicaState.READY, "error": None, "failed": {"2": "boom"},
+             "local_versions": [1, 2], "smoke": {"ok": True, "version": 1, "at": manifest.format_time(1.5), "detail": "ok"}}
+    return {"schema": manifest.REPLICA_STATUS, "env": "prod", "deployment": "default", "replica": "pod-0",
+            "bucket_uri": "s3://bkt", "triton_url": None, "heartbeat_seconds": 30, "s3_reachable": True,
+            "last_s3_ok_at": manifest.format_time(2.0), "last_error": None, "agent_started_at": manifest.format_time(1.0),
+            "reported_at": manifest.format_time(3.25), "models": {"add": {**entry, **model}}}
+
+
+def test_replica_status_record_round_trips_and_agrees_with_jsonschema() -> None:
+    doc = _replica_status()
+    jsonschema.validate(json.loads(manifest.dumps(doc)), manifest.REPLICA_STATUS_SCHEMA)
+    assert manifest.read_replica_status(manifest.dumps(doc))["models"]["add"]["state"] == "READY"
+    assert manifest.read_replica_status(manifest.dumps(_replica_status(smoke=None)))["models"]["add"]["smoke"] is None
+
+
+@pytest.mark.parametrize(("model", "match"), [
+    ({"state": "SERVING"}, r"models\.add\.state: 'SERVING'; allowed: one of \['READY'"),
+    ({"smoke": {"ok": "yes", "version": 1, "at": "1970-01-01T00:00:01.500000Z", "detail": "ok"}}, r"models\.add\.smoke\.ok: 'yes'; allowed: boolean"),
+    ({"extra": 1}, r"models\.add\.extra: unknown field"),
+])
+def test_replica_status_reader_is_strict(model: dict, match: str) -> None:
+    doc = _replica_status(**model)
+    with pytest.raises(manifest.RecordError, match=match):
+        manifest.read_replica_status(json.dumps(doc))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, manifest.REPLICA_STATUS_SCHEMA)
+
+
+def test_one_timestamp_format_round_trips() -> None:
+    assert manifest.format_time(1.5) == "1970-01-01T00:00:01.500000Z"
+    assert manifest.parse_time(manifest.format_time(1.5)).timestamp() == 1.5
+    assert manifest.parse_time("1970-01-01T00:00:02Z").timestamp() == 2.0
+    assert re.match(manifest.TIME_RE, manifest.now())
