@@ -1,413 +1,111 @@
-"""JSON records model_sync writes to the bucket, their JSON Schemas and strict readers.
-
-Every record is UTF-8 JSON with a `schema` field naming its format and version. Readers
-reject unknown fields, wrong types and inconsistent values with one-line `RecordError`s
-(`<record> <field>: <bad value>; <allowed>`); writers produce sorted, indented JSON.
-
-manifest (manifests/<model>/<N>.json, "model-sync.manifest/v2"), written once per version
-after every version file is uploaded and before the pin flips:
-    {"schema": "model-sync.manifest/v2", "model": "resnet", "version": 3,
-     "files": {"model.pt": {"sha256": "<64 hex>", "size": 123}, ...},   # relative to <N>/
-     "config_pbtxt": "<the config.pbtxt text pinned to N, as written to the pin>",
-     "backend": "python" | "pytorch" | ..., "platform": "pytorch_libtorch" | "",
-     "source": {"path": "/abs/local/dir", "host": "...", "git_commit": "..." | null,
-                "promoted_from": null | {"env": "staging", "bucket_uri": "s3://...", "version": 3}},
-     "exporter": {"tool": "model-sync 0.1.0", "method": "trace" | "script" | null,
-                  "torch_version": "2.13.0+cpu" | null, "torchscript_format_version": 3 | null,
-                  "target": "cloud" | "local" | null,
-                  "operators": ["aten::linear", ...] | null},     # torch.jit.export_opnames
-     "compatibility": {"triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3" | null,
-                       "libtorch_version": "2.9.0a0" | null,
-                       "result": "compatible" | "exempt" | "skew-allowed",
-                       "detail": "why (the skew / exemption message)" | null},   # model_sync.compat
-     "created_by": "arn:aws:sts::...:assumed-role/... | unix user", "created_at": "RFC 3339 UTC"}
-  v1 ("model-sync.manifest/v1": no `exporter.operators`, no `compatibility`) is still read;
-  model-sync writes v2 only. Readers dispatch on `schema` (MANIFEST_SCHEMA_IDS).
-
-verification (audit/verifications/<model>/<N>/<stamp>-<hex>.json, "model-sync.verification/v2"),
-one record per `model-sync verify` attempt in the environment it verified, never overwritten;
-`promote` reads the latest attempt with "pinned": true and requires "passed": true:
-    {"schema": "model-sync.verification/v2", "model": "resnet", "version": 3, "passed": true,
-     "pinned": true,                 # version 3 was the pinned version when verify ran
-     "checks": {"replicas": "passed", "http": "passed" | "failed" | "not-run", "grpc": ...},
-     "replicas": {"<deployment>/<replica>": "READY" | "<state/error>"}, "smoke_inference": true,
-     "manifest_sha256": "<sha256 of the manifest JSON bytes verified>",
-     "verified_by": "...", "verified_at": "RFC 3339 UTC", "detail": "free text",
-     "evidence": "replica-smoke" | "replica-smoke+direct-http" | "replica-smoke+direct-grpc" | "replica-smoke+direct-http-grpc"}
-  A check that could not run (no endpoint given) is "not-run", never "failed". v1 (the single
-  record at audit/verifications/<model>/<N>.json of older releases: no pinned, no checks) is
-  still read by the gate when a version has no attempt.
-
-promotion (audit/promotions/<model>/<N>.json in the TARGET env, "model-sync.promotion/v2"):
-    {"schema": "model-sync.promotion/v2", "model": "resnet", "version": 7,
-     "source": {"env": "staging", "bucket_uri": "s3://...", "version": 3},
-     "target": {"env": "prod", "bucket_uri": "s3://..."},
-     "verification": {"skipped": false, "record_key": "audit/verifications/resnet/3.json"},
-     "files": {"model.pt": {"sha256": "...", "size": 123}}, "checksums_verified": "s3-checksum" | "rehash",
-     "compatibility": {... as in the manifest, against the TARGET's Triton image},
-     "promoted_by": "...", "promoted_at": "RFC 3339 UTC"}
-  v1 (no `compatibility`) is still read.
-
-pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
-    {"schema": "model-sync.pin/v1", "model": "resnet", "version": 4, "previous": 3 | null,
-     "action": "push" | "promote" | "rollback", "stack": [1, 3],   # earlier pins, newest last
-     "by": "...", "at": "RFC 3339 UTC"}
-  `stack` makes default rollback deterministic: rollback pins stack[-1] and pops it, a push or
-  an explicit `rollback --model-version` pushes the previous pin (capped at 32 entries).
-
-pin index (manifests/_pins/<model>.json, "model-sync.pin-index/v1"), rewritten after every flip:
-    {"schema": "model-sync.pin-index/v1", "model": "resnet", "version": 4, "at": "RFC 3339 UTC"}
-  A change signal only (agents list manifests/_pins/ and re-read a pin whose index entry
-  changed); the pin itself stays the one source of truth.
-
-allocation (audit/allocations/<model>/<N>.json, "model-sync.allocation/v1"), conditional write:
-    {"schema": "model-sync.allocation/v1", "model": "resnet", "version": 4, "purpose": "push" | "promote",
-     "nonce": "<uuid4 hex>", "by": "...", "at": "RFC 3339 UTC"}
-
-replica status (status/<deployment>/<replica>.json, "model-sync.replica-status/v1"), rewritten by
-each replica's agent when something changes and every heartbeat, deleted when the agent stops;
-`verify` and `status` read it:
-    {"schema": "model-sync.replica-status/v1", "env": "prod", "deployment": "default",
-     "replica": "<pod name>", "bucket_uri": "s3://...", "triton_url": "http://127.0.0.1:8000" | null,
-     "heartbeat_seconds": 30, "s3_reachable": true | false | null, "last_s3_ok_at": "RFC 3339 UTC" | null,
-     "last_error": "one line" | null, "agent_started_at": "RFC 3339 UTC", "reported_at": "RFC 3339 UTC",
-     "models": {"resnet": {"pinned": [4], "serving": [3], "state": "READY" | "LOADING" | "FAILED" | "PLACED" | "PENDING",
-                           "error": "one line" | null, "failed": {"4": "Triton's reason"}, "local_versions": [3, 4],
-                           "smoke": null | {"ok": true, "version": 3, "at": "RFC 3339 UTC", "detail": "ok"}}}}
-  States are ReplicaState. Timestamps everywhere are format_time()'s.
-"""
+"""Every record model_sync writes to the bucket, defined once: the strict reader and writer of each
+(manifest, verification, promotion, pin, pin index, allocation, replica status), and the one
+timestamp format. The formats and their JSON Schemas are model_sync.record_schemas; validation is
+jsonschema's, its first error rewritten as the one-line `RecordError` every command prints
+(`<record> <field>: <bad value>; allowed: <what is>`)."""
 
 from __future__ import annotations
 
 import datetime as _dt
-import enum
 import hashlib
 import json
-import re
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
+from jsonschema import Draft202012Validator, ValidationError, validators
+
 from model_sync import layout
-
-SHA256_RE = r"^[0-9a-f]{64}$"
-TIME_RE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
-NAME_RE = layout.MODEL_NAME_RE.pattern
-STACK_MAX = 32
-
-_VERSION = {"type": "integer", "minimum": 1}
-_TIME = {"type": "string", "pattern": TIME_RE}
-_FILES = {
-    "type": "object",
-    "minProperties": 1,
-    "additionalProperties": {
-        "type": "object",
-        "required": ["sha256", "size"],
-        "additionalProperties": False,
-        "properties": {"sha256": {"type": "string", "pattern": SHA256_RE}, "size": {"type": "integer", "minimum": 0}},
-    },
-}
-_NULLABLE_STR = {"type": ["string", "null"]}
-
-
-def _obj(required: list[str], properties: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"type": "object", "required": required, "additionalProperties": False, "properties": {**properties, **(optional or {})}}
-
-
-MANIFEST_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "files", "config_pbtxt", "backend", "platform", "source", "exporter", "created_by", "created_at"],
-    {
-        "schema": {"const": "model-sync.manifest/v1"},
-        "model": {"type": "string", "pattern": NAME_RE},
-        "version": _VERSION,
-        "files": _FILES,
-        "config_pbtxt": {"type": "string", "minLength": 1},
-        "backend": {"type": "string"},
-        "platform": {"type": "string"},
-        "source": _obj(
-            ["path", "host", "git_commit", "promoted_from"],
-            {
-                "path": {"type": "string"},
-                "host": {"type": "string"},
-                "git_commit": _NULLABLE_STR,
-                "promoted_from": {
-                    "type": ["object", "null"],
-                    "required": ["env", "bucket_uri", "version"],
-                    "additionalProperties": False,
-                    "properties": {"env": {"type": "string"}, "bucket_uri": {"type": "string"}, "version": _VERSION},
-                },
-            },
-        ),
-        "exporter": _obj(
-            ["tool", "method", "torch_version", "torchscript_format_version", "target"],
-            {
-                "tool": {"type": "string"},
-                "method": {"enum": ["trace", "script", None]},
-                "torch_version": _NULLABLE_STR,
-                "torchscript_format_version": {"type": ["integer", "null"]},
-                "target": {"enum": ["cloud", "local", None]},
-            },
-        ),
-        "created_by": {"type": "string", "minLength": 1},
-        "created_at": _TIME,
-    },
+from model_sync.record_schemas import (
+    CHECK_RESULTS,
+    MANIFEST_SCHEMA,
+    MANIFEST_SCHEMA_IDS,
+    MANIFEST_SCHEMA_V1,
+    MANIFEST_V1,
+    MANIFEST_V2,
+    PIN_INDEX,
+    PROMOTION_V2,
+    REPLICA_STATUS,
+    REPLICA_STATUS_SCHEMA,
+    SCHEMAS,
+    STACK_MAX,
+    TIME_RE,
+    VERIFICATION_SCHEMA_IDS,
+    VERIFICATION_V1,
+    VERIFICATION_V2,
+    ReplicaState,
 )
 
-COMPATIBILITY: dict[str, Any] = _obj(
-    ["triton_image", "libtorch_version", "result", "detail"],
-    {
-        "triton_image": _NULLABLE_STR,
-        "libtorch_version": _NULLABLE_STR,
-        "result": {"enum": ["compatible", "exempt", "skew-allowed"]},
-        "detail": _NULLABLE_STR,
-    },
-)
-
-
-def _manifest_v2(v1: dict[str, Any]) -> dict[str, Any]:
-    """v2 = v1 + exporter.operators + compatibility (both required; operators nullable)."""
-    props = dict(v1["properties"])
-    props["schema"] = {"const": "model-sync.manifest/v2"}
-    exporter = props["exporter"]
-    props["exporter"] = _obj([*exporter["required"], "operators"], {**exporter["properties"], "operators": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}})
-    props["compatibility"] = COMPATIBILITY
-    return _obj([*v1["required"], "compatibility"], props)
-
-
-MANIFEST_SCHEMA_V1 = MANIFEST_SCHEMA
-MANIFEST_SCHEMA = _manifest_v2(MANIFEST_SCHEMA_V1)
-MANIFEST_V1, MANIFEST_V2 = "model-sync.manifest/v1", "model-sync.manifest/v2"
-MANIFEST_SCHEMA_IDS = (MANIFEST_V1, MANIFEST_V2)
-
-VERIFICATION_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "passed", "replicas", "smoke_inference", "manifest_sha256", "verified_by", "verified_at"],
-    {
-        "schema": {"const": "model-sync.verification/v1"},
-        "model": {"type": "string", "pattern": NAME_RE},
-        "version": _VERSION,
-        "passed": {"type": "boolean"},
-        "replicas": {"type": "object", "additionalProperties": {"type": "string"}},
-        "smoke_inference": {"type": "boolean"},
-        "manifest_sha256": {"type": "string", "pattern": SHA256_RE},
-        "verified_by": {"type": "string", "minLength": 1},
-        "verified_at": _TIME,
-    },
-    # evidence: what the pass rests on (model_sync.verify EVIDENCE_*); absent in older records.
-    {"detail": {"type": "string"}, "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http-grpc"]}},
-)
-
-VERIFICATION_V1, VERIFICATION_V2 = "model-sync.verification/v1", "model-sync.verification/v2"
-CHECK_RESULTS = ("passed", "failed", "not-run")
-VERIFICATION_SCHEMA_V1 = VERIFICATION_SCHEMA
-VERIFICATION_SCHEMA = _obj(
-    [*VERIFICATION_SCHEMA_V1["required"], "pinned", "checks", "evidence"],
-    {
-        **VERIFICATION_SCHEMA_V1["properties"],
-        "schema": {"const": VERIFICATION_V2},
-        "pinned": {"type": "boolean"},  # N was the pinned version when verify ran (the gate reads only those)
-        "checks": _obj(["replicas", "http", "grpc"], {name: {"enum": list(CHECK_RESULTS)} for name in ("replicas", "http", "grpc")}),
-        "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http", "replica-smoke+direct-grpc", "replica-smoke+direct-http-grpc"]},
-    },
-    {"detail": {"type": "string"}},
-)
-VERIFICATION_SCHEMA_IDS = (VERIFICATION_V1, VERIFICATION_V2)
-
-PROMOTION_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "source", "target", "verification", "files", "checksums_verified", "promoted_by", "promoted_at"],
-    {
-        "schema": {"const": "model-sync.promotion/v1"},
-        "model": {"type": "string", "pattern": NAME_RE},
-        "version": _VERSION,
-        "source": _obj(["env", "bucket_uri", "version"], {"env": {"type": "string"}, "bucket_uri": {"type": "string"}, "version": _VERSION}),
-        "target": _obj(["env", "bucket_uri"], {"env": {"type": "string"}, "bucket_uri": {"type": "string"}}),
-        "verification": _obj(["skipped", "record_key"], {"skipped": {"type": "boolean"}, "record_key": _NULLABLE_STR}),
-        "files": _FILES,
-        "checksums_verified": {"enum": ["s3-checksum", "rehash", "mixed"]},
-        "promoted_by": {"type": "string", "minLength": 1},
-        "promoted_at": _TIME,
-    },
-)
-
-PROMOTION_SCHEMA_V1 = PROMOTION_SCHEMA
-PROMOTION_SCHEMA = _obj(
-    [*PROMOTION_SCHEMA_V1["required"], "compatibility"],
-    {**PROMOTION_SCHEMA_V1["properties"], "schema": {"const": "model-sync.promotion/v2"}, "compatibility": COMPATIBILITY},
-)
-PROMOTION_V2 = "model-sync.promotion/v2"
-
-PIN_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "previous", "action", "stack", "by", "at"],
-    {
-        "schema": {"const": "model-sync.pin/v1"},
-        "model": {"type": "string", "pattern": NAME_RE},
-        "version": _VERSION,
-        "previous": {"type": ["integer", "null"], "minimum": 1},
-        "action": {"enum": ["push", "promote", "rollback"]},
-        "stack": {"type": "array", "items": _VERSION, "maxItems": STACK_MAX},
-        "by": {"type": "string", "minLength": 1},
-        "at": _TIME,
-    },
-)
-
-ALLOCATION_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "purpose", "nonce", "by", "at"],
-    {
-        "schema": {"const": "model-sync.allocation/v1"},
-        "model": {"type": "string", "pattern": NAME_RE},
-        "version": _VERSION,
-        "purpose": {"enum": ["push", "promote"]},
-        "nonce": {"type": "string", "pattern": r"^[0-9a-f]{32}$"},
-        "by": {"type": "string", "minLength": 1},
-        "at": _TIME,
-    },
-)
-
-
-class ReplicaState(enum.StrEnum):
-    """What a replica reports for one model (the replica status record's `state`)."""
-
-    READY = "READY"  # Triton serves the local pin
-    LOADING = "LOADING"  # placed and pinned locally, Triton still loading it
-    FAILED = "FAILED"  # the pin's version was refused or failed to load (the previous one keeps serving)
-    PLACED = "PLACED"  # on disk and pinned locally, Triton not asked (init container: Triton not started yet)
-    PENDING = "PENDING"  # pin seen, version not in place yet (download failed / S3 unreachable)
-
-
-REPLICA_STATUS = "model-sync.replica-status/v1"
-_VERSIONS = {"type": "array", "items": _VERSION}
-_NULLABLE_TIME = {"type": ["string", "null"], "pattern": TIME_RE}
-REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "env", "deployment", "replica", "bucket_uri", "triton_url", "heartbeat_seconds", "s3_reachable",
-     "last_s3_ok_at", "last_error", "agent_started_at", "reported_at", "models"],
-    {
-        "schema": {"const": REPLICA_STATUS},
-        "env": {"type": "string", "minLength": 1},
-        "deployment": {"type": "string", "minLength": 1},
-        "replica": {"type": "string", "minLength": 1},
-        "bucket_uri": {"type": "string", "minLength": 1},
-        "triton_url": _NULLABLE_STR,
-        "heartbeat_seconds": {"type": "number"},
-        "s3_reachable": {"type": ["boolean", "null"]},
-        "last_s3_ok_at": _NULLABLE_TIME,
-        "last_error": _NULLABLE_STR,
-        "agent_started_at": _TIME,
-        "reported_at": _TIME,
-        "models": {
-            "type": "object",
-            "additionalProperties": _obj(
-                ["pinned", "serving", "state", "error", "failed", "local_versions", "smoke"],
-                {
-                    "pinned": _VERSIONS,
-                    "serving": _VERSIONS,
-                    "state": {"enum": [s.value for s in ReplicaState]},
-                    "error": _NULLABLE_STR,
-                    "failed": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "local_versions": _VERSIONS,
-                    "smoke": {
-                        "anyOf": [
-                            {"type": "null"},
-                            _obj(["ok", "version", "at", "detail"], {"ok": {"type": "boolean"}, "version": _VERSION, "at": _TIME, "detail": {"type": "string"}}),
-                        ]
-                    },
-                },
-            ),
-        },
-    },
-)
-
-PIN_INDEX = "model-sync.pin-index/v1"
-PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "at"],
-    {"schema": {"const": PIN_INDEX}, "model": {"type": "string", "pattern": NAME_RE}, "version": _VERSION, "at": _TIME},
-)
-
-SCHEMAS: dict[str, dict[str, Any]] = {
-    MANIFEST_V1: MANIFEST_SCHEMA_V1,
-    MANIFEST_V2: MANIFEST_SCHEMA,
-    VERIFICATION_V1: VERIFICATION_SCHEMA_V1,
-    VERIFICATION_V2: VERIFICATION_SCHEMA,
-    "model-sync.promotion/v1": PROMOTION_SCHEMA_V1,
-    PROMOTION_V2: PROMOTION_SCHEMA,
-    "model-sync.pin/v1": PIN_SCHEMA,
-    "model-sync.allocation/v1": ALLOCATION_SCHEMA,
-    PIN_INDEX: PIN_INDEX_SCHEMA,
-    REPLICA_STATUS: REPLICA_STATUS_SCHEMA,
-}
+__all__ = [
+    "CHECK_RESULTS", "MANIFEST_SCHEMA", "MANIFEST_SCHEMA_IDS", "MANIFEST_SCHEMA_V1", "MANIFEST_V1", "MANIFEST_V2",
+    "PIN_INDEX", "PROMOTION_V2", "REPLICA_STATUS", "REPLICA_STATUS_SCHEMA", "SCHEMAS", "STACK_MAX", "TIME_FORMAT",
+    "TIME_RE", "VERIFICATION_SCHEMA_IDS", "VERIFICATION_V1", "VERIFICATION_V2", "RecordError", "ReplicaState",
+    "dumps", "format_time", "now", "parse_time", "pin_index", "read", "read_manifest", "read_pin_index",
+    "read_replica_status", "read_verification", "sha256_bytes", "sha256_file", "stamp", "upgrade_manifest", "validate",
+]
 
 
 class RecordError(ValueError):
     """A record that is not valid JSON or does not match its schema (one line)."""
 
 
-def _type_ok(value: Any, t: str) -> bool:
-    return {
-        "object": isinstance(value, dict),
-        "array": isinstance(value, list),
-        "string": isinstance(value, str),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-        "null": value is None,
-    }[t]
+# JSON's integers: jsonschema also counts 1.0 as an integer; a record never writes one.
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
 
 
-def _check(value: Any, schema: Mapping[str, Any], path: str) -> None:
-    """The subset of JSON Schema (2020-12) the schemas above use; tests cross-check it with jsonschema."""
+@cache
+def _validator(schema_id: str) -> Any:
+    return _Validator(SCHEMAS[schema_id])
+
+
+def _where(error: ValidationError) -> str:
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _one_line(error: ValidationError) -> str:
+    """A jsonschema error as `<field>: <bad value>; allowed: <what is>`."""
+    path, value, rule, want = _where(error), error.instance, error.validator, error.validator_value
     where = path or "(document)"
-    if "anyOf" in schema:
-        problems = []
-        for option in schema["anyOf"]:
-            try:
-                _check(value, option, path)
-                break
-            except RecordError as e:
-                problems.append(str(e))
-        else:
-            raise RecordError("; or ".join(problems))
-    if "const" in schema and value != schema["const"]:
-        raise RecordError(f"{where}: {value!r}; allowed: {schema['const']!r}")
-    if "enum" in schema and value not in schema["enum"]:
-        raise RecordError(f"{where}: {value!r}; allowed: one of {schema['enum']!r}")
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(_type_ok(value, t) for t in types):
-            raise RecordError(f"{where}: {value!r}; allowed: {' or '.join(types)}")
-    if isinstance(value, str):
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            raise RecordError(f"{where}: {value!r}; allowed: matching {schema['pattern']}")
-        if len(value) < schema.get("minLength", 0):
-            raise RecordError(f"{where}: {value!r}; allowed: at least {schema['minLength']} characters")
-    if isinstance(value, int) and not isinstance(value, bool) and "minimum" in schema and value < schema["minimum"]:
-        raise RecordError(f"{where}: {value!r}; allowed: >= {schema['minimum']}")
-    if isinstance(value, list):
-        if len(value) > schema.get("maxItems", len(value)):
-            raise RecordError(f"{where}: {len(value)} items; allowed: at most {schema['maxItems']}")
-        for i, item in enumerate(value):
-            _check(item, schema.get("items", {}), f"{path}[{i}]")
-    if isinstance(value, dict):
-        for req in schema.get("required", []):
-            if req not in value:
-                raise RecordError(f"{path + '.' if path else ''}{req}: missing; allowed: a required field")
-        if len(value) < schema.get("minProperties", 0):
-            raise RecordError(f"{where}: empty; allowed: at least {schema['minProperties']} entries")
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else k
-            if k in props:
-                _check(v, props[k], sub)
-            elif extra is False:
-                raise RecordError(f"{sub}: unknown field; allowed: {sorted(props)}")
-            elif isinstance(extra, dict):
-                _check(v, extra, sub)
+    if rule == "anyOf":
+        by_option: dict[Any, ValidationError] = {}
+        for sub in sorted(error.context or (), key=lambda e: e.relative_schema_path):
+            by_option.setdefault(sub.relative_schema_path[0], sub)
+        return "; or ".join(_one_line(sub) for sub in by_option.values())
+    if rule == "required":
+        missing = next(name for name in want if name not in value)
+        return f"{path + '.' if path else ''}{missing}: missing; allowed: a required field"
+    if rule == "additionalProperties":
+        known = error.schema.get("properties", {})
+        unknown = next(k for k in value if k not in known)
+        return f"{path + '.' if path else ''}{unknown}: unknown field; allowed: {sorted(known)}"
+    allowed = {
+        "const": lambda: repr(want),
+        "enum": lambda: f"one of {want!r}",
+        "type": lambda: " or ".join(want if isinstance(want, list) else [want]),
+        "pattern": lambda: f"matching {want}",
+        "minLength": lambda: f"at least {want} characters",
+        "minimum": lambda: f">= {want}",
+        "maxItems": lambda: f"at most {want}",
+        "minProperties": lambda: f"at least {want} entries",
+    }[str(rule)]()
+    shown = f"{len(value)} items" if rule == "maxItems" else "empty" if rule == "minProperties" else repr(value)
+    return f"{where}: {shown}; allowed: {allowed}"
 
 
 def validate(doc: Any, schema_id: str) -> dict[str, Any]:
     if schema_id not in SCHEMAS:
         raise RecordError(f"schema: {schema_id!r}; allowed: {sorted(SCHEMAS)}")
-    try:
-        _check(doc, SCHEMAS[schema_id], "")
-    except RecordError as e:
-        raise RecordError(f"{schema_id} {e}") from None
+    first = next(iter(_validator(schema_id).iter_errors(doc)), None)
+    if first is not None:
+        raise RecordError(f"{schema_id} {_one_line(first)}")
     assert isinstance(doc, dict)
     return doc
 
