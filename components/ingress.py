@@ -47,6 +47,7 @@ from components.helm import pinned_release as _release
 from components.network_policies import from_api_server_rule, pods_in, rule, tcp
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.triton_deployment import ADMIN_HEADER, GRPC_ADMIN_HEADER, GRPC_PORT, HTTP_PORT
+from model_sync import layout
 
 ACME_SERVERS = {
     "letsencrypt": "https://acme-v02.api.letsencrypt.org/directory",
@@ -81,7 +82,6 @@ CERT_MANAGER_CONTROLLER_LABELS = {"app.kubernetes.io/name": "cert-manager", "app
 CERT_MANAGER_WEBHOOK_LABELS = {"app.kubernetes.io/name": "webhook", "app.kubernetes.io/component": "webhook"}
 ACME_SOLVER_LABELS = {"acme.cert-manager.io/http01-solver": "true"}
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
-_MODEL = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _CLIENT = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
@@ -143,7 +143,7 @@ class IngressArgs:
         seen: dict[str, str] = {}
         for b in self.backends:
             for m in b.models:
-                if not _MODEL.match(m):
+                if not layout.MODEL_NAME_RE.match(m):
                     raise ValueError(f"IngressArgs.backends[{b.deployment}].models: {m!r} is not allowed; allowed: lowercase letters, digits, '_' and '-'")
                 if m in seen:
                     raise ValueError(f"IngressArgs.backends: model {m!r} is served by both {seen[m]!r} and {b.deployment!r}; allowed: each model in one deployment")

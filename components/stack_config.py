@@ -32,6 +32,7 @@ import yaml
 from components import cidr_rules, node_fit, versions
 from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_account, role_identity
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
+from model_sync import layout
 from model_sync.compat import TRITON_RELEASES
 
 PROJECT = "triton-platform"
@@ -486,7 +487,7 @@ def _parse_triton(name: str, raw: Any, groups: Mapping[str, NodeGroupConfig]) ->
     if not models:
         raise ConfigError(f"{base}.models", models, "is empty", "at least one model name")
     for model in models:
-        _str(f"{base}.models", model, re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$"),
+        _str(f"{base}.models", model, layout.MODEL_NAME_RE,
              "model names of lowercase letters, digits, '_' and '-', at most 63 characters")
     if len(set(models)) != len(models):
         raise ConfigError(f"{base}.models", models, "lists a model twice", "each model once")

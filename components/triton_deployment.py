@@ -31,6 +31,7 @@ import pulumi_random as random
 
 from components import gpu_contract, naming, network_policies, node_fit, versions
 from components.stack_config import ENVIRONMENTS, TritonDeploymentConfig
+from model_sync import layout
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001
@@ -179,7 +180,7 @@ def agent_command(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi
     container places every pin once; the sidecar loops, confirms loads through Triton's
     HTTP endpoint and reports status/<deployment>/<$POD_NAME>.json."""
     cmd: list[Any] = [
-        "python", "-m", "model_sync", "agent",
+        *layout.AGENT_COMMAND,
         "--env", environment, "--bucket", pulumi.Output.concat("s3://", bucket), "--region", region,
         "--repository", REPOSITORY_DIR, "--staging-dir", STAGING_DIR, "--deployment", d.name,
     ]

@@ -60,9 +60,14 @@ PROMOTIONS_PREFIX = AUDIT_PREFIX + "promotions/"
 PROBE_KEY = AUDIT_PREFIX + ".conditional-write-probe"
 PIN_INDEX_PREFIX = MANIFESTS_PREFIX + "_pins/"
 
-# Model names become S3 key segments, Triton model names and directory names: keep them boring.
-MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-MODEL_NAME_ALLOWED = "1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit"
+# The contract between the stacks (components/) and model_sync, defined here once and imported by both:
+# the model-name rule, the agent's entry point and the prefixes above.
+# Model names become S3 key segments, Triton model names, directory names, the ingress's paths and a
+# stack's `tritonDeployments.<d>.models`: one rule for all of them, the strictest (lower case, 63).
+MODEL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+MODEL_NAME_ALLOWED = "1-63 characters of a-z 0-9 _ -, starting with a letter or digit"
+# The repository agent's command (the Deployment's init container and sidecar; the image's ENTRYPOINT).
+AGENT_COMMAND = ("python", "-m", "model_sync", "agent")
 # Version-relative file paths: one or more segments, no '..', no leading '/', no hidden files.
 FILE_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 MAX_VERSION = 2**63 - 1  # Triton versions are int64

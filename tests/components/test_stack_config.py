@@ -757,3 +757,20 @@ def test_every_stack_names_its_accounts_oidc_provider() -> None:
     fails(cfg, r"githubOidcProviderArn: <unset> is missing; allowed: a string value \(The AWS account's GitHub Actions OIDC provider")
     cfg[K + "githubOidcProviderArn"] = ""
     fails(cfg, r"githubOidcProviderArn: '' is not the GitHub OIDC provider; allowed: .* the bootstrap stack's output githubOidcProviderArn")
+
+
+
+@pytest.mark.parametrize("name", ["ResNet", "m" * 64, "-m", "a.b", "resnet-18_v2", "m" * 63])
+def test_a_stack_accepts_exactly_the_model_names_model_sync_accepts(name: str) -> None:
+    """One rule for a stack's models and every bucket key (model_sync.layout): a stack never lists
+    a model that `push` refuses, nor the other way round."""
+    from model_sync import layout
+
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["models"] = [name]
+    try:
+        layout.check_model_name(name)
+    except layout.LayoutError:
+        fails(cfg, r"tritonDeployments\.default\.models: .* is not valid; allowed: model names of lowercase letters")
+    else:
+        parse(cfg)

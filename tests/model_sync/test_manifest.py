@@ -33,6 +33,9 @@ def test_key_builders_follow_the_documented_layout() -> None:
     [
         (lambda: layout.check_model_name("bad/name"), r"model name: 'bad/name'; allowed"),
         (lambda: layout.check_model_name("..x"), r"model name: '\.\.x'"),
+        # one rule with the stacks' tritonDeployments.<d>.models and the ingress (lower case, 63)
+        (lambda: layout.check_model_name("ResNet"), r"model name: 'ResNet'; allowed: 1-63 characters of a-z 0-9 _ -"),
+        (lambda: layout.check_model_name("m" * 64), r"model name: 'm{64}'"),
         (lambda: layout.check_version(0), r"version: 0; allowed: an integer 1\.\."),
         (lambda: layout.check_version(True), r"version: True"),
         (lambda: layout.check_file_path("../etc/passwd"), r"file path: '\.\./etc/passwd'"),
