@@ -1,4 +1,4 @@
-"""layout key builders, the manifest/record schemas and strict reader, config.pbtxt pin handling."""
+"""The manifest/record schemas and their strict reader (model_sync/manifest.py)."""
 
 from __future__ import annotations
 
@@ -8,47 +8,7 @@ import re
 import jsonschema
 import pytest
 
-from model_sync import layout, manifest, model_config
-
-
-def test_key_builders_follow_the_documented_layout() -> None:
-    assert layout.config_key("resnet") == "repository/resnet/config.pbtxt"
-    assert layout.version_file_key("resnet", 3, "model.pt") == "repository/resnet/3/model.pt"
-    assert layout.manifest_key("resnet", 3) == "manifests/resnet/3.json"
-    assert layout.allocation_key("resnet", 3) == "audit/allocations/resnet/3.json"
-    assert layout.verification_key("resnet", 3) == "audit/verifications/resnet/3.json"
-    assert layout.promotion_key("resnet", 3) == "audit/promotions/resnet/3.json"
-    assert layout.pin_record_key("resnet", "20260101T000000000001Z", 3) == "audit/pins/resnet/20260101T000000000001Z-3.json"
-    assert layout.status_key("triton-a", "pod-1") == "status/triton-a/pod-1.json"
-    root = layout.Root.parse("s3://bkt/some/prefix/")
-    assert (root.bucket, root.prefix, root.key("x")) == ("bkt", "some/prefix", "some/prefix/x")
-    assert root.relative("some/prefix/x") == "x"
-    assert layout.version_from_dir("12/") == 12
-    assert layout.version_from_dir("012") is None
-    assert layout.version_from_json_key("manifests/m/7.json") == 7
-
-
-@pytest.mark.parametrize(
-    ("call", "match"),
-    [
-        (lambda: layout.check_model_name("bad/name"), r"model name: 'bad/name'; allowed"),
-        (lambda: layout.check_model_name("..x"), r"model name: '\.\.x'"),
-        # one rule with the stacks' tritonDeployments.<d>.models and the ingress (lower case, 63)
-        (lambda: layout.check_model_name("ResNet"), r"model name: 'ResNet'; allowed: 1-63 characters of a-z 0-9 _ -"),
-        (lambda: layout.check_model_name("m" * 64), r"model name: 'm{64}'"),
-        (lambda: layout.check_version(0), r"version: 0; allowed: an integer 1\.\."),
-        (lambda: layout.check_version(True), r"version: True"),
-        (lambda: layout.check_file_path("../etc/passwd"), r"file path: '\.\./etc/passwd'"),
-        (lambda: layout.check_file_path("a//b"), r"file path: 'a//b'"),
-        (lambda: layout.Root.parse("bkt/x"), r"bucket URI: 'bkt/x'; allowed: s3://bucket\[/prefix\]"),
-        (lambda: layout.Root.parse("s3://B_K"), r"bucket: 'B_K'"),
-        (lambda: layout.pin_record_key("m", "yesterday", 1), r"pin stamp: 'yesterday'"),
-        (lambda: layout.status_key("Bad_Dep", "r"), r"deployment: 'Bad_Dep'"),
-    ],
-)
-def test_layout_rejects_bad_values(call, match) -> None:
-    with pytest.raises(layout.LayoutError, match=match):
-        call()
+from model_sync import manifest
 
 
 def _manifest() -> dict:
@@ -150,45 +110,6 @@ def test_verification_record_round_trip() -> None:
     rec["passed"] = "yes"
     with pytest.raises(manifest.RecordError, match=r"passed: 'yes'; allowed: boolean"):
         manifest.dumps(rec)
-
-
-def test_pin_round_trip_through_the_protobuf() -> None:
-    cfg = model_config.parse('name: "m"\nbackend: "python"\nmax_batch_size: 4\nversion_policy { latest { num_versions: 2 } }\n')
-    assert model_config.pinned_version(cfg) is None
-    text = model_config.pinned_text(cfg, 7, "m")
-    again = model_config.parse(text)
-    assert model_config.pinned_version(again) == 7
-    assert again.max_batch_size == 4
-    assert again.version_policy.WhichOneof("policy_choice") == "specific"
-    assert model_config.required_files(again) == ("model.py",)
-    assert model_config.required_files(model_config.parse('platform: "pytorch_libtorch"')) == ("model.pt",)
-    assert model_config.required_files(model_config.parse('platform: "onnxruntime_onnx"\ndefault_model_filename: "x.onnx"')) == ("x.onnx",)
-
-
-@pytest.mark.parametrize(
-    ("text", "match"),
-    [
-        ('nmae: "x"', r"config.pbtxt: does not parse .*no field named \"nmae\""),
-        ("max_batch_size: -1\nbackend: \"python\"", r"max_batch_size: -1; allowed: >= 0"),
-        ('name: "a b"\nbackend: "python"', r"model name: 'a b'"),
-        ('name: "m"', r"neither backend nor platform set"),
-    ],
-)
-def test_config_rules(text, match) -> None:
-    with pytest.raises(model_config.ConfigPbtxtError, match=match):
-        model_config.check(model_config.parse(text), "config.pbtxt")
-
-
-def test_config_name_must_match_the_model() -> None:
-    with pytest.raises(model_config.ConfigPbtxtError, match=r"name: 'a'; allowed: 'b'"):
-        model_config.check(model_config.parse('name: "a"\nbackend: "python"'), "config.pbtxt", "b")
-
-
-def test_write_file_is_atomic_and_parses(tmp_path) -> None:
-    path = tmp_path / "config.pbtxt"
-    model_config.write_file(str(path), model_config.pin(model_config.parse('backend: "python"'), 2))
-    assert model_config.pinned_version(model_config.read_file(str(path))) == 2
-    assert [p.name for p in tmp_path.iterdir()] == ["config.pbtxt"]
 
 
 def _replica_status(**model: object) -> dict:
