@@ -21,7 +21,8 @@ class Console:
         if self.quiet:
             return
         with self._lock:
-            if self._progress is not None:
+            # Above the bar when both share the terminal; to stdout itself when stdout is a pipe or a file.
+            if self._progress is not None and sys.stdout.isatty():
                 self._progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
             else:
                 print(text, flush=True)
@@ -49,7 +50,8 @@ class Progress:
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(
-                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=RichConsole(stderr=True), transient=False
+                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=RichConsole(stderr=True), transient=False,
+                redirect_stdout=False,
             )
             self._bar.__enter__()
             self.console._progress = self._bar

@@ -56,8 +56,6 @@ def test_progress_draws_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     assert console._progress is None  # the bar is gone after the block
 
 
-@pytest.mark.xfail(strict=True, reason="ui.Console.line prints through the progress bar's rich console, which writes to stderr: with a progress bar "
-                   "shown, operation lines leave stdout (the module's contract: operation lines to stdout)")  # fmt: skip
 def test_lines_stay_on_stdout_while_a_progress_bar_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
     console = ui.Console(progress=True)
     with console.progress() as progress:
