@@ -3,7 +3,6 @@ real S3 server, and running the CLI in-process (main([...])) with captured outpu
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from model_sync import layout, manifest, model_config
 from model_sync.cli import main
 from tests.support.s3_servers import S3Server
 
@@ -48,11 +48,10 @@ def python_model(root: Path, name: str = "simple", files: dict[str, bytes] | Non
 
 
 def pinned_version(server: S3Server, bucket: str, model: str, prefix: str = "") -> int | None:
-    from model_sync import model_config
-
-    key = f"{prefix}/repository/{model}/config.pbtxt" if prefix else f"repository/{model}/config.pbtxt"
+    """The version the pin of `model` names, read back from the server (keys through model_sync.layout)."""
+    root = layout.Root(bucket, prefix.strip("/"))
     try:
-        return model_config.pinned_version(model_config.parse(server.get(bucket, key)))
+        return model_config.pinned_version(model_config.parse(server.get(bucket, root.key(layout.config_key(model)))))
     except Exception as e:
         if "NoSuchKey" in str(e):
             return None
@@ -60,4 +59,5 @@ def pinned_version(server: S3Server, bucket: str, model: str, prefix: str = "") 
 
 
 def manifest_doc(server: S3Server, bucket: str, model: str, version: int) -> dict:
-    return json.loads(server.get(bucket, f"manifests/{model}/{version}.json"))
+    """The manifest of `model` version `version` on the server, through the strict reader."""
+    return manifest.read_manifest(server.get(bucket, layout.manifest_key(model, version)), model, version)
