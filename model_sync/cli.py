@@ -1,5 +1,6 @@
 """`model-sync`: one module per command under model_sync/commands/<name>.py, each exposing
-`register(subparsers)` (adds its parser) and `run(args) -> int` (the exit code; model_sync.errors).
+`register(subparsers)` (adds its parser, whose default `func` is `run`) and `run(args) -> int`
+(the exit code; model_sync.errors): options, and one call of the library module that does the work.
 Add a command by appending its module name to COMMANDS.
 
 Failures print ONE line to stderr, `model-sync: <what>: <bad value>; <allowed>`, and exit with
@@ -41,16 +42,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"model-sync {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for name in [only] if only in COMMANDS else dict.fromkeys(COMMANDS):  # tolerate a duplicate entry
-        try:
-            module = importlib.import_module(f"model_sync.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"model_sync.commands.{name}":
-                continue  # a command another change has not landed yet
-            raise
-        p = module.register(sub)
-        if p is not None and p.get_default("func") is None:
-            p.set_defaults(func=module.run)
+    for name in [only] if only in COMMANDS else COMMANDS:
+        importlib.import_module(f"model_sync.commands.{name}").register(sub)  # sets func=run
     return parser
 
 

@@ -18,7 +18,6 @@ Bumping the Triton image (components/versions.py) without adding its row here fa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -195,14 +194,6 @@ def loadable(platform: str, backend: str, exporter_torch: str | None, image: str
         return "yes" if can_load(exporter_torch, image) else "no"
     except ValueError:  # UnknownImageError, or a malformed version
         return "unknown"
-
-
-@dataclass(frozen=True)
-class TorchScriptInfo:
-    """What a TorchScript archive says about itself."""
-
-    file_format_version: int  # the archive's `<root>/.data/version` (or `<root>/version`)
-    producer_torch: str | None  # recorded by export in the manifest; archives don't carry it
 
 
 def read_file_format_version(path: Path) -> int:

@@ -12,7 +12,7 @@
   5. written to a temporary directory beside the destination, then renamed into place.
 
 Targets: cloud -> platform "pytorch_libtorch" + 1/model.pt; local -> backend "python" + 1/model.pt +
-1/model.py (model_sync/triton_model.py, a python-backend wrapper that torch.jit.load()s model.pt:
+1/model.py (model_sync/python_backend_model.py, a python-backend wrapper that torch.jit.load()s model.pt:
 the same artefact served by the local tritonserver, which has no libtorch backend).
 
 export.json (beside config.pbtxt, never uploaded) records what `push` copies into the manifest
@@ -272,9 +272,9 @@ def export(opts: ExportOptions) -> dict[str, Any]:
         cfg = build_config(opts, inputs, eager_out)
         model_config.write_file(os.path.join(tmp, layout.CONFIG_FILE), cfg)
         if opts.target == "local":
-            from model_sync import triton_model
+            from model_sync import python_backend_model
 
-            shutil.copyfile(triton_model.__file__, os.path.join(tmp, "1", "model.py"))
+            shutil.copyfile(python_backend_model.__file__, os.path.join(tmp, "1", "model.py"))
         meta = {
             "tool": f"model-sync {__version__}",
             "factory": opts.factory,

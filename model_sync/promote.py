@@ -24,13 +24,16 @@ manifest and the promotion record carry the `compatibility` verdict for the targ
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model_sync import compat, errors, layout, manifest, repository, transfer
 from model_sync.s3 import Repo, b64_sha256_to_hex
 from model_sync.s3client import aws_hosted
 from model_sync.s3errors import translate
 from model_sync.ui import Console
+
+if TYPE_CHECKING:
+    from model_sync.replicas import Wait
 
 # Server-side copies: one CopyObject per file up to S3's 5 GiB limit, so that S3 computes the
 # copy's full-object SHA256 (the target is then verified with one HeadObject on AWS S3, where a
@@ -244,3 +247,28 @@ def promote(
     repository.flip_pin(dst, model, target, new_doc["config_pbtxt"], "promote", by, target_pin, warn=console.warn)
     console.line(f"pinned: {model} version {target} in {dst.env.name} (promoted from {src.env.name} version {version})")
     return target
+
+
+def promote_command(
+    model: str, version: int, source: str, target: str, config: str | None, *, skip_verification: bool, dry_run: bool, allow_version_skew: bool,
+    allow_local_target: bool, quiet: bool, wait: Wait,
+) -> dict[str, Any]:  # fmt: skip
+    """`model-sync promote`: the two environments (two different repositories), promote(), then
+    `wait` in the target; returns the JSON document."""
+    from model_sync import environments
+    from model_sync.s3 import who
+
+    if source == target:
+        raise errors.usage(f"--to: {target!r} equals --from; allowed: two different environments")
+    src_env = environments.resolve(source, config)
+    dst_env = environments.resolve(target, config)
+    if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
+        raise errors.usage(f"--to: {target!r} has the same repository as {source!r} ({dst_env.uri}); allowed: two different repositories")
+    dst = Repo(dst_env)
+    console = Console(quiet)
+    pinned = promote(Repo(src_env), dst, model, version, skip_verification=skip_verification, dry_run=dry_run, console=console,
+                     by=who(dst_env, dst.session), allow_version_skew=allow_version_skew, allow_local_target=allow_local_target)  # fmt: skip
+    doc: dict[str, Any] = {"model": model, "from": {"env": src_env.name, "version": version}, "to": {"env": dst_env.name, "version": pinned}, "dry_run": dry_run}
+    if not dry_run:
+        doc["served"] = wait(dst, model, pinned, console)
+    return doc

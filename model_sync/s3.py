@@ -142,8 +142,9 @@ class Repo:
     def put_file(self, rel: str, path: str, sha256_hex: str) -> str | None:
         """One PutObject streamed from `path`, its SHA256 checksum the manifest's digest: AWS S3
         stores it and rejects a body that differs (Kind.DIGEST; moto and rclone do not check)."""
+        checksum = base64.b64encode(bytes.fromhex(sha256_hex)).decode()  # S3 wants the digest in base64 (b64_sha256_to_hex reads it back)
         with open(path, "rb") as body:
-            return etag_of(self.call(rel, "put_object", Body=body, ChecksumAlgorithm="SHA256", ChecksumSHA256=hex_to_b64(sha256_hex)))
+            return etag_of(self.call(rel, "put_object", Body=body, ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum))
 
     def copy(self, source_rel: str, rel: str) -> None:
         """Server-side copy inside this repository (one CopyObject; S3 stores a fresh SHA256 checksum)."""
@@ -324,7 +325,3 @@ def b64_sha256_to_hex(value: str) -> str | None:
         return base64.b64decode(value).hex()
     except ValueError:
         return None
-
-
-def hex_to_b64(hexdigest: str) -> str:
-    return base64.b64encode(bytes.fromhex(hexdigest)).decode()

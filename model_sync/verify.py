@@ -13,54 +13,32 @@ Passes only when
   3. when a Triton endpoint is given (local demo, tests, an operator with network access),
      additionally a smoke inference through tritonclient over HTTP and over gRPC returns every
      declared output with the declared shape and dtype.
-The result, pass or fail, is recorded at audit/verifications/<model>/<N>.json
-("model-sync.verification/v1", model_sync.manifest) with the kind of evidence used; `promote`
-requires it to pass. Works from CI without network access to the cluster (evidence = replica
-smoke inferences read from the bucket).
+Every attempt, pass or fail, is recorded as a new audit/verifications/<model>/<N>/<stamp>-<hex>.json
+("model-sync.verification/v2", model_sync.manifest) with the kind of evidence used, never
+overwriting an earlier one; `promote` requires the latest attempt made while N was pinned to
+have passed (promote.gate_record). Works from CI without network access to the cluster
+(evidence = replica smoke inferences read from the bucket). The replica status records are read
+with model_sync.manifest's strict reader (model_sync.replicas, which also tells `status` and
+--wait what the replicas serve).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from model_sync import errors, layout, manifest, model_config
+from model_sync import errors, layout, manifest, model_config, replicas, smoke
+from model_sync.manifest import ReplicaState
+
+if TYPE_CHECKING:
+    from model_sync.environments import Environment
 
 DEFAULT_STALENESS = 120.0  # seconds; agents report at least every --heartbeat (30 s), also while a load is awaited
-DEFAULT_DEPARTED = 300.0  # seconds = 10 x the default heartbeat: a replica silent this long is gone (pod replaced)
 EVIDENCE_REPLICAS = "replica-smoke"  # every fresh replica's agent ran the smoke inference on loopback
 DEPARTED = "departed"
-
-# Triton TYPE_* -> (numpy dtype name, KServe v2 datatype)
-# ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_configuration.md#datatypes
-_DTYPES = {
-    "TYPE_BOOL": ("bool", "BOOL"),
-    "TYPE_UINT8": ("uint8", "UINT8"),
-    "TYPE_UINT16": ("uint16", "UINT16"),
-    "TYPE_UINT32": ("uint32", "UINT32"),
-    "TYPE_UINT64": ("uint64", "UINT64"),
-    "TYPE_INT8": ("int8", "INT8"),
-    "TYPE_INT16": ("int16", "INT16"),
-    "TYPE_INT32": ("int32", "INT32"),
-    "TYPE_INT64": ("int64", "INT64"),
-    "TYPE_FP16": ("float16", "FP16"),
-    "TYPE_FP32": ("float32", "FP32"),
-    "TYPE_FP64": ("float64", "FP64"),
-    "TYPE_BF16": ("bfloat16", "BF16"),  # numpy has no bfloat16: ml_dtypes.bfloat16 (what tritonclient expects); binary only over HTTP
-    "TYPE_STRING": ("object", "BYTES"),
-}
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    datatype: str  # KServe v2 datatype, e.g. FP32
-    numpy_dtype: str
-    shape: tuple[int, ...]  # full request shape; -1 = any
-
-
 PASSED, FAILED, NOT_RUN = manifest.CHECK_RESULTS
 
 
@@ -82,7 +60,7 @@ class Verification:
 
     @property
     def ready_replicas(self) -> list[str]:
-        return [k for k, v in self.replicas.items() if v == "READY"]
+        return [k for k, v in self.replicas.items() if v == ReplicaState.READY]
 
     @property
     def passed(self) -> bool:
@@ -90,7 +68,7 @@ class Verification:
             not self.problems
             and self.smoke_inference
             and bool(self.ready_replicas)
-            and all(v == "READY" or is_departed(v) for v in self.replicas.values())
+            and all(v == ReplicaState.READY or is_departed(v) for v in self.replicas.values())
         )
 
 
@@ -98,180 +76,8 @@ def is_departed(state: str) -> bool:
     return state.startswith(DEPARTED + ":")
 
 
-def tensor_specs(cfg: Any) -> tuple[list[TensorSpec], list[TensorSpec]]:
-    """Request inputs and expected outputs of a ModelConfig (batch dim 1 prepended when batching)."""
-    pb2 = model_config.pb2
-    batch = (1,) if cfg.max_batch_size > 0 else ()
-
-    def spec(t: Any) -> TensorSpec:
-        type_name = pb2.DataType.Name(t.data_type)
-        if type_name not in _DTYPES:
-            raise ValueError(f"config.pbtxt tensor {t.name} data_type: {type_name}; allowed: one of {sorted(_DTYPES)} (verify cannot build a smoke input for it)")
-        np_dtype, v2 = _DTYPES[type_name]
-        return TensorSpec(t.name, v2, np_dtype, batch + tuple(int(d) for d in t.dims))
-
-    return [spec(t) for t in cfg.input], [spec(t) for t in cfg.output]
-
-
-def smoke_inputs(specs: list[TensorSpec]) -> dict[str, Any]:
-    import numpy as np
-
-    out: dict[str, Any] = {}
-    for s in specs:
-        shape = tuple(1 if d < 0 else d for d in s.shape)
-        if s.numpy_dtype == "object":
-            out[s.name] = np.full(shape, b"smoke", dtype=object)
-        elif s.numpy_dtype == "bool":
-            out[s.name] = np.zeros(shape, dtype=bool)
-        elif s.numpy_dtype == "bfloat16":
-            import ml_dtypes
-
-            out[s.name] = np.ones(shape, dtype=ml_dtypes.bfloat16)
-        else:
-            out[s.name] = np.ones(shape, dtype=s.numpy_dtype)
-    return out
-
-
-def check_outputs(protocol: str, outputs: dict[str, tuple[str, tuple[int, ...]]], expected: list[TensorSpec]) -> list[str]:
-    """Problems with what came back: outputs = name -> (datatype, shape)."""
-    problems = []
-    for s in expected:
-        if s.name not in outputs:
-            problems.append(f"smoke inference ({protocol}) output {s.name}: missing; allowed: every output declared in config.pbtxt")
-            continue
-        datatype, shape = outputs[s.name]
-        if datatype != s.datatype:
-            problems.append(f"smoke inference ({protocol}) output {s.name} datatype: {datatype}; allowed: {s.datatype}")
-        if len(shape) != len(s.shape) or any(e >= 0 and e != a for e, a in zip(s.shape, shape, strict=False)):
-            problems.append(f"smoke inference ({protocol}) output {s.name} shape: {list(shape)}; allowed: {list(s.shape)}")
-    return problems
-
-
-API_KEY_ENV = "MODEL_SYNC_TRITON_API_KEY"  # CLIENT:KEY, an ingressApiKeys entry (the ingress's basic auth)
-
-
-def client_headers() -> dict[str, str]:
-    """The ingress credentials for verify's own smoke inferences, from $MODEL_SYNC_TRITON_API_KEY
-    (never a flag: a command line is visible to every user of the machine)."""
-    import base64
-    import os
-
-    value = os.environ.get(API_KEY_ENV, "")
-    if not value:
-        return {}
-    if ":" not in value:
-        raise errors.usage(f"${API_KEY_ENV}: not CLIENT:KEY; allowed: an ingress client name and its API key (stack output ingressApiKeys)")
-    return {"authorization": "Basic " + base64.b64encode(value.encode()).decode()}
-
-
-def smoke_http(url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0) -> list[str]:
-    import tritonclient.http as httpclient
-
-    host = url.split("://", 1)[-1].rstrip("/")
-    data = smoke_inputs(inputs)
-    try:
-        client = httpclient.InferenceServerClient(host, ssl=url.startswith("https://"), connection_timeout=timeout, network_timeout=timeout)
-        reqs = []
-        for s in inputs:
-            t = httpclient.InferInput(s.name, list(data[s.name].shape), s.datatype)
-            t.set_data_from_numpy(data[s.name], binary_data=True)
-            reqs.append(t)
-        result = client.infer(model, reqs, model_version=str(version), outputs=[httpclient.InferRequestedOutput(o.name, binary_data=True) for o in outputs],
-                              headers=client_headers())  # fmt: skip
-        got = {}
-        for o in outputs:
-            meta = result.get_output(o.name)
-            if meta is not None:
-                got[o.name] = (str(meta["datatype"]), tuple(int(d) for d in meta["shape"]))
-        client.close()
-    except Exception as e:
-        return [f"smoke inference (http) {model} {version}: {type(e).__name__}: {' '.join(str(e).split())[:200]}; allowed: a successful inference"]
-    return check_outputs("http", got, outputs)
-
-
-def smoke_grpc(url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0) -> list[str]:
-    import tritonclient.grpc as grpcclient
-
-    data = smoke_inputs(inputs)
-    try:
-        client = grpcclient.InferenceServerClient(url, ssl=url.endswith(":443"))  # the ingress serves gRPC over TLS on :443
-        reqs = []
-        for s in inputs:
-            t = grpcclient.InferInput(s.name, list(data[s.name].shape), s.datatype)
-            t.set_data_from_numpy(data[s.name])
-            reqs.append(t)
-        result = client.infer(model, reqs, model_version=str(version), outputs=[grpcclient.InferRequestedOutput(o.name) for o in outputs], client_timeout=timeout,
-                              headers=client_headers())  # fmt: skip
-        got = {}
-        for o in outputs:
-            meta = result.get_output(o.name)
-            if meta is not None:
-                got[o.name] = (str(meta.datatype), tuple(int(d) for d in meta.shape))
-        client.close()
-    except Exception as e:
-        return [f"smoke inference (grpc) {model} {version}: {type(e).__name__}: {' '.join(str(e).split())[:200]}; allowed: a successful inference"]
-    return check_outputs("grpc", got, outputs)
-
-
-def _tensor_bytes(array: Any) -> bytes:
-    """Raw binary-extension bytes of a smoke input: BYTES elements are 4-byte little-endian length + data."""
-    import struct
-
-    if array.dtype == object:
-        return b"".join(struct.pack("<I", len(x)) + x for x in array.reshape(-1))
-    return bytes(array.tobytes())
-
-
-def smoke_request(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> tuple[bytes, int]:
-    """A binary-tensor inference request body and its JSON header length (stdlib + numpy only:
-    the agent image has neither tritonclient[http] nor gRPC)."""
-    # ref: https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
-    data = smoke_inputs(inputs)
-    raw = {s.name: _tensor_bytes(data[s.name]) for s in inputs}
-    header = {
-        "inputs": [{"name": s.name, "shape": list(data[s.name].shape), "datatype": s.datatype, "parameters": {"binary_data_size": len(raw[s.name])}} for s in inputs],
-        "outputs": [{"name": o.name, "parameters": {"binary_data": True}} for o in outputs],
-    }
-    head = json.dumps(header).encode()
-    return head + b"".join(raw[s.name] for s in inputs), len(head)
-
-
-def parse_reply(body: bytes, header_length: int | None) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """name -> (datatype, shape) of the outputs of a (binary-extension) inference reply."""
-    doc = json.loads(body[:header_length] if header_length else body)
-    return {str(o["name"]): (str(o["datatype"]), tuple(int(d) for d in o["shape"])) for o in doc.get("outputs", [])}
-
-
-def smoke_loopback(probe: Any, model: str, version: int, config_text: str) -> list[str]:
-    """The agent's smoke inference of `model` `version` through its TritonProbe (loopback HTTP);
-    inputs and expected outputs from the pinned config text. Problems (empty: passed)."""
-    cfg = model_config.parse(config_text, f"{model} config.pbtxt")
-    try:
-        inputs, outputs = tensor_specs(cfg)
-    except ValueError as e:
-        return [f"smoke inference (agent): {e}"]
-    body, header_length = smoke_request(inputs, outputs)
-    code, reply, reply_header = probe.infer(model, version, body, header_length)
-    if code != 200:
-        return [f"smoke inference (agent) {model} {version}: HTTP {code} {' '.join(reply.decode(errors='replace').split())[:200]}; allowed: a successful inference"]
-    try:
-        got = parse_reply(reply, reply_header)
-    except (ValueError, KeyError, TypeError) as e:
-        return [f"smoke inference (agent) {model} {version}: unreadable reply ({e}); allowed: a KServe v2 inference response"]
-    return check_outputs("agent", got, outputs)
-
-
-def _parse_time(value: Any) -> _dt.datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.UTC)
-    except ValueError:
-        return None
-
-
 def replica_states(
-    status_docs: dict[str, dict[str, Any]], model: str, version: int, staleness: float, now: _dt.datetime, departed: float = DEFAULT_DEPARTED
+    status_docs: dict[str, dict[str, Any]], model: str, version: int, staleness: float, now: _dt.datetime, departed: float = replicas.DEFAULT_DEPARTED
 ) -> dict[str, str]:
     """'<deployment>/<replica>' -> 'READY', 'departed: ...' (silent > `departed` s: gone, not a
     failure) or what is wrong, for every replica that serves `model`. READY needs the version
@@ -281,8 +87,8 @@ def replica_states(
         entry = (doc.get("models") or {}).get(model)
         if not isinstance(entry, dict):
             continue  # this deployment does not serve the model
-        reported = _parse_time(doc.get("reported_at"))
-        smoke: dict[str, Any] = entry["smoke"] if isinstance(entry.get("smoke"), dict) else {}
+        reported = replicas.reported_at(doc)
+        agent_smoke: dict[str, Any] = entry["smoke"] if isinstance(entry.get("smoke"), dict) else {}
         if reported is None:
             out[key] = "no reported_at"
         elif (age := (now - reported).total_seconds()) > departed:
@@ -291,57 +97,15 @@ def replica_states(
             out[key] = f"stale: reported {age:.0f}s ago (> {staleness:.0f}s)"
         elif entry.get("serving") != [version]:
             out[key] = f"serving {entry.get('serving')} ({entry.get('state')}: {entry.get('error') or 'pin not applied yet'})"
-        elif entry.get("state") != "READY":
+        elif entry.get("state") != ReplicaState.READY:
             out[key] = f"{entry.get('state')}: {entry.get('error') or 'not ready'}"
-        elif smoke.get("version") != version:
+        elif agent_smoke.get("version") != version:
             out[key] = f"READY, smoke inference of {version}: not run yet by the agent"
-        elif smoke.get("ok") is not True:
-            out[key] = f"READY, smoke inference of {version} failed: {smoke.get('detail')}"
+        elif agent_smoke.get("ok") is not True:
+            out[key] = f"READY, smoke inference of {version} failed: {agent_smoke.get('detail')}"
         else:
-            out[key] = "READY"
+            out[key] = ReplicaState.READY
     return out
-
-
-def served(status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime, departed: float = DEFAULT_DEPARTED) -> dict[str, dict[str, Any]]:
-    """'<deployment>/<replica>' -> {serving, state, error, failed (versions)} for every replica that reported `model`
-    within `departed` seconds (what `status` shows: what is served, not what is pinned)."""
-    out: dict[str, dict[str, Any]] = {}
-    for key, doc in sorted(status_docs.items()):
-        entry = (doc.get("models") or {}).get(model)
-        reported = _parse_time(doc.get("reported_at"))
-        if not isinstance(entry, dict) or reported is None or (now - reported).total_seconds() > departed:
-            continue
-        serving = entry.get("serving") if isinstance(entry.get("serving"), list) else []
-        error = errors.one_line(str(entry.get("error") or "")) or None
-        failed = sorted(int(v) for v in (entry.get("failed") or {}) if str(v).isdigit()) if isinstance(entry.get("failed"), dict) else []
-        out[key] = {"serving": serving, "state": str(entry.get("state")), "error": error, "failed": failed}
-    return out
-
-
-def serves(replica: dict[str, Any], version: int | None) -> bool:
-    """A replica (an entry of served()) serves exactly `version`, READY."""
-    return replica["serving"] == [version] and replica["state"] == "READY"
-
-
-def read_status_docs(repo: Any, deployments: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
-    objects, _ = repo.list(layout.STATUS_PREFIX)
-    docs: dict[str, dict[str, Any]] = {}
-    for obj in objects:
-        rel = obj["Key"][len(layout.STATUS_PREFIX) :]
-        if not rel.endswith(".json") or rel.count("/") != 1:
-            continue
-        deployment, replica = rel[:-5].split("/")
-        if deployments and deployment not in deployments:
-            continue
-        data = repo.get(obj["Key"])
-        if data is None:
-            continue
-        try:
-            doc = json.loads(data)
-        except ValueError:
-            doc = {}
-        docs[f"{deployment}/{replica}"] = doc if isinstance(doc, dict) else {}
-    return docs
 
 
 def verify(
@@ -353,7 +117,7 @@ def verify(
     staleness: float = DEFAULT_STALENESS,
     deployments: tuple[str, ...] = (),
     now: _dt.datetime | None = None,
-    departed: float = DEFAULT_DEPARTED,
+    departed: float = replicas.DEFAULT_DEPARTED,
 ) -> Verification:
     from model_sync import repository
 
@@ -370,27 +134,27 @@ def verify(
         return result
     doc = manifest.read_manifest(raw, model, version)
     result.manifest_sha256 = manifest.sha256_bytes(raw)
-    result.replicas = replica_states(read_status_docs(repo, deployments), model, version, staleness, now or _dt.datetime.now(_dt.UTC), departed)
+    result.replicas = replica_states(replicas.read_status_docs(repo, deployments), model, version, staleness, now or _dt.datetime.now(_dt.UTC), departed)
     if not result.ready_replicas:
         result.problems.append(
             f"replicas: none reports {model} {version} READY with a passing smoke inference under {repo.uri(layout.STATUS_PREFIX)} "
             f"(within {departed:.0f}s); allowed: at least one fresh replica serving the version"
         )
-    problems = [f"replica {k}: {v}" for k, v in result.replicas.items() if v != "READY" and not is_departed(v)]
+    problems = [f"replica {k}: {v}" for k, v in result.replicas.items() if v != ReplicaState.READY and not is_departed(v)]
     result.problems += problems
     replicas_ok = bool(result.ready_replicas) and not problems
     cfg = model_config.parse(doc["config_pbtxt"], f"manifest {model} {version} config_pbtxt")
     try:
-        inputs, outputs = tensor_specs(cfg)
+        inputs, outputs = smoke.tensor_specs(cfg)
     except ValueError as e:
         inputs, outputs = [], []
         result.problems.append(f"smoke inference: {e}")
         replicas_ok = False
     result.checks["replicas"] = PASSED if replicas_ok else FAILED
     # A direct check runs only with an endpoint: without one it is "not run", never "failed".
-    for name, url, smoke in (("http", http_url, smoke_http), ("grpc", grpc_url, smoke_grpc)):
+    for name, url, direct_smoke in (("http", http_url, smoke.smoke_http), ("grpc", grpc_url, smoke.smoke_grpc)):
         if url and inputs:
-            direct = smoke(url, model, version, inputs, outputs)
+            direct = direct_smoke(url, model, version, inputs, outputs)
             result.checks[name] = FAILED if direct else PASSED
             result.problems += direct
     result.smoke_inference = replicas_ok and FAILED not in (result.checks["http"], result.checks["grpc"])
@@ -457,25 +221,45 @@ def gate_record(repo: Any, model: str, version: int) -> tuple[str, dict[str, Any
     return (legacy, manifest.read_verification(data, model, version)) if data is not None else None
 
 
-def wait_served(repo: Any, model: str, version: int, timeout: float, console: Any, interval: float = 2.0) -> dict[str, str]:
-    """Poll the replicas' status reports until every replica serving `model` (reported within
-    DEFAULT_DEPARTED) serves `version` READY, at least one; '<deployment>/<replica>' -> 'READY'.
-    A replica that reports the version failed ends the wait at once. Raises CHECK_FAILED (exit 6)
-    naming the replicas that do not serve it."""
-    import time
+def default_grpc_url(http_url: str | None) -> str | None:
+    """The gRPC endpoint beside Triton's default HTTP port: host:8001 for http(s)://host:8000."""
+    m = re.match(r"^https?://([^/:]+):8000/?$", http_url or "")
+    return f"{m.group(1)}:8001" if m else None
 
-    deadline = time.monotonic() + timeout
-    console.line(f"waiting: {model} version {version} on every replica (up to {timeout:.0f}s)")
-    while True:
-        replicas = served(read_status_docs(repo), model, _dt.datetime.now(_dt.UTC))
-        states = {key: "READY" if serves(r, version) else f"serving {r['serving'] or 'nothing'} ({r['state']}: {r['error'] or 'not switched yet'})"
-                  for key, r in replicas.items()}  # fmt: skip
-        lagging = {k: v for k, v in states.items() if v != "READY"}
-        failed = {k: v for k, v in lagging.items() if version in replicas[k]["failed"]}
-        if states and not lagging:
-            console.line(f"served: {model} version {version} READY on {len(states)} replica(s)")
-            return states
-        if failed or time.monotonic() >= deadline:
-            why = "; ".join(f"{k}: {v}" for k, v in (failed or lagging).items()) or f"no replica reports {model}"
-            raise errors.SyncError(errors.CHECK_FAILED, f"wait: {model} version {version} is not served by every replica ({why}); allowed: replicas that load it (see `model-sync status`)")
-        time.sleep(interval)
+
+def verify_command(
+    model: str, version: int, resolve: Callable[[], Environment], *, triton_url: str | None, grpc_url: str | None, deployments: tuple[str, ...],
+    staleness: float | None, departed: float | None, record_attempt: bool, quiet: bool,
+) -> tuple[dict[str, Any], errors.SyncError | None]:  # fmt: skip
+    """`model-sync verify`: check, print each replica's state and the checks, record the attempt
+    (unless not `record_attempt`). Returns the JSON document and the error to exit with (None:
+    passed); a bad window, API key or unknown version raises before anything is recorded."""
+    from model_sync import s3
+    from model_sync.ui import Console
+
+    fresh = DEFAULT_STALENESS if staleness is None else staleness
+    if fresh <= 0:
+        raise errors.usage(f"--staleness: {staleness!r}; allowed: seconds > 0")
+    gone = replicas.DEFAULT_DEPARTED if departed is None else departed
+    if gone <= fresh:
+        raise errors.usage(f"--departed: {gone!r}; allowed: seconds > --staleness ({fresh:g})")
+    env = resolve()
+    smoke.client_headers()  # a malformed $MODEL_SYNC_TRITON_API_KEY is a usage error (exit 2), before any check
+    http_url = triton_url or env.triton_url
+    grpc = grpc_url or env.grpc_url or default_grpc_url(http_url)
+    repo = s3.Repo(env)
+    console = Console(quiet)
+    result = verify(repo, model, version, http_url, grpc, staleness=fresh, deployments=deployments, departed=gone)
+    if result.manifest_sha256 is None:
+        raise errors.not_found(result.problems[0])
+    for replica, state in result.replicas.items():
+        console.line(f"replica {replica}: {state}")
+    console.line(f"checks: {check_line(result)}")
+    key = record(repo, result, s3.who(env, repo.session)) if record_attempt else None
+    doc = {"env": env.name, "model": model, "version": version, "passed": result.passed, "pinned": result.pinned, "checks": result.checks,
+           "replicas": result.replicas, "problems": result.problems, "record": repo.uri(key) if key else None}  # fmt: skip
+    if result.passed:
+        console.line(f"verified: {model} version {version} in {env.name}: {summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))
+        return doc, None
+    more = f" (+{len(result.problems) - 1} more, recorded {repo.uri(key)})" if key else ""
+    return doc, errors.SyncError(errors.CHECK_FAILED, f"verify {model} {version} in {env.name}: {result.problems[0]}{more}")

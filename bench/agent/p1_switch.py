@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.s3.start()
             stack.triton.start()
             client = stack.client
-            publish(stack, "add")  # version 1, through model_sync.publish.push
+            publish(stack, "add")  # version 1, through model_sync.push.push
             stack.start_agent()
             stack.wait_served("add", 1)
             samples: list[dict[str, float | int | str]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from model_sync import environments, errors
+from model_sync import environments, errors, layout
 from model_sync.environments import Environment
 
 
@@ -32,6 +32,18 @@ def add_override_options(p: argparse.ArgumentParser, *, image: bool = True) -> N
 def resolve(args: argparse.Namespace, name: str | None = None) -> Environment:
     env = getattr(args, "env", None) if name is None else name
     return environments.resolve(env, args.config, args.bucket, args.endpoint_url, args.region, getattr(args, "triton_url", None), getattr(args, "triton_image", None))
+
+
+def check_names(*models: str, version: int | None = None) -> None:
+    """The NAME arguments (and --model-version) of a command: a bad one is a usage error (exit 2)
+    with layout's one-line message, before any request."""
+    try:
+        for model in models:
+            layout.check_model_name(model)
+        if version is not None:
+            layout.check_version(version)
+    except layout.LayoutError as e:
+        raise errors.usage(str(e)) from None
 
 
 def add_allow_version_skew(p: argparse.ArgumentParser) -> None:
@@ -96,11 +108,11 @@ def emit(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def wait(args: argparse.Namespace, repo: Any, model: str, version: int, console: Any) -> dict[str, str] | None:
-    """--wait: block until every replica serves `version` (model_sync.verify.wait_served); None without --wait."""
+    """--wait: block until every replica serves `version` (model_sync.replicas.wait_served); None without --wait."""
     if not getattr(args, "wait", False):
         return None
-    from model_sync import verify
+    from model_sync import replicas
 
     if args.wait_timeout <= 0:
         raise errors.usage(f"--wait-timeout: {args.wait_timeout:g}; allowed: seconds > 0")
-    return verify.wait_served(repo, model, version, args.wait_timeout, console)
+    return replicas.wait_served(repo, model, version, args.wait_timeout, console)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from model_sync import errors, layout
+from model_sync import errors
 from model_sync.commands import _common
 
 NAME = "promote"
@@ -36,27 +36,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import environments, promote
-    from model_sync.s3 import Repo, who
-    from model_sync.ui import Console
+    from model_sync import promote
 
-    try:
-        layout.check_model_name(args.model)
-        layout.check_version(args.version)
-    except layout.LayoutError as e:
-        raise errors.usage(str(e)) from None
-    if args.source == args.target:
-        raise errors.usage(f"--to: {args.target!r} equals --from; allowed: two different environments")
-    src_env = environments.resolve(args.source, args.config)
-    dst_env = environments.resolve(args.target, args.config)
-    if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
-        raise errors.usage(f"--to: {args.target!r} has the same repository as {args.source!r} ({dst_env.uri}); allowed: two different repositories")
-    dst = Repo(dst_env)
-    console = Console(_common.quiet(args))
-    target = promote.promote(Repo(src_env), dst, args.model, args.version, skip_verification=args.skip_verification, dry_run=args.dry_run, console=console,
-                             by=who(dst_env, dst.session), allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target)  # fmt: skip
-    doc: dict[str, Any] = {"model": args.model, "from": {"env": src_env.name, "version": args.version}, "to": {"env": dst_env.name, "version": target}, "dry_run": args.dry_run}
-    if not args.dry_run:
-        doc["served"] = _common.wait(args, dst, args.model, target, console)
+    _common.check_names(args.model, version=args.version)
+    doc = promote.promote_command(
+        args.model, args.version, args.source, args.target, args.config, skip_verification=args.skip_verification, dry_run=args.dry_run,
+        allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target, quiet=_common.quiet(args),
+        wait=lambda repo, model, version, console: _common.wait(args, repo, model, version, console),
+    )  # fmt: skip
     _common.emit(args, doc)
     return errors.OK

@@ -43,43 +43,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import cache, localmodel, publish, s3client
-    from model_sync.s3 import Repo, who
-    from model_sync.ui import Console, error
+    from model_sync import push
 
-    if not 1 <= args.concurrency <= publish.MAX_CONCURRENCY:
-        raise errors.usage(f"--concurrency: {args.concurrency}; allowed: 1..{publish.MAX_CONCURRENCY}")
-    if not 5 <= args.multipart_threshold_mb <= 5120:
-        raise errors.usage(f"--multipart-threshold-mb: {args.multipart_threshold_mb}; allowed: 5..5120 (S3 parts are at least 5 MiB)")
-    configs = cache.ConfigCache(None if args.no_cache else cache.cache_dir())  # parsed config.pbtxt facts (model_sync/cache.py)
-    models = localmodel.discover(args.model_dir, args.name, configs)
-    env = _common.resolve(args)
-    publish.check_alignment(models, env, args.allow_version_skew, args.allow_local_target)  # refuse before creating a client
-    # connections: file transfers (--concurrency) + the small requests of concurrent models
-    repo = Repo(env, s3client.CLI.pooled(args.concurrency + publish.PushOptions.model_workers + 4))
-    size = args.multipart_threshold_mb * publish.MB
-    options = publish.PushOptions(
-        dry_run=args.dry_run, concurrency=args.concurrency, multipart_threshold=size, multipart_chunksize=size,
+    options = push.cli_options(
+        concurrency=args.concurrency, multipart_threshold_mb=args.multipart_threshold_mb, dry_run=args.dry_run,
         allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache, allow_local_target=args.allow_local_target,
     )  # fmt: skip
-    console = Console(quiet=_common.quiet(args))
-    try:
-        results = publish.push(repo, models, console, options, lambda: who(env, repo.session))
-    finally:
-        configs.save()
-    doc: dict[str, Any] = {"env": env.name, "models": [{"model": r.model, "action": r.action, "version": r.version, "error": str(r.error) if r.error else None} for r in results]}
-    # One line per distinct error (models failing alike while a run-wide failure was found share
-    # its message); the models that failure kept from starting are named on the last line.
-    failed = list({str(r.error): r for r in results if r.error is not None and r.action == "failed"}.values())
-    skipped = [r.model for r in results if r.action == "skipped"]
-    for r in failed[:-1]:
-        error(f"{r.model}: {r.error}")
-    if failed:
-        last = failed[-1]
-        note = f" ({len(skipped)} more not started: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})" if skipped else ""
-        _common.emit(args, doc)
-        raise errors.SyncError(min(r.error.code for r in failed if r.error), (f"{last.model}: {last.error}" if len(models) > 1 else str(last.error)) + note)
-    if args.wait and not args.dry_run:
-        doc["served"] = {r.model: _common.wait(args, repo, r.model, r.version, console) for r in results if r.version is not None}
+    wait = (lambda repo, model, version, console: _common.wait(args, repo, model, version, console)) if args.wait else None
+    doc, failure = push.push_directory(args.model_dir, args.name, lambda: _common.resolve(args), options, quiet=_common.quiet(args), wait=wait)
     _common.emit(args, doc)
+    if failure is not None:
+        raise failure
     return errors.OK

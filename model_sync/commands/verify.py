@@ -18,10 +18,9 @@ Exit codes: 0 passed; 6 (CHECK_FAILED) failed (recorded); 2 usage; 3 unknown mod
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
-from model_sync import errors, layout
+from model_sync import errors
 from model_sync.commands import _common
 
 NAME = "verify"
@@ -49,43 +48,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def default_grpc_url(http_url: str | None) -> str | None:
-    m = re.match(r"^https?://([^/:]+):8000/?$", http_url or "")
-    return f"{m.group(1)}:8001" if m else None
-
-
 def run(args: argparse.Namespace) -> int:
-    from model_sync import s3, verify
-    from model_sync.s3 import Repo
-    from model_sync.ui import Console
+    from model_sync import verify
 
-    try:
-        layout.check_model_name(args.model)
-        layout.check_version(args.version)
-    except layout.LayoutError as e:
-        raise errors.usage(str(e)) from None
-    staleness = verify.DEFAULT_STALENESS if args.staleness is None else args.staleness
-    if staleness <= 0:
-        raise errors.usage(f"--staleness: {args.staleness!r}; allowed: seconds > 0")
-    departed = verify.DEFAULT_DEPARTED if args.departed is None else args.departed
-    if departed <= staleness:
-        raise errors.usage(f"--departed: {departed!r}; allowed: seconds > --staleness ({staleness:g})")
-    env = _common.resolve(args)
-    verify.client_headers()  # a malformed $MODEL_SYNC_TRITON_API_KEY is a usage error (exit 2), before any check
-    http_url = args.triton_url or env.triton_url
-    grpc_url = args.grpc_url or env.grpc_url or default_grpc_url(http_url)
-    repo = Repo(env)
-    console = Console(_common.quiet(args))
-    result = verify.verify(repo, args.model, args.version, http_url, grpc_url, staleness=staleness, deployments=tuple(args.deployment), departed=departed)
-    if result.manifest_sha256 is None:
-        raise errors.not_found(result.problems[0])
-    for replica, state in result.replicas.items():
-        console.line(f"replica {replica}: {state}")
-    console.line(f"checks: {verify.check_line(result)}")
-    key = None if args.no_record else verify.record(repo, result, s3.who(env, repo.session))
-    _common.emit(args, {"env": env.name, "model": args.model, "version": args.version, "passed": result.passed, "pinned": result.pinned, "checks": result.checks,
-                        "replicas": result.replicas, "problems": result.problems, "record": repo.uri(key) if key else None})  # fmt: skip
-    if result.passed:
-        console.line(f"verified: {args.model} version {args.version} in {env.name}: {verify.summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))
-        return errors.OK
-    raise errors.SyncError(errors.CHECK_FAILED, f"verify {args.model} {args.version} in {env.name}: {result.problems[0]}" + (f" (+{len(result.problems) - 1} more, recorded {repo.uri(key)})" if key else ""))
+    _common.check_names(args.model, version=args.version)
+    doc, failure = verify.verify_command(
+        args.model, args.version, lambda: _common.resolve(args), triton_url=args.triton_url, grpc_url=args.grpc_url, deployments=tuple(args.deployment),
+        staleness=args.staleness, departed=args.departed, record_attempt=not args.no_record, quiet=_common.quiet(args),
+    )  # fmt: skip
+    _common.emit(args, doc)
+    if failure is not None:
+        raise failure
+    return errors.OK

@@ -35,7 +35,7 @@ TRITONSERVER_VERSION = "2.51.0"
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache"
 
 
-class RuntimeError_(Exception):
+class LocalRuntimeError(Exception):
     """The local tritonserver runtime could not be fetched or verified (one line)."""
 
 
@@ -50,10 +50,10 @@ def fetch_wheel(cache: Path = DEFAULT_CACHE) -> Path:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not wheel.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError_(f"nvidia-pytriton=={PYTRITON_VERSION}: pip download failed ({last}); allowed: a reachable PyPI index or the wheel placed in {wheels}")
+            raise LocalRuntimeError(f"nvidia-pytriton=={PYTRITON_VERSION}: pip download failed ({last}); allowed: a reachable PyPI index or the wheel placed in {wheels}")
     digest = sha256_file(str(wheel))
     if digest != PYTRITON_SHA256:
-        raise RuntimeError_(f"{wheel}: sha256 {digest}; allowed: {PYTRITON_SHA256} (the pinned nvidia-pytriton=={PYTRITON_VERSION}); delete the file to re-download")
+        raise LocalRuntimeError(f"{wheel}: sha256 {digest}; allowed: {PYTRITON_SHA256} (the pinned nvidia-pytriton=={PYTRITON_VERSION}); delete the file to re-download")
     return wheel
 
 
@@ -87,7 +87,7 @@ def ensure_tritonserver(cache: Path = DEFAULT_CACHE) -> TritonRuntime:
         rt = TritonRuntime(tmp)
         stub_src = tmp / "pytriton" / "tritonserver" / "python_backend_stubs" / pyver / "triton_python_backend_stub"
         if not stub_src.exists():
-            raise RuntimeError_(f"python {pyver}: no python backend stub in nvidia-pytriton=={PYTRITON_VERSION}; allowed: the Python versions under python_backend_stubs/")
+            raise LocalRuntimeError(f"python {pyver}: no python backend stub in nvidia-pytriton=={PYTRITON_VERSION}; allowed: the Python versions under python_backend_stubs/")
         stub = rt.backends / "python" / "triton_python_backend_stub"
         shutil.copy2(stub_src, stub)
         for exe in (rt.binary, stub):
@@ -176,7 +176,7 @@ class TritonServer:
 
     def _live(self) -> bool:
         if self.process is None or not self.process.running:
-            raise RuntimeError_(f"tritonserver exited: {self.process.log_tail() if self.process else ''}")
+            raise LocalRuntimeError(f"tritonserver exited: {self.process.log_tail() if self.process else ''}")
         return http_status(self.http_url + "/v2/health/live") == 200
 
     def version_ready(self, model: str, version: int) -> bool:

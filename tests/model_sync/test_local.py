@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_fetch_wheel_rejects_a_wheel_whose_sha256_differs_from_the_pin(tmp_path: Path) -> None:
     (tmp_path / "wheels").mkdir()
     (tmp_path / "wheels" / runtime.PYTRITON_WHEEL).write_bytes(b"not the wheel")
-    with pytest.raises(runtime.RuntimeError_, match=r"sha256 [0-9a-f]{64}; allowed: 21f063ff.*the pinned nvidia-pytriton==0\.7\.0"):
+    with pytest.raises(runtime.LocalRuntimeError, match=r"sha256 [0-9a-f]{64}; allowed: 21f063ff.*the pinned nvidia-pytriton==0\.7\.0"):
         runtime.fetch_wheel(tmp_path)
-    with pytest.raises(runtime.RuntimeError_):
+    with pytest.raises(runtime.LocalRuntimeError):
         runtime.ensure_tritonserver(tmp_path)  # never extracted
     assert not any(p.name.startswith("tritonserver-") for p in tmp_path.iterdir())
 

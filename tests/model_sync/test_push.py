@@ -177,7 +177,7 @@ def test_two_concurrent_pushes_get_distinct_versions_and_no_pin_is_lost(tmp_path
 def test_pin_moved_while_pushing_refuses_the_flip(tmp_path, capsys, request, aws_env, monkeypatch, server) -> None:
     """A rollback (or another push) between reading the pin and flipping it is never undone: moto
     enforces If-Match; rclone ignores it and the re-read just before the write catches it."""
-    from model_sync import publish
+    from model_sync import push
 
     s3: S3Server = request.getfixturevalue(f"{server}_s3")
     bucket = s3.make_bucket()
@@ -187,13 +187,13 @@ def test_pin_moved_while_pushing_refuses_the_flip(tmp_path, capsys, request, aws
     v1_pin = s3.get(bucket, "repository/simple/config.pbtxt")
     (model / "1" / "model.py").write_bytes(b"# b\n")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    real = publish.Publisher._check_unchanged
+    real = push.Publisher._check_unchanged
 
     def rolled_back_meanwhile(self, m):  # after the upload, before the manifest and the flip
         s3.client().put_object(Bucket=bucket, Key="repository/simple/config.pbtxt", Body=v1_pin)
         real(self, m)
 
-    monkeypatch.setattr(publish.Publisher, "_check_unchanged", rolled_back_meanwhile)
+    monkeypatch.setattr(push.Publisher, "_check_unchanged", rolled_back_meanwhile)
     (model / "1" / "model.py").write_bytes(b"# c\n")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
@@ -332,16 +332,16 @@ def test_dot_files_dot_dirs_and_pycache_are_skipped_not_refused(tmp_path, capsys
 def test_file_changed_after_hashing_is_caught_by_the_restat(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
     """moto stores a wrong ChecksumSHA256 without checking it, so here the local re-stat after the
     upload refuses; the S3 BadDigest branch (AWS S3) is covered by the unit test below."""
-    from model_sync import publish
+    from model_sync import push
 
     model = python_model(tmp_path / "m", "simple")
-    real = publish.hash_files
+    real = push.hash_files
 
     def hash_then_change(models, workers=4, hashes=None):
         real(models, workers, hashes)
         (model / "1" / "model.py").write_text("# edited while pushing\n")
 
-    monkeypatch.setattr(publish, "hash_files", hash_then_change)
+    monkeypatch.setattr(push, "hash_files", hash_then_change)
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
     assert "file changed during push" in r.err
@@ -350,45 +350,22 @@ def test_file_changed_after_hashing_is_caught_by_the_restat(tmp_path, capsys, mo
 
 
 def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
-    from model_sync import publish
+    from model_sync import push
 
     model = python_model(tmp_path / "m", "simple")
-    real = publish.hash_files
+    real = push.hash_files
 
     def hash_then_delete(models, workers=4, hashes=None):
         real(models, workers, hashes)
         (model / "1" / "model.pt").unlink()
 
-    monkeypatch.setattr(publish, "hash_files", hash_then_delete)
+    monkeypatch.setattr(push, "hash_files", hash_then_delete)
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
     assert "file vanished during push" in r.err
     assert "model.pt" in r.err
     assert pinned_version(moto_s3, s3_bucket, "simple") is None
     assert moto_s3.keys(s3_bucket, "manifests/") == []
-
-
-@pytest.mark.parametrize("code", ["BadDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"])
-def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
-    """AWS S3 answers 400 BadDigest / XAmzContentSHA256Mismatch when the body differs from the
-    hashed digest (moto and rclone do not check it, so the mapping is tested on botocore's error
-    type, which both single-request uploads and s3transfer's multipart ones raise)."""
-    from botocore.exceptions import ClientError
-
-    from model_sync import environments, layout, localmodel, publish
-    from model_sync.s3 import Repo
-    from model_sync.ui import Console
-
-    m = localmodel.load(str(python_model(tmp_path, "simple")))
-    repo = Repo(environments.Environment("staging", layout.Root("bkt"), "http://127.0.0.1:1", "us-east-1"))
-    publisher = publish.Publisher(repo, Console(quiet=True), publish.PushOptions(), "tester")
-    error = ClientError({"Error": {"Code": code, "Message": "The SHA256 you specified did not match the calculated checksum."}}, "PutObject")
-    mapped = publisher._transfer_error(error, m, "model.pt")
-    assert mapped.code == 4
-    assert str(mapped) == f"file changed during push: {m.files['model.pt'].path} (S3 rejected it: its SHA256 differs from the one hashed); nothing was pinned, re-run push"
-    other = publisher._transfer_error(ClientError({"Error": {"Code": "InternalError", "Message": "x"}}, "PutObject"), m, "model.pt")
-    assert other.code == 5
-    assert "InternalError" in str(other)
 
 
 @pytest.mark.parametrize(
@@ -407,74 +384,15 @@ def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
     ],
 )
 def test_push_options_are_validated(kwargs, match) -> None:
-    from model_sync import publish
+    from model_sync import push
 
     with pytest.raises(ValueError, match=match):
-        publish.PushOptions(**kwargs)
+        push.PushOptions(**kwargs)
 
 
 def test_push_options_bounds_are_accepted() -> None:
-    from model_sync import publish
+    from model_sync import push
 
-    low = publish.PushOptions(concurrency=1, model_workers=1, multipart_threshold=publish.MIN_PART, multipart_chunksize=publish.MIN_PART)
-    high = publish.PushOptions(concurrency=128, model_workers=64, multipart_threshold=publish.MAX_PART, multipart_chunksize=publish.MAX_PART)
+    low = push.PushOptions(concurrency=1, model_workers=1, multipart_threshold=push.MIN_PART, multipart_chunksize=push.MIN_PART)
+    high = push.PushOptions(concurrency=128, model_workers=64, multipart_threshold=push.MAX_PART, multipart_chunksize=push.MAX_PART)
     assert (low.concurrency, high.multipart_chunksize) == (1, 5 * 1024**3)
-
-
-def test_parallel_map_keeps_order_and_reraises_the_first_failure() -> None:
-    import threading
-
-    from model_sync import publish
-
-    seen: list[int] = []
-    lock = threading.Lock()
-
-    def square(i: int) -> int:
-        with lock:
-            seen.append(i)
-        return i * i
-
-    assert publish.parallel_map(square, list(range(50)), 16) == [i * i for i in range(50)]
-    assert sorted(seen) == list(range(50))
-
-    def fail_on_three(i: int) -> int:
-        if i == 3:
-            raise ValueError("item 3")
-        return i
-
-    with pytest.raises(ValueError, match=r"^item 3$"):
-        publish.parallel_map(fail_on_three, list(range(50)), 1)  # one worker: nothing after 3 starts
-
-
-def test_an_interrupt_stops_new_models_and_lets_running_ones_finish() -> None:
-    """Ctrl-C while models run: no further model starts, the running ones reach a safe point
-    (they see `stop`), and the interrupt reaches the caller only after they have."""
-    import signal
-    import threading
-    import time
-
-    from model_sync import publish
-
-    started: list[int] = []
-    finished: list[int] = []
-    stop = threading.Event()
-
-    def work(i: int) -> int:
-        started.append(i)
-        if i == 0:
-            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # Ctrl-C, delivered to the main thread waiting in join
-        time.sleep(1.0)  # long enough for the interrupt to land while the first wave runs, even on a loaded machine
-        finished.append(i)
-        return i
-
-    # Ctrl-C raises KeyboardInterrupt only under Python's default handler: a process started in
-    # the background by a non-interactive shell inherits SIGINT ignored.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            publish.parallel_map(work, list(range(40)), 4, stop)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert stop.is_set()
-    assert len(started) <= 8, started  # the first wave (and at most one more each), never all 40
-    assert sorted(finished) == sorted(started)  # every started item ran to its end before the raise

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import cache, environments, layout, localmodel, publish
+from model_sync import cache, environments, layout, localmodel, push
 from model_sync.s3 import Repo
 from model_sync.ui import Console
 from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
@@ -199,14 +199,14 @@ def test_allocation_from_the_pin_never_writes_into_an_occupied_version(tmp_path,
 def test_noop_never_asks_who_is_publishing(tmp_path, moto_s3, s3_bucket, aws_env) -> None:
     models = [localmodel.load(str(python_model(tmp_path, "m")))]
     repo = Repo(environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
-    first = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), "tester")
+    first = push.push(repo, models, Console(quiet=True), push.PushOptions(), "tester")
     assert [r.action for r in first] == ["pushed"]
 
     def no_identity() -> str:
         raise AssertionError("identity looked up for a no-op")
 
     models = [localmodel.load(str(tmp_path / "m"))]
-    again = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), no_identity)
+    again = push.push(repo, models, Console(quiet=True), push.PushOptions(), no_identity)
     assert [(r.action, r.version) for r in again] == [("up-to-date", 1)]
 
 

@@ -1,7 +1,7 @@
 """Serving-side test support: the REAL tritonserver (from the pinned nvidia-pytriton wheel), a
 local persistent S3 server (rclone serve s3), the repository agent as a subprocess running the
 same command as the agent image's ENTRYPOINT, and helpers that publish python-backend models
-through `model_sync.publish.push` (what `model-sync push` runs: v2 manifests, pins, allocations),
+through `model_sync.push.push` (what `model-sync push` runs: v2 manifests, pins, allocations),
 so the agent is tested against real push output.
 
 Fixtures (import into a test module: `from tests.support.triton import serving  # noqa: F401`):
@@ -118,10 +118,10 @@ def upload_version(client: Any, bucket: str, name: str, version: int, files: dic
 
 
 def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str, bytes] | None = None) -> int:
-    """`push` (model_sync.publish.push, the CLI's code path) of the add model into PUBLISH_BUCKET,
+    """`push` (model_sync.push.push, the CLI's code path) of the add model into PUBLISH_BUCKET,
     then a server-side copy of the version's files and manifest into BUCKET, without its pin.
     Returns the version push allocated (the model's output tells it: INPUT0 + N)."""
-    from model_sync import environments, localmodel, publish, repository
+    from model_sync import environments, localmodel, push, repository
     from model_sync.s3 import Repo
     from model_sync.ui import Console
 
@@ -135,7 +135,7 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
         (src / layout.CONFIG_FILE).write_text(ADD_CONFIG.format(name=name))
         for rel, data in {**add_model_files(version, fail), **(extra or {})}.items():
             (src / "1" / rel).write_bytes(data)
-        results = publish.push(repo, localmodel.discover(str(src), name), Console(quiet=True), publish.PushOptions(use_cache=False), "tests")
+        results = push.push(repo, localmodel.discover(str(src), name), Console(quiet=True), push.PushOptions(use_cache=False), "tests")
     assert [(r.action, r.version, r.error) for r in results] == [("pushed", version, None)], results
     client = stack.client
     keys = [layout.version_file_key(name, version, rel) for rel in sorted({*add_model_files(version), *(extra or {})})]

@@ -41,20 +41,21 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model_sync import __version__, cache, compat, errors, layout, manifest, repository, transfer
+from model_sync import __version__, cache, compat, errors, layout, manifest, repository
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
+from model_sync.parallel import Background, parallel_map
 from model_sync.s3 import Repo
-from model_sync.s3errors import Kind, classify, translate
-from model_sync.ui import Console, Progress
+from model_sync.s3errors import translate
+from model_sync.ui import Console
+from model_sync.upload import Uploader, hash_files, vanished
 
-if TYPE_CHECKING:  # concurrent.futures is imported where files are hashed or sent: not by a no-op push
-    from concurrent.futures import Future, ThreadPoolExecutor
+if TYPE_CHECKING:
+    from model_sync.replicas import Wait
 
 MB = 1024 * 1024
 
@@ -68,7 +69,8 @@ MAX_PART = 5 * 1024 * MB
 
 @dataclass(frozen=True)
 class PushOptions:
-    """How `push` transfers. Validated on construction (ValueError, one line naming the field)."""
+    """How `push` transfers. Validated on construction (ValueError, one line naming the field; the
+    bounds of every number are checked here only: the CLI names its flag, cli_options)."""
 
     dry_run: bool = False
     concurrency: int = 16  # parallel S3 requests (s3transfer max_request_concurrency), 1..MAX_CONCURRENCY
@@ -92,7 +94,15 @@ class PushOptions:
         for name, (low, high, unit) in limits.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"PushOptions.{name}: {value!r}; allowed: an integer {low}..{high}{unit}")
+                raise PushOptionError(name, f"PushOptions.{name}: {value!r}; allowed: an integer {low}..{high}{unit}")
+
+
+class PushOptionError(ValueError):
+    """A PushOptions number out of its bounds; `name`: the field."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 @dataclass
@@ -119,130 +129,6 @@ def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool
         except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError, LocalTargetError
             raise errors.incompatible(f"{m.name} -> {env.name}: {e}") from None
     return records
-
-
-def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCache | None = None) -> None:
-    """sha256 of every file (hashlib releases the GIL: threads scale on big files). A file whose
-    (size, mtime, ctime, inode, device) match the local hash cache is not read again. A file that
-    vanished or cannot be read: SyncError (exit 4 / 2), nothing written."""
-    hashes = hashes or cache.HashCache(None)
-    jobs = [(m, f) for m in models for f in m.files.values()]
-
-    def one(job: tuple[LocalModel, Any]) -> str:
-        f = job[1]
-        key = f.stat_key
-        hit = hashes.get(f.path, key)
-        if hit is not None:
-            return hit
-        started = time.time_ns()
-        try:
-            digest = manifest.sha256_file(f.path)
-        except FileNotFoundError:
-            raise errors.refused(f"file vanished during push: {f.path}; nothing was pinned, re-run push when the model directory is stable") from None
-        except OSError as e:
-            raise errors.usage(f"model file: {f.path} cannot be read ({e.strerror}); allowed: readable regular files") from None
-        try:
-            still = cache.stat_key(os.stat(f.path))
-        except OSError:
-            still = None
-        if still == key:  # unchanged while it was read: the digest belongs to this stat
-            hashes.put(f.path, key, digest, started)
-        return digest
-
-    uncached = sum(1 for _, f in jobs if hashes.get(f.path, f.stat_key) is None)
-    if uncached <= 1:
-        digests = [one(job) for job in jobs]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(workers, uncached)) as pool:
-            digests = list(pool.map(one, jobs))
-    for m in models:
-        m.hashes = {}
-    for (m, f), digest in zip(jobs, digests, strict=True):
-        assert m.hashes is not None
-        m.hashes[f.rel] = digest
-
-
-class Background:
-    """fn(*args) on its own thread, started now; result() waits and returns or re-raises."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any, name: str = "model-sync-background") -> None:
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn, *args), name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            self._value = fn(*args)
-        except BaseException as e:  # handed to whoever waits
-            self._error = e
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def exception(self) -> BaseException | None:
-        self._thread.join()
-        return self._error
-
-
-def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int, stop: threading.Event | None = None) -> list[Any]:
-    """[fn(item) ...] on `workers` threads, results in order. Every thread is started (and parked
-    on an Event) before any runs: a thread started while others hold the GIL waits up to the
-    switch interval to announce itself, which made ThreadPoolExecutor's start-as-you-submit cost
-    ~2 ms per thread in a no-op push (cProfile). An exception in `fn` is re-raised here.
-    Interrupted (KeyboardInterrupt while waiting): `stop` is set, no item is started any more, the
-    ones running finish (fn checks `stop` at its own safe points), then the interrupt is re-raised."""
-    results: list[Any] = [None] * len(items)
-    failures: list[BaseException] = []
-    stop = stop or threading.Event()
-    go = threading.Event()
-    position = iter(range(len(items)))
-    lock = threading.Lock()
-
-    count = max(1, min(workers, len(items)))
-    done = [threading.Event() for _ in range(count)]
-
-    def worker(n: int) -> None:
-        try:
-            go.wait()
-            while True:
-                with lock:
-                    i = next(position, None)
-                if i is None or failures or stop.is_set():
-                    return
-                try:
-                    results[i] = fn(items[i])
-                except BaseException as e:  # re-raised in the caller
-                    failures.append(e)
-                    return
-        finally:
-            done[n].set()
-
-    for n in range(count):
-        threading.Thread(target=worker, args=(n,), name=f"model-sync-model-{n}", daemon=True).start()
-    go.set()
-    # Waited on Events, not Thread.join(): a KeyboardInterrupt inside join() marks the joined
-    # thread as stopped although it still runs (CPython's bpo-45274 handling), and a second
-    # join() would then return at once, before that model reached its safe point. The 0.1 s
-    # timeout lets a SIGINT that arrived just before the wait blocked be acted on (measured: a
-    # plain wait() sometimes noticed it only when every model was done).
-    try:
-        for event in done:
-            while not event.wait(0.1):
-                pass
-    except BaseException:
-        stop.set()
-        for event in done:
-            event.wait()
-        raise
-    if failures:
-        raise failures[0]
-    return results
 
 
 def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
@@ -277,16 +163,6 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
     return doc
 
 
-def _subscriber(progress: Progress, task: Any) -> Any:
-    from s3transfer.subscribers import BaseSubscriber
-
-    class _Sub(BaseSubscriber):  # type: ignore[misc]
-        def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
-            progress.advance(task, bytes_transferred)
-
-    return _Sub()
-
-
 class Publisher:
     def __init__(self, repo: Repo, console: Console, options: PushOptions, by: str | Callable[[], str], pins: cache.PinCache | None = None) -> None:
         self.repo = repo
@@ -299,11 +175,9 @@ class Publisher:
         self.abort: errors.SyncError | None = None  # a run-wide S3 failure (endpoint, credentials): models not started yet are skipped
         self.stop = threading.Event()  # set on an interrupt: no model starts, none allocates or flips its pin any more
         self.hashing: Background | None = None  # hash_files of the models, running while pins are read
-        self.progress: Progress | None = None
+        self.uploader = Uploader(repo, console, options)  # the file transfers, shared by every model
         self.warned = False
         self._lock = threading.Lock()
-        self._manager: Any = None
-        self._io: ThreadPoolExecutor | None = None
 
     @property
     def by(self) -> str:
@@ -313,30 +187,6 @@ class Publisher:
                 assert callable(self._by)
                 self._by_value = self._by()
             return self._by_value
-
-    @property
-    def manager(self) -> Any:
-        with self._lock:
-            if self._manager is None:
-                o = self.options
-                self._manager = transfer.manager(self.repo.client, transfer.TransferSettings(o.multipart_threshold, o.multipart_chunksize, o.concurrency))
-            return self._manager
-
-    @property
-    def io(self) -> ThreadPoolExecutor:
-        """Shared pool for single-request transfers of files below the multipart threshold."""
-        with self._lock:
-            if self._io is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._io = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="model-sync-io")
-            return self._io
-
-    def close(self) -> None:
-        if self._io is not None:
-            self._io.shutdown()
-        if self._manager is not None:
-            self._manager.shutdown()
 
     # ---- reading the current pin --------------------------------------------------------
 
@@ -410,7 +260,7 @@ class Publisher:
         # its marker is new and its directory empty, else moves past the highest allocated.
         version = repository.allocate(repo, name, "push", self.by, hint=pin.version or 0)
         result = PushResult(name, "pushed", version)
-        self._transfer(m, version, reuse, pin.version, result)
+        self.uploader.transfer(m, version, reuse, pin.version, result)
         self._check_unchanged(m)
         doc = build_manifest(m, version, self.by, self.compatibility.get(name))
         self._check_stop(m)
@@ -441,69 +291,12 @@ class Publisher:
         self.console.line(f"(dryrun) pin: {m.name} version {version} ({self.repo.uri(layout.config_key(m.name))})")
         return result
 
-    def _transfer(self, m: LocalModel, version: int, reuse: set[str], previous: int | None, result: PushResult) -> None:
-        """Files below the multipart threshold: ONE PutObject / CopyObject each on the shared I/O
-        pool (s3transfer adds a HeadObject per copy and its per-transfer machinery); bigger files:
-        s3transfer (multipart upload / UploadPartCopy, concurrency)."""
-        assert m.hashes is not None
-        bucket = self.repo.root.bucket
-        futures: list[tuple[str, str, Future[Any] | Any]] = []
-        upload_bytes = sum(f.size for rel, f in m.files.items() if rel not in reuse)
-        task = self.progress.task(m.name, upload_bytes) if self.progress else None
-        subs = [_subscriber(self.progress, task)] if self.progress and task is not None else []
-        for rel, f in sorted(m.files.items()):
-            key = self.repo.key(layout.version_file_key(m.name, version, rel))
-            small = f.size < self.options.multipart_threshold
-            if rel in reuse and previous:
-                source = {"Bucket": bucket, "Key": self.repo.key(layout.version_file_key(m.name, previous, rel))}
-                if small:
-                    fut = self.io.submit(self.repo.copy, layout.version_file_key(m.name, previous, rel), layout.version_file_key(m.name, version, rel))
-                else:
-                    fut = self.manager.copy(source, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"})
-                futures.append(("copy", rel, fut))
-                continue
-            if small:
-                # AWS S3 verifies the body against the manifest digest (moto and rclone store it unverified).
-                futures.append(("upload", rel, self.io.submit(self._put_file, f.path, layout.version_file_key(m.name, version, rel), m.hashes[rel], f.size, task)))
-            else:
-                futures.append(("upload", rel, self.manager.upload(f.path, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"}, subscribers=subs)))
-        failure: errors.SyncError | None = None
-        for op, rel, fut in futures:
-            try:
-                fut.result()
-            except FileNotFoundError as e:
-                failure = failure or errors.refused(f"file vanished during push: {e.filename}; nothing was pinned, re-run push when the model directory is stable")
-            except Exception as e:
-                failure = failure or self._transfer_error(e, m, rel)
-            else:
-                dest = self.repo.uri(layout.version_file_key(m.name, version, rel))
-                if op == "copy":
-                    result.copied.append(rel)
-                    self.console.line(f"copy: {self.repo.uri(layout.version_file_key(m.name, previous or 0, rel))} to {dest}")
-                else:
-                    result.uploaded.append(rel)
-                    self.console.line(f"upload: {m.files[rel].path} to {dest}")
-        if failure:
-            raise failure
-
-    def _put_file(self, path: str, rel: str, sha256_hex: str, size: int, task: Any) -> None:
-        """One streamed PutObject whose stored checksum is the manifest digest: AWS S3 rejects a
-        body that differs from what was hashed (Kind.DIGEST, for _transfer_error to name the file)."""
-        self.repo.put_file(rel, path, sha256_hex)
-        if self.progress is not None and task is not None:
-            self.progress.advance(task, size)
-
-    def _transfer_error(self, e: BaseException, m: LocalModel, rel: str) -> errors.SyncError:
-        if classify(e) is Kind.DIGEST:
-            return errors.refused(f"file changed during push: {m.files[rel].path} (S3 rejected it: its SHA256 differs from the one hashed); nothing was pinned, re-run push")
-        return translate(e, self.repo.env, layout.model_prefix(m.name) + rel)
-
     def _check_unchanged(self, m: LocalModel) -> None:
         for f in m.files.values():
             try:
                 st = os.stat(f.path)
             except FileNotFoundError:
-                raise errors.refused(f"file vanished during push: {f.path}; nothing was pinned, re-run push when the model directory is stable") from None
+                raise vanished(f.path) from None
             if cache.stat_key(st) != f.stat_key:
                 raise errors.refused(f"file changed during push: {f.path}; nothing was pinned, re-run push when the model directory is stable")
 
@@ -523,7 +316,7 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
     publisher.hashing = Background(hash_files, models, 4, hashes, name="model-sync-hash")
     try:
         with console.progress() as progress:
-            publisher.progress = progress if not options.dry_run else None
+            publisher.uploader.progress = progress if not options.dry_run else None
 
             def one(m: LocalModel) -> PushResult:
                 if publisher.abort is not None:
@@ -545,7 +338,57 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
             raise failed_hashing
     finally:
         publisher.hashing.exception()  # joined: the hash cache is saved complete
-        publisher.close()
+        publisher.uploader.close()
         publisher.pins.save()
         hashes.save()
     return results
+
+
+def cli_options(*, concurrency: int, multipart_threshold_mb: int, **flags: bool) -> PushOptions:
+    """PushOptions from `model-sync push`'s flags (`flags`: the booleans); a number out of its
+    bounds is a usage error naming the flag (exit 2)."""
+    size = multipart_threshold_mb * MB
+    try:
+        return PushOptions(concurrency=concurrency, multipart_threshold=size, multipart_chunksize=size, **flags)
+    except PushOptionError as e:
+        if e.name == "concurrency":
+            raise errors.usage(f"--concurrency: {concurrency}; allowed: 1..{MAX_CONCURRENCY}") from None
+        raise errors.usage(f"--multipart-threshold-mb: {multipart_threshold_mb}; allowed: {MIN_PART // MB}..{MAX_PART // MB} (S3 parts are at least 5 MiB)") from None
+
+
+def push_directory(
+    model_dir: str, name: str | None, resolve: Callable[[], Environment], options: PushOptions, *, quiet: bool, wait: Wait | None = None
+) -> tuple[dict[str, Any], errors.SyncError | None]:
+    """`model-sync push`: discover the models of `model_dir`, check their alignment with the
+    environment (`resolve`d only after the local checks), push them and, with `wait`, wait until
+    they are served. Returns the run's JSON document and the error to exit with (None: all
+    pushed); every other model's distinct error is printed on its own line first."""
+    from model_sync import localmodel, s3client
+    from model_sync.s3 import who
+    from model_sync.ui import error
+
+    configs = cache.ConfigCache(cache.cache_dir() if options.use_cache else None)  # parsed config.pbtxt facts (model_sync/cache.py)
+    models = localmodel.discover(model_dir, name, configs)
+    env = resolve()
+    check_alignment(models, env, options.allow_version_skew, options.allow_local_target)  # refuse before creating a client
+    # connections: file transfers (--concurrency) + the small requests of concurrent models
+    repo = Repo(env, s3client.CLI.pooled(options.concurrency + PushOptions.model_workers + 4))
+    console = Console(quiet=quiet)
+    try:
+        results = push(repo, models, console, options, lambda: who(env, repo.session))
+    finally:
+        configs.save()
+    doc: dict[str, Any] = {"env": env.name, "models": [{"model": r.model, "action": r.action, "version": r.version, "error": str(r.error) if r.error else None} for r in results]}
+    # One line per distinct error (models failing alike while a run-wide failure was found share
+    # its message); the models that failure kept from starting are named on the last line.
+    failed = list({str(r.error): r for r in results if r.error is not None and r.action == "failed"}.values())
+    skipped = [r.model for r in results if r.action == "skipped"]
+    for r in failed[:-1]:
+        error(f"{r.model}: {r.error}")
+    if failed:
+        last = failed[-1]
+        note = f" ({len(skipped)} more not started: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})" if skipped else ""
+        return doc, errors.SyncError(min(r.error.code for r in failed if r.error), (f"{last.model}: {last.error}" if len(models) > 1 else str(last.error)) + note)
+    if wait is not None and not options.dry_run:
+        doc["served"] = {r.model: wait(repo, r.model, r.version, console) for r in results if r.version is not None}
+    return doc, None

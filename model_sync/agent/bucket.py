@@ -1,0 +1,163 @@
+"""The bucket side of the agent, on the S3 layer (model_sync.s3, transfer, s3errors): list the
+pins cheaply (the pin index, a full listing every `resync`), fetch a pin conditionally, read a
+version's manifest strictly and download its files verified (steps 1 and 2 of
+docs/architecture.md#the-agents-pass). S3 failures come out as S3Unavailable / S3AccessDenied
+(keep serving, back off) or as the pass's error."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from model_sync import errors, layout, manifest, transfer
+from model_sync.agent.exceptions import Abandoned, S3AccessDenied, S3Unavailable, VersionRejected
+from model_sync.agent.pins import backend_files, pinned_versions
+from model_sync.agent.settings import AgentSettings
+from model_sync.s3 import NOT_MODIFIED, Repo, etag_of
+from model_sync.s3errors import Kind, translate
+
+# Files of at least 16 MiB come down in 16 MiB ranges, 16 at a time (bench/transfer).
+AGENT_TRANSFER = transfer.TransferSettings()
+# Serving-wise the same as an outage: keep what is loaded, back off, report (exit 5 with --once).
+DENIED_KINDS = frozenset({Kind.DENIED, Kind.NO_BUCKET, Kind.CLOCK, Kind.WRONG_REGION})
+CHANGED = object()  # changed_pins(): the model's pin-index entry changed, re-read its pin
+
+
+def serving_error(what: str, err: errors.SyncError) -> Exception:
+    """An S3 failure as the agent treats it: S3AccessDenied / S3Unavailable keep serving what is
+    in place and back off; anything else is the pass's error."""
+    if err.s3_kind in DENIED_KINDS:
+        return S3AccessDenied(f"{what}: {err}")
+    if err.s3_kind is Kind.UNAVAILABLE:
+        return S3Unavailable(f"{what}: {err}")
+    return err
+
+
+class Bucket:
+    """The environment's bucket as one agent reads it (and writes its status object)."""
+
+    def __init__(self, s3: Repo, settings: AgentSettings, stop: threading.Event) -> None:
+        self.s3 = s3
+        self.settings = settings
+        self.stop = stop
+        self.listed_at: float | None = None  # monotonic time of the last full listing of repository/
+        self._index: dict[str, str] = {}  # model -> ETag of its pin-index entry, as last listed
+        self._manager: Any = None  # s3transfer manager for big files, created by the first one
+
+    def close(self) -> None:
+        if self._manager is not None:
+            self._manager.shutdown()
+            self._manager = None
+
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs), a Repo operation; its S3 failures sorted by s3errors' kind."""
+        try:
+            return fn(*args, **kwargs)
+        except errors.SyncError as e:
+            raise serving_error(what, e) from None
+
+    # -- pins --
+
+    def changed_pins(self) -> dict[str, str | object]:
+        """model -> the ETag of its pin (from a full listing of repository/), or CHANGED (its
+        pin-index entry changed: re-read the pin); a model left out is unchanged.
+
+        Steady state: ONE ListObjectsV2 of the pin index (manifests/_pins/, one object per model,
+        1,000 per page), whatever the number of versions or files. Every `resync` seconds, and
+        while the bucket has no index yet (a publisher older than the index), the full listing
+        of repository/ (every version's files: one request per 1,000 objects) catches a pin
+        written without its index entry (a crash between the two, a writer other than
+        model-sync). A pin briefly absent from a listing is treated as unchanged, never as removed.
+        """
+        wanted = self.settings.models
+        if len(wanted) == 1:  # one model: its own prefix is small, list it every pass
+            return self._list_pins(layout.model_prefix(wanted[0]))
+        objects, _ = self.call("list pin index", self.s3.list, layout.PIN_INDEX_PREFIX)
+        index = {name: etag_of(o) or "" for o in objects if (name := layout.model_from_pin_index_key(o["Key"])) and (not wanted or name in wanted)}
+        now = time.monotonic()
+        if not index or self.listed_at is None or now - self.listed_at >= self.settings.resync:
+            etags = self._list_pins(layout.REPOSITORY_PREFIX)
+            self.listed_at, self._index = now, index
+            return etags
+        changed: dict[str, str | object] = {name: CHANGED for name, etag in index.items() if self._index.get(name) != etag}
+        self._index = index
+        return changed
+
+    def _list_pins(self, prefix: str) -> dict[str, str | object]:
+        etags: dict[str, str | object] = {}
+        objects, _ = self.call("list pins", self.s3.list, prefix)
+        for obj in objects:
+            name, _, leaf = obj["Key"][len(layout.REPOSITORY_PREFIX) :].partition("/")
+            if leaf == layout.CONFIG_FILE and layout.MODEL_NAME_RE.match(name) and (not self.settings.models or name in self.settings.models):
+                etags[name] = etag_of(obj) or ""
+        return etags
+
+    def fetch_pin(self, name: str, listed_etag: str | object | None, held_etag: str | None) -> tuple[str, str] | None:
+        """(etag, text) of `name`'s pin when the listing shows an ETag other than the one held
+        (a GET conditional on it); None when unchanged. ETags are compared unquoted."""
+        if listed_etag is None or (listed_etag is not CHANGED and listed_etag == held_etag):
+            return None
+        found = self.call(f"get pin {name}", self.s3.get_if_changed, layout.config_key(name), held_etag)
+        if found is NOT_MODIFIED or found is None:  # None: a model directory without a pin yet (mid-publish)
+            return None
+        data, etag = found
+        return etag, data.decode()
+
+    # -- versions --
+
+    def read_manifest(self, name: str, version: int) -> dict[str, Any] | None:
+        """The version's manifest, read strictly (manifest.RecordError); None when it is missing."""
+        raw = self.call(f"get manifest {name}/{version}", self.s3.get, layout.manifest_key(name, version))
+        return None if raw is None else manifest.read_manifest(raw, model=name, version=version)
+
+    def manifest_for_pin(self, name: str, version: int, pin_text: str) -> dict[str, Any]:
+        """The manifest of a pinned version, checked against the pin before anything is
+        downloaded: VersionRejected when missing, invalid, for another config, or without a
+        file the config's backend needs."""
+        mkey = self.settings.root.key(layout.manifest_key(name, version))
+        try:
+            doc = self.read_manifest(name, version)
+        except manifest.RecordError as e:
+            raise VersionRejected(str(e)) from None
+        if doc is None:
+            raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest")
+        if doc["config_pbtxt"] != pin_text and len(pinned_versions(pin_text)) == 1:
+            raise VersionRejected(f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text recorded in {mkey}")
+        missing = [f for f in backend_files(pin_text) if f not in doc["files"]]
+        if missing:  # tritonserver 2.51 would stay LOADING on it, and its repository poller with it
+            raise VersionRejected(f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend needs (model_config.required_files)")
+        return doc
+
+    def download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
+        """Download one file of the version into `dest`, hashed as it is written (transfer.download:
+        ranged parallel GETs for big files); a size or sha256 other than the manifest's rejects it."""
+        rel_key = layout.version_file_key(name, version, rel)
+        key = self.settings.root.key(rel_key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(dest, "w+b") as f:  # read as well: out-of-order ranges are hashed from the file
+                digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f, int(expect["size"]), AGENT_TRANSFER, self.stop, self._transfer_manager(),
+                                                 sync_every=transfer.WRITEBACK)  # fmt: skip
+                f.flush()
+                os.fsync(f.fileno())
+        except transfer.Abandoned:
+            raise Abandoned() from None
+        except Exception as e:
+            if isinstance(e, OSError) and not isinstance(e, ConnectionError | TimeoutError) and not type(e).__module__.startswith(("botocore", "urllib3")):
+                raise  # the local disk (ENOSPC...): this pass's error, the previous version keeps serving
+            err = translate(e, self.s3.env, rel_key)
+            if err.s3_kind is Kind.NOT_FOUND:
+                raise VersionRejected(f"file {key}: missing in the bucket; allowed: every file listed in the manifest") from None
+            raise serving_error(f"download {key}", err) from None
+        if size != expect["size"] or digest != expect["sha256"]:
+            raise VersionRejected(f"file {key}: sha256 {digest[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size {expect['size']} (the manifest)")
+        return size
+
+    def _transfer_manager(self) -> Any:
+        if self._manager is None:
+            self._manager = transfer.manager(self.s3.client, AGENT_TRANSFER)
+        return self._manager

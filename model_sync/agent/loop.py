@@ -1,0 +1,289 @@
+"""The agent's loop: `RepositoryAgent` keeps a replica's local Triton model repository in step
+with the pins in its environment's bucket, one pass every interval (the sidecar) or one pass
+(`--once`, the init container). The pass and its guarantees are docs/architecture.md#the-agents-pass;
+this module orders its steps, the others do them: bucket.py (pins, manifests, verified
+downloads), local_repository.py (stage, rename in, flip, prune), loads.py and triton.py
+(confirmation, fallback, smoke inference), status.py (the report), state.py (one transition)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from model_sync import errors, layout
+from model_sync.agent.bucket import Bucket
+from model_sync.agent.exceptions import Abandoned, PassError, S3AccessDenied, S3Unavailable, VersionRejected, one_line
+from model_sync.agent.loads import Loads
+from model_sync.agent.local_repository import LocalRepository
+from model_sync.agent.pins import pinned_versions
+from model_sync.agent.settings import AgentSettings
+from model_sync.agent.state import ModelState
+from model_sync.agent.status import ReadyFile, StatusReport, document
+from model_sync.agent.triton import TritonProbe, serving_ready
+from model_sync.manifest import ReplicaState
+from model_sync.s3 import Repo
+
+log = logging.getLogger("model_sync.agent")
+
+
+def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[float, float], float] = random.uniform) -> float:
+    """Exponential backoff with jitter: uniform(half, full) of min(cap, base * 2**(failures-1))."""
+    ceiling = min(cap, base * (2 ** max(0, failures - 1)))
+    return rng(ceiling / 2, ceiling)
+
+
+class RepositoryAgent:
+    """Syncs pinned versions from the bucket into the local repository (docs/architecture.md#the-agents-pass)."""
+
+    def __init__(self, settings: AgentSettings, s3: Repo, stop: threading.Event | None = None, triton: TritonProbe | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.stop = stop or threading.Event()
+        self.triton = triton if triton is not None else (TritonProbe(settings.triton_url, settings.triton_headers) if settings.triton_url else None)
+        self.clock = clock
+        self.models: dict[str, ModelState] = {}
+        self.s3_ok: bool | None = None
+        self.last_s3_ok_at: float | None = None
+        self.last_error: str | None = None
+        self.started_at = clock()
+        self.bucket = Bucket(s3, settings, self.stop)
+        self.local = LocalRepository(settings.repository, settings.staging, self.stop)
+        self.status = StatusReport(settings, self.bucket, clock)
+        self.ready_file = ReadyFile(settings.ready_file)
+        self.loads = Loads(settings, self.models, self.triton, self.local, self.bucket, self._report, clock, self.stop)
+        self._staged: dict[str, Path] = {}  # model -> its versions verified in staging, committed at the end of the pass
+
+    @property
+    def s3(self) -> Repo:
+        return self.bucket.s3
+
+    @s3.setter
+    def s3(self, repo: Repo) -> None:
+        self.bucket.s3 = repo
+
+    @property
+    def _listed_at(self) -> float | None:  # the last full listing of repository/ (tests and bench force a resync)
+        return self.bucket.listed_at
+
+    @_listed_at.setter
+    def _listed_at(self, value: float | None) -> None:
+        self.bucket.listed_at = value
+
+    # -- lifecycle --
+
+    def prepare(self) -> None:
+        """Lock the staging area (leftovers of a killed run discarded) and adopt what is in place
+        (restart on a persistent volume): reported PLACED, confirmed once Triton is live."""
+        self.local.lock()
+        for name, text in self.local.in_place().items():
+            with contextlib.suppress(VersionRejected):
+                self.models[name] = ModelState(serving=pinned_versions(text), state=ReplicaState.PLACED)
+
+    def close(self) -> None:
+        self.bucket.close()
+        self.local.unlock()
+
+    def run(self, once: bool = False) -> int:
+        """Loop until `stop` is set (SIGTERM): exit code 0, after deleting this replica's status
+        object. Nothing else ends the loop: S3 outages, access denied and unclassified errors are
+        logged, recorded as last_error and retried with backoff. `once` (init container): one
+        pass, and the exit codes of docs/agent.md (once_exit_code; 5 or 1 after 5 failed passes)."""
+        self.prepare()
+        try:
+            failures = 0
+            while not self.stop.is_set():
+                try:
+                    self.sync_once(None if once else self.settings.interval)
+                    failures = 0
+                    if once:
+                        return self.once_exit_code()
+                    self.ready_file.update(lambda: serving_ready(self.triton, self.models))
+                    delay = self.settings.interval
+                except Abandoned:
+                    break
+                except Exception as e:  # never crash the sidecar: Triton keeps serving what is in place
+                    failures += 1
+                    delay = backoff_delay(failures, self.settings.interval, self.settings.backoff_max)
+                    if isinstance(e, S3Unavailable):
+                        what = "s3 access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable"
+                        log.warning("%s (attempt %d): %s; keeping the local repository as is, retrying in %.1fs", what, failures, e, delay)
+                    else:
+                        self.last_error = f"pass failed: {one_line(e)}"
+                        log.error("%s (attempt %d); keeping the local repository as is, retrying in %.1fs", self.last_error, failures, delay)
+                        self._report(force=False)
+                    if once and failures >= 5:
+                        return errors.S3 if isinstance(e, S3Unavailable) else errors.UNEXPECTED
+                self.stop.wait(delay)
+            log.info("stop requested: exiting")
+            if not once:
+                self.ready_file.set(False)
+                self.status.delete()
+            return 0
+        finally:
+            self.local.clear_staging()
+            self.close()
+
+    def once_exit_code(self) -> int:
+        pinned = [name for name, st in self.models.items() if st.pin_text is not None or st.pinned]
+        placed = [name for name in pinned if self.models[name].serving]
+        rejected = sorted(name for name in pinned if self.models[name].state == ReplicaState.FAILED)
+        if rejected:
+            log.error("not placed (reported FAILED in the status): %s", ", ".join(rejected))
+        if pinned and not placed:
+            return errors.CHECK_FAILED
+        return errors.OK
+
+    # -- one pass --
+
+    def sync_once(self, wait: float | None = None) -> bool:
+        """One pass over every pin. True when every pinned version is in place (and READY if
+        Triton is watched). Loads in flight are confirmed for up to `wait` seconds (None: until
+        each is READY or failed); the sidecar waits one interval, then places new pins while
+        Triton goes on loading. Raises S3Unavailable (S3AccessDenied) when the bucket cannot be
+        read, PassError when a model hit an unclassified error (the other models are synced);
+        readiness, smoke inferences and the status report happen either way."""
+        first_error: BaseException | None = None
+        all_ok = True
+        try:
+            etags = self.bucket.changed_pins()  # 1. read the pins
+            for name in sorted(set(etags) | set(self.models)):
+                if self.stop.is_set():
+                    raise Abandoned()
+                try:
+                    all_ok = self._sync_model(name, etags.get(name)) and all_ok  # 2. stage and verify
+                except (S3Unavailable, Abandoned):
+                    raise
+                except Exception as e:
+                    all_ok = False
+                    self._model_error(name, e)
+                    first_error = first_error or e
+            self.s3_ok, self.last_s3_ok_at = True, self.clock()
+        except S3Unavailable as e:
+            self.s3_ok, self.last_error = False, str(e)
+            self._commit_staged()  # what verified before the outage goes live
+            self._after_pass(wait)
+            raise
+        first_error = first_error or self._commit_staged()
+        self.last_error = None if first_error is None else f"{one_line(first_error)}"
+        all_ok = self._after_pass(wait) and all_ok
+        if first_error is not None:
+            raise PassError(one_line(first_error)) from first_error
+        return all_ok
+
+    def _after_pass(self, wait: float | None) -> bool:
+        all_ok = self.loads.refresh(wait)  # 4. confirm, 5. smoke-test
+        for name, st in self.models.items():  # 6. prune and report
+            self.local.prune(name, set(st.serving) | set(st.pinned), self.settings.keep_versions)
+        self._report(force=False)
+        return all_ok
+
+    def _model_error(self, name: str, err: Exception) -> None:
+        st = self.models.setdefault(name, ModelState())
+        st.transition(error=f"sync failed: {one_line(err)}")
+        log.error("%s: %s", name, st.error)
+
+    def _sync_model(self, name: str, listed_etag: str | object | None) -> bool:
+        st = self.models.setdefault(name, ModelState())
+        pin = self.bucket.fetch_pin(name, listed_etag, st.pin_etag)
+        if pin is not None:
+            st.transition(pin=pin)
+        if st.pin_text is None:
+            return True
+        if pin is not None:
+            try:
+                st.transition(pinned=pinned_versions(st.pin_text))
+            except VersionRejected as e:
+                self._reject(name, st, 0, str(e))
+                return False
+        if st.rejected_text is not None and st.rejected_text == st.pin_text:
+            st.transition(rejected_etag=st.pin_etag, rejected_text=None)  # an adopted version failed before the pin was read
+        if st.rejected_etag is not None and st.rejected_etag == st.pin_etag:
+            return False  # this pin already failed here: keep serving the previous version until the pin changes
+        if self.local.pin(name) == st.pin_text and all(v in self.local.versions(name) for v in st.pinned):
+            if name not in self.loads:  # in flight: confirmed by loads.refresh
+                st.transition(serving=st.pinned)
+            return True
+        return self._stage_pin(name, st)
+
+    def _stage_pin(self, name: str, st: ModelState) -> bool:
+        """Stage every pinned version missing locally (downloaded and verified in staging); the
+        pass commits them all together afterwards (_commit_staged). False when one is rejected."""
+        assert st.pin_text is not None
+        # A directory without config.pbtxt is no model: a new one is assembled whole in staging.
+        have = self.local.versions(name) if self.local.pin(name) is not None else []
+        build = self.local.new_build(name)
+        try:
+            for version in st.pinned:
+                if version not in have:
+                    self._stage_version(name, version, st.pin_text, build / str(version))
+        except VersionRejected as e:
+            self.local.discard(build)
+            self._reject(name, st, version, str(e))
+            return False
+        except BaseException:
+            self.local.discard(build)
+            raise
+        self._staged[name] = build
+        return True
+
+    def _stage_version(self, name: str, version: int, pin_text: str, target: Path) -> None:
+        """Download + verify `name`/`version` into staging and rename it to `target`.
+        VersionRejected if the bucket's data does not match the manifest."""
+        doc = self.bucket.manifest_for_pin(name, version, pin_text)
+        files: dict[str, Any] = doc["files"]
+        total = self.local.stage(name, version, sorted(files), lambda rel, dest: self.bucket.download_verified(name, version, rel, files[rel], dest), target)
+        log.info("placed %s version %d (%d files, %d bytes, verified against %s)", name, version, len(files), total, self.settings.root.key(layout.manifest_key(name, version)))
+
+    def _reject(self, name: str, st: ModelState, version: int, reason: str) -> None:
+        log.error("%s version %s rejected, not placed: %s", name, version or "?", reason)
+        st.transition(ReplicaState.FAILED, failed={version: reason}, rejected_etag=st.pin_etag, error=f"version {version} rejected: {reason}" if version else reason)
+
+    def _commit_staged(self) -> BaseException | None:
+        """Move every version staged this pass into place and pin it locally, one model after
+        another in quick succession, so that Triton's poller sees them together and loads them
+        concurrently; none is confirmed before all are placed (loads.refresh). Returns the first
+        error (the other models are committed)."""
+        staged, self._staged = self._staged, {}
+        first_error: BaseException | None = None
+        for name, build in sorted(staged.items()):
+            try:
+                self.loads.place(name, self.models[name], build)  # 3. place and flip locally
+            except Exception as e:
+                self._model_error(name, e)
+                first_error = first_error or e
+            finally:
+                self.local.discard(build)
+        return first_error
+
+    # -- status --
+
+    def status_document(self) -> dict[str, Any]:
+        return document(self.settings, self.models, self.local.versions, s3_reachable=self.s3_ok, last_s3_ok_at=self.last_s3_ok_at,
+                        last_error=self.last_error, started_at=self.started_at)  # fmt: skip
+
+    def _report(self, force: bool = False) -> None:
+        self.status.report(self.status_document(), force)
+
+
+def serve(settings: AgentSettings, repo: Repo, once: bool) -> int:
+    """`model-sync agent`: run the agent until SIGTERM/SIGINT (or one pass with `once`); the exit code."""
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %s received: finishing", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    agent = RepositoryAgent(settings, repo, stop=stop)
+    log.info(
+        "agent starting: env=%s bucket=%s repository=%s staging=%s triton=%s replica=%s/%s interval=%.1fs",
+        settings.env, repo.env.uri, settings.repository, settings.staging, settings.triton_url, settings.deployment, settings.replica, settings.interval,
+    )  # fmt: skip
+    return agent.run(once=once)

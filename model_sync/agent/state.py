@@ -1,0 +1,66 @@
+"""What the agent knows about one model (`ModelState`, reported in the status), and the one
+transition every change of it goes through (docs/architecture.md#the-agents-pass)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from model_sync.manifest import ReplicaState
+
+_KEEP: Any = object()  # transition(): leave this field as it is (None is a value)
+
+
+@dataclass
+class ModelState:
+    """One model on this replica. Change it only through `transition`."""
+
+    pin_etag: str | None = None  # the ETag of the bucket's pin we hold
+    pin_text: str | None = None  # the bucket's pin (config.pbtxt text)
+    pinned: tuple[int, ...] = ()  # the versions the bucket's pin names
+    serving: tuple[int, ...] = ()  # the local pin (what Triton is told to serve)
+    state: ReplicaState = ReplicaState.PENDING
+    error: str | None = None  # one line
+    failed: dict[int, str] = field(default_factory=dict)  # version -> reason (never retried for this pin ETag)
+    rejected_etag: str | None = None  # the pin ETag whose version failed / was rejected
+    rejected_text: str | None = None  # the pin text that failed (adopted versions: the ETag may be unknown yet)
+    changed_at: float = 0.0  # when the local pin last changed (the agent's clock)
+    smoke: dict[str, Any] | None = None  # last smoke inference: {ok, version, at, detail, _at}
+
+    def transition(
+        self,
+        state: ReplicaState | None = None,
+        *,
+        error: str | None = _KEEP,
+        pin: tuple[str, str] | None = None,
+        pinned: tuple[int, ...] | None = None,
+        serving: tuple[int, ...] | None = None,
+        failed: Mapping[int, str] | None = None,
+        rejected_etag: str | None = _KEEP,
+        rejected_text: str | None = _KEEP,
+        changed_at: float | None = None,
+        smoke: dict[str, Any] | None = None,
+    ) -> None:
+        """The one way a model's state changes. Arguments left out keep their field as it is;
+        `pin` is (etag, text) of a newly read pin; `failed` adds version -> reason entries."""
+        if pin is not None:
+            self.pin_etag, self.pin_text = pin
+        if pinned is not None:
+            self.pinned = pinned
+        if serving is not None:
+            self.serving = serving
+        if failed:
+            self.failed.update(failed)
+        if rejected_etag is not _KEEP:
+            self.rejected_etag = rejected_etag
+        if rejected_text is not _KEEP:
+            self.rejected_text = rejected_text
+        if changed_at is not None:
+            self.changed_at = changed_at
+        if smoke is not None:
+            self.smoke = smoke
+        if state is not None:
+            self.state = ReplicaState(state)
+        if error is not _KEEP:
+            self.error = error

@@ -1,0 +1,62 @@
+"""The agent's settings are the one source of its defaults: the CLI's option defaults are
+AgentSettings' own, and the package's re-exported names load lazily (building the CLI parser
+reads the settings without importing the rest of the agent: the S3 layer, the records)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from model_sync import agent as ag
+from model_sync.agent import settings as agent_settings
+from model_sync.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_cli_defaults_are_the_settings_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MODEL_SYNC_AGENT_INTERVAL", raising=False)
+    args = build_parser().parse_args(["agent", "--env", "prod", "--repository", str(tmp_path / "m")])
+    d = agent_settings.defaults()
+    options = {"interval": args.interval, "ready_timeout": args.ready_timeout, "heartbeat": args.heartbeat,
+               "backoff_max": args.backoff_max, "resync": args.full_resync, "keep_versions": args.keep_versions}  # fmt: skip
+    assert options == {k: d[k] for k in options}
+    assert d["ready_timeout"] == 300.0  # what the CLI and docs/agent.md have always said
+
+
+def test_interval_environment_variable_overrides_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MODEL_SYNC_AGENT_INTERVAL", "7.5")
+    args = build_parser().parse_args(["agent", "--env", "prod", "--repository", str(tmp_path / "m")])
+    assert args.interval == 7.5
+
+
+def test_defaults_list_only_fields_with_a_default() -> None:
+    d = agent_settings.defaults()
+    assert not {"root", "repository", "staging", "deployment", "replica"} & set(d)
+    assert d["keep_versions"] == 2
+
+
+@pytest.mark.parametrize("name", sorted(ag._EXPORTS))
+def test_every_re_exported_name_resolves_to_its_module(name: str) -> None:
+    module, attribute = ag._EXPORTS[name]
+    assert getattr(ag, name) is getattr(__import__(f"model_sync.agent.{module}", fromlist=[attribute]), attribute)
+
+
+def test_states_are_the_replica_status_states() -> None:
+    from model_sync.manifest import ReplicaState
+
+    assert [ag.READY, ag.LOADING, ag.FAILED, ag.PLACED, ag.PENDING] == [ReplicaState[s] for s in ("READY", "LOADING", "FAILED", "PLACED", "PENDING")]
+    with pytest.raises(AttributeError, match=r"has no attribute 'settings_replace'"):
+        _ = ag.settings_replace
+
+
+def test_building_the_parser_loads_only_the_settings() -> None:
+    code = (
+        "import sys; from model_sync.cli import build_parser; build_parser()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('model_sync.agent.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
+    assert out.stdout.strip() == "['model_sync.agent.exceptions', 'model_sync.agent.settings']", out.stderr
