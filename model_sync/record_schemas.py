@@ -105,12 +105,12 @@ _FILES = {
 _NULLABLE_STR = {"type": ["string", "null"]}
 
 
-def _obj(required: list[str], properties: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"type": "object", "required": required, "additionalProperties": False, "properties": {**properties, **(optional or {})}}
+def _obj(properties: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A closed object: every field of `properties` required, those of `optional` allowed."""
+    return {"type": "object", "required": list(properties), "additionalProperties": False, "properties": {**properties, **(optional or {})}}
 
 
 MANIFEST_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "files", "config_pbtxt", "backend", "platform", "source", "exporter", "created_by", "created_at"],
     {
         "schema": {"const": "model-sync.manifest/v1"},
         "model": {"type": "string", "pattern": NAME_RE},
@@ -120,7 +120,6 @@ MANIFEST_SCHEMA: dict[str, Any] = _obj(
         "backend": {"type": "string"},
         "platform": {"type": "string"},
         "source": _obj(
-            ["path", "host", "git_commit", "promoted_from"],
             {
                 "path": {"type": "string"},
                 "host": {"type": "string"},
@@ -134,7 +133,6 @@ MANIFEST_SCHEMA: dict[str, Any] = _obj(
             },
         ),
         "exporter": _obj(
-            ["tool", "method", "torch_version", "torchscript_format_version", "target"],
             {
                 "tool": {"type": "string"},
                 "method": {"enum": ["trace", "script", None]},
@@ -149,7 +147,6 @@ MANIFEST_SCHEMA: dict[str, Any] = _obj(
 )
 
 COMPATIBILITY: dict[str, Any] = _obj(
-    ["triton_image", "libtorch_version", "result", "detail"],
     {
         "triton_image": _NULLABLE_STR,
         "libtorch_version": _NULLABLE_STR,
@@ -164,9 +161,9 @@ def _manifest_v2(v1: dict[str, Any]) -> dict[str, Any]:
     props = dict(v1["properties"])
     props["schema"] = {"const": "model-sync.manifest/v2"}
     exporter = props["exporter"]
-    props["exporter"] = _obj([*exporter["required"], "operators"], {**exporter["properties"], "operators": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}})
+    props["exporter"] = _obj({**exporter["properties"], "operators": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}})
     props["compatibility"] = COMPATIBILITY
-    return _obj([*v1["required"], "compatibility"], props)
+    return _obj(props)
 
 
 MANIFEST_SCHEMA_V1 = MANIFEST_SCHEMA
@@ -175,7 +172,6 @@ MANIFEST_V1, MANIFEST_V2 = "model-sync.manifest/v1", "model-sync.manifest/v2"
 MANIFEST_SCHEMA_IDS = (MANIFEST_V1, MANIFEST_V2)
 
 VERIFICATION_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "passed", "replicas", "smoke_inference", "manifest_sha256", "verified_by", "verified_at"],
     {
         "schema": {"const": "model-sync.verification/v1"},
         "model": {"type": "string", "pattern": NAME_RE},
@@ -195,12 +191,11 @@ VERIFICATION_V1, VERIFICATION_V2 = "model-sync.verification/v1", "model-sync.ver
 CHECK_RESULTS = ("passed", "failed", "not-run")
 VERIFICATION_SCHEMA_V1 = VERIFICATION_SCHEMA
 VERIFICATION_SCHEMA = _obj(
-    [*VERIFICATION_SCHEMA_V1["required"], "pinned", "checks", "evidence"],
     {
-        **VERIFICATION_SCHEMA_V1["properties"],
+        **{k: VERIFICATION_SCHEMA_V1["properties"][k] for k in VERIFICATION_SCHEMA_V1["required"]},
         "schema": {"const": VERIFICATION_V2},
         "pinned": {"type": "boolean"},  # N was the pinned version when verify ran (the gate reads only those)
-        "checks": _obj(["replicas", "http", "grpc"], {name: {"enum": list(CHECK_RESULTS)} for name in ("replicas", "http", "grpc")}),
+        "checks": _obj({name: {"enum": list(CHECK_RESULTS)} for name in ("replicas", "http", "grpc")}),
         "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http", "replica-smoke+direct-grpc", "replica-smoke+direct-http-grpc"]},
     },
     {"detail": {"type": "string"}},
@@ -208,14 +203,13 @@ VERIFICATION_SCHEMA = _obj(
 VERIFICATION_SCHEMA_IDS = (VERIFICATION_V1, VERIFICATION_V2)
 
 PROMOTION_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "source", "target", "verification", "files", "checksums_verified", "promoted_by", "promoted_at"],
     {
         "schema": {"const": "model-sync.promotion/v1"},
         "model": {"type": "string", "pattern": NAME_RE},
         "version": _VERSION,
-        "source": _obj(["env", "bucket_uri", "version"], {"env": {"type": "string"}, "bucket_uri": {"type": "string"}, "version": _VERSION}),
-        "target": _obj(["env", "bucket_uri"], {"env": {"type": "string"}, "bucket_uri": {"type": "string"}}),
-        "verification": _obj(["skipped", "record_key"], {"skipped": {"type": "boolean"}, "record_key": _NULLABLE_STR}),
+        "source": _obj({"env": {"type": "string"}, "bucket_uri": {"type": "string"}, "version": _VERSION}),
+        "target": _obj({"env": {"type": "string"}, "bucket_uri": {"type": "string"}}),
+        "verification": _obj({"skipped": {"type": "boolean"}, "record_key": _NULLABLE_STR}),
         "files": _FILES,
         "checksums_verified": {"enum": ["s3-checksum", "rehash", "mixed"]},
         "promoted_by": {"type": "string", "minLength": 1},
@@ -225,13 +219,11 @@ PROMOTION_SCHEMA: dict[str, Any] = _obj(
 
 PROMOTION_SCHEMA_V1 = PROMOTION_SCHEMA
 PROMOTION_SCHEMA = _obj(
-    [*PROMOTION_SCHEMA_V1["required"], "compatibility"],
     {**PROMOTION_SCHEMA_V1["properties"], "schema": {"const": "model-sync.promotion/v2"}, "compatibility": COMPATIBILITY},
 )
 PROMOTION_V2 = "model-sync.promotion/v2"
 
 PIN_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "previous", "action", "stack", "by", "at"],
     {
         "schema": {"const": "model-sync.pin/v1"},
         "model": {"type": "string", "pattern": NAME_RE},
@@ -245,7 +237,6 @@ PIN_SCHEMA: dict[str, Any] = _obj(
 )
 
 ALLOCATION_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "purpose", "nonce", "by", "at"],
     {
         "schema": {"const": "model-sync.allocation/v1"},
         "model": {"type": "string", "pattern": NAME_RE},
@@ -272,8 +263,6 @@ REPLICA_STATUS = "model-sync.replica-status/v1"
 _VERSIONS = {"type": "array", "items": _VERSION}
 _NULLABLE_TIME = {"type": ["string", "null"], "pattern": TIME_RE}
 REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "env", "deployment", "replica", "bucket_uri", "triton_url", "heartbeat_seconds", "s3_reachable",
-     "last_s3_ok_at", "last_error", "agent_started_at", "reported_at", "models"],
     {
         "schema": {"const": REPLICA_STATUS},
         "env": {"type": "string", "minLength": 1},
@@ -290,7 +279,6 @@ REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
         "models": {
             "type": "object",
             "additionalProperties": _obj(
-                ["pinned", "serving", "state", "error", "failed", "local_versions", "smoke"],
                 {
                     "pinned": _VERSIONS,
                     "serving": _VERSIONS,
@@ -301,7 +289,7 @@ REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
                     "smoke": {
                         "anyOf": [
                             {"type": "null"},
-                            _obj(["ok", "version", "at", "detail"], {"ok": {"type": "boolean"}, "version": _VERSION, "at": _TIME, "detail": {"type": "string"}}),
+                            _obj({"ok": {"type": "boolean"}, "version": _VERSION, "at": _TIME, "detail": {"type": "string"}}),
                         ]
                     },
                 },
@@ -312,7 +300,6 @@ REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
 
 PIN_INDEX = "model-sync.pin-index/v1"
 PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
-    ["schema", "model", "version", "at"],
     {"schema": {"const": PIN_INDEX}, "model": {"type": "string", "pattern": NAME_RE}, "version": _VERSION, "at": _TIME},
 )
 
