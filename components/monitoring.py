@@ -6,13 +6,18 @@ the Triton HPAs scale on.
   release label), Alertmanager (Slack through a mounted Secret, never in Helm values),
   Grafana (admin password generated into a Secret; dashboards and datasources picked
   up by the sidecars from labelled ConfigMaps).
-- prometheus-adapter: serves `triton_queue_time_per_request_us` per pod =
+- prometheus-adapter: serves `triton_queue_time_per_request_us` per pod (queue_time_query):
   increase(nv_inference_queue_duration_us[2m]) / increase(nv_inference_request_success[2m])
-  (queue time per request over the window: a ratio of counter increases, not a rate;
-  increase() handles the counter resets of a tritonserver restart, delta() is for gauges).
-- ConfigMap `triton-dashboard` (grafana_dashboard=1): Triton + GPU dashboard.
-- PrometheusRule `triton-alerts`: queue p99, failure ratio, no ready replica, model load
-  failures, GPU idle, GPU saturated.
+  while a request succeeded in the window (a ratio of counter increases, not a rate;
+  increase() handles the counter resets of a tritonserver restart, delta() is for gauges);
+  while none did, Little's law over the pending-request gauge and every completed request
+  (failed ones included), so failing requests that wait never read as an idle pod.
+- ConfigMap `triton-dashboard` (grafana_dashboard=1): Triton + GPU dashboard, with Loki log
+  panels (tritonserver per deployment, the agent), filtered by a `model` variable.
+- PrometheusRule `triton-alerts`: queue p99, failure ratio (all requests failing included),
+  no ready replica, model load failures, restarts, GPU idle, GPU saturated. Each summary
+  states the wait the rule really has (tests/components/test_monitoring_rules.py checks it
+  with promtool).
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ SLACK_SECRET = "alertmanager-slack"  # noqa: S105 (a Secret name)
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 DATASOURCE_LABEL = {"grafana_datasource": "1"}
 QUEUE_WINDOW = "2m"
+FAILURE_WINDOW = "5m"
+# The dashboard's log panels: the containers of a Triton pod (components/triton_deployment.py).
+TRITON_CONTAINER = "tritonserver"
+AGENT_CONTAINERS = ("agent-init", "agent")
 # node-exporter reads the node's network interfaces, processes and filesystems: hostNetwork,
 # hostPID and hostPath, which only the `privileged` Pod Security level admits. It runs in a
 # namespace of its own so that `monitoring` (Prometheus, Grafana, Alertmanager, ...) enforces
@@ -126,15 +135,49 @@ class MonitoringArgs:
 # --------------------------------------------------------------------------------------
 
 
+def _seconds(duration: str) -> int:
+    """A PromQL duration of one unit ("90s", "2m", "1h") in seconds."""
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
 def queue_time_query(matchers: str = "<<.LabelMatchers>>", group_by: str = "<<.GroupBy>>", window: str = QUEUE_WINDOW) -> str:
-    """Average queue time per request over `window`: increase of the queue-duration counter
-    over increase of the success counter. Both are counters, so increase() (reset-aware:
-    a tritonserver restart starts them at 0 again) and never delta(), which is for gauges
-    and turns a reset into a large negative value. clamp_min keeps an idle pod at 0 instead
-    of NaN, so the HPA always has a value and enforces minReplicas.
-    ref: https://prometheus.io/docs/prometheus/latest/querying/functions/#increase"""
-    return (f"sum(increase(nv_inference_queue_duration_us{{{matchers}}}[{window}])) by ({group_by}) / "
-            f"clamp_min(sum(increase(nv_inference_request_success{{{matchers}}}[{window}])) by ({group_by}), 1)")
+    """Average queue time per request (µs) over `window`, what the HPA scales on.
+
+    Measured: the increase of the queue-duration counter over the increase of the success
+    counter, while at least one request succeeded in the window. Both are counters, so
+    increase() (reset-aware: a tritonserver restart starts them at 0 again) and never
+    delta(), which is for gauges and turns a reset into a large negative value.
+
+    Triton adds queue time for successful requests only (measured on 2.51: a request whose
+    model raised counts in nv_inference_request_failure and nowhere in the queue duration).
+    So while no request succeeds, the measured ratio does not exist and the second branch
+    answers: Little's law, time waited = (average pending requests x window) / requests
+    completed (success + failure), from Triton's nv_inference_pending_request_count gauge.
+    Failing requests that queue therefore keep the HPA from scaling down (a queue timeout
+    under overload is a failure), and a pod where nothing waits reads 0 (an idle pod,
+    or a model that fails at once: more replicas would not help; the failure-ratio alert
+    fires). The estimate is coarse (a gauge sampled at the scrape interval) and reads high
+    for a pod younger than the window: the safe direction for an autoscaler.
+    It always has a value for a pod that serves a model, so the HPA enforces minReplicas.
+    ref: https://prometheus.io/docs/prometheus/latest/querying/functions/#increase
+    ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/metrics.md#pending-request-count"""
+
+    def increase(metric: str) -> str:
+        return f"sum(increase({metric}{{{matchers}}}[{window}])) by ({group_by})"
+
+    measured = f"{increase('nv_inference_queue_duration_us')} / ({increase('nv_inference_request_success')} > 0)"
+    pending = (f"sum(avg_over_time(nv_inference_pending_request_count{{{matchers}}}[{window}])) by ({group_by}) * {_seconds(window) * 1_000_000} / "
+               f"clamp_min({increase('nv_inference_request_success')} + {increase('nv_inference_request_failure')}, 1)")
+    return f"({measured}) or ({pending})"
+
+
+def failure_ratio_query(matchers: str, by: str, window: str = FAILURE_WINDOW) -> str:
+    """Failed requests / all requests (failed + successful) over `window`, by `by`: 1 when
+    every request fails, 0 when idle. (nv_inference_count counts successful inferences
+    only: it is no denominator.) The alert and the dashboard both use this one query."""
+    failed = f"sum by ({by}) (rate(nv_inference_request_failure{{{matchers}}}[{window}]))"
+    succeeded = f"sum by ({by}) (rate(nv_inference_request_success{{{matchers}}}[{window}]))"
+    return f"{failed} / clamp_min({failed} + {succeeded}, 1e-9)"
 
 
 def adapter_rules() -> dict[str, Any]:
@@ -299,14 +342,38 @@ def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: s
     }
 
 
-def dashboard(triton_namespace: str) -> dict[str, Any]:
-    """The Triton + GPU dashboard (Grafana JSON model)."""
+def _log_panel(pid: int, title: str, expr: str, y: int, x: int) -> dict[str, Any]:
+    # ref: https://grafana.com/docs/grafana/latest/panels-visualizations/visualizations/logs/
+    return {
+        "id": pid, "type": "logs", "title": title,
+        "datasource": {"type": "loki", "uid": "${logs}"},
+        "gridPos": {"h": 10, "w": 12, "x": x, "y": y},
+        "options": {"showTime": True, "wrapLogMessage": True, "sortOrder": "Descending", "enableLogDetails": True,
+                    "dedupStrategy": "none", "prettifyLogMessage": False, "showLabels": False, "showCommonLabels": False},
+        "targets": [{"refId": "A", "expr": expr, "queryType": "range"}],
+    }
+
+
+def log_queries(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...]) -> dict[str, str]:
+    """LogQL of the dashboard's log panels (title -> query): tritonserver per deployment and
+    the agent (its init run and the sidecar) of every deployment, each filtered by the
+    dashboard's `model` variable (`.*` for all: Triton and the agent name the model in every
+    line about it). Labels as Alloy attaches them (components/log_shipping.py).
+    ref: https://grafana.com/docs/loki/latest/query/log_queries/"""
+    ns = f'namespace="{triton_namespace}"'
+    queries = {f"Triton logs: deployment {d.name}":
+               f'{{{ns}, container="{TRITON_CONTAINER}", pod=~"{naming.triton_app_name(d.name)}-.*"}} |~ "$model"'
+               for d in deployments}
+    queries["Agent logs (model sync, every deployment)"] = f'{{{ns}, container=~"{"|".join(AGENT_CONTAINERS)}"}} |~ "$model"'
+    return queries
+
+
+def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...]) -> dict[str, Any]:
+    """The Triton + GPU dashboard (Grafana JSON model), log panels last."""
     ns = f'namespace="{triton_namespace}"'
     panels = [
         _panel(1, "Inference requests / s by model", f"sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m]))", "reqps", 0, 0, "{{model}}"),
-        _panel(2, "Failure ratio by model",
-               f"sum by (model) (rate(nv_inference_request_failure{{{ns}}}[5m])) / clamp_min(sum by (model) (rate(nv_inference_count{{{ns}}}[5m])), 1e-9)",
-               "percentunit", 0, 12, "{{model}}"),
+        _panel(2, "Failure ratio by model", failure_ratio_query(ns, "model"), "percentunit", 0, 12, "{{model}}"),
         _panel(3, "Queue time per request (HPA metric) by pod", queue_time_query(ns, "pod", "2m"), "µs", 8, 0, "{{pod}}"),
         _panel(4, "Queue time p99 by model", f'max by (model) (nv_inference_queue_summary_us{{{ns},quantile="0.99"}})', "µs", 8, 12, "{{model}}"),
         _panel(5, "Compute time per request by model",
@@ -316,10 +383,21 @@ def dashboard(triton_namespace: str) -> dict[str, Any]:
         _panel(7, "GPU utilisation", "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "percent", 24, 0, "{{Hostname}} gpu {{gpu}}"),
         _panel(8, "GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes", 24, 12, "{{Hostname}} gpu {{gpu}}"),
     ]
+    for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
+        panels.append(_log_panel(len(panels) + 1, title, expr, 32 + 10 * (i // 2), 12 * (i % 2)))
     return {
         "uid": "triton-platform", "title": "Triton inference + GPU", "schemaVersion": 39, "version": 1,
         "timezone": "utc", "refresh": "30s", "time": {"from": "now-6h", "to": "now"}, "tags": ["triton", "gpu"],
-        "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Datasource"}]},
+        "templating": {"list": [
+            {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Datasource"},
+            {"name": "logs", "type": "datasource", "query": "loki", "label": "Logs"},
+            # The models Triton serves here; "All" is `.*` (the log panels' line filter).
+            # ref: https://grafana.com/docs/grafana/latest/datasources/prometheus/template-variables/
+            {"name": "model", "type": "query", "label": "Model", "datasource": {"type": "prometheus", "uid": "${datasource}"},
+             "query": {"query": f"label_values(nv_inference_request_success{{{ns}}}, model)", "refId": "model"},
+             "definition": f"label_values(nv_inference_request_success{{{ns}}}, model)",
+             "refresh": 2, "includeAll": True, "allValue": ".*", "multi": False, "current": {"text": "All", "value": "$__all"}},
+        ]},
         "panels": panels,
     }
 
@@ -335,15 +413,16 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
             "expr": f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}',
             "for": "10m", "labels": {"severity": "warning", "deployment": d.name},
             "annotations": {"summary": f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs (5x the HPA target) for 10 minutes",
-                            "description": "Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, or batching is misconfigured."},
+                            "description": ("Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, or batching is "
+                                            "misconfigured. (Triton times successful requests only: while every request fails, "
+                                            "TritonInferenceFailureRatioHigh fires instead.)")},
         })
     triton += [
         {"alert": "TritonInferenceFailureRatioHigh",
-         "expr": (f"sum by (namespace, model) (rate(nv_inference_request_failure{{{ns}}}[5m])) / "
-                  f"clamp_min(sum by (namespace, model) (rate(nv_inference_request_failure{{{ns}}}[5m]) ) + "
-                  f"sum by (namespace, model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9) > 0.05"),
+         # 1 when every request fails (the dashboard's failure-ratio panel is the same query).
+         "expr": f"{failure_ratio_query(ns, 'namespace, model')} > 0.05",
          "for": "10m", "labels": {"severity": "critical"},
-         "annotations": {"summary": "Triton: more than 5 % of requests to {{ $labels.model }} fail"}},
+         "annotations": {"summary": "Triton: more than 5 % of requests to {{ $labels.model }} fail (up to all of them) for 10 minutes"}},
         {"alert": "TritonNoReadyReplica",
          # Only while replicas are wanted: dev scales the Deployment to 0 on purpose
          # (docs/node-autoscaling.md). Both series carry namespace + deployment, so the
@@ -352,30 +431,43 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
          "expr": (f'(kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}} < 1) '
                   f'and on (namespace, deployment) (kube_deployment_spec_replicas{{{ns},deployment=~"triton-.*"}} > 0)'),
          "for": "5m", "labels": {"severity": "critical"},
-         "annotations": {"summary": "Triton deployment {{ $labels.deployment }} has no ready replica"}},
+         "annotations": {"summary": "Triton deployment {{ $labels.deployment }} has no ready replica for 5 minutes"}},
         {"alert": "TritonModelLoadFailure",
          # The agent sidecar is ready exactly while every model it placed is READY in Triton
          # (--ready-file); a live tritonserver whose agent stays unready has a placed model
          # that neither loads nor was rolled back / removed. (A failed NEW push is rolled
          # back or removed by the agent and surfaces through `model-sync verify` instead.)
-         "expr": (f'(kube_pod_container_status_ready{{{ns},container="agent"}} == 0) and on (namespace, pod) '
-                  f'(kube_pod_container_status_ready{{{ns},container="tritonserver"}} == 1)'),
+         # The agent is a native sidecar (an init container with restartPolicy Always):
+         # kube-state-metrics reports its readiness as kube_pod_init_container_status_ready.
+         # ref: https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md
+         "expr": (f'(kube_pod_init_container_status_ready{{{ns},container="agent"}} == 0) and on (namespace, pod) '
+                  f'(kube_pod_container_status_ready{{{ns},container="{TRITON_CONTAINER}"}} == 1)'),
          "for": "15m", "labels": {"severity": "critical"},
-         "annotations": {"summary": "Triton pod {{ $labels.pod }} is live but a placed model is not READY (see the agent and tritonserver logs)"}},
+         "annotations": {"summary": ("Triton pod {{ $labels.pod }} is live but a placed model is not READY for 15 minutes "
+                                     "(see the agent and tritonserver logs)")}},
         {"alert": "TritonServerRestarting",
-         "expr": f'increase(kube_pod_container_status_restarts_total{{{ns},container="tritonserver"}}[30m]) > 2',
+         # Restarts seen within the window, counted exactly: increase() extrapolates to the
+         # window's edges (2 restarts read 2.06 and fired). A pod's restart count never goes
+         # down; a new pod is a new series.
+         "expr": (f'max_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) - '
+                  f'min_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) > 2'),
          "for": "0m", "labels": {"severity": "warning"},
          "annotations": {"summary": "tritonserver in {{ $labels.pod }} restarted more than twice in 30 minutes (startup budget exceeded or crash)"}},
     ]
     gpu = [
+        # The wait is the `for:` over a short (5-minute) average: a long averaging window
+        # adds nothing for a GPU idle or saturated from its first sample (the average is
+        # true at once) and its own length for one that becomes so, so the wait would
+        # depend on the history. The summary states what the rule does.
         {"alert": "GpuIdle",
-         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h])) < 5",
-         "for": "1h", "labels": {"severity": "info"},
-         "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} below 5 % utilisation for 2 hours: paying for an idle GPU"}},
+         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) < 5",
+         "for": "2h", "labels": {"severity": "info"},
+         "annotations": {"summary": ("GPU {{ $labels.gpu }} on {{ $labels.Hostname }} below 5 % utilisation (5-minute average) "
+                                     "for 2 hours: paying for an idle GPU")}},
         {"alert": "GpuSaturated",
-         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[15m])) > 95",
-         "for": "15m", "labels": {"severity": "warning"},
-         "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 95 % utilisation for 30 minutes"}},
+         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) > 95",
+         "for": "30m", "labels": {"severity": "warning"},
+         "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 95 % utilisation (5-minute average) for 30 minutes"}},
     ]
     return [{"name": "triton", "rules": triton}, {"name": "gpu", "rules": gpu}]
 
@@ -469,7 +561,7 @@ class Monitoring(pulumi.ComponentResource):
 
         self.dashboard = k8s.core.v1.ConfigMap(
             f"{name}-dashboard", metadata=meta("triton-dashboard", DASHBOARD_LABEL),
-            data={"triton.json": json.dumps(dashboard(args.triton_namespace), indent=1, sort_keys=True)}, opts=after_ns)
+            data={"triton.json": json.dumps(dashboard(args.triton_namespace, args.deployments), indent=1, sort_keys=True)}, opts=after_ns)
         rules_spec: Any = {"groups": alert_rule_groups(args)}
         self.rules = k8s.apiextensions.CustomResource(
             f"{name}-rules", api_version="monitoring.coreos.com/v1", kind="PrometheusRule",

@@ -66,14 +66,19 @@ def test_adapter_metric_is_a_ratio_of_counter_increases(dev: Run) -> None:
     (rule,) = rules["custom"]
     assert rule["name"]["as"] == QUEUE_TIME_METRIC
     q = rule["metricsQuery"]
-    numerator, denominator = q.split(" / ")
+    measured, pending = q.split(" or ")
     # Counters: increase() survives a tritonserver restart (counter reset); delta() does not.
-    assert numerator == "sum(increase(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)"
-    assert denominator == "clamp_min(sum(increase(nv_inference_request_success{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>), 1)"
+    # While a request succeeded in the window: queue time over successful requests.
+    assert measured == ("(sum(increase(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) / "
+                        "(sum(increase(nv_inference_request_success{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) > 0))")
+    # Otherwise Little's law over every completed request (failures included); 0 when idle.
+    assert pending.startswith("(sum(avg_over_time(nv_inference_pending_request_count{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) * 120000000 / clamp_min(")
+    assert "nv_inference_request_failure{<<.LabelMatchers>>}[2m]" in pending
     assert "delta(" not in q
     assert "rate(" not in q
     assert rules == adapter_rules()
-    assert queue_time_query('namespace="x"', "pod", "5m").count("[5m]") == 2
+    assert queue_time_query('namespace="x"', "pod", "5m").count("[5m]") == 5
+    assert "* 300000000 /" in queue_time_query('namespace="x"', "pod", "5m")
 
 
 # Where each kube-prometheus-stack workload the program configures takes its resources.

@@ -1,0 +1,212 @@
+"""The program's alert rules, dashboard queries and HPA query on a real Prometheus (Debian's
+package, tests/support/prometheus.py) scraping two real tritonservers (the pinned
+nvidia-pytriton build, with the cloud Deployment's metrics flags) under load.
+
+Two "pods" of the default deployment, labelled as the Triton ServiceMonitor labels them:
+- pod 0 serves `resnet`, which sleeps SERVICE_S per request and fails every FAIL_EVERY-th
+  (the model raises: Triton counts it in nv_inference_request_failure{reason="BACKEND"});
+- pod 1 serves `broken`, which sleeps and then fails every request, while requests wait.
+Each model returns (or names in its error) the time it started the request, so the client
+measures every request's queue time: started - sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model_sync.local.procs import wait_until
+from model_sync.local.runtime import TritonRuntime, TritonServer
+from tests.components.test_monitoring_rules import alert, program_dashboard, program_rules
+from tests.conftest import stack_run
+from tests.support.prometheus import PrometheusServer, rules_file
+from tests.support.triton import triton_runtime  # noqa: F401
+
+NS = "triton"
+PODS = ("triton-default-7c9d8-aaaaa", "triton-default-7c9d8-bbbbb")
+SERVICE_S = 0.025
+FAIL_EVERY = 7
+CLIENTS = 4  # concurrent clients per pod: ~3 requests wait while one runs
+LOAD_S = 12.0
+
+MODEL_PY = '''\
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+ALWAYS_FAIL = {always_fail}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            started = time.time()
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            time.sleep({service_s})
+            if ALWAYS_FAIL or x[0] < 0:
+                raise pb_utils.TritonModelException(f"failed on purpose; started={{started!r}}")
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("STARTED", np.array([started], dtype=np.float64))]))
+        return responses
+'''
+
+CONFIG = """
+name: "{name}"
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "STARTED" data_type: TYPE_FP64 dims: [ 1 ] }} ]
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+"""
+
+
+@dataclass
+class Client:
+    """CLIENTS threads sending one request after another; every request's queue time."""
+
+    url: str
+    model: str
+    ok: list[float] = field(default_factory=list)  # queue time (s) of successful requests
+    failed: list[float] = field(default_factory=list)  # ... of failed ones
+    unexplained: list[str] = field(default_factory=list)
+
+    def _one(self, value: float) -> None:
+        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [value]}]}).encode()
+        req = urllib.request.Request(f"{self.url}/v2/models/{self.model}/infer", data=body, method="POST")  # noqa: S310
+        sent = time.time()
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+                self.ok.append(float(json.loads(resp.read())["outputs"][0]["data"][0]) - sent)
+        except urllib.error.HTTPError as err:
+            text = err.read().decode(errors="replace")
+            m = re.search(r"started=([0-9.]+)", text)
+            if m:
+                self.failed.append(float(m.group(1)) - sent)
+            else:
+                self.unexplained.append(f"{err.code}: {text[:200]}")
+
+    def run(self, seconds: float) -> None:
+        stop = time.monotonic() + seconds
+
+        def loop(worker: int) -> None:
+            n = worker
+            while time.monotonic() < stop:
+                n += CLIENTS
+                self._one(-1.0 if n % FAIL_EVERY == 0 else 1.0)
+
+        threads = [threading.Thread(target=loop, args=(w,)) for w in range(CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def _triton(tmp: Path, runtime: TritonRuntime, name: str, always_fail: bool) -> TritonServer:
+    repo = tmp / "repository"
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name))
+    (repo / name / "1" / "model.py").write_text(MODEL_PY.format(always_fail=always_fail, service_s=SERVICE_S))
+    return TritonServer(repo, tmp / "triton.log", runtime=runtime)
+
+
+@contextlib.contextmanager
+def _stack(tmp: Path, runtime: TritonRuntime, rules: str) -> Iterator[tuple[list[TritonServer], PrometheusServer]]:
+    servers = [_triton(tmp / "pod0", runtime, "resnet", False), _triton(tmp / "pod1", runtime, "broken", True)]
+    labels = [{"namespace": NS, "pod": pod, "container": "tritonserver", "service": "triton-default", "endpoint": "metrics"} for pod in PODS]
+    prom = PrometheusServer(tmp / "prometheus", {f"127.0.0.1:{s.metrics_port}": lab for s, lab in zip(servers, labels, strict=True)}, rules)
+    try:
+        for s in servers:
+            s.start()
+        for s, model in zip(servers, ("resnet", "broken"), strict=True):
+            s.wait_version_ready(model, 1)
+        prom.start()
+        yield servers, prom
+    finally:
+        for stopper in (prom.stop, *(s.stop for s in servers)):
+            with contextlib.suppress(Exception):
+                stopper()
+
+
+def _by_label(result: dict[str, float], label: str) -> dict[str, float]:
+    return {dict(kv.split("=", 1) for kv in key.split(","))[label]: v for key, v in result.items()}
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_rules_dashboard_and_hpa_query_on_a_real_prometheus(tmp_path: Path, triton_runtime: TritonRuntime, capsys: Any) -> None:  # noqa: F811
+    prod = stack_run("prod")
+    groups = program_rules(prod)
+    adapter = prod.one("kubernetes:helm.sh/v3:Release", "monitoring-prometheus-adapter").inputs["values"]["rules"]["custom"][0]
+    series = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", adapter["seriesQuery"])
+    assert series is not None
+    # prometheus-adapter's template fields for the HPA's pods (the pod resource, namespaced).
+    # ref: https://github.com/kubernetes-sigs/prometheus-adapter/blob/master/docs/config.md#querying
+    hpa = (adapter["metricsQuery"].replace("<<.Series>>", series.group(1))
+           .replace("<<.LabelMatchers>>", f'namespace="{NS}",pod=~"{"|".join(PODS)}"').replace("<<.GroupBy>>", "pod"))
+    assert "<<" not in hpa
+    (ratio_panel,) = [p for p in program_dashboard(prod)["panels"] if p["title"] == "Failure ratio by model"]
+    ratio_alert = alert(groups, "TritonInferenceFailureRatioHigh")
+
+    with _stack(tmp_path, triton_runtime, rules_file(groups)) as (servers, prom):
+        wait_until(lambda: len(prom.query('nv_inference_pending_request_count{namespace="triton"}')) == 2, 20, what="both pods scraped")
+        wait_until(lambda: len(prom.query(hpa)) == 2, 20, what="the HPA query answers for both pods")
+        idle = _by_label(prom.query(hpa), "pod")
+        assert idle == {PODS[0]: 0.0, PODS[1]: 0.0}  # defined (not NaN, not absent) while idle
+
+        clients = [Client(servers[0].http_url, "resnet"), Client(servers[1].http_url, "broken")]
+        threads = [threading.Thread(target=c.run, args=(LOAD_S,)) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        mixed, broken = clients
+        assert mixed.unexplained == broken.unexplained == []
+        assert broken.ok == []
+        assert len(mixed.ok) > 100
+        assert len(mixed.failed) > 10
+        assert len(broken.failed) > 100
+
+        # Every request in Prometheus: the last scrape is after the last response.
+        def scraped() -> bool:
+            got = _by_label(prom.query('sum by (model) (nv_inference_request_success{namespace="triton"}) + '
+                                       'sum by (model) (nv_inference_request_failure{namespace="triton"})'), "model")
+            return got == {"resnet": len(mixed.ok) + len(mixed.failed), "broken": len(broken.failed)}
+
+        wait_until(scraped, 15, what="the final counters scraped")
+        at = time.time()
+        hpa_us = _by_label(prom.query(hpa, at), "pod")
+        client_us = 1e6 * sum(mixed.ok) / len(mixed.ok)
+        client_failed_us = 1e6 * sum(broken.failed) / len(broken.failed)
+        seen = len(mixed.failed) / (len(mixed.ok) + len(mixed.failed))
+        panel = _by_label(prom.query(ratio_panel["targets"][0]["expr"], at), "model")
+        alerting = _by_label(prom.query(ratio_alert["expr"], at), "model")
+        pending = _by_label(prom.query('ALERTS{alertname="TritonInferenceFailureRatioHigh",alertstate="pending"}'), "model")
+        with capsys.disabled():
+            print(f"\nHPA metric (queue time per request, µs): pod 0 {hpa_us[PODS[0]]:.0f} vs client {client_us:.0f} over {len(mixed.ok)} "
+                  f"successful requests ({hpa_us[PODS[0]] / client_us - 1:+.1%}); pod 1 (every request fails) {hpa_us[PODS[1]]:.0f} vs "
+                  f"client {client_failed_us:.0f} over {len(broken.failed)} failed requests. Failure ratio: client {seen:.4f}, "
+                  f"panel {panel}, alert {alerting}")
+
+        # The HPA metric under load matches what the client waited, within 10 %.
+        assert abs(hpa_us[PODS[0]] - client_us) <= 0.10 * client_us
+        # Every request failing while requests wait: not read as idle (the pending estimate;
+        # coarse, and high for a pod younger than the 2-minute window, never low).
+        assert hpa_us[PODS[1]] >= 0.5 * client_failed_us
+        # The dashboard panel and the alert's expression agree with the client, and the
+        # loaded rule is evaluating (pending: `for` is 10 minutes).
+        assert panel["resnet"] == pytest.approx(seen, abs=0.01)
+        assert panel["broken"] == alerting["broken"] == 1.0
+        assert alerting["resnet"] == pytest.approx(seen, abs=0.01)
+        assert set(pending) == {"resnet", "broken"}
