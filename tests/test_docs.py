@@ -1,0 +1,74 @@
+"""No file of the repository cites a document that is not in it: every `<path>.md` a tracked file
+names (outside a URL) resolves to a tracked file, relative to the repository root, to the citing
+file's folder or to docs/. Links inside the docs resolve the same way, anchors included."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# A path ending in .md that is not part of a URL, a glob, a format string or a generated file's name.
+MD_REF = re.compile(r"(?<![\w/.:{}*<>-])((?:\.{1,2}/)?(?:[\w-]+/)*[\w-]+\.md)(#[\w-]+)?\b")
+GENERATED = ("build/", "render-summary/")
+# Names that tests write into temporary folders, not documents (tests/workflows).
+NOT_DOCUMENTS = {"summary.md", "dev.md"}
+
+
+def tracked() -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [p for p in out.splitlines() if (ROOT / p).is_file()]
+
+
+def anchors(doc: Path) -> set[str]:
+    """GitHub's heading anchors of a markdown file (lower case, punctuation dropped, spaces to '-')."""
+    heads = re.findall(r"^#+\s+(.+?)\s*$", doc.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.replace("`", "")).strip().lower().replace(" ", "-") for h in heads}
+
+
+def missing_references(files: list[str], root: Path = ROOT) -> list[str]:
+    """`file:line: reference` for each document a file of `files` (under `root`) cites that is not tracked here."""
+    known = set(tracked())
+    problems = []
+    for name in files:
+        try:
+            text = (root / name).read_text()
+        except UnicodeDecodeError:
+            continue
+        folder = str(Path(name).parent)
+        for n, line in enumerate(text.splitlines(), 1):
+            for m in MD_REF.finditer(line):
+                ref, anchor = m.group(1), m.group(2)
+                if ref.startswith(GENERATED) or ref in NOT_DOCUMENTS:
+                    continue
+                candidates = [os.path.normpath(os.path.join(base, ref)) for base in (".", folder, "docs")]
+                found = next((c for c in candidates if c in known), None)
+                if found is None:
+                    problems.append(f"{name}:{n}: {ref}")
+                elif anchor and anchor[1:] not in anchors(ROOT / found):
+                    problems.append(f"{name}:{n}: {ref}{anchor} (no such heading)")
+    return problems
+
+
+def test_no_file_cites_a_document_outside_the_repository() -> None:
+    assert missing_references(tracked()) == []
+
+
+def test_the_check_finds_a_missing_document_and_a_missing_heading(tmp_path: Path) -> None:
+    assert missing_references(["README.md"]) == []
+    (tmp_path / "cites.txt").write_text("see DESIGN.md and docs/architecture.md#no-such-heading and https://example.com/x.md\n"
+                                        "and docs/architecture.md#the-agents-pass\n")
+    assert missing_references(["cites.txt"], tmp_path) == [
+        "cites.txt:1: DESIGN.md",
+        "cites.txt:1: docs/architecture.md#no-such-heading (no such heading)",
+    ]
+
+
+@pytest.mark.parametrize("ref", ["docs/architecture.md#the-agents-pass", "docs/architecture.md#the-publish-protocol"])
+def test_the_design_of_record_has_the_sections_the_code_cites(ref: str) -> None:
+    doc, anchor = ref.split("#")
+    assert anchor in anchors(ROOT / doc)
