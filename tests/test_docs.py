@@ -60,11 +60,12 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
 
 def test_the_check_finds_a_missing_document_and_a_missing_heading(tmp_path: Path) -> None:
     assert missing_references(["README.md"]) == []
-    (tmp_path / "cites.txt").write_text("see DESIGN.md and docs/architecture.md#no-such-heading and https://example.com/x.md\n"
-                                        "and docs/architecture.md#the-agents-pass\n")
+    md = ".md"  # spelled apart so that this file does not cite the documents it makes up
+    (tmp_path / "cites.txt").write_text(f"see DESIGN{md} and docs/architecture{md}#no-such-heading and https://example.com/x{md}\n"
+                                        f"and docs/architecture{md}#the-agents-pass\n")
     assert missing_references(["cites.txt"], tmp_path) == [
-        "cites.txt:1: DESIGN.md",
-        "cites.txt:1: docs/architecture.md#no-such-heading (no such heading)",
+        f"cites.txt:1: DESIGN{md}",
+        f"cites.txt:1: docs/architecture{md}#no-such-heading (no such heading)",
     ]
 
 
