@@ -3,8 +3,8 @@ its environment's bucket. Runs as the init container (`--once`) and as the sidec
 its guarantees: docs/architecture.md#the-agents-pass; the operator's side: docs/agent.md.
 
 One module per concern: settings (AgentSettings, the defaults), exceptions, state (ModelState
-and its one transition), pins, bucket, local_repository, triton, loads, status, and loop
-(RepositoryAgent). The names below are re-exported, loaded on first use: the CLI reads the
+and its one transition), pins, bucket, staging, local_repository, triton, loads, status, and
+loop (RepositoryAgent). The names below are re-exported, loaded on first use: the CLI reads the
 settings' defaults when it builds its parser without importing the S3 layer or the records."""
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 with the pins in its environment's bucket, one pass every interval (the sidecar) or one pass
 (`--once`, the init container). The pass and its guarantees are docs/architecture.md#the-agents-pass;
 this module orders its steps, the others do them: bucket.py (pins, manifests, verified
-downloads), local_repository.py (stage, rename in, flip, prune), loads.py and triton.py
-(confirmation, fallback, smoke inference), status.py (the report), state.py (one transition)."""
+downloads), staging.py (a pass's builds, staged then committed), local_repository.py (stage,
+rename in, flip, prune), loads.py and triton.py (confirmation, fallback, smoke inference),
+status.py (the report), state.py (one transition)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from model_sync import errors, layout
+from model_sync import errors
 from model_sync.agent.bucket import Bucket
 from model_sync.agent.exceptions import Abandoned, PassError, S3AccessDenied, S3Unavailable, VersionRejected, one_line
 from model_sync.agent.loads import Loads
 from model_sync.agent.local_repository import LocalRepository
 from model_sync.agent.pins import pinned_versions
 from model_sync.agent.settings import AgentSettings
+from model_sync.agent.staging import Staging, reject
 from model_sync.agent.state import ModelState
 from model_sync.agent.status import ReadyFile, StatusReport, document
 from model_sync.agent.triton import TritonProbe, serving_ready
@@ -57,7 +59,7 @@ class RepositoryAgent:
         self.status = StatusReport(settings, self.bucket, clock)
         self.ready_file = ReadyFile(settings.ready_file)
         self.loads = Loads(settings, self.models, self.triton, self.local, self.bucket, self._report, clock, self.stop)
-        self._staged: dict[str, Path] = {}  # model -> its versions verified in staging, committed at the end of the pass
+        self.staging = Staging(settings, self.models, self.bucket, self.local, self.loads)
 
     @property
     def s3(self) -> Repo:
@@ -74,6 +76,14 @@ class RepositoryAgent:
     @_listed_at.setter
     def _listed_at(self, value: float | None) -> None:
         self.bucket.listed_at = value
+
+    @property
+    def _stage_version(self) -> Callable[[str, int, str, Path], None]:  # tests stub the download of one version
+        return self.staging.stage_version
+
+    @_stage_version.setter
+    def _stage_version(self, stage: Callable[[str, int, str, Path], None]) -> None:
+        self.staging.stage_version = stage  # type: ignore[method-assign,assignment]
 
     # -- lifecycle --
 
@@ -166,10 +176,10 @@ class RepositoryAgent:
             self.s3_ok, self.last_s3_ok_at = True, self.clock()
         except S3Unavailable as e:
             self.s3_ok, self.last_error = False, str(e)
-            self._commit_staged()  # what verified before the outage goes live
+            self.staging.commit(self._model_error)  # 3. what verified before the outage goes live
             self._after_pass(wait)
             raise
-        first_error = first_error or self._commit_staged()
+        first_error = first_error or self.staging.commit(self._model_error)  # 3. place and flip locally
         self.last_error = None if first_error is None else f"{one_line(first_error)}"
         all_ok = self._after_pass(wait) and all_ok
         if first_error is not None:
@@ -199,7 +209,7 @@ class RepositoryAgent:
             try:
                 st.transition(pinned=pinned_versions(st.pin_text))
             except VersionRejected as e:
-                self._reject(name, st, 0, str(e))
+                reject(name, st, 0, str(e))
                 return False
         if st.rejected_text is not None and st.rejected_text == st.pin_text:
             st.transition(rejected_etag=st.pin_etag, rejected_text=None)  # an adopted version failed before the pin was read
@@ -209,57 +219,7 @@ class RepositoryAgent:
             if name not in self.loads:  # in flight: confirmed by loads.refresh
                 st.transition(serving=st.pinned)
             return True
-        return self._stage_pin(name, st)
-
-    def _stage_pin(self, name: str, st: ModelState) -> bool:
-        """Stage every pinned version missing locally (downloaded and verified in staging); the
-        pass commits them all together afterwards (_commit_staged). False when one is rejected."""
-        assert st.pin_text is not None
-        # A directory without config.pbtxt is no model: a new one is assembled whole in staging.
-        have = self.local.versions(name) if self.local.pin(name) is not None else []
-        build = self.local.new_build(name)
-        try:
-            for version in st.pinned:
-                if version not in have:
-                    self._stage_version(name, version, st.pin_text, build / str(version))
-        except VersionRejected as e:
-            self.local.discard(build)
-            self._reject(name, st, version, str(e))
-            return False
-        except BaseException:
-            self.local.discard(build)
-            raise
-        self._staged[name] = build
-        return True
-
-    def _stage_version(self, name: str, version: int, pin_text: str, target: Path) -> None:
-        """Download + verify `name`/`version` into staging and rename it to `target`.
-        VersionRejected if the bucket's data does not match the manifest."""
-        doc = self.bucket.manifest_for_pin(name, version, pin_text)
-        files: dict[str, Any] = doc["files"]
-        total = self.local.stage(name, version, sorted(files), lambda rel, dest: self.bucket.download_verified(name, version, rel, files[rel], dest), target)
-        log.info("placed %s version %d (%d files, %d bytes, verified against %s)", name, version, len(files), total, self.settings.root.key(layout.manifest_key(name, version)))
-
-    def _reject(self, name: str, st: ModelState, version: int, reason: str) -> None:
-        log.error("%s version %s rejected, not placed: %s", name, version or "?", reason)
-        st.transition(ReplicaState.FAILED, failed={version: reason}, rejected_etag=st.pin_etag, error=f"version {version} rejected: {reason}" if version else reason)
-
-    def _commit_staged(self) -> BaseException | None:
-        """Move every version staged this pass into place and pin it locally, one model after
-        another in quick succession, so that Triton's poller sees them together and loads them
-        concurrently; none is confirmed before all are placed (loads.refresh). Returns the first
-        error (the other models are committed)."""
-        staged, self._staged = self._staged, {}
-        first_error: BaseException | None = None
-        for name, build in sorted(staged.items()):
-            try:
-                self.loads.place(name, self.models[name], build)  # 3. place and flip locally
-            except Exception as e:
-                self._model_error(name, e)
-                first_error = first_error or e
-            finally:
-                self.local.discard(build)
-        return first_error
+        return self.staging.stage_pin(name, st)
 
     # -- status --
 
