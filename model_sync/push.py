@@ -23,7 +23,7 @@ Per model, in this order; the pin flip is the only commit point:
      content that differs from what was hashed; ChecksumAlgorithm SHA256 per part otherwise);
      files identical to the pinned version are server-side copied instead of re-uploaded;
   5. re-stat every local file: changed or vanished during the push -> refuse (nothing pinned);
-  6. write manifests/<model>/<N>.json (create-only);
+  6. write manifests/<model>/<N>.json (create-only; its document: model_sync/push_manifest.py);
   7. rewrite repository/<model>/config.pbtxt pinned to N (one PUT, conditional on the pin read
      in 2: If-Match its ETag, If-None-Match: * when there was none), then append audit/pins/.
      If another publisher moved the pin meanwhile: refused (exit 4), N stays published but
@@ -31,24 +31,26 @@ Per model, in this order; the pin flip is the only commit point:
 A failure before 7 leaves an unpinned, possibly partial version N that nothing points at; a
 re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
 Models are published concurrently (PushOptions.model_workers threads sharing one Repo and its
-botocore client: single requests for small files, s3transfer for multipart ones). The first S3
-failure of a kind every model would hit (endpoint, credentials: exit 5) skips the models not
-started yet ("skipped"), and `push` reports it once.
+botocore client: single requests for small files, s3transfer for multipart ones; the options and
+their bounds: model_sync/push_options.py). The first S3 failure of a kind every model would hit
+(endpoint, credentials: exit 5) skips the models not started yet ("skipped"), and `push`
+reports it once.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model_sync import __version__, cache, compat, errors, layout, manifest, repository
+from model_sync import cache, compat, errors, layout, manifest, repository
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
 from model_sync.parallel import Background, parallel_map
+from model_sync.push_manifest import build_manifest, file_entries
+from model_sync.push_options import PushOptions
 from model_sync.s3 import Repo
 from model_sync.s3errors import translate
 from model_sync.ui import Console
@@ -56,53 +58,6 @@ from model_sync.upload import Uploader, hash_files, vanished
 
 if TYPE_CHECKING:
     from model_sync.replicas import Wait
-
-MB = 1024 * 1024
-
-
-MAX_CONCURRENCY = 128
-MAX_MODEL_WORKERS = 64
-# ref: https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html (parts: 5 MiB to 5 GiB)
-MIN_PART = 5 * MB
-MAX_PART = 5 * 1024 * MB
-
-
-@dataclass(frozen=True)
-class PushOptions:
-    """How `push` transfers. Validated on construction (ValueError, one line naming the field; the
-    bounds of every number are checked here only: the CLI names its flag, cli_options)."""
-
-    dry_run: bool = False
-    concurrency: int = 16  # parallel S3 requests (s3transfer max_request_concurrency), 1..MAX_CONCURRENCY
-    multipart_threshold: int = 16 * MB  # bytes; files at least this big upload in parts; MIN_PART..MAX_PART
-    multipart_chunksize: int = 16 * MB  # bytes per part; MIN_PART..MAX_PART
-    model_workers: int = 16  # models published in parallel (each mostly waits on small requests), 1..MAX_MODEL_WORKERS
-    allow_version_skew: bool = False  # publish what the target image may not load (recorded)
-    use_cache: bool = True  # local hash + pin caches (model_sync/cache.py); only ever skip work
-    allow_local_target: bool = False  # publish a `--target local` model to an NGC Triton image (recorded)
-
-    def __post_init__(self) -> None:
-        for name in ("dry_run", "allow_version_skew", "use_cache", "allow_local_target"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"PushOptions.{name}: {getattr(self, name)!r}; allowed: True or False")
-        limits = {
-            "concurrency": (1, MAX_CONCURRENCY, ""),
-            "model_workers": (1, MAX_MODEL_WORKERS, ""),
-            "multipart_threshold": (MIN_PART, MAX_PART, " bytes (S3 parts are 5 MiB to 5 GiB)"),
-            "multipart_chunksize": (MIN_PART, MAX_PART, " bytes (S3 parts are 5 MiB to 5 GiB)"),
-        }
-        for name, (low, high, unit) in limits.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise PushOptionError(name, f"PushOptions.{name}: {value!r}; allowed: an integer {low}..{high}{unit}")
-
-
-class PushOptionError(ValueError):
-    """A PushOptions number out of its bounds; `name`: the field."""
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.name = name
 
 
 @dataclass
@@ -129,38 +84,6 @@ def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool
         except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError, LocalTargetError
             raise errors.incompatible(f"{m.name} -> {env.name}: {e}") from None
     return records
-
-
-def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
-    assert m.hashes is not None
-    return {rel: {"sha256": m.hashes[rel], "size": f.size} for rel, f in sorted(m.files.items())}
-
-
-def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
-    meta = m.export_meta
-    doc = {
-        "schema": manifest.MANIFEST_V2,
-        "model": m.name,
-        "version": version,
-        "files": file_entries(m),
-        "config_pbtxt": m.pinned_text(version),
-        "backend": m.backend,
-        "platform": m.platform,
-        "source": {"path": m.dir, "host": socket.gethostname(), "git_commit": os.environ.get("GITHUB_SHA") or meta.get("git_commit"), "promoted_from": None},
-        "exporter": {
-            "tool": f"model-sync {__version__}",
-            "method": meta.get("method"),
-            "torch_version": meta.get("torch_version"),
-            "torchscript_format_version": meta.get("torchscript_format_version"),
-            "target": meta.get("target"),
-            "operators": meta.get("operators"),
-        },
-        "compatibility": compatibility or compat.assess(platform=m.platform, backend=m.backend, exporter_torch=meta.get("torch_version"), image=None, allow_skew=True),
-        "created_by": by,
-        "created_at": manifest.now(),
-    }
-    manifest.validate(doc, manifest.MANIFEST_V2)
-    return doc
 
 
 class Publisher:
@@ -342,18 +265,6 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
         publisher.pins.save()
         hashes.save()
     return results
-
-
-def cli_options(*, concurrency: int, multipart_threshold_mb: int, **flags: bool) -> PushOptions:
-    """PushOptions from `model-sync push`'s flags (`flags`: the booleans); a number out of its
-    bounds is a usage error naming the flag (exit 2)."""
-    size = multipart_threshold_mb * MB
-    try:
-        return PushOptions(concurrency=concurrency, multipart_threshold=size, multipart_chunksize=size, **flags)
-    except PushOptionError as e:
-        if e.name == "concurrency":
-            raise errors.usage(f"--concurrency: {concurrency}; allowed: 1..{MAX_CONCURRENCY}") from None
-        raise errors.usage(f"--multipart-threshold-mb: {multipart_threshold_mb}; allowed: {MIN_PART // MB}..{MAX_PART // MB} (S3 parts are at least 5 MiB)") from None
 
 
 def push_directory(

@@ -3,13 +3,8 @@ bucket operations every command and the agent share: conditional writes, conditi
 paged listing, deletes. Clients come from model_sync/s3client.py (credentials, region, retries),
 failures are classified by model_sync/s3errors.py, big transfers go through model_sync/transfer.py.
 
-Conditional writes: `put_new()` uses `IfNoneMatch='*'` (AWS S3 and moto reject a second write
-with 412 PreconditionFailed); `put_if()` writes only over the object version it read (`IfMatch`
-= its ETag; `IfNoneMatch='*'` when there was none): the pin flip. moto 5.2.5 enforces both
-(If-Match on a missing key answers 404 NoSuchKey, as AWS S3 does). Some S3-compatible servers
-(rclone serve s3) ignore both headers and silently overwrite; `conditional_writes_enforced()` /
-`if_match_enforced()` detect that once per process with three writes to layout.PROBE_KEY, and
-callers warn that version allocation and the pin flip are then not race-free.
+Conditional writes (create-only, over the version read) and the probe of whether a server enforces
+them are model_sync/s3conditional.py's, a mixin of `Repo`.
 """
 
 from __future__ import annotations
@@ -22,17 +17,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from model_sync import errors, layout, s3client
+from model_sync import errors, s3client
 from model_sync.environments import Environment
-from model_sync.s3errors import Kind, classify, kind_of_code, retried, translate
-
-_LOCK = threading.Lock()
-_PROBED: dict[tuple[str | None, str], tuple[bool, bool]] = {}  # (If-None-Match, If-Match) enforced
+from model_sync.s3conditional import ConditionalWrites, etag_of
+from model_sync.s3errors import Kind, kind_of_code, translate
 
 NOT_MODIFIED = object()  # get_if_changed(): the object still has the ETag the caller holds
 
 
-class Repo:
+class Repo(ConditionalWrites):
     """One environment's bucket with key helpers relative to the root, on one botocore client
     (created on first use) of `purpose` (s3client.CLI or s3client.AGENT). Every failure is raised
     as a SyncError (s3errors.translate), its `s3_kind` set; a missing object is None instead."""
@@ -158,41 +151,6 @@ class Repo:
             raise translate(e, self.env, rel_prefix) from None
         return not page.get("Contents")
 
-    def put_new(self, rel: str, body: bytes, content_type: str = "application/json") -> bool:
-        """Create-only write (If-None-Match: *). False if the key already exists (with other bytes:
-        see _landed)."""
-        try:
-            self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, IfNoneMatch="*")
-            return True
-        except Exception as e:
-            if classify(e) is Kind.PRECONDITION:
-                return retried(e) and self._landed(rel, body) is not None
-            raise translate(e, self.env, rel) from None
-
-    def _landed(self, rel: str, body: bytes) -> str | None:
-        """After a conditional write refused on a RETRY: the ETag of the object if it holds exactly
-        `body`. A try whose response was lost (connection dropped, or a 5xx, after S3 applied it)
-        is retried by botocore and then refused by its own write; the bytes tell ours from another
-        writer's (allocation markers carry a nonce, manifests are per version). A refusal on the
-        first try is always a conflict (two `rollback --model-version N` write the same bytes)."""
-        found = self.get_with_etag(rel)
-        return (found[1] or "") if found is not None and found[0] == body else None
-
-    def put_if(self, rel: str, body: bytes, etag: str | None, content_type: str = "application/json") -> tuple[bool, str | None]:
-        """Write only over the version that was read: If-Match: <etag>, or If-None-Match: * when
-        `etag` is None (no object was read). (False, None) if the object changed (412), or
-        vanished (404 NoSuchKey on If-Match); else (True, new ETag)."""
-        condition = {"IfMatch": f'"{etag}"'} if etag else {"IfNoneMatch": "*"}
-        try:
-            resp = self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, **condition)
-        except Exception as e:
-            kind = classify(e)
-            if kind is Kind.PRECONDITION or (etag and kind is Kind.NOT_FOUND):
-                landed = self._landed(rel, body) if retried(e) else None
-                return (True, landed or None) if landed is not None else (False, None)
-            raise translate(e, self.env, rel) from None
-        return True, etag_of(resp)
-
     def list(self, rel_prefix: str, delimiter: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """(objects with Key relative to the root, common prefixes relative to the root): every page."""
         objects: list[dict[str, Any]] = []
@@ -241,42 +199,6 @@ class Repo:
     def delete_one(self, rel: str) -> None:
         """One DeleteObject (deleting a missing key succeeds, as S3 does)."""
         self.call(rel, "delete_object")
-
-    def conditional_writes_enforced(self) -> bool:
-        """Whether the server rejects a second create-only write (If-None-Match: *)."""
-        return self._probe()[0]
-
-    def if_match_enforced(self) -> bool:
-        """Whether the server rejects a write whose If-Match names another ETag."""
-        return self._probe()[1]
-
-    def _probe(self) -> tuple[bool, bool]:
-        """Once per process and bucket, whatever the number of threads asking at once: the
-        first one probes while the others wait for its answer."""
-        import uuid
-
-        def body() -> bytes:  # distinct bytes per write: a refused write is never mistaken for our own (_landed)
-            return f"probe {uuid.uuid4().hex}\n".encode()
-
-        cache_key = (self.env.endpoint_url, self.root.bucket)
-        with _LOCK:
-            if cache_key not in _PROBED:
-                self.put_new(layout.PROBE_KEY, body(), "text/plain")
-                none_match = not self.put_new(layout.PROBE_KEY, body(), "text/plain")
-                if_match = not self.put_if(layout.PROBE_KEY, body(), "0" * 32, "text/plain")[0]  # an ETag no object has
-                _PROBED[cache_key] = (none_match, if_match)
-            return _PROBED[cache_key]
-
-    def ignored_conditions(self) -> str | None:
-        """What the server ignores ("If-None-Match", "If-Match", or both joined by "and"); None when it enforces both."""
-        ignored = [h for h, ok in zip(("If-None-Match", "If-Match"), self._probe(), strict=True) if not ok]
-        return " and ".join(ignored) or None
-
-
-def etag_of(obj: dict[str, Any]) -> str | None:
-    """The ETag without quotes: rclone serve s3 lists it bare but returns it quoted from PUT/GET."""
-    etag = str(obj.get("ETag") or "").strip('"')
-    return etag or None
 
 
 def modified_of(obj: dict[str, Any], field: str = "LastModified") -> int | None:

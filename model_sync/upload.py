@@ -22,7 +22,8 @@ from model_sync.ui import Console, Progress
 if TYPE_CHECKING:  # concurrent.futures is imported where files are hashed or sent: not by a no-op push
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from model_sync.push import PushOptions, PushResult
+    from model_sync.push import PushResult
+    from model_sync.push_options import PushOptions
 
 
 def vanished(path: str | None) -> errors.SyncError:

@@ -44,8 +44,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from model_sync import push
+    from model_sync.push_options import cli_options
 
-    options = push.cli_options(
+    options = cli_options(
         concurrency=args.concurrency, multipart_threshold_mb=args.multipart_threshold_mb, dry_run=args.dry_run,
         allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache, allow_local_target=args.allow_local_target,
     )  # fmt: skip

@@ -366,33 +366,3 @@ def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_buck
     assert "model.pt" in r.err
     assert pinned_version(moto_s3, s3_bucket, "simple") is None
     assert moto_s3.keys(s3_bucket, "manifests/") == []
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"concurrency": 0}, r"^PushOptions\.concurrency: 0; allowed: an integer 1\.\.128$"),
-        ({"concurrency": 129}, r"^PushOptions\.concurrency: 129; allowed: an integer 1\.\.128$"),
-        ({"model_workers": 0}, r"^PushOptions\.model_workers: 0; allowed: an integer 1\.\.64$"),
-        ({"multipart_threshold": 5 * 1024 * 1024 - 1}, r"^PushOptions\.multipart_threshold: 5242879; allowed: an integer 5242880\.\.5368709120 bytes \(S3 parts are 5 MiB to 5 GiB\)$"),
-        ({"multipart_chunksize": 1024}, r"^PushOptions\.multipart_chunksize: 1024; allowed: an integer 5242880\.\.5368709120 bytes"),
-        ({"multipart_chunksize": 6 * 1024**3}, r"^PushOptions\.multipart_chunksize: 6442450944; allowed"),
-        ({"concurrency": 4.0}, r"^PushOptions\.concurrency: 4\.0; allowed: an integer"),
-        ({"concurrency": True}, r"^PushOptions\.concurrency: True; allowed: an integer"),
-        ({"dry_run": "yes"}, r"^PushOptions\.dry_run: 'yes'; allowed: True or False$"),
-        ({"allow_local_target": 1}, r"^PushOptions\.allow_local_target: 1; allowed: True or False$"),
-    ],
-)
-def test_push_options_are_validated(kwargs, match) -> None:
-    from model_sync import push
-
-    with pytest.raises(ValueError, match=match):
-        push.PushOptions(**kwargs)
-
-
-def test_push_options_bounds_are_accepted() -> None:
-    from model_sync import push
-
-    low = push.PushOptions(concurrency=1, model_workers=1, multipart_threshold=push.MIN_PART, multipart_chunksize=push.MIN_PART)
-    high = push.PushOptions(concurrency=128, model_workers=64, multipart_threshold=push.MAX_PART, multipart_chunksize=push.MAX_PART)
-    assert (low.concurrency, high.multipart_chunksize) == (1, 5 * 1024**3)

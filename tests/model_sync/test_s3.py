@@ -21,7 +21,7 @@ from model_sync import errors, layout, s3client, transfer
 from model_sync.environments import Environment
 from model_sync.s3 import NOT_MODIFIED, Repo
 from model_sync.s3errors import Kind, classify, translate
-from tests.support.relays import DroppingListener, LostResponseRelay
+from tests.support.relays import DroppingListener
 from tests.support.s3_servers import KEY, REGION, S3Server
 
 # Keys that break naive encoders: space, '+', '=', '&', '%', non-ASCII, '~', XML markup, '?', '#'.
@@ -77,21 +77,6 @@ def test_listing_follows_continuation_past_1000_keys(moto_s3: S3Server, s3_bucke
     objects, _ = repo.list("many/")
     assert [o["Key"] for o in objects] == [f"many/{i:05d}" for i in range(1005)]
     assert sum(1 for r in moto_s3.requests()[before:] if r.startswith(f"GET /{s3_bucket}?list-type=2") or r.startswith(f"GET /{s3_bucket}/?list-type=2")) == 2
-
-
-def test_conditional_writes_are_enforced_by_moto_and_ignored_by_rclone(moto_s3: S3Server, s3_bucket: str, rclone_s3: S3Server) -> None:
-    moto = repo_for(moto_s3.endpoint, s3_bucket)
-    assert moto.put_new("audit/a.json", b"1") is True
-    assert moto.put_new("audit/a.json", b"2") is False
-    etag = moto.head("audit/a.json")[0]  # type: ignore[index]
-    assert moto.put_if("audit/a.json", b"3", "0" * 32) == (False, None)
-    ok, new = moto.put_if("audit/a.json", b"3", etag)
-    assert ok
-    assert new == hashlib.md5(b"3").hexdigest()  # noqa: S324
-    assert moto.put_if("audit/gone.json", b"x", "0" * 32) == (False, None)  # If-Match on a missing key: 404
-    assert (moto.conditional_writes_enforced(), moto.if_match_enforced(), moto.ignored_conditions()) == (True, True, None)
-    rclone = repo_for(rclone_s3.endpoint, rclone_s3.make_bucket())
-    assert rclone.ignored_conditions() == "If-None-Match and If-Match"
 
 
 def test_conditional_get_answers_not_modified(server: S3Server) -> None:
@@ -193,34 +178,6 @@ def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(tmp_path, cap
         assert repo_for(endpoint, "models-x").head("k") is None  # HEAD's bare 404 is still "no such object"
     finally:
         web.close()
-
-
-@pytest.mark.parametrize("write", ["put_new", "put_if"])
-def test_a_conditional_write_whose_response_was_lost_is_ours(moto_s3: S3Server, s3_bucket: str, write: str) -> None:
-    """The first try is applied but its answer lost; botocore retries and the retry is refused
-    (412) by our own write, which Repo recognises by the bytes: no false "taken" allocation, no
-    false "pin moved". The same refusal on a FIRST try is a conflict."""
-    repo = repo_for(moto_s3.endpoint, s3_bucket)
-    old = repo.put("audit/pin.txt", b"old") if write == "put_if" else None
-    relay = LostResponseRelay(moto_s3.port)
-    try:
-        flaky = repo_for(f"http://127.0.0.1:{relay.port}", s3_bucket)
-        body = b'{"nonce": "mine"}'
-        if write == "put_new":
-            assert flaky.put_new("audit/x.json", body) is True
-            key = "audit/x.json"
-        else:
-            ok, etag = flaky.put_if("audit/pin.txt", body, old)
-            assert ok is True
-            assert etag == repo.head("audit/pin.txt")[0]  # type: ignore[index]
-            key = "audit/pin.txt"
-        assert relay.lost.startswith(b"HTTP/1.1 200"), relay.lost[:80]  # the server did answer the first try
-        assert relay.accepted >= 2
-    finally:
-        relay.close()
-    assert repo.get(key) == body
-    assert repo.put_new(key, body) is False
-    assert repo.put_if(key, body, "0" * 32) == (False, None)
 
 
 def _client_error(code: str, status: int, headers: dict[str, str] | None = None) -> ClientError:

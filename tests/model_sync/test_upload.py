@@ -24,6 +24,7 @@ def test_files_are_uploaded_then_unchanged_ones_copied(tmp_path, request, aws_en
     """Version 1: every file uploaded (the big one in parts on moto); version 2: the unchanged files
     copied server-side from version 1, the changed one uploaded; the bytes are the local ones."""
     from model_sync import localmodel, push, upload
+    from model_sync.push_options import MIN_PART
     from model_sync.ui import Console
 
     s3: S3Server = request.getfixturevalue(f"{server}_s3")
@@ -34,7 +35,7 @@ def test_files_are_uploaded_then_unchanged_ones_copied(tmp_path, request, aws_en
     assert m.hashes == {"model.py": hashlib.sha256(b"# a\n").hexdigest(), "model.pt": hashlib.sha256(big).hexdigest()}
     # moto: the big file in parts (UploadPartCopy for its copy); rclone answers UploadPartCopy
     # without an ETag, so there every file stays below the (default) threshold: single requests.
-    parts = push.MIN_PART if server == "moto" else push.PushOptions.multipart_threshold
+    parts = MIN_PART if server == "moto" else push.PushOptions.multipart_threshold
     options = push.PushOptions(multipart_threshold=parts, multipart_chunksize=parts)
     uploader = upload.Uploader(_repo(s3, bucket), Console(quiet=True), options)
     try:

@@ -1,0 +1,45 @@
+"""The manifest `push` writes for a version (manifests/<model>/<N>.json, schema
+manifest.MANIFEST_V2): every file's sha256 and size (`file_entries`, also what the no-op decision
+compares with the pinned manifest), the pinned config text, source, exporter, compatibility with
+the target image, who and when (`build_manifest`, validated before it is returned)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from model_sync import __version__, compat, manifest
+from model_sync.localmodel import LocalModel
+
+
+def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
+    assert m.hashes is not None
+    return {rel: {"sha256": m.hashes[rel], "size": f.size} for rel, f in sorted(m.files.items())}
+
+
+def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = m.export_meta
+    doc = {
+        "schema": manifest.MANIFEST_V2,
+        "model": m.name,
+        "version": version,
+        "files": file_entries(m),
+        "config_pbtxt": m.pinned_text(version),
+        "backend": m.backend,
+        "platform": m.platform,
+        "source": {"path": m.dir, "host": socket.gethostname(), "git_commit": os.environ.get("GITHUB_SHA") or meta.get("git_commit"), "promoted_from": None},
+        "exporter": {
+            "tool": f"model-sync {__version__}",
+            "method": meta.get("method"),
+            "torch_version": meta.get("torch_version"),
+            "torchscript_format_version": meta.get("torchscript_format_version"),
+            "target": meta.get("target"),
+            "operators": meta.get("operators"),
+        },
+        "compatibility": compatibility or compat.assess(platform=m.platform, backend=m.backend, exporter_torch=meta.get("torch_version"), image=None, allow_skew=True),
+        "created_by": by,
+        "created_at": manifest.now(),
+    }
+    manifest.validate(doc, manifest.MANIFEST_V2)
+    return doc
