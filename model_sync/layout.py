@@ -106,8 +106,18 @@ def check_file_path(path: str) -> str:
 # ---- key builders (relative to the repository root) ------------------------------------
 
 
+def _under(prefix: str, model: str) -> str:
+    """<prefix><model>/: one model's folder under one of the prefixes above."""
+    return f"{prefix}{check_model_name(model)}/"
+
+
+def _record(prefix: str, model: str, version: int) -> str:
+    """<prefix><model>/<N>.json: the one record of a version under a record prefix."""
+    return f"{_under(prefix, model)}{check_version(version)}.json"
+
+
 def model_prefix(model: str) -> str:
-    return f"{REPOSITORY_PREFIX}{check_model_name(model)}/"
+    return _under(REPOSITORY_PREFIX, model)
 
 
 def config_key(model: str) -> str:
@@ -124,11 +134,11 @@ def version_file_key(model: str, version: int, path: str) -> str:
 
 
 def manifests_prefix(model: str) -> str:
-    return f"{MANIFESTS_PREFIX}{check_model_name(model)}/"
+    return _under(MANIFESTS_PREFIX, model)
 
 
 def manifest_key(model: str, version: int) -> str:
-    return f"{manifests_prefix(model)}{check_version(version)}.json"
+    return _record(MANIFESTS_PREFIX, model, version)
 
 
 def pin_index_key(model: str) -> str:
@@ -143,15 +153,15 @@ def model_from_pin_index_key(rel: str) -> str | None:
 
 
 def allocations_prefix(model: str) -> str:
-    return f"{ALLOCATIONS_PREFIX}{check_model_name(model)}/"
+    return _under(ALLOCATIONS_PREFIX, model)
 
 
 def allocation_key(model: str, version: int) -> str:
-    return f"{allocations_prefix(model)}{check_version(version)}.json"
+    return _record(ALLOCATIONS_PREFIX, model, version)
 
 
 def pins_prefix(model: str) -> str:
-    return f"{PINS_PREFIX}{check_model_name(model)}/"
+    return _under(PINS_PREFIX, model)
 
 
 def pin_record_key(model: str, stamp: str, version: int) -> str:
@@ -162,11 +172,11 @@ def pin_record_key(model: str, stamp: str, version: int) -> str:
 
 def verification_key(model: str, version: int) -> str:
     """The single v1 verification record of older releases (read by the gate when no attempt exists)."""
-    return f"{VERIFICATIONS_PREFIX}{check_model_name(model)}/{check_version(version)}.json"
+    return _record(VERIFICATIONS_PREFIX, model, version)
 
 
 def verification_attempts_prefix(model: str, version: int) -> str:
-    return f"{VERIFICATIONS_PREFIX}{check_model_name(model)}/{check_version(version)}/"
+    return f"{_under(VERIFICATIONS_PREFIX, model)}{check_version(version)}/"
 
 
 def verification_attempt_key(model: str, version: int, stamp: str, nonce: str) -> str:
@@ -178,7 +188,7 @@ def verification_attempt_key(model: str, version: int, stamp: str, nonce: str) -
 
 
 def promotion_key(model: str, version: int) -> str:
-    return f"{PROMOTIONS_PREFIX}{check_model_name(model)}/{check_version(version)}.json"
+    return _record(PROMOTIONS_PREFIX, model, version)
 
 
 def status_key(deployment: str, replica: str) -> str:
