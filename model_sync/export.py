@@ -8,7 +8,10 @@
      match within --rtol/--atol (torch.testing.assert_close) or export fails with exit code 6;
   4. config.pbtxt built as a ModelConfig protobuf: INPUT__i / OUTPUT__i with dtypes and dims from the
      example (the batch dimension stripped when max_batch_size > 0), max_batch_size, dynamic batching,
-     instance groups;
+     instance groups, and (unless --no-warmup) model_warmup: zero-filled samples of every input at
+     batch 1 and at the largest preferred batch (model_config.add_warmup), which Triton runs on
+     every instance before the model is READY, so the first requests after a load or a hot reload
+     do not pay the cold start;
   5. written to a temporary directory beside the destination, then renamed into place.
 
 Targets: cloud -> platform "pytorch_libtorch" + 1/model.pt; local -> backend "python" + 1/model.pt +
@@ -68,6 +71,7 @@ class ExportOptions:
     max_queue_delay_us: int = 100
     instance_kind: str | None = None  # default: KIND_GPU for cloud, KIND_CPU for local
     instance_count: int = 1
+    warmup: bool = True  # model_warmup in config.pbtxt (model_config.add_warmup); --no-warmup turns it off
     overwrite: bool = False
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -229,6 +233,8 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
     group = cfg.instance_group.add()
     group.kind = model_config.pb2.ModelInstanceGroup.Kind.Value(opts.instance_kind or ("KIND_GPU" if opts.target == "cloud" else "KIND_CPU"))
     group.count = opts.instance_count
+    if opts.warmup:
+        model_config.add_warmup(cfg)
     model_config.parse(model_config.dumps(cfg), "generated config.pbtxt")  # round-trips through the parser
     return cfg
 

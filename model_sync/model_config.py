@@ -12,6 +12,9 @@ Backend file contract (`required_files()`), what a version directory must contai
     platform "pytorch_libtorch" / "pytorch"   -> default_model_filename or model.pt
     platform "onnxruntime_onnx" / "onnxruntime" -> default_model_filename or model.onnx
     platform "tensorrt_plan" / "tensorrt"     -> default_model_filename or model.plan
+
+Warm-up (`add_warmup()`): `model_warmup` samples Triton runs on every instance before it reports
+the model READY, derived from the config's own inputs and batching (see the function).
 """
 
 from __future__ import annotations
@@ -149,6 +152,46 @@ def check(cfg: Any, source: str, model_name: str | None = None) -> None:
         raise ConfigPbtxtError(f"{source}: neither backend nor platform set; allowed: e.g. backend: \"python\" or platform: \"pytorch_libtorch\"")
     if cfg.max_batch_size < 0:
         raise ConfigPbtxtError(f"{source} max_batch_size: {cfg.max_batch_size}; allowed: >= 0")
+
+
+def warmup_batch_sizes(cfg: Any) -> tuple[int, ...]:
+    """The batch sizes `add_warmup` warms: 1, and the largest batch the scheduler forms (the
+    largest preferred batch size under dynamic batching, else max_batch_size); (1,) when the
+    model does not batch (max_batch_size 0: Triton requires batch_size 1 there)."""
+    if cfg.max_batch_size <= 0:
+        return (1,)
+    preferred = list(cfg.dynamic_batching.preferred_batch_size) if cfg.HasField("dynamic_batching") else []
+    largest = max(preferred) if preferred else cfg.max_batch_size
+    return tuple(sorted({1, largest}))
+
+
+def add_warmup(cfg: Any) -> Any:
+    """Replace cfg.model_warmup with one sample per warmup_batch_sizes(), named `batch_<N>`, each
+    with every input at its declared dims and data_type; returns cfg.
+
+    Triton runs each sample once per instance before the model is READY (a failed sample fails the
+    load), as `batch_size` requests of batch 1 (dims without the batch dimension), so the dynamic
+    batcher / a python-backend model sees the same shape a full batch has.
+    ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_configuration.md#model-warmup
+    ref: https://github.com/triton-inference-server/common/blob/main/protobuf/model_config.proto (message ModelWarmup)
+    Data: zero_data, not random_data. What warm-up pays for (CUDA context, cuDNN/oneDNN algorithm
+    choice, allocator growth, TorchScript's profiling runs) depends on shapes and dtypes, not on
+    values; and zeros are valid for any input (an index into an embedding, a mask, a length),
+    where random integers can be out of range and fail the load."""
+    for i in cfg.input:
+        if any(d < 0 for d in i.dims):
+            raise ConfigPbtxtError(f"input {i.name} dims: {list(i.dims)}; allowed: fixed dims for model_warmup (no -1)")
+    del cfg.model_warmup[:]
+    for batch in warmup_batch_sizes(cfg):
+        sample = cfg.model_warmup.add()
+        sample.name = f"batch_{batch}"
+        sample.batch_size = batch
+        for i in cfg.input:
+            data = sample.inputs[i.name]
+            data.data_type = i.data_type
+            data.dims.extend(i.dims)
+            data.zero_data = True
+    return cfg
 
 
 def required_files(cfg: Any) -> tuple[str, ...]:

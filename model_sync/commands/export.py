@@ -1,6 +1,12 @@
 """`model-sync export MODULE:FACTORY --name NAME --output DIR --example-shape 4,3,224,224 [...]`:
 TorchScript a torch.nn.Module, check it against eager, and write a Triton model directory
-<DIR>/<NAME>/ (config.pbtxt, 1/model.pt, and 1/model.py for --target local)."""
+<DIR>/<NAME>/ (config.pbtxt, 1/model.pt, and 1/model.py for --target local).
+
+config.pbtxt carries model_warmup by default: zero-filled samples of every input (declared dims
+and dtypes) at batch 1 and at the largest preferred batch size (max_batch_size without preferred
+sizes; one sample at batch 1 with --max-batch-size 0). Triton runs them on every instance before
+the model is READY, so the first requests after a load or hot reload are not cold.
+--no-warmup writes none."""
 
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-queue-delay-us", type=int, default=100, help="dynamic batching max queue delay in microseconds (default 100)")
     p.add_argument("--instance-kind", choices=("KIND_AUTO", "KIND_CPU", "KIND_GPU"), default=None, help="instance group kind (default KIND_GPU for cloud, KIND_CPU for local)")
     p.add_argument("--instance-count", type=int, default=1, help="instances per device (default 1)")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false",
+                   help="write no model_warmup (default: zero-filled warm-up samples at batch 1 and the largest preferred batch size, run before READY)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing DIR/NAME atomically")
     _common.add_quiet(p)
     p.set_defaults(func=run)
@@ -63,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         max_queue_delay_us=args.max_queue_delay_us,
         instance_kind=args.instance_kind,
         instance_count=args.instance_count,
+        warmup=args.warmup,
         overwrite=args.overwrite,
     )
     meta = export.export(opts)

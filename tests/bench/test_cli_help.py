@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = [
     "bench.serving.bundle", "bench.serving.report", "bench.serving.run", "bench.serving.loadgen", "bench.serving.raw",
     "bench.serving.baseline_server", "bench.agent.p1_switch", "bench.agent.p2_requests", "bench.agent.ready_many", "bench.transfer.run",
+    "bench.warmup.run",
 ]
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from model_sync import model_config
+from model_sync.local.runtime import TritonRuntime, TritonServer
 from tests.model_sync.helpers import run_cli
+from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
 FACTORIES = textwrap.dedent(
     """
@@ -55,6 +57,14 @@ FACTORIES = textwrap.dedent(
 )
 
 
+def warmups(cfg) -> list[tuple[str, int, list[tuple[str, str, list[int], str | None]]]]:
+    """model_warmup as parsed back through the protobuf: (name, batch_size, [(input, dtype, dims, data)])."""
+    return [
+        (w.name, w.batch_size, [(k, model_config.pb2.DataType.Name(v.data_type), list(v.dims), v.WhichOneof("input_data_type")) for k, v in sorted(w.inputs.items())])
+        for w in cfg.model_warmup
+    ]
+
+
 @pytest.fixture
 def factories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     pkg = tmp_path / "src"
@@ -83,6 +93,9 @@ def test_export_local_round_trip(factories, capsys) -> None:
     assert list(cfg.dynamic_batching.preferred_batch_size) == [4]
     assert cfg.dynamic_batching.max_queue_delay_microseconds == 500
     assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [("KIND_CPU", 1)]
+    # Warm-up on by default: batch 1 and the largest preferred batch (4), every input zero-filled.
+    inputs = [("INPUT__0", "TYPE_FP32", [4], "zero_data"), ("INPUT__1", "TYPE_INT64", [5], "zero_data")]
+    assert warmups(cfg) == [("batch_1", 1, inputs), ("batch_4", 4, inputs)]
     meta = json.loads((d / "export.json").read_text())
     assert (meta["method"], meta["torch_version"], meta["torchscript_format_version"]) == ("trace", torch.__version__, 3)
     # The saved TorchScript really matches eager on fresh inputs.
@@ -114,7 +127,25 @@ def test_export_cloud_script_without_batching(factories, capsys) -> None:
     assert (cfg.platform, cfg.max_batch_size, cfg.HasField("dynamic_batching")) == ("pytorch_libtorch", 0, False)
     assert list(cfg.input[0].dims) == [4]
     assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [("KIND_GPU", 2)]
+    # No batching: one warm-up sample at batch 1 with the declared (full) shapes.
+    assert warmups(cfg) == [("batch_1", 1, [("INPUT__0", "TYPE_FP32", [4], "zero_data"), ("INPUT__1", "TYPE_INT64", [5], "zero_data")])]
     assert sorted(p.name for p in (factories / "two" / "1").iterdir()) == ["model.pt"]
+
+
+def test_no_warmup_writes_no_model_warmup(factories, capsys) -> None:
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "4,4", "--example-shape", "4,5", "--no-warmup")
+    assert r.code == 0, r.err
+    cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
+    assert (len(cfg.model_warmup), cfg.max_batch_size, list(cfg.input[0].dims)) == (0, 8, [4])
+    assert "model_warmup" not in (factories / "two" / "config.pbtxt").read_text()
+
+
+def test_warmup_without_preferred_sizes_uses_max_batch_size(factories, capsys) -> None:
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "2,4", "--example-shape", "2,5",
+                "--max-batch-size", "16")  # fmt: skip
+    assert r.code == 0, r.err
+    cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
+    assert [(w.name, w.batch_size) for w in cfg.model_warmup] == [("batch_1", 1), ("batch_16", 16)]
 
 
 @pytest.mark.parametrize(
@@ -146,3 +177,44 @@ def test_export_refuses_to_overwrite(factories, capsys) -> None:
     (factories / "m").mkdir(parents=True)
     r = run_cli(capsys, "export", "exportfactories:two", "--name", "m", "--output", str(factories), "--example-shape", "4,4", "--example-shape", "4,5")
     assert (r.code, "exists; allowed: a new directory, or --overwrite" in r.err) == (4, True)
+
+
+class _VerboseTriton(TritonServer):
+    """The local tritonserver as the agent tests run it, plus --log-verbose=1: Triton logs each
+    warm-up sample it runs only at verbose level 1 ("... is running warmup sample 'NAME'")."""
+
+    def argv(self) -> list[str]:
+        return [*super().argv(), "--log-verbose=1"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_the_real_tritonserver_runs_the_warmup_before_ready(factories, capsys, triton_runtime: TritonRuntime) -> None:  # noqa: F811
+    """`export --target local`, then the real tritonserver: it runs both warm-up samples through
+    the python-backend wrapper on the model's instance before the model is READY, and serves."""
+    import numpy as np
+
+    repo = factories / "repository"
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "warm", "--output", str(repo), "--example-shape", "4,4", "--example-shape", "4,5",
+                "--example-dtype", "float32", "--example-dtype", "int64", "--target", "local", "--preferred-batch-size", "4")  # fmt: skip
+    assert r.code == 0, r.err
+    server = _VerboseTriton(repo, factories / "triton.log", runtime=triton_runtime)
+    try:
+        server.start()
+        server.wait_version_ready("warm", 1, timeout=60)
+        log = server.log_path.read_text()
+        ran = re.findall(r"model '(\w+)' instance \S+ is running warmup sample '(\w+)'", log)
+        assert ran == [("warm", "batch_1"), ("warm", "batch_4")], log[-3000:]
+        assert "failed to run warmup sample" not in log
+        # Before READY: both samples are logged before "successfully loaded 'warm'".
+        assert log.index("is running warmup sample 'batch_4'") < log.index("successfully loaded 'warm'")
+        import tritonclient.http as http
+
+        inputs = [http.InferInput("INPUT__0", [2, 4], "FP32"), http.InferInput("INPUT__1", [2, 5], "INT64")]
+        y = np.arange(10, dtype=np.int64).reshape(2, 5)
+        inputs[0].set_data_from_numpy(np.ones((2, 4), np.float32))
+        inputs[1].set_data_from_numpy(y)
+        out = http.InferenceServerClient(server.http_url.removeprefix("http://")).infer("warm", inputs)
+        np.testing.assert_array_equal(out.as_numpy("OUTPUT__1"), y * 2)
+    finally:
+        server.stop()

@@ -100,3 +100,42 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path) -> None:
         model_config.write_file(str(path), NotAMessage())
     assert [p.name for p in tmp_path.iterdir()] == ["config.pbtxt"]
     assert path.read_text() == "old"
+
+
+def _warmups(cfg) -> list[tuple[str, int, list[tuple[str, str, list[int], str | None]]]]:
+    """model_warmup as (name, batch_size, [(input, dtype, dims, data oneof)]), read back through the protobuf."""
+    return [
+        (w.name, w.batch_size, [(k, model_config.pb2.DataType.Name(v.data_type), list(v.dims), v.WhichOneof("input_data_type")) for k, v in sorted(w.inputs.items())])
+        for w in cfg.model_warmup
+    ]
+
+
+IO = 'input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [3, 8] }, { name: "INPUT__1" data_type: TYPE_INT64 dims: [5] }]\n'
+
+
+@pytest.mark.parametrize(
+    ("batching", "sizes"),
+    [
+        ("max_batch_size: 8\ndynamic_batching { preferred_batch_size: [2, 4] }", (1, 4)),
+        ("max_batch_size: 8\ndynamic_batching { }", (1, 8)),  # no preferred sizes: the batcher fills up to max_batch_size
+        ("max_batch_size: 16", (1, 16)),  # batching without the dynamic batcher: clients send up to max_batch_size
+        ("max_batch_size: 8\ndynamic_batching { preferred_batch_size: [1] }", (1,)),
+        ("max_batch_size: 0", (1,)),  # Triton requires batch_size 1 for a model that does not batch
+    ],
+)
+def test_warmup_samples_cover_batch_one_and_the_largest_batch(batching: str, sizes: tuple[int, ...]) -> None:
+    cfg = model_config.parse(f'name: "m"\nbackend: "python"\n{batching}\n{IO}')
+    assert model_config.warmup_batch_sizes(cfg) == sizes
+    model_config.add_warmup(cfg)
+    model_config.add_warmup(cfg)  # replaces, never appends twice
+    back = model_config.parse(model_config.dumps(cfg))
+    inputs = [("INPUT__0", "TYPE_FP32", [3, 8], "zero_data"), ("INPUT__1", "TYPE_INT64", [5], "zero_data")]
+    assert _warmups(back) == [(f"batch_{n}", n, inputs) for n in sizes]
+    assert all(v.zero_data for w in back.model_warmup for v in w.inputs.values())
+
+
+def test_warmup_refuses_variable_dims() -> None:
+    cfg = model_config.parse('name: "m"\nbackend: "python"\nmax_batch_size: 4\ninput [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [-1, 3] }]\n')
+    with pytest.raises(model_config.ConfigPbtxtError, match=r"input INPUT__0 dims: \[-1, 3\]; allowed: fixed dims for model_warmup"):
+        model_config.add_warmup(cfg)
+    assert len(cfg.model_warmup) == 0
