@@ -214,8 +214,10 @@ class ConfigCache(_Store):
         if self.path is None:
             return None
         entry = self._entries.get(self._key(model, digest))
-        if not (entry and isinstance(entry.get("platform"), str) and isinstance(entry.get("backend"), str) and isinstance(entry.get("required"), list)
-                and all(isinstance(r, str) for r in entry["required"]) and isinstance(entry.get("pinned", {}), dict)):  # fmt: skip
+        if not (entry and isinstance(entry.get("platform"), str) and isinstance(entry.get("backend"), str)
+                and isinstance(entry.get("required"), list)
+                and all(isinstance(r, str) for r in entry["required"])
+                and isinstance(entry.get("pinned", {}), dict)):  # fmt: skip
             return None
         return entry
 

@@ -71,7 +71,7 @@ def triton_release(image: str) -> str:
     release = match.group("release")
     if release not in TRITON_RELEASES:
         raise UnknownImageError(
-            f"triton image: release {release} has no LibTorch entry; allowed: {', '.join(TRITON_RELEASES)} (add it to model_sync/compat.py)")
+            f"triton image: release {release} has no LibTorch entry; allowed: {', '.join(TRITON_RELEASES)} (add " "it to model_sync/compat.py)")
     return release
 
 

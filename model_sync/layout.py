@@ -224,13 +224,14 @@ class Root:
 
     def __post_init__(self) -> None:
         if not (BUCKET_RE.match(self.bucket or "") or ACCESS_POINT_RE.match(self.bucket or "")):
-            raise LayoutError(f"bucket: {self.bucket!r}; allowed: an S3 bucket name (3-63 of a-z 0-9 . -) or an access-point ARN (arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME)")
+            raise LayoutError(f"bucket: {self.bucket!r}; allowed: an S3 bucket name (3-63 of a-z 0-9 . -) or an access-point " "ARN (arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME)")
         if self.prefix.startswith("/") or self.prefix.endswith("/") or "//" in self.prefix:
             raise LayoutError(f"bucket prefix: {self.prefix!r}; allowed: key segments without leading/trailing '/'")
 
     @classmethod
     def parse(cls, uri: str) -> Root:
-        """'s3://bucket', 's3://bucket/some/prefix[/]' or 's3://arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME[/prefix]' -> Root."""
+        """'s3://bucket', 's3://bucket/some/prefix[/]' or 's3://arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME[/prefix]'
+        -> Root."""
         if not isinstance(uri, str) or not uri.startswith("s3://"):
             raise LayoutError(f"bucket URI: {uri!r}; allowed: s3://bucket[/prefix]")
         rest = uri[5:]

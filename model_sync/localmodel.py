@@ -163,7 +163,7 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
     if not os.path.isfile(config_path):
         raise errors.usage(f"model directory: {path} has no config.pbtxt; allowed: a Triton model directory (config.pbtxt + one <N>/)")
     if os.path.islink(config_path) and not _inside(os.path.realpath(config_path), os.path.realpath(path)):
-        raise errors.usage(f"model directory: {config_path} is a symlink to {os.path.realpath(config_path)}, outside the model directory; allowed: a config.pbtxt inside {path}")
+        raise errors.usage(f"model directory: {config_path} is a symlink to {os.path.realpath(config_path)}, outside the model " f"directory; allowed: a config.pbtxt inside {path}")
     try:
         with open(config_path, "rb") as f:
             data = f.read()
@@ -181,15 +181,15 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
             configs.put(model, digest, cfg.platform, cfg.backend, facts["required"])
     versions = sorted(e for e in os.listdir(path) if layout.version_from_dir(e) is not None and os.path.isdir(os.path.join(path, e)))
     if len(versions) != 1:
-        raise errors.usage(f"model directory: {path} has version directories {versions}; allowed: exactly one numeric version directory to publish")
+        raise errors.usage(f"model directory: {path} has version directories {versions}; allowed: exactly one numeric version " "directory to publish")
     version_dir = os.path.join(path, versions[0])
     if os.path.islink(version_dir):  # it would publish whatever it points at
-        raise errors.usage(f"model directory: {version_dir} is a symlink to {os.path.realpath(version_dir)}; allowed: a version directory, not a symlink")
+        raise errors.usage(f"model directory: {version_dir} is a symlink to {os.path.realpath(version_dir)}; allowed: a version " "directory, not a symlink")
     files = _scan_version_dir(version_dir)
     for required in facts["required"]:
         if required not in files:
             kind = f"backend {facts['backend']!r}" if facts["backend"] else f"platform {facts['platform']!r}"
-            raise errors.usage(f"model directory: {version_dir} lacks {required}; allowed: a version directory with every file {kind} needs")
+            raise errors.usage(f"model directory: {version_dir} lacks {required}; allowed: a version directory with every file " f"{kind} needs")
     meta: dict[str, Any] = {}
     meta_path = os.path.join(path, EXPORT_META)
     if os.path.isfile(meta_path):
@@ -212,9 +212,9 @@ def discover(path: str, name: str | None = None, configs: cache.ConfigCache | No
         subdirs = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, layout.CONFIG_FILE)))
         for d in subdirs:
             if os.path.islink(os.path.join(path, d)):
-                raise errors.usage(f"repository directory: {os.path.join(path, d)} is a symlink to {os.path.realpath(os.path.join(path, d))}; allowed: model directories, not symlinks")
+                raise errors.usage(f"repository directory: {os.path.join(path, d)} is a symlink to " f"{os.path.realpath(os.path.join(path, d))}; allowed: model directories, not symlinks")
         if subdirs:
             if name:
-                raise errors.usage(f"--name: {name!r} with a repository directory of {len(subdirs)} models; allowed: --name only with one model directory")
+                raise errors.usage(f"--name: {name!r} with a repository directory of {len(subdirs)} models; allowed: --name " "only with one model directory")
             return [load(os.path.join(path, d), configs=configs) for d in subdirs]
     return [load(path, name, configs)]

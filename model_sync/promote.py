@@ -48,11 +48,11 @@ def _check_source(src: Repo, model: str, version: int, skip_verification: bool) 
     pin = repository.read_pin(src, model)
     raw = src.get(layout.manifest_key(model, version))
     if raw is None and pin.version != version:  # no such version: exit 3, not "not pinned"
-        raise errors.not_found(f"version: {model} {version} does not exist in {src.env.name} (no {src.uri(layout.manifest_key(model, version))}; pinned: {pin.version}); allowed: a published version")
+        raise errors.not_found(f"version: {model} {version} does not exist in {src.env.name} (no " f"{src.uri(layout.manifest_key(model, version))}; pinned: {pin.version}); allowed: a published " "version")
     if pin.version != version:
-        raise errors.refused(f"version: {model} {version} is not pinned in {src.env.name} (pinned: {pin.version}); allowed: the pinned version, verified there")
+        raise errors.refused(f"version: {model} {version} is not pinned in {src.env.name} (pinned: {pin.version}); allowed: the " "pinned version, verified there")
     if raw is None:
-        raise errors.not_found(f"manifest: {src.uri(layout.manifest_key(model, version))} does not exist; allowed: a version published by model-sync push")
+        raise errors.not_found(f"manifest: {src.uri(layout.manifest_key(model, version))} does not exist; allowed: a version " "published by model-sync push")
     try:
         doc = manifest.read_manifest(raw, model, version)
     except manifest.RecordError as e:
@@ -70,14 +70,14 @@ def _check_source(src: Repo, model: str, version: int, skip_verification: bool) 
         raise errors.refused(f"verification record of {model} {version} in {src.env.name}: {e}") from None
     if found is None:
         raise errors.refused(
-            f"verification: {model} {version} has no record in {src.env.name} ({src.uri(layout.verification_attempts_prefix(model, version))}); "
+            f"verification: {model} {version} has no record in {src.env.name} " f"({src.uri(layout.verification_attempts_prefix(model, version))}); "
             "allowed: run `model-sync verify` there first, or --skip-verification (recorded)"
         )
     record_key, rec = found
     if not rec["passed"]:
-        raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} ({errors.one_line(str(rec.get('detail', '')))}); allowed: a version whose latest verify passed")
+        raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} " f"({errors.one_line(str(rec.get('detail', '')))}); allowed: a version whose latest verify passed")
     if rec["manifest_sha256"] != manifest.sha256_bytes(raw):
-        raise errors.refused(f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current manifest (re-run verify)")
+        raise errors.refused(f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current " "manifest (re-run verify)")
     return doc, raw, record_key
 
 
@@ -118,7 +118,7 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
         except Exception as e:
             raise translate(e, dst.env, layout.version_file_key(model, version, rel)) from None
         if digest != meta["sha256"] or size != meta["size"]:
-            raise errors.refused(f"checksum: {dst.uri(layout.version_file_key(model, version, rel))} is {digest}/{size} bytes, manifest says {meta['sha256']}/{meta['size']}; nothing was pinned")
+            raise errors.refused(f"checksum: {dst.uri(layout.version_file_key(model, version, rel))} is {digest}/{size} bytes, " f"manifest says {meta['sha256']}/{meta['size']}; nothing was pinned")
     return methods.pop() if len(methods) == 1 else "mixed"
 
 
@@ -144,7 +144,7 @@ def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, file
                 fut.result()
             except Exception as e:
                 raise translate(e, dst.env, layout.version_file_key(model, version, rel)) from None
-            console.line(f"copy: {src.uri(layout.version_file_key(model, src_version, rel))} to {dst.uri(layout.version_file_key(model, version, rel))}")
+            console.line(f"copy: {src.uri(layout.version_file_key(model, src_version, rel))} to " f"{dst.uri(layout.version_file_key(model, version, rel))}")
     finally:
         manager.shutdown()
 
@@ -154,7 +154,8 @@ def check_alignment(doc: dict[str, Any], dst: Repo, allow_skew: bool, allow_loca
     including a `--target local` model refused for an NGC image (python backend without torch)."""
     try:
         return compat.assess(
-            platform=doc["platform"], backend=doc["backend"], exporter_torch=doc["exporter"]["torch_version"], image=dst.env.triton_image, allow_skew=allow_skew,
+            platform=doc["platform"], backend=doc["backend"], exporter_torch=doc["exporter"]["torch_version"],
+            image=dst.env.triton_image, allow_skew=allow_skew,
             target=doc["exporter"].get("target"), allow_local_target=allow_local_target,
         )  # fmt: skip
     except ValueError as e:
@@ -171,9 +172,9 @@ def _discard_copies(dst: Repo, model: str, target: int, console: Console) -> Non
         objects, _ = dst.list(prefix)
         if objects:
             dst.delete([o["Key"] for o in objects])
-            console.warn(f"promote failed: deleted the {len(objects)} file(s) copied to {dst.uri(prefix)} (version {target} stays allocated, never reused)")
+            console.warn(f"promote failed: deleted the {len(objects)} file(s) copied to {dst.uri(prefix)} (version " f"{target} stays allocated, never reused)")
     except errors.SyncError as e:
-        console.warn(f"promote failed: the files copied to {dst.uri(prefix)} could not be deleted ({e}); `model-sync prune {model} --env {dst.env.name}` removes them (no manifest)")
+        console.warn(f"promote failed: the files copied to {dst.uri(prefix)} could not be deleted ({e}); `model-sync " f"prune {model} --env {dst.env.name}` removes them (no manifest)")
 
 
 def promote(
@@ -204,7 +205,7 @@ def promote(
         free = dst.get(layout.allocation_key(model, version)) is None and version not in repository.list_versions(dst, model)
         target = version if free else repository.highest_allocated(dst, model) + 1
         for rel in sorted(doc["files"]):
-            console.line(f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to {dst.uri(layout.version_file_key(model, target, rel))}")
+            console.line(f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to " f"{dst.uri(layout.version_file_key(model, target, rel))}")
         console.line(f"(dryrun) pin: {model} version {target} ({dst.uri(layout.config_key(model))})")
         return target
     ignored = None if dst.env.unenforced_writes_accepted else dst.ignored_conditions()
@@ -229,7 +230,7 @@ def promote(
         created_at=manifest.now(),
     )
     if not dst.put_new(layout.manifest_key(model, target), manifest.dumps(new_doc)):
-        raise errors.refused(f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version (never overwritten)")
+        raise errors.refused(f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version " "(never overwritten)")
     record = {
         "schema": manifest.PROMOTION_V2,
         "model": model,
@@ -250,7 +251,8 @@ def promote(
 
 
 def promote_command(
-    model: str, version: int, source: str, target: str, config: str | None, *, skip_verification: bool, dry_run: bool, allow_version_skew: bool,
+    model: str, version: int, source: str, target: str, config: str | None, *, skip_verification: bool, dry_run: bool,
+    allow_version_skew: bool,
     allow_local_target: bool, quiet: bool, wait: Wait,
 ) -> dict[str, Any]:  # fmt: skip
     """`model-sync promote`: the two environments (two different repositories), promote(), then
@@ -263,11 +265,13 @@ def promote_command(
     src_env = environments.resolve(source, config)
     dst_env = environments.resolve(target, config)
     if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
-        raise errors.usage(f"--to: {target!r} has the same repository as {source!r} ({dst_env.uri}); allowed: two different repositories")
+        raise errors.usage(f"--to: {target!r} has the same repository as {source!r} ({dst_env.uri}); allowed: two different " "repositories")
     dst = Repo(dst_env)
     console = Console(quiet)
-    pinned = promote(Repo(src_env), dst, model, version, skip_verification=skip_verification, dry_run=dry_run, console=console,
-                     by=who(dst_env, dst.session), allow_version_skew=allow_version_skew, allow_local_target=allow_local_target)  # fmt: skip
+    pinned = promote(Repo(src_env), dst, model, version, skip_verification=skip_verification, dry_run=dry_run,
+                     console=console,
+                     by=who(dst_env, dst.session), allow_version_skew=allow_version_skew,
+                     allow_local_target=allow_local_target)  # fmt: skip
     doc: dict[str, Any] = {"model": model, "from": {"env": src_env.name, "version": version}, "to": {"env": dst_env.name, "version": pinned}, "dry_run": dry_run}
     if not dry_run:
         doc["served"] = wait(dst, model, pinned, console)

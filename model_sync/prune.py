@@ -39,8 +39,8 @@ def delete(repo: Any, model: str, keys: list[str]) -> None:
     except errors.SyncError as e:
         if e.s3_kind is Kind.DENIED:
             raise errors.s3(
-                f"prune {model}: s3:DeleteObject denied on {repo.uri(keys[0])}; allowed: run prune with an operator role that may delete "
-                "under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, by design"
+                f"prune {model}: s3:DeleteObject denied on {repo.uri(keys[0])}; allowed: run prune with an " "operator role that may delete "
+                "under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, " "by design"
             ) from None
         raise
 
@@ -77,7 +77,7 @@ def prune(model: str, resolve: Callable[[], Environment], *, keep: int, stale_ho
     doomed = plan(versions, keep, protected, manifests, stale)
     uploads = [u for u in repo.list_uploads(layout.model_prefix(model)) if _older(u, cutoff, "Initiated")]
     if doomed or uploads:
-        confirm(env, f"Delete {model} version(s) {', '.join(map(str, doomed)) or 'none'} and {len(uploads)} unfinished upload(s) from {env.name}?")
+        confirm(env, f"Delete {model} version(s) {', '.join(map(str, doomed)) or 'none'} and {len(uploads)} unfinished " f"upload(s) from {env.name}?")
     for v in doomed:
         objects, _ = repo.list(layout.version_prefix(model, v))
         keys = [o["Key"] for o in objects]
@@ -95,10 +95,11 @@ def prune(model: str, resolve: Callable[[], Environment], *, keep: int, stale_ho
             repo.abort_upload(u["Key"], u["UploadId"])
     young = sorted(set(listed) - stale)
     if young:
-        console.line(f"kept incomplete version(s) {young}: younger than --stale-hours {stale_hours:g} (a push may still be writing them)")
+        console.line(f"kept incomplete version(s) {young}: younger than --stale-hours {stale_hours:g} (a push may still " "be writing them)")
     if not doomed and not uploads:
         console.line(f"nothing to prune: {model} has {len(versions)} versions, keeping {keep} + pinned {sorted(protected)}")
-    return {"env": env.name, "model": model, "deleted": doomed, "aborted_uploads": [u["Key"] for u in uploads], "kept_incomplete": young,
+    return {"env": env.name, "model": model, "deleted": doomed, "aborted_uploads": [u["Key"] for u in uploads],
+            "kept_incomplete": young,
             "protected": sorted(protected), "dry_run": dry_run}  # fmt: skip
 
 

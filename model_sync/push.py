@@ -63,7 +63,9 @@ if TYPE_CHECKING:
 @dataclass
 class PushResult:
     model: str
-    action: str  # "up-to-date" | "pushed" | "dry-run" | "failed" | "skipped" (not started: another model's S3 failure, `error`)
+    # "up-to-date" | "pushed" | "dry-run" | "failed" | "skipped" (not started: another model's S3 failure,
+    # `error`)
+    action: str
     version: int | None = None
     uploaded: list[str] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)
@@ -78,7 +80,8 @@ def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool
     for m in models:
         try:
             records[m.name] = compat.assess(
-                platform=m.platform, backend=m.backend, exporter_torch=m.export_meta.get("torch_version"), image=env.triton_image, allow_skew=allow_skew,
+                platform=m.platform, backend=m.backend, exporter_torch=m.export_meta.get("torch_version"),
+                image=env.triton_image, allow_skew=allow_skew,
                 target=m.export_meta.get("target"), allow_local_target=allow_local_target,
             )  # fmt: skip
         except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError, LocalTargetError
@@ -121,7 +124,8 @@ class Publisher:
         if entry is None:
             return None
         doc, version, text = entry.get("manifest"), entry.get("version"), entry.get("pin_text")
-        if not (isinstance(doc, dict) and isinstance(version, int) and isinstance(text, str) and doc.get("model") == name and doc.get("version") == version
+        if not (isinstance(doc, dict) and isinstance(version, int) and isinstance(text, str)
+                and doc.get("model") == name and doc.get("version") == version
                 and isinstance(doc.get("files"), dict) and isinstance(doc.get("config_pbtxt"), str)):  # fmt: skip
             return None
         return repository.Pin(name, version, text, etag, modified), doc
@@ -178,7 +182,7 @@ class Publisher:
         ignored = None if repo.env.unenforced_writes_accepted else repo.ignored_conditions()
         if ignored and not self.warned:
             self.warned = True
-            self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes can race; AWS S3 and moto enforce both")
+            self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes " "can race; AWS S3 and moto enforce both")
         # The first candidate is the pinned version + 1 (no listing); allocate() claims it only if
         # its marker is new and its directory empty, else moves past the highest allocated.
         version = repository.allocate(repo, name, "push", self.by, hint=pin.version or 0)
@@ -188,7 +192,7 @@ class Publisher:
         doc = build_manifest(m, version, self.by, self.compatibility.get(name))
         self._check_stop(m)
         if not repo.put_new(layout.manifest_key(name, version), manifest.dumps(doc)):
-            raise errors.refused(f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh version (never overwritten)")
+            raise errors.refused(f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh " "version (never overwritten)")
         flip = repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin, warn=self.console.warn)
         if self.pins.path is not None:  # the PUT response has no LastModified: one HeadObject for the cache key
             head = repo.head(layout.config_key(name))
@@ -221,7 +225,7 @@ class Publisher:
             except FileNotFoundError:
                 raise vanished(f.path) from None
             if cache.stat_key(st) != f.stat_key:
-                raise errors.refused(f"file changed during push: {f.path}; nothing was pinned, re-run push when the model directory is stable")
+                raise errors.refused(f"file changed during push: {f.path}; nothing was pinned, re-run push when the model " "directory is stable")
 
 
 def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOptions, by: str | Callable[[], str]) -> list[PushResult]:
@@ -230,7 +234,7 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
         if str(record.get("detail") or "").startswith("published with --allow-local-target"):
             console.warn(f"{name} -> {repo.env.name}: {record['detail']} (recorded in the manifest)")
         if record["result"] == "skew-allowed":
-            console.warn(f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, recorded in the manifest)")
+            console.warn(f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, " "recorded in the manifest)")
     directory = cache.cache_dir() if options.use_cache else None
     hashes = cache.HashCache(directory)
     publisher = Publisher(repo, console, options, by, cache.PinCache(directory, repo.identity))

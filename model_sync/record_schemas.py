@@ -34,7 +34,8 @@ one record per `model-sync verify` attempt in the environment it verified, never
      "replicas": {"<deployment>/<replica>": "READY" | "<state/error>"}, "smoke_inference": true,
      "manifest_sha256": "<sha256 of the manifest JSON bytes verified>",
      "verified_by": "...", "verified_at": "RFC 3339 UTC", "detail": "free text",
-     "evidence": "replica-smoke" | "replica-smoke+direct-http" | "replica-smoke+direct-grpc" | "replica-smoke+direct-http-grpc"}
+     "evidence": "replica-smoke" | "replica-smoke+direct-http" | "replica-smoke+direct-grpc" |
+                  "replica-smoke+direct-http-grpc"}
   A check that could not run (no endpoint given) is "not-run", never "failed". v1 (the single
   record at audit/verifications/<model>/<N>.json of older releases: no pinned, no checks) is
   still read by the gate when a version has no attempt.
@@ -72,7 +73,8 @@ each replica's agent when something changes and every heartbeat, deleted when th
      "replica": "<pod name>", "bucket_uri": "s3://...", "triton_url": "http://127.0.0.1:8000" | null,
      "heartbeat_seconds": 30, "s3_reachable": true | false | null, "last_s3_ok_at": "RFC 3339 UTC" | null,
      "last_error": "one line" | null, "agent_started_at": "RFC 3339 UTC", "reported_at": "RFC 3339 UTC",
-     "models": {"resnet": {"pinned": [4], "serving": [3], "state": "READY" | "LOADING" | "FAILED" | "PLACED" | "PENDING",
+     "models": {"resnet": {"pinned": [4], "serving": [3], "state": "READY" | "LOADING" | "FAILED" | "PLACED" |
+                                                  "PENDING",
                            "error": "one line" | null, "failed": {"4": "Triton's reason"}, "local_versions": [3, 4],
                            "smoke": null | {"ok": true, "version": 3, "at": "RFC 3339 UTC", "detail": "ok"}}}}
   States are ReplicaState. Timestamps everywhere are format_time()'s.

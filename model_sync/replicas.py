@@ -83,7 +83,8 @@ def wait_served(repo: Any, model: str, version: int, timeout: float, console: An
     console.line(f"waiting: {model} version {version} on every replica (up to {timeout:.0f}s)")
     while True:
         replicas = served(read_status_docs(repo), model, _dt.datetime.now(_dt.UTC))
-        states = {key: ReplicaState.READY.value if serves(r, version) else f"serving {r['serving'] or 'nothing'} ({r['state']}: {r['error'] or 'not switched yet'})"
+        states = {key: ReplicaState.READY.value if serves(r, version)
+                  else f"serving {r['serving'] or 'nothing'} ({r['state']}: {r['error'] or 'not switched yet'})"
                   for key, r in replicas.items()}  # fmt: skip
         lagging = {k: v for k, v in states.items() if v != ReplicaState.READY}
         failed = {k: v for k, v in lagging.items() if version in replicas[k]["failed"]}
@@ -92,5 +93,5 @@ def wait_served(repo: Any, model: str, version: int, timeout: float, console: An
             return states
         if failed or time.monotonic() >= deadline:
             why = "; ".join(f"{k}: {v}" for k, v in (failed or lagging).items()) or f"no replica reports {model}"
-            raise errors.SyncError(errors.CHECK_FAILED, f"wait: {model} version {version} is not served by every replica ({why}); allowed: replicas that load it (see `model-sync status`)")
+            raise errors.SyncError(errors.CHECK_FAILED, f"wait: {model} version {version} is not served by every replica ({why}); allowed: replicas that " "load it (see `model-sync status`)")
         time.sleep(interval)

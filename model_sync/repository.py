@@ -52,7 +52,7 @@ def read_manifest(repo: Repo, model: str, version: int, required: bool = True) -
     data = repo.get(layout.manifest_key(model, version))
     if data is None:
         if required:
-            raise errors.not_found(f"manifest: {repo.uri(layout.manifest_key(model, version))} does not exist; allowed: a version published by model-sync")
+            raise errors.not_found(f"manifest: {repo.uri(layout.manifest_key(model, version))} does not exist; allowed: a version " "published by model-sync")
         return None
     try:
         return manifest.read_manifest(data, model, version)
@@ -112,7 +112,8 @@ def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | Non
 
     `preferred` (promote: the source version) is tried first; `hint` (push: the pinned version,
     0 for none) spares the two per-model listings, trying hint + 1; otherwise, and on collision,
-    the next number after the highest seen. A number claimed from `preferred` or `hint` is only used if its version directory is
+    the next number after the highest seen. A number claimed from `preferred` or `hint` is only used if its version
+    directory is
     still empty (the hint can be stale; a directory written by another tool is never
     overwritten). On servers that ignore If-None-Match the marker is read back and its nonce
     compared, which catches most but not all races (warned by the caller)."""
@@ -141,7 +142,7 @@ def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | Non
             # claimed but occupied: the marker stays, so the number is simply never used
         candidate = max(candidate, highest_allocated(repo, model)) + 1
         check_empty = False  # a fresh listing: nothing above it exists
-    raise errors.refused(f"version allocation for {model}: {MAX_ALLOCATION_ATTEMPTS} collisions in a row; allowed: retry when concurrent publishers finish")
+    raise errors.refused(f"version allocation for {model}: {MAX_ALLOCATION_ATTEMPTS} collisions in a row; allowed: retry when " "concurrent publishers finish")
 
 
 def read_history(repo: Repo, model: str) -> PinHistory:
@@ -185,11 +186,12 @@ def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -
     if action == "rollback":
         return errors.refused(f"{moved}; allowed: re-run rollback (nothing was changed)")
     return errors.refused(
-        f"{moved}; allowed: re-run {action} (version {version} is published but NOT pinned; `model-sync rollback {model} --env {repo.env.name} --model-version {version}` pins it)"
+        f"{moved}; allowed: re-run {action} (version {version} is published but NOT pinned; `model-sync rollback " f"{model} --env {repo.env.name} --model-version {version}` pins it)"
     )
 
 
-def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *, pop: int = 0,
+def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *,
+             pop: int = 0,
              warn: Callable[[str], None] | None = None) -> Flip:  # fmt: skip
     """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history
     and rewrite the model's pin-index entry (manifests/_pins/<model>.json: what agents list).
@@ -225,5 +227,5 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
         repo.put(layout.pin_index_key(model), manifest.pin_index(model, version))
     except errors.SyncError as e:  # the flip is committed: agents still see it at their next full resync
         if warn is not None:
-            warn(f"pin index: {repo.uri(layout.pin_index_key(model))} not updated ({e}); agents pick the new pin up at their next full resync (--full-resync)")
+            warn(f"pin index: {repo.uri(layout.pin_index_key(model))} not updated ({e}); agents pick the new pin " "up at their next full resync (--full-resync)")
     return Flip(record, etag)

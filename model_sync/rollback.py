@@ -31,21 +31,21 @@ def rollback(model: str, to: int | None, resolve: Callable[[], Environment], *, 
     console = Console(quiet)
     pin = repository.read_pin(repo, model)
     if pin.text is None:
-        raise errors.not_found(f"model: {model!r} has no pin in {env.name} ({repo.uri(layout.config_key(model))}); allowed: a published model")
+        raise errors.not_found(f"model: {model!r} has no pin in {env.name} ({repo.uri(layout.config_key(model))}); allowed: a " "published model")
     target, depth = to, 0
     if target is None:
         history = repository.read_history(repo, model)
         target, depth = repository.rollback_target(repo, model, pin, history)
         if target is None:
             pruned = f" (earlier pins {history.stack} no longer exist: pruned)" if history.stack and history.latest and history.latest["version"] == pin.version else ""
-            raise errors.refused(f"rollback {model}: no previous pin recorded for version {pin.version}{pruned}; allowed: --model-version N, an existing version (see `model-sync status`)")
+            raise errors.refused(f"rollback {model}: no previous pin recorded for version {pin.version}{pruned}; allowed: " "--model-version N, an existing version (see `model-sync status`)")
     if target == pin.version:
         raise errors.refused(f"--model-version: {target} is already pinned for {model} in {env.name}; allowed: another version")
     doc = repository.read_manifest(repo, model, target)
     assert doc is not None
     missing = repository.is_complete(repo, model, target, doc)
     if missing:
-        raise errors.refused(f"version: {model} {target} is incomplete ({missing}); allowed: a complete version (see `model-sync status`)")
+        raise errors.refused(f"version: {model} {target} is incomplete ({missing}); allowed: a complete version (see `model-sync " "status`)")
     out: dict[str, Any] = {"env": env.name, "model": model, "version": target, "previous": pin.version, "dry_run": dry_run}
     if dry_run:
         console.line(f"(dryrun) pin: {model} version {target} ({repo.uri(layout.config_key(model))})")

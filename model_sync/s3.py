@@ -177,7 +177,7 @@ class Repo(ConditionalWrites):
             failed = resp.get("Errors") or []
             if failed:
                 err = failed[0]
-                raised = errors.s3(f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: s3:DeleteObject on the repository")
+                raised = errors.s3(f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: " "s3:DeleteObject on the repository")
                 raised.s3_kind = kind_of_code(str(err.get("Code") or ""))
                 raise raised
 

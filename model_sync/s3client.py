@@ -74,7 +74,7 @@ def resolve_region(env: Environment, session: Callable[[], Any]) -> str:
     if not region:
         region = _profile_value(session(), "region")
     if not region and aws_hosted(env):
-        raise errors.usage(f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region")
+        raise errors.usage(f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, " "--region, AWS_REGION or a profile's region")
     return str(region or "us-east-1")
 
 
@@ -117,6 +117,7 @@ def create_client(session: Any, region: str, endpoint_url: str | None, purpose: 
         request_checksum_calculation="when_required" if endpoint_url else "when_supported",
         response_checksum_validation="when_required" if endpoint_url else "when_supported",
         s3={"addressing_style": "path"} if endpoint_url else None,
-        ignore_configured_endpoint_urls=True,  # the endpoint is env.endpoint_url (environments.resolve reads AWS_ENDPOINT_URL_S3)
+        # the endpoint is env.endpoint_url (environments.resolve reads AWS_ENDPOINT_URL_S3)
+        ignore_configured_endpoint_urls=True,
     )
     return session.create_client(service, region_name=region, endpoint_url=endpoint_url if service == "s3" else None, config=config)

@@ -84,7 +84,8 @@ class ConditionalWrites:
         return _probe(self)[1]
 
     def ignored_conditions(self: _Bucket) -> str | None:
-        """What the server ignores ("If-None-Match", "If-Match", or both joined by "and"); None when it enforces both."""
+        """What the server ignores ("If-None-Match", "If-Match", or both joined by "and"); None when it enforces
+        both."""
         ignored = [h for h, ok in zip(("If-None-Match", "If-Match"), _probe(self), strict=True) if not ok]
         return " and ".join(ignored) or None
 

@@ -134,24 +134,25 @@ def _message(e: BaseException, kind: Kind, env: Environment, what: str) -> error
     where = f"s3://{env.bucket}" + (f"/{env.root.key(what)}" if what else "")
     found = code(e)
     if isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError):
-        return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)", kind="credentials")
+        return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, " "instance/IRSA role)", kind="credentials")
     if not_s3(e):
-        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} answered HTTP 404 without an S3 error to {getattr(e, 'operation_name', 'a request')} on {where}; "
+        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} answered HTTP 404 without an S3 error to "
+                         f"{getattr(e, 'operation_name', 'a request')} on {where}; "
                          "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)", kind="unreachable")  # fmt: skip
     if kind is Kind.UNAVAILABLE and not isinstance(e, bx.ClientError):
         return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({root_cause(e)}); allowed: a reachable S3 endpoint", kind="unreachable")
     if kind is Kind.WRONG_REGION:
-        return errors.usage(f"region: requests for bucket {env.bucket!r} went to the wrong region ({found}); allowed: {bucket_region(e)} (the bucket's region: `region` in model-sync.yaml or --region)")
+        return errors.usage(f"region: requests for bucket {env.bucket!r} went to the wrong region ({found}); allowed: " f"{bucket_region(e)} (the bucket's region: `region` in model-sync.yaml or --region)")
     if kind is Kind.CLOCK:
-        return errors.s3(f"clock: this machine's time differs from S3's by more than 15 minutes (RequestTimeTooSkewed on {where}); allowed: a synchronized clock (NTP)")
+        return errors.s3("clock: this machine's time differs from S3's by more than 15 minutes (RequestTimeTooSkewed on " f"{where}); allowed: a synchronized clock (NTP)")
     if kind is Kind.NO_BUCKET:
-        return errors.not_found(f"bucket: {env.bucket!r} does not exist (NoSuchBucket, environment {env.name}); allowed: an existing model repository bucket")
+        return errors.not_found(f"bucket: {env.bucket!r} does not exist (NoSuchBucket, environment {env.name}); allowed: an existing " "model repository bucket")
     if kind is Kind.NOT_FOUND:
-        return errors.not_found(f"object: {where} does not exist (removed while model-sync ran?); allowed: a complete version, re-run when nothing else prunes it")
+        return errors.not_found(f"object: {where} does not exist (removed while model-sync ran?); allowed: a complete version, " "re-run when nothing else prunes it")
     if kind is Kind.DENIED:
-        return errors.s3(f"S3 credentials/access: {found or type(e).__name__} on {where}; allowed: valid credentials from the AWS chain with access to the repository")
+        return errors.s3(f"S3 credentials/access: {found or type(e).__name__} on {where}; allowed: valid credentials from the " "AWS chain with access to the repository")
     if isinstance(e, bx.BotoCoreError | bx.ClientError):
-        return errors.s3(f"S3 request on {where}: {found or type(e).__name__} ({' '.join(str(e).split())[:160]}); allowed: a healthy S3 endpoint")
+        return errors.s3(f"S3 request on {where}: {found or type(e).__name__} ({' '.join(str(e).split())[:160]}); allowed: a " "healthy S3 endpoint")
     if isinstance(e, OSError):
         return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} failed ({e}); allowed: a reachable S3 endpoint")
     return errors.SyncError(errors.UNEXPECTED, f"{where}: {type(e).__name__}: {e}")

@@ -52,7 +52,7 @@ def tensor_specs(cfg: Any) -> tuple[list[TensorSpec], list[TensorSpec]]:
     def spec(t: Any) -> TensorSpec:
         type_name = pb2.DataType.Name(t.data_type)
         if type_name not in _DTYPES:
-            raise ValueError(f"config.pbtxt tensor {t.name} data_type: {type_name}; allowed: one of {sorted(_DTYPES)} (verify cannot build a smoke input for it)")
+            raise ValueError(f"config.pbtxt tensor {t.name} data_type: {type_name}; allowed: one of {sorted(_DTYPES)} (verify " "cannot build a smoke input for it)")
         np_dtype, v2 = _DTYPES[type_name]
         return TensorSpec(t.name, v2, np_dtype, batch + tuple(int(d) for d in t.dims))
 
@@ -106,11 +106,12 @@ def client_headers() -> dict[str, str]:
     if not value:
         return {}
     if ":" not in value:
-        raise errors.usage(f"${API_KEY_ENV}: not CLIENT:KEY; allowed: an ingress client name and its API key (stack output ingressApiKeys)")
+        raise errors.usage(f"${API_KEY_ENV}: not CLIENT:KEY; allowed: an ingress client name and its API key (stack output " "ingressApiKeys)")
     return {"authorization": "Basic " + base64.b64encode(value.encode()).decode()}
 
 
-def _smoke(protocol: str, lib: Any, connect: Callable[[], Any], model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec],
+def _smoke(protocol: str, lib: Any, connect: Callable[[], Any], model: str, version: int, inputs: list[TensorSpec],
+           outputs: list[TensorSpec],
            tensor_args: dict[str, Any], infer_args: dict[str, Any]) -> list[str]:  # fmt: skip
     """One smoke inference through tritonclient's `lib` (http or grpc): problems (empty: passed)."""
     data = smoke_inputs(inputs)
@@ -121,7 +122,8 @@ def _smoke(protocol: str, lib: Any, connect: Callable[[], Any], model: str, vers
             t = lib.InferInput(s.name, list(data[s.name].shape), s.datatype)
             t.set_data_from_numpy(data[s.name], **tensor_args)
             reqs.append(t)
-        result = client.infer(model, reqs, model_version=str(version), outputs=[lib.InferRequestedOutput(o.name, **tensor_args) for o in outputs],
+        result = client.infer(model, reqs, model_version=str(version),
+                              outputs=[lib.InferRequestedOutput(o.name, **tensor_args) for o in outputs],
                               headers=client_headers(), **infer_args)  # fmt: skip
         got = {}
         for o in outputs:
@@ -131,7 +133,7 @@ def _smoke(protocol: str, lib: Any, connect: Callable[[], Any], model: str, vers
                 got[o.name] = (str(datatype), tuple(int(d) for d in shape))
         client.close()
     except Exception as e:
-        return [f"smoke inference ({protocol}) {model} {version}: {type(e).__name__}: {' '.join(str(e).split())[:200]}; allowed: a successful inference"]
+        return [f"smoke inference ({protocol}) {model} {version}: {type(e).__name__}: " f"{' '.join(str(e).split())[:200]}; allowed: a successful inference"]
     return check_outputs(protocol, got, outputs)
 
 
@@ -195,9 +197,9 @@ def smoke_loopback(probe: Any, model: str, version: int, config_text: str) -> li
     body, header_length = smoke_request(inputs, outputs)
     code, reply, reply_header = probe.infer(model, version, body, header_length)
     if code != 200:
-        return [f"smoke inference (agent) {model} {version}: HTTP {code} {' '.join(reply.decode(errors='replace').split())[:200]}; allowed: a successful inference"]
+        return [f"smoke inference (agent) {model} {version}: HTTP {code} " f"{' '.join(reply.decode(errors='replace').split())[:200]}; allowed: a successful inference"]
     try:
         got = parse_reply(reply, reply_header)
     except (ValueError, KeyError, TypeError) as e:
-        return [f"smoke inference (agent) {model} {version}: unreadable reply ({e}); allowed: a KServe v2 inference response"]
+        return [f"smoke inference (agent) {model} {version}: unreadable reply ({e}); allowed: a KServe v2 inference " "response"]
     return check_outputs("agent", got, outputs)

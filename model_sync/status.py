@@ -91,7 +91,7 @@ def show(env: str | None, config: str | None, models: list[str], resolve: Callab
     if not names:
         path = environments.find_config(config)
         if path is None:
-            raise errors.usage(f"--env: missing and no {environments.CONFIG_NAME} found; allowed: --env NAME or a config listing environments")
+            raise errors.usage(f"--env: missing and no {environments.CONFIG_NAME} found; allowed: --env NAME or a config " "listing environments")
         names = sorted(environments.load_config(path))
     report: dict[str, Any] = {}
     envs = {name: resolve(name) for name in names}
@@ -132,7 +132,7 @@ def show(env: str | None, config: str | None, models: list[str], resolve: Callab
         print()
         _print_table(replica_rows)
     if any(s["pin_served"] is False for body in report.values() for s in body["models"]):
-        print("PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving what they had)")
+        print("PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving " "what they had)")
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
         print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
     label = {"yes": "yes", "no": "NO", "exempt": "exempt", "unknown": "?"}

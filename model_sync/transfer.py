@@ -135,7 +135,8 @@ class HashingFile:
             self._syncing.join()
 
 
-def download(client: Any, bucket: str, key: str, out: Sink, size: int, settings: TransferSettings, stop: threading.Event | None = None,
+def download(client: Any, bucket: str, key: str, out: Sink, size: int, settings: TransferSettings,
+             stop: threading.Event | None = None,
              shared: Any = None, sync_every: int = 0) -> tuple[str, int]:  # fmt: skip
     """Download `key` into `out`: (sha256 hex, bytes hashed in order). An object below the
     threshold, or any `out` that is not a file, is one streamed GET; a bigger one, ranged GETs in

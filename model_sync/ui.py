@@ -79,7 +79,7 @@ def confirm(question: str, what: str) -> None:
     from model_sync import errors
 
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        raise errors.usage(f"{what}: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the environment's approval)")
+        raise errors.usage(f"{what}: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the " "environment's approval)")
     from rich.console import Console as RichConsole
     from rich.prompt import Confirm
 

@@ -175,5 +175,5 @@ class Uploader:
 
     def _transfer_error(self, e: BaseException, m: LocalModel, rel: str) -> errors.SyncError:
         if classify(e) is Kind.DIGEST:
-            return errors.refused(f"file changed during push: {m.files[rel].path} (S3 rejected it: its SHA256 differs from the one hashed); nothing was pinned, re-run push")
+            return errors.refused(f"file changed during push: {m.files[rel].path} (S3 rejected it: its SHA256 differs from the one " "hashed); nothing was pinned, re-run push")
         return translate(e, self.repo.env, layout.model_prefix(m.name) + rel)

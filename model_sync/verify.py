@@ -127,7 +127,7 @@ def verify(
     pin = repository.read_pin(repo, model)
     result.pinned = pin.version == version
     if not result.pinned:
-        result.problems.append(f"pin {repo.uri(layout.config_key(model))}: version {pin.version}; allowed: {version} (verify the pinned version)")
+        result.problems.append(f"pin {repo.uri(layout.config_key(model))}: version {pin.version}; allowed: {version} (verify the " "pinned version)")
     raw = repo.get(layout.manifest_key(model, version))
     if raw is None:
         result.problems.append(f"manifest {repo.uri(layout.manifest_key(model, version))}: missing; allowed: a published version")
@@ -137,7 +137,7 @@ def verify(
     result.replicas = replica_states(replicas.read_status_docs(repo, deployments), model, version, staleness, now or _dt.datetime.now(_dt.UTC), departed)
     if not result.ready_replicas:
         result.problems.append(
-            f"replicas: none reports {model} {version} READY with a passing smoke inference under {repo.uri(layout.STATUS_PREFIX)} "
+            f"replicas: none reports {model} {version} READY with a passing smoke inference under " f"{repo.uri(layout.STATUS_PREFIX)} "
             f"(within {departed:.0f}s); allowed: at least one fresh replica serving the version"
         )
     problems = [f"replica {k}: {v}" for k, v in result.replicas.items() if v != ReplicaState.READY and not is_departed(v)]
@@ -228,7 +228,8 @@ def default_grpc_url(http_url: str | None) -> str | None:
 
 
 def verify_command(
-    model: str, version: int, resolve: Callable[[], Environment], *, triton_url: str | None, grpc_url: str | None, deployments: tuple[str, ...],
+    model: str, version: int, resolve: Callable[[], Environment], *, triton_url: str | None, grpc_url: str | None,
+    deployments: tuple[str, ...],
     staleness: float | None, departed: float | None, record_attempt: bool, quiet: bool,
 ) -> tuple[dict[str, Any], errors.SyncError | None]:  # fmt: skip
     """`model-sync verify`: check, print each replica's state and the checks, record the attempt
@@ -256,8 +257,10 @@ def verify_command(
         console.line(f"replica {replica}: {state}")
     console.line(f"checks: {check_line(result)}")
     key = record(repo, result, s3.who(env, repo.session)) if record_attempt else None
-    doc = {"env": env.name, "model": model, "version": version, "passed": result.passed, "pinned": result.pinned, "checks": result.checks,
-           "replicas": result.replicas, "problems": result.problems, "record": repo.uri(key) if key else None}  # fmt: skip
+    doc = {"env": env.name, "model": model, "version": version, "passed": result.passed, "pinned": result.pinned,
+           "checks": result.checks,
+           "replicas": result.replicas, "problems": result.problems,
+           "record": repo.uri(key) if key else None}  # fmt: skip
     if result.passed:
         console.line(f"verified: {model} version {version} in {env.name}: {summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))
         return doc, None

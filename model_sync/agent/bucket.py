@@ -126,10 +126,10 @@ class Bucket:
         if doc is None:
             raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest")
         if doc["config_pbtxt"] != pin_text and len(pinned_versions(pin_text)) == 1:
-            raise VersionRejected(f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text recorded in {mkey}")
+            raise VersionRejected(f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text " f"recorded in {mkey}")
         missing = [f for f in backend_files(pin_text) if f not in doc["files"]]
         if missing:  # tritonserver 2.51 would stay LOADING on it, and its repository poller with it
-            raise VersionRejected(f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend needs (model_config.required_files)")
+            raise VersionRejected(f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend " "needs (model_config.required_files)")
         return doc
 
     def download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
@@ -140,7 +140,9 @@ class Bucket:
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(dest, "w+b") as f:  # read as well: out-of-order ranges are hashed from the file
-                digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f, int(expect["size"]), AGENT_TRANSFER, self.stop, self._transfer_manager(),
+                digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f,
+                                                 int(expect["size"]), AGENT_TRANSFER, self.stop,
+                                                 self._transfer_manager(),
                                                  sync_every=transfer.WRITEBACK)  # fmt: skip
                 f.flush()
                 os.fsync(f.fileno())
@@ -154,7 +156,7 @@ class Bucket:
                 raise VersionRejected(f"file {key}: missing in the bucket; allowed: every file listed in the manifest") from None
             raise serving_error(f"download {key}", err) from None
         if size != expect["size"] or digest != expect["sha256"]:
-            raise VersionRejected(f"file {key}: sha256 {digest[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size {expect['size']} (the manifest)")
+            raise VersionRejected(f"file {key}: sha256 {digest[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size " f"{expect['size']} (the manifest)")
         return size
 
     def _transfer_manager(self) -> Any:

@@ -36,7 +36,7 @@ class LocalRepository:
         self.repository.mkdir(parents=True, exist_ok=True)
         self.staging.mkdir(parents=True, exist_ok=True)
         if os.stat(self.repository).st_dev != os.stat(self.staging).st_dev:
-            raise AgentError(f"staging: {str(self.staging)!r} is on another filesystem than the repository {str(self.repository)!r}; allowed: the same filesystem (renames must be atomic)")
+            raise AgentError(f"staging: {str(self.staging)!r} is on another filesystem than the repository " f"{str(self.repository)!r}; allowed: the same filesystem (renames must be atomic)")
         self._lock_fd = os.open(self.staging, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -224,7 +224,8 @@ class RepositoryAgent:
     # -- status --
 
     def status_document(self) -> dict[str, Any]:
-        return document(self.settings, self.models, self.local.versions, s3_reachable=self.s3_ok, last_s3_ok_at=self.last_s3_ok_at,
+        return document(self.settings, self.models, self.local.versions, s3_reachable=self.s3_ok,
+                        last_s3_ok_at=self.last_s3_ok_at,
                         last_error=self.last_error, started_at=self.started_at)  # fmt: skip
 
     def _report(self, force: bool = False) -> None:
@@ -244,6 +245,7 @@ def serve(settings: AgentSettings, repo: Repo, once: bool) -> int:
     agent = RepositoryAgent(settings, repo, stop=stop)
     log.info(
         "agent starting: env=%s bucket=%s repository=%s staging=%s triton=%s replica=%s/%s interval=%.1fs",
-        settings.env, repo.env.uri, settings.repository, settings.staging, settings.triton_url, settings.deployment, settings.replica, settings.interval,
+        settings.env, repo.env.uri, settings.repository, settings.staging, settings.triton_url, settings.deployment,
+        settings.replica, settings.interval,
     )  # fmt: skip
     return agent.run(once=once)

@@ -68,9 +68,9 @@ class AgentSettings:
             raise AgentError(f"triton_url: {self.triton_url!r}; allowed: http(s)://host:port without a path")
         repo, staging = self.repository.absolute(), self.staging.absolute()
         if staging == repo or repo in staging.parents:
-            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory outside the repository root {str(repo)!r} (Triton takes any directory inside it for a model)")
+            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory outside the repository root {str(repo)!r} " "(Triton takes any directory inside it for a model)")
         if staging in repo.parents:
-            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory that does not contain the repository root {str(repo)!r} (it is wiped at start)")
+            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory that does not contain the repository root " f"{str(repo)!r} (it is wiped at start)")
 
 
 def defaults() -> dict[str, Any]:

@@ -50,7 +50,7 @@ def add_allow_version_skew(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-version-skew",
         action="store_true",
-        help="publish a pytorch_libtorch model even if the target Triton image's LibTorch is older than the exporting torch "
+        help="publish a pytorch_libtorch model even if the target Triton image's LibTorch is older than the exporting " "torch "
         "(or either is unknown); recorded in the manifest's `compatibility` (exit code 7 without it)",
     )
 
@@ -59,8 +59,8 @@ def add_allow_local_target(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-local-target",
         action="store_true",
-        help="publish a model exported with --target local (python backend + torch.jit.load) to an environment whose tritonImage is an "
-        "NGC tritonserver image, whose python backend has no torch; recorded in the manifest's `compatibility` (exit code 7 without it)",
+        help="publish a model exported with --target local (python backend + torch.jit.load) to an environment whose " "tritonImage is an "
+        "NGC tritonserver image, whose python backend has no torch; recorded in the manifest's `compatibility` " "(exit code 7 without it)",
     )
 
 
@@ -73,7 +73,7 @@ CONFIRM_ENVS = ("prod",)
 
 
 def add_yes(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--yes", action="store_true", help=f"do not ask for confirmation (asked on a terminal for {', '.join(CONFIRM_ENVS)}; CI passes --yes after its approval)")
+    p.add_argument("--yes", action="store_true", help=(f"do not ask for confirmation (asked on a terminal for {', '.join(CONFIRM_ENVS)}; CI passes --yes after " "its approval)"))
 
 
 def confirm(args: argparse.Namespace, env: Environment, question: str) -> None:
@@ -86,11 +86,12 @@ def confirm(args: argparse.Namespace, env: Environment, question: str) -> None:
 
 def add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", choices=("text", "json"), default="text",
-                   help="text: operation lines (default); json: one JSON document on stdout when done, no operation lines (errors stay one line on stderr)")  # fmt: skip
+                   help="text: operation lines (default); json: one JSON document on stdout when done, no operation "
+                        "lines (errors stay one line on stderr)")  # fmt: skip
 
 
 def add_wait(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wait", action="store_true", help="return only once every replica serving the model reports the new version READY (exit 6 with those that do not)")
+    p.add_argument("--wait", action="store_true", help=("return only once every replica serving the model reports the new version READY (exit 6 with those that " "do not)"))
     p.add_argument("--wait-timeout", type=float, default=300.0, metavar="SECONDS", help="how long --wait waits (default 300)")
 
 

@@ -40,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
 
     _common.check_names(args.model, version=args.version)
     doc = promote.promote_command(
-        args.model, args.version, args.source, args.target, args.config, skip_verification=args.skip_verification, dry_run=args.dry_run,
-        allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target, quiet=_common.quiet(args),
+        args.model, args.version, args.source, args.target, args.config, skip_verification=args.skip_verification,
+        dry_run=args.dry_run,
+        allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target,
+        quiet=_common.quiet(args),
         wait=lambda repo, model, version, console: _common.wait(args, repo, model, version, console),
     )  # fmt: skip
     _common.emit(args, doc)

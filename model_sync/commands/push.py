@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
     options = cli_options(
         concurrency=args.concurrency, multipart_threshold_mb=args.multipart_threshold_mb, dry_run=args.dry_run,
-        allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache, allow_local_target=args.allow_local_target,
+        allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache,
+        allow_local_target=args.allow_local_target,
     )  # fmt: skip
     wait = (lambda repo, model, version, console: _common.wait(args, repo, model, version, console)) if args.wait else None
     doc, failure = push.push_directory(args.model_dir, args.name, lambda: _common.resolve(args), options, quiet=_common.quiet(args), wait=wait)

@@ -2,7 +2,8 @@
 
 Without --model-version, the previous pin is taken from the pin history (audit/pins/<model>/): each flip
 records the stack of earlier pins, so repeated rollbacks walk back through them (3 -> 2 -> 1),
-not back and forth; entries whose version was pruned are skipped. The target version must have a manifest and all its files present."""
+not back and forth; entries whose version was pruned are skipped. The target version must have a manifest and all
+its files present."""
 
 from __future__ import annotations
 
@@ -34,8 +35,10 @@ def run(args: argparse.Namespace) -> int:
     from model_sync import rollback
 
     _common.check_names(args.model, version=args.to)
-    doc = rollback.rollback(args.model, args.to, lambda: _common.resolve(args), dry_run=args.dry_run, quiet=_common.quiet(args),
+    doc = rollback.rollback(args.model, args.to, lambda: _common.resolve(args), dry_run=args.dry_run,
+                            quiet=_common.quiet(args),
                             confirm=lambda env, question: _common.confirm(args, env, question),
-                            wait=lambda repo, model, version, console: _common.wait(args, repo, model, version, console))  # fmt: skip
+                            wait=lambda repo, model, version, console: _common.wait(
+                                args, repo, model, version, console))  # fmt: skip
     _common.emit(args, doc)
     return errors.OK

@@ -1,6 +1,7 @@
 """`model-sync status [--env E] [NAME ...] [--output table|json]`: per model, the pinned version,
 what each replica serves (from its agent's status report: version, state and the one-line reason
-of a failed load; a pin no replica serves READY is flagged PIN NOT SERVED), the available versions (complete = manifest + every file), the previous pin, provenance (who/when
+of a failed load; a pin no replica serves READY is flagged PIN NOT SERVED), the available versions (complete =
+manifest + every file), the previous pin, provenance (who/when
 published or promoted it, from where) and whether it was verified; per version, the torch that
 exported it and whether each shown environment's Triton image can load it (version alignment:
 yes / NO / exempt for python-backend models / ? when the torch version or

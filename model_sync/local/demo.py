@@ -68,7 +68,7 @@ class LocalPlatform:
         say(f"tritonserver {runtime.binary} (from nvidia-pytriton, sha256 verified)")
         self.s3.create_buckets(*(self.bucket(e) for e in ENVS))
         self.s3.start()
-        say(f"local S3 (rclone serve s3) on {self.s3.endpoint_url}, data in {self.s3.data_dir}; it ignores If-None-Match/If-Match, "
+        say(f"local S3 (rclone serve s3) on {self.s3.endpoint_url}, data in {self.s3.data_dir}; it ignores " "If-None-Match/If-Match, "
             "so concurrent pushes could race: fine for this one-writer demo (AWS S3 enforces both)")
         for name in ENVS:
             self.tritons[name] = TritonServer(self.root / name / "models", self.root / "logs" / f"triton-{name}.log", runtime=runtime)
@@ -207,7 +207,7 @@ def demo(root: Path, keep_running: bool = False) -> int:
             creds.write_text(f"[model-sync-demo]\naws_access_key_id = {client['AWS_ACCESS_KEY_ID']}\n"
                              f"aws_secret_access_key = {client['AWS_SECRET_ACCESS_KEY']}\n")
             creds.chmod(0o600)
-            say(f"try: AWS_SHARED_CREDENTIALS_FILE={creds} AWS_PROFILE=model-sync-demo AWS_DEFAULT_REGION={client['AWS_DEFAULT_REGION']} "
+            say(f"try: AWS_SHARED_CREDENTIALS_FILE={creds} AWS_PROFILE=model-sync-demo " f"AWS_DEFAULT_REGION={client['AWS_DEFAULT_REGION']} "
                 f"MODEL_SYNC_CONFIG={platform.config_path} {sys.executable} -m model_sync status")
             say(f"stop: {sys.executable} -m model_sync.local stop --dir {root}")
         return 0

@@ -50,10 +50,10 @@ def fetch_wheel(cache: Path = DEFAULT_CACHE) -> Path:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not wheel.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise LocalRuntimeError(f"nvidia-pytriton=={PYTRITON_VERSION}: pip download failed ({last}); allowed: a reachable PyPI index or the wheel placed in {wheels}")
+            raise LocalRuntimeError(f"nvidia-pytriton=={PYTRITON_VERSION}: pip download failed ({last}); allowed: a reachable PyPI " f"index or the wheel placed in {wheels}")
     digest = sha256_file(str(wheel))
     if digest != PYTRITON_SHA256:
-        raise LocalRuntimeError(f"{wheel}: sha256 {digest}; allowed: {PYTRITON_SHA256} (the pinned nvidia-pytriton=={PYTRITON_VERSION}); delete the file to re-download")
+        raise LocalRuntimeError(f"{wheel}: sha256 {digest}; allowed: {PYTRITON_SHA256} (the pinned " f"nvidia-pytriton=={PYTRITON_VERSION}); delete the file to re-download")
     return wheel
 
 
@@ -87,7 +87,7 @@ def ensure_tritonserver(cache: Path = DEFAULT_CACHE) -> TritonRuntime:
         rt = TritonRuntime(tmp)
         stub_src = tmp / "pytriton" / "tritonserver" / "python_backend_stubs" / pyver / "triton_python_backend_stub"
         if not stub_src.exists():
-            raise LocalRuntimeError(f"python {pyver}: no python backend stub in nvidia-pytriton=={PYTRITON_VERSION}; allowed: the Python versions under python_backend_stubs/")
+            raise LocalRuntimeError(f"python {pyver}: no python backend stub in nvidia-pytriton=={PYTRITON_VERSION}; allowed: the " "Python versions under python_backend_stubs/")
         stub = rt.backends / "python" / "triton_python_backend_stub"
         shutil.copy2(stub_src, stub)
         for exe in (rt.binary, stub):
@@ -149,7 +149,8 @@ class TritonServer:
             f"--model-repository={self.repository}",
             f"--backend-directory={rt.backends}",
             # The agent owns the repository: Triton only polls the LOCAL directory the agent fills with
-            # atomic renames. ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_management.md#model-control-mode-poll
+            # atomic renames. ref:
+            # https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_management.md#model-control-mode-poll
             "--model-control-mode=poll",
             f"--repository-poll-secs={self.poll_secs}",
             # Configs are complete and validated by export; never let Triton guess.

@@ -400,5 +400,5 @@ def test_a_version_without_its_backends_files_is_never_placed(tmp_path: Path, rc
     for name, version, missing in (("add", 4, "model.py"), ("new", 1, "model.py"), ("lt", 1, "net.pt")):
         entry = status["models"][name]
         assert entry["state"] == "FAILED", entry
-        assert entry["failed"][str(version)] == f"manifest {layout.manifest_key(name, version)}: lists no {missing}; allowed: a version with every file its backend needs (model_config.required_files)"
+        assert entry["failed"][str(version)] == (f"manifest {layout.manifest_key(name, version)}: lists no {missing}; allowed: a version with every " "file its backend needs (model_config.required_files)")
     assert status["models"]["add"]["serving"] == [3]

@@ -387,7 +387,7 @@ def test_push_and_rollback_wait_for_every_replica_and_say_what_they_did_in_json(
     assert served_version(serving.triton.http_url, "add") == 1  # it returned after the switch
     rc, out = serving.cli("push", model_dir(2, fail=True), "--env", "test", "--wait", "--wait-timeout", "60")
     assert rc == 6, out
-    assert "wait: add version 2 is not served by every replica (default/replica-0: serving [1] (FAILED: version(s) [2] failed to load:" in out
+    assert ("wait: add version 2 is not served by every replica (default/replica-0: serving [1] (FAILED: version(s) " "[2] failed to load:") in out
     rc, out = serving.cli("rollback", "add", "--env", "test", "--output", "json", "--wait", "--wait-timeout", "60")
     assert rc == 0, out
     doc = json.JSONDecoder().raw_decode(out[out.index("{") :])[0]  # stderr's warnings follow

@@ -22,7 +22,8 @@ def test_cli_defaults_are_the_settings_defaults(tmp_path: Path, monkeypatch: pyt
     args = build_parser().parse_args(["agent", "--env", "prod", "--repository", str(tmp_path / "m")])
     d = agent_settings.defaults()
     options = {"interval": args.interval, "ready_timeout": args.ready_timeout, "heartbeat": args.heartbeat,
-               "backoff_max": args.backoff_max, "resync": args.full_resync, "keep_versions": args.keep_versions}  # fmt: skip
+               "backoff_max": args.backoff_max, "resync": args.full_resync,
+               "keep_versions": args.keep_versions}  # fmt: skip
     assert options == {k: d[k] for k in options}
     assert d["ready_timeout"] == 300.0  # what the CLI and docs/agent.md have always said
 

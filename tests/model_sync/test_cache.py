@@ -179,7 +179,8 @@ def test_a_re_parse_keeps_the_pin_texts_and_pin_texts_need_facts(tmp_path: Path)
     assert configs.pinned("unknown", DIGEST, 1) is None
     configs.save()
     assert list(json.loads((tmp_path / cache.CONFIGS_FILE).read_text()).values()) == [
-        {"platform": "pytorch_libtorch", "backend": "", "required": ["model.pt"], "pinned": {"3": "pin 3"}}]  # fmt: skip
+        {"platform": "pytorch_libtorch", "backend": "", "required": ["model.pt"],
+         "pinned": {"3": "pin 3"}}]  # fmt: skip
 
 
 def test_a_malformed_or_older_parser_entry_is_a_miss(tmp_path: Path) -> None:

@@ -77,10 +77,10 @@ def test_triton_release_parses_tags(image: str, release: str) -> None:
 @pytest.mark.parametrize(
     ("image", "match"),
     [
-        ("nginx:1.27", r"triton image: 'nginx:1\.27' is not an NGC tritonserver image; allowed: <registry>/tritonserver:<YY\.MM>-py3"),
+        ("nginx:1.27", r"triton image: 'nginx:1\.27' is not an NGC tritonserver image; allowed: " r"<registry>/tritonserver:<YY\.MM>-py3"),
         ("nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64, r"is not an NGC tritonserver image"),
         ("nvcr.io/nvidia/tritonserver:25.10", r"is not an NGC tritonserver image"),
-        ("nvcr.io/nvidia/tritonserver:26.01-py3", r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11 \(add it to model_sync/compat\.py\)"),
+        ("nvcr.io/nvidia/tritonserver:26.01-py3", r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11 \(add it to " r"model_sync/compat\.py\)"),
         ("nvcr.io/nvidia/tritonserver:25.07-py3", r"release 25\.07 has no LibTorch entry"),  # NGC skipped 25.07
     ],
 )
@@ -110,7 +110,8 @@ def test_can_load_compares_minor_versions(torch: str, image: str, loads: bool) -
 
 def test_check_names_both_versions_or_returns_the_skew_when_allowed() -> None:
     assert compat.check("2.9.0", OLD_IMAGE) is None
-    expected = (r"^version skew: model exported with torch 2\.13\.0\+cpu is newer than LibTorch 2\.9\.0a0 in nvcr\.io/nvidia/tritonserver:25\.10-py3; "
+    expected = (r"^version skew: model exported with torch 2\.13\.0\+cpu is newer than LibTorch 2\.9\.0a0 in "
+                r"nvcr\.io/nvidia/tritonserver:25\.10-py3; "
                 r"allowed: export with torch <= 2\.9\.x, or --allow-version-skew$")  # fmt: skip
     with pytest.raises(compat.VersionSkewError, match=expected):
         compat.check("2.13.0+cpu", OLD_IMAGE)
@@ -244,8 +245,8 @@ def test_push_refuses_skew_and_writes_nothing(tmp_path, capsys, moto_s3, aws_env
         r = run_cli(capsys, "push", str(exported["cloud"]), "--env", "prod", "--config", cfg, *extra)
         assert r.code == errors.INCOMPATIBLE == 7, r.err
         assert r.err.splitlines() == [
-            f"model-sync: cloud -> prod: version skew: model exported with torch {json.loads((exported['cloud'] / 'export.json').read_text())['torch_version']} "
-            f"is newer than LibTorch 2.9.0a0 in {OLD_IMAGE}; allowed: export with torch <= 2.9.x, or --allow-version-skew"
+            "model-sync: cloud -> prod: version skew: model exported with torch " f"{json.loads((exported['cloud'] / 'export.json').read_text())['torch_version']} "
+            f"is newer than LibTorch 2.9.0a0 in {OLD_IMAGE}; allowed: export with torch <= 2.9.x, or " "--allow-version-skew"
         ]
     assert moto_s3.requests()[before:] == []  # refused before the first S3 request
     assert moto_s3.keys(bucket) == keys
@@ -265,7 +266,8 @@ def test_push_to_a_newer_hypothetical_release_records_compatible(tmp_path, capsy
     doc = manifest_doc(moto_s3, bucket, "cloud", 1)
     meta = json.loads((exported["cloud"] / "export.json").read_text())
     assert doc["compatibility"] == {"triton_image": NEW_IMAGE, "libtorch_version": "2.13.0a0", "result": "compatible", "detail": None}
-    assert (doc["exporter"]["torch_version"], doc["exporter"]["torchscript_format_version"], doc["exporter"]["operators"]) == (
+    assert (doc["exporter"]["torch_version"], doc["exporter"]["torchscript_format_version"],
+            doc["exporter"]["operators"]) == (
         meta["torch_version"], meta["torchscript_format_version"], meta["operators"])  # fmt: skip
 
 
@@ -308,7 +310,7 @@ def test_bad_export_metadata_is_refused(tmp_path, capsys, moto_s3, s3_bucket, aw
 def test_python_backend_torch_rule(image, refused) -> None:
     kwargs = {"platform": "", "backend": "python", "exporter_torch": "2.13.0", "image": image}
     if refused:
-        with pytest.raises(compat.LocalTargetError, match=r"^local target: a `--target local` model .* cannot load in .*tritonserver:25\.10-py3.*; allowed: export with --target cloud, a <YY\.MM>-pyt-python-py3 image, or --allow-local-target$"):
+        with pytest.raises(compat.LocalTargetError, match=(r"^local target: a `--target local` model .* cannot load in .*tritonserver:25\.10-py3.*; allowed: " r"export with --target cloud, a <YY\.MM>-pyt-python-py3 image, or --allow-local-target$")):
             compat.assess(**kwargs, target="local")
         assert str(compat.assess(**kwargs, target="local", allow_local_target=True)["detail"]).startswith("published with --allow-local-target: local target:")
         assert compat.loadable("", "python", "2.13.0", image, "local") == "no"
@@ -323,7 +325,7 @@ def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(tmp_path,
     assert run_cli(capsys, "push", str(exported["local"]), "--env", "demo", "--config", cfg).code == 0  # no tritonImage: the local demo
     r = run_cli(capsys, "push", str(exported["local"]), "--env", "staging", "--config", cfg)
     assert r.code == errors.INCOMPATIBLE, r.err
-    assert r.err.startswith(f"model-sync: local -> staging: local target: a `--target local` model (python backend running torch.jit.load) cannot load in {OLD_IMAGE}")
+    assert r.err.startswith("model-sync: local -> staging: local target: a `--target local` model (python backend running " f"torch.jit.load) cannot load in {OLD_IMAGE}")
     assert r.err.count("\n") == 1
     assert moto_s3.keys(staging) == []
     r = run_cli(capsys, "push", str(exported["local"]), "--env", "staging", "--config", cfg, "--allow-local-target")
@@ -354,15 +356,17 @@ def test_promote_checks_the_target_image_and_status_shows_it(tmp_path, capsys, m
     for extra in ([], ["--dry-run"]):
         r = _skip_verification_promote(capsys, cfg, *extra)
         assert r.code == 7, r.err
-        assert re.fullmatch(r"model-sync: cloud version 1 -> prod: version skew: model exported with torch \S+ is newer than LibTorch 2\.9\.0a0 in \S+25\.10-py3; .*\n", r.err)
+        assert re.fullmatch(r"model-sync: cloud version 1 -> prod: version skew: model exported with torch \S+ is newer than " r"LibTorch 2\.9\.0a0 in \S+25\.10-py3; .*\n", r.err)
     assert moto_s3.keys(prod) == []
 
     r = run_cli(capsys, "status", "--config", cfg, "--output", "json")
     assert r.code == 0, r.err
     rows = {(env, s["model"]): s["version_details"] for env, body in json.loads(r.out).items() for s in body["models"]}
     torch_version = json.loads((exported["cloud"] / "export.json").read_text())["torch_version"]
-    assert rows[("staging", "cloud")] == [{"version": 1, "torch_version": torch_version, "platform": "pytorch_libtorch",
-                                           "loadable": {"prod": "no", "staging": "yes"}, "compatibility": manifest_doc(moto_s3, staging, "cloud", 1)["compatibility"]}]  # fmt: skip
+    assert rows[("staging", "cloud")] == [
+        {"version": 1, "torch_version": torch_version, "platform": "pytorch_libtorch",
+         "loadable": {"prod": "no", "staging": "yes"},
+         "compatibility": manifest_doc(moto_s3, staging, "cloud", 1)["compatibility"]}]  # fmt: skip
     assert rows[("staging", "pyb")][0]["loadable"] == {"prod": "no", "staging": "no"}  # --target local on NGC images
     table = run_cli(capsys, "status", "--config", cfg).out.splitlines()
     assert re.search(rf"^staging\s+cloud\s+1\*\s+{re.escape(torch_version)}\s+prod=NO staging=yes$", "\n".join(table), re.M), table

@@ -33,7 +33,7 @@ def test_config_file_search_order(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MODEL_SYNC_CONFIG", _yaml(tmp_path / "env.yaml", "environments:\n  staging:\n    bucket: s3://env-bucket/p\n"))
     env = environments.resolve("staging")
     assert (env.bucket, env.root.prefix, env.source) == ("env-bucket", "p", str(tmp_path / "env.yaml"))
-    flag = _yaml(tmp_path / "flag.yaml", "environments:\n  staging:\n    bucket: s3://flag-bucket\n    endpointUrl: http://127.0.0.1:9\n    region: eu-west-1\n")
+    flag = _yaml(tmp_path / "flag.yaml", "environments:\n  staging:\n    bucket: s3://flag-bucket\n    endpointUrl: http://127.0.0.1:9\n    " "region: eu-west-1\n")
     env = environments.resolve("staging", flag)
     assert (env.bucket, env.endpoint_url, env.region) == ("flag-bucket", "http://127.0.0.1:9", "eu-west-1")
     env = environments.resolve("staging", flag, bucket="s3://override", region="us-east-2")
@@ -41,7 +41,7 @@ def test_config_file_search_order(tmp_path, monkeypatch) -> None:
 
 
 def test_pulumi_stack_outputs(tmp_path, monkeypatch) -> None:
-    bindir = _stub_pulumi(tmp_path, '{"modelRepositoryUri": "s3://triton-models-prod-abc/", "region": "eu-central-1", "tritonEndpoints": {"http": "https://triton.example.com", "grpc": "grpc.example.com:443"}}')
+    bindir = _stub_pulumi(tmp_path, '{"modelRepositoryUri": "s3://triton-models-prod-abc/", "region": "eu-central-1", "tritonEndpoints": ' '{"http": "https://triton.example.com", "grpc": "grpc.example.com:443"}}')
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("PULUMI", raising=False)
     cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/triton-platform/prod\n    region: us-west-2\n")
@@ -85,7 +85,7 @@ def test_pulumi_outputs_give_the_root_and_the_triton_image(tmp_path, monkeypatch
     env = environments.resolve("prod", cfg)
     assert (env.root.uri(), env.triton_image) == (root, "nvcr.io/nvidia/tritonserver:25.10-py3")
     # The file and then the flag override the stack output.
-    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n    tritonImage: nvcr.io/nvidia/tritonserver:25.09-py3\n")
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n    tritonImage: " "nvcr.io/nvidia/tritonserver:25.09-py3\n")
     assert environments.resolve("prod", cfg).triton_image == "nvcr.io/nvidia/tritonserver:25.09-py3"
     assert environments.resolve("prod", cfg, triton_image="nvcr.io/nvidia/tritonserver:25.11-py3").triton_image.endswith("25.11-py3")
 

@@ -70,7 +70,8 @@ def test_identities_write_only_their_documented_prefixes() -> None:
 
 @pytest.mark.parametrize(
     ("key", "model"),
-    [("manifests/_pins/resnet.json", "resnet"), ("manifests/_pins/Res.json", None), ("manifests/_pins/resnet.txt", None),
+    [("manifests/_pins/resnet.json", "resnet"), ("manifests/_pins/Res.json", None),
+     ("manifests/_pins/resnet.txt", None),
      ("manifests/resnet/3.json", None), ("manifests/_pins/.json", None), ("other/_pins/resnet.json", None)],
 )  # fmt: skip
 def test_pin_index_keys_parse_back_to_their_model(key: str, model: str | None) -> None:
@@ -81,7 +82,8 @@ def test_pin_index_keys_parse_back_to_their_model(key: str, model: str | None) -
 
 @pytest.mark.parametrize(
     ("segment", "version"),
-    [("1", 1), ("12/", 12), (str(layout.MAX_VERSION), layout.MAX_VERSION), (str(layout.MAX_VERSION + 1), None), ("0", None), ("-1", None),
+    [("1", 1), ("12/", 12), (str(layout.MAX_VERSION), layout.MAX_VERSION), (str(layout.MAX_VERSION + 1), None),
+     ("0", None), ("-1", None),
      ("latest/", None), ("config.pbtxt", None), ("1e3", None), ("", None)],
 )  # fmt: skip
 def test_version_directories_are_canonical_positive_int64(segment: str, version: int | None) -> None:

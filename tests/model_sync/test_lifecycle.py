@@ -34,8 +34,10 @@ def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = T
     from model_sync.s3 import Repo
 
     raw = server.get(bucket, f"manifests/simple/{version}.json")
-    result = vf.Verification("simple", version, replicas={"triton/pod-0": "READY" if passed else "FAILED: boom"}, smoke_inference=passed,
-                             manifest_sha256=manifest.sha256_bytes(raw), pinned=pinned, problems=[] if passed else ["replica triton/pod-0: FAILED: boom"])  # fmt: skip
+    result = vf.Verification("simple", version, replicas={"triton/pod-0": "READY" if passed else "FAILED: boom"},
+                             smoke_inference=passed,
+                             manifest_sha256=manifest.sha256_bytes(raw), pinned=pinned,
+                             problems=[] if passed else ["replica triton/pod-0: FAILED: boom"])  # fmt: skip
     result.checks["replicas"] = "passed" if passed else "failed"
     env = environments.resolve(None, None, f"s3://{bucket}", server.endpoint, "us-east-1")
     return vf.record(Repo(env), result, "test")
@@ -259,7 +261,7 @@ def test_rollback_and_prune_on_prod_ask_first_and_ci_passes_yes(tmp_path, capsys
         _push(capsys, tmp_path, cfg, content, env="prod")
     r = run_cli(capsys, "rollback", "simple", "--env", "prod", "--config", cfg)
     assert r.code == 2, r.err
-    assert r.err.strip() == "model-sync: rollback in prod: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the environment's approval)"
+    assert r.err.strip() == ("model-sync: rollback in prod: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after " "the environment's approval)")
     assert pinned_version(moto_s3, prod, "simple") == 4
     assert run_cli(capsys, "rollback", "simple", "--env", "prod", "--config", cfg, "--dry-run").code == 0
     code, out = _on_a_terminal(cfg, b"n\n", "rollback", "simple", "--env", "prod")
@@ -340,8 +342,10 @@ def test_promote_across_endpoints_translates_source_failures(tmp_path, capsys, m
 
     src, dst = rclone_s3.make_bucket("src"), moto_s3.make_bucket()
     cfg = tmp_path / "model-sync.yaml"
-    doc = {"environments": {"staging": {"bucket": f"s3://{src}", "endpointUrl": rclone_s3.endpoint, "region": "us-east-1"},
-                            "prod": {"bucket": f"s3://{dst}", "endpointUrl": moto_s3.endpoint, "region": "us-east-1"}}}  # fmt: skip
+    doc = {"environments": {"staging": {"bucket": f"s3://{src}", "endpointUrl": rclone_s3.endpoint,
+                                        "region": "us-east-1"},
+                            "prod": {"bucket": f"s3://{dst}", "endpointUrl": moto_s3.endpoint,
+                                     "region": "us-east-1"}}}  # fmt: skip
     cfg.write_text(json.dumps(doc))
     _push(capsys, tmp_path, str(cfg), "a")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
@@ -397,8 +401,8 @@ def test_prune_access_denied_names_the_operator_role(tmp_path, capsys, monkeypat
         r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
         assert r.code == 5, r.err
         assert r.err.strip().splitlines() == [
-            f"model-sync: prune simple: s3:DeleteObject denied on s3://{staging}/repository/simple/1/model.pt; allowed: run prune with an operator role that may "
-            "delete under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, by design"
+            f"model-sync: prune simple: s3:DeleteObject denied on s3://{staging}/repository/simple/1/model.pt; " "allowed: run prune with an operator role that may "
+            "delete under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot " "delete, by design"
         ]
         user = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1",
                             aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])

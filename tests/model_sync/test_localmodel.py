@@ -91,7 +91,7 @@ def test_export_meta_is_read_and_checked(tmp_path: Path) -> None:
 def test_a_path_that_is_no_model_directory_is_refused(tmp_path: Path) -> None:
     refused(tmp_path / "missing", r"^model directory: '.*missing' is not a directory; allowed: a Triton model directory")
     (tmp_path / "empty").mkdir()
-    refused(tmp_path / "empty", r"^model directory: .*empty has no config.pbtxt; allowed: a Triton model directory \(config.pbtxt \+ one <N>/\)$")
+    refused(tmp_path / "empty", r"^model directory: .*empty has no config.pbtxt; allowed: a Triton model directory \(config.pbtxt \+ one " r"<N>/\)$")
 
 
 @pytest.mark.parametrize(("versions", "shown"), [([], r"\[\]"), (["1", "2"], r"\['1', '2'\]")])
@@ -143,11 +143,11 @@ def test_symlinked_version_config_and_model_directories_are_refused(tmp_path: Pa
     d.mkdir(parents=True)
     (d / layout.CONFIG_FILE).write_text('backend: "python"\n')
     (d / "1").symlink_to(real / "1")
-    refused(d, r"^model directory: .*/ver/simple/1 is a symlink to .*/real/simple/1; allowed: a version directory, not a symlink$")
+    refused(d, r"^model directory: .*/ver/simple/1 is a symlink to .*/real/simple/1; allowed: a version directory, not " r"a symlink$")
     c = python_model(tmp_path / "cfg", "simple")
     (c / layout.CONFIG_FILE).unlink()
     (c / layout.CONFIG_FILE).symlink_to(real / layout.CONFIG_FILE)
-    refused(c, r"config.pbtxt is a symlink to .*/real/simple/config.pbtxt, outside the model directory; allowed: a config.pbtxt inside ")
+    refused(c, r"config.pbtxt is a symlink to .*/real/simple/config.pbtxt, outside the model directory; allowed: a " r"config.pbtxt inside ")
     (c / "configs").mkdir()
     (c / "configs" / "main.pbtxt").write_text('backend: "python"\n')
     (c / layout.CONFIG_FILE).unlink()
@@ -156,7 +156,7 @@ def test_symlinked_version_config_and_model_directories_are_refused(tmp_path: Pa
     repo = tmp_path / "repo"
     python_model(repo, "alpha")
     (repo / "beta").symlink_to(real)
-    refused(repo, r"^repository directory: .*/repo/beta is a symlink to .*/real/simple; allowed: model directories, not symlinks$")
+    refused(repo, r"^repository directory: .*/repo/beta is a symlink to .*/real/simple; allowed: model directories, not " r"symlinks$")
 
 
 def test_a_fifo_is_not_a_regular_file(tmp_path: Path) -> None:

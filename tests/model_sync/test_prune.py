@@ -29,7 +29,8 @@ def test_prune_deletes_old_versions_and_keeps_the_pin_and_the_previous_one(tmp_p
         assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     before = moto_s3.keys(bucket)
     asked: list[str] = []
-    doc = prune.prune("simple", lambda: environments.resolve("staging", cfg), keep=1, stale_hours=24.0, dry_run=dry_run, quiet=True,
+    doc = prune.prune("simple", lambda: environments.resolve("staging", cfg), keep=1, stale_hours=24.0,
+                      dry_run=dry_run, quiet=True,
                       confirm=lambda env, question: asked.append(question))  # fmt: skip
     assert doc == {"env": "staging", "model": "simple", "deleted": [1, 2], "aborted_uploads": [], "kept_incomplete": [], "protected": [3, 4], "dry_run": dry_run}
     assert asked == ["Delete simple version(s) 1, 2 and 0 unfinished upload(s) from staging?"]

@@ -1,5 +1,6 @@
 """Fast `push` (issue 5 benchmark targets) without weaker guarantees, against a real moto_server:
-one GET per pin for a repository no-op (never a listing of every version's files), the local pin cache (keyed by the pin's ETag + LastModified, never trusted
+one GET per pin for a repository no-op (never a listing of every version's files), the local pin cache (keyed by the
+pin's ETag + LastModified, never trusted
 for more than skipping), the local hash cache (keyed by size/mtime/ctime/inode/device), a stale
 allocation hint, and lazy identity lookup."""
 
@@ -221,7 +222,7 @@ def test_noop_loads_neither_s3transfer_nor_protobuf_text_format(tmp_path, capsys
     assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
     probe = (
         "import sys; from model_sync import cli; code = cli.main(sys.argv[1:]); "
-        "print(sorted(m for m in sys.modules if m.startswith(('boto3', 's3transfer', 'google.protobuf.text_format')))); sys.exit(code)"
+        "print(sorted(m for m in sys.modules if m.startswith(('boto3', 's3transfer', " "'google.protobuf.text_format')))); sys.exit(code)"
     )
     proc = subprocess.run([sys.executable, "-c", probe, "push", str(repo), "--env", "staging", "--config", cfg], capture_output=True, text=True, env=dict(os.environ), check=False)
     assert proc.returncode == 0, proc.stderr
@@ -285,7 +286,7 @@ def test_a_cached_config_still_refuses_a_version_directory_without_its_backend_f
     (model / "1" / "model.py").unlink()  # same config bytes (a cache hit), files its backend needs are gone
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
-    assert r.err.strip() == f"model-sync: model directory: {model / '1'} lacks model.py; allowed: a version directory with every file backend 'python' needs"
+    assert r.err.strip() == (f"model-sync: model directory: {model / '1'} lacks model.py; allowed: a version directory with every " "file backend 'python' needs")
 
 
 # ---- credentials, endpoint and region resolution of the stdlib client ------------------------
@@ -310,7 +311,7 @@ def test_credentials_outside_the_environment_come_from_the_rest_of_the_aws_chain
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert (r.code, "SignatureDoesNotMatch" in r.err) == (5, True), r.err
     assert rclone_s3.keys(bucket) == []
-    creds.write_text(f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = {aws_env['AWS_SECRET_ACCESS_KEY']}\n")
+    creds.write_text(f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = " f"{aws_env['AWS_SECRET_ACCESS_KEY']}\n")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
     assert pinned_version(rclone_s3, bucket, "simple") == 1
@@ -333,7 +334,7 @@ def test_endpoint_from_aws_endpoint_url_s3_and_a_missing_region(tmp_path, capsys
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
-    assert r.err.strip() == "model-sync: region: none configured for environment staging; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region"
+    assert r.err.strip() == ("model-sync: region: none configured for environment staging; allowed: `region` in model-sync.yaml, " "--region, AWS_REGION or a profile's region")
 
 
 def test_a_config_the_cache_vouches_for_is_still_parsed_before_any_write(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:

@@ -20,7 +20,7 @@ from tests.support.s3_servers import REGION, S3Server
         ({"concurrency": 0}, r"^PushOptions\.concurrency: 0; allowed: an integer 1\.\.128$"),
         ({"concurrency": 129}, r"^PushOptions\.concurrency: 129; allowed: an integer 1\.\.128$"),
         ({"model_workers": 0}, r"^PushOptions\.model_workers: 0; allowed: an integer 1\.\.64$"),
-        ({"multipart_threshold": 5 * 1024 * 1024 - 1}, r"^PushOptions\.multipart_threshold: 5242879; allowed: an integer 5242880\.\.5368709120 bytes \(S3 parts are 5 MiB to 5 GiB\)$"),
+        ({"multipart_threshold": 5 * 1024 * 1024 - 1}, r"^PushOptions\.multipart_threshold: 5242879; allowed: an integer 5242880\.\.5368709120 bytes \(S3 " r"parts are 5 MiB to 5 GiB\)$"),
         ({"multipart_chunksize": 1024}, r"^PushOptions\.multipart_chunksize: 1024; allowed: an integer 5242880\.\.5368709120 bytes"),
         ({"multipart_chunksize": 6 * 1024**3}, r"^PushOptions\.multipart_chunksize: 6442450944; allowed"),
         ({"concurrency": 4.0}, r"^PushOptions\.concurrency: 4\.0; allowed: an integer"),

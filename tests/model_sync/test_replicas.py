@@ -13,11 +13,15 @@ from tests.model_sync.helpers import python_model, run_cli, write_config
 
 def _report(model: str, serving: list[int], state: str = "READY", failed: dict[str, str] | None = None) -> bytes:
     """A replica status record as the agent writes it, reported now."""
-    entry = {"pinned": serving, "serving": serving, "state": state, "error": None if state == "READY" else "load failed:\nboom", "failed": failed or {},
+    entry = {"pinned": serving, "serving": serving, "state": state,
+             "error": None if state == "READY" else "load failed:\nboom", "failed": failed or {},
              "local_versions": serving, "smoke": None}  # fmt: skip
-    return manifest.dumps({"schema": manifest.REPLICA_STATUS, "env": "staging", "deployment": "triton", "replica": "pod-0", "bucket_uri": "s3://b",
-                           "triton_url": None, "heartbeat_seconds": 30, "s3_reachable": True, "last_s3_ok_at": None, "last_error": None,
-                           "agent_started_at": manifest.format_time(time.time()), "reported_at": manifest.format_time(time.time()),
+    return manifest.dumps({"schema": manifest.REPLICA_STATUS, "env": "staging", "deployment": "triton",
+                           "replica": "pod-0", "bucket_uri": "s3://b",
+                           "triton_url": None, "heartbeat_seconds": 30, "s3_reachable": True, "last_s3_ok_at": None,
+                           "last_error": None,
+                           "agent_started_at": manifest.format_time(time.time()),
+                           "reported_at": manifest.format_time(time.time()),
                            "models": {model: entry}})  # fmt: skip
 
 
@@ -47,7 +51,7 @@ def test_wait_served_returns_once_served_and_fails_on_a_failed_load(pushed) -> N
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [2]))
     assert replicas.wait_served(repo, "simple", 2, 5.0, Console(quiet=True), interval=0.1) == {"triton/pod-0": "READY"}
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [1], "FAILED", {"2": "boom"}))
-    with pytest.raises(errors.SyncError, match=r"^wait: simple version 2 is not served by every replica \(triton/pod-0: serving \[1\] \(FAILED: load failed: boom\)\)") as e:
+    with pytest.raises(errors.SyncError, match=(r"^wait: simple version 2 is not served by every replica \(triton/pod-0: serving \[1\] \(FAILED: load " r"failed: boom\)\)")) as e:
         replicas.wait_served(repo, "simple", 2, 5.0, Console(quiet=True), interval=0.1)
     assert e.value.code == errors.CHECK_FAILED
 

@@ -69,7 +69,8 @@ def manifest_doc(version: int, files: dict[str, int] | None = None) -> dict[str,
         "files": {path: {"sha256": "a" * 64, "size": size} for path, size in (files or {"model.py": 3}).items()},
         "config_pbtxt": pin_text(version), "backend": "python", "platform": "",
         "source": {"path": "/src/m", "host": "h", "git_commit": None, "promoted_from": None},
-        "exporter": {"tool": "model-sync tests", "method": None, "torch_version": None, "torchscript_format_version": None, "target": None, "operators": None},
+        "exporter": {"tool": "model-sync tests", "method": None, "torch_version": None,
+                     "torchscript_format_version": None, "target": None, "operators": None},
         "compatibility": compat.assess(platform="", backend="python", exporter_torch=None, image=None),
         "created_by": "tests", "created_at": manifest.now(),
     }  # fmt: skip
@@ -144,11 +145,13 @@ def test_a_stale_pin_is_refused_and_nothing_is_written(repo: Repo, moto_s3: S3Se
     with pytest.raises(errors.SyncError) as e:
         repository.flip_pin(repo, MODEL, 3, pin_text(3), "push", "tests", stale)
     assert e.value.code == errors.REFUSED
-    assert str(e.value) == ("pin: m in dev moved from 1 to 2 while this push ran; allowed: re-run push (version 3 is published but NOT pinned; "
-                            "`model-sync rollback m --env dev --model-version 3` pins it)")  # fmt: skip
+    assert str(e.value) == (
+        "pin: m in dev moved from 1 to 2 while this push ran; allowed: re-run push (version 3 is published but NOT "
+        "pinned; "
+        "`model-sync rollback m --env dev --model-version 3` pins it)")  # fmt: skip
     assert server_keys(moto_s3, s3_bucket) == before
     assert server_get(moto_s3, s3_bucket, layout.config_key(MODEL)).decode() == pin_text(2)
-    with pytest.raises(errors.SyncError, match=r"^pin: m in dev moved from 1 to 2 while this rollback ran; allowed: re-run rollback \(nothing was changed\)$"):
+    with pytest.raises(errors.SyncError, match=(r"^pin: m in dev moved from 1 to 2 while this rollback ran; allowed: re-run rollback \(nothing was " r"changed\)$")):
         repository.flip_pin(repo, MODEL, 1, pin_text(1), "rollback", "tests", stale)
 
 
@@ -237,13 +240,16 @@ def test_manifests_are_read_strictly(repo: Repo, s3_bucket: str) -> None:
     repo.put(layout.manifest_key(MODEL, 2), manifest.dumps(manifest_doc(3)))  # the record of another version under 2's key
     with pytest.raises(errors.SyncError) as wrong:
         repository.read_manifest(repo, MODEL, 2)
-    assert (wrong.value.code, str(wrong.value)) == (errors.REFUSED, f"s3://{s3_bucket}/manifests/m/2.json: model-sync.manifest/v2 version: 3; allowed: 2 (the key it was read from)")
+    assert (wrong.value.code, str(wrong.value)) == (errors.REFUSED, f"s3://{s3_bucket}/manifests/m/2.json: model-sync.manifest/v2 version: 3; allowed: 2 (the key it was " "read from)")
 
 
 def test_listings_keep_only_layout_names(repo: Repo) -> None:
-    for key in (layout.version_file_key("b", 1, "model.py"), layout.config_key("a"), "repository/Not_A_Name/config.pbtxt", "repository/_x/1/f",
-                layout.version_file_key(MODEL, 2, "model.py"), layout.version_file_key(MODEL, 10, "sub/w.bin"), "repository/m/latest/model.py",
-                "repository/m/01/model.py", layout.manifest_key(MODEL, 2), layout.manifest_key(MODEL, 10), "manifests/m/notes.txt"):  # fmt: skip
+    for key in (layout.version_file_key("b", 1, "model.py"), layout.config_key("a"),
+                "repository/Not_A_Name/config.pbtxt", "repository/_x/1/f",
+                layout.version_file_key(MODEL, 2, "model.py"), layout.version_file_key(MODEL, 10, "sub/w.bin"),
+                "repository/m/latest/model.py",
+                "repository/m/01/model.py", layout.manifest_key(MODEL, 2), layout.manifest_key(MODEL, 10),
+                "manifests/m/notes.txt"):  # fmt: skip
         repo.put(key, b"abc")
     assert repository.list_models(repo) == ["a", "b", MODEL]
     assert repository.list_versions(repo, MODEL) == [2, 10]

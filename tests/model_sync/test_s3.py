@@ -98,7 +98,7 @@ def test_missing_key_is_none_and_a_missing_bucket_exit_3(server: S3Server) -> No
     with pytest.raises(errors.SyncError) as e:
         missing.get("a.json")
     assert (e.value.code, e.value.s3_kind, e.value.run_wide) == (errors.NOT_FOUND, Kind.NO_BUCKET, True)
-    assert str(e.value) == "bucket: 'no-such-bucket-here' does not exist (NoSuchBucket, environment dev); allowed: an existing model repository bucket"
+    assert str(e.value) == ("bucket: 'no-such-bucket-here' does not exist (NoSuchBucket, environment dev); allowed: an existing " "model repository bucket")
 
 
 def test_rejected_credentials_are_denied_and_run_wide(rclone_s3: S3Server) -> None:
@@ -138,8 +138,10 @@ def test_aws_max_attempts_and_retry_mode_are_botocores_own(dropping: DroppingLis
 
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("AWS_RETRY_MODE", "legacy", "AWS_RETRY_MODE: 'legacy'; allowed: one of standard, adaptive"),
-    ("AWS_MAX_ATTEMPTS", "0", "AWS_MAX_ATTEMPTS: '0'; allowed: an integer 1..20 (tries per request, the first included)"),
-    ("AWS_MAX_ATTEMPTS", "many", "AWS_MAX_ATTEMPTS: 'many'; allowed: an integer 1..20 (tries per request, the first included)"),
+    ("AWS_MAX_ATTEMPTS", "0",
+     "AWS_MAX_ATTEMPTS: '0'; allowed: an integer 1..20 (tries per request, the first included)"),
+    ("AWS_MAX_ATTEMPTS", "many",
+     "AWS_MAX_ATTEMPTS: 'many'; allowed: an integer 1..20 (tries per request, the first included)"),
 ])  # fmt: skip
 def test_bad_retry_settings_are_one_line_usage_errors(monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str) -> None:
     monkeypatch.setenv(name, value)
@@ -155,7 +157,7 @@ def test_refused_connection_names_the_root_cause(monkeypatch: pytest.MonkeyPatch
     listener.close()  # nobody listens any more: connection refused
     with pytest.raises(errors.SyncError) as e:
         repo_for(f"http://127.0.0.1:{port}", "bucket").get("k")
-    assert str(e.value) == f"S3 endpoint: http://127.0.0.1:{port} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
+    assert str(e.value) == (f"S3 endpoint: http://127.0.0.1:{port} unreachable (ConnectionRefusedError); allowed: a reachable S3 " "endpoint")
 
 
 def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(tmp_path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,7 +174,7 @@ def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(tmp_path, cap
         r = run_cli(capsys, "push", str(model), "--env", "x", "--bucket", "s3://models-x", "--endpoint-url", endpoint, "--region", "us-east-1")
         assert r.code == errors.S3, r.err
         assert r.err.strip() == (
-            f"model-sync: S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on s3://models-x/repository/simple/config.pbtxt; "
+            f"model-sync: S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on " "s3://models-x/repository/simple/config.pbtxt; "
             "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)"
         )
         assert repo_for(endpoint, "models-x").head("k") is None  # HEAD's bare 404 is still "no such object"
@@ -187,7 +189,8 @@ def _client_error(code: str, status: int, headers: dict[str, str] | None = None)
 def test_run_wide_failures_are_the_ones_every_model_would_hit() -> None:
     env = Environment("staging", layout.Root("models"), "http://127.0.0.1:9", REGION)
     run_wide = {name: _client_error(code, status) for name, code, status in [
-        ("bad key", "InvalidAccessKeyId", 403), ("bad secret", "SignatureDoesNotMatch", 403), ("expired", "ExpiredToken", 400),
+        ("bad key", "InvalidAccessKeyId", 403), ("bad secret", "SignatureDoesNotMatch", 403),
+        ("expired", "ExpiredToken", 400),
         ("clock", "RequestTimeTooSkewed", 403), ("no bucket", "NoSuchBucket", 404), ("throttled", "SlowDown", 503),
     ]}  # fmt: skip
     per_request = {"denied prefix": _client_error("AccessDenied", 403), "missing object": _client_error("NoSuchKey", 404), "refused write": _client_error("PreconditionFailed", 412)}
@@ -200,13 +203,15 @@ def test_a_wrong_region_is_a_usage_error_naming_the_buckets_region() -> None:
     env = Environment("prod", layout.Root("models"), None, "us-east-1")
     err = translate(_client_error("PermanentRedirect", 301, {"x-amz-bucket-region": "eu-west-1"}), env, "repository/m/config.pbtxt")
     assert (err.code, err.s3_kind) == (errors.USAGE, Kind.WRONG_REGION)
-    assert str(err) == "region: requests for bucket 'models' went to the wrong region (PermanentRedirect); allowed: eu-west-1 (the bucket's region: `region` in model-sync.yaml or --region)"
+    assert str(err) == ("region: requests for bucket 'models' went to the wrong region (PermanentRedirect); allowed: eu-west-1 " "(the bucket's region: `region` in model-sync.yaml or --region)")
 
 
 @pytest.mark.parametrize(
     ("endpoint", "hosted"),
-    [(None, True), ("https://bucket.vpce-0abc-xyz.s3.eu-west-1.vpce.amazonaws.com", True), ("https://s3-fips.us-gov-west-1.amazonaws.com", True),
-     ("https://s3.cn-north-1.amazonaws.com.cn", True), ("http://127.0.0.1:9000", False), ("https://amazonaws.com.evil.example", False)],
+    [(None, True), ("https://bucket.vpce-0abc-xyz.s3.eu-west-1.vpce.amazonaws.com", True),
+     ("https://s3-fips.us-gov-west-1.amazonaws.com", True),
+     ("https://s3.cn-north-1.amazonaws.com.cn", True), ("http://127.0.0.1:9000", False),
+     ("https://amazonaws.com.evil.example", False)],
 )  # fmt: skip
 def test_aws_hosted_endpoints_keep_aws_behaviour(endpoint: str | None, hosted: bool) -> None:
     assert s3client.aws_hosted(Environment("e", layout.Root("models"), endpoint, None)) is hosted

@@ -100,7 +100,7 @@ def test_an_unknown_profile_is_a_usage_error(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(errors.SyncError) as e:
         s3client.resolve_region(env_for(None), s3client.new_session)
     assert e.value.code == errors.USAGE
-    assert str(e.value) == "AWS profile: The config profile (nope) could not be found; allowed: a profile in ~/.aws/config, or unset AWS_PROFILE"
+    assert str(e.value) == ("AWS profile: The config profile (nope) could not be found; allowed: a profile in ~/.aws/config, or " "unset AWS_PROFILE")
 
 
 def test_region_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,7 +117,7 @@ def test_region_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert s3client.resolve_region(env_for("http://127.0.0.1:9000"), s3client.new_session) == "us-east-1"  # an S3-compatible server
     with pytest.raises(errors.SyncError) as e:
         s3client.resolve_region(env_for(None, name="prod"), s3client.new_session)
-    assert (e.value.code, str(e.value)) == (errors.USAGE, "region: none configured for environment prod; allowed: `region` in model-sync.yaml, --region, AWS_REGION or a profile's region")
+    assert (e.value.code, str(e.value)) == (errors.USAGE, "region: none configured for environment prod; allowed: `region` in model-sync.yaml, --region, " "AWS_REGION or a profile's region")
     with pytest.raises(errors.SyncError, match=r"^region: none configured for environment dev;"):
         s3client.resolve_region(env_for("https://bucket.vpce-1a2b.s3.eu-west-1.vpce.amazonaws.com"), s3client.new_session)
 

@@ -86,27 +86,43 @@ def _put_twice(c: Any, b: str) -> None:
 
 
 CASES = {
-    "missing key": Case("moto", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL), "NoSuchKey", Kind.NOT_FOUND, errors.NOT_FOUND, False,
-                        "object: s3://{bucket}/repository/m/config.pbtxt does not exist (removed while model-sync ran?); allowed: a complete version"),
-    "missing key, HEAD": Case("moto", lambda c, b: c.head_object(Bucket=b, Key=KEY_REL), "404", Kind.NOT_FOUND, errors.NOT_FOUND, False, "object: "),
-    "missing key, rclone": Case("rclone", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL), "NoSuchKey", Kind.NOT_FOUND, errors.NOT_FOUND, False, "object: "),
-    "missing bucket": Case("moto", lambda c, b: c.get_object(Bucket=b + "-gone", Key=KEY_REL), "NoSuchBucket", Kind.NO_BUCKET, errors.NOT_FOUND, True,
-                           "bucket: '{bucket}' does not exist (NoSuchBucket, environment dev); allowed: an existing model repository bucket"),
-    "missing bucket, rclone": Case("rclone", lambda c, b: c.list_objects_v2(Bucket=b + "-gone"), "NoSuchBucket", Kind.NO_BUCKET, errors.NOT_FOUND, True, "bucket: "),
+    "missing key": Case("moto", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL), "NoSuchKey", Kind.NOT_FOUND,
+                        errors.NOT_FOUND, False,
+                        "object: s3://{bucket}/repository/m/config.pbtxt does not exist (removed while "
+                        "model-sync ran?); allowed: a complete version"),
+    "missing key, HEAD": Case("moto", lambda c, b: c.head_object(Bucket=b, Key=KEY_REL), "404", Kind.NOT_FOUND,
+                              errors.NOT_FOUND, False, "object: "),
+    "missing key, rclone": Case("rclone", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL), "NoSuchKey",
+                                Kind.NOT_FOUND, errors.NOT_FOUND, False, "object: "),
+    "missing bucket": Case("moto", lambda c, b: c.get_object(Bucket=b + "-gone", Key=KEY_REL), "NoSuchBucket",
+                           Kind.NO_BUCKET, errors.NOT_FOUND, True,
+                           "bucket: '{bucket}' does not exist (NoSuchBucket, environment dev); allowed: an "
+                           "existing model repository bucket"),
+    "missing bucket, rclone": Case("rclone", lambda c, b: c.list_objects_v2(Bucket=b + "-gone"), "NoSuchBucket",
+                                   Kind.NO_BUCKET, errors.NOT_FOUND, True, "bucket: "),
     "create-only write refused": Case("moto", _put_twice, "PreconditionFailed", Kind.PRECONDITION, errors.S3, False,
                                       "S3 request on s3://{bucket}/repository/m/config.pbtxt: PreconditionFailed ("),
-    "If-Match refused": Case("moto", lambda c, b: (_etag(c, b), c.put_object(Bucket=b, Key=KEY_REL, Body=b"x", IfMatch='"' + "0" * 32 + '"')),
+    "If-Match refused": Case("moto", lambda c, b: (_etag(c, b), c.put_object(Bucket=b, Key=KEY_REL, Body=b"x",
+                                                                             IfMatch='"' + "0" * 32 + '"')),
                              "PreconditionFailed", Kind.PRECONDITION, errors.S3, False, "S3 request on "),
-    "unchanged": Case("moto", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL, IfNoneMatch=_etag(c, b)), "304", Kind.NOT_MODIFIED, errors.S3, False, "S3 request on "),
-    "unchanged, rclone": Case("rclone", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL, IfNoneMatch=_etag(c, b)), "304", Kind.NOT_MODIFIED, errors.S3, False, "S3 request on "),
-    "bad secret": Case("rclone", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL), "SignatureDoesNotMatch", Kind.DENIED, errors.S3, True,
-                       "S3 credentials/access: SignatureDoesNotMatch on s3://{bucket}/repository/m/config.pbtxt; allowed: valid credentials from the AWS chain",
+    "unchanged": Case("moto", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL, IfNoneMatch=_etag(c, b)), "304",
+                      Kind.NOT_MODIFIED, errors.S3, False, "S3 request on "),
+    "unchanged, rclone": Case("rclone", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL, IfNoneMatch=_etag(c, b)),
+                              "304", Kind.NOT_MODIFIED, errors.S3, False, "S3 request on "),
+    "bad secret": Case("rclone", lambda c, b: c.get_object(Bucket=b, Key=KEY_REL), "SignatureDoesNotMatch",
+                       Kind.DENIED, errors.S3, True,
+                       "S3 credentials/access: SignatureDoesNotMatch on s3://{bucket}/repository/m/config.pbtxt; "
+                       "allowed: valid credentials from the AWS chain",
                        secret="wrong-secret"),
-    "unknown key id": Case("rclone", lambda c, b: c.list_objects_v2(Bucket=b), "InvalidAccessKeyId", Kind.DENIED, errors.S3, True,
+    "unknown key id": Case("rclone", lambda c, b: c.list_objects_v2(Bucket=b), "InvalidAccessKeyId", Kind.DENIED,
+                           errors.S3, True,
                            "S3 credentials/access: InvalidAccessKeyId on ", key="AKIDNOSUCHKEY"),
     "body differs from Content-MD5": Case("rclone", lambda c, b: c.put_object(Bucket=b, Key=KEY_REL, Body=b"data", ContentMD5=base64.b64encode(hashlib.md5(b"other").digest()).decode()),  # noqa: S324
-                                          "BadDigest", Kind.DIGEST, errors.S3, False, "S3 request on s3://{bucket}/repository/m/config.pbtxt: BadDigest ("),
-    "unsatisfiable range": Case("moto", lambda c, b: (_etag(c, b), c.get_object(Bucket=b, Key=KEY_REL, Range="bytes=100-200")), "InvalidRange", Kind.OTHER, errors.S3, False,
+                                          "BadDigest", Kind.DIGEST, errors.S3, False,
+                                          "S3 request on s3://{bucket}/repository/m/config.pbtxt: BadDigest ("),
+    "unsatisfiable range": Case("moto", lambda c, b: (_etag(c, b),
+                                                      c.get_object(Bucket=b, Key=KEY_REL, Range="bytes=100-200")),
+                                "InvalidRange", Kind.OTHER, errors.S3, False,
                                 "S3 request on s3://{bucket}/repository/m/config.pbtxt: InvalidRange ("),
 }  # fmt: skip
 
@@ -176,7 +192,8 @@ def test_an_http_server_that_is_not_s3() -> None:
     assert (s3errors.code(got), s3errors.not_s3(got), s3errors.classify(got)) == ("404", True, Kind.UNAVAILABLE)
     err = s3errors.translate(got, env_for(endpoint, "models"), KEY_REL)
     assert (err.code, err.message_kind, err.run_wide) == (errors.S3, "unreachable", True)
-    assert str(err) == (f"S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on s3://models/repository/m/config.pbtxt; "
+    assert str(err) == (f"S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on "
+                        "s3://models/repository/m/config.pbtxt; "
                         "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)")  # fmt: skip
     assert (s3errors.not_s3(head), s3errors.classify(head)) == (False, Kind.NOT_FOUND)
 
@@ -232,9 +249,12 @@ def test_the_repository_prefix_is_part_of_where(moto_s3: S3Server, s3_bucket: st
 
 @pytest.mark.parametrize(
     ("code", "kind"),
-    [("RequestTimeTooSkewed", Kind.CLOCK), ("NoSuchBucket", Kind.NO_BUCKET), ("AccessDenied", Kind.DENIED), ("KMS.DisabledException", Kind.DENIED),
-     ("ExpiredToken", Kind.DENIED), ("NoSuchVersion", Kind.NOT_FOUND), ("NotFound", Kind.NOT_FOUND), ("412", Kind.PRECONDITION),
-     ("ConditionalRequestConflict", Kind.PRECONDITION), ("NotModified", Kind.NOT_MODIFIED), ("XAmzContentSHA256Mismatch", Kind.DIGEST),
+    [("RequestTimeTooSkewed", Kind.CLOCK), ("NoSuchBucket", Kind.NO_BUCKET), ("AccessDenied", Kind.DENIED),
+     ("KMS.DisabledException", Kind.DENIED),
+     ("ExpiredToken", Kind.DENIED), ("NoSuchVersion", Kind.NOT_FOUND), ("NotFound", Kind.NOT_FOUND),
+     ("412", Kind.PRECONDITION),
+     ("ConditionalRequestConflict", Kind.PRECONDITION), ("NotModified", Kind.NOT_MODIFIED),
+     ("XAmzContentSHA256Mismatch", Kind.DIGEST),
      ("InvalidDigest", Kind.DIGEST), ("SlowDown", Kind.OTHER), ("", Kind.OTHER)],
 )  # fmt: skip
 def test_kind_of_code(code: str, kind: Kind) -> None:

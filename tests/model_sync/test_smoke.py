@@ -12,7 +12,7 @@ from model_sync import smoke as vf
 
 def test_tensor_specs_prepend_the_batch_dimension() -> None:
     cfg = model_config.parse(
-        'name: "m" max_batch_size: 8 input [{ name: "x" data_type: TYPE_FP32 dims: [3, -1] }] output [{ name: "y" data_type: TYPE_INT64 dims: [10] }]'
+        'name: "m" max_batch_size: 8 input [{ name: "x" data_type: TYPE_FP32 dims: [3, -1] }] output [{ name: ' '"y" data_type: TYPE_INT64 dims: [10] }]'
     )
     inputs, outputs = vf.tensor_specs(cfg)
     assert inputs == [vf.TensorSpec("x", "FP32", "float32", (1, 3, -1))]
@@ -36,7 +36,7 @@ def test_check_outputs_reports_missing_wrong_dtype_and_shape() -> None:
 def test_bf16_tensors_are_supported_with_ml_dtypes() -> None:
     import ml_dtypes
 
-    cfg = model_config.parse('name: "m" max_batch_size: 2 input [{ name: "x" data_type: TYPE_BF16 dims: [3] }] output [{ name: "y" data_type: TYPE_BF16 dims: [3] }]')
+    cfg = model_config.parse('name: "m" max_batch_size: 2 input [{ name: "x" data_type: TYPE_BF16 dims: [3] }] output [{ name: "y" ' 'data_type: TYPE_BF16 dims: [3] }]')
     inputs, outputs = vf.tensor_specs(cfg)
     assert inputs == [vf.TensorSpec("x", "BF16", "bfloat16", (1, 3))]
     data = vf.smoke_inputs(inputs)
@@ -48,7 +48,7 @@ def test_bf16_tensors_are_supported_with_ml_dtypes() -> None:
 
 
 def test_a_dtype_without_smoke_support_is_a_one_line_problem_not_a_crash() -> None:
-    cfg = model_config.parse('name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]')
+    cfg = model_config.parse('name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 ' 'dims: [1] }]')
     with pytest.raises(ValueError, match=r"^config.pbtxt tensor x data_type: TYPE_INVALID; allowed: one of \[.*'TYPE_BF16'"):
         vf.tensor_specs(cfg)
 
@@ -56,7 +56,7 @@ def test_a_dtype_without_smoke_support_is_a_one_line_problem_not_a_crash() -> No
         def infer(self, *a: object) -> tuple[int, bytes, None]:
             raise AssertionError("no request for an unsupported dtype")
 
-    text = 'name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]'
+    text = ('name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 ' 'dims: [1] }]')
     assert vf.smoke_loopback(Probe(), "m", 1, text) == [
         "smoke inference (agent): config.pbtxt tensor x data_type: TYPE_INVALID; allowed: one of " + str(sorted(vf._DTYPES)) + " (verify cannot build a smoke input for it)"
     ]

@@ -59,7 +59,8 @@ def test_the_manager_carries_the_settings() -> None:
     mgr = transfer.manager(s3client.create_client(_session(), REGION, "http://127.0.0.1:9"), settings)  # no request is sent
     try:
         c = mgr.config
-        assert (c.multipart_threshold, c.multipart_chunksize, c.max_request_concurrency, c.max_submission_concurrency, c.io_chunksize) == (
+        assert (c.multipart_threshold, c.multipart_chunksize, c.max_request_concurrency, c.max_submission_concurrency,
+                c.io_chunksize) == (
             8 * transfer.MB, 32 * transfer.MB, 4, 4, transfer.IO_CHUNK)  # fmt: skip
     finally:
         mgr.shutdown()

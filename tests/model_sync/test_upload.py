@@ -83,7 +83,7 @@ def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
     error = ClientError({"Error": {"Code": code, "Message": "The SHA256 you specified did not match the calculated checksum."}}, "PutObject")
     mapped = publisher._transfer_error(error, m, "model.pt")
     assert mapped.code == 4
-    assert str(mapped) == f"file changed during push: {m.files['model.pt'].path} (S3 rejected it: its SHA256 differs from the one hashed); nothing was pinned, re-run push"
+    assert str(mapped) == (f"file changed during push: {m.files['model.pt'].path} (S3 rejected it: its SHA256 differs from the one " "hashed); nothing was pinned, re-run push")
     other = publisher._transfer_error(ClientError({"Error": {"Code": "InternalError", "Message": "x"}}, "PutObject"), m, "model.pt")
     assert other.code == 5
     assert "InternalError" in str(other)
