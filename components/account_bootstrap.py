@@ -57,9 +57,9 @@ class AccountBootstrapArgs:
 
     def __post_init__(self) -> None:
         if self.agent_image_repository and not ECR_REPOSITORY_NAME.match(self.agent_image_repository):
-            raise ValueError(f"AccountBootstrapArgs.agent_image_repository: {self.agent_image_repository!r} is not valid; allowed: an ECR repository name or ''")
+            raise ValueError(f"AccountBootstrapArgs.agent_image_repository: {self.agent_image_repository!r} is not valid; " "allowed: an ECR repository name or ''")
         if self.agent_image_push_role and not self.agent_image_repository:
-            raise ValueError("AccountBootstrapArgs.agent_image_push_role: True without agent_image_repository; allowed: False, or name the repository")
+            raise ValueError("AccountBootstrapArgs.agent_image_push_role: True without agent_image_repository; allowed: False, or " "name the repository")
         if not self.agent_image_refs:
             raise ValueError("AccountBootstrapArgs.agent_image_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
         for ref in self.agent_image_refs:  # github_subject validates the repository and the refs

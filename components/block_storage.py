@@ -77,7 +77,7 @@ class BlockStorageArgs:
             raise ValueError(f"BlockStorageArgs.kms_key_arn: {self.kms_key_arn!r} is not a KMS key ARN; "
                              "allowed: arn:aws:kms:<region>:<account>:key/<key id>, or None for the aws/ebs key")
         if self.reclaim_policy not in RECLAIM_POLICIES:
-            raise ValueError(f"BlockStorageArgs.reclaim_policy: {self.reclaim_policy!r} is not allowed; allowed: {' | '.join(RECLAIM_POLICIES)}")
+            raise ValueError(f"BlockStorageArgs.reclaim_policy: {self.reclaim_policy!r} is not allowed; allowed: " f"{' | '.join(RECLAIM_POLICIES)}")
 
 
 def _build_trust_policy(cluster_arn: str) -> str:

@@ -16,7 +16,8 @@ Why Cluster Autoscaler and not Karpenter (docs/node-autoscaling.md has the long 
 Scale-from-zero: an empty group has no node to copy, so the autoscaler reads the node
 template from ASG tags; the labels, taint and `nvidia.com/gpu` capacity tags are derived
 from components/gpu_contract.py and components/gpu_instances.py, never retyped.
-# ref: https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md#auto-discovery-setup
+# ref:
+https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md#auto-discovery-setup
 """
 
 from __future__ import annotations
@@ -84,15 +85,15 @@ class ClusterAutoscalerArgs:
     def __post_init__(self) -> None:
         if self.kubernetes_version not in versions.CLUSTER_AUTOSCALER_IMAGE_TAGS:
             raise ValueError(
-                f"ClusterAutoscalerArgs.kubernetes_version: {self.kubernetes_version!r} has no matching autoscaler image; "
+                f"ClusterAutoscalerArgs.kubernetes_version: {self.kubernetes_version!r} has no matching autoscaler " "image; "
                 f"allowed: {', '.join(sorted(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS))}")
         names = [p.name for p in self.gpu_pools]
         if len(set(names)) != len(names):
             raise ValueError(f"ClusterAutoscalerArgs.gpu_pools: {names} repeats a name; allowed: unique node group names")
         if not 1 <= self.scale_down_unneeded_minutes <= 1440:
-            raise ValueError(f"ClusterAutoscalerArgs.scale_down_unneeded_minutes: {self.scale_down_unneeded_minutes} is out of range; allowed: 1 to 1440")
+            raise ValueError(f"ClusterAutoscalerArgs.scale_down_unneeded_minutes: {self.scale_down_unneeded_minutes} is out of " "range; allowed: 1 to 1440")
         if not 0 <= self.scale_down_delay_after_add_minutes <= 1440:
-            raise ValueError(f"ClusterAutoscalerArgs.scale_down_delay_after_add_minutes: {self.scale_down_delay_after_add_minutes} is out of range; allowed: 0 to 1440")
+            raise ValueError("ClusterAutoscalerArgs.scale_down_delay_after_add_minutes: " f"{self.scale_down_delay_after_add_minutes} is out of range; allowed: 0 to 1440")
 
 
 def _build_trust_policy(cluster_arn: str) -> str:

@@ -70,7 +70,7 @@ class EksAddonsArgs:
             raise ValueError(f"EksAddonsArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; "
                              f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))} (pin new ones in components/versions.py)")
         if not self.addons or len(set(self.addons)) != len(self.addons):
-            raise ValueError(f"EksAddonsArgs.addons: {list(self.addons)!r} is empty or lists an add-on twice; allowed: distinct names from {', '.join(KNOWN_ADDONS)}")
+            raise ValueError(f"EksAddonsArgs.addons: {list(self.addons)!r} is empty or lists an add-on twice; allowed: distinct " f"names from {', '.join(KNOWN_ADDONS)}")
         for addon in self.addons:
             if addon not in KNOWN_ADDONS:
                 raise ValueError(f"EksAddonsArgs.addons: {addon!r} is not a known add-on; allowed: {', '.join(KNOWN_ADDONS)}")

@@ -88,27 +88,27 @@ class EksClusterArgs:
 
     def __post_init__(self) -> None:
         if not _CLUSTER_NAME.match(self.cluster_name):
-            raise ValueError(f"EksClusterArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: letters, digits, '-' and '_', starting alphanumeric, at most 100 characters")
+            raise ValueError(f"EksClusterArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: letters, digits, '-' and " "'_', starting alphanumeric, at most 100 characters")
         if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
             raise ValueError(f"EksClusterArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1")
         if self.kubernetes_version not in EKS_ADDON_VERSIONS:
-            raise ValueError(f"EksClusterArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))}")
+            raise ValueError(f"EksClusterArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; " f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))}")
         if not self.cluster_admin_role_arns:
             raise ValueError("EksClusterArgs.cluster_admin_role_arns: [] is empty; allowed: at least one IAM role ARN")
         roles = [role_identity(a) for a in self.cluster_admin_role_arns]  # raises on a non-role ARN
         if len(set(roles)) != len(roles):  # the same account and name (not just the same name)
-            raise ValueError(f"EksClusterArgs.cluster_admin_role_arns: {list(self.cluster_admin_role_arns)!r} names a role twice; allowed: distinct roles")
+            raise ValueError(f"EksClusterArgs.cluster_admin_role_arns: {list(self.cluster_admin_role_arns)!r} names a role twice; " "allowed: distinct roles")
         for cidr in self.public_access_cidrs:
             if not _CIDR.match(cidr):
-                raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as 198.51.100.0/24")
+                raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as " "198.51.100.0/24")
         if cidr_rules.world_open(self.public_access_cidrs) and not self.allow_world_open_endpoint:
-            raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr_rules.describe(self.public_access_cidrs)} opens the API to the internet; "
+            raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr_rules.describe(self.public_access_cidrs)} opens the API " "to the internet; "
                              "allowed: specific CIDRs whose union is at most a /8, or allow_world_open_endpoint=True after review")
         for t in self.log_types:
             if t not in CONTROL_PLANE_LOG_TYPES:
                 raise ValueError(f"EksClusterArgs.log_types: {t!r} is not a log type; allowed: {', '.join(CONTROL_PLANE_LOG_TYPES)}")
         if self.log_retention_days not in CLOUDWATCH_RETENTION_DAYS:
-            raise ValueError(f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}")
+            raise ValueError(f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; " f"allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}")
 
 
 def _kept(parent: pulumi.Resource, old_name: str | None) -> pulumi.ResourceOptions:

@@ -67,12 +67,12 @@ class GpuOperatorsArgs:
 
     def __post_init__(self) -> None:
         if not self.gpu_node_groups or len(set(self.gpu_node_groups)) != len(self.gpu_node_groups):
-            raise ValueError(f"GpuOperatorsArgs.gpu_node_groups: {list(self.gpu_node_groups)!r} is empty or repeats a group; allowed: one or more distinct GPU node-group names")
+            raise ValueError(f"GpuOperatorsArgs.gpu_node_groups: {list(self.gpu_node_groups)!r} is empty or repeats a group; " "allowed: one or more distinct GPU node-group names")
         extra = sorted(set(self.host_device_plugin_node_groups) - set(self.gpu_node_groups))
         if extra:
-            raise ValueError(f"GpuOperatorsArgs.host_device_plugin_node_groups: {extra!r} are not in gpu_node_groups; allowed: a subset of {sorted(self.gpu_node_groups)}")
+            raise ValueError(f"GpuOperatorsArgs.host_device_plugin_node_groups: {extra!r} are not in gpu_node_groups; allowed: a " f"subset of {sorted(self.gpu_node_groups)}")
         if self.service_monitor_labels and not self.service_monitor:
-            raise ValueError(f"GpuOperatorsArgs.service_monitor_labels: {dict(self.service_monitor_labels)!r} is set without service_monitor; allowed: labels only with service_monitor=True")
+            raise ValueError(f"GpuOperatorsArgs.service_monitor_labels: {dict(self.service_monitor_labels)!r} is set without " "service_monitor; allowed: labels only with service_monitor=True")
         if not self.namespace:
             raise ValueError("GpuOperatorsArgs.namespace: '' is empty; allowed: a namespace name")
 
@@ -115,7 +115,9 @@ def _build_device_plugin_values(args: GpuOperatorsArgs) -> dict[str, Any]:
         # (no privilege escalation, every capability dropped), restated here because a
         # non-empty `securityContext` replaces it; it must stay root to create its socket in
         # the root-owned /var/lib/kubelet/device-plugins host path (.checkov.yaml).
-        # ref: https://github.com/NVIDIA/k8s-device-plugin/blob/v0.17.1/deployments/helm/nvidia-device-plugin/templates/_helpers.tpl (nvidia-device-plugin.securityContext)
+        # ref:
+        # https://github.com/NVIDIA/k8s-device-plugin/blob/v0.17.1/deployments/helm/nvidia-device-plugin/templates/_helpers.tpl
+        # (nvidia-device-plugin.securityContext)
         "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }

@@ -29,8 +29,8 @@
   ref: https://docs.github.com/en/actions/how-tos/secure-your-work/security-harden-deployments/oidc-in-aws
   - deployer (every stack; `deploy.yml`, environment `deploy-<stack>`): runs `pulumi up`. Its
     permissions are the managed policies the stack config names (`deployerPolicyArns`,
-    required, customer-managed only: no AWS managed policy is scoped to a stack): the account owners keep that policy next to
-    their guard rails instead of this program granting itself power. It also gets a
+    required, customer-managed only: no AWS managed policy is scoped to a stack): the account owners keep that
+    policy next to their guard rails instead of this program granting itself power. It also gets a
     cluster-admin access entry (Helm releases install CRDs and cluster roles).
   - preview (every stack; `pull-request.yml`, environment `preview-<stack>`): read-only
     `pulumi preview` of a pull request. A pull request's token carries
@@ -142,32 +142,32 @@ class IdentitiesArgs:
         if self.environment not in ENVIRONMENTS:
             raise ValueError(f"IdentitiesArgs.environment: {self.environment!r} is not allowed; allowed: {' | '.join(ENVIRONMENTS)}")
         if not self.triton_deployments or len(set(self.triton_deployments)) != len(self.triton_deployments):
-            raise ValueError(f"IdentitiesArgs.triton_deployments: {list(self.triton_deployments)!r} is empty or repeats a name; allowed: one or more distinct deployment names")
+            raise ValueError(f"IdentitiesArgs.triton_deployments: {list(self.triton_deployments)!r} is empty or repeats a name; " "allowed: one or more distinct deployment names")
         for d in self.triton_deployments:
             if not _DNS_LABEL.match(d):
-                raise ValueError(f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, digits and '-'")
+                raise ValueError(f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, " "digits and '-'")
         if not GITHUB_REPO.match(self.github_repository):
-            raise ValueError(f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub owner/name")
+            raise ValueError(f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub " "owner/name")
         if not self.github_deploy_refs:
             raise ValueError("IdentitiesArgs.github_deploy_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
         for ref in self.github_deploy_refs:
             if not GIT_REF.match(ref):
-                raise ValueError(f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> "
-                                 f"(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. deploy-{self.environment})")
+                raise ValueError(f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch> or " "refs/tags/<tag> "
+                                 "(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. " f"deploy-{self.environment})")
         if not self.deployer_policy_arns:
             raise ValueError("IdentitiesArgs.deployer_policy_arns: [] is empty; allowed: one or more IAM managed policy ARNs")
         for arn in self.deployer_policy_arns:
             if not is_customer_managed_policy(arn):
-                raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: customer-managed policies (arn:aws:iam::<account>:policy/<name>)")
+                raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: customer-managed " "policies (arn:aws:iam::<account>:policy/<name>)")
         if not GITHUB_OIDC_ARN.match(self.github_oidc_provider_arn):
-            raise ValueError(f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty")
+            raise ValueError(f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC " f"provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty")
         if self.environment == "prod":
             if not _BUCKET.match(self.promotion_source_bucket):
-                raise ValueError(f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket!r} is not a bucket name; allowed: the staging model-repository bucket (required in prod)")
+                raise ValueError(f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket!r} is not a bucket name; " "allowed: the staging model-repository bucket (required in prod)")
             if not _KMS_KEY_ARN.match(self.promotion_source_kms_key_arn):
-                raise ValueError(f"IdentitiesArgs.promotion_source_kms_key_arn: {self.promotion_source_kms_key_arn!r} is not a KMS key ARN; allowed: the staging bucket's key ARN (required in prod)")
+                raise ValueError(f"IdentitiesArgs.promotion_source_kms_key_arn: {self.promotion_source_kms_key_arn!r} is not a " "KMS key ARN; allowed: the staging bucket's key ARN (required in prod)")
         elif self.promotion_source_bucket or self.promotion_source_kms_key_arn:
-            raise ValueError(f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket or self.promotion_source_kms_key_arn!r} is set in {self.environment}; allowed: empty outside prod")
+            raise ValueError("IdentitiesArgs.promotion_source_bucket: " f"{self.promotion_source_bucket or self.promotion_source_kms_key_arn!r} is set in " f"{self.environment}; allowed: empty outside prod")
 
 
 # --------------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ def _build_github_trust(provider_arn: str, subjects: Sequence[str]) -> dict[str,
     wild = [s for s in subjects if "*" in s or "?" in s]
     for s in wild:
         if "?" in s or s.count("*") != 1 or not s.endswith("@" + PULL_REQUEST_REF):
-            raise ValueError(f"subjects: {s!r} has a wildcard; allowed: exact subjects, or a `*` only as the pull-request number of {PULL_REQUEST_REF}")
+            raise ValueError(f"subjects: {s!r} has a wildcard; allowed: exact subjects, or a `*` only as the pull-request number " f"of {PULL_REQUEST_REF}")
     if wild and len(wild) != len(subjects):
         raise ValueError(f"subjects: {list(subjects)!r} mixes exact and pull-request subjects; allowed: one kind per role")
     operator = "StringLike" if wild else "StringEquals"
@@ -253,7 +253,7 @@ def _status_statement(index: int, bucket_arn: str, cluster_arn: str, deployment:
 
 def _build_serving_policy(bucket_arn: str, key_arn: str, cluster_arn: str, deployments: Sequence[str]) -> dict[str, Any]:
     if not deployments or len(set(deployments)) != len(deployments):
-        raise ValueError(f"deployments: {list(deployments)!r} is empty or repeats a name; allowed: one or more distinct deployment names")
+        raise ValueError(f"deployments: {list(deployments)!r} is empty or repeats a name; allowed: one or more distinct " "deployment names")
     return {"Version": "2012-10-17", "Statement": [
         _list_statement("ListRepository", bucket_arn, layout.SERVING_READ_PREFIXES),
         {"Sid": "ReadRepository", "Effect": "Allow", "Action": "s3:GetObject",

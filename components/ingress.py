@@ -133,7 +133,7 @@ class IngressArgs:
     def __post_init__(self) -> None:
         network_policies.check_vpc_cidr("IngressArgs", self.vpc_cidr)
         if not _DNS_NAME.match(self.domain):
-            raise ValueError(f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as inference.example.com")
+            raise ValueError(f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as " "inference.example.com")
         if "@" not in self.acme_email:
             raise ValueError(f"IngressArgs.acme_email: {self.acme_email!r} is not allowed; allowed: an e-mail address")
         if self.tls_issuer not in ACME_SERVERS:
@@ -144,9 +144,9 @@ class IngressArgs:
         for b in self.backends:
             for m in b.models:
                 if not layout.MODEL_NAME_RE.match(m):
-                    raise ValueError(f"IngressArgs.backends[{b.deployment}].models: {m!r} is not allowed; allowed: lowercase letters, digits, '_' and '-'")
+                    raise ValueError(f"IngressArgs.backends[{b.deployment}].models: {m!r} is not allowed; allowed: lowercase " "letters, digits, '_' and '-'")
                 if m in seen:
-                    raise ValueError(f"IngressArgs.backends: model {m!r} is served by both {seen[m]!r} and {b.deployment!r}; allowed: each model in one deployment")
+                    raise ValueError(f"IngressArgs.backends: model {m!r} is served by both {seen[m]!r} and {b.deployment!r}; " "allowed: each model in one deployment")
                 seen[m] = b.deployment
         if not self.allowed_cidrs:
             raise ValueError("IngressArgs.allowed_cidrs: () is not allowed; allowed: at least one CIDR (0.0.0.0/0 for any client)")
@@ -156,10 +156,10 @@ class IngressArgs:
             except ValueError:
                 raise ValueError(f"IngressArgs.allowed_cidrs: {c!r} is not allowed; allowed: CIDRs such as 203.0.113.0/24") from None
         if cidr_rules.world_open(self.allowed_cidrs) and tuple(self.allowed_cidrs) != (str(cidr_rules.WORLD),):
-            raise ValueError(f"IngressArgs.allowed_cidrs: {cidr_rules.describe(self.allowed_cidrs)} lets (almost) every client through under another spelling; "
+            raise ValueError(f"IngressArgs.allowed_cidrs: {cidr_rules.describe(self.allowed_cidrs)} lets (almost) every client " "through under another spelling; "
                              "allowed: ('0.0.0.0/0',) for a public API, or CIDRs whose union is at most a /8")
         if not 1 <= self.request_body_limit_mib <= 1024:
-            raise ValueError(f"IngressArgs.request_body_limit_mib: {self.request_body_limit_mib!r} is out of range; allowed: 1 to 1024")
+            raise ValueError(f"IngressArgs.request_body_limit_mib: {self.request_body_limit_mib!r} is out of range; allowed: 1 to " "1024")
         if not 1 <= self.rate_limit_rps <= 100_000:
             raise ValueError(f"IngressArgs.rate_limit_rps: {self.rate_limit_rps!r} is out of range; allowed: 1 to 100000")
         if self.replicas < 1:
@@ -168,7 +168,7 @@ class IngressArgs:
             raise ValueError("IngressArgs.clients: () is not allowed; allowed: at least one client name such as 'default'")
         for c in self.clients:
             if not _CLIENT.match(c):
-                raise ValueError(f"IngressArgs.clients: {c!r} is not allowed; allowed: a DNS label (lowercase letters, digits, '-'; at most 32 characters)")
+                raise ValueError(f"IngressArgs.clients: {c!r} is not allowed; allowed: a DNS label (lowercase letters, digits, " "'-'; at most 32 characters)")
         if len(set(self.clients)) != len(self.clients):
             raise ValueError(f"IngressArgs.clients: {list(self.clients)!r} has duplicates; allowed: each client name once")
 
@@ -221,7 +221,8 @@ def traefik_values(args: IngressArgs) -> dict[str, Any]:
         "tlsOptions": {"default": {"minVersion": "VersionTLS12", "sniStrict": True}},
         "service": {
             # Local keeps the client source address, which the ipAllowList middleware checks.
-            # ref: https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
+            # ref:
+            # https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
             "spec": {"externalTrafficPolicy": "Local"},
             # ref: https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html
             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"},

@@ -106,7 +106,8 @@ def loki_values(args: LogShippingArgs) -> dict[str, Any]:
         # The rules sidecar loads `loki_rule` ConfigMaps/Secrets through the API with a
         # cluster-wide read of every Secret; the platform ships no Loki rules (alerts are
         # Prometheus rules), so it is off, and Loki itself never calls the API: no token.
-        # ref: https://github.com/grafana/loki/blob/main/production/helm/loki/values.yaml (sidecar.rules, serviceAccount)
+        # ref: https://github.com/grafana/loki/blob/main/production/helm/loki/values.yaml (sidecar.rules,
+        # serviceAccount)
         "sidecar": {"rules": {"enabled": False}},
         "serviceAccount": {"automountServiceAccountToken": False},
     }

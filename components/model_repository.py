@@ -79,18 +79,18 @@ class ModelRepositoryArgs:
 
     def __post_init__(self) -> None:
         if self.environment not in ENVIRONMENTS:
-            raise ValueError(f"ModelRepositoryArgs.environment: {self.environment!r} is not allowed; allowed: {' | '.join(ENVIRONMENTS)}")
+            raise ValueError(f"ModelRepositoryArgs.environment: {self.environment!r} is not allowed; allowed: " f"{' | '.join(ENVIRONMENTS)}")
         if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
-            raise ValueError(f"ModelRepositoryArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1")
+            raise ValueError(f"ModelRepositoryArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as " "us-east-1")
         if not 1 <= self.noncurrent_version_days <= 3650:
-            raise ValueError(f"ModelRepositoryArgs.noncurrent_version_days: {self.noncurrent_version_days!r} is out of range; allowed: 1 to 3650")
+            raise ValueError(f"ModelRepositoryArgs.noncurrent_version_days: {self.noncurrent_version_days!r} is out of range; " "allowed: 1 to 3650")
         if self.force_destroy and self.environment != "dev":
-            raise ValueError(f"ModelRepositoryArgs.force_destroy: True is not allowed in {self.environment}; allowed: True in dev only")
+            raise ValueError(f"ModelRepositoryArgs.force_destroy: True is not allowed in {self.environment}; allowed: True in dev " "only")
         for arn in self.read_principal_arns:
             if not _ROLE_ARN.match(arn):
-                raise ValueError(f"ModelRepositoryArgs.read_principal_arns: {arn!r} is not an IAM role ARN; allowed: arn:aws:iam::<12-digit account>:role/<name>")
+                raise ValueError(f"ModelRepositoryArgs.read_principal_arns: {arn!r} is not an IAM role ARN; allowed: " "arn:aws:iam::<12-digit account>:role/<name>")
         if self.read_principal_arns and self.environment != "staging":
-            raise ValueError(f"ModelRepositoryArgs.read_principal_arns: {list(self.read_principal_arns)!r} is not allowed in {self.environment}; allowed: staging only (the promotion source)")
+            raise ValueError(f"ModelRepositoryArgs.read_principal_arns: {list(self.read_principal_arns)!r} is not allowed in " f"{self.environment}; allowed: staging only (the promotion source)")
 
 
 def _readers(readers: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -98,7 +98,9 @@ def _readers(readers: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     to the reader roles by `aws:PrincipalArn`. A policy naming a role ARN itself is refused by AWS
     while the role does not exist, and the prod promoter only exists once prod is deployed, after
     staging; an account root always exists, and a condition names the role without resolving it.
-    ref: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn"""
+    ref:
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn
+    """
     accounts = sorted({arn.split(":")[4] for arn in readers})
     partition = readers[0].split(":")[1]
     return ({"AWS": [f"arn:{partition}:iam::{a}:root" for a in accounts]},
@@ -108,7 +110,8 @@ def _readers(readers: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
 def _build_key_policy(account_id: str, region: str, bucket: str, readers: Sequence[str]) -> dict[str, Any]:
     statements: list[dict[str, Any]] = [{
         # Account-root statement: lets IAM policies in this account grant use of the key
-        # (without it the key is unmanageable). ref: https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html
+        # (without it the key is unmanageable). ref:
+        # https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html
         "Sid": "EnableIamPolicies", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account_id}:root"},
         "Action": "kms:*", "Resource": "*",
     }]
@@ -121,7 +124,8 @@ def _build_key_policy(account_id: str, region: str, bucket: str, readers: Sequen
                 **who,
                 "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"},
                 # With the S3 Bucket Key the encryption context is the bucket ARN.
-                # ref: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html#bucket-key-encryption-context
+                # ref:
+                # https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html#bucket-key-encryption-context
                 "StringLike": {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{bucket}*"},
             },
         })
@@ -133,7 +137,8 @@ def _build_bucket_policy(bucket_arn: str, key_arn: str, readers: Sequence[str]) 
     statements: list[dict[str, Any]] = [
         {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
          "Resource": [bucket_arn, objects], "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
-        # ref: https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html#example-object-tls-version
+        # ref:
+        # https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html#example-object-tls-version
         {"Sid": "DenyOutdatedTls", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
          "Resource": [bucket_arn, objects], "Condition": {"NumericLessThan": {"s3:TlsVersion": "1.2"}}},
         # Only an explicit non-KMS header is refused; no header = default encryption (this key).

@@ -63,19 +63,19 @@ class NetworkArgs:
 
     def __post_init__(self) -> None:
         if not self.cluster_name or len(self.cluster_name) > 100:
-            raise ValueError(f"NetworkArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: a non-empty name of at most 100 characters")
+            raise ValueError(f"NetworkArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: a non-empty name of at most " "100 characters")
         if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
             raise ValueError(f"NetworkArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1")
         try:
             net = ipaddress.IPv4Network(self.vpc_cidr, strict=True)
         except ValueError:
-            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not an IPv4 CIDR; allowed: a private /16 to /20 network such as 10.0.0.0/16") from None
+            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not an IPv4 CIDR; allowed: a private /16 to /20 network " "such as 10.0.0.0/16") from None
         if not net.is_private or not 16 <= net.prefixlen <= 20:
-            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not a private /16-/20 range; allowed: a private /16 to /20 network such as 10.0.0.0/16")
+            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not a private /16-/20 range; allowed: a private /16 to " "/20 network such as 10.0.0.0/16")
         if not 2 <= len(set(self.availability_zones)) == len(self.availability_zones) <= 6:
-            raise ValueError(f"NetworkArgs.availability_zones: {list(self.availability_zones)!r} is not 2 to 6 distinct zones; allowed: 2 to 6 distinct zone names")
+            raise ValueError(f"NetworkArgs.availability_zones: {list(self.availability_zones)!r} is not 2 to 6 distinct zones; " "allowed: 2 to 6 distinct zone names")
         if self.nat_gateway_mode not in NAT_MODES:
-            raise ValueError(f"NetworkArgs.nat_gateway_mode: {self.nat_gateway_mode!r} is not allowed; allowed: {' | '.join(NAT_MODES)}")
+            raise ValueError(f"NetworkArgs.nat_gateway_mode: {self.nat_gateway_mode!r} is not allowed; allowed: " f"{' | '.join(NAT_MODES)}")
 
 
 def _build_subnet_cidrs(vpc_cidr: str, zone_count: int) -> tuple[list[str], list[str]]:

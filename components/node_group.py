@@ -12,7 +12,8 @@ Launch template:
   network, where hop limit 1 still reaches it. Any other pod is one hop further and
   cannot read the node role's credentials. Controllers that discover region/VPC from
   IMDS (AWS Load Balancer Controller) must be given them explicitly.
-  ref: https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html#_restrict_access_to_the_instance_profile_assigned_to_the_worker_node
+  ref:
+  https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html#_restrict_access_to_the_instance_profile_assigned_to_the_worker_node
 - An encrypted gp3 volume of `disk_size_gib` for images and pod storage (the root
   volume on AL2023, the data volume /dev/xvdb on Bottlerocket).
 
@@ -83,26 +84,26 @@ class NodeGroupArgs:
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.group_name):
-            raise ValueError(f"NodeGroupArgs.group_name: {self.group_name!r} is not valid; allowed: a DNS label of at most 32 characters")
+            raise ValueError(f"NodeGroupArgs.group_name: {self.group_name!r} is not valid; allowed: a DNS label of at most 32 " "characters")
         if self.kind not in NODE_GROUP_KINDS:
             raise ValueError(f"NodeGroupArgs.kind: {self.kind!r} is not allowed; allowed: {' | '.join(NODE_GROUP_KINDS)}")
         if not self.instance_types:
             raise ValueError("NodeGroupArgs.instance_types: [] is empty; allowed: at least one EC2 instance type")
         amis = GPU_AMI_TYPES if self.kind == "gpu" else SYSTEM_AMI_TYPES
         if self.ami_type not in amis:
-            raise ValueError(f"NodeGroupArgs.ami_type: {self.ami_type!r} is not allowed for a {self.kind} group; allowed: {' | '.join(amis)}")
+            raise ValueError(f"NodeGroupArgs.ami_type: {self.ami_type!r} is not allowed for a {self.kind} group; allowed: " f"{' | '.join(amis)}")
         if self.capacity_type not in CAPACITY_TYPES:
-            raise ValueError(f"NodeGroupArgs.capacity_type: {self.capacity_type!r} is not allowed; allowed: {' | '.join(CAPACITY_TYPES)}")
+            raise ValueError(f"NodeGroupArgs.capacity_type: {self.capacity_type!r} is not allowed; allowed: " f"{' | '.join(CAPACITY_TYPES)}")
         lo = 0 if self.kind == "gpu" else 1
         if self.min_size < lo or self.max_size < 1 or not self.min_size <= self.desired_size <= self.max_size:
-            raise ValueError(f"NodeGroupArgs.desired_size: min/desired/max {self.min_size}/{self.desired_size}/{self.max_size} is not allowed; "
+            raise ValueError(f"NodeGroupArgs.desired_size: min/desired/max {self.min_size}/{self.desired_size}/{self.max_size} is " "not allowed; "
                              f"allowed: {lo} <= min_size <= desired_size <= max_size, max_size >= 1")
         if not 20 <= self.disk_size_gib <= 16384:
             raise ValueError(f"NodeGroupArgs.disk_size_gib: {self.disk_size_gib!r} is out of range; allowed: 20 to 16384")
         reserved = set(_contract_labels(self.kind, self.group_name))
         clash = sorted(reserved & set(self.labels))
         if clash:
-            raise ValueError(f"NodeGroupArgs.labels: {clash!r} would override the GPU contract labels; allowed: keys other than {', '.join(sorted(reserved))}")
+            raise ValueError(f"NodeGroupArgs.labels: {clash!r} would override the GPU contract labels; allowed: keys other than " f"{', '.join(sorted(reserved))}")
 
 
 def _contract_labels(kind: str, group_name: str) -> dict[str, str]:

@@ -38,7 +38,7 @@ def cluster_account(cluster_arn: str) -> str:
     """`arn:aws:eks:<region>:<account>:cluster/<name>` -> `<account>`."""
     m = _CLUSTER_ARN.match(cluster_arn)
     if not m:
-        raise ValueError(f"cluster_arn: {cluster_arn!r} is not an EKS cluster ARN; allowed: arn:aws:eks:<region>:<12-digit account>:cluster/<name>")
+        raise ValueError(f"cluster_arn: {cluster_arn!r} is not an EKS cluster ARN; allowed: arn:aws:eks:<region>:<12-digit " "account>:cluster/<name>")
     return m.group("account")
 
 
@@ -46,7 +46,7 @@ def _check_names(namespace: str, service_accounts: Sequence[str]) -> None:
     if not _K8S_NAME.match(namespace):
         raise ValueError(f"namespace: {namespace!r} is not a Kubernetes name; allowed: a DNS label")
     if not service_accounts or len(set(service_accounts)) != len(service_accounts):
-        raise ValueError(f"service_accounts: {list(service_accounts)!r} is empty or repeats a name; allowed: one or more distinct service accounts")
+        raise ValueError(f"service_accounts: {list(service_accounts)!r} is empty or repeats a name; allowed: one or more distinct " "service accounts")
     for sa in service_accounts:
         if not _K8S_NAME.match(sa):
             raise ValueError(f"service_accounts: {sa!r} is not a Kubernetes name; allowed: DNS labels")

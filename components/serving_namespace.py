@@ -45,18 +45,19 @@ class ServingNamespaceArgs:
 
     def __post_init__(self) -> None:
         if not _DNS_LABEL.match(self.namespace):
-            raise ValueError(f"ServingNamespaceArgs.namespace: {self.namespace!r} is not allowed; allowed: a DNS label (lowercase letters, digits, '-')")
+            raise ValueError(f"ServingNamespaceArgs.namespace: {self.namespace!r} is not allowed; allowed: a DNS label (lowercase " "letters, digits, '-')")
         if self.pod_security not in POD_SECURITY_LEVELS:
-            raise ValueError(f"ServingNamespaceArgs.pod_security: {self.pod_security!r} is not allowed; allowed: {' | '.join(POD_SECURITY_LEVELS)}")
+            raise ValueError(f"ServingNamespaceArgs.pod_security: {self.pod_security!r} is not allowed; allowed: " f"{' | '.join(POD_SECURITY_LEVELS)}")
         if self.allow and not self.default_deny:
-            raise ValueError(f"ServingNamespaceArgs.allow: {sorted(self.allow)!r} without default_deny is not allowed; allowed: allow policies only with default_deny=True")
+            raise ValueError(f"ServingNamespaceArgs.allow: {sorted(self.allow)!r} without default_deny is not allowed; allowed: " "allow policies only with default_deny=True")
         for role in self.allow:
             if not _DNS_LABEL.match(role) or role in ("dns", "default-deny"):
-                raise ValueError(f"ServingNamespaceArgs.allow: role {role!r} is not allowed; allowed: a DNS label other than 'dns' (created as allow-<role>)")
+                raise ValueError(f"ServingNamespaceArgs.allow: role {role!r} is not allowed; allowed: a DNS label other than " "'dns' (created as allow-<role>)")
 
 
 def namespace_labels(args: ServingNamespaceArgs) -> dict[str, str]:
-    # ref: https://kubernetes.io/docs/concepts/security/pod-security-admission/#pod-security-admission-labels-for-namespaces
+    # ref:
+    # https://kubernetes.io/docs/concepts/security/pod-security-admission/#pod-security-admission-labels-for-namespaces
     return {
         "app.kubernetes.io/part-of": "triton-platform",
         "pod-security.kubernetes.io/enforce": args.pod_security,

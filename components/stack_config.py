@@ -62,8 +62,9 @@ GIT_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
 GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 _IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 _IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
-# An NGC tritonserver image or a registry mirror of it: <registry>[/<path>]/tritonserver:<YY.MM>-py3[-<variant>][@sha256:<64 hex>].
-_TRITON_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*/tritonserver:(?P<release>[0-9]{2}\.[0-9]{2})-py3(-[a-z0-9-]+)?(?P<digest>@sha256:[0-9a-f]{64})?$")
+# An NGC tritonserver image or a registry mirror of it:
+# <registry>[/<path>]/tritonserver:<YY.MM>-py3[-<variant>][@sha256:<64 hex>].
+_TRITON_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*/tritonserver:(?P<release>[0-9]{2}\.[0-9]{2})-py3(-[a-z0-9-]+)?" r"(?P<digest>@sha256:[0-9a-f]{64})?$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$")
 AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 GITHUB_OIDC_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$")
@@ -109,46 +110,46 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("environment", "string", "Environment this stack serves: dev | staging | prod. Drives the environment rules (prod needs >= 3 AZs and >= 2 Triton replicas)."),
+    Key("environment", "string", "Environment this stack serves: dev | staging | prod. Drives the environment rules (prod needs >= 3 AZs and " ">= 2 Triton replicas)."),
     Key("kubernetesVersion", "string", f"EKS Kubernetes minor version ({' | '.join(KUBERNETES_VERSIONS)}); manifests are validated against it."),
-    Key("availabilityZoneCount", "integer", "Availability zones the VPC and node groups span (2-6; prod >= 3; at most the EKS-capable zones the region offers the account, asked of AWS before any resource).", 3),
+    Key("availabilityZoneCount", "integer", "Availability zones the VPC and node groups span (2-6; prod >= 3; at most the EKS-capable zones the region " "offers the account, asked of AWS before any resource).", 3),
     Key("vpcCidr", "string", "IPv4 CIDR of the VPC (a /16 to /20 private range).", "10.0.0.0/16"),
     Key("natGatewayMode", "string", "NAT gateways: `single` (one shared, cheaper) or `perAz` (one per AZ, no cross-AZ dependency).", "perAz"),
-    Key("clusterEndpointPublicAccessCidrs", "array", "CIDRs allowed to reach the EKS API endpoint publicly. Empty (default) = private endpoint only. CIDRs whose union is wider than a /8 (0.0.0.0/0 however spelled) are refused unless allowWorldOpenClusterEndpoint is true.", [], items="string"),
+    Key("clusterEndpointPublicAccessCidrs", "array", "CIDRs allowed to reach the EKS API endpoint publicly. Empty (default) = private endpoint only. CIDRs whose " "union is wider than a /8 (0.0.0.0/0 however spelled) are refused unless allowWorldOpenClusterEndpoint is " "true.", [], items="string"),
     Key("allowWorldOpenClusterEndpoint", "boolean", "Explicit, reviewed opt-in to a public EKS endpoint open to 0.0.0.0/0. Never set in the shipped stacks.", False),
-    Key("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (each role once: one account and role name, whatever the path or case).", items="string"),
+    Key("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (each role once: one account and role name, " "whatever the path or case).", items="string"),
     Key("clusterLogTypes", "array", f"EKS control-plane log types sent to CloudWatch ({', '.join(CONTROL_PLANE_LOG_TYPES)}).", list(CONTROL_PLANE_LOG_TYPES), items="string"),
-    Key("clusterLogRetentionDays", "integer", f"CloudWatch retention of the control-plane logs, in days: one CloudWatch offers ({', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}).", 90),
-    Key("nodeGroups", "object", "Mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, desiredSize, maxSize, diskSizeGiB, labels}. Exactly one system group; at least one gpu group."),
-    Key("nodeAutoscalingEnabled", "boolean", "Run the Cluster Autoscaler so GPU node groups follow the Triton replicas (scale from/to zero where minSize is 0).", True),
+    Key("clusterLogRetentionDays", "integer", "CloudWatch retention of the control-plane logs, in days: one CloudWatch offers " f"({', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}).", 90),
+    Key("nodeGroups", "object", "Mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, " "desiredSize, maxSize, diskSizeGiB, labels}. Exactly one system group; at least one gpu group."),
+    Key("nodeAutoscalingEnabled", "boolean", "Run the Cluster Autoscaler so GPU node groups follow the Triton replicas (scale from/to zero where minSize " "is 0).", True),
     Key("scaleDownUnneededMinutes", "integer", "Minutes a node must be unneeded before the autoscaler removes it (1-1440).", 10),
     Key("scaleDownDelayAfterAddMinutes", "integer", "Minutes after a scale-up before scale-down is considered again (0-1440).", 10),
     Key("modelRepositoryNoncurrentVersionDays", "integer", "Days after which noncurrent S3 object versions in the model repository expire (1-3650).", 30),
     Key("modelRepositoryForceDestroy", "boolean", "Let `pulumi destroy` delete a non-empty model repository bucket. Allowed in dev only.", False),
     Key("githubRepository", "string", "GitHub `owner/name` whose workflows may assume the CI roles through OIDC."),
-    Key("githubDeployRefs", "array", "Git refs (refs/heads/<branch>, refs/tags/<tag>) the CI roles' workflow files must run from; each role's GitHub environment is fixed by its purpose (components/identities.py, docs/operations.md trust matrix).", ["refs/heads/main"], items="string"),
-    Key("githubOidcProviderArn", "string", "The AWS account's GitHub Actions OIDC provider (one per account), created by the account's bootstrap stack (bootstrap/, docs/bootstrap.md: output githubOidcProviderArn)."),
-    Key("deployerPolicyArns", "array", "IAM managed policy ARNs of the CI deployer role (`pulumi up`). Required, explicit: customer-managed policies of the stack's account only (AWS managed policies such as PowerUserAccess or AdministratorAccess are not scoped to a stack and are refused).", items="string"),
-    Key("promotionSourceBucket", "string", "prod only (required there): the staging model-repository bucket the promoter reads (triton-platform-staging-models-<account>).", ""),
+    Key("githubDeployRefs", "array", "Git refs (refs/heads/<branch>, refs/tags/<tag>) the CI roles' workflow files must run from; each role's " "GitHub environment is fixed by its purpose (components/identities.py, docs/operations.md trust matrix).", ["refs/heads/main"], items="string"),
+    Key("githubOidcProviderArn", "string", "The AWS account's GitHub Actions OIDC provider (one per account), created by the account's bootstrap stack " "(bootstrap/, docs/bootstrap.md: output githubOidcProviderArn)."),
+    Key("deployerPolicyArns", "array", "IAM managed policy ARNs of the CI deployer role (`pulumi up`). Required, explicit: customer-managed " "policies of the stack's account only (AWS managed policies such as PowerUserAccess or AdministratorAccess " "are not scoped to a stack and are refused).", items="string"),
+    Key("promotionSourceBucket", "string", "prod only (required there): the staging model-repository bucket the promoter reads " "(triton-platform-staging-models-<account>).", ""),
     Key("promotionSourceKmsKeyArn", "string", "prod only (required there): ARN of the staging bucket's KMS key (kms:Decrypt for server-side copies).", ""),
-    Key("modelRepositoryReadPrincipalArns", "array", "staging only: IAM role ARNs in other accounts (the prod promoter) granted read on the promotion prefixes by the bucket and key policies.", [], items="string"),
-    Key("tritonDeployments", "object", "Mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}. Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, with the agent sidecar) must fit one node of every instance type of its nodeGroup; shmSizeGiB below memory."),
-    Key("tritonImage", "string", "Triton server image: NGC `nvcr.io/nvidia/tritonserver:<YY.MM>-py3` or a registry mirror of it, release listed in model_sync/compat.py; prod and staging require `@sha256:<digest>`.", versions.TRITON_IMAGE),
-    Key("agentImage", "string", "Repository-agent image (built from the repo's Dockerfile), pinned by digest (`repo:tag@sha256:...`); prod and staging refuse a tag without a digest."),
+    Key("modelRepositoryReadPrincipalArns", "array", "staging only: IAM role ARNs in other accounts (the prod promoter) granted read on the promotion prefixes by " "the bucket and key policies.", [], items="string"),
+    Key("tritonDeployments", "object", "Mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, " "modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, " "scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}. " "Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, with the agent sidecar) must fit " "one node of every instance type of its nodeGroup; shmSizeGiB below memory."),
+    Key("tritonImage", "string", "Triton server image: NGC `nvcr.io/nvidia/tritonserver:<YY.MM>-py3` or a registry mirror of it, release " "listed in model_sync/compat.py; prod and staging require `@sha256:<digest>`.", versions.TRITON_IMAGE),
+    Key("agentImage", "string", "Repository-agent image (built from the repo's Dockerfile), pinned by digest (`repo:tag@sha256:...`); prod " "and staging refuse a tag without a digest."),
     Key("domain", "string", "DNS zone the public Triton hosts live under (hosts: `infer.<domain>` HTTP, `grpc.<domain>` gRPC)."),
     Key("tlsIssuer", "string", f"ACME issuer for the ingress certificates ({' | '.join(TLS_ISSUERS)}).", "letsencrypt"),
     Key("acmeEmail", "string", "Contact e-mail registered with the ACME issuer."),
-    Key("ingressAllowedCidrs", "array", "Client CIDRs allowed through the public ingress (0.0.0.0/0 = any client; clients still need an API key). Required in prod's stack file; a union wider than a /8 must be written 0.0.0.0/0.", ["0.0.0.0/0"], items="string"),
+    Key("ingressAllowedCidrs", "array", "Client CIDRs allowed through the public ingress (0.0.0.0/0 = any client; clients still need an API key). " "Required in prod's stack file; a union wider than a /8 must be written 0.0.0.0/0.", ["0.0.0.0/0"], items="string"),
     Key("ingressRequestBodyLimitMiB", "integer", "Largest inference request body the ingress accepts, in MiB (1-1024).", 64),
-    Key("ingressRateLimitRps", "integer", "Requests per second (burst 2x) allowed per client API key by EACH Traefik replica (counters are per replica: a client spread over all replicas gets up to replicas x this) (1-100000).", 200),
-    Key("ingressClients", "array", "Ingress API clients (DNS labels, unique): each gets a generated API key (secret output `ingressApiKeys`) and its own rate-limit bucket.", ["default"], items="string"),
-    Key("platformReplicas", "integer", "Replicas of the platform's own services (Prometheus, Alertmanager, Grafana; the ingress controller and log shipper run one more) (1-5).", 2),
+    Key("ingressRateLimitRps", "integer", "Requests per second (burst 2x) allowed per client API key by EACH Traefik replica (counters are per " "replica: a client spread over all replicas gets up to replicas x this) (1-100000).", 200),
+    Key("ingressClients", "array", "Ingress API clients (DNS labels, unique): each gets a generated API key (secret output `ingressApiKeys`) " "and its own rate-limit bucket.", ["default"], items="string"),
+    Key("platformReplicas", "integer", "Replicas of the platform's own services (Prometheus, Alertmanager, Grafana; the ingress controller and log " "shipper run one more) (1-5).", 2),
     Key("monitoringEnabled", "boolean", "Deploy kube-prometheus-stack (Prometheus, Alertmanager, Grafana), the Triton/GPU dashboard and alert rules.", True),
     Key("prometheusRetentionDays", "integer", "Prometheus metrics retention, in days (1-365).", 15),
     Key("prometheusStorageGiB", "integer", "Prometheus persistent volume size, in GiB (10-10000).", 50),
     Key("loggingEnabled", "boolean", "Deploy Loki, its log shipper and the Grafana datasource.", True),
     Key("lokiRetentionDays", "integer", "Loki log retention, in days (1-365).", 7),
-    Key("alertmanagerSlackWebhookUrl", "string", "Slack incoming-webhook URL Alertmanager notifies (secret: set with `pulumi config set --secret`; a plaintext value in the stack file is refused). Empty = alerts stay in Alertmanager.", "", secret=True),
+    Key("alertmanagerSlackWebhookUrl", "string", "Slack incoming-webhook URL Alertmanager notifies (secret: set with `pulumi config set --secret`; a " "plaintext value in the stack file is refused). Empty = alerts stay in Alertmanager.", "", secret=True),
 )
 
 _KEYS_BY_NAME = {k.name: k for k in KEYS}
@@ -565,7 +566,7 @@ def _check_replica_fit(groups: Mapping[str, NodeGroupConfig], tritons: tuple[Tri
                 where = f"{_key('nodeGroups')}.{group.name}.diskSizeGiB" if field_name == "modelVolumeGiB" else instance_type
                 value = {"cpu": t.cpu, "memory": t.memory}.get(field_name, t.model_volume_gib)
                 raise ConfigError(f"{_key('tritonDeployments')}.{t.name}.{field_name}", value,
-                                  f"needs {need} per replica (with the agent sidecar) but a {instance_type} node of group {group.name!r} leaves pods {has}",
+                                  f"needs {need} per replica (with the agent sidecar) but a {instance_type} node of group " f"{group.name!r} leaves pods {has}",
                                   f"requests that fit {where} (components/node_fit.py), or a larger instance type or disk")
 
 
@@ -613,7 +614,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
     named = stack_environments(stack)
     if named and environment not in named:  # `dev` running prod's config, or prod's running dev's
         raise ConfigError(_key("environment"), environment, f"differs from the stack name {stack!r}",
-                          f"the environment the stack is named after ({' | '.join(sorted(named))}), or a stack name that names no other environment")
+                          f"the environment the stack is named after ({' | '.join(sorted(named))}), or a stack name that names no " "other environment")
 
     az_count = _int(_key("availabilityZoneCount"), values["availabilityZoneCount"], 2, 6)
     if prod and az_count < 3:
@@ -633,7 +634,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
     endpoint_cidrs = [str(_cidr(_key("clusterEndpointPublicAccessCidrs"), c)) for c in _list(_key("clusterEndpointPublicAccessCidrs"), values["clusterEndpointPublicAccessCidrs"])]
     if cidr_rules.world_open(endpoint_cidrs) and not allow_world:  # the union, not the spelling
         raise ConfigError(_key("clusterEndpointPublicAccessCidrs"), cidr_rules.describe(endpoint_cidrs), "opens the cluster API to the internet",
-                          f"specific CIDRs whose union is at most a /8, or set {_key('allowWorldOpenClusterEndpoint')}=true after review")
+                          f"specific CIDRs whose union is at most a /8, or set {_key('allowWorldOpenClusterEndpoint')}=true after " "review")
 
     admin_arns = _list(_key("clusterAdminRoleArns"), values["clusterAdminRoleArns"])
     if not admin_arns:
@@ -690,7 +691,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
         raise ConfigError(_key("githubDeployRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
     for ref in refs:
         _str(_key("githubDeployRefs"), ref, GIT_REF,
-             f"refs/heads/<branch> or refs/tags/<tag> (no wildcards, no environment: each CI role's environment is fixed by its purpose, e.g. deploy-{environment})")
+             "refs/heads/<branch> or refs/tags/<tag> (no wildcards, no environment: each CI role's environment is " f"fixed by its purpose, e.g. deploy-{environment})")
 
     agent_image = _str(_key("agentImage"), values["agentImage"], _IMAGE_TAGGED if environment == "dev" else _IMAGE_PINNED,
                        "registry/repo:tag in dev; registry/repo:tag@sha256:<digest> in staging and prod" if environment == "dev"
@@ -718,7 +719,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
     oidc_arn = values["githubOidcProviderArn"]
     if not isinstance(oidc_arn, str) or not GITHUB_OIDC_ARN.match(oidc_arn):
         raise ConfigError(_key("githubOidcProviderArn"), oidc_arn, "is not the GitHub OIDC provider",
-                          "arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com: the bootstrap stack's output githubOidcProviderArn (docs/bootstrap.md)")
+                          "arn:aws:iam::<account>:oidc-provider/token.actions.githubusercontent.com: the bootstrap stack's output " "githubOidcProviderArn (docs/bootstrap.md)")
     deployer_arns = _list(_key("deployerPolicyArns"), values["deployerPolicyArns"])
     if not deployer_arns:
         raise ConfigError(_key("deployerPolicyArns"), deployer_arns, "is empty", "one or more IAM managed policy ARNs")
@@ -729,7 +730,7 @@ def parse(raw: Mapping[str, Any], stack: str, *, secret_keys: Collection[str] | 
             # (PowerUserAccess, AdministratorAccess, IAMFullAccess... all reach every resource of
             # the account); the deployer's policy is the account's own, kept beside its guard rails.
             raise ConfigError(_key("deployerPolicyArns"), arn, "is an AWS managed policy, not scoped to this stack",
-                              "customer-managed policies of the stack's account (arn:aws:iam::<12-digit account>:policy/<name>; docs/stack-outputs.md)")
+                              "customer-managed policies of the stack's account (arn:aws:iam::<12-digit account>:policy/<name>; " "docs/stack-outputs.md)")
         if policy_account(arn) != oidc_arn.split(":")[4]:
             raise ConfigError(_key("deployerPolicyArns"), arn, f"belongs to another account than the stack's ({oidc_arn.split(':')[4]}, from githubOidcProviderArn)",
                               "customer-managed policies of the stack's own account")

@@ -50,7 +50,8 @@ SHM_DIR = "/dev/shm"  # noqa: S108 (the memory-backed emptyDir Triton and its ba
 # `statistics` (GET /v2/models/stats, gRPC ModelStatistics) tells per-model request counts
 # and timings: operational data, not an inference API. Prometheus reads the same numbers
 # from the metrics port, which is no protocol group (the NetworkPolicy admits Prometheus).
-# ref: https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
+# ref:
+# https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
 ADMIN_PROTOCOLS = ("model-repository", "statistics", "logging", "trace", "shared-memory")
 ADMIN_HEADER = "admin-key"
 # On gRPC Triton reads that header as metadata `triton-grpc-protocol-<header>` (tritonserver
@@ -75,7 +76,8 @@ PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 # Selectors of the only clients allowed in (NetworkPolicy).
 TRAEFIK_POD_LABELS = {"app.kubernetes.io/name": "traefik"}
 PROMETHEUS_POD_LABELS = network_policies.PROMETHEUS_POD_LABELS
-# EKS Pod Identity agent (host network, link-local). ref: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html
+# EKS Pod Identity agent (host network, link-local). ref:
+# https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 IMDS_CIDR = "169.254.169.254/32"
 
@@ -114,13 +116,13 @@ class TritonDeploymentArgs:
             raise ValueError(f"TritonDeploymentArgs.deployment.min_replicas: {d.min_replicas!r} is not allowed; allowed: 1 or more "
                              "(HPA minReplicas 0 needs the HPAScaleToZero feature gate, which EKS does not enable)")
         if self.environment not in ENVIRONMENTS:
-            raise ValueError(f"TritonDeploymentArgs.environment: {self.environment!r} is not allowed; allowed: {' | '.join(ENVIRONMENTS)}")
+            raise ValueError(f"TritonDeploymentArgs.environment: {self.environment!r} is not allowed; allowed: " f"{' | '.join(ENVIRONMENTS)}")
         if not self.region:
             raise ValueError("TritonDeploymentArgs.region: '' is not allowed; allowed: an AWS region such as us-east-1")
         if not self.agent_image or ":" not in self.agent_image:
-            raise ValueError(f"TritonDeploymentArgs.agent_image: {self.agent_image!r} is not allowed; allowed: registry/repo:tag[@sha256:...]")
+            raise ValueError(f"TritonDeploymentArgs.agent_image: {self.agent_image!r} is not allowed; allowed: " "registry/repo:tag[@sha256:...]")
         if ":" not in self.triton_image.rsplit("/", 1)[-1]:
-            raise ValueError(f"TritonDeploymentArgs.triton_image: {self.triton_image!r} has no tag; allowed: a pinned image from components/versions.py")
+            raise ValueError(f"TritonDeploymentArgs.triton_image: {self.triton_image!r} has no tag; allowed: a pinned image from " "components/versions.py")
 
 
 # --------------------------------------------------------------------------------------
@@ -153,7 +155,8 @@ def triton_args(d: TritonDeploymentConfig) -> list[str]:
     """tritonserver's command line. `$(TRITON_ADMIN_KEY)` is expanded by the kubelet from
     the container's env (the Secret), so the key never appears in the pod spec."""
     restricted = f"{','.join(ADMIN_PROTOCOLS)}:{ADMIN_HEADER}=$({ADMIN_KEY_ENV})"
-    # ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_management.md#model-control-mode-poll
+    # ref:
+    # https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_management.md#model-control-mode-poll
     # ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/metrics.md#summaries
     return [
         f"--model-repository={REPOSITORY_DIR}",

@@ -146,7 +146,8 @@ def _quantity(value: Any) -> float:
 
 
 def tolerates(toleration: Mapping[str, Any], key: str, value: str, effect: str) -> bool:
-    """Kubernetes toleration matching (ref: https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)."""
+    """Kubernetes toleration matching
+    (ref: https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)."""
     tol_effect = toleration.get("effect") or ""
     if tol_effect and tol_effect != effect:
         return False
@@ -198,7 +199,7 @@ def s3_sse_configuration_uses_kms(args: ResourceValidationArgs, report: ReportVi
     algorithms = _sse_algorithms(rules)
     bad = [a or "<unset>" for a in algorithms if a not in KMS_SSE_ALGORITHMS]
     if not algorithms or bad:
-        report(f"{_label(args.resource_type, args.name)}: server-side encryption {', '.join(bad) or '<no rule>'} is not SSE-KMS; "
+        report(f"{_label(args.resource_type, args.name)}: server-side encryption {', '.join(bad) or '<no rule>'} is not " "SSE-KMS; "
                f"allowed: sseAlgorithm {' or '.join(KMS_SSE_ALGORITHMS)} with the environment's KMS key", None)
 
 
@@ -208,7 +209,7 @@ def s3_public_access_block_all_true(args: ResourceValidationArgs, report: Report
         return
     off = [f for f in PUBLIC_ACCESS_BLOCK_FIELDS if args.props.get(f) is not True]
     if off:
-        report(f"{_label(args.resource_type, args.name)}: {', '.join(off)} not true; allowed: all of {', '.join(PUBLIC_ACCESS_BLOCK_FIELDS)} true", None)
+        report(f"{_label(args.resource_type, args.name)}: {', '.join(off)} not true; allowed: all of " f"{', '.join(PUBLIC_ACCESS_BLOCK_FIELDS)} true", None)
 
 
 def s3_no_public_acl(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -217,12 +218,12 @@ def s3_no_public_acl(args: ResourceValidationArgs, report: ReportViolation) -> N
         return
     acl = args.props.get("acl")
     if acl in PUBLIC_CANNED_ACLS:
-        report(f"{_label(args.resource_type, args.name)}: acl {acl} makes the bucket public; allowed: private (or no ACL with BucketOwnerEnforced)", None)
+        report(f"{_label(args.resource_type, args.name)}: acl {acl} makes the bucket public; allowed: private (or no " "ACL with BucketOwnerEnforced)", None)
     grants = _seq(_get(args.props, "accessControlPolicy", "grants")) + _seq(args.props.get("grants"))
     for grant in grants:
         uri = _get(grant, "grantee", "uri") or (grant.get("uri") if isinstance(grant, Mapping) else None)
         if uri in PUBLIC_GRANTEE_URIS:
-            report(f"{_label(args.resource_type, args.name)}: grant to {uri} makes the bucket public; allowed: grants to specific canonical users only", None)
+            report(f"{_label(args.resource_type, args.name)}: grant to {uri} makes the bucket public; allowed: grants " "to specific canonical users only", None)
 
 
 def _is_public_principal(principal: Any) -> bool:
@@ -240,7 +241,7 @@ def s3_no_public_bucket_policy(args: ResourceValidationArgs, report: ReportViola
     for i, statement in enumerate(_policy_statements(args.props.get("policy"))):
         if statement.get("Effect") == "Allow" and _is_public_principal(statement.get("Principal")):
             sid = statement.get("Sid") or f"#{i}"
-            report(f"{_label(args.resource_type, args.name)}: statement {sid} allows Principal * (public bucket); allowed: Allow to named AWS principals, Deny to *", None)
+            report(f"{_label(args.resource_type, args.name)}: statement {sid} allows Principal * (public bucket); " "allowed: Allow to named AWS principals, Deny to *", None)
 
 
 def _bucket_links(companion: PolicyResource, buckets: Sequence[PolicyResource]) -> list[str]:
@@ -291,7 +292,7 @@ def s3_buckets_encrypted_and_private(args: StackValidationArgs, report: ReportVi
                    "allowed: a BucketServerSideEncryptionConfiguration with sseAlgorithm aws:kms for the bucket", b.urn)
         if b.urn not in blocked:
             report(f"{_label(b.resource_type, b.name)}: no public access block with all four settings true applies to it; "
-                   "allowed: a BucketPublicAccessBlock with blockPublicAcls, blockPublicPolicy, ignorePublicAcls, restrictPublicBuckets true", b.urn)
+                   "allowed: a BucketPublicAccessBlock with blockPublicAcls, blockPublicPolicy, ignorePublicAcls, " "restrictPublicBuckets true", b.urn)
 
 
 # --------------------------------------------------------------------------------------
@@ -304,14 +305,15 @@ def eks_endpoint_not_world_open(args: ResourceValidationArgs, report: ReportViol
     if args.resource_type != EKS_CLUSTER:
         return
     vpc = args.props.get("vpcConfig") or {}
-    # ref: https://docs.aws.amazon.com/eks/latest/APIReference/API_VpcConfigRequest.html (endpointPublicAccess defaults to true)
+    # ref: https://docs.aws.amazon.com/eks/latest/APIReference/API_VpcConfigRequest.html (endpointPublicAccess defaults
+    # to true)
     if vpc.get("endpointPublicAccess") is False:
         return
     cidrs = _strings(vpc.get("publicAccessCidrs"))
     if not cidrs or cidr_rules.world_open(cidrs):  # the union of the CIDRs, not their spelling
         shown = cidr_rules.describe(cidrs) if cidrs else "0.0.0.0/0 (AWS default when publicAccessCidrs is empty)"
         report(f"{_label(args.resource_type, args.name)}: public API endpoint open to {shown}; "
-               "allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs whose union is at most a /8", None)
+               "allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs whose union is at most " "a /8", None)
 
 
 def kms_key_rotation_enabled(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -320,9 +322,10 @@ def kms_key_rotation_enabled(args: ResourceValidationArgs, report: ReportViolati
         return
     spec = args.props.get("customerMasterKeySpec") or args.props.get("keySpec") or "SYMMETRIC_DEFAULT"
     if spec != "SYMMETRIC_DEFAULT":
-        return  # ref: https://docs.aws.amazon.com/kms/latest/developerguide/rotate-keys.html (asymmetric keys cannot rotate)
+        # ref: https://docs.aws.amazon.com/kms/latest/developerguide/rotate-keys.html (asymmetric keys cannot rotate)
+        return
     if args.props.get("enableKeyRotation") is not True:
-        report(f"{_label(args.resource_type, args.name)}: enableKeyRotation is not true; allowed: enableKeyRotation true for symmetric keys", None)
+        report(f"{_label(args.resource_type, args.name)}: enableKeyRotation is not true; allowed: enableKeyRotation " "true for symmetric keys", None)
 
 
 def _wildcard_s3_actions(document: Any) -> list[str]:
@@ -349,7 +352,7 @@ def iam_no_wildcard_s3_actions(args: ResourceValidationArgs, report: ReportViola
     for where, document in documents:
         bad = _wildcard_s3_actions(document)
         if bad:
-            report(f"{_label(args.resource_type, args.name)}: {where} allows wildcard actions {', '.join(sorted(set(bad)))}; "
+            report(f"{_label(args.resource_type, args.name)}: {where} allows wildcard actions " f"{', '.join(sorted(set(bad)))}; "
                    "allowed: enumerated actions (s3:GetObject, s3:PutObject, ...) on the layout prefixes", None)
 
 
@@ -357,17 +360,17 @@ def no_static_aws_keys(args: ResourceValidationArgs, report: ReportViolation) ->
     """No IAM access keys, no keys in provider config, Secrets or container env: OIDC / Pod Identity only."""
     label = _label(args.resource_type, args.name)
     if args.resource_type == IAM_ACCESS_KEY:
-        report(f"{label}: static IAM access keys are forbidden; allowed: GitHub OIDC roles for CI, EKS Pod Identity for pods", None)
+        report(f"{label}: static IAM access keys are forbidden; allowed: GitHub OIDC roles for CI, EKS Pod Identity for " "pods", None)
         return
     if args.resource_type == AWS_PROVIDER:
         keys = [k for k in ("accessKey", "secretKey") if args.props.get(k)]
         if keys:
-            report(f"{label}: provider sets {', '.join(keys)}; allowed: ambient credentials from an assumed role (assumeRoles / OIDC)", None)
+            report(f"{label}: provider sets {', '.join(keys)}; allowed: ambient credentials from an assumed role " "(assumeRoles / OIDC)", None)
         return
     if args.resource_type == K8S_SECRET:
         names = [k for field in ("data", "stringData") for k in (args.props.get(field) or {}) if _STATIC_KEY_DATA.match(str(k))]
         if names:
-            report(f"{label}: holds AWS secret access key entries {', '.join(sorted(names))}; allowed: EKS Pod Identity, no stored keys", None)
+            report(f"{label}: holds AWS secret access key entries {', '.join(sorted(names))}; allowed: EKS Pod " "Identity, no stored keys", None)
         return
     spec = _pod_spec(args.resource_type, args.props)
     if spec is None:
@@ -400,7 +403,7 @@ def gpu_pods_tolerate_gpu_taint(args: ResourceValidationArgs, report: ReportViol
         return
     if not any(isinstance(t, Mapping) and tolerates(t, GPU_TAINT.key, GPU_TAINT.value, GPU_TAINT.effect) for t in _seq(spec.get("tolerations"))):
         report(f"{_label(args.resource_type, args.name)}: requests {GPU_RESOURCE} but does not tolerate the GPU taint "
-               f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from components.gpu_contract.gpu_tolerations()", None)
+               f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from " "components.gpu_contract.gpu_tolerations()", None)
 
 
 def gpu_requested_in_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -413,10 +416,10 @@ def gpu_requested_in_limits(args: ResourceValidationArgs, report: ReportViolatio
         limit = (resources.get("limits") or {}).get(GPU_RESOURCE)
         request = (resources.get("requests") or {}).get(GPU_RESOURCE)
         if _quantity(limit) <= 0:
-            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' requests {GPU_RESOURCE} without a limit; "
+            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' requests {GPU_RESOURCE} " "without a limit; "
                    f"allowed: {GPU_RESOURCE} in resources.limits (ref: Kubernetes extended resources)", None)
         elif request is not None and _quantity(request) != _quantity(limit):
-            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' {GPU_RESOURCE} request {request} differs from limit {limit}; "
+            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' {GPU_RESOURCE} request " f"{request} differs from limit {limit}; "
                    "allowed: request equal to limit, or limit only", None)
 
 
@@ -446,7 +449,7 @@ def images_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None
         image = str(c.get("image") or "")
         problem = _image_problem(image, strict) if image else "is empty"
         if problem:
-            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' image {image or '<unset>'} {problem} "
+            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' image {image or '<unset>'} " f"{problem} "
                    f"(stack {stack or '<unknown>'}); allowed: {allowed}", None)
 
 

@@ -297,7 +297,7 @@ def to_pulumi_strings(config: Mapping[str, Any]) -> dict[str, str]:
     for key, value in config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             if key not in SECRET_STAND_INS:
-                raise KitError(f"{key}: encrypted stack value without a stand-in; add one to SECRET_STAND_INS in tests/pulumi_kit.py")
+                raise KitError(f"{key}: encrypted stack value without a stand-in; add one to SECRET_STAND_INS in " "tests/pulumi_kit.py")
             out[key] = SECRET_STAND_INS[key]
         elif isinstance(value, bool):
             out[key] = "true" if value else "false"

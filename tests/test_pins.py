@@ -194,5 +194,5 @@ def test_closure_gaps_names_an_unpinned_dependency() -> None:
 
 def test_version_mismatches_and_unhashed_installs_are_named() -> None:
     assert version_mismatches(pins(HASHED), {"pyyaml": Pin("pyyaml", "6.0.2", ())}) == ["pyyaml==6.0.3, 6.0.2 in the reference"]
-    dry = ".venv/bin/python -m pip install --quiet -r requirements-dev.txt\nx/bin/python -m pip install --require-hashes -r requirements-scan.txt\n"
+    dry = (".venv/bin/python -m pip install --quiet -r requirements-dev.txt\nx/bin/python -m pip install " "--require-hashes -r requirements-scan.txt\n")
     assert installs_without_hashes(dry, {"a": "requirements-dev.txt", "b": "requirements-scan.txt"}) == ["requirements-dev.txt"]

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         except RenderError as exc:
             print(f"render: helm refuses a release of {args.stack}: {exc}", file=sys.stderr)
             return 3
-        print(f"render: {args.stack}: {sum(map(len, objects.values()))} objects from {len(objects)} charts (Kubernetes {version}) "
+        print(f"render: {args.stack}: {sum(map(len, objects.values()))} objects from {len(objects)} charts (Kubernetes " f"{version}) "
               f"-> {stack_dir / 'charts'} (CRDs: {stack_dir / 'crds'})")
     return 0
 

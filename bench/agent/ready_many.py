@@ -125,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix=f"ready-{scenario}-") as tmp:
                 runs.setdefault(scenario, []).append(fn(Path(tmp), args.models, args.timeout))
             print(scenario, json.dumps(runs[scenario][-1]), flush=True)
-    results = {scenario: {"median_ready_s": statistics.median(r["ready_s"] for r in rs), "min_ready_s": min(r["ready_s"] for r in rs),
-                          "max_ready_s": max(r["ready_s"] for r in rs), "runs": rs} for scenario, rs in runs.items()}  # fmt: skip
+    results = {scenario: {"median_ready_s": statistics.median(r["ready_s"] for r in rs),
+                          "min_ready_s": min(r["ready_s"] for r in rs),
+                          "max_ready_s": max(r["ready_s"] for r in rs), "runs": rs}
+               for scenario, rs in runs.items()}  # fmt: skip
     doc = {
         "benchmark": "P3 many small models -> every model READY",
         "model": "tests.support.triton add model (python backend: one stub process per model, CPU, 1 instance)",
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "met": {scenario: r["median_ready_s"] <= TARGET_S for scenario, r in results.items()},
         "scenarios": results,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": "2 shared cores (other jobs running), CPU tritonserver 2.51 (--model-load-thread-count 4, its default), rclone serve s3",
+        "machine": ("2 shared cores (other jobs running), CPU tritonserver 2.51 (--model-load-thread-count 4, its default), " "rclone serve s3"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

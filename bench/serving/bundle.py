@@ -60,7 +60,7 @@ def fetch(spec: str, dest: Path) -> Path:
                "--python-version", STUB_PYTHON, "--implementation", "cp", *[a for p in PLATFORMS for a in ("--platform", p)], "-d", str(dest), spec]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not path.exists():
-            raise BundleError(f"{spec}: pip download failed ({(proc.stderr.strip().splitlines() or ['no output'])[-1]}); allowed: a reachable PyPI")
+            raise BundleError(f"{spec}: pip download failed ({(proc.stderr.strip().splitlines() or ['no output'])[-1]}); allowed: " "a reachable PyPI")
     got = sha256_file(str(path))
     if got != digest:
         raise BundleError(f"{path.name}: sha256 {got}; allowed: {digest} (pinned); delete the file to re-download")
@@ -131,7 +131,7 @@ def build(dist: Path = DIST) -> Path:
         os.replace(tmp / "bundle.tar.xz", out)
     total = sum(p.stat().st_size for p in dist.rglob("*") if p.is_file())
     if total > LIMIT_BYTES:
-        raise BundleError(f"{dist}: {total / 2**20:.1f} MiB; allowed: <= {LIMIT_BYTES / 2**20:.0f} MiB (copied to the GPU host with the repository)")
+        raise BundleError(f"{dist}: {total / 2**20:.1f} MiB; allowed: <= {LIMIT_BYTES / 2**20:.0f} MiB (copied to the GPU host " "with the repository)")
     for p in sorted(dist.rglob("*")):
         if p.is_file():
             print(f"{p.stat().st_size / 2**20:7.1f} MiB  {p.relative_to(ROOT)}")

@@ -30,7 +30,7 @@ class Tensor:
         for d in self.shape:
             n *= d
         if len(self.data) != n * FP32_BYTES:
-            raise ProtocolError(f"tensor {self.name}: {len(self.data)} bytes for shape {list(self.shape)}; allowed: {n * FP32_BYTES} (FP32)")
+            raise ProtocolError(f"tensor {self.name}: {len(self.data)} bytes for shape {list(self.shape)}; allowed: {n * FP32_BYTES} " "(FP32)")
 
 
 def _pack(header: Mapping[str, object], data: bytes) -> tuple[bytes, int]:
@@ -67,7 +67,7 @@ def _split(body: bytes, header_length: int | None, key: str) -> Tensor:
         shape = tuple(int(d) for d in entry["shape"])
         dtype = entry["datatype"]
     except (ValueError, KeyError, TypeError) as e:
-        raise ProtocolError(f"JSON header: not one binary {key[:-1]} tensor ({type(e).__name__}: {e}); allowed: the binary tensor extension form") from None
+        raise ProtocolError(f"JSON header: not one binary {key[:-1]} tensor ({type(e).__name__}: {e}); allowed: the binary tensor " "extension form") from None
     if dtype != "FP32":
         raise ProtocolError(f"{key[:-1]} datatype: {dtype!r}; allowed: 'FP32'")
     data = body[header_length:]

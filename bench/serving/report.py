@@ -67,7 +67,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     env = doc["environment"]
-    fig.suptitle(f"ResNet-18 fp32 on {env['gpu']} (driver {env['driver']}), Triton {env['triton']} python backend, torch {env['torch']}", fontsize=10)
+    fig.suptitle(f"ResNet-18 fp32 on {env['gpu']} (driver {env['driver']}), Triton {env['triton']} python backend, torch " f"{env['torch']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -76,7 +76,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.serving.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("result", nargs="?", type=Path, default=RESULT,
-                   help=f"serving.json written by bench.serving.run (default: {RESULT.relative_to(ROOT)}); the plot is written beside it as .png")
+                   help=(f"serving.json written by bench.serving.run (default: {RESULT.relative_to(ROOT)}); the plot is written " "beside it as .png"))
     result = p.parse_args(argv).result
     doc = json.loads(result.read_text())
     stats.validate_result(doc)

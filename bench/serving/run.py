@@ -61,7 +61,7 @@ class Variant:
             name, count, pref, delay, mbs = text.split(":")
             return cls(name, int(count), tuple(int(p) for p in pref.split("/") if p), int(delay), int(mbs))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"--variant {text!r}; allowed: NAME:COUNT:PREF1/PREF2:DELAY_US:MAX_BATCH, e.g. resnet18-i4:4:64:2000:128") from None
+            raise argparse.ArgumentTypeError(f"--variant {text!r}; allowed: NAME:COUNT:PREF1/PREF2:DELAY_US:MAX_BATCH, e.g. " "resnet18-i4:4:64:2000:128") from None
 
     def export_args(self, output: Path, kind: str) -> list[str]:
         args = [FACTORY, "--name", self.name, "--output", str(output), "--example-shape", ",".join(map(str, (4, *INPUT_SHAPE))), "--target", "local",
@@ -177,7 +177,7 @@ class Bench:
             "environment": {},
             "model": {"factory": FACTORY, "input_shape": list(INPUT_SHAPE), "dtype": "FP32"},
             "raw": [],
-            "baseline": {"server": "bench.serving.baseline_server (single-threaded http.server, batch 1, torch on the same device)", "client": "bench.serving.loadgen (HTTP, binary tensors)", "points": []},
+            "baseline": {"server": ("bench.serving.baseline_server (single-threaded http.server, batch 1, torch on the same device)"), "client": "bench.serving.loadgen (HTTP, binary tensors)", "points": []},
             "triton": [],
             "errors": [],
             "settings": {k: v for k, v in vars(a).items() if k not in ("out", "work")},
@@ -201,7 +201,7 @@ class Bench:
         q = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"])
         parts = [p.strip() for p in q.split(",")] if "," in q else [q, "n/a", "n/a", "n/a"]
         env.update(gpu=parts[0], driver=parts[1], gpu_memory=parts[2], gpu_max_sm_clock=parts[3])
-        probe = "import json,torch;print(json.dumps({'torch':torch.__version__,'cuda':torch.version.cuda,'cudnn':torch.backends.cudnn.version(),'cuda_available':torch.cuda.is_available()}))"
+        probe = ("import " "json,torch;print(json.dumps({'torch':torch.__version__,'cuda':torch.version.cuda,'cudnn':torch.backends." "cudnn.version(),'cuda_available':torch.cuda.is_available()}))")
         try:
             env.update(json.loads(sh([sys.executable, "-c", probe], timeout=120).splitlines()[-1]))
         except (ValueError, IndexError):
@@ -258,7 +258,7 @@ class Bench:
                 with GpuSampler() as gpu:
                     r = loadgen.run(loadgen.LoadSpec(LOOPBACK, port, "resnet18", concurrency=c, duration_s=self.a.baseline_seconds, warmup_s=2.0, processes=1))
                 r["gpu_util_pct"] = gpu.mean
-                log(f"baseline c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms errors {r['errors']}")
+                log(f"baseline c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms " f"errors {r['errors']}")
                 self.doc["baseline"]["points"].append(r)
         finally:
             srv.stop(timeout=10)
@@ -346,8 +346,8 @@ class Bench:
                         continue
                     p = self.guard(f"perf {name} c={c}", lambda name=name, c=c: self.perf_point(name, grpc, metrics, sid, c, self.a.measure_ms))
                     if p:
-                        log(f"{name} c={c}: {p['throughput']:.0f} req/s p50 {p['p50_ms']:.1f} p99 {p['p99_ms']:.1f} ms batch {p['avg_batch']:.1f} "
-                            f"gpu {p['gpu_util_pct'] or 0:.0f}% server cpu {p['server_cpu_cores']:.1f} client cpu {p['client_cpu_cores']:.1f}")
+                        log(f"{name} c={c}: {p['throughput']:.0f} req/s p50 {p['p50_ms']:.1f} p99 {p['p99_ms']:.1f} " f"ms batch {p['avg_batch']:.1f} "
+                            f"gpu {p['gpu_util_pct'] or 0:.0f}% server cpu {p['server_cpu_cores']:.1f} client cpu " f"{p['client_cpu_cores']:.1f}")
                         entry["points"].append(p)
             self.guard("http cross-check", lambda: self.http_check(http, metrics))
         finally:
@@ -369,7 +369,7 @@ class Bench:
         if not r["requests"]:
             entry["failed"] = f"no request completed without error: {(r['error_samples'] or ['no sample'])[0][:400]}"
         self.doc["triton"].append(entry)
-        log(f"http check {name} c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.1f} p99 {r['p99_ms']:.1f} batch {r['avg_batch']:.1f} client cpu {r['client_cpu_cores']:.1f}")
+        log(f"http check {name} c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.1f} p99 {r['p99_ms']:.1f} batch " f"{r['avg_batch']:.1f} client cpu {r['client_cpu_cores']:.1f}")
 
     def write(self) -> Path:
         if self.doc["raw"] and self.doc["baseline"]["points"] and any(t["points"] for t in self.doc["triton"]):

@@ -14,7 +14,8 @@ from typing import Any
 
 SCHEMA = "triton-platform/bench-serving/v1"
 
-# The benchmark's targets (docs/gpu-benchmark.md): Triton >= 10x the one-request baseline and >= 50 % of the raw TorchScript limit
+# The benchmark's targets (docs/gpu-benchmark.md): Triton >= 10x the one-request baseline and >= 50 % of the raw
+# TorchScript limit
 # (batch 64), both at client-side p99 <= 80 ms.
 TARGET_SPEEDUP = 10.0
 TARGET_RAW_FRACTION = 0.5
@@ -121,7 +122,8 @@ def finite(obj: Any) -> Any:
 
 
 def parse_perf_analyzer_csv(text: str) -> list[dict[str, float]]:
-    """perf_analyzer `-f out.csv` rows -> {concurrency, throughput, p50_ms, p90_ms, p95_ms, p99_ms, avg_ms, client_send_ms...}.
+    """perf_analyzer `-f out.csv` rows -> {concurrency, throughput, p50_ms, p90_ms, p95_ms, p99_ms, avg_ms,
+    client_send_ms...}.
 
     Latency columns are in microseconds in the file.
     ref: https://github.com/triton-inference-server/perf_analyzer/blob/main/docs/cli.md
@@ -160,7 +162,7 @@ def _require(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wh
         raise ResultError(f"{where}.{key}: missing; allowed: a {kind if isinstance(kind, type) else kind[0]} value")
     value = doc[key]
     if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float, (int, float))):
-        raise ResultError(f"{where}.{key}: {value!r}; allowed: {kind.__name__ if isinstance(kind, type) else ' or '.join(k.__name__ for k in kind)}")
+        raise ResultError(f"{where}.{key}: {value!r}; allowed: " f"{kind.__name__ if isinstance(kind, type) else ' or '.join(k.__name__ for k in kind)}")
     return value
 
 
@@ -249,13 +251,13 @@ def markdown_table(doc: Mapping[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in doc["raw"]:
-        lines.append(f"| raw TorchScript (limit) | batch {r['batch']}, input on GPU | - | {fmt(r['img_per_s'], 0)} | - | - | {r['batch']} | - |")
+        lines.append(f"| raw TorchScript (limit) | batch {r['batch']}, input on GPU | - | {fmt(r['img_per_s'], 0)} | - | - | " f"{r['batch']} | - |")
     for p in doc["baseline"]["points"]:
-        lines.append(f"| one-request HTTP server (baseline) | batch 1 per request | {int(p['concurrency'])} | {fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} | 1 | {fmt(p.get('gpu_util_pct'), 0)} |")
+        lines.append(f"| one-request HTTP server (baseline) | batch 1 per request | {int(p['concurrency'])} | " f"{fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} | 1 | " f"{fmt(p.get('gpu_util_pct'), 0)} |")
     for v in doc["triton"]:
         for p in v["points"]:
             lines.append(
-                f"| Triton ({v.get('client', 'perf_analyzer')}) | {v['name']} | {int(p['concurrency'])} | {fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} "
+                f"| Triton ({v.get('client', 'perf_analyzer')}) | {v['name']} | {int(p['concurrency'])} | " f"{fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} "
                 f"| {fmt(p.get('avg_batch'))} | {fmt(p.get('gpu_util_pct'), 0)} |"
             )
     return "\n".join(lines)

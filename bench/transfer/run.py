@@ -152,8 +152,10 @@ class Bench:
         for tool in (["model-sync", "s5cmd"] if rep % 2 == 0 else ["s5cmd", "model-sync"]):
             out = self.work / f"dl-{tool}-{rep}"
             if tool == "model-sync":
-                argv = self.ms("agent", "--once", "--env", "staging", "--config", cfg, "--repository", str(out / "models"), "--staging-dir", str(out / ".staging"),
-                               "--deployment", "bench", "--replica-id", f"r{rep}", "--log-level", "WARNING")  # fmt: skip
+                argv = self.ms("agent", "--once", "--env", "staging", "--config", cfg,
+                               "--repository", str(out / "models"), "--staging-dir", str(out / ".staging"),
+                               "--deployment", "bench", "--replica-id", f"r{rep}",
+                               "--log-level", "WARNING")  # fmt: skip
                 self.record("download-2g", tool, run(argv, env))
                 assert (out / "models" / "big" / "1" / "model.pt").stat().st_size == size
             else:
@@ -164,7 +166,8 @@ class Bench:
                 self.record("promote-2g", tool, run(self.ms("promote", "big", "--model-version", "1", "--from", "staging", "--to", "prod", "--skip-verification", "--config", cfg, "--quiet"), env))
             else:
                 b = self.bucket(f"awscp-{rep}")
-                # One CopyObject, as promote does up to 5 GiB: rclone serve s3 cannot do UploadPartCopy (no ETag in its answer).
+                # One CopyObject, as promote does up to 5 GiB: rclone serve s3 cannot do UploadPartCopy (no ETag in its
+                # answer).
                 aws_env = {**env, "AWS_CONFIG_FILE": str(self.work / "aws-single-copy.cfg")}
                 self.record("promote-2g", tool, run([str(BIN / "aws"), "--endpoint-url", self.server.endpoint_url, "s3", "cp", "--only-show-errors", key, f"s3://{b}/model.pt"], aws_env))
                 self.drop(b)
@@ -221,7 +224,8 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
             list(pool.map(publish, range(models)))
         objects = len(server.keys(bucket, "repository/"))
         env = environments.Environment("bench", layout.Root(bucket), server.endpoint, "us-east-1")
-        settings = ag.AgentSettings(root=layout.Root(bucket), repository=work / "agent" / "models", staging=work / "agent" / ".staging",
+        settings = ag.AgentSettings(root=layout.Root(bucket), repository=work / "agent" / "models",
+                                    staging=work / "agent" / ".staging",
                                     deployment="bench", replica="r0", heartbeat=1e9, resync=1e9)  # fmt: skip
         agent = ag.RepositoryAgent(settings, Repo(env, s3client.AGENT))
         agent.prepare()
@@ -242,9 +246,13 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
     per_resync = defaults.resync / defaults.interval
     median = statistics.median(steady)
     average = (median * (per_resync - 1) + full) / per_resync + defaults.interval / defaults.heartbeat
-    return {"models": models, "versions": versions, "objects_under_repository": objects, "first_pass_requests": len(first), "steady_pass_requests": steady,
-            "steady_pass_median": median, "full_resync_pass_requests": full, "defaults": {"interval_s": defaults.interval, "resync_s": defaults.resync, "heartbeat_s": defaults.heartbeat},
-            "average_requests_per_pass_at_defaults": average, "target": "<= 2 requests per pass", "met": average <= 2}  # fmt: skip
+    return {"models": models, "versions": versions, "objects_under_repository": objects,
+            "first_pass_requests": len(first), "steady_pass_requests": steady,
+            "steady_pass_median": median, "full_resync_pass_requests": full,
+            "defaults": {"interval_s": defaults.interval, "resync_s": defaults.resync,
+                         "heartbeat_s": defaults.heartbeat},
+            "average_requests_per_pass_at_defaults": average, "target": "<= 2 requests per pass",
+            "met": average <= 2}  # fmt: skip
 
 
 def summary(samples: dict[str, list[float]]) -> dict[str, float]:
@@ -271,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     size = int(args.size_gb * 1024 * MB)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "model_sync")], check=True, capture_output=True)
     server = RcloneS3Server(work / "s3", work / "rclone.log")
-    result: dict[str, Any] = {"setup": {"size_bytes": size, "reps": args.reps, "server": "rclone serve s3 (on disk, 127.0.0.1)", "cpus": os.cpu_count(),
-                                        "python": platform.python_version(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}  # fmt: skip
+    result: dict[str, Any] = {"setup": {"size_bytes": size, "reps": args.reps,
+                                        "server": "rclone serve s3 (on disk, 127.0.0.1)", "cpus": os.cpu_count(),
+                                        "python": platform.python_version(),
+                                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}  # fmt: skip
     try:
         server.start()
         bench = Bench(work, server)
@@ -363,18 +373,26 @@ def render(result: dict[str, Any]) -> str:
             continue
         label = f"{name}: model-sync / {other} {kind}"
         key = f"{label} {'>=' if kind == 'throughput' else '<='} {target}"
-        rows.append(f"| {name} | {cell(name, 'model-sync')} | {cell(name, 's5cmd')} | {cell(name, 'aws-cli')} | {result['ratios'][label]:.2f}x {other} {kind} "
-                    f"({'>=' if kind == 'throughput' else '<='} {target}) | {'yes' if result['targets'][key] else '**no**'} |")  # fmt: skip
+        rows.append(f"| {name} | {cell(name, 'model-sync')} | {cell(name, 's5cmd')} | {cell(name, 'aws-cli')} | "
+                    f"{result['ratios'][label]:.2f}x {other} {kind} "
+                    f"({'>=' if kind == 'throughput' else '<='} {target}) | "
+                    f"{'yes' if result['targets'][key] else '**no**'} |")  # fmt: skip
     for extra in ("noop-1000 warm", "noop-1000 cold"):
         if extra in scen:
-            rows.append(f"| {extra} (no target) | {cell(extra, 'model-sync')} | {cell(extra, 's5cmd')} | {cell(extra, 'aws-cli')} | "
-                        f"{scen[extra]['model-sync']['median'] / scen[extra]['s5cmd']['median']:.2f}x s5cmd time | |")  # fmt: skip
+            rows.append(f"| {extra} (no target) | {cell(extra, 'model-sync')} | {cell(extra, 's5cmd')} | "
+                        f"{cell(extra, 'aws-cli')} | "
+                        f"{scen[extra]['model-sync']['median'] / scen[extra]['s5cmd']['median']:.2f}x s5cmd time "
+                        "| |")  # fmt: skip
     p = result.get("agent_pass")
     if p:
-        rows.append(f"| agent-pass, {p['models']:,} models x {p['versions']} versions ({p['objects_under_repository']:,} objects under repository/) | "
-                    f"{p['steady_pass_median']:g} request per steady pass, {p['full_resync_pass_requests']} in a full-resync pass, "
-                    f"**{p['average_requests_per_pass_at_defaults']:.2f}** per pass on average at the defaults | | | <= 2 | {'yes' if p['met'] else '**no**'} |")  # fmt: skip
-    return "\n".join(rows) + (f"\n\n{gib:g} GiB file; medians of {result['setup']['reps']} runs (min..max), CPU seconds of the tool's process; one `rclone serve s3` "
+        rows.append(f"| agent-pass, {p['models']:,} models x {p['versions']} versions "
+                    f"({p['objects_under_repository']:,} objects under repository/) | "
+                    f"{p['steady_pass_median']:g} request per steady pass, "
+                    f"{p['full_resync_pass_requests']} in a full-resync pass, "
+                    f"**{p['average_requests_per_pass_at_defaults']:.2f}** per pass on average at the defaults "
+                    "| | | <= 2 | "
+                    f"{'yes' if p['met'] else '**no**'} |")  # fmt: skip
+    return "\n".join(rows) + (f"\n\n{gib:g} GiB file; medians of {result['setup']['reps']} runs (min..max), CPU seconds of the tool's " "process; one `rclone serve s3` "
                               f"on this {result['setup']['cpus']}-CPU machine, measured {result['setup']['measured_at']}.")
 
 
@@ -382,9 +400,9 @@ def readme_row(result: dict[str, Any]) -> str:
     r = result["ratios"]
     parts = [f"{label.split(':')[0]} {value:.2f}x" for label, value in r.items()]
     met = all(result["targets"].values())
-    return (f"| Moving models (push, agent download, promote, no-op push) vs s5cmd and the AWS CLI | {', '.join(parts)} (throughput ratios for push and download, time ratios otherwise; "
+    return (f"| Moving models (push, agent download, promote, no-op push) vs s5cmd and the AWS CLI | {', '.join(parts)} " "(throughput ratios for push and download, time ratios otherwise; "
             f"medians of {result['setup']['reps']} runs side by side, one local rclone); agent pass "
-            f"{result['agent_pass']['average_requests_per_pass_at_defaults']:.2f} requests on average. All targets: **{'met' if met else 'not met'}** | [docs/model-sync.md](docs/model-sync.md) |")
+            f"{result['agent_pass']['average_requests_per_pass_at_defaults']:.2f} requests on average. All targets: " f"**{'met' if met else 'not met'}** | [docs/model-sync.md](docs/model-sync.md) |")
 
 
 if __name__ == "__main__":

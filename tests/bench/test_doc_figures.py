@@ -72,7 +72,7 @@ def test_gpu_benchmark_result_table() -> None:
     base = doc_line("docs/gpu-benchmark.md", "| one-request HTTP server, batch 1 (the baseline) |")
     assert_rounds_to(grab(r"\| ([\d,]+) \|", base)[0], s["baseline_req_s"])
     best = doc_line("docs/gpu-benchmark.md", "| **Triton, `")
-    variant, conc, rps, p99, speedup, frac = grab(r"`([\w-]+)`, (\d+) concurrent requests\*\* \| \*\*([\d,]+)\*\* \| \*\*([\d.]+) ms\*\* \| \*\*([\d.]+)x\*\* \| \*\*([\d.]+) %\*\*", best)
+    variant, conc, rps, p99, speedup, frac = grab(r"`([\w-]+)`, (\d+) concurrent requests\*\* \| \*\*([\d,]+)\*\* \| \*\*([\d.]+) ms\*\* \| \*\*([\d.]+)x\*\* " r"\| \*\*([\d.]+) %\*\*", best)
     assert (variant, float(conc)) == (s["best"]["variant"], s["best"]["concurrency"])
     assert_rounds_to(rps, s["best"]["throughput"])
     assert_rounds_to(p99, s["best"]["p99_ms"])
@@ -84,7 +84,7 @@ def test_gpu_benchmark_result_table() -> None:
 def test_agent_p1_row() -> None:
     line = doc_line("docs/agent.md", "| **P1** pin flip")
     cycles, p50, p95, mx, failed, ok, target = grab(
-        r"(\d+) push \+ \d+ rollback cycles.*p50 ([\d.]+) s, \*\*p95 ([\d.]+) s\*\*, max ([\d.]+) s; \*\*(\d+) failed\*\* of ([\d,]+) requests \| p95 <= ([\d.]+) s", line)
+        r"(\d+) push \+ \d+ rollback cycles.*p50 ([\d.]+) s, \*\*p95 ([\d.]+) s\*\*, max ([\d.]+) s; \*\*(\d+) " r"failed\*\* of ([\d,]+) requests \| p95 <= ([\d.]+) s", line)
     p1 = result("agent-p1.json")
     assert int(cycles) == p1["cycles"]
     assert_rounds_to(p50, p1["p50_s"])
@@ -97,7 +97,7 @@ def test_agent_p1_row() -> None:
 def test_agent_p2_row() -> None:
     line = doc_line("docs/agent.md", "| **P2** S3 requests")
     agent, a_list, a_put, triton, t_head, t_list, inverse, target = grab(
-        r"agent \*\*([\d,]+)/min\*\* \((\d+) LIST \+ (\d+) status PUT\) vs tritonserver polling S3 \*\*([\d,]+)/min\*\* "
+        r"agent \*\*([\d,]+)/min\*\* \((\d+) LIST \+ (\d+) status PUT\) vs tritonserver polling S3 " r"\*\*([\d,]+)/min\*\* "
         r"\(([\d,]+) HEAD \+ ([\d,]+) LIST\): \*\*1/(\d+)\*\* \| <= 1/(\d+)", line)
     p2 = result("agent-p2.json")
     assert_rounds_to(agent, p2["agent_requests_per_min"])

@@ -26,8 +26,8 @@ METRICS_AFTER = METRICS_BEFORE.replace("} 100\n", "} 420\n").replace('exec_count
     "} 1000\n", "} 33000\n").replace("} 5000\n", "} 165000\n")
 
 PERF_CSV = (
-    "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server Compute Infer,"
-    "Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,request/response,response wait\n"
+    "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server " "Compute Infer,"
+    "Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg " "latency,request/response,response wait\n"
     "64,6546.2,10,40,800,2500,11780,1030,1,8900,20000,25000,33000,9800,0,0\n"
 )
 

@@ -84,7 +84,7 @@ def test_builders_with_a_customer_managed_key() -> None:
 
 
 @pytest.mark.parametrize(("changes", "match"), [
-    ({"kubernetes_version": "1.31"}, r"BlockStorageArgs.kubernetes_version: '1.31' has no pinned aws-ebs-csi-driver version; allowed: 1.32, 1.33, 1.34"),
+    ({"kubernetes_version": "1.31"}, (r"BlockStorageArgs.kubernetes_version: '1.31' has no pinned aws-ebs-csi-driver version; allowed: " r"1.32, 1.33, 1.34")),
     ({"kms_key_arn": "alias/aws/ebs"}, r"BlockStorageArgs.kms_key_arn: 'alias/aws/ebs' is not a KMS key ARN"),
     ({"reclaim_policy": "Recycle"}, r"BlockStorageArgs.reclaim_policy: 'Recycle' is not allowed; allowed: Delete \| Retain"),
 ])

@@ -182,8 +182,8 @@ _ADMIN = "arn:aws:iam::111122223333:role/admins"
     ({"cluster_admin_role_arns": [_ADMIN, "arn:aws:iam::111122223333:role/team/Admins"]},
      r"cluster_admin_role_arns: .* names a role twice"),
     ({"public_access_cidrs": ["10.0.0.1"]}, r"EksClusterArgs.public_access_cidrs: '10.0.0.1' is not an IPv4 CIDR"),
-    ({"public_access_cidrs": ["0.0.0.0/0"]}, r"EksClusterArgs.public_access_cidrs: 0.0.0.0/0 \(their union 0.0.0.0/0: 100% of IPv4\) opens the API to the internet"),
-    ({"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}, r"EksClusterArgs.public_access_cidrs: 0.0.0.0/1, 128.0.0.0/1 \(their union 0.0.0.0/0: 100% of IPv4\) opens the API"),
+    ({"public_access_cidrs": ["0.0.0.0/0"]}, (r"EksClusterArgs.public_access_cidrs: 0.0.0.0/0 \(their union 0.0.0.0/0: 100% of IPv4\) opens the " r"API to the internet")),
+    ({"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}, (r"EksClusterArgs.public_access_cidrs: 0.0.0.0/1, 128.0.0.0/1 \(their union 0.0.0.0/0: 100% of IPv4\) " r"opens the API")),
     ({"log_types": ["kubelet"]}, r"EksClusterArgs.log_types: 'kubelet' is not a log type"),
     ({"log_retention_days": 10}, r"EksClusterArgs.log_retention_days: 10 is not a CloudWatch retention"),
 ])

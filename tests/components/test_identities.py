@@ -275,7 +275,7 @@ def test_github_subject_follows_the_customised_template() -> None:
     (here the workflow is always the repository's own)."""
     assert GITHUB_SUB_CLAIM_KEYS == ("repo", "context", "job_workflow_ref")
     assert github_subject("octo-org/octo-repo", "oidc.yml", "refs/heads/main", "prod") == (
-        "repo:octo-org/octo-repo:environment:prod:job_workflow_ref:octo-org/octo-repo/.github/workflows/oidc.yml@refs/heads/main")
+        "repo:octo-org/octo-repo:environment:prod:job_workflow_ref:" "octo-org/octo-repo/.github/workflows/oidc.yml@refs/heads/main")
     assert github_subject("o/r", "pull-request.yml", "refs/pull/*/merge", "preview-dev").endswith("pull-request.yml@refs/pull/*/merge")
 
 
@@ -352,7 +352,7 @@ _BASE: dict[str, Any] = {"environment": "staging", "cluster_name": "c", "cluster
     ({"github_repository": "no-slash"}, r"IdentitiesArgs.github_repository: 'no-slash' is not valid"),
     ({"github_deploy_refs": []}, r"IdentitiesArgs.github_deploy_refs: \[\] is empty"),
     ({"github_deploy_refs": ["refs/heads/*"]}, r"IdentitiesArgs.github_deploy_refs: 'refs/heads/\*' is not valid"),
-    ({"github_deploy_refs": ["environment:prod"]}, r"IdentitiesArgs.github_deploy_refs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> "
+    ({"github_deploy_refs": ["environment:prod"]}, r"IdentitiesArgs.github_deploy_refs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or " r"refs/tags/<tag> "
                                                    r"\(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. deploy-staging\)"),
     ({"deployer_policy_arns": []}, r"IdentitiesArgs.deployer_policy_arns: \[\] is empty"),
     ({"deployer_policy_arns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, r"deployer_policy_arns: '.*AdministratorAccess' is not allowed"),

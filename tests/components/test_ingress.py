@@ -210,7 +210,7 @@ def _args(**overrides: Any) -> IngressArgs:
     ({"backends": (TritonBackend("a", "triton-a", ("M`)",)),)}, r"models: 'M`\)' is not allowed"),
     ({"allowed_cidrs": ()}, r"IngressArgs\.allowed_cidrs: \(\) is not allowed"),
     ({"allowed_cidrs": ("10.0.0.1/8",)}, r"IngressArgs\.allowed_cidrs: '10\.0\.0\.1/8' is not allowed"),
-    ({"allowed_cidrs": ("0.0.0.0/1", "128.0.0.0/1")}, r"IngressArgs\.allowed_cidrs: 0\.0\.0\.0/1, 128\.0\.0\.0/1 \(their union 0\.0\.0\.0/0: 100% of IPv4\) lets \(almost\) every client through"),
+    ({"allowed_cidrs": ("0.0.0.0/1", "128.0.0.0/1")}, (r"IngressArgs\.allowed_cidrs: 0\.0\.0\.0/1, 128\.0\.0\.0/1 \(their union 0\.0\.0\.0/0: 100% of " r"IPv4\) lets \(almost\) every client through")),
     ({"request_body_limit_mib": 0}, r"request_body_limit_mib: 0 is out of range; allowed: 1 to 1024"),
     ({"rate_limit_rps": 100_001}, r"rate_limit_rps: 100001 is out of range"),
     ({"replicas": 0}, r"IngressArgs\.replicas: 0 is not allowed"),

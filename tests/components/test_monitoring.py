@@ -72,7 +72,7 @@ def test_adapter_metric_is_a_ratio_of_counter_increases(dev: Run) -> None:
     assert measured == ("(sum(increase(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) / "
                         "(sum(increase(nv_inference_request_success{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) > 0))")
     # Otherwise Little's law over every completed request (failures included); 0 when idle.
-    assert pending.startswith("(sum(avg_over_time(nv_inference_pending_request_count{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) * 120000000 / clamp_min(")
+    assert pending.startswith("(sum(avg_over_time(nv_inference_pending_request_count{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) * " "120000000 / clamp_min(")
     assert "nv_inference_request_failure{<<.LabelMatchers>>}[2m]" in pending
     assert "delta(" not in q
     assert "rate(" not in q

@@ -194,9 +194,9 @@ def test_rules_dashboard_and_hpa_query_on_a_real_prometheus(tmp_path: Path, trit
         alerting = _by_label(prom.query(ratio_alert["expr"], at), "model")
         pending = _by_label(prom.query('ALERTS{alertname="TritonInferenceFailureRatioHigh",alertstate="pending"}'), "model")
         with capsys.disabled():
-            print(f"\nHPA metric (queue time per request, µs): pod 0 {hpa_us[PODS[0]]:.0f} vs client {client_us:.0f} over {len(mixed.ok)} "
-                  f"successful requests ({hpa_us[PODS[0]] / client_us - 1:+.1%}); pod 1 (every request fails) {hpa_us[PODS[1]]:.0f} vs "
-                  f"client {client_failed_us:.0f} over {len(broken.failed)} failed requests. Failure ratio: client {seen:.4f}, "
+            print(f"\nHPA metric (queue time per request, µs): pod 0 {hpa_us[PODS[0]]:.0f} vs client {client_us:.0f} " f"over {len(mixed.ok)} "
+                  f"successful requests ({hpa_us[PODS[0]] / client_us - 1:+.1%}); pod 1 (every request fails) " f"{hpa_us[PODS[1]]:.0f} vs "
+                  f"client {client_failed_us:.0f} over {len(broken.failed)} failed requests. Failure ratio: client " f"{seen:.4f}, "
                   f"panel {panel}, alert {alerting}")
 
         # The HPA metric under load matches what the client waited, within 10 %.

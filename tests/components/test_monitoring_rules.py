@@ -25,8 +25,8 @@ from tests.support.prometheus import promtool_test, rules_file
 NS = "triton"
 POD = "triton-default-7c9d8-abcde"
 KSM = 'job="kube-state-metrics",instance="10.0.1.5:8080"'
-TRITON = f'namespace="{NS}",pod="{POD}",service="triton-default",container="tritonserver",endpoint="metrics",job="triton-default",instance="10.0.2.7:8002"'
-DCGM = 'gpu="0",UUID="GPU-1b2c3d4e",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="ip-10-0-2-7",DCGM_FI_DRIVER_VERSION="570.124.06",job="dcgm-exporter",instance="10.0.2.7:9400"'
+TRITON = (f'namespace="{NS}",pod="{POD}",service="triton-default",container="tritonserver",' 'endpoint="metrics",job="triton-default",instance="10.0.2.7:8002"')
+DCGM = ('gpu="0",UUID="GPU-1b2c3d4e",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",' 'Hostname="ip-10-0-2-7",DCGM_FI_DRIVER_VERSION="570.124.06",job="dcgm-exporter",instance="10.0.2.7:9400"')
 HOUR = 60
 
 
@@ -176,7 +176,7 @@ def test_restarts(prod: Run, tmp_path: Path) -> None:
     groups = program_rules(prod)
     rule = alert(groups, "TritonServerRestarting")
     assert "more than twice in 30 minutes" in rule["annotations"]["summary"]
-    series = f'kube_pod_container_status_restarts_total{{namespace="{NS}",pod="{POD}",uid="0f1e2d3c",container="tritonserver",{KSM}}}'
+    series = (f'kube_pod_container_status_restarts_total{{namespace="{NS}",pod="{POD}",uid="0f1e2d3c",' f'container="tritonserver",{KSM}}}')
     labels = labels_of(series)
     three = s(series, "0x4 1x9 2x9 3x15")            # restarts at minutes 5, 15 and 25
     run_tests(groups, [

@@ -137,7 +137,7 @@ def test_shipped_triton_images_are_digest_pinned_mirrors(stack: str) -> None:
 def test_triton_image_must_be_pinned_by_digest_outside_dev(stack: str) -> None:
     cfg = raw(stack)
     cfg.pop(K + "tritonImage")  # the default (a tag) is not enough outside dev
-    fails(cfg, rf"tritonImage: 'nvcr.io/nvidia/tritonserver:25.10-py3' is not pinned by digest in {stack}; allowed: .*@sha256:<64 hex> outside dev")
+    fails(cfg, rf"tritonImage: 'nvcr.io/nvidia/tritonserver:25.10-py3' is not pinned by digest in {stack}; allowed: " r".*@sha256:<64 hex> outside dev")
     cfg[K + "tritonImage"] = f"{MIRROR}:25.10-py3{DIGEST}"
     assert parse(cfg).triton_image == f"{MIRROR}:25.10-py3{DIGEST}"
 
@@ -149,13 +149,13 @@ def test_triton_image_must_be_pinned_by_digest_outside_dev(stack: str) -> None:
 def test_triton_image_must_be_a_tritonserver_reference(image: str) -> None:
     cfg = raw("dev")
     cfg[K + "tritonImage"] = image
-    fails(cfg, r"tritonImage: .* is not a tritonserver image reference; allowed: <registry>\[/<path>\]/tritonserver:<YY.MM>-py3")
+    fails(cfg, r"tritonImage: .* is not a tritonserver image reference; allowed: " r"<registry>\[/<path>\]/tritonserver:<YY.MM>-py3")
 
 
 def test_triton_image_release_must_be_known_to_model_sync() -> None:
     cfg = raw("dev")
     cfg[K + "tritonImage"] = "nvcr.io/nvidia/tritonserver:23.01-py3"
-    fails(cfg, r"tritonImage: 'nvcr.io/nvidia/tritonserver:23.01-py3' has release 23.01 with no LibTorch entry in model_sync/compat.py; allowed: releases 24.01, ")
+    fails(cfg, r"tritonImage: 'nvcr.io/nvidia/tritonserver:23.01-py3' has release 23.01 with no LibTorch entry in " r"model_sync/compat.py; allowed: releases 24.01, ")
 
 
 def test_triton_image_variants_and_digests_accepted_in_dev() -> None:
@@ -224,7 +224,7 @@ def test_capacity_type_choices() -> None:
 def test_gpu_ami_type_choices() -> None:
     cfg = raw("dev")
     cfg[K + "nodeGroups"]["gpu-l4"]["amiType"] = "AL2023_x86_64_STANDARD"
-    fails(cfg, r"amiType: 'AL2023_x86_64_STANDARD' is not allowed; allowed: AL2023_x86_64_NVIDIA \| BOTTLEROCKET_x86_64_NVIDIA")
+    fails(cfg, r"amiType: 'AL2023_x86_64_STANDARD' is not allowed; allowed: AL2023_x86_64_NVIDIA \| " r"BOTTLEROCKET_x86_64_NVIDIA")
 
 
 def test_reserved_label_prefix_refused() -> None:
@@ -270,7 +270,7 @@ def test_world_open_endpoint_refused_by_default(cidrs: list[str]) -> None:
     cfg = raw("dev")
     cfg[K + "clusterEndpointPublicAccessCidrs"] = cidrs
     fails(cfg, r"clusterEndpointPublicAccessCidrs: '" + re.escape(", ".join(cidrs)) + r" \(their union .*% of IPv4\)' opens the cluster API to the internet; "
-               r"allowed: specific CIDRs whose union is at most a /8, or set triton-platform:allowWorldOpenClusterEndpoint=true")
+               r"allowed: specific CIDRs whose union is at most a /8, or set " r"triton-platform:allowWorldOpenClusterEndpoint=true")
 
 
 def test_a_specific_endpoint_allowlist_passes() -> None:
@@ -282,13 +282,13 @@ def test_a_specific_endpoint_allowlist_passes() -> None:
 def test_the_ingress_allowlist_is_judged_by_its_union_and_prod_must_name_it() -> None:
     cfg = raw("staging")
     cfg[K + "ingressAllowedCidrs"] = ["0.0.0.0/1", "128.0.0.0/1"]
-    fails(cfg, r"ingressAllowedCidrs: '0\.0\.0\.0/1, 128\.0\.0\.0/1 \(their union 0\.0\.0\.0/0: 100% of IPv4\)' lets \(almost\) every client through under another spelling; "
+    fails(cfg, r"ingressAllowedCidrs: '0\.0\.0\.0/1, 128\.0\.0\.0/1 \(their union 0\.0\.0\.0/0: 100% of IPv4\)' lets " r"\(almost\) every client through under another spelling; "
                r"allowed: \[0\.0\.0\.0/0\] written as such for a public API")
     cfg[K + "ingressAllowedCidrs"] = ["0.0.0.0/0"]
     assert parse(cfg).ingress_allowed_cidrs == ("0.0.0.0/0",)
     prod = raw("prod")
     del prod[K + "ingressAllowedCidrs"]
-    fails(prod, r"ingressAllowedCidrs: <unset> is not set in prod \(the default lets any client through\); allowed: the client CIDRs, or \[0\.0\.0\.0/0\] for a public API")
+    fails(prod, r"ingressAllowedCidrs: <unset> is not set in prod \(the default lets any client through\); allowed: the " r"client CIDRs, or \[0\.0\.0\.0/0\] for a public API")
 
 
 def test_world_open_endpoint_allowed_only_explicitly() -> None:
@@ -325,9 +325,9 @@ def test_admin_role_arns_required_and_shaped() -> None:
 def test_github_refs_have_no_wildcards() -> None:
     cfg = raw("dev")
     cfg[K + "githubDeployRefs"] = ["refs/heads/*"]
-    fails(cfg, r"githubDeployRefs: 'refs/heads/\*' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> \(no wildcards, no environment")
+    fails(cfg, r"githubDeployRefs: 'refs/heads/\*' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> \(no " r"wildcards, no environment")
     cfg[K + "githubDeployRefs"] = ["environment:prod"]  # an environment is the role's purpose, not a stack setting
-    fails(cfg, r"githubDeployRefs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> .* e\.g\. deploy-dev")
+    fails(cfg, r"githubDeployRefs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> .* " r"e\.g\. deploy-dev")
 
 
 def test_github_repository_shape() -> None:
@@ -424,7 +424,7 @@ def test_region_shape() -> None:
 def test_kubernetes_version_choices() -> None:
     cfg = raw("dev")
     cfg[K + "kubernetesVersion"] = "1.20"
-    fails(cfg, r"kubernetesVersion: '1.20' has no pinned EKS add-on versions and Cluster Autoscaler image; allowed: 1.32 \| 1.33 \| 1.34 \(pin")
+    fails(cfg, r"kubernetesVersion: '1.20' has no pinned EKS add-on versions and Cluster Autoscaler image; allowed: 1.32 \| " r"1.33 \| 1.34 \(pin")
 
 
 @pytest.mark.parametrize("version", ["1.31", "1.35", 1.33])
@@ -507,7 +507,7 @@ def test_stack_files_use_only_declared_keys_and_no_plaintext_secrets(stack: str)
 def test_gpu_pool_limit_must_hold_max_replicas() -> None:
     cfg = raw("prod")
     cfg[K + "tritonDeployments"]["default"]["maxReplicas"] = 9
-    fails(cfg, r"nodeGroups\.gpu-l4\.maxSize: 8 holds 8 GPU\(s\) but triton-platform:tritonDeployments\.default\.maxReplicas x gpusPerReplica need 9; allowed: maxSize >= 9")
+    fails(cfg, r"nodeGroups\.gpu-l4\.maxSize: 8 holds 8 GPU\(s\) but " r"triton-platform:tritonDeployments\.default\.maxReplicas x gpusPerReplica need 9; allowed: maxSize >= 9")
 
 
 def test_gpu_pool_limit_counts_gpus_per_instance() -> None:
@@ -522,13 +522,13 @@ def test_gpu_pool_limit_counts_gpus_per_instance() -> None:
 def test_replica_must_fit_on_one_node() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["gpusPerReplica"] = 2
-    fails(cfg, r"tritonDeployments\.default\.gpusPerReplica: 2 does not fit on one node of triton-platform:nodeGroups\.gpu-l4 \(1 GPU\(s\) per node\); allowed: at most 1")
+    fails(cfg, r"tritonDeployments\.default\.gpusPerReplica: 2 does not fit on one node of " r"triton-platform:nodeGroups\.gpu-l4 \(1 GPU\(s\) per node\); allowed: at most 1")
 
 
 def test_prod_on_demand_floor_holds_min_replicas() -> None:
     cfg = raw("prod")
     cfg[K + "nodeGroups"]["gpu-a10g"].update(minSize=1, desiredSize=2)
-    fails(cfg, r"nodeGroups\.gpu-a10g\.minSize: 1 keeps 1 on-demand GPU\(s\) but triton-platform:tritonDeployments\.large\.minReplicas x gpusPerReplica need 2; allowed: minSize >= 2 in prod")
+    fails(cfg, r"nodeGroups\.gpu-a10g\.minSize: 1 keeps 1 on-demand GPU\(s\) but " r"triton-platform:tritonDeployments\.large\.minReplicas x gpusPerReplica need 2; allowed: minSize >= 2 in " r"prod")
 
 
 def test_gpu_size_must_have_known_gpu_count() -> None:
@@ -565,9 +565,9 @@ def test_a_name_given_twice_in_the_yaml_maps_is_refused_not_kept_last() -> None:
     # The older spelling, a string holding the YAML mapping: the stack model refuses the copy.
     cfg = stack_file("staging")
     text = yaml.safe_dump(cfg[K + "nodeGroups"], sort_keys=False)
-    cfg[K + "nodeGroups"] = text + "gpu-l4:\n  kind: gpu\n  instanceTypes: [g6.2xlarge]\n  capacityType: SPOT\n  minSize: 0\n  desiredSize: 0\n  maxSize: 4\n"
+    cfg[K + "nodeGroups"] = text + ("gpu-l4:\n  kind: gpu\n  instanceTypes: [g6.2xlarge]\n  capacityType: SPOT\n" "  minSize: 0\n  desiredSize: 0\n  maxSize: 4\n")
     line = len(text.splitlines()) + 1
-    fails(cfg, rf"nodeGroups: 'gpu-l4' appears twice in the YAML \(the second time on line {line}\); YAML would keep only the last; allowed: each name once")
+    fails(cfg, rf"nodeGroups: 'gpu-l4' appears twice in the YAML \(the second time on line {line}\); YAML would keep only " r"the last; allowed: each name once")
     cfg = stack_file("staging")
     text = yaml.safe_dump(cfg[K + "tritonDeployments"], sort_keys=False)
     cfg[K + "tritonDeployments"] = text.replace("maxReplicas:", "maxReplicas: 9\n  maxReplicas:", 1)
@@ -612,7 +612,8 @@ def test_structured_maps_are_edited_with_config_set_path() -> None:
 
 @pytest.mark.parametrize(("stack", "environment", "ok"), [
     ("dev", "prod", False), ("acme/triton-platform/dev", "prod", False), ("prod-eu", "staging", False),
-    ("prod", "prod", True), ("acme/triton-platform/prod-eu", "prod", True), ("sandbox", "dev", True), ("devices", "prod", True),
+    ("prod", "prod", True), ("acme/triton-platform/prod-eu", "prod", True), ("sandbox", "dev", True),
+    ("devices", "prod", True),
 ])  # fmt: skip
 def test_a_stack_named_after_another_environment_is_refused(stack: str, environment: str, ok: bool) -> None:
     """Issue 15: a stack called `dev` whose file says `environment: prod` was accepted."""
@@ -620,7 +621,7 @@ def test_a_stack_named_after_another_environment_is_refused(stack: str, environm
     if ok:
         assert sc.parse(cfg, stack).environment == environment
         return
-    with pytest.raises(sc.ConfigError, match=rf"environment: '{environment}' differs from the stack name '{re.escape(stack)}'; allowed: the environment the stack is named after"):
+    with pytest.raises(sc.ConfigError, match=(rf"environment: '{environment}' differs from the stack name '{re.escape(stack)}'; allowed: the " r"environment the stack is named after")):
         sc.parse(cfg, stack)
 
 
@@ -640,7 +641,7 @@ def test_a_model_in_two_deployments_is_refused_before_any_resource() -> None:
 
     cfg = raw("prod")
     cfg[K + "tritonDeployments"]["large"]["models"] = ["reranker-large", "resnet18"]
-    err = fails(cfg, r"tritonDeployments\.large\.models: 'resnet18' is already served by deployment 'default'; allowed: each model in one deployment")
+    err = fails(cfg, r"tritonDeployments\.large\.models: 'resnet18' is already served by deployment 'default'; allowed: each " r"model in one deployment")
     assert err.key == K + "tritonDeployments.large.models"
     with pytest.raises(sc.ConfigError, match="already served by deployment 'default'"):
         run_program("prod", {K + "tritonDeployments": yaml.safe_dump(cfg[K + "tritonDeployments"])})
@@ -662,7 +663,7 @@ def test_admin_roles_compared_by_account_and_name() -> None:
 def test_log_retention_is_one_cloudwatch_offers(days: int) -> None:
     cfg = raw("prod")
     cfg[K + "clusterLogRetentionDays"] = days
-    fails(cfg, rf"clusterLogRetentionDays: {days} is not a retention CloudWatch Logs offers; allowed: 1, 3, 5, 7, 14, 30, 60, 90,")
+    fails(cfg, rf"clusterLogRetentionDays: {days} is not a retention CloudWatch Logs offers; allowed: 1, 3, 5, 7, 14, 30, " r"60, 90,")
     cfg[K + "clusterLogRetentionDays"] = 400
     assert parse(cfg).cluster_log_retention_days == 400
 
@@ -688,13 +689,13 @@ def test_zone_count_checked_against_the_regions_zones() -> None:
 def test_deployer_policies_are_an_allow_list(arn: str) -> None:
     cfg = raw("prod")
     cfg[K + "deployerPolicyArns"] = ["arn:aws:iam::444455556666:policy/triton-platform-deployer", arn]
-    fails(cfg, rf"deployerPolicyArns: '{re.escape(arn)}' is an AWS managed policy, not scoped to this stack; allowed: customer-managed policies")
+    fails(cfg, rf"deployerPolicyArns: '{re.escape(arn)}' is an AWS managed policy, not scoped to this stack; allowed: " r"customer-managed policies")
 
 
 def test_deployer_policies_are_the_stacks_own_account() -> None:
     cfg = raw("prod")  # account 444455556666 (its githubOidcProviderArn)
     cfg[K + "deployerPolicyArns"] = ["arn:aws:iam::111122223333:policy/triton-platform-deployer"]
-    fails(cfg, r"deployerPolicyArns: 'arn:aws:iam::111122223333:policy/triton-platform-deployer' belongs to another account than the stack's "
+    fails(cfg, r"deployerPolicyArns: 'arn:aws:iam::111122223333:policy/triton-platform-deployer' belongs to another account " r"than the stack's "
                r"\(444455556666, from githubOidcProviderArn\); allowed: customer-managed policies of the stack's own account")
 
 
@@ -719,9 +720,9 @@ def test_a_plaintext_secret_is_refused_and_the_fix_named() -> None:
 
 
 @pytest.mark.parametrize(("field", "value", "match"), [
-    ("cpu", "4", r"tritonDeployments\.default\.cpu: '4' needs 4100m per replica \(with the agent sidecar\) but a g6\.xlarge node of group 'gpu-l4' leaves pods 3220m"),
-    ("memory", "15Gi", r"tritonDeployments\.default\.memory: '15Gi' needs 15\.2Gi per replica .* a g6\.xlarge node of group 'gpu-l4' leaves pods 13\.2Gi"),
-    ("modelVolumeGiB", 80, r"tritonDeployments\.default\.modelVolumeGiB: 80 needs 82Gi of disk per replica .* leaves pods 60Gi; allowed: requests that fit "
+    ("cpu", "4", (r"tritonDeployments\.default\.cpu: '4' needs 4100m per replica \(with the agent sidecar\) but a " r"g6\.xlarge node of group 'gpu-l4' leaves pods 3220m")),
+    ("memory", "15Gi", (r"tritonDeployments\.default\.memory: '15Gi' needs 15\.2Gi per replica .* a g6\.xlarge node of group " r"'gpu-l4' leaves pods 13\.2Gi")),
+    ("modelVolumeGiB", 80, r"tritonDeployments\.default\.modelVolumeGiB: 80 needs 82Gi of disk per replica .* leaves pods 60Gi; " r"allowed: requests that fit "
                            r"triton-platform:nodeGroups\.gpu-l4\.diskSizeGiB"),
 ])
 def test_a_replica_must_fit_every_instance_type_of_its_group(field: str, value: Any, match: str) -> None:
@@ -736,14 +737,14 @@ def test_a_replica_must_fit_every_instance_type_of_its_group(field: str, value: 
 def test_shm_must_be_below_the_container_memory() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["shmSizeGiB"] = 12
-    fails(cfg, r"tritonDeployments\.default\.shmSizeGiB: 12 is not below the container's memory \(12Gi; /dev/shm is charged to it\); "
+    fails(cfg, r"tritonDeployments\.default\.shmSizeGiB: 12 is not below the container's memory \(12Gi; /dev/shm is charged " r"to it\); "
                r"allowed: less than triton-platform:tritonDeployments\.default\.memory")
 
 
 def test_memory_without_a_unit_is_refused() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["memory"] = 16
-    fails(cfg, r"tritonDeployments\.default\.memory: '16' is less than 1Gi \(a quantity without a unit counts bytes\); allowed: at least 1Gi")
+    fails(cfg, r"tritonDeployments\.default\.memory: '16' is less than 1Gi \(a quantity without a unit counts bytes\); " r"allowed: at least 1Gi")
     cfg[K + "tritonDeployments"]["default"]["memory"] = "12Gi"
     cfg[K + "tritonDeployments"]["default"]["cpu"] = "100m"
     fails(cfg, r"tritonDeployments\.default\.cpu: '100m' is too little for tritonserver; allowed: at least 500m")
@@ -754,9 +755,9 @@ def test_every_stack_names_its_accounts_oidc_provider() -> None:
     without it is refused instead of creating a second owner."""
     cfg = raw("prod")
     del cfg[K + "githubOidcProviderArn"]
-    fails(cfg, r"githubOidcProviderArn: <unset> is missing; allowed: a string value \(The AWS account's GitHub Actions OIDC provider")
+    fails(cfg, r"githubOidcProviderArn: <unset> is missing; allowed: a string value \(The AWS account's GitHub Actions OIDC " r"provider")
     cfg[K + "githubOidcProviderArn"] = ""
-    fails(cfg, r"githubOidcProviderArn: '' is not the GitHub OIDC provider; allowed: .* the bootstrap stack's output githubOidcProviderArn")
+    fails(cfg, r"githubOidcProviderArn: '' is not the GitHub OIDC provider; allowed: .* the bootstrap stack's output " r"githubOidcProviderArn")
 
 
 

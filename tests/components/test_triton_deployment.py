@@ -108,7 +108,8 @@ def test_tritonserver_flags_close_the_admin_api(prod: Run) -> None:
 
 ADMIN_KEY = "k" * 48
 # One request per restricted group (HTTP/REST): (group, method, path).
-# ref: https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
+# ref:
+# https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
 RESTRICTED_HTTP = [
     ("model-repository", "POST", "/v2/repository/index"),
     ("statistics", "GET", "/v2/models/stats"),

@@ -102,7 +102,7 @@ def test_gpu_taint_is_tolerated_exactly_by_what_runs_on_gpu_nodes(stack: str) ->
         if _gpu_bound(spec):
             gpu.append(str(o))
             if tolerations != gpu_contract.gpu_tolerations():
-                problems.append(f"{o} runs on GPU nodes with tolerations {tolerations}; allowed: exactly {gpu_contract.gpu_tolerations()}")
+                problems.append(f"{o} runs on GPU nodes with tolerations {tolerations}; allowed: exactly " f"{gpu_contract.gpu_tolerations()}")
         elif _tolerates_gpu(spec):
             # Node agents (DaemonSets) may run on every node, GPU nodes included, but through the
             # exact GPU toleration; no other workload may land on a GPU node.
@@ -208,7 +208,7 @@ def test_every_monitor_selects_what_exists_with_the_named_port(stack: str) -> No
         if not chosen:
             problems.append(f"{m} selects nothing that exists")
         elif wanted - ports:
-            problems.append(f"{m} scrapes port(s) {sorted(wanted - ports)}; the selected objects name {sorted(p for p in ports if p)}")
+            problems.append(f"{m} scrapes port(s) {sorted(wanted - ports)}; the selected objects name " f"{sorted(p for p in ports if p)}")
     assert problems == []
 
 

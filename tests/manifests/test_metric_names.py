@@ -31,10 +31,10 @@ from tests.support.triton import ADD_CONFIG, add_model_files, infer_http, triton
 # kube-state-metrics series the platform queries that the chart's own rules and dashboards
 # do not, each with the kube-state-metrics documentation page that names it.
 KUBE_STATE_METRICS: dict[str, str] = {
-    "kube_pod_container_status_ready": "kube-state-metrics, https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)",
+    "kube_pod_container_status_ready": ("kube-state-metrics, " "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"),
     # The agent is a native sidecar (an init container with restartPolicy Always).
-    "kube_pod_init_container_status_ready": "kube-state-metrics, https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)",
-    "kube_pod_container_status_restarts_total": "kube-state-metrics, https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)",
+    "kube_pod_init_container_status_ready": ("kube-state-metrics, " "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"),
+    "kube_pod_container_status_restarts_total": ("kube-state-metrics, " "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"),
 }
 
 

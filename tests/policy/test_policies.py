@@ -126,7 +126,7 @@ def test_private_acl_passes_public_acl_and_allusers_grant_fail() -> None:
     acl = policies.S3_ACL_TYPES[0]
     assert violations("s3-no-public-acl", resource_args(acl, {"bucket": "b", "acl": "private"}, "models-acl")) == []
     assert violations("s3-no-public-acl", resource_args(acl, {"bucket": "b", "acl": "public-read"}, "models-acl")) == [
-        "BucketAcl 'models-acl': acl public-read makes the bucket public; allowed: private (or no ACL with BucketOwnerEnforced)"
+        ("BucketAcl 'models-acl': acl public-read makes the bucket public; allowed: private (or no ACL with " "BucketOwnerEnforced)")
     ]
     grants = {"bucket": "b", "accessControlPolicy": {"owner": {"id": "o"}, "grants": [
         {"grantee": {"type": "Group", "uri": "http://acs.amazonaws.com/groups/global/AllUsers"}, "permission": "READ"}]}}
@@ -148,7 +148,7 @@ def test_tls_only_deny_policy_passes_public_allow_fails() -> None:
     public = {"Statement": [*TLS_ONLY["Statement"], {"Sid": "PublicRead", "Effect": "Allow", "Principal": {"AWS": "*"},
                                                       "Action": "s3:GetObject", "Resource": "arn:aws:s3:::triton-models-prod/*"}]}
     assert violations("s3-no-public-bucket-policy", resource_args(bp, {"bucket": "b", "policy": json.dumps(public)}, "models-policy")) == [
-        "BucketPolicy 'models-policy': statement PublicRead allows Principal * (public bucket); allowed: Allow to named AWS principals, Deny to *"
+        ("BucketPolicy 'models-policy': statement PublicRead allows Principal * (public bucket); allowed: Allow " "to named AWS principals, Deny to *")
     ]
 
 
@@ -187,7 +187,7 @@ def test_bucket_without_companions_fails_twice() -> None:
         "Bucket 'models-bucket': no SSE-KMS encryption configuration applies to it; "
         "allowed: a BucketServerSideEncryptionConfiguration with sseAlgorithm aws:kms for the bucket",
         "Bucket 'models-bucket': no public access block with all four settings true applies to it; "
-        "allowed: a BucketPublicAccessBlock with blockPublicAcls, blockPublicPolicy, ignorePublicAcls, restrictPublicBuckets true",
+        "allowed: a BucketPublicAccessBlock with blockPublicAcls, blockPublicPolicy, ignorePublicAcls, " "restrictPublicBuckets true",
     ]
 
 
@@ -211,7 +211,7 @@ def test_private_or_allowlisted_endpoint_passes(vpc: dict[str, Any]) -> None:
 ])
 def test_world_open_endpoint_fails(vpc: dict[str, Any], shown: str) -> None:
     assert violations("eks-endpoint-not-world-open", resource_args(policies.EKS_CLUSTER, {"vpcConfig": vpc}, "eks-cluster")) == [
-        f"Cluster 'eks-cluster': public API endpoint open to {shown}; allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs whose union is at most a /8"
+        (f"Cluster 'eks-cluster': public API endpoint open to {shown}; allowed: endpointPublicAccess false, or " "publicAccessCidrs listing specific CIDRs whose union is at most a /8")
     ]
 
 
@@ -240,7 +240,7 @@ def test_iam_enumerated_actions_pass_wildcards_fail() -> None:
     ]
     role = {"assumeRolePolicy": "{}", "inlinePolicies": [{"name": "admin", "policy": json.dumps({"Statement": {"Effect": "Allow", "Action": "*", "Resource": "*"}})}]}
     assert violations("iam-no-wildcard-s3-actions", resource_args(policies.IAM_ROLE, role, "ci-role")) == [
-        "Role 'ci-role': inline policy admin allows wildcard actions *; allowed: enumerated actions (s3:GetObject, s3:PutObject, ...) on the layout prefixes"
+        ("Role 'ci-role': inline policy admin allows wildcard actions *; allowed: enumerated actions " "(s3:GetObject, s3:PutObject, ...) on the layout prefixes")
     ]
 
 
@@ -271,18 +271,18 @@ def test_static_keys() -> None:
     assert violations("no-static-aws-keys", ok) == []
     leaked = {**AGENT, "env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}]}
     assert violations("no-static-aws-keys", resource_args(DEPLOYMENT, _deployment([TRITON, leaked], gpu_tolerations()), "triton-default")) == [
-        "Deployment 'triton-default': container 'agent' sets AWS_SECRET_ACCESS_KEY as a literal env value; allowed: EKS Pod Identity (no AWS key env vars)"
+        ("Deployment 'triton-default': container 'agent' sets AWS_SECRET_ACCESS_KEY as a literal env value; " "allowed: EKS Pod Identity (no AWS key env vars)")
     ]
     assert violations("no-static-aws-keys", resource_args(policies.IAM_ACCESS_KEY, {"user": "ci"}, "ci-key")) == [
-        "AccessKey 'ci-key': static IAM access keys are forbidden; allowed: GitHub OIDC roles for CI, EKS Pod Identity for pods"
+        ("AccessKey 'ci-key': static IAM access keys are forbidden; allowed: GitHub OIDC roles for CI, EKS Pod " "Identity for pods")
     ]
     assert violations("no-static-aws-keys", resource_args(policies.AWS_PROVIDER, {"region": "us-east-1", "accessKey": "AKIAEXAMPLE", "secretKey": "x"}, "aws")) == [
-        "aws 'aws': provider sets accessKey, secretKey; allowed: ambient credentials from an assumed role (assumeRoles / OIDC)"
+        ("aws 'aws': provider sets accessKey, secretKey; allowed: ambient credentials from an assumed role " "(assumeRoles / OIDC)")
     ]
     assert violations("no-static-aws-keys", resource_args(policies.AWS_PROVIDER, {"region": "us-east-1"}, "aws")) == []
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3"}, "stringData": {"aws_secret_access_key": "x", "endpoint": "y"}}
     assert violations("no-static-aws-keys", resource_args(policies.K8S_SECRET, secret, "s3-creds")) == [
-        "Secret 's3-creds': holds AWS secret access key entries aws_secret_access_key; allowed: EKS Pod Identity, no stored keys"
+        ("Secret 's3-creds': holds AWS secret access key entries aws_secret_access_key; allowed: EKS Pod " "Identity, no stored keys")
     ]
 
 
@@ -302,7 +302,7 @@ def test_gpu_pod_without_toleration_fails_with_the_contract_taint() -> None:
     args = resource_args(DEPLOYMENT, _deployment([TRITON], other), "triton-default")
     assert violations("gpu-pods-tolerate-gpu-taint", args) == [
         f"Deployment 'triton-default': requests {GPU_RESOURCE} but does not tolerate the GPU taint "
-        f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from components.gpu_contract.gpu_tolerations()"
+        f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from " "components.gpu_contract.gpu_tolerations()"
     ]
     assert "nvidia.com/gpu=true:NoSchedule" in violations("gpu-pods-tolerate-gpu-taint", args)[0]  # the contract, as documented
 
@@ -322,11 +322,11 @@ def test_cpu_pod_needs_no_gpu_toleration() -> None:
 def test_gpu_in_requests_only_or_unequal_fails() -> None:
     requests_only = {**TRITON, "resources": {"requests": {GPU_RESOURCE: "1"}}}
     assert violations("gpu-requested-in-limits", resource_args(DEPLOYMENT, _deployment([requests_only], gpu_tolerations()), "triton-default")) == [
-        f"Deployment 'triton-default': container 'triton' requests {GPU_RESOURCE} without a limit; allowed: {GPU_RESOURCE} in resources.limits (ref: Kubernetes extended resources)"
+        (f"Deployment 'triton-default': container 'triton' requests {GPU_RESOURCE} without a limit; allowed: " f"{GPU_RESOURCE} in resources.limits (ref: Kubernetes extended resources)")
     ]
     unequal = {**TRITON, "resources": {"requests": {GPU_RESOURCE: 1}, "limits": {GPU_RESOURCE: 2}}}
     assert violations("gpu-requested-in-limits", resource_args(DEPLOYMENT, _deployment([unequal], gpu_tolerations()), "triton-default")) == [
-        f"Deployment 'triton-default': container 'triton' {GPU_RESOURCE} request 1 differs from limit 2; allowed: request equal to limit, or limit only"
+        (f"Deployment 'triton-default': container 'triton' {GPU_RESOURCE} request 1 differs from limit 2; " "allowed: request equal to limit, or limit only")
     ]
 
 
@@ -342,7 +342,7 @@ def test_images_pinned_by_digest_outside_dev() -> None:
     tagged = {**AGENT, "image": "111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-platform/model-sync-agent:0.1.0"}
     args_prod = resource_args(DEPLOYMENT, _deployment([TRITON, tagged], gpu_tolerations()), "triton-default", stack="prod")
     assert violations("images-pinned", args_prod) == [
-        "Deployment 'triton-default': container 'agent' image 111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-platform/model-sync-agent:0.1.0 "
+        "Deployment 'triton-default': container 'agent' image " "111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-platform/model-sync-agent:0.1.0 "
         "is not pinned by digest (stack prod); allowed: registry/repo:tag@sha256:<digest>"
     ]
     assert violations("images-pinned", resource_args(DEPLOYMENT, _deployment([TRITON, tagged], gpu_tolerations()), "triton-default", stack="dev")) == []
@@ -356,7 +356,7 @@ def test_images_pinned_by_digest_outside_dev() -> None:
 def test_latest_or_untagged_images_fail_even_in_dev(image: str, problem: str) -> None:
     bad = {**TRITON, "image": image}
     assert violations("images-pinned", resource_args(DEPLOYMENT, _deployment([bad], gpu_tolerations()), "triton-default", stack="dev")) == [
-        f"Deployment 'triton-default': container 'triton' image {image} {problem} (stack dev); allowed: registry/repo:tag (digest recommended), never latest"
+        (f"Deployment 'triton-default': container 'triton' image {image} {problem} (stack dev); allowed: " "registry/repo:tag (digest recommended), never latest")
     ]
 
 
@@ -364,7 +364,7 @@ def test_init_containers_are_checked() -> None:
     spec = _deployment([TRITON], gpu_tolerations())
     spec["spec"]["template"]["spec"]["initContainers"] = [{"name": "agent-init", "image": "public.ecr.aws/x/agent:latest"}]
     assert violations("images-pinned", resource_args(DEPLOYMENT, spec, "triton-default")) == [
-        "Deployment 'triton-default': container 'agent-init' image public.ecr.aws/x/agent:latest uses the mutable latest tag (stack prod); "
+        "Deployment 'triton-default': container 'agent-init' image public.ecr.aws/x/agent:latest uses the mutable " "latest tag (stack prod); "
         "allowed: registry/repo:tag@sha256:<digest>"
     ]
 
@@ -376,5 +376,5 @@ def test_helm_chart_version_pinned(version: str, ok: bool) -> None:
         props["version"] = version
     found = violations("helm-chart-version-pinned", resource_args(policies.HELM_CHART_TYPES[0], props, "nvidia-device-plugin"))
     assert found == ([] if ok else [
-        f"Release 'nvidia-device-plugin': chart version {version or '<unset>'} is not an exact version; allowed: an exact semver pinned in components/versions.py"
+        (f"Release 'nvidia-device-plugin': chart version {version or '<unset>'} is not an exact version; " "allowed: an exact semver pinned in components/versions.py")
     ])

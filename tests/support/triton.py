@@ -338,7 +338,7 @@ class Serving:
         try:
             wait_until(lambda: served_version(self.triton.http_url, name) == version, timeout, what=f"{name} served by version {version}")
         except TimeoutError as e:
-            raise AssertionError(f"{e}; agent log: {self.agent_log()}; triton log: {self.triton.process.log_tail(20) if self.triton.process else ''}") from None
+            raise AssertionError(f"{e}; agent log: {self.agent_log()}; triton log: " f"{self.triton.process.log_tail(20) if self.triton.process else ''}") from None
 
     def agent_log(self) -> str:
         return self.agent.log_tail(30) if self.agent else ""

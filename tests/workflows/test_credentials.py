@@ -61,7 +61,7 @@ def test_every_job_timeout_fits_its_credentials_and_its_roles_max_session(max_se
     for label, timeout, duration, role in jobs:
         role_max = max_sessions[role] if role else IAM_DEFAULT_MAX_SESSION
         assert IAM_MIN_DURATION <= duration <= IAM_MAX_DURATION, label
-        assert timeout <= duration <= role_max, f"{label}: timeout {timeout} s, credentials {duration} s, {role or 'image publisher'} max session {role_max} s"
+        assert timeout <= duration <= role_max, (f"{label}: timeout {timeout} s, credentials {duration} s, {role or 'image publisher'} max session " f"{role_max} s")
 
 
 def test_the_long_jobs_are_the_deploys_and_only_the_deployer_allows_long_sessions(max_sessions: dict[str, int]) -> None:

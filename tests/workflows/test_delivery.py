@@ -179,7 +179,7 @@ def test_the_preview_job_records_its_outcome_instead_of_stopping_before_the_comm
 def test_the_preview_step_saves_output_and_exit_code_and_never_stops_the_job(tmp_path: Path, rc: int) -> None:
     preview = load("pull-request.yml")["jobs"]["preview"]
     script = step(preview, "pulumi preview (cloud resources; the cluster side comes from the offline render)")["run"]
-    stub(tmp_path / "bin", "pulumi", f'printf "%s\\n" "$*" > "$ARGV_LOG"\necho "Policy Violations:"\necho "    [mandatory]  s3-encrypted"\nexit {rc}\n')
+    stub(tmp_path / "bin", "pulumi", 'printf "%s\\n" "$*" > "$ARGV_LOG"\necho "Policy Violations:"\necho "    [mandatory]  s3-encrypted"\nexit ' f'{rc}\n')
     out = tmp_path / "out"
     env = {"STACK": "prod", "GITHUB_OUTPUT": str(out), "ARGV_LOG": str(tmp_path / "argv")}
     proc = bash(script, tmp_path, env, tmp_path / "bin")
@@ -361,7 +361,7 @@ def test_the_newest_commit_check_refuses_an_older_commit(tmp_path: Path, github:
     proc = bash(script, tmp_path, {**api_env(github), "GITHUB_TOKEN": "t0ken", "GITHUB_SHA": SHA, "STACK": "prod"})
     assert (proc.returncode == 0) == ok, proc.stdout + proc.stderr
     if head == OTHER_SHA:
-        assert proc.stdout.startswith(f"::error title=Not the newest commit on main::this run would deploy {SHA} to prod, but main is at {OTHER_SHA}.")
+        assert proc.stdout.startswith(f"::error title=Not the newest commit on main::this run would deploy {SHA} to prod, but main is at " f"{OTHER_SHA}.")
     elif not ok:
         assert proc.stdout.startswith("::error title=Cannot read the head of main::")
 
