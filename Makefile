@@ -106,6 +106,7 @@ logql: $(LOGQL)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check --quiet .
 	$(PY) -m tools.pulumi_yaml --check
 	$(VENV)/bin/yamllint -s -c .yamllint.yaml stacks Pulumi.yaml
 

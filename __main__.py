@@ -31,98 +31,208 @@ config = load_from_pulumi()
 # Names other sections rely on: network, cluster (.provider), node_groups (name ->
 # NodeGroup), repository (.bucket_name, .bucket_arn, .kms_key_arn), identities
 # (.serving_role_arn), gpu_operators. See docs/stack-outputs.md.
-aws_tags = {"triton-platform.io/environment": config.environment, "triton-platform.io/stack": config.stack, "managed-by": "pulumi"}
+aws_tags = {
+    "triton-platform.io/environment": config.environment,
+    "triton-platform.io/stack": config.stack,
+    "managed-by": "pulumi",
+}
 eks_name = cluster_name(config.environment)
 
-network = Network("network", NetworkArgs(
-    cluster_name=eks_name, region=config.region, vpc_cidr=config.vpc_cidr,
-    availability_zones=config.availability_zones, nat_gateway_mode=config.nat_gateway_mode, tags=aws_tags,
-))
-cluster = EksCluster("cluster", EksClusterArgs(
-    cluster_name=eks_name, region=config.region, kubernetes_version=config.kubernetes_version,
-    subnet_ids=network.private_subnet_ids, cluster_admin_role_arns=config.cluster_admin_role_arns,
-    public_access_cidrs=config.cluster_endpoint_public_access_cidrs,
-    allow_world_open_endpoint=config.allow_world_open_cluster_endpoint,
-    log_types=config.cluster_log_types, log_retention_days=config.cluster_log_retention_days,
-    deletion_protection=config.environment != "dev", tags=aws_tags,
-))
-node_groups = build_node_groups(config.node_groups, cluster.cluster_name, config.kubernetes_version,
-                                network.private_subnet_ids, aws_tags)
-cluster_addons = EksAddons("post-compute-addons", EksAddonsArgs(
-    cluster_name=cluster.cluster_name, kubernetes_version=config.kubernetes_version, addons=AFTER_COMPUTE_ADDONS, tags=aws_tags,
-), opts=pulumi.ResourceOptions(depends_on=list(node_groups.values())))
+network = Network(
+    "network",
+    NetworkArgs(
+        cluster_name=eks_name,
+        region=config.region,
+        vpc_cidr=config.vpc_cidr,
+        availability_zones=config.availability_zones,
+        nat_gateway_mode=config.nat_gateway_mode,
+        tags=aws_tags,
+    ),
+)
+cluster = EksCluster(
+    "cluster",
+    EksClusterArgs(
+        cluster_name=eks_name,
+        region=config.region,
+        kubernetes_version=config.kubernetes_version,
+        subnet_ids=network.private_subnet_ids,
+        cluster_admin_role_arns=config.cluster_admin_role_arns,
+        public_access_cidrs=config.cluster_endpoint_public_access_cidrs,
+        allow_world_open_endpoint=config.allow_world_open_cluster_endpoint,
+        log_types=config.cluster_log_types,
+        log_retention_days=config.cluster_log_retention_days,
+        deletion_protection=config.environment != "dev",
+        tags=aws_tags,
+    ),
+)
+node_groups = build_node_groups(
+    config.node_groups, cluster.cluster_name, config.kubernetes_version, network.private_subnet_ids, aws_tags
+)
+cluster_addons = EksAddons(
+    "post-compute-addons",
+    EksAddonsArgs(
+        cluster_name=cluster.cluster_name,
+        kubernetes_version=config.kubernetes_version,
+        addons=AFTER_COMPUTE_ADDONS,
+        tags=aws_tags,
+    ),
+    opts=pulumi.ResourceOptions(depends_on=list(node_groups.values())),
+)
 # The EBS CSI driver (a Deployment: after the nodes) and the default encrypted gp3
 # StorageClass (naming.STORAGE_CLASS) that the PVCs of Prometheus, Alertmanager and Loki bind to.
-block_storage = BlockStorage("block-storage", BlockStorageArgs(
-    cluster_name=cluster.cluster_name, cluster_arn=cluster.cluster_arn, kubernetes_version=config.kubernetes_version,
-    reclaim_policy="Delete" if config.environment == "dev" else "Retain", tags=aws_tags,
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=list(node_groups.values())))
+block_storage = BlockStorage(
+    "block-storage",
+    BlockStorageArgs(
+        cluster_name=cluster.cluster_name,
+        cluster_arn=cluster.cluster_arn,
+        kubernetes_version=config.kubernetes_version,
+        reclaim_policy="Delete" if config.environment == "dev" else "Retain",
+        tags=aws_tags,
+    ),
+    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=list(node_groups.values())),
+)
 # Every Kubernetes-provider component below waits for nodes, CoreDNS and the StorageClass.
 cluster_ready: list[pulumi.Resource] = [*node_groups.values(), cluster_addons, block_storage]
-repository = ModelRepository("model-repository", ModelRepositoryArgs(
-    environment=config.environment, region=config.region,
-    noncurrent_version_days=config.model_repository_noncurrent_version_days,
-    force_destroy=config.model_repository_force_destroy,
-    read_principal_arns=config.model_repository_read_principal_arns, tags=aws_tags,
-))
-identities = Identities("identities", IdentitiesArgs(
-    environment=config.environment, cluster_name=cluster.cluster_name, cluster_arn=cluster.cluster_arn,
-    bucket_arn=repository.bucket_arn, kms_key_arn=repository.kms_key_arn,
-    triton_deployments=[d.name for d in config.triton_deployments],
-    github_repository=config.github_repository, github_deploy_refs=config.github_deploy_refs,
-    deployer_policy_arns=config.deployer_policy_arns, github_oidc_provider_arn=config.github_oidc_provider_arn,
-    promotion_source_bucket=config.promotion_source_bucket,
-    promotion_source_kms_key_arn=config.promotion_source_kms_key_arn, tags=aws_tags,
-), opts=pulumi.ResourceOptions(depends_on=[cluster.addons]))  # the pod-identity agent add-on first
+repository = ModelRepository(
+    "model-repository",
+    ModelRepositoryArgs(
+        environment=config.environment,
+        region=config.region,
+        noncurrent_version_days=config.model_repository_noncurrent_version_days,
+        force_destroy=config.model_repository_force_destroy,
+        read_principal_arns=config.model_repository_read_principal_arns,
+        tags=aws_tags,
+    ),
+)
+identities = Identities(
+    "identities",
+    IdentitiesArgs(
+        environment=config.environment,
+        cluster_name=cluster.cluster_name,
+        cluster_arn=cluster.cluster_arn,
+        bucket_arn=repository.bucket_arn,
+        kms_key_arn=repository.kms_key_arn,
+        triton_deployments=[d.name for d in config.triton_deployments],
+        github_repository=config.github_repository,
+        github_deploy_refs=config.github_deploy_refs,
+        deployer_policy_arns=config.deployer_policy_arns,
+        github_oidc_provider_arn=config.github_oidc_provider_arn,
+        promotion_source_bucket=config.promotion_source_bucket,
+        promotion_source_kms_key_arn=config.promotion_source_kms_key_arn,
+        tags=aws_tags,
+    ),
+    opts=pulumi.ResourceOptions(depends_on=[cluster.addons]),
+)  # the pod-identity agent add-on first
 # ---- Kubernetes serving plane --------------------------------------------------------
 # Every Kubernetes object goes through the cluster's provider (children inherit it).
 # Order: namespace -> monitoring (CRDs + adapter) -> Triton -> ingress. docs/serving-plane.md.
 on_cluster = pulumi.ResourceOptions(provider=cluster.provider, depends_on=cluster_ready)
 replicas = config.platform_replicas
 triton_namespace = ServingNamespace("triton-namespace", ServingNamespaceArgs(TRITON_NAMESPACE), opts=on_cluster)
-monitoring = Monitoring("monitoring", MonitoringArgs(
-    deployments=tuple(MonitoredDeployment(d.name, d.queue_time_target_microseconds) for d in config.triton_deployments),
-    prometheus_retention_days=config.prometheus_retention_days, prometheus_storage_gib=config.prometheus_storage_gib,
-    slack_webhook_url=config.alertmanager_slack_webhook_url, replicas=replicas, vpc_cidr=config.vpc_cidr,
-), opts=on_cluster) if config.monitoring_enabled else None
-log_shipping = LogShipping("log-shipping", LogShippingArgs(
-    retention_days=config.loki_retention_days, shipper_replicas=replicas + 1,
-    grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None, vpc_cidr=config.vpc_cidr,
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *([monitoring] if monitoring else [])])) if config.logging_enabled else None
+monitoring = (
+    Monitoring(
+        "monitoring",
+        MonitoringArgs(
+            deployments=tuple(
+                MonitoredDeployment(d.name, d.queue_time_target_microseconds) for d in config.triton_deployments
+            ),
+            prometheus_retention_days=config.prometheus_retention_days,
+            prometheus_storage_gib=config.prometheus_storage_gib,
+            slack_webhook_url=config.alertmanager_slack_webhook_url,
+            replicas=replicas,
+            vpc_cidr=config.vpc_cidr,
+        ),
+        opts=on_cluster,
+    )
+    if config.monitoring_enabled
+    else None
+)
+log_shipping = (
+    LogShipping(
+        "log-shipping",
+        LogShippingArgs(
+            retention_days=config.loki_retention_days,
+            shipper_replicas=replicas + 1,
+            grafana_namespace=MonitoringArgs.namespace if monitoring is not None else None,
+            vpc_cidr=config.vpc_cidr,
+        ),
+        opts=pulumi.ResourceOptions(
+            provider=cluster.provider, depends_on=[*cluster_ready, *([monitoring] if monitoring else [])]
+        ),
+    )
+    if config.logging_enabled
+    else None
+)
 # GPU operators and the node autoscaler come after monitoring: their ServiceMonitors
 # need the prometheus-operator CRDs that kube-prometheus-stack installs.
 after_monitoring = [monitoring] if monitoring is not None else []
-gpu_operators = GpuOperators("gpu-operators", GpuOperatorsArgs(
-    gpu_node_groups=[g.name for g in config.gpu_node_groups], service_monitor=config.monitoring_enabled,
-    host_device_plugin_node_groups=[g.name for g in config.gpu_node_groups if g.ami_type.startswith("BOTTLEROCKET")],
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *after_monitoring]))
+gpu_operators = GpuOperators(
+    "gpu-operators",
+    GpuOperatorsArgs(
+        gpu_node_groups=[g.name for g in config.gpu_node_groups],
+        service_monitor=config.monitoring_enabled,
+        host_device_plugin_node_groups=[
+            g.name for g in config.gpu_node_groups if g.ami_type.startswith("BOTTLEROCKET")
+        ],
+    ),
+    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *after_monitoring]),
+)
 
 # Node autoscaling (docs/node-autoscaling.md): GPU node groups follow the Triton replicas.
 if config.node_autoscaling_enabled:
-    cluster_autoscaler = ClusterAutoscaler("cluster-autoscaler", ClusterAutoscalerArgs(
-        cluster_name=cluster.cluster_name, cluster_arn=cluster.cluster_arn, region=config.region,
-        kubernetes_version=config.kubernetes_version, gpu_pools=tuple(
-            GpuPool(name=g.name, autoscaling_group_name=node_groups[g.name].autoscaling_group_name,
-                    gpus_per_node=gpus_per_node(g.instance_types), capacity_type=g.capacity_type)
-            for g in config.gpu_node_groups
+    cluster_autoscaler = ClusterAutoscaler(
+        "cluster-autoscaler",
+        ClusterAutoscalerArgs(
+            cluster_name=cluster.cluster_name,
+            cluster_arn=cluster.cluster_arn,
+            region=config.region,
+            kubernetes_version=config.kubernetes_version,
+            gpu_pools=tuple(
+                GpuPool(
+                    name=g.name,
+                    autoscaling_group_name=node_groups[g.name].autoscaling_group_name,
+                    gpus_per_node=gpus_per_node(g.instance_types),
+                    capacity_type=g.capacity_type,
+                )
+                for g in config.gpu_node_groups
+            ),
+            scale_down_unneeded_minutes=config.scale_down_unneeded_minutes,
+            scale_down_delay_after_add_minutes=config.scale_down_delay_after_add_minutes,
+            service_monitor=config.monitoring_enabled,
         ),
-        scale_down_unneeded_minutes=config.scale_down_unneeded_minutes,
-        scale_down_delay_after_add_minutes=config.scale_down_delay_after_add_minutes,
-        service_monitor=config.monitoring_enabled,
-    ), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *after_monitoring]))
+        opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, *after_monitoring]),
+    )
 
 tritons = build_triton_deployments(
-    config.triton_deployments, environment=config.environment, bucket_name=repository.bucket_name, region=config.region,
-    agent_image=config.agent_image, triton_image=config.triton_image, monitoring=monitoring is not None,
+    config.triton_deployments,
+    environment=config.environment,
+    bucket_name=repository.bucket_name,
+    region=config.region,
+    agent_image=config.agent_image,
+    triton_image=config.triton_image,
+    monitoring=monitoring is not None,
     # The Pod Identity associations exist before the first pod asks for credentials.
-    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, triton_namespace, identities, *([monitoring] if monitoring else [])]),
+    opts=pulumi.ResourceOptions(
+        provider=cluster.provider,
+        depends_on=[*cluster_ready, triton_namespace, identities, *([monitoring] if monitoring else [])],
+    ),
 )
-ingress = Ingress("ingress", IngressArgs(
-    domain=config.domain, acme_email=config.acme_email, tls_issuer=config.tls_issuer,
-    backends=tuple(TritonBackend(d.name, triton_app_name(d.name), d.models) for d in config.triton_deployments),
-    allowed_cidrs=config.ingress_allowed_cidrs, request_body_limit_mib=config.ingress_request_body_limit_mib,
-    rate_limit_rps=config.ingress_rate_limit_rps, replicas=replicas + 1, clients=config.ingress_clients, vpc_cidr=config.vpc_cidr,
-), opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, triton_namespace]))
+ingress = Ingress(
+    "ingress",
+    IngressArgs(
+        domain=config.domain,
+        acme_email=config.acme_email,
+        tls_issuer=config.tls_issuer,
+        backends=tuple(TritonBackend(d.name, triton_app_name(d.name), d.models) for d in config.triton_deployments),
+        allowed_cidrs=config.ingress_allowed_cidrs,
+        request_body_limit_mib=config.ingress_request_body_limit_mib,
+        rate_limit_rps=config.ingress_rate_limit_rps,
+        replicas=replicas + 1,
+        clients=config.ingress_clients,
+        vpc_cidr=config.vpc_cidr,
+    ),
+    opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, triton_namespace]),
+)
 
 # ---- Stack outputs -------------------------------------------------------------------
 pulumi.export("environment", config.environment)
@@ -144,7 +254,9 @@ if identities.promoter_role_arn is not None:
 # Serving-plane outputs (docs/serving-plane.md).
 pulumi.export("tritonEndpoints", {"http": ingress.http_endpoint, "grpc": ingress.grpc_endpoint})
 pulumi.export("tritonDeployments", sorted(tritons))
-pulumi.export("tritonImage", config.triton_image)  # the image the pods run: model-sync version alignment (docs/stack-outputs.md)
+pulumi.export(
+    "tritonImage", config.triton_image
+)  # the image the pods run: model-sync version alignment (docs/stack-outputs.md)
 pulumi.export("ingressApiKeys", ingress.api_keys)  # secret: {client: API key}
 if monitoring is not None:
     pulumi.export("grafanaAdminPassword", monitoring.grafana_admin_password)  # secret

@@ -15,11 +15,16 @@ from components.account_bootstrap import AccountBootstrap, AccountBootstrapArgs
 from components.bootstrap_config import load_from_pulumi
 
 config = load_from_pulumi()
-account = AccountBootstrap("account", AccountBootstrapArgs(
-    github_repository=config.github_repository, agent_image_repository=config.agent_image_repository,
-    agent_image_refs=config.agent_image_refs, agent_image_push_role=config.agent_image_push_role,
-    tags={"triton-platform.io/stack": f"bootstrap-{config.stack}", "managed-by": "pulumi"},
-))
+account = AccountBootstrap(
+    "account",
+    AccountBootstrapArgs(
+        github_repository=config.github_repository,
+        agent_image_repository=config.agent_image_repository,
+        agent_image_refs=config.agent_image_refs,
+        agent_image_push_role=config.agent_image_push_role,
+        tags={"triton-platform.io/stack": f"bootstrap-{config.stack}", "managed-by": "pulumi"},
+    ),
+)
 pulumi.export("githubOidcProviderArn", account.github_oidc_provider_arn)  # every stack's githubOidcProviderArn
 pulumi.export("agentImageRepositoryUrl", account.agent_image_repository_url)  # the AGENT_IMAGE_REPOSITORY variable
 pulumi.export("agentImageRoleArn", account.agent_image_role_arn)  # the AWS_AGENT_IMAGE_ROLE_ARN variable

@@ -33,8 +33,15 @@ IMAGE_SESSION_SECONDS = 3600
 # What pushing one image needs (docker push / buildx): the layer upload calls and PutImage;
 # DescribeImages lets the workflow see that a tag already exists before it builds.
 # ref: https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-push-iam.html
-PUSH_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
-                "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage", "ecr:DescribeImages")
+PUSH_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:InitiateLayerUpload",
+    "ecr:UploadLayerPart",
+    "ecr:CompleteLayerUpload",
+    "ecr:PutImage",
+    "ecr:BatchGetImage",
+    "ecr:DescribeImages",
+)
 
 
 @dataclass(frozen=True)
@@ -57,25 +64,38 @@ class AccountBootstrapArgs:
 
     def __post_init__(self) -> None:
         if self.agent_image_repository and not ECR_REPOSITORY_NAME.match(self.agent_image_repository):
-            raise ValueError(f"AccountBootstrapArgs.agent_image_repository: {self.agent_image_repository!r} is not valid; " "allowed: an ECR repository name or ''")
+            raise ValueError(
+                f"AccountBootstrapArgs.agent_image_repository: {self.agent_image_repository!r} is not valid; "
+                "allowed: an ECR repository name or ''"
+            )
         if self.agent_image_push_role and not self.agent_image_repository:
-            raise ValueError("AccountBootstrapArgs.agent_image_push_role: True without agent_image_repository; allowed: False, or " "name the repository")
+            raise ValueError(
+                "AccountBootstrapArgs.agent_image_push_role: True without agent_image_repository; allowed: False, or "
+                "name the repository"
+            )
         if not self.agent_image_refs:
-            raise ValueError("AccountBootstrapArgs.agent_image_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
+            raise ValueError(
+                "AccountBootstrapArgs.agent_image_refs: [] is empty; allowed: at least one ref such as refs/heads/main"
+            )
         for ref in self.agent_image_refs:  # github_subject validates the repository and the refs
             github_subject(self.github_repository, IMAGE_WORKFLOW, ref, IMAGE_ENVIRONMENT)
 
 
 def image_subjects(args: AccountBootstrapArgs) -> list[str]:
-    return sorted(github_subject(args.github_repository, IMAGE_WORKFLOW, ref, IMAGE_ENVIRONMENT) for ref in args.agent_image_refs)
+    return sorted(
+        github_subject(args.github_repository, IMAGE_WORKFLOW, ref, IMAGE_ENVIRONMENT) for ref in args.agent_image_refs
+    )
 
 
 def _build_push_policy(repository_arn: str) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [
-        # GetAuthorizationToken has no resource-level permission.
-        {"Sid": "Login", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
-        {"Sid": "PushAgentImage", "Effect": "Allow", "Action": list(PUSH_ACTIONS), "Resource": repository_arn},
-    ]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            # GetAuthorizationToken has no resource-level permission.
+            {"Sid": "Login", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+            {"Sid": "PushAgentImage", "Effect": "Allow", "Action": list(PUSH_ACTIONS), "Resource": repository_arn},
+        ],
+    }
 
 
 class AccountBootstrap(pulumi.ComponentResource):
@@ -90,27 +110,49 @@ class AccountBootstrap(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
         provider = aws.iam.OpenIdConnectProvider(
-            f"{name}-github-oidc", url=f"https://{GITHUB_OIDC_HOST}", client_id_lists=[GITHUB_OIDC_AUDIENCE], tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, protect=True))  # every stack of the account trusts it
+            f"{name}-github-oidc",
+            url=f"https://{GITHUB_OIDC_HOST}",
+            client_id_lists=[GITHUB_OIDC_AUDIENCE],
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
+        )  # every stack of the account trusts it
         self.github_oidc_provider_arn = provider.arn
         self.agent_image_repository_url = pulumi.Output.from_input("")
         self.agent_image_role_arn = pulumi.Output.from_input("")
         if args.agent_image_repository:
             repository = aws.ecr.Repository(
-                f"{name}-agent-repository", name=args.agent_image_repository, image_tag_mutability="IMMUTABLE",
+                f"{name}-agent-repository",
+                name=args.agent_image_repository,
+                image_tag_mutability="IMMUTABLE",
                 image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
                 encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="KMS")],
-                force_delete=False, tags=tags, opts=child)
+                force_delete=False,
+                tags=tags,
+                opts=child,
+            )
             self.agent_image_repository_url = repository.repository_url
         if args.agent_image_repository and args.agent_image_push_role:
             subjects = image_subjects(args)
             role = aws.iam.Role(
-                f"{name}-agent-image-role", name=IMAGE_ROLE_NAME, description="CI: push the agent image (agent-image.yml)",
+                f"{name}-agent-image-role",
+                name=IMAGE_ROLE_NAME,
+                description="CI: push the agent image (agent-image.yml)",
                 assume_role_policy=provider.arn.apply(lambda arn: json.dumps(_build_github_trust(arn, subjects))),
-                max_session_duration=IMAGE_SESSION_SECONDS, tags=tags, opts=child)
-            aws.iam.RolePolicy(f"{name}-agent-image-push", role=role.id,
-                               policy=repository.arn.apply(lambda arn: json.dumps(_build_push_policy(arn))), opts=child)
+                max_session_duration=IMAGE_SESSION_SECONDS,
+                tags=tags,
+                opts=child,
+            )
+            aws.iam.RolePolicy(
+                f"{name}-agent-image-push",
+                role=role.id,
+                policy=repository.arn.apply(lambda arn: json.dumps(_build_push_policy(arn))),
+                opts=child,
+            )
             self.agent_image_role_arn = role.arn
-        self.register_outputs({"githubOidcProviderArn": self.github_oidc_provider_arn,
-                               "agentImageRepositoryUrl": self.agent_image_repository_url,
-                               "agentImageRoleArn": self.agent_image_role_arn})
+        self.register_outputs(
+            {
+                "githubOidcProviderArn": self.github_oidc_provider_arn,
+                "agentImageRepositoryUrl": self.agent_image_repository_url,
+                "agentImageRoleArn": self.agent_image_role_arn,
+            }
+        )

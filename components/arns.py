@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-ROLE_ARN = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>[0-9]{12}):role/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,64})$")
+ROLE_ARN = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>[0-9]{12}):role/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,64})$"
+)
 POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
 
 
@@ -30,7 +32,9 @@ def role_identity(role_arn: str) -> tuple[str, str, str]:
     """(partition, account, lower-cased name): equal for two ARNs of one role."""
     m = ROLE_ARN.match(role_arn)
     if m is None:
-        raise ValueError(f"role ARN: {role_arn!r} is not an IAM role ARN; allowed: arn:aws:iam::<12-digit account>:role/<name>")
+        raise ValueError(
+            f"role ARN: {role_arn!r} is not an IAM role ARN; allowed: arn:aws:iam::<12-digit account>:role/<name>"
+        )
     return m.group("partition"), m.group("account"), m.group("name").lower()
 
 

@@ -71,13 +71,20 @@ class BlockStorageArgs:
     def __post_init__(self) -> None:
         if ADDON not in EKS_ADDON_VERSIONS.get(self.kubernetes_version, {}):
             pinned = sorted(v for v, addons in EKS_ADDON_VERSIONS.items() if ADDON in addons)
-            raise ValueError(f"BlockStorageArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned {ADDON} version; "
-                             f"allowed: {', '.join(pinned)} (pin it in components/versions.py)")
+            raise ValueError(
+                f"BlockStorageArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned {ADDON} version; "
+                f"allowed: {', '.join(pinned)} (pin it in components/versions.py)"
+            )
         if isinstance(self.kms_key_arn, str) and not _KMS_KEY_ARN.match(self.kms_key_arn):
-            raise ValueError(f"BlockStorageArgs.kms_key_arn: {self.kms_key_arn!r} is not a KMS key ARN; "
-                             "allowed: arn:aws:kms:<region>:<account>:key/<key id>, or None for the aws/ebs key")
+            raise ValueError(
+                f"BlockStorageArgs.kms_key_arn: {self.kms_key_arn!r} is not a KMS key ARN; "
+                "allowed: arn:aws:kms:<region>:<account>:key/<key id>, or None for the aws/ebs key"
+            )
         if self.reclaim_policy not in RECLAIM_POLICIES:
-            raise ValueError(f"BlockStorageArgs.reclaim_policy: {self.reclaim_policy!r} is not allowed; allowed: " f"{' | '.join(RECLAIM_POLICIES)}")
+            raise ValueError(
+                f"BlockStorageArgs.reclaim_policy: {self.reclaim_policy!r} is not allowed; allowed: "
+                f"{' | '.join(RECLAIM_POLICIES)}"
+            )
 
 
 def _build_trust_policy(cluster_arn: str) -> str:
@@ -87,14 +94,32 @@ def _build_trust_policy(cluster_arn: str) -> str:
 def _build_kms_policy(key_arn: str) -> dict[str, Any]:
     """What the driver needs on a customer managed key: grants for EC2 (attach) and data keys.
     ref: https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html (KMS key policy for encrypted volumes)"""
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "GrantsForEbs", "Effect": "Allow", "Action": ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
-         "Resource": key_arn, "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}}},
-        {"Sid": "VolumeDataKeys", "Effect": "Allow",
-         "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKey",
-                    "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"],
-         "Resource": key_arn},
-    ]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "GrantsForEbs",
+                "Effect": "Allow",
+                "Action": ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
+                "Resource": key_arn,
+                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            },
+            {
+                "Sid": "VolumeDataKeys",
+                "Effect": "Allow",
+                "Action": [
+                    "kms:Encrypt",
+                    "kms:Decrypt",
+                    "kms:ReEncryptFrom",
+                    "kms:ReEncryptTo",
+                    "kms:GenerateDataKey",
+                    "kms:GenerateDataKeyWithoutPlaintext",
+                    "kms:DescribeKey",
+                ],
+                "Resource": key_arn,
+            },
+        ],
+    }
 
 
 def _build_storage_class(reclaim_policy: str, kms_key_arn: str | None) -> dict[str, Any]:
@@ -103,9 +128,13 @@ def _build_storage_class(reclaim_policy: str, kms_key_arn: str | None) -> dict[s
     if kms_key_arn:
         parameters["kmsKeyId"] = kms_key_arn
     return {
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": naming.STORAGE_CLASS, "annotations": {DEFAULT_CLASS_ANNOTATION: "true"},
-                     "labels": {"app.kubernetes.io/part-of": "triton-platform"}},
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": naming.STORAGE_CLASS,
+            "annotations": {DEFAULT_CLASS_ANNOTATION: "true"},
+            "labels": {"app.kubernetes.io/part-of": "triton-platform"},
+        },
         "provisioner": PROVISIONER,
         "parameters": parameters,
         "reclaimPolicy": reclaim_policy,
@@ -127,35 +156,62 @@ class BlockStorage(pulumi.ComponentResource):
         tags = dict(args.tags)
 
         role = aws.iam.Role(
-            f"{name}-role", description="EBS CSI driver (EKS Pod Identity): create, attach and delete this cluster's volumes",
-            assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(_build_trust_policy), tags=tags, opts=child)
+            f"{name}-role",
+            description="EBS CSI driver (EKS Pod Identity): create, attach and delete this cluster's volumes",
+            assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(_build_trust_policy),
+            tags=tags,
+            opts=child,
+        )
         grants: list[pulumi.Resource] = [
-            aws.iam.RolePolicyAttachment(f"{name}-role-managed-policy", role=role.name, policy_arn=MANAGED_POLICY_ARN, opts=child)]
+            aws.iam.RolePolicyAttachment(
+                f"{name}-role-managed-policy", role=role.name, policy_arn=MANAGED_POLICY_ARN, opts=child
+            )
+        ]
         kms_key: pulumi.Output[str] | None = None
         if args.kms_key_arn is not None:
             kms_key = pulumi.Output.from_input(args.kms_key_arn)
-            grants.append(aws.iam.RolePolicy(f"{name}-role-kms", role=role.id,
-                                             policy=kms_key.apply(lambda arn: json.dumps(_build_kms_policy(arn))), opts=child))
+            grants.append(
+                aws.iam.RolePolicy(
+                    f"{name}-role-kms",
+                    role=role.id,
+                    policy=kms_key.apply(lambda arn: json.dumps(_build_kms_policy(arn))),
+                    opts=child,
+                )
+            )
 
         self.addon_version = EKS_ADDON_VERSIONS[args.kubernetes_version][ADDON]
         addon = aws.eks.Addon(
-            f"{name}-addon", cluster_name=args.cluster_name, addon_name=ADDON, addon_version=self.addon_version,
-            pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=SERVICE_ACCOUNT)],
-            resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
+            f"{name}-addon",
+            cluster_name=args.cluster_name,
+            addon_name=ADDON,
+            addon_version=self.addon_version,
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=SERVICE_ACCOUNT)
+            ],
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
         )
         manifest = _build_storage_class(args.reclaim_policy, None)
         parameters: pulumi.Input[Mapping[str, str]] = (
-            kms_key.apply(lambda arn: _build_storage_class(args.reclaim_policy, arn)["parameters"]) if kms_key is not None
-            else manifest["parameters"])
+            kms_key.apply(lambda arn: _build_storage_class(args.reclaim_policy, arn)["parameters"])
+            if kms_key is not None
+            else manifest["parameters"]
+        )
         storage_class = k8s.storage.v1.StorageClass(
-            f"{name}-storage-class", metadata=manifest["metadata"], provisioner=manifest["provisioner"], parameters=parameters,
-            reclaim_policy=manifest["reclaimPolicy"], volume_binding_mode=manifest["volumeBindingMode"],
+            f"{name}-storage-class",
+            metadata=manifest["metadata"],
+            provisioner=manifest["provisioner"],
+            parameters=parameters,
+            reclaim_policy=manifest["reclaimPolicy"],
+            volume_binding_mode=manifest["volumeBindingMode"],
             allow_volume_expansion=manifest["allowVolumeExpansion"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[addon]),
         )
 
         self.role_arn = role.arn
         self.storage_class_name = storage_class.metadata.apply(lambda m: m.name or naming.STORAGE_CLASS)
-        self.register_outputs({"roleArn": self.role_arn, "addonVersion": self.addon_version,
-                               "storageClassName": self.storage_class_name})
+        self.register_outputs(
+            {"roleArn": self.role_arn, "addonVersion": self.addon_version, "storageClassName": self.storage_class_name}
+        )

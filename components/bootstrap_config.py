@@ -48,7 +48,12 @@ def parse(raw: Mapping[str, Any], stack: str) -> BootstrapConfig:
     repo = _str(_key("githubRepository"), values.get("githubRepository"), GITHUB_REPO, "a GitHub owner/name")
     image_repo = values.get("agentImageRepository", "triton-platform/model-sync-agent")
     if image_repo != "":
-        _str(_key("agentImageRepository"), image_repo, ECR_REPOSITORY_NAME, "an ECR repository name such as triton-platform/model-sync-agent, or empty for none")
+        _str(
+            _key("agentImageRepository"),
+            image_repo,
+            ECR_REPOSITORY_NAME,
+            "an ECR repository name such as triton-platform/model-sync-agent, or empty for none",
+        )
     refs = _list(_key("agentImageRefs"), values.get("agentImageRefs", ["refs/heads/main"]))
     if not refs:
         raise ConfigError(_key("agentImageRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
@@ -56,9 +61,17 @@ def parse(raw: Mapping[str, Any], stack: str) -> BootstrapConfig:
         _str(_key("agentImageRefs"), ref, GIT_REF, "refs/heads/<branch> or refs/tags/<tag> (no wildcards)")
     push = _bool(_key("agentImagePushRole"), values.get("agentImagePushRole", True))
     if push and not image_repo:
-        raise ConfigError(_key("agentImagePushRole"), True, "is set without an agentImageRepository", "false, or name the repository")
-    return BootstrapConfig(stack=stack, region=region, github_repository=repo, agent_image_repository=str(image_repo),
-                           agent_image_refs=tuple(refs), agent_image_push_role=push)
+        raise ConfigError(
+            _key("agentImagePushRole"), True, "is set without an agentImageRepository", "false, or name the repository"
+        )
+    return BootstrapConfig(
+        stack=stack,
+        region=region,
+        github_repository=repo,
+        agent_image_repository=str(image_repo),
+        agent_image_refs=tuple(refs),
+        agent_image_push_role=push,
+    )
 
 
 def load_from_pulumi() -> BootstrapConfig:

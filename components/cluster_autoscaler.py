@@ -85,15 +85,25 @@ class ClusterAutoscalerArgs:
     def __post_init__(self) -> None:
         if self.kubernetes_version not in versions.CLUSTER_AUTOSCALER_IMAGE_TAGS:
             raise ValueError(
-                f"ClusterAutoscalerArgs.kubernetes_version: {self.kubernetes_version!r} has no matching autoscaler " "image; "
-                f"allowed: {', '.join(sorted(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS))}")
+                f"ClusterAutoscalerArgs.kubernetes_version: {self.kubernetes_version!r} has no matching autoscaler "
+                "image; "
+                f"allowed: {', '.join(sorted(versions.CLUSTER_AUTOSCALER_IMAGE_TAGS))}"
+            )
         names = [p.name for p in self.gpu_pools]
         if len(set(names)) != len(names):
-            raise ValueError(f"ClusterAutoscalerArgs.gpu_pools: {names} repeats a name; allowed: unique node group names")
+            raise ValueError(
+                f"ClusterAutoscalerArgs.gpu_pools: {names} repeats a name; allowed: unique node group names"
+            )
         if not 1 <= self.scale_down_unneeded_minutes <= 1440:
-            raise ValueError(f"ClusterAutoscalerArgs.scale_down_unneeded_minutes: {self.scale_down_unneeded_minutes} is out of " "range; allowed: 1 to 1440")
+            raise ValueError(
+                f"ClusterAutoscalerArgs.scale_down_unneeded_minutes: {self.scale_down_unneeded_minutes} is out of "
+                "range; allowed: 1 to 1440"
+            )
         if not 0 <= self.scale_down_delay_after_add_minutes <= 1440:
-            raise ValueError("ClusterAutoscalerArgs.scale_down_delay_after_add_minutes: " f"{self.scale_down_delay_after_add_minutes} is out of range; allowed: 0 to 1440")
+            raise ValueError(
+                "ClusterAutoscalerArgs.scale_down_delay_after_add_minutes: "
+                f"{self.scale_down_delay_after_add_minutes} is out of range; allowed: 0 to 1440"
+            )
 
 
 def _build_trust_policy(cluster_arn: str) -> str:
@@ -105,7 +115,7 @@ def tag_slug(key: str) -> str:
     """A stable child-name suffix for a node-template tag key: the part after the
     node-template prefix, lowercased, every run of other characters turned into '-'
     (`.../taint/nvidia.com/gpu` -> `taint-nvidia-com-gpu`)."""
-    short = key[len(_TEMPLATE) + 1:] if key.startswith(_TEMPLATE + "/") else key
+    short = key[len(_TEMPLATE) + 1 :] if key.startswith(_TEMPLATE + "/") else key
     return re.sub(r"[^a-z0-9]+", "-", short.lower()).strip("-")
 
 
@@ -120,40 +130,44 @@ def _build_policy(cluster_name: str, region: str, account_id: str) -> str:
     - eks:DescribeNodegroup (labels/taints for scale-from-zero) only on this cluster's
       node groups.
     """
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "DescribeOnly",
-                "Effect": "Allow",
-                "Action": [
-                    "autoscaling:DescribeAutoScalingGroups",
-                    "autoscaling:DescribeAutoScalingInstances",
-                    "autoscaling:DescribeLaunchConfigurations",
-                    "autoscaling:DescribeScalingActivities",
-                    "autoscaling:DescribeTags",
-                    "ec2:DescribeImages",
-                    "ec2:DescribeInstanceTypes",
-                    "ec2:DescribeLaunchTemplateVersions",
-                    "ec2:GetInstanceTypesFromInstanceRequirements",
-                ],
-                "Resource": "*",
-            },
-            {
-                "Sid": "ScaleOwnGroupsOnly",
-                "Effect": "Allow",
-                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
-                "Resource": f"arn:aws:autoscaling:{region}:{account_id}:autoScalingGroup:*:autoScalingGroupName/*",
-                "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
-            },
-            {
-                "Sid": "ReadOwnNodeGroups",
-                "Effect": "Allow",
-                "Action": ["eks:DescribeNodegroup"],
-                "Resource": f"arn:aws:eks:{region}:{account_id}:nodegroup/{cluster_name}/*/*",
-            },
-        ],
-    })
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DescribeOnly",
+                    "Effect": "Allow",
+                    "Action": [
+                        "autoscaling:DescribeAutoScalingGroups",
+                        "autoscaling:DescribeAutoScalingInstances",
+                        "autoscaling:DescribeLaunchConfigurations",
+                        "autoscaling:DescribeScalingActivities",
+                        "autoscaling:DescribeTags",
+                        "ec2:DescribeImages",
+                        "ec2:DescribeInstanceTypes",
+                        "ec2:DescribeLaunchTemplateVersions",
+                        "ec2:GetInstanceTypesFromInstanceRequirements",
+                    ],
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "ScaleOwnGroupsOnly",
+                    "Effect": "Allow",
+                    "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+                    "Resource": f"arn:aws:autoscaling:{region}:{account_id}:autoScalingGroup:*:autoScalingGroupName/*",
+                    "Condition": {
+                        "StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
+                    },
+                },
+                {
+                    "Sid": "ReadOwnNodeGroups",
+                    "Effect": "Allow",
+                    "Action": ["eks:DescribeNodegroup"],
+                    "Resource": f"arn:aws:eks:{region}:{account_id}:nodegroup/{cluster_name}/*/*",
+                },
+            ],
+        }
+    )
 
 
 def _build_node_template_tags(pool: GpuPool) -> dict[str, str]:
@@ -210,7 +224,12 @@ def _build_values(args: ClusterAutoscalerArgs, cluster_name: str) -> dict[str, A
         "nodeSelector": dict(args.system_node_selector),
         "priorityClassName": "system-cluster-critical",
         "podDisruptionBudget": {"maxUnavailable": 1},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "runAsGroup": 65534,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containerSecurityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -243,7 +262,9 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-policy",
             role=role.id,
-            policy=pulumi.Output.all(args.cluster_name, account_id).apply(lambda v: _build_policy(v[0], args.region, v[1])),
+            policy=pulumi.Output.all(args.cluster_name, account_id).apply(
+                lambda v: _build_policy(v[0], args.region, v[1])
+            ),
             opts=child,
         )
         association = aws.eks.PodIdentityAssociation(
@@ -258,7 +279,9 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             tags = _build_node_template_tags(pool)
             slugs = [tag_slug(k) for k in tags]
             if len(set(slugs)) != len(slugs):  # two keys differing only in punctuation
-                raise ValueError(f"node-template tags of {pool.name}: {sorted(tags)} collide as child names {sorted(slugs)}")
+                raise ValueError(
+                    f"node-template tags of {pool.name}: {sorted(tags)} collide as child names {sorted(slugs)}"
+                )
             for key, value in sorted(tags.items()):
                 aws.autoscaling.Tag(
                     f"{name}-{pool.name}-template-{tag_slug(key)}",
@@ -267,9 +290,12 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     opts=child,
                 )
         release = pinned_release(
-            f"{name}-release", versions.CLUSTER_AUTOSCALER_CHART, NAMESPACE,
+            f"{name}-release",
+            versions.CLUSTER_AUTOSCALER_CHART,
+            NAMESPACE,
             pulumi.Output.from_input(args.cluster_name).apply(lambda cluster: _build_values(args, cluster)),
-            pulumi.ResourceOptions(parent=self, depends_on=[association]), timeout=RELEASE_TIMEOUT_SECONDS,
+            pulumi.ResourceOptions(parent=self, depends_on=[association]),
+            timeout=RELEASE_TIMEOUT_SECONDS,
         )
 
         self.role_arn = role.arn

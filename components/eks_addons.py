@@ -41,10 +41,14 @@ def _build_addon_configuration(addon: str) -> dict[str, Any] | None:
         # ref: https://docs.aws.amazon.com/eks/latest/userguide/coredns-add-on-create.html
         return {
             "replicaCount": 2,
-            "topologySpreadConstraints": [{
-                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-            }],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                }
+            ],
         }
     return None
 
@@ -67,13 +71,20 @@ class EksAddonsArgs:
 
     def __post_init__(self) -> None:
         if self.kubernetes_version not in EKS_ADDON_VERSIONS:
-            raise ValueError(f"EksAddonsArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; "
-                             f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))} (pin new ones in components/versions.py)")
+            raise ValueError(
+                f"EksAddonsArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; "
+                f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))} (pin new ones in components/versions.py)"
+            )
         if not self.addons or len(set(self.addons)) != len(self.addons):
-            raise ValueError(f"EksAddonsArgs.addons: {list(self.addons)!r} is empty or lists an add-on twice; allowed: distinct " f"names from {', '.join(KNOWN_ADDONS)}")
+            raise ValueError(
+                f"EksAddonsArgs.addons: {list(self.addons)!r} is empty or lists an add-on twice; allowed: distinct "
+                f"names from {', '.join(KNOWN_ADDONS)}"
+            )
         for addon in self.addons:
             if addon not in KNOWN_ADDONS:
-                raise ValueError(f"EksAddonsArgs.addons: {addon!r} is not a known add-on; allowed: {', '.join(KNOWN_ADDONS)}")
+                raise ValueError(
+                    f"EksAddonsArgs.addons: {addon!r} is not a known add-on; allowed: {', '.join(KNOWN_ADDONS)}"
+                )
 
 
 class EksAddons(pulumi.ComponentResource):
@@ -90,11 +101,16 @@ class EksAddons(pulumi.ComponentResource):
         for addon, version in self.addon_versions.items():
             config = _build_addon_configuration(addon)
             created = aws.eks.Addon(
-                f"{name}-{addon}", cluster_name=args.cluster_name, addon_name=addon, addon_version=version,
+                f"{name}-{addon}",
+                cluster_name=args.cluster_name,
+                addon_name=addon,
+                addon_version=version,
                 configuration_values=json.dumps(config) if config is not None else None,
                 # The managed add-on owns its objects: drift (kubectl edits) is overwritten.
-                resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
-                tags=dict(args.tags), opts=pulumi.ResourceOptions(parent=self),
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+                tags=dict(args.tags),
+                opts=pulumi.ResourceOptions(parent=self),
             )
             self.addon_arns[addon] = created.arn
         self.register_outputs({"addonVersions": self.addon_versions, "addonArns": self.addon_arns})

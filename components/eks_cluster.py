@@ -88,27 +88,49 @@ class EksClusterArgs:
 
     def __post_init__(self) -> None:
         if not _CLUSTER_NAME.match(self.cluster_name):
-            raise ValueError(f"EksClusterArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: letters, digits, '-' and " "'_', starting alphanumeric, at most 100 characters")
+            raise ValueError(
+                f"EksClusterArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: letters, digits, '-' and "
+                "'_', starting alphanumeric, at most 100 characters"
+            )
         if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
-            raise ValueError(f"EksClusterArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1")
+            raise ValueError(
+                f"EksClusterArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1"
+            )
         if self.kubernetes_version not in EKS_ADDON_VERSIONS:
-            raise ValueError(f"EksClusterArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; " f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))}")
+            raise ValueError(
+                f"EksClusterArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; "
+                f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))}"
+            )
         if not self.cluster_admin_role_arns:
             raise ValueError("EksClusterArgs.cluster_admin_role_arns: [] is empty; allowed: at least one IAM role ARN")
         roles = [role_identity(a) for a in self.cluster_admin_role_arns]  # raises on a non-role ARN
         if len(set(roles)) != len(roles):  # the same account and name (not just the same name)
-            raise ValueError(f"EksClusterArgs.cluster_admin_role_arns: {list(self.cluster_admin_role_arns)!r} names a role twice; " "allowed: distinct roles")
+            raise ValueError(
+                f"EksClusterArgs.cluster_admin_role_arns: {list(self.cluster_admin_role_arns)!r} names a role twice; "
+                "allowed: distinct roles"
+            )
         for cidr in self.public_access_cidrs:
             if not _CIDR.match(cidr):
-                raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as " "198.51.100.0/24")
+                raise ValueError(
+                    f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as "
+                    "198.51.100.0/24"
+                )
         if cidr_rules.world_open(self.public_access_cidrs) and not self.allow_world_open_endpoint:
-            raise ValueError(f"EksClusterArgs.public_access_cidrs: {cidr_rules.describe(self.public_access_cidrs)} opens the API " "to the internet; "
-                             "allowed: specific CIDRs whose union is at most a /8, or allow_world_open_endpoint=True after review")
+            raise ValueError(
+                f"EksClusterArgs.public_access_cidrs: {cidr_rules.describe(self.public_access_cidrs)} opens the API "
+                "to the internet; "
+                "allowed: specific CIDRs whose union is at most a /8, or allow_world_open_endpoint=True after review"
+            )
         for t in self.log_types:
             if t not in CONTROL_PLANE_LOG_TYPES:
-                raise ValueError(f"EksClusterArgs.log_types: {t!r} is not a log type; allowed: {', '.join(CONTROL_PLANE_LOG_TYPES)}")
+                raise ValueError(
+                    f"EksClusterArgs.log_types: {t!r} is not a log type; allowed: {', '.join(CONTROL_PLANE_LOG_TYPES)}"
+                )
         if self.log_retention_days not in CLOUDWATCH_RETENTION_DAYS:
-            raise ValueError(f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; " f"allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}")
+            raise ValueError(
+                f"EksClusterArgs.log_retention_days: {self.log_retention_days!r} is not a CloudWatch retention; "
+                f"allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}"
+            )
 
 
 def _kept(parent: pulumi.Resource, old_name: str | None) -> pulumi.ResourceOptions:
@@ -117,21 +139,37 @@ def _kept(parent: pulumi.Resource, old_name: str | None) -> pulumi.ResourceOptio
 
 
 def _build_assume_role_policy(service: str) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": service}, "Action": ["sts:AssumeRole", "sts:TagSession"],
-    }]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": service},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+            }
+        ],
+    }
 
 
 def _build_encryption_policy(key_arn: str) -> dict[str, Any]:
     """What the cluster role needs on its secrets key (envelope encryption)."""
     # ref: https://docs.aws.amazon.com/eks/latest/userguide/enable-kms.html
-    return {"Version": "2012-10-17", "Statement": [{
-        "Sid": "ClusterSecretsEncryption", "Effect": "Allow",
-        "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"], "Resource": key_arn,
-    }]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ClusterSecretsEncryption",
+                "Effect": "Allow",
+                "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"],
+                "Resource": key_arn,
+            }
+        ],
+    }
 
 
-def _build_vpc_config(subnet_ids: pulumi.Input[Sequence[str]], public_access_cidrs: Sequence[str]) -> aws.eks.ClusterVpcConfigArgs:
+def _build_vpc_config(
+    subnet_ids: pulumi.Input[Sequence[str]], public_access_cidrs: Sequence[str]
+) -> aws.eks.ClusterVpcConfigArgs:
     public = bool(public_access_cidrs)
     return aws.eks.ClusterVpcConfigArgs(
         subnet_ids=subnet_ids,
@@ -145,17 +183,25 @@ def _build_vpc_config(subnet_ids: pulumi.Input[Sequence[str]], public_access_cid
 def _build_kubeconfig(name: str, endpoint: str, ca_data: str, region: str) -> str:
     """A kubeconfig whose credentials come from `aws eks get-token` (ambient AWS identity)."""
     # ref: https://docs.aws.amazon.com/eks/latest/userguide/create-kubeconfig.html
-    user = {"exec": {
-        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
-        "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
-        "interactiveMode": "Never",
-    }}
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
-        "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-        "users": [{"name": name, "user": user}],
-    })
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "aws",
+            "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
+            "interactiveMode": "Never",
+        }
+    }
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": name,
+            "preferences": {},
+            "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "users": [{"name": name, "user": user}],
+        }
+    )
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -178,32 +224,63 @@ class EksCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
 
-        role = aws.iam.Role(f"{name}-role", name=f"{args.cluster_name}-cluster",
-                            assume_role_policy=json.dumps(_build_assume_role_policy("eks.amazonaws.com")), tags=tags, opts=child)
+        role = aws.iam.Role(
+            f"{name}-role",
+            name=f"{args.cluster_name}-cluster",
+            assume_role_policy=json.dumps(_build_assume_role_policy("eks.amazonaws.com")),
+            tags=tags,
+            opts=child,
+        )
         attachments = [
-            aws.iam.RolePolicyAttachment(f"{name}-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child)
+            aws.iam.RolePolicyAttachment(
+                f"{name}-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child
+            )
             for arn in CLUSTER_ROLE_POLICY_ARNS
         ]
 
         key = aws.kms.Key(
-            f"{name}-secrets-key", description=f"EKS {args.cluster_name}: envelope encryption of Kubernetes secrets",
-            enable_key_rotation=True, deletion_window_in_days=30, tags=tags, opts=child,
+            f"{name}-secrets-key",
+            description=f"EKS {args.cluster_name}: envelope encryption of Kubernetes secrets",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=child,
         )
-        aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/{args.cluster_name}-eks-secrets", target_key_id=key.key_id, opts=child)
-        encryption = aws.iam.RolePolicy(f"{name}-role-encryption", role=role.id,
-                                        policy=key.arn.apply(lambda arn: json.dumps(_build_encryption_policy(arn))), opts=child)
+        aws.kms.Alias(
+            f"{name}-secrets-key-alias",
+            name=f"alias/{args.cluster_name}-eks-secrets",
+            target_key_id=key.key_id,
+            opts=child,
+        )
+        encryption = aws.iam.RolePolicy(
+            f"{name}-role-encryption",
+            role=role.id,
+            policy=key.arn.apply(lambda arn: json.dumps(_build_encryption_policy(arn))),
+            opts=child,
+        )
 
         # Created before the cluster so EKS does not create it first with no retention.
         # ref: https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
-        log_group = aws.cloudwatch.LogGroup(f"{name}-logs", name=f"/aws/eks/{args.cluster_name}/cluster",
-                                            retention_in_days=args.log_retention_days, tags=tags, opts=child)
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs",
+            name=f"/aws/eks/{args.cluster_name}/cluster",
+            retention_in_days=args.log_retention_days,
+            tags=tags,
+            opts=child,
+        )
 
         cluster = aws.eks.Cluster(
-            f"{name}-cluster", name=args.cluster_name, role_arn=role.arn, version=args.kubernetes_version,
+            f"{name}-cluster",
+            name=args.cluster_name,
+            role_arn=role.arn,
+            version=args.kubernetes_version,
             vpc_config=_build_vpc_config(args.subnet_ids, args.public_access_cidrs),
-            access_config=aws.eks.ClusterAccessConfigArgs(authentication_mode="API", bootstrap_cluster_creator_admin_permissions=False),
+            access_config=aws.eks.ClusterAccessConfigArgs(
+                authentication_mode="API", bootstrap_cluster_creator_admin_permissions=False
+            ),
             encryption_config=aws.eks.ClusterEncryptionConfigArgs(
-                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn), resources=["secrets"]),
+                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn), resources=["secrets"]
+            ),
             enabled_cluster_log_types=list(args.log_types),
             bootstrap_self_managed_addons=False,  # managed add-ons below are the only copies
             # Standard support only: a cluster left on an old version fails loudly instead of
@@ -222,18 +299,35 @@ class EksCluster(pulumi.ComponentResource):
             # name unique in the list keeps the URN it had when keys were the name alone.
             child_name = f"{name}-admin-{role_key(arn)}"
             old = f"{name}-admin-{role_name_key(arn)}" if name_keys.count(role_name_key(arn)) == 1 else None
-            entry = aws.eks.AccessEntry(child_name, cluster_name=cluster.name, principal_arn=arn,
-                                        type="STANDARD", tags=tags, opts=_kept(self, old))
-            associations.append(aws.eks.AccessPolicyAssociation(
-                f"{child_name}-policy", cluster_name=cluster.name, principal_arn=entry.principal_arn,
-                policy_arn=CLUSTER_ADMIN_POLICY_ARN,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                opts=_kept(self, old and f"{old}-policy"),
-            ))
+            entry = aws.eks.AccessEntry(
+                child_name,
+                cluster_name=cluster.name,
+                principal_arn=arn,
+                type="STANDARD",
+                tags=tags,
+                opts=_kept(self, old),
+            )
+            associations.append(
+                aws.eks.AccessPolicyAssociation(
+                    f"{child_name}-policy",
+                    cluster_name=cluster.name,
+                    principal_arn=entry.principal_arn,
+                    policy_arn=CLUSTER_ADMIN_POLICY_ARN,
+                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    opts=_kept(self, old and f"{old}-policy"),
+                )
+            )
 
-        self.addons = EksAddons(f"{name}-addons", EksAddonsArgs(
-            cluster_name=cluster.name, kubernetes_version=args.kubernetes_version, addons=BEFORE_COMPUTE_ADDONS, tags=tags,
-        ), opts=child)
+        self.addons = EksAddons(
+            f"{name}-addons",
+            EksAddonsArgs(
+                cluster_name=cluster.name,
+                kubernetes_version=args.kubernetes_version,
+                addons=BEFORE_COMPUTE_ADDONS,
+                tags=tags,
+            ),
+            opts=child,
+        )
 
         self.cluster_name = cluster.name
         self.cluster_arn = cluster.arn
@@ -243,22 +337,28 @@ class EksCluster(pulumi.ComponentResource):
         self.kubernetes_version = args.kubernetes_version
         self.kms_key_arn = key.arn
         self.log_group_name = log_group.name
-        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(cluster.name, cluster.endpoint, self.certificate_authority).apply(
-            lambda v: _build_kubeconfig(v[0], v[1], v[2], args.region)))
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(cluster.name, cluster.endpoint, self.certificate_authority).apply(
+                lambda v: _build_kubeconfig(v[0], v[1], v[2], args.region)
+            )
+        )
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.kubeconfig,
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
             # Every Kubernetes object this program creates is named explicitly (metadata.name).
             # ref: https://www.pulumi.com/registry/packages/kubernetes/api-docs/provider/#enableserversideapply_python
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=associations),
         )
-        self.register_outputs({
-            "clusterName": self.cluster_name,
-            "clusterArn": self.cluster_arn,
-            "endpoint": self.endpoint,
-            "securityGroupId": self.security_group_id,
-            "kmsKeyArn": self.kms_key_arn,
-            "logGroupName": self.log_group_name,
-            "kubeconfig": self.kubeconfig,
-            "kubernetesVersion": self.kubernetes_version,
-        })
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "clusterArn": self.cluster_arn,
+                "endpoint": self.endpoint,
+                "securityGroupId": self.security_group_id,
+                "kmsKeyArn": self.kms_key_arn,
+                "logGroupName": self.log_group_name,
+                "kubeconfig": self.kubeconfig,
+                "kubernetesVersion": self.kubernetes_version,
+            }
+        )

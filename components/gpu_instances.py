@@ -18,23 +18,37 @@ class InstanceSize(NamedTuple):
     memory_gib: int
 
 
-_G4DN_G5_G6 = {"xlarge": (1, 4, 16), "2xlarge": (1, 8, 32), "4xlarge": (1, 16, 64), "8xlarge": (1, 32, 128),
-               "16xlarge": (1, 64, 256), "12xlarge": (4, 48, 192)}
+_G4DN_G5_G6 = {
+    "xlarge": (1, 4, 16),
+    "2xlarge": (1, 8, 32),
+    "4xlarge": (1, 16, 64),
+    "8xlarge": (1, 32, 128),
+    "16xlarge": (1, 64, 256),
+    "12xlarge": (4, 48, 192),
+}
 
 INSTANCE_SIZES: dict[str, InstanceSize] = {
-    **{f"g4dn.{s}": InstanceSize(*v) for s, v in _G4DN_G5_G6.items()}, "g4dn.metal": InstanceSize(8, 96, 384),
+    **{f"g4dn.{s}": InstanceSize(*v) for s, v in _G4DN_G5_G6.items()},
+    "g4dn.metal": InstanceSize(8, 96, 384),
     **{f"{f}.{s}": InstanceSize(*v) for f in ("g5", "g6") for s, v in _G4DN_G5_G6.items()},
     **{f"{f}.24xlarge": InstanceSize(4, 96, 384) for f in ("g5", "g6")},
     **{f"{f}.48xlarge": InstanceSize(8, 192, 768) for f in ("g5", "g6")},
     # g6e: twice the memory of g6 at every size.
     **{f"g6e.{s}": InstanceSize(g, c, 2 * m) for s, (g, c, m) in _G4DN_G5_G6.items()},
-    "g6e.24xlarge": InstanceSize(4, 96, 768), "g6e.48xlarge": InstanceSize(8, 192, 1536),
-    "gr6.4xlarge": InstanceSize(1, 16, 128), "gr6.8xlarge": InstanceSize(1, 32, 256),
-    "p3.2xlarge": InstanceSize(1, 8, 61), "p3.8xlarge": InstanceSize(4, 32, 244), "p3.16xlarge": InstanceSize(8, 64, 488),
+    "g6e.24xlarge": InstanceSize(4, 96, 768),
+    "g6e.48xlarge": InstanceSize(8, 192, 1536),
+    "gr6.4xlarge": InstanceSize(1, 16, 128),
+    "gr6.8xlarge": InstanceSize(1, 32, 256),
+    "p3.2xlarge": InstanceSize(1, 8, 61),
+    "p3.8xlarge": InstanceSize(4, 32, 244),
+    "p3.16xlarge": InstanceSize(8, 64, 488),
     "p3dn.24xlarge": InstanceSize(8, 96, 768),
-    "p4d.24xlarge": InstanceSize(8, 96, 1152), "p4de.24xlarge": InstanceSize(8, 96, 1152),
-    "p5.4xlarge": InstanceSize(1, 16, 256), "p5.48xlarge": InstanceSize(8, 192, 2048),
-    "p5e.48xlarge": InstanceSize(8, 192, 2048), "p5en.48xlarge": InstanceSize(8, 192, 2048),
+    "p4d.24xlarge": InstanceSize(8, 96, 1152),
+    "p4de.24xlarge": InstanceSize(8, 96, 1152),
+    "p5.4xlarge": InstanceSize(1, 16, 256),
+    "p5.48xlarge": InstanceSize(8, 192, 2048),
+    "p5e.48xlarge": InstanceSize(8, 192, 2048),
+    "p5en.48xlarge": InstanceSize(8, 192, 2048),
 }
 
 GPUS_PER_INSTANCE: dict[str, int] = {t: s.gpus for t, s in INSTANCE_SIZES.items()}

@@ -67,12 +67,21 @@ class GpuOperatorsArgs:
 
     def __post_init__(self) -> None:
         if not self.gpu_node_groups or len(set(self.gpu_node_groups)) != len(self.gpu_node_groups):
-            raise ValueError(f"GpuOperatorsArgs.gpu_node_groups: {list(self.gpu_node_groups)!r} is empty or repeats a group; " "allowed: one or more distinct GPU node-group names")
+            raise ValueError(
+                f"GpuOperatorsArgs.gpu_node_groups: {list(self.gpu_node_groups)!r} is empty or repeats a group; "
+                "allowed: one or more distinct GPU node-group names"
+            )
         extra = sorted(set(self.host_device_plugin_node_groups) - set(self.gpu_node_groups))
         if extra:
-            raise ValueError(f"GpuOperatorsArgs.host_device_plugin_node_groups: {extra!r} are not in gpu_node_groups; allowed: a " f"subset of {sorted(self.gpu_node_groups)}")
+            raise ValueError(
+                f"GpuOperatorsArgs.host_device_plugin_node_groups: {extra!r} are not in gpu_node_groups; allowed: a "
+                f"subset of {sorted(self.gpu_node_groups)}"
+            )
         if self.service_monitor_labels and not self.service_monitor:
-            raise ValueError(f"GpuOperatorsArgs.service_monitor_labels: {dict(self.service_monitor_labels)!r} is set without " "service_monitor; allowed: labels only with service_monitor=True")
+            raise ValueError(
+                f"GpuOperatorsArgs.service_monitor_labels: {dict(self.service_monitor_labels)!r} is set without "
+                "service_monitor; allowed: labels only with service_monitor=True"
+            )
         if not self.namespace:
             raise ValueError("GpuOperatorsArgs.namespace: '' is empty; allowed: a namespace name")
 
@@ -87,8 +96,16 @@ def network_policy_specs(args: GpuOperatorsArgs) -> dict[str, dict[str, Any]]:
     """The namespace's allow policies on top of its default deny: Prometheus scrapes the
     DCGM exporter. Neither daemon calls anything over the network (the device plugin talks to
     the kubelet over its socket, the exporter reads the pod-resources socket)."""
-    return {"metrics": network_policies.policy(DCGM_EXPORTER_POD_LABELS, ingress=[
-        network_policies.from_prometheus_rule(args.monitoring_namespace, *network_policies.tcp(DCGM_EXPORTER_PORT))])}
+    return {
+        "metrics": network_policies.policy(
+            DCGM_EXPORTER_POD_LABELS,
+            ingress=[
+                network_policies.from_prometheus_rule(
+                    args.monitoring_namespace, *network_policies.tcp(DCGM_EXPORTER_PORT)
+                )
+            ],
+        )
+    }
 
 
 def device_plugin_node_groups(args: GpuOperatorsArgs) -> list[str]:
@@ -157,21 +174,38 @@ class GpuOperators(pulumi.ComponentResource):
 
         ns = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels={**_PSA_LABELS, "app.kubernetes.io/part-of": "triton-platform"}),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.namespace, labels={**_PSA_LABELS, "app.kubernetes.io/part-of": "triton-platform"}
+            ),
             opts=child,
         )
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[ns])
         # The same default deny, DNS and allow policies every platform namespace gets
         # (components/serving_namespace.py), beside this component's own Namespace.
         self.network_policies = create_network_policies(
-            name, ServingNamespaceArgs(args.namespace, pod_security="privileged", allow=network_policy_specs(args)), in_namespace)
-        device_plugin = pinned_release(
-            f"{name}-device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, args.namespace, _build_device_plugin_values(args),
-            in_namespace, timeout=DEVICE_PLUGIN_TIMEOUT_SECONDS,
-        ) if device_plugin_node_groups(args) else None
+            name,
+            ServingNamespaceArgs(args.namespace, pod_security="privileged", allow=network_policy_specs(args)),
+            in_namespace,
+        )
+        device_plugin = (
+            pinned_release(
+                f"{name}-device-plugin",
+                versions.NVIDIA_DEVICE_PLUGIN_CHART,
+                args.namespace,
+                _build_device_plugin_values(args),
+                in_namespace,
+                timeout=DEVICE_PLUGIN_TIMEOUT_SECONDS,
+            )
+            if device_plugin_node_groups(args)
+            else None
+        )
         dcgm = pinned_release(
-            f"{name}-dcgm-exporter", versions.DCGM_EXPORTER_CHART, args.namespace, _build_dcgm_exporter_values(args),
-            in_namespace, timeout=DCGM_EXPORTER_TIMEOUT_SECONDS,
+            f"{name}-dcgm-exporter",
+            versions.DCGM_EXPORTER_CHART,
+            args.namespace,
+            _build_dcgm_exporter_values(args),
+            in_namespace,
+            timeout=DCGM_EXPORTER_TIMEOUT_SECONDS,
         )
 
         self.namespace = ns.metadata.name

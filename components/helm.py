@@ -19,16 +19,30 @@ import pulumi_kubernetes as k8s
 from components import versions
 
 
-def pinned_release(name: str, chart: versions.HelmChart, namespace: pulumi.Input[str], values: Any, opts: pulumi.ResourceOptions,
-                   *, timeout: int = 900) -> k8s.helm.v3.Release:
+def pinned_release(
+    name: str,
+    chart: versions.HelmChart,
+    namespace: pulumi.Input[str],
+    values: Any,
+    opts: pulumi.ResourceOptions,
+    *,
+    timeout: int = 900,
+) -> k8s.helm.v3.Release:
     if not 60 <= timeout <= 3600:
         raise ValueError(f"pinned_release timeout: {timeout} is out of range; allowed: 60 to 3600 seconds")
     return k8s.helm.v3.Release(
         name,
         k8s.helm.v3.ReleaseArgs(
-            name=chart.chart, chart=chart.chart, version=chart.version,
+            name=chart.chart,
+            chart=chart.chart,
+            version=chart.version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
-            namespace=namespace, create_namespace=False, atomic=True, timeout=timeout, max_history=10, values=values,
+            namespace=namespace,
+            create_namespace=False,
+            atomic=True,
+            timeout=timeout,
+            max_history=10,
+            values=values,
         ),
         opts=opts,
     )

@@ -91,7 +91,12 @@ CI_ROLE_WORKFLOWS: dict[str, tuple[str, ...]] = {
     "publisher": ("model-promote.yml", "model-rollback.yml"),
     "promoter": ("model-promote.yml", "model-rollback.yml"),
 }
-CI_ROLE_PURPOSES: dict[str, str] = {"deployer": "deploy", "preview": "preview", "publisher": "models", "promoter": "models"}
+CI_ROLE_PURPOSES: dict[str, str] = {
+    "deployer": "deploy",
+    "preview": "preview",
+    "publisher": "models",
+    "promoter": "models",
+}
 # The ref of every pull_request run (`refs/pull/<number>/merge`); `*` stands for the number.
 PULL_REQUEST_REF = "refs/pull/*/merge"
 
@@ -140,34 +145,69 @@ class IdentitiesArgs:
 
     def __post_init__(self) -> None:
         if self.environment not in ENVIRONMENTS:
-            raise ValueError(f"IdentitiesArgs.environment: {self.environment!r} is not allowed; allowed: {' | '.join(ENVIRONMENTS)}")
+            raise ValueError(
+                f"IdentitiesArgs.environment: {self.environment!r} is not allowed; allowed: {' | '.join(ENVIRONMENTS)}"
+            )
         if not self.triton_deployments or len(set(self.triton_deployments)) != len(self.triton_deployments):
-            raise ValueError(f"IdentitiesArgs.triton_deployments: {list(self.triton_deployments)!r} is empty or repeats a name; " "allowed: one or more distinct deployment names")
+            raise ValueError(
+                f"IdentitiesArgs.triton_deployments: {list(self.triton_deployments)!r} is empty or repeats a name; "
+                "allowed: one or more distinct deployment names"
+            )
         for d in self.triton_deployments:
             if not _DNS_LABEL.match(d):
-                raise ValueError(f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, " "digits and '-'")
+                raise ValueError(
+                    f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, "
+                    "digits and '-'"
+                )
         if not GITHUB_REPO.match(self.github_repository):
-            raise ValueError(f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub " "owner/name")
+            raise ValueError(
+                f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub "
+                "owner/name"
+            )
         if not self.github_deploy_refs:
-            raise ValueError("IdentitiesArgs.github_deploy_refs: [] is empty; allowed: at least one ref such as refs/heads/main")
+            raise ValueError(
+                "IdentitiesArgs.github_deploy_refs: [] is empty; allowed: at least one ref such as refs/heads/main"
+            )
         for ref in self.github_deploy_refs:
             if not GIT_REF.match(ref):
-                raise ValueError(f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch> or " "refs/tags/<tag> "
-                                 "(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. " f"deploy-{self.environment})")
+                raise ValueError(
+                    f"IdentitiesArgs.github_deploy_refs: {ref!r} is not valid; allowed: refs/heads/<branch> or "
+                    "refs/tags/<tag> "
+                    "(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. "
+                    f"deploy-{self.environment})"
+                )
         if not self.deployer_policy_arns:
-            raise ValueError("IdentitiesArgs.deployer_policy_arns: [] is empty; allowed: one or more IAM managed policy ARNs")
+            raise ValueError(
+                "IdentitiesArgs.deployer_policy_arns: [] is empty; allowed: one or more IAM managed policy ARNs"
+            )
         for arn in self.deployer_policy_arns:
             if not is_customer_managed_policy(arn):
-                raise ValueError(f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: customer-managed " "policies (arn:aws:iam::<account>:policy/<name>)")
+                raise ValueError(
+                    f"IdentitiesArgs.deployer_policy_arns: {arn!r} is not allowed; allowed: customer-managed "
+                    "policies (arn:aws:iam::<account>:policy/<name>)"
+                )
         if not GITHUB_OIDC_ARN.match(self.github_oidc_provider_arn):
-            raise ValueError(f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC " f"provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty")
+            raise ValueError(
+                f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC "
+                f"provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty"
+            )
         if self.environment == "prod":
             if not _BUCKET.match(self.promotion_source_bucket):
-                raise ValueError(f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket!r} is not a bucket name; " "allowed: the staging model-repository bucket (required in prod)")
+                raise ValueError(
+                    f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket!r} is not a bucket name; "
+                    "allowed: the staging model-repository bucket (required in prod)"
+                )
             if not _KMS_KEY_ARN.match(self.promotion_source_kms_key_arn):
-                raise ValueError(f"IdentitiesArgs.promotion_source_kms_key_arn: {self.promotion_source_kms_key_arn!r} is not a " "KMS key ARN; allowed: the staging bucket's key ARN (required in prod)")
+                raise ValueError(
+                    f"IdentitiesArgs.promotion_source_kms_key_arn: {self.promotion_source_kms_key_arn!r} is not a "
+                    "KMS key ARN; allowed: the staging bucket's key ARN (required in prod)"
+                )
         elif self.promotion_source_bucket or self.promotion_source_kms_key_arn:
-            raise ValueError("IdentitiesArgs.promotion_source_bucket: " f"{self.promotion_source_bucket or self.promotion_source_kms_key_arn!r} is set in " f"{self.environment}; allowed: empty outside prod")
+            raise ValueError(
+                "IdentitiesArgs.promotion_source_bucket: "
+                f"{self.promotion_source_bucket or self.promotion_source_kms_key_arn!r} is set in "
+                f"{self.environment}; allowed: empty outside prod"
+            )
 
 
 # --------------------------------------------------------------------------------------
@@ -191,9 +231,13 @@ def github_subject(repository: str, workflow: str, ref: str, environment: str) -
     if not GITHUB_REPO.match(repository):
         raise ValueError(f"repository: {repository!r} is not valid; allowed: a GitHub owner/name")
     if not _WORKFLOW_FILE.match(workflow):
-        raise ValueError(f"workflow: {workflow!r} is not valid; allowed: a file name in {WORKFLOW_DIR} such as deploy.yml")
+        raise ValueError(
+            f"workflow: {workflow!r} is not valid; allowed: a file name in {WORKFLOW_DIR} such as deploy.yml"
+        )
     if not (GIT_REF.match(ref) or ref == PULL_REQUEST_REF):
-        raise ValueError(f"ref: {ref!r} is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or {PULL_REQUEST_REF}")
+        raise ValueError(
+            f"ref: {ref!r} is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or {PULL_REQUEST_REF}"
+        )
     if not re.match(r"^[a-z0-9][a-z0-9-]{0,62}$", environment):
         raise ValueError(f"environment: {environment!r} is not valid; allowed: a GitHub environment name of a-z 0-9 -")
     return f"repo:{repository}:environment:{environment}:job_workflow_ref:{repository}/{WORKFLOW_DIR}/{workflow}@{ref}"
@@ -215,21 +259,36 @@ def _build_github_trust(provider_arn: str, subjects: Sequence[str]) -> dict[str,
     wild = [s for s in subjects if "*" in s or "?" in s]
     for s in wild:
         if "?" in s or s.count("*") != 1 or not s.endswith("@" + PULL_REQUEST_REF):
-            raise ValueError(f"subjects: {s!r} has a wildcard; allowed: exact subjects, or a `*` only as the pull-request number " f"of {PULL_REQUEST_REF}")
+            raise ValueError(
+                f"subjects: {s!r} has a wildcard; allowed: exact subjects, or a `*` only as the pull-request number "
+                f"of {PULL_REQUEST_REF}"
+            )
     if wild and len(wild) != len(subjects):
-        raise ValueError(f"subjects: {list(subjects)!r} mixes exact and pull-request subjects; allowed: one kind per role")
+        raise ValueError(
+            f"subjects: {list(subjects)!r} mixes exact and pull-request subjects; allowed: one kind per role"
+        )
     operator = "StringLike" if wild else "StringEquals"
     condition: dict[str, Any] = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE}}
     condition.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = sorted(subjects)
-    return {"Version": "2012-10-17", "Statement": [{
-        "Sid": "GitHubActionsOidc", "Effect": "Allow", "Principal": {"Federated": provider_arn},
-        "Action": "sts:AssumeRoleWithWebIdentity", "Condition": condition,
-    }]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "GitHubActionsOidc",
+                "Effect": "Allow",
+                "Principal": {"Federated": provider_arn},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": condition,
+            }
+        ],
+    }
 
 
 def _build_serving_trust(cluster_arn: str, deployments: Sequence[str]) -> dict[str, Any]:
     """Pod Identity trust: this cluster, the Triton namespace, this stack's Triton service accounts."""
-    return pod_identity_trust(cluster_arn, naming.TRITON_NAMESPACE, [naming.triton_service_account(d) for d in deployments])
+    return pod_identity_trust(
+        cluster_arn, naming.TRITON_NAMESPACE, [naming.triton_service_account(d) for d in deployments]
+    )
 
 
 def _objects(bucket_arn: str, prefixes: Sequence[str]) -> list[str]:
@@ -237,8 +296,13 @@ def _objects(bucket_arn: str, prefixes: Sequence[str]) -> list[str]:
 
 
 def _list_statement(sid: str, bucket_arn: str, prefixes: Sequence[str]) -> dict[str, Any]:
-    return {"Sid": sid, "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
-            "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}}}
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": "s3:ListBucket",
+        "Resource": bucket_arn,
+        "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+    }
 
 
 def _status_statement(index: int, bucket_arn: str, cluster_arn: str, deployment: str) -> dict[str, Any]:
@@ -246,34 +310,70 @@ def _status_statement(index: int, bucket_arn: str, cluster_arn: str, deployment:
     an agent removes its own status/<deployment>/<pod>.json on SIGTERM). The condition is the
     session's Pod Identity tags, so only that deployment's service account matches."""
     prefix = layout.status_key(deployment, "x").rsplit("/", 1)[0] + "/"  # status/<deployment>/
-    return {"Sid": f"WriteStatus{index}", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-            "Resource": f"{bucket_arn}/{prefix}*",
-            "Condition": pod_identity_principal_condition(cluster_arn, naming.TRITON_NAMESPACE, naming.triton_service_account(deployment))}
+    return {
+        "Sid": f"WriteStatus{index}",
+        "Effect": "Allow",
+        "Action": ["s3:PutObject", "s3:DeleteObject"],
+        "Resource": f"{bucket_arn}/{prefix}*",
+        "Condition": pod_identity_principal_condition(
+            cluster_arn, naming.TRITON_NAMESPACE, naming.triton_service_account(deployment)
+        ),
+    }
 
 
-def _build_serving_policy(bucket_arn: str, key_arn: str, cluster_arn: str, deployments: Sequence[str]) -> dict[str, Any]:
+def _build_serving_policy(
+    bucket_arn: str, key_arn: str, cluster_arn: str, deployments: Sequence[str]
+) -> dict[str, Any]:
     if not deployments or len(set(deployments)) != len(deployments):
-        raise ValueError(f"deployments: {list(deployments)!r} is empty or repeats a name; allowed: one or more distinct " "deployment names")
-    return {"Version": "2012-10-17", "Statement": [
-        _list_statement("ListRepository", bucket_arn, layout.SERVING_READ_PREFIXES),
-        {"Sid": "ReadRepository", "Effect": "Allow", "Action": "s3:GetObject",
-         "Resource": _objects(bucket_arn, layout.SERVING_READ_PREFIXES)},
-        # One statement per deployment, numbered in name order (a Sid is alphanumeric only).
-        *(_status_statement(i, bucket_arn, cluster_arn, d) for i, d in enumerate(sorted(deployments), start=1)),
-        # GenerateDataKey: the status writes are encrypted with the bucket key.
-        {"Sid": "UseRepositoryKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn},
-    ]}
+        raise ValueError(
+            f"deployments: {list(deployments)!r} is empty or repeats a name; allowed: one or more distinct "
+            "deployment names"
+        )
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            _list_statement("ListRepository", bucket_arn, layout.SERVING_READ_PREFIXES),
+            {
+                "Sid": "ReadRepository",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": _objects(bucket_arn, layout.SERVING_READ_PREFIXES),
+            },
+            # One statement per deployment, numbered in name order (a Sid is alphanumeric only).
+            *(_status_statement(i, bucket_arn, cluster_arn, d) for i, d in enumerate(sorted(deployments), start=1)),
+            # GenerateDataKey: the status writes are encrypted with the bucket key.
+            {
+                "Sid": "UseRepositoryKey",
+                "Effect": "Allow",
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                "Resource": key_arn,
+            },
+        ],
+    }
 
 
 def _write_statements(sid: str, bucket_arn: str, key_arn: str) -> list[dict[str, Any]]:
     return [
         _list_statement(f"List{sid}", bucket_arn, ALL_PREFIXES),
-        {"Sid": f"Read{sid}", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-         "Resource": _objects(bucket_arn, ALL_PREFIXES)},
+        {
+            "Sid": f"Read{sid}",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+            "Resource": _objects(bucket_arn, ALL_PREFIXES),
+        },
         # PutObject covers the multipart calls; no DeleteObject: versions are immutable.
-        {"Sid": f"Write{sid}", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-         "Resource": _objects(bucket_arn, layout.PUBLISHER_WRITE_PREFIXES)},
-        {"Sid": f"Use{sid}Key", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn},
+        {
+            "Sid": f"Write{sid}",
+            "Effect": "Allow",
+            "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+            "Resource": _objects(bucket_arn, layout.PUBLISHER_WRITE_PREFIXES),
+        },
+        {
+            "Sid": f"Use{sid}Key",
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+            "Resource": key_arn,
+        },
     ]
 
 
@@ -283,13 +383,20 @@ def _build_publisher_policy(bucket_arn: str, key_arn: str) -> dict[str, Any]:
 
 def _build_promoter_policy(bucket_arn: str, key_arn: str, source_bucket: str, source_key_arn: str) -> dict[str, Any]:
     source_arn = f"arn:aws:s3:::{source_bucket}"
-    return {"Version": "2012-10-17", "Statement": [
-        _list_statement("ListSource", source_arn, PROMOTION_SOURCE_READ_PREFIXES),
-        {"Sid": "ReadSource", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
-         "Resource": _objects(source_arn, PROMOTION_SOURCE_READ_PREFIXES)},
-        {"Sid": "DecryptSource", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": source_key_arn},
-        *_write_statements("Target", bucket_arn, key_arn),
-    ]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            _list_statement("ListSource", source_arn, PROMOTION_SOURCE_READ_PREFIXES),
+            {
+                "Sid": "ReadSource",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
+                "Resource": _objects(source_arn, PROMOTION_SOURCE_READ_PREFIXES),
+            },
+            {"Sid": "DecryptSource", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": source_key_arn},
+            *_write_statements("Target", bucket_arn, key_arn),
+        ],
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -315,19 +422,36 @@ class Identities(pulumi.ComponentResource):
         prefix = f"triton-platform-{args.environment}"
 
         # ---- serving role + Pod Identity associations --------------------------------
-        serving = aws.iam.Role(f"{name}-serving-role", name=f"{prefix}-serving",
-                               description="Triton pods: read the model repository, write replica status",
-                               assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(
-                                   lambda arn: json.dumps(_build_serving_trust(arn, args.triton_deployments))), tags=tags, opts=child)
-        aws.iam.RolePolicy(f"{name}-serving-policy", role=serving.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn, args.cluster_arn).apply(
-            lambda v: json.dumps(_build_serving_policy(v[0], v[1], v[2], args.triton_deployments))), opts=child)
+        serving = aws.iam.Role(
+            f"{name}-serving-role",
+            name=f"{prefix}-serving",
+            description="Triton pods: read the model repository, write replica status",
+            assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(
+                lambda arn: json.dumps(_build_serving_trust(arn, args.triton_deployments))
+            ),
+            tags=tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-serving-policy",
+            role=serving.id,
+            policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn, args.cluster_arn).apply(
+                lambda v: json.dumps(_build_serving_policy(v[0], v[1], v[2], args.triton_deployments))
+            ),
+            opts=child,
+        )
         self.pod_identity_association_ids = {}
         for deployment in args.triton_deployments:
             assoc = aws.eks.PodIdentityAssociation(
-                f"{name}-serving-{deployment}", cluster_name=args.cluster_name, namespace=naming.TRITON_NAMESPACE,
-                service_account=naming.triton_service_account(deployment), role_arn=serving.arn,
+                f"{name}-serving-{deployment}",
+                cluster_name=args.cluster_name,
+                namespace=naming.TRITON_NAMESPACE,
+                service_account=naming.triton_service_account(deployment),
+                role_arn=serving.arn,
                 disable_session_tags=False,  # the trust and the status statements read the session tags
-                tags=tags, opts=child)
+                tags=tags,
+                opts=child,
+            )
             self.pod_identity_association_ids[deployment] = assoc.association_id
 
         # ---- GitHub OIDC -----------------------------------------------------------
@@ -338,35 +462,71 @@ class Identities(pulumi.ComponentResource):
         def ci_role(role: str, description: str) -> aws.iam.Role:
             subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
             trust = provider_arn.apply(lambda arn: json.dumps(_build_github_trust(arn, subjects)))
-            return aws.iam.Role(f"{name}-{role}-role", name=f"{prefix}-{role}", description=description,
-                                assume_role_policy=trust, max_session_duration=CI_SESSION_SECONDS[role], tags=tags, opts=child)
+            return aws.iam.Role(
+                f"{name}-{role}-role",
+                name=f"{prefix}-{role}",
+                description=description,
+                assume_role_policy=trust,
+                max_session_duration=CI_SESSION_SECONDS[role],
+                tags=tags,
+                opts=child,
+            )
 
         # ---- publisher (staging) / promoter (prod) -------------------------------------
         self.publisher_role_arn = None
         self.promoter_role_arn = None
         if args.environment == "staging":
             publisher = ci_role("publisher", "CI: publish model versions to the staging repository")
-            aws.iam.RolePolicy(f"{name}-publisher-policy", role=publisher.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
-                lambda v: json.dumps(_build_publisher_policy(v[0], v[1]))), opts=child)
+            aws.iam.RolePolicy(
+                f"{name}-publisher-policy",
+                role=publisher.id,
+                policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
+                    lambda v: json.dumps(_build_publisher_policy(v[0], v[1]))
+                ),
+                opts=child,
+            )
             self.publisher_role_arn = publisher.arn
         if args.environment == "prod":
             promoter = ci_role("promoter", "CI: promote verified model versions from staging to prod")
-            aws.iam.RolePolicy(f"{name}-promoter-policy", role=promoter.id, policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
-                lambda v: json.dumps(_build_promoter_policy(v[0], v[1], args.promotion_source_bucket, args.promotion_source_kms_key_arn))), opts=child)
+            aws.iam.RolePolicy(
+                f"{name}-promoter-policy",
+                role=promoter.id,
+                policy=pulumi.Output.all(args.bucket_arn, args.kms_key_arn).apply(
+                    lambda v: json.dumps(
+                        _build_promoter_policy(
+                            v[0], v[1], args.promotion_source_bucket, args.promotion_source_kms_key_arn
+                        )
+                    )
+                ),
+                opts=child,
+            )
             self.promoter_role_arn = promoter.arn
 
         def cluster_access(role_name: str, role: aws.iam.Role, policy_arn: str) -> None:
             """An EKS access entry for `role` with one cluster-scoped access policy."""
-            entry = aws.eks.AccessEntry(f"{name}-{role_name}-access", cluster_name=args.cluster_name, principal_arn=role.arn,
-                                        type="STANDARD", tags=tags, opts=child)
+            entry = aws.eks.AccessEntry(
+                f"{name}-{role_name}-access",
+                cluster_name=args.cluster_name,
+                principal_arn=role.arn,
+                type="STANDARD",
+                tags=tags,
+                opts=child,
+            )
             aws.eks.AccessPolicyAssociation(
-                f"{name}-{role_name}-access-policy", cluster_name=args.cluster_name, principal_arn=entry.principal_arn,
-                policy_arn=policy_arn, access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"), opts=child)
+                f"{name}-{role_name}-access-policy",
+                cluster_name=args.cluster_name,
+                principal_arn=entry.principal_arn,
+                policy_arn=policy_arn,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=child,
+            )
 
         # ---- deployer --------------------------------------------------------------------
         deployer = ci_role("deployer", "CI: pulumi up for this stack")
         for arn in args.deployer_policy_arns:
-            aws.iam.RolePolicyAttachment(f"{name}-deployer-{arn.rsplit('/', 1)[-1].lower()}", role=deployer.name, policy_arn=arn, opts=child)
+            aws.iam.RolePolicyAttachment(
+                f"{name}-deployer-{arn.rsplit('/', 1)[-1].lower()}", role=deployer.name, policy_arn=arn, opts=child
+            )
         cluster_access("deployer", deployer, CLUSTER_ADMIN_POLICY_ARN)
 
         # ---- preview (pull requests) -------------------------------------------------
@@ -374,7 +534,9 @@ class Identities(pulumi.ComponentResource):
         # AWS's ViewOnlyAccess (describe/list, no object or secret reads) and the EKS view
         # policy. Trusted only for pull_request runs of pull-request.yml in preview-<stack>.
         preview = ci_role("preview", "CI: read-only pulumi preview for pull requests")
-        aws.iam.RolePolicyAttachment(f"{name}-preview-viewonly", role=preview.name, policy_arn=PREVIEW_POLICY_ARN, opts=child)
+        aws.iam.RolePolicyAttachment(
+            f"{name}-preview-viewonly", role=preview.name, policy_arn=PREVIEW_POLICY_ARN, opts=child
+        )
         cluster_access("preview", preview, CLUSTER_VIEW_POLICY_ARN)
 
         self.serving_role_arn = serving.arn

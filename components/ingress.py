@@ -133,44 +133,74 @@ class IngressArgs:
     def __post_init__(self) -> None:
         network_policies.check_vpc_cidr("IngressArgs", self.vpc_cidr)
         if not _DNS_NAME.match(self.domain):
-            raise ValueError(f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as " "inference.example.com")
+            raise ValueError(
+                f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as "
+                "inference.example.com"
+            )
         if "@" not in self.acme_email:
             raise ValueError(f"IngressArgs.acme_email: {self.acme_email!r} is not allowed; allowed: an e-mail address")
         if self.tls_issuer not in ACME_SERVERS:
-            raise ValueError(f"IngressArgs.tls_issuer: {self.tls_issuer!r} is not allowed; allowed: {' | '.join(ACME_SERVERS)}")
+            raise ValueError(
+                f"IngressArgs.tls_issuer: {self.tls_issuer!r} is not allowed; allowed: {' | '.join(ACME_SERVERS)}"
+            )
         if not self.backends:
             raise ValueError("IngressArgs.backends: () is not allowed; allowed: at least one Triton backend")
         seen: dict[str, str] = {}
         for b in self.backends:
             for m in b.models:
                 if not layout.MODEL_NAME_RE.match(m):
-                    raise ValueError(f"IngressArgs.backends[{b.deployment}].models: {m!r} is not allowed; allowed: lowercase " "letters, digits, '_' and '-'")
+                    raise ValueError(
+                        f"IngressArgs.backends[{b.deployment}].models: {m!r} is not allowed; allowed: lowercase "
+                        "letters, digits, '_' and '-'"
+                    )
                 if m in seen:
-                    raise ValueError(f"IngressArgs.backends: model {m!r} is served by both {seen[m]!r} and {b.deployment!r}; " "allowed: each model in one deployment")
+                    raise ValueError(
+                        f"IngressArgs.backends: model {m!r} is served by both {seen[m]!r} and {b.deployment!r}; "
+                        "allowed: each model in one deployment"
+                    )
                 seen[m] = b.deployment
         if not self.allowed_cidrs:
-            raise ValueError("IngressArgs.allowed_cidrs: () is not allowed; allowed: at least one CIDR (0.0.0.0/0 for any client)")
+            raise ValueError(
+                "IngressArgs.allowed_cidrs: () is not allowed; allowed: at least one CIDR (0.0.0.0/0 for any client)"
+            )
         for c in self.allowed_cidrs:
             try:
                 ipaddress.ip_network(c, strict=True)
             except ValueError:
-                raise ValueError(f"IngressArgs.allowed_cidrs: {c!r} is not allowed; allowed: CIDRs such as 203.0.113.0/24") from None
+                raise ValueError(
+                    f"IngressArgs.allowed_cidrs: {c!r} is not allowed; allowed: CIDRs such as 203.0.113.0/24"
+                ) from None
         if cidr_rules.world_open(self.allowed_cidrs) and tuple(self.allowed_cidrs) != (str(cidr_rules.WORLD),):
-            raise ValueError(f"IngressArgs.allowed_cidrs: {cidr_rules.describe(self.allowed_cidrs)} lets (almost) every client " "through under another spelling; "
-                             "allowed: ('0.0.0.0/0',) for a public API, or CIDRs whose union is at most a /8")
+            raise ValueError(
+                f"IngressArgs.allowed_cidrs: {cidr_rules.describe(self.allowed_cidrs)} lets (almost) every client "
+                "through under another spelling; "
+                "allowed: ('0.0.0.0/0',) for a public API, or CIDRs whose union is at most a /8"
+            )
         if not 1 <= self.request_body_limit_mib <= 1024:
-            raise ValueError(f"IngressArgs.request_body_limit_mib: {self.request_body_limit_mib!r} is out of range; allowed: 1 to " "1024")
+            raise ValueError(
+                f"IngressArgs.request_body_limit_mib: {self.request_body_limit_mib!r} is out of range; allowed: 1 to "
+                "1024"
+            )
         if not 1 <= self.rate_limit_rps <= 100_000:
-            raise ValueError(f"IngressArgs.rate_limit_rps: {self.rate_limit_rps!r} is out of range; allowed: 1 to 100000")
+            raise ValueError(
+                f"IngressArgs.rate_limit_rps: {self.rate_limit_rps!r} is out of range; allowed: 1 to 100000"
+            )
         if self.replicas < 1:
             raise ValueError(f"IngressArgs.replicas: {self.replicas!r} is not allowed; allowed: 1 or more")
         if not self.clients:
-            raise ValueError("IngressArgs.clients: () is not allowed; allowed: at least one client name such as 'default'")
+            raise ValueError(
+                "IngressArgs.clients: () is not allowed; allowed: at least one client name such as 'default'"
+            )
         for c in self.clients:
             if not _CLIENT.match(c):
-                raise ValueError(f"IngressArgs.clients: {c!r} is not allowed; allowed: a DNS label (lowercase letters, digits, " "'-'; at most 32 characters)")
+                raise ValueError(
+                    f"IngressArgs.clients: {c!r} is not allowed; allowed: a DNS label (lowercase letters, digits, "
+                    "'-'; at most 32 characters)"
+                )
         if len(set(self.clients)) != len(self.clients):
-            raise ValueError(f"IngressArgs.clients: {list(self.clients)!r} has duplicates; allowed: each client name once")
+            raise ValueError(
+                f"IngressArgs.clients: {list(self.clients)!r} has duplicates; allowed: each client name once"
+            )
 
     @property
     def aggregate_rate_limit_rps(self) -> int:
@@ -216,7 +246,12 @@ def traefik_values(args: IngressArgs) -> dict[str, Any]:
             # Port 80 serves only ACME HTTP-01 challenges; nothing else is routed there.
             "web": {"port": 8000, "exposedPort": 80},
             # Chart >= 39 takes the entry point's TLS under `http` (values.schema.json refuses `tls` here).
-            "websecure": {"port": 8443, "exposedPort": 443, "http": {"tls": {"enabled": True}}, "http3": {"enabled": False}},
+            "websecure": {
+                "port": 8443,
+                "exposedPort": 443,
+                "http": {"tls": {"enabled": True}},
+                "http3": {"enabled": False},
+            },
         },
         "tlsOptions": {"default": {"minVersion": "VersionTLS12", "sniStrict": True}},
         "service": {
@@ -254,12 +289,22 @@ def cert_manager_values(replicas: int) -> dict[str, Any]:
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
         # The webhook and the cainjector get the same PDB as the controller: a drain that took
         # every webhook replica at once would refuse every Certificate change meanwhile.
-        "webhook": {"replicaCount": replicas, "nodeSelector": system, "podDisruptionBudget": {"enabled": replicas > 1},
-                    "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}},
-        "cainjector": {"replicaCount": replicas, "nodeSelector": system, "podDisruptionBudget": {"enabled": replicas > 1},
-                       "resources": {"requests": {"cpu": "20m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}},
-        "startupapicheck": {"nodeSelector": system,
-                            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}},
+        "webhook": {
+            "replicaCount": replicas,
+            "nodeSelector": system,
+            "podDisruptionBudget": {"enabled": replicas > 1},
+            "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
+        },
+        "cainjector": {
+            "replicaCount": replicas,
+            "nodeSelector": system,
+            "podDisruptionBudget": {"enabled": replicas > 1},
+            "resources": {"requests": {"cpu": "20m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        },
+        "startupapicheck": {
+            "nodeSelector": system,
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
+        },
     }
 
 
@@ -298,14 +343,31 @@ def middleware_specs(args: IngressArgs) -> dict[str, dict[str, Any]]:
     # ref: https://doc.traefik.io/traefik/middlewares/http/overview/
     return {
         "allowlist": {"ipAllowList": {"sourceRange": list(args.allowed_cidrs)}},
-        "auth": {"basicAuth": {"secret": API_KEYS_SECRET, "realm": "triton", "removeHeader": True, "headerField": CLIENT_HEADER}},
-        "ratelimit": {"rateLimit": {"average": args.rate_limit_rps, "burst": 2 * args.rate_limit_rps, "period": "1s",
-                                    "sourceCriterion": {"requestHeaderName": CLIENT_HEADER}}},
+        "auth": {
+            "basicAuth": {
+                "secret": API_KEYS_SECRET,
+                "realm": "triton",
+                "removeHeader": True,
+                "headerField": CLIENT_HEADER,
+            }
+        },
+        "ratelimit": {
+            "rateLimit": {
+                "average": args.rate_limit_rps,
+                "burst": 2 * args.rate_limit_rps,
+                "period": "1s",
+                "sourceCriterion": {"requestHeaderName": CLIENT_HEADER},
+            }
+        },
         # An empty value removes the header: clients can never present Triton's admin key,
         # neither as the HTTP header nor as the gRPC metadata Triton reads it from.
         "strip-admin": {"headers": {"customRequestHeaders": {ADMIN_HEADER: "", GRPC_ADMIN_HEADER: ""}}},
-        "body-limit": {"buffering": {"maxRequestBodyBytes": args.request_body_limit_mib * 1024 * 1024,
-                                     "memRequestBodyBytes": 4 * 1024 * 1024}},
+        "body-limit": {
+            "buffering": {
+                "maxRequestBodyBytes": args.request_body_limit_mib * 1024 * 1024,
+                "memRequestBodyBytes": 4 * 1024 * 1024,
+            }
+        },
     }
 
 
@@ -330,8 +392,13 @@ def http_rules(args: IngressArgs) -> list[tuple[str, TritonBackend]]:
         for m in b.models:
             base = f"/v2/models/{m}"
             infer = _or(f"Path(`{base}/infer`)", f"PathRegexp(`^{base}/versions/[0-9]+/infer$`)")
-            meta = _or(f"Path(`{base}`)", f"Path(`{base}/config`)", f"Path(`{base}/ready`)",
-                       f"PathRegexp(`^{base}/versions/[0-9]+$`)", f"PathRegexp(`^{base}/versions/[0-9]+/ready$`)")
+            meta = _or(
+                f"Path(`{base}`)",
+                f"Path(`{base}/config`)",
+                f"Path(`{base}/ready`)",
+                f"PathRegexp(`^{base}/versions/[0-9]+$`)",
+                f"PathRegexp(`^{base}/versions/[0-9]+/ready$`)",
+            )
             rules.append((f"{host} && Method(`POST`) && {infer}", b))
             rules.append((f"{host} && Method(`GET`) && {meta}", b))
     health = _or(*(f"Path(`{p}`)" for p in HEALTH_PATHS))
@@ -344,8 +411,10 @@ def grpc_rules(args: IngressArgs) -> list[tuple[str, TritonBackend, int]]:
     selected by header, plus the first deployment without it."""
     host = f"Host(`{args.grpc_host}`)"
     methods = _or(*(f"Path(`/{GRPC_SERVICE}/{m}`)" for m in GRPC_PUBLIC_METHODS))
-    out = [(f"{host} && Method(`POST`) && Header(`{DEPLOYMENT_HEADER}`, `{b.deployment}`) && {methods}", b, 100)
-           for b in args.backends]
+    out = [
+        (f"{host} && Method(`POST`) && Header(`{DEPLOYMENT_HEADER}`, `{b.deployment}`) && {methods}", b, 100)
+        for b in args.backends
+    ]
     out.append((f"{host} && Method(`POST`) && {methods}", args.backends[0], 10))
     return out
 
@@ -353,8 +422,15 @@ def grpc_rules(args: IngressArgs) -> list[tuple[str, TritonBackend, int]]:
 def http_route_spec(args: IngressArgs) -> dict[str, Any]:
     return {
         "entryPoints": ["websecure"],
-        "routes": [{"kind": "Rule", "match": rule, "middlewares": middleware_refs(HTTP_MIDDLEWARES),
-                    "services": [{"name": b.service, "port": HTTP_PORT}]} for rule, b in http_rules(args)],
+        "routes": [
+            {
+                "kind": "Rule",
+                "match": rule,
+                "middlewares": middleware_refs(HTTP_MIDDLEWARES),
+                "services": [{"name": b.service, "port": HTTP_PORT}],
+            }
+            for rule, b in http_rules(args)
+        ],
         "tls": {"secretName": TLS_SECRET},
     }
 
@@ -362,8 +438,16 @@ def http_route_spec(args: IngressArgs) -> dict[str, Any]:
 def grpc_route_spec(args: IngressArgs) -> dict[str, Any]:
     return {
         "entryPoints": ["websecure"],
-        "routes": [{"kind": "Rule", "match": rule, "priority": prio, "middlewares": middleware_refs(GRPC_MIDDLEWARES),
-                    "services": [{"name": b.service, "port": GRPC_PORT, "scheme": "h2c"}]} for rule, b, prio in grpc_rules(args)],
+        "routes": [
+            {
+                "kind": "Rule",
+                "match": rule,
+                "priority": prio,
+                "middlewares": middleware_refs(GRPC_MIDDLEWARES),
+                "services": [{"name": b.service, "port": GRPC_PORT, "scheme": "h2c"}],
+            }
+            for rule, b, prio in grpc_rules(args)
+        ],
         "tls": {"secretName": TLS_SECRET},
     }
 
@@ -371,7 +455,9 @@ def grpc_route_spec(args: IngressArgs) -> dict[str, Any]:
 def acme_solver_policy_spec(ingress_namespace: str) -> dict[str, Any]:
     """The triton namespace denies everything by default; cert-manager's HTTP-01 solver
     pods (created next to the Certificate) must be reachable from Traefik."""
-    return network_policies.policy(ACME_SOLVER_LABELS, ingress=[rule([pods_in(ingress_namespace, TRAEFIK_POD_LABELS)], *tcp(ACME_SOLVER_PORT))])
+    return network_policies.policy(
+        ACME_SOLVER_LABELS, ingress=[rule([pods_in(ingress_namespace, TRAEFIK_POD_LABELS)], *tcp(ACME_SOLVER_PORT))]
+    )
 
 
 def ingress_network_policy_specs(args: IngressArgs) -> dict[str, dict[str, Any]]:
@@ -379,14 +465,20 @@ def ingress_network_policy_specs(args: IngressArgs) -> dict[str, dict[str, Any]]
     Clients come from anywhere: the NLB keeps their addresses (externalTrafficPolicy Local)
     and the allowlist is Traefik's `ipAllowList` middleware, so the policy cannot narrow it."""
     return {
-        "traefik": network_policies.policy(TRAEFIK_POD_LABELS, ingress=[
-            rule([network_policies.cidr(network_policies.WORLD)], *tcp(TRAEFIK_WEB_PORT, TRAEFIK_WEBSECURE_PORT)),
-        ], egress=[
-            # The Triton Services' pods and cert-manager's HTTP-01 solvers, nothing else in the cluster.
-            rule([pods_in(args.triton_namespace, {"app.kubernetes.io/name": "triton"})], *tcp(HTTP_PORT, GRPC_PORT)),
-            rule([pods_in(args.triton_namespace, ACME_SOLVER_LABELS)], *tcp(ACME_SOLVER_PORT)),
-            network_policies.api_server_rule(args.vpc_cidr),
-        ]),
+        "traefik": network_policies.policy(
+            TRAEFIK_POD_LABELS,
+            ingress=[
+                rule([network_policies.cidr(network_policies.WORLD)], *tcp(TRAEFIK_WEB_PORT, TRAEFIK_WEBSECURE_PORT)),
+            ],
+            egress=[
+                # The Triton Services' pods and cert-manager's HTTP-01 solvers, nothing else in the cluster.
+                rule(
+                    [pods_in(args.triton_namespace, {"app.kubernetes.io/name": "triton"})], *tcp(HTTP_PORT, GRPC_PORT)
+                ),
+                rule([pods_in(args.triton_namespace, ACME_SOLVER_LABELS)], *tcp(ACME_SOLVER_PORT)),
+                network_policies.api_server_rule(args.vpc_cidr),
+            ],
+        ),
     }
 
 
@@ -396,9 +488,12 @@ def cert_manager_network_policy_specs(args: IngressArgs) -> dict[str, dict[str, 
         # The controller talks ACME to the CA (HTTPS) and self-checks each HTTP-01 challenge
         # through the public host (port 80) before asking the CA to validate it.
         # ref: https://cert-manager.io/docs/configuration/acme/http01/
-        "acme": network_policies.policy(CERT_MANAGER_CONTROLLER_LABELS, egress=[rule([network_policies.internet()], *tcp(443, 80))]),
-        "webhook": network_policies.policy(CERT_MANAGER_WEBHOOK_LABELS, ingress=[
-            from_api_server_rule(args.vpc_cidr, *tcp(CERT_MANAGER_WEBHOOK_PORT))]),
+        "acme": network_policies.policy(
+            CERT_MANAGER_CONTROLLER_LABELS, egress=[rule([network_policies.internet()], *tcp(443, 80))]
+        ),
+        "webhook": network_policies.policy(
+            CERT_MANAGER_WEBHOOK_LABELS, ingress=[from_api_server_rule(args.vpc_cidr, *tcp(CERT_MANAGER_WEBHOOK_PORT))]
+        ),
         # Controller, webhook, cainjector and the startup check all call the API server.
         "api-server": network_policies.policy(None, egress=[network_policies.api_server_rule(args.vpc_cidr)]),
     }
@@ -407,7 +502,6 @@ def cert_manager_network_policy_specs(args: IngressArgs) -> dict[str, dict[str, 
 # --------------------------------------------------------------------------------------
 # The component.
 # --------------------------------------------------------------------------------------
-
 
 
 class Ingress(pulumi.ComponentResource):
@@ -423,57 +517,117 @@ class Ingress(pulumi.ComponentResource):
         super().__init__("triton-platform:serving:Ingress", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        ingress_ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(
-            args.ingress_namespace, allow=ingress_network_policy_specs(args)), opts=child)
-        cm_ns = ServingNamespace(f"{name}-cert-manager-namespace", ServingNamespaceArgs(
-            args.cert_manager_namespace, allow=cert_manager_network_policy_specs(args)), opts=child)
+        ingress_ns = ServingNamespace(
+            f"{name}-namespace",
+            ServingNamespaceArgs(args.ingress_namespace, allow=ingress_network_policy_specs(args)),
+            opts=child,
+        )
+        cm_ns = ServingNamespace(
+            f"{name}-cert-manager-namespace",
+            ServingNamespaceArgs(args.cert_manager_namespace, allow=cert_manager_network_policy_specs(args)),
+            opts=child,
+        )
 
-        self.cert_manager = _release(f"{name}-cert-manager", versions.CERT_MANAGER_CHART, args.cert_manager_namespace,
-                                     cert_manager_values(min(args.replicas, 3)),
-                                     pulumi.ResourceOptions(parent=self, depends_on=[cm_ns]))
-        self.traefik = _release(f"{name}-traefik", versions.TRAEFIK_CHART, args.ingress_namespace, traefik_values(args),
-                                pulumi.ResourceOptions(parent=self, depends_on=[ingress_ns]))
+        self.cert_manager = _release(
+            f"{name}-cert-manager",
+            versions.CERT_MANAGER_CHART,
+            args.cert_manager_namespace,
+            cert_manager_values(min(args.replicas, 3)),
+            pulumi.ResourceOptions(parent=self, depends_on=[cm_ns]),
+        )
+        self.traefik = _release(
+            f"{name}-traefik",
+            versions.TRAEFIK_CHART,
+            args.ingress_namespace,
+            traefik_values(args),
+            pulumi.ResourceOptions(parent=self, depends_on=[ingress_ns]),
+        )
 
         after_cm = pulumi.ResourceOptions(parent=self, depends_on=[self.cert_manager])
         after_traefik = pulumi.ResourceOptions(parent=self, depends_on=[self.traefik])
-        in_triton: Any = lambda n: {"name": n, "namespace": args.triton_namespace, "labels": {"app.kubernetes.io/part-of": "triton-platform"}}  # noqa: E731
+        in_triton: Any = lambda n: {  # noqa: E731
+            "name": n,
+            "namespace": args.triton_namespace,
+            "labels": {"app.kubernetes.io/part-of": "triton-platform"},
+        }
 
         self.cluster_issuer = k8s.apiextensions.CustomResource(
-            f"{name}-cluster-issuer", api_version="cert-manager.io/v1", kind="ClusterIssuer",
-            metadata={"name": args.tls_issuer}, spec=cluster_issuer_spec(args), opts=after_cm)
+            f"{name}-cluster-issuer",
+            api_version="cert-manager.io/v1",
+            kind="ClusterIssuer",
+            metadata={"name": args.tls_issuer},
+            spec=cluster_issuer_spec(args),
+            opts=after_cm,
+        )
         self.certificate = k8s.apiextensions.CustomResource(
-            f"{name}-certificate", api_version="cert-manager.io/v1", kind="Certificate",
-            metadata=in_triton(TLS_SECRET), spec=certificate_spec(args),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_issuer]))
+            f"{name}-certificate",
+            api_version="cert-manager.io/v1",
+            kind="Certificate",
+            metadata=in_triton(TLS_SECRET),
+            spec=certificate_spec(args),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_issuer]),
+        )
         solver_spec: Any = acme_solver_policy_spec(args.ingress_namespace)
-        k8s.networking.v1.NetworkPolicy(f"{name}-acme-solver-policy", metadata=in_triton("allow-acme-http01-solver"),
-                                        spec=solver_spec, opts=child)
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-acme-solver-policy", metadata=in_triton("allow-acme-http01-solver"), spec=solver_spec, opts=child
+        )
 
         # One key per client; `<name>-<client>-api-key` keeps the original default key.
-        keys = {c: random.RandomPassword(f"{name}-{c}-api-key", length=48, special=False, opts=child).result for c in args.clients}
+        keys = {
+            c: random.RandomPassword(f"{name}-{c}-api-key", length=48, special=False, opts=child).result
+            for c in args.clients
+        }
         all_keys: pulumi.Output[dict[str, str]] = pulumi.Output.all(**keys)
         self.api_keys = pulumi.Output.secret(all_keys)
         self.api_keys_secret = k8s.core.v1.Secret(
-            f"{name}-api-keys", metadata=in_triton(API_KEYS_SECRET), type="Opaque",
-            string_data={"users": all_keys.apply(htpasswd_users)}, opts=child)
+            f"{name}-api-keys",
+            metadata=in_triton(API_KEYS_SECRET),
+            type="Opaque",
+            string_data={"users": all_keys.apply(htpasswd_users)},
+            opts=child,
+        )
 
         self.middlewares = {
             role: k8s.apiextensions.CustomResource(
-                f"{name}-middleware-{role}", api_version="traefik.io/v1alpha1", kind="Middleware",
-                metadata=in_triton(f"triton-{role}"), spec=spec, opts=after_traefik)
+                f"{name}-middleware-{role}",
+                api_version="traefik.io/v1alpha1",
+                kind="Middleware",
+                metadata=in_triton(f"triton-{role}"),
+                spec=spec,
+                opts=after_traefik,
+            )
             for role, spec in middleware_specs(args).items()
         }
-        routes_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.traefik, self.certificate, *self.middlewares.values()])
+        routes_opts = pulumi.ResourceOptions(
+            parent=self, depends_on=[self.traefik, self.certificate, *self.middlewares.values()]
+        )
         self.http_route = k8s.apiextensions.CustomResource(
-            f"{name}-http-route", api_version="traefik.io/v1alpha1", kind="IngressRoute",
-            metadata=in_triton("triton-http"), spec=http_route_spec(args), opts=routes_opts)
+            f"{name}-http-route",
+            api_version="traefik.io/v1alpha1",
+            kind="IngressRoute",
+            metadata=in_triton("triton-http"),
+            spec=http_route_spec(args),
+            opts=routes_opts,
+        )
         self.grpc_route = k8s.apiextensions.CustomResource(
-            f"{name}-grpc-route", api_version="traefik.io/v1alpha1", kind="IngressRoute",
-            metadata=in_triton("triton-grpc"), spec=grpc_route_spec(args), opts=routes_opts)
+            f"{name}-grpc-route",
+            api_version="traefik.io/v1alpha1",
+            kind="IngressRoute",
+            metadata=in_triton("triton-grpc"),
+            spec=grpc_route_spec(args),
+            opts=routes_opts,
+        )
 
         self.http_host = pulumi.Output.from_input(args.http_host)
         self.grpc_host = pulumi.Output.from_input(args.grpc_host)
         self.http_endpoint = pulumi.Output.from_input(f"https://{args.http_host}")
         self.grpc_endpoint = pulumi.Output.from_input(f"{args.grpc_host}:443")
-        self.register_outputs({"httpHost": self.http_host, "grpcHost": self.grpc_host, "httpEndpoint": self.http_endpoint,
-                               "grpcEndpoint": self.grpc_endpoint, "apiKeys": self.api_keys})
+        self.register_outputs(
+            {
+                "httpHost": self.http_host,
+                "grpcHost": self.grpc_host,
+                "httpEndpoint": self.http_endpoint,
+                "grpcEndpoint": self.grpc_endpoint,
+                "apiKeys": self.api_keys,
+            }
+        )

@@ -64,11 +64,15 @@ class LogShippingArgs:
     def __post_init__(self) -> None:
         network_policies.check_vpc_cidr("LogShippingArgs", self.vpc_cidr)
         if not 1 <= self.retention_days <= 365:
-            raise ValueError(f"LogShippingArgs.retention_days: {self.retention_days!r} is out of range; allowed: 1 to 365")
+            raise ValueError(
+                f"LogShippingArgs.retention_days: {self.retention_days!r} is out of range; allowed: 1 to 365"
+            )
         if not 10 <= self.storage_gib <= 10_000:
             raise ValueError(f"LogShippingArgs.storage_gib: {self.storage_gib!r} is out of range; allowed: 10 to 10000")
         if not 1 <= self.shipper_replicas <= 10:
-            raise ValueError(f"LogShippingArgs.shipper_replicas: {self.shipper_replicas!r} is out of range; allowed: 1 to 10")
+            raise ValueError(
+                f"LogShippingArgs.shipper_replicas: {self.shipper_replicas!r} is out of range; allowed: 1 to 10"
+            )
 
 
 def loki_values(args: LogShippingArgs) -> dict[str, Any]:
@@ -81,28 +85,58 @@ def loki_values(args: LogShippingArgs) -> dict[str, Any]:
             "auth_enabled": False,
             "commonConfig": {"replication_factor": 1},
             "storage": {"type": "filesystem"},
-            "schemaConfig": {"configs": [{"from": "2024-04-01", "store": "tsdb", "object_store": "filesystem", "schema": "v13",
-                                          "index": {"prefix": "index_", "period": "24h"}}]},
+            "schemaConfig": {
+                "configs": [
+                    {
+                        "from": "2024-04-01",
+                        "store": "tsdb",
+                        "object_store": "filesystem",
+                        "schema": "v13",
+                        "index": {"prefix": "index_", "period": "24h"},
+                    }
+                ]
+            },
             "limits_config": {"retention_period": f"{args.retention_days * 24}h"},
             "compactor": {"retention_enabled": True, "delete_request_store": "filesystem"},
             # The chart's contexts (uid 10001, read-only root, no capabilities) plus seccomp.
-            "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
-                                   "seccompProfile": {"type": "RuntimeDefault"}},
-            "containerSecurityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                         "capabilities": {"drop": ["ALL"]}},
+            "podSecurityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 10001,
+                "runAsGroup": 10001,
+                "fsGroup": 10001,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containerSecurityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+            },
             # /metrics answers while the ingester is still joining its ring or replaying its
             # WAL (when /ready does not), so a long start-up is not killed.
-            "livenessProbe": {"httpGet": {"path": "/metrics", "port": "http-metrics"},
-                              "initialDelaySeconds": 30, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 5},
+            "livenessProbe": {
+                "httpGet": {"path": "/metrics", "port": "http-metrics"},
+                "initialDelaySeconds": 30,
+                "periodSeconds": 30,
+                "timeoutSeconds": 5,
+                "failureThreshold": 5,
+            },
         },
-        "singleBinary": {"replicas": 1, "nodeSelector": system,
-                         "persistence": {"enabled": True, "size": f"{args.storage_gib}Gi", "storageClass": naming.STORAGE_CLASS},
-                         # Ingesters hold open chunks in memory until they flush; queries add to
-                         # it. Memory limit 2x the request, CPU limit for query bursts.
-                         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}},
-        "backend": {"replicas": 0}, "read": {"replicas": 0}, "write": {"replicas": 0},
-        "chunksCache": {"enabled": False}, "resultsCache": {"enabled": False},
-        "gateway": {"enabled": False}, "lokiCanary": {"enabled": False}, "test": {"enabled": False},
+        "singleBinary": {
+            "replicas": 1,
+            "nodeSelector": system,
+            "persistence": {"enabled": True, "size": f"{args.storage_gib}Gi", "storageClass": naming.STORAGE_CLASS},
+            # Ingesters hold open chunks in memory until they flush; queries add to
+            # it. Memory limit 2x the request, CPU limit for query bursts.
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+        },
+        "backend": {"replicas": 0},
+        "read": {"replicas": 0},
+        "write": {"replicas": 0},
+        "chunksCache": {"enabled": False},
+        "resultsCache": {"enabled": False},
+        "gateway": {"enabled": False},
+        "lokiCanary": {"enabled": False},
+        "test": {"enabled": False},
         # The rules sidecar loads `loki_rule` ConfigMaps/Secrets through the API with a
         # cluster-wide read of every Secret; the platform ships no Loki rules (alerts are
         # Prometheus rules), so it is off, and Loki itself never calls the API: no token.
@@ -164,9 +198,15 @@ def alloy_values(args: LogShippingArgs) -> dict[str, Any]:
     non_root = {"runAsNonRoot": True, "runAsUser": ALLOY_UID, "runAsGroup": ALLOY_UID}
     restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
     return {
-        "global": {"podSecurityContext": {**non_root, "fsGroup": ALLOY_UID, "seccompProfile": {"type": "RuntimeDefault"}}},
-        "controller": {"type": "deployment", "replicas": args.shipper_replicas, "nodeSelector": gpu_contract.system_node_labels(),
-                       "volumes": {"extra": [{"name": "tmp", "emptyDir": {}}]}},
+        "global": {
+            "podSecurityContext": {**non_root, "fsGroup": ALLOY_UID, "seccompProfile": {"type": "RuntimeDefault"}}
+        },
+        "controller": {
+            "type": "deployment",
+            "replicas": args.shipper_replicas,
+            "nodeSelector": gpu_contract.system_node_labels(),
+            "volumes": {"extra": [{"name": "tmp", "emptyDir": {}}]},
+        },
         "alloy": {
             "clustering": {"enabled": True},
             "configMap": {"create": True, "content": alloy_config(args.namespace)},
@@ -175,8 +215,13 @@ def alloy_values(args: LogShippingArgs) -> dict[str, Any]:
             "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
             # The chart's own liveness example (ci/livinessprobe-values.yaml); /-/ready is
             # already the readiness probe.
-            "livenessProbe": {"httpGet": {"path": "/metrics", "port": "http-metrics", "scheme": "HTTP"},
-                              "initialDelaySeconds": 30, "timeoutSeconds": 2, "periodSeconds": 30, "failureThreshold": 3},
+            "livenessProbe": {
+                "httpGet": {"path": "/metrics", "port": "http-metrics", "scheme": "HTTP"},
+                "initialDelaySeconds": 30,
+                "timeoutSeconds": 2,
+                "periodSeconds": 30,
+                "failureThreshold": 3,
+            },
         },
         # The config-reloader sidecar: requests are the chart's, limits added.
         "configReloader": {
@@ -188,11 +233,22 @@ def alloy_values(args: LogShippingArgs) -> dict[str, Any]:
 
 def grafana_datasource(namespace: str) -> str:
     # ref: https://grafana.com/docs/grafana/latest/administration/provisioning/#data-sources
-    return yaml.safe_dump({"apiVersion": 1, "datasources": [{
-        "name": "Loki", "type": "loki", "uid": "loki", "access": "proxy", "url": loki_url(namespace),
-        "jsonData": {"maxLines": 1000},
-    }]}, sort_keys=False)
-
+    return yaml.safe_dump(
+        {
+            "apiVersion": 1,
+            "datasources": [
+                {
+                    "name": "Loki",
+                    "type": "loki",
+                    "uid": "loki",
+                    "access": "proxy",
+                    "url": loki_url(namespace),
+                    "jsonData": {"maxLines": 1000},
+                }
+            ],
+        },
+        sort_keys=False,
+    )
 
 
 def network_policy_specs(args: LogShippingArgs) -> dict[str, dict[str, Any]]:
@@ -201,19 +257,27 @@ def network_policy_specs(args: LogShippingArgs) -> dict[str, dict[str, Any]]:
     grafana = [pods_in(args.grafana_namespace, GRAFANA_POD_LABELS)] if args.grafana_namespace else []
     return {
         # Loki takes pushes from Alloy and queries from Grafana; its ring talks to itself.
-        "loki": network_policies.policy(LOKI_POD_LABELS, ingress=[
-            rule([pods_in(ns, ALLOY_POD_LABELS), *grafana], *tcp(LOKI_PORT)),
-            rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_MEMBERLIST_PORT)),
-        ], egress=[rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_MEMBERLIST_PORT))]),
+        "loki": network_policies.policy(
+            LOKI_POD_LABELS,
+            ingress=[
+                rule([pods_in(ns, ALLOY_POD_LABELS), *grafana], *tcp(LOKI_PORT)),
+                rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_MEMBERLIST_PORT)),
+            ],
+            egress=[rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_MEMBERLIST_PORT))],
+        ),
         # Alloy discovers and tails pods through the API server, pushes to Loki and shares its
         # targets with its peers (clustering).
-        "alloy": network_policies.policy(ALLOY_POD_LABELS, ingress=[
-            rule([pods_in(ns, ALLOY_POD_LABELS)], *tcp(ALLOY_PORT)),
-        ], egress=[
-            rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_PORT)),
-            rule([pods_in(ns, ALLOY_POD_LABELS)], *tcp(ALLOY_PORT)),
-            network_policies.api_server_rule(args.vpc_cidr),
-        ]),
+        "alloy": network_policies.policy(
+            ALLOY_POD_LABELS,
+            ingress=[
+                rule([pods_in(ns, ALLOY_POD_LABELS)], *tcp(ALLOY_PORT)),
+            ],
+            egress=[
+                rule([pods_in(ns, LOKI_POD_LABELS)], *tcp(LOKI_PORT)),
+                rule([pods_in(ns, ALLOY_POD_LABELS)], *tcp(ALLOY_PORT)),
+                network_policies.api_server_rule(args.vpc_cidr),
+            ],
+        ),
     }
 
 
@@ -228,16 +292,35 @@ class LogShipping(pulumi.ComponentResource):
         # restricted: Loki and Alloy run non-root, seccomp RuntimeDefault, every capability
         # dropped, no privilege escalation, no host mounts (loki_values, alloy_values; the rendered
         # pods are checked against the level in tests/manifests/test_pod_security.py).
-        ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, allow=network_policy_specs(args)), opts=child)
-        self.loki = _release(f"{name}-loki", versions.LOKI_CHART, args.namespace, loki_values(args),
-                             pulumi.ResourceOptions(parent=self, depends_on=[ns]))
-        self.alloy = _release(f"{name}-alloy", versions.ALLOY_CHART, args.namespace, alloy_values(args),
-                              pulumi.ResourceOptions(parent=self, depends_on=[self.loki]))
+        ns = ServingNamespace(
+            f"{name}-namespace", ServingNamespaceArgs(args.namespace, allow=network_policy_specs(args)), opts=child
+        )
+        self.loki = _release(
+            f"{name}-loki",
+            versions.LOKI_CHART,
+            args.namespace,
+            loki_values(args),
+            pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+        )
+        self.alloy = _release(
+            f"{name}-alloy",
+            versions.ALLOY_CHART,
+            args.namespace,
+            alloy_values(args),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.loki]),
+        )
         self.datasource: k8s.core.v1.ConfigMap | None = None
         if args.grafana_namespace is not None:
-            meta: Any = {"name": "loki-datasource", "namespace": args.grafana_namespace,
-                         "labels": {"app.kubernetes.io/part-of": "triton-platform", "grafana_datasource": "1"}}
-            self.datasource = k8s.core.v1.ConfigMap(f"{name}-grafana-datasource", metadata=meta,
-                                                    data={"loki.yaml": grafana_datasource(args.namespace)}, opts=child)
+            meta: Any = {
+                "name": "loki-datasource",
+                "namespace": args.grafana_namespace,
+                "labels": {"app.kubernetes.io/part-of": "triton-platform", "grafana_datasource": "1"},
+            }
+            self.datasource = k8s.core.v1.ConfigMap(
+                f"{name}-grafana-datasource",
+                metadata=meta,
+                data={"loki.yaml": grafana_datasource(args.namespace)},
+                opts=child,
+            )
         self.loki_url = pulumi.Output.from_input(loki_url(args.namespace))
         self.register_outputs({"lokiUrl": self.loki_url})

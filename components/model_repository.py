@@ -41,7 +41,12 @@ from model_sync import layout
 
 # What a promoter must read in the source (staging) bucket: the versions and their
 # manifests, the replicas' status and the verification records.
-PROMOTION_SOURCE_READ_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)
+PROMOTION_SOURCE_READ_PREFIXES = (
+    layout.REPOSITORY_PREFIX,
+    layout.MANIFESTS_PREFIX,
+    layout.STATUS_PREFIX,
+    layout.AUDIT_PREFIX,
+)
 ABORT_INCOMPLETE_MULTIPART_DAYS = 7
 STATUS_NONCURRENT_DAYS = 1
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")
@@ -79,18 +84,36 @@ class ModelRepositoryArgs:
 
     def __post_init__(self) -> None:
         if self.environment not in ENVIRONMENTS:
-            raise ValueError(f"ModelRepositoryArgs.environment: {self.environment!r} is not allowed; allowed: " f"{' | '.join(ENVIRONMENTS)}")
+            raise ValueError(
+                f"ModelRepositoryArgs.environment: {self.environment!r} is not allowed; allowed: "
+                f"{' | '.join(ENVIRONMENTS)}"
+            )
         if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
-            raise ValueError(f"ModelRepositoryArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as " "us-east-1")
+            raise ValueError(
+                f"ModelRepositoryArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as "
+                "us-east-1"
+            )
         if not 1 <= self.noncurrent_version_days <= 3650:
-            raise ValueError(f"ModelRepositoryArgs.noncurrent_version_days: {self.noncurrent_version_days!r} is out of range; " "allowed: 1 to 3650")
+            raise ValueError(
+                f"ModelRepositoryArgs.noncurrent_version_days: {self.noncurrent_version_days!r} is out of range; "
+                "allowed: 1 to 3650"
+            )
         if self.force_destroy and self.environment != "dev":
-            raise ValueError(f"ModelRepositoryArgs.force_destroy: True is not allowed in {self.environment}; allowed: True in dev " "only")
+            raise ValueError(
+                f"ModelRepositoryArgs.force_destroy: True is not allowed in {self.environment}; allowed: True in dev "
+                "only"
+            )
         for arn in self.read_principal_arns:
             if not _ROLE_ARN.match(arn):
-                raise ValueError(f"ModelRepositoryArgs.read_principal_arns: {arn!r} is not an IAM role ARN; allowed: " "arn:aws:iam::<12-digit account>:role/<name>")
+                raise ValueError(
+                    f"ModelRepositoryArgs.read_principal_arns: {arn!r} is not an IAM role ARN; allowed: "
+                    "arn:aws:iam::<12-digit account>:role/<name>"
+                )
         if self.read_principal_arns and self.environment != "staging":
-            raise ValueError(f"ModelRepositoryArgs.read_principal_arns: {list(self.read_principal_arns)!r} is not allowed in " f"{self.environment}; allowed: staging only (the promotion source)")
+            raise ValueError(
+                f"ModelRepositoryArgs.read_principal_arns: {list(self.read_principal_arns)!r} is not allowed in "
+                f"{self.environment}; allowed: staging only (the promotion source)"
+            )
 
 
 def _readers(readers: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -103,85 +126,141 @@ def _readers(readers: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """
     accounts = sorted({arn.split(":")[4] for arn in readers})
     partition = readers[0].split(":")[1]
-    return ({"AWS": [f"arn:{partition}:iam::{a}:root" for a in accounts]},
-            {"ArnEquals": {"aws:PrincipalArn": sorted(readers)}})
+    return (
+        {"AWS": [f"arn:{partition}:iam::{a}:root" for a in accounts]},
+        {"ArnEquals": {"aws:PrincipalArn": sorted(readers)}},
+    )
 
 
 def _build_key_policy(account_id: str, region: str, bucket: str, readers: Sequence[str]) -> dict[str, Any]:
-    statements: list[dict[str, Any]] = [{
-        # Account-root statement: lets IAM policies in this account grant use of the key
-        # (without it the key is unmanageable). ref:
-        # https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html
-        "Sid": "EnableIamPolicies", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account_id}:root"},
-        "Action": "kms:*", "Resource": "*",
-    }]
+    statements: list[dict[str, Any]] = [
+        {
+            # Account-root statement: lets IAM policies in this account grant use of the key
+            # (without it the key is unmanageable). ref:
+            # https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html
+            "Sid": "EnableIamPolicies",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:aws:iam::{account_id}:root"},
+            "Action": "kms:*",
+            "Resource": "*",
+        }
+    ]
     if readers:
         principal, who = _readers(readers)
-        statements.append({
-            "Sid": "CrossAccountPromotionRead", "Effect": "Allow", "Principal": principal,
-            "Action": ["kms:Decrypt", "kms:DescribeKey"], "Resource": "*",
-            "Condition": {
-                **who,
-                "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"},
-                # With the S3 Bucket Key the encryption context is the bucket ARN.
-                # ref:
-                # https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html#bucket-key-encryption-context
-                "StringLike": {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{bucket}*"},
-            },
-        })
+        statements.append(
+            {
+                "Sid": "CrossAccountPromotionRead",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": ["kms:Decrypt", "kms:DescribeKey"],
+                "Resource": "*",
+                "Condition": {
+                    **who,
+                    "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"},
+                    # With the S3 Bucket Key the encryption context is the bucket ARN.
+                    # ref:
+                    # https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html#bucket-key-encryption-context
+                    "StringLike": {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{bucket}*"},
+                },
+            }
+        )
     return {"Version": "2012-10-17", "Statement": statements}
 
 
 def _build_bucket_policy(bucket_arn: str, key_arn: str, readers: Sequence[str]) -> dict[str, Any]:
     objects = f"{bucket_arn}/*"
     statements: list[dict[str, Any]] = [
-        {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-         "Resource": [bucket_arn, objects], "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+        {
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [bucket_arn, objects],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        },
         # ref:
         # https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html#example-object-tls-version
-        {"Sid": "DenyOutdatedTls", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-         "Resource": [bucket_arn, objects], "Condition": {"NumericLessThan": {"s3:TlsVersion": "1.2"}}},
+        {
+            "Sid": "DenyOutdatedTls",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [bucket_arn, objects],
+            "Condition": {"NumericLessThan": {"s3:TlsVersion": "1.2"}},
+        },
         # Only an explicit non-KMS header is refused; no header = default encryption (this key).
-        {"Sid": "DenyNonKmsEncryptionHeader", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
-         "Resource": objects, "Condition": {
-             "StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"},
-             "Null": {"s3:x-amz-server-side-encryption": "false"}}},
-        {"Sid": "DenyOtherKmsKeys", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
-         "Resource": objects, "Condition": {
-             "StringNotEquals": {"s3:x-amz-server-side-encryption-aws-kms-key-id": key_arn},
-             "Null": {"s3:x-amz-server-side-encryption-aws-kms-key-id": "false"}}},
+        {
+            "Sid": "DenyNonKmsEncryptionHeader",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:PutObject",
+            "Resource": objects,
+            "Condition": {
+                "StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"},
+                "Null": {"s3:x-amz-server-side-encryption": "false"},
+            },
+        },
+        {
+            "Sid": "DenyOtherKmsKeys",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:PutObject",
+            "Resource": objects,
+            "Condition": {
+                "StringNotEquals": {"s3:x-amz-server-side-encryption-aws-kms-key-id": key_arn},
+                "Null": {"s3:x-amz-server-side-encryption-aws-kms-key-id": "false"},
+            },
+        },
     ]
     if readers:
         principal, who = _readers(readers)
-        statements.append({
-            "Sid": "CrossAccountPromotionList", "Effect": "Allow", "Principal": principal,
-            "Action": "s3:ListBucket", "Resource": bucket_arn,
-            "Condition": {**who, "StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
-        })
-        statements.append({
-            "Sid": "CrossAccountPromotionRead", "Effect": "Allow", "Principal": principal,
-            "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
-            "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES], "Condition": who,
-        })
+        statements.append(
+            {
+                "Sid": "CrossAccountPromotionList",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": "s3:ListBucket",
+                "Resource": bucket_arn,
+                "Condition": {**who, "StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
+            }
+        )
+        statements.append(
+            {
+                "Sid": "CrossAccountPromotionRead",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
+                "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES],
+                "Condition": who,
+            }
+        )
     return {"Version": "2012-10-17", "Statement": statements}
 
 
 def _build_lifecycle_rules(noncurrent_days: int) -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
     return [
         aws.s3.BucketLifecycleConfigurationRuleArgs(
-            id="expire-noncurrent-versions", status="Enabled",
+            id="expire-noncurrent-versions",
+            status="Enabled",
             filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-            noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(noncurrent_days=noncurrent_days),
+            noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                noncurrent_days=noncurrent_days
+            ),
             abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                days_after_initiation=ABORT_INCOMPLETE_MULTIPART_DAYS),
+                days_after_initiation=ABORT_INCOMPLETE_MULTIPART_DAYS
+            ),
         ),
         aws.s3.BucketLifecycleConfigurationRuleArgs(
-            id="expire-noncurrent-status", status="Enabled",
+            id="expire-noncurrent-status",
+            status="Enabled",
             filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=layout.STATUS_PREFIX),
-            noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(noncurrent_days=STATUS_NONCURRENT_DAYS),
+            noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                noncurrent_days=STATUS_NONCURRENT_DAYS
+            ),
         ),
         aws.s3.BucketLifecycleConfigurationRuleArgs(
-            id="remove-expired-delete-markers", status="Enabled",
+            id="remove-expired-delete-markers",
+            status="Enabled",
             filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
             expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True),
         ),
@@ -204,42 +283,71 @@ class ModelRepository(pulumi.ComponentResource):
         name_of_bucket = bucket_name(args.environment, account_id)
 
         key = aws.kms.Key(
-            f"{name}-key", description=f"S3 model repository {name_of_bucket}",
-            enable_key_rotation=True, deletion_window_in_days=30,
+            f"{name}-key",
+            description=f"S3 model repository {name_of_bucket}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
             policy=json.dumps(_build_key_policy(account_id, args.region, name_of_bucket, args.read_principal_arns)),
-            tags=tags, opts=child,
+            tags=tags,
+            opts=child,
         )
-        aws.kms.Alias(f"{name}-key-alias", name=f"alias/triton-platform-{args.environment}-models", target_key_id=key.key_id, opts=child)
+        aws.kms.Alias(
+            f"{name}-key-alias",
+            name=f"alias/triton-platform-{args.environment}-models",
+            target_key_id=key.key_id,
+            opts=child,
+        )
 
-        bucket = aws.s3.Bucket(f"{name}-bucket", bucket=name_of_bucket, force_destroy=args.force_destroy, tags=tags, opts=child)
+        bucket = aws.s3.Bucket(
+            f"{name}-bucket", bucket=name_of_bucket, force_destroy=args.force_destroy, tags=tags, opts=child
+        )
         pab = aws.s3.BucketPublicAccessBlock(
-            f"{name}-public-access-block", bucket=bucket.id,
-            block_public_acls=True, block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True, opts=child,
+            f"{name}-public-access-block",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
         )
         aws.s3.BucketOwnershipControls(
-            f"{name}-ownership", bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"), opts=child,
+            f"{name}-ownership",
+            bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=child,
         )
         versioning = aws.s3.BucketVersioning(
-            f"{name}-versioning", bucket=bucket.id,
-            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"), opts=child,
+            f"{name}-versioning",
+            bucket=bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
+            opts=child,
         )
         aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-encryption", bucket=bucket.id,
-            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                    sse_algorithm="aws:kms", kms_master_key_id=key.arn),
-                bucket_key_enabled=True,
-            )], opts=child,
+            f"{name}-encryption",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="aws:kms", kms_master_key_id=key.arn
+                    ),
+                    bucket_key_enabled=True,
+                )
+            ],
+            opts=child,
         )
         aws.s3.BucketPolicy(
-            f"{name}-policy", bucket=bucket.id,
-            policy=pulumi.Output.all(bucket.arn, key.arn).apply(lambda v: json.dumps(_build_bucket_policy(v[0], v[1], args.read_principal_arns))),
+            f"{name}-policy",
+            bucket=bucket.id,
+            policy=pulumi.Output.all(bucket.arn, key.arn).apply(
+                lambda v: json.dumps(_build_bucket_policy(v[0], v[1], args.read_principal_arns))
+            ),
             # The public-access block must exist first or S3 briefly evaluates the policy without it.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pab]),
         )
         aws.s3.BucketLifecycleConfiguration(
-            f"{name}-lifecycle", bucket=bucket.id, rules=_build_lifecycle_rules(args.noncurrent_version_days),
+            f"{name}-lifecycle",
+            bucket=bucket.id,
+            rules=_build_lifecycle_rules(args.noncurrent_version_days),
             # Noncurrent-version rules need versioning enabled first.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
         )
@@ -248,9 +356,11 @@ class ModelRepository(pulumi.ComponentResource):
         self.bucket_arn = bucket.arn
         self.repository_uri = bucket.bucket.apply(repository_uri)
         self.kms_key_arn = key.arn
-        self.register_outputs({
-            "bucketName": self.bucket_name,
-            "bucketArn": self.bucket_arn,
-            "repositoryUri": self.repository_uri,
-            "kmsKeyArn": self.kms_key_arn,
-        })
+        self.register_outputs(
+            {
+                "bucketName": self.bucket_name,
+                "bucketArn": self.bucket_arn,
+                "repositoryUri": self.repository_uri,
+                "kmsKeyArn": self.kms_key_arn,
+            }
+        )

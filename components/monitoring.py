@@ -67,8 +67,18 @@ CONFIG_RELOADER_PORT = 8080  # the operator's config-reloader sidecars (reloader
 # 9153, and in this namespace Prometheus 9090, Alertmanager 9093, Grafana 3000,
 # kube-state-metrics 8080, the operator 10250 and the config reloaders 8080. (Traefik,
 # cert-manager, Loki and Alloy have no ServiceMonitor: their metrics ports stay closed.)
-SCRAPE_PORTS = (8002, 9400, 8085, 9153, PROMETHEUS_PORT, ALERTMANAGER_PORT, GRAFANA_PORT, KUBE_STATE_METRICS_PORT, OPERATOR_PORT,
-                CONFIG_RELOADER_PORT)
+SCRAPE_PORTS = (
+    8002,
+    9400,
+    8085,
+    9153,
+    PROMETHEUS_PORT,
+    ALERTMANAGER_PORT,
+    GRAFANA_PORT,
+    KUBE_STATE_METRICS_PORT,
+    OPERATOR_PORT,
+    CONFIG_RELOADER_PORT,
+)
 SLACK_PORT = 443
 POD_LABELS = {
     "prometheus": network_policies.PROMETHEUS_POD_LABELS,
@@ -117,13 +127,23 @@ class MonitoringArgs:
         if not self.deployments:
             raise ValueError("MonitoringArgs.deployments: () is not allowed; allowed: at least one Triton deployment")
         if not 1 <= self.prometheus_retention_days <= 365:
-            raise ValueError(f"MonitoringArgs.prometheus_retention_days: {self.prometheus_retention_days!r} is out of range; allowed: 1 to 365")
+            raise ValueError(
+                f"MonitoringArgs.prometheus_retention_days: {self.prometheus_retention_days!r} is out of range; allowed: 1 to 365"
+            )
         if not 10 <= self.prometheus_storage_gib <= 10_000:
-            raise ValueError(f"MonitoringArgs.prometheus_storage_gib: {self.prometheus_storage_gib!r} is out of range; allowed: 10 to 10000")
+            raise ValueError(
+                f"MonitoringArgs.prometheus_storage_gib: {self.prometheus_storage_gib!r} is out of range; allowed: 10 to 10000"
+            )
         if not 1 <= self.replicas <= 5:
             raise ValueError(f"MonitoringArgs.replicas: {self.replicas!r} is out of range; allowed: 1 to 5")
-        if isinstance(self.slack_webhook_url, str) and self.slack_webhook_url and not self.slack_webhook_url.startswith("https://hooks.slack.com/"):
-            raise ValueError("MonitoringArgs.slack_webhook_url: '<secret>' is not a Slack webhook URL; allowed: https://hooks.slack.com/... or ''")
+        if (
+            isinstance(self.slack_webhook_url, str)
+            and self.slack_webhook_url
+            and not self.slack_webhook_url.startswith("https://hooks.slack.com/")
+        ):
+            raise ValueError(
+                "MonitoringArgs.slack_webhook_url: '<secret>' is not a Slack webhook URL; allowed: https://hooks.slack.com/... or ''"
+            )
 
     @property
     def slack_enabled(self) -> bool:
@@ -140,7 +160,9 @@ def _seconds(duration: str) -> int:
     return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
 
 
-def queue_time_query(matchers: str = "<<.LabelMatchers>>", group_by: str = "<<.GroupBy>>", window: str = QUEUE_WINDOW) -> str:
+def queue_time_query(
+    matchers: str = "<<.LabelMatchers>>", group_by: str = "<<.GroupBy>>", window: str = QUEUE_WINDOW
+) -> str:
     """Average queue time per request (µs) over `window`, what the HPA scales on.
 
     Measured: the increase of the queue-duration counter over the increase of the success
@@ -166,8 +188,10 @@ def queue_time_query(matchers: str = "<<.LabelMatchers>>", group_by: str = "<<.G
         return f"sum(increase({metric}{{{matchers}}}[{window}])) by ({group_by})"
 
     measured = f"{increase('nv_inference_queue_duration_us')} / ({increase('nv_inference_request_success')} > 0)"
-    pending = (f"sum(avg_over_time(nv_inference_pending_request_count{{{matchers}}}[{window}])) by ({group_by}) * {_seconds(window) * 1_000_000} / "
-               f"clamp_min({increase('nv_inference_request_success')} + {increase('nv_inference_request_failure')}, 1)")
+    pending = (
+        f"sum(avg_over_time(nv_inference_pending_request_count{{{matchers}}}[{window}])) by ({group_by}) * {_seconds(window) * 1_000_000} / "
+        f"clamp_min({increase('nv_inference_request_success')} + {increase('nv_inference_request_failure')}, 1)"
+    )
     return f"({measured}) or ({pending})"
 
 
@@ -184,12 +208,14 @@ def adapter_rules() -> dict[str, Any]:
     # ref: https://github.com/kubernetes-sigs/prometheus-adapter/blob/master/docs/config.md
     return {
         "default": False,
-        "custom": [{
-            "seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
-            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-            "name": {"matches": "^nv_inference_queue_duration_us$", "as": QUEUE_TIME_METRIC},
-            "metricsQuery": queue_time_query(),
-        }],
+        "custom": [
+            {
+                "seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
+                "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+                "name": {"matches": "^nv_inference_queue_duration_us$", "as": QUEUE_TIME_METRIC},
+                "metricsQuery": queue_time_query(),
+            }
+        ],
     }
 
 
@@ -216,24 +242,38 @@ def adapter_values(args: MonitoringArgs) -> dict[str, Any]:
 def alertmanager_config(slack: bool) -> dict[str, Any]:
     receivers: list[dict[str, Any]] = [{"name": "null"}]
     if slack:
-        receivers.append({"name": "slack", "slack_configs": [{
-            # ref: https://prometheus.io/docs/alerting/latest/configuration/#slack_config
-            "api_url_file": f"/etc/alertmanager/secrets/{SLACK_SECRET}/url",
-            "send_resolved": True,
-            "title": '[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}',
-            "text": '{{ range .Alerts }}{{ .Annotations.summary }}\n{{ end }}',
-        }]})
+        receivers.append(
+            {
+                "name": "slack",
+                "slack_configs": [
+                    {
+                        # ref: https://prometheus.io/docs/alerting/latest/configuration/#slack_config
+                        "api_url_file": f"/etc/alertmanager/secrets/{SLACK_SECRET}/url",
+                        "send_resolved": True,
+                        "title": "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}",
+                        "text": "{{ range .Alerts }}{{ .Annotations.summary }}\n{{ end }}",
+                    }
+                ],
+            }
+        )
     return {
         "global": {"resolve_timeout": "5m"},
         "route": {
             "receiver": "slack" if slack else "null",
             "group_by": ["alertname", "namespace"],
-            "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h",
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
             "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
         },
         "receivers": receivers,
-        "inhibit_rules": [{"source_matchers": ['severity = "critical"'], "target_matchers": ['severity = "warning"'],
-                           "equal": ["alertname", "namespace"]}],
+        "inhibit_rules": [
+            {
+                "source_matchers": ['severity = "critical"'],
+                "target_matchers": ['severity = "warning"'],
+                "equal": ["alertname", "namespace"],
+            }
+        ],
     }
 
 
@@ -243,8 +283,10 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
     return {
         # EKS runs the control plane: these endpoints cannot be scraped.
         # ref: https://docs.aws.amazon.com/eks/latest/userguide/prometheus.html
-        "kubeControllerManager": {"enabled": False}, "kubeScheduler": {"enabled": False},
-        "kubeEtcd": {"enabled": False}, "kubeProxy": {"enabled": False},
+        "kubeControllerManager": {"enabled": False},
+        "kubeScheduler": {"enabled": False},
+        "kubeEtcd": {"enabled": False},
+        "kubeProxy": {"enabled": False},
         # Resources for every workload of the chart (memory limits 2x the request, CPU limits
         # well above steady use). The operator, its admission Jobs and kube-state-metrics
         # already run non-root, read-only, without capabilities, under seccomp RuntimeDefault
@@ -253,8 +295,14 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
             "nodeSelector": system,
             "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
             # Both admission-webhook certificate Jobs (create, patch) take these.
-            "admissionWebhooks": {"patch": {"resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                                          "limits": {"cpu": "500m", "memory": "64Mi"}}}},
+            "admissionWebhooks": {
+                "patch": {
+                    "resources": {
+                        "requests": {"cpu": "10m", "memory": "32Mi"},
+                        "limits": {"cpu": "500m", "memory": "64Mi"},
+                    }
+                }
+            },
         },
         "kube-state-metrics": {
             "nodeSelector": system,
@@ -271,33 +319,54 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
             # Its own `privileged` namespace (NODE_EXPORTER_NAMESPACE says why).
             "namespaceOverride": NODE_EXPORTER_NAMESPACE,
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
-            "containerSecurityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                         "capabilities": {"drop": ["ALL"]}},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65534,
+                "runAsGroup": 65534,
+                "fsGroup": 65534,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containerSecurityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+            },
         },
-        "prometheus": {"prometheusSpec": {
-            "replicas": args.replicas,
-            "retention": f"{args.prometheus_retention_days}d",
-            # Keep 15 % of the volume free so compaction never fills it.
-            "retentionSize": f"{int(args.prometheus_storage_gib * 0.85)}GB",
-            # The encrypted gp3 class by name: EKS has no usable default StorageClass.
-            "storageSpec": {"volumeClaimTemplate": {"spec": {
-                "storageClassName": naming.STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": f"{args.prometheus_storage_gib}Gi"}}}}},
-            # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's.
-            "serviceMonitorSelectorNilUsesHelmValues": False,
-            "podMonitorSelectorNilUsesHelmValues": False,
-            "ruleSelectorNilUsesHelmValues": False,
-            "nodeSelector": system,
-            "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
-        }},
+        "prometheus": {
+            "prometheusSpec": {
+                "replicas": args.replicas,
+                "retention": f"{args.prometheus_retention_days}d",
+                # Keep 15 % of the volume free so compaction never fills it.
+                "retentionSize": f"{int(args.prometheus_storage_gib * 0.85)}GB",
+                # The encrypted gp3 class by name: EKS has no usable default StorageClass.
+                "storageSpec": {
+                    "volumeClaimTemplate": {
+                        "spec": {
+                            "storageClassName": naming.STORAGE_CLASS,
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": f"{args.prometheus_storage_gib}Gi"}},
+                        }
+                    }
+                },
+                # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's.
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+                "podMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,
+                "nodeSelector": system,
+                "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+            }
+        },
         "alertmanager": {
             "config": alertmanager_config(args.slack_enabled),
-            "alertmanagerSpec": {"replicas": args.replicas, "nodeSelector": system,
-                                 "secrets": [SLACK_SECRET] if args.slack_enabled else [],
-                                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
-                                               "limits": {"cpu": "500m", "memory": "256Mi"}}},
+            "alertmanagerSpec": {
+                "replicas": args.replicas,
+                "nodeSelector": system,
+                "secrets": [SLACK_SECRET] if args.slack_enabled else [],
+                "resources": {
+                    "requests": {"cpu": "50m", "memory": "128Mi"},
+                    "limits": {"cpu": "500m", "memory": "256Mi"},
+                },
+            },
         },
         "grafana": {
             "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
@@ -309,23 +378,45 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
             # The chart's context plus a read-only root: Grafana writes to /var/lib/grafana and
             # /var/lib/grafana-search (the chart's emptyDirs) and to /tmp (an emptyDir here).
             # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml (containerSecurityContext, extraEmptyDirMounts)
-            "containerSecurityContext": {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-                                         "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": {
+                "allowPrivilegeEscalation": False,
+                "privileged": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "extraEmptyDirMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 (the container's own emptyDir)
             "sidecar": {
                 # Both sidecars (dashboards, datasources) take these; they write only into
                 # their mounted folders, so the root can be read-only (Loki's chart runs the
                 # same k8s-sidecar image that way by default).
-                "resources": {"requests": {"cpu": "10m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "128Mi"},
+                    "limits": {"cpu": "500m", "memory": "256Mi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
                 # Only Grafana's own namespace, where every dashboard and datasource of the
                 # platform lives (the charts' and this component's ConfigMaps, the Loki
                 # datasource): with rbac.namespaced the sidecars read ConfigMaps and Secrets
                 # there only, instead of every Secret in the cluster.
                 # (kube-prometheus-stack's own default for the dashboards is ALL.)
-                "dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": args.namespace},
-                "datasources": {"enabled": True, "label": "grafana_datasource", "labelValue": "1", "searchNamespace": args.namespace},
+                "dashboards": {
+                    "enabled": True,
+                    "label": "grafana_dashboard",
+                    "labelValue": "1",
+                    "searchNamespace": args.namespace,
+                },
+                "datasources": {
+                    "enabled": True,
+                    "label": "grafana_datasource",
+                    "labelValue": "1",
+                    "searchNamespace": args.namespace,
+                },
             },
             "defaultDashboardsTimezone": "utc",
         },
@@ -334,7 +425,9 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
 
 def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: str) -> dict[str, Any]:
     return {
-        "id": pid, "type": "timeseries", "title": title,
+        "id": pid,
+        "type": "timeseries",
+        "title": title,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
         "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
@@ -345,11 +438,21 @@ def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: s
 def _log_panel(pid: int, title: str, expr: str, y: int, x: int) -> dict[str, Any]:
     # ref: https://grafana.com/docs/grafana/latest/panels-visualizations/visualizations/logs/
     return {
-        "id": pid, "type": "logs", "title": title,
+        "id": pid,
+        "type": "logs",
+        "title": title,
         "datasource": {"type": "loki", "uid": "${logs}"},
         "gridPos": {"h": 10, "w": 12, "x": x, "y": y},
-        "options": {"showTime": True, "wrapLogMessage": True, "sortOrder": "Descending", "enableLogDetails": True,
-                    "dedupStrategy": "none", "prettifyLogMessage": False, "showLabels": False, "showCommonLabels": False},
+        "options": {
+            "showTime": True,
+            "wrapLogMessage": True,
+            "sortOrder": "Descending",
+            "enableLogDetails": True,
+            "dedupStrategy": "none",
+            "prettifyLogMessage": False,
+            "showLabels": False,
+            "showCommonLabels": False,
+        },
         "targets": [{"refId": "A", "expr": expr, "queryType": "range"}],
     }
 
@@ -361,10 +464,13 @@ def log_queries(triton_namespace: str, deployments: tuple[MonitoredDeployment, .
     line about it). Labels as Alloy attaches them (components/log_shipping.py).
     ref: https://grafana.com/docs/loki/latest/query/log_queries/"""
     ns = f'namespace="{triton_namespace}"'
-    queries = {f"Triton logs: deployment {d.name}":
-               f'{{{ns}, container="{TRITON_CONTAINER}", pod=~"{naming.triton_app_name(d.name)}-.*"}} |~ "$model"'
-               for d in deployments}
-    queries["Agent logs (model sync, every deployment)"] = f'{{{ns}, container=~"{"|".join(AGENT_CONTAINERS)}"}} |~ "$model"'
+    queries = {
+        f"Triton logs: deployment {d.name}": f'{{{ns}, container="{TRITON_CONTAINER}", pod=~"{naming.triton_app_name(d.name)}-.*"}} |~ "$model"'
+        for d in deployments
+    }
+    queries["Agent logs (model sync, every deployment)"] = (
+        f'{{{ns}, container=~"{"|".join(AGENT_CONTAINERS)}"}} |~ "$model"'
+    )
     return queries
 
 
@@ -372,32 +478,97 @@ def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...
     """The Triton + GPU dashboard (Grafana JSON model), log panels last."""
     ns = f'namespace="{triton_namespace}"'
     panels = [
-        _panel(1, "Inference requests / s by model", f"sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m]))", "reqps", 0, 0, "{{model}}"),
+        _panel(
+            1,
+            "Inference requests / s by model",
+            f"sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m]))",
+            "reqps",
+            0,
+            0,
+            "{{model}}",
+        ),
         _panel(2, "Failure ratio by model", failure_ratio_query(ns, "model"), "percentunit", 0, 12, "{{model}}"),
-        _panel(3, "Queue time per request (HPA metric) by pod", queue_time_query(ns, "pod", "2m"), "µs", 8, 0, "{{pod}}"),
-        _panel(4, "Queue time p99 by model", f'max by (model) (nv_inference_queue_summary_us{{{ns},quantile="0.99"}})', "µs", 8, 12, "{{model}}"),
-        _panel(5, "Compute time per request by model",
-               f"sum by (model) (rate(nv_inference_compute_infer_duration_us{{{ns}}}[5m])) / clamp_min(sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9)",
-               "µs", 16, 0, "{{model}}"),
-        _panel(6, "Ready Triton replicas", f'sum by (deployment) (kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}})', "short", 16, 12, "{{deployment}}"),
-        _panel(7, "GPU utilisation", "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "percent", 24, 0, "{{Hostname}} gpu {{gpu}}"),
-        _panel(8, "GPU memory used", "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024", "bytes", 24, 12, "{{Hostname}} gpu {{gpu}}"),
+        _panel(
+            3, "Queue time per request (HPA metric) by pod", queue_time_query(ns, "pod", "2m"), "µs", 8, 0, "{{pod}}"
+        ),
+        _panel(
+            4,
+            "Queue time p99 by model",
+            f'max by (model) (nv_inference_queue_summary_us{{{ns},quantile="0.99"}})',
+            "µs",
+            8,
+            12,
+            "{{model}}",
+        ),
+        _panel(
+            5,
+            "Compute time per request by model",
+            f"sum by (model) (rate(nv_inference_compute_infer_duration_us{{{ns}}}[5m])) / clamp_min(sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9)",
+            "µs",
+            16,
+            0,
+            "{{model}}",
+        ),
+        _panel(
+            6,
+            "Ready Triton replicas",
+            f'sum by (deployment) (kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}})',
+            "short",
+            16,
+            12,
+            "{{deployment}}",
+        ),
+        _panel(
+            7,
+            "GPU utilisation",
+            "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)",
+            "percent",
+            24,
+            0,
+            "{{Hostname}} gpu {{gpu}}",
+        ),
+        _panel(
+            8,
+            "GPU memory used",
+            "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024",
+            "bytes",
+            24,
+            12,
+            "{{Hostname}} gpu {{gpu}}",
+        ),
     ]
     for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
         panels.append(_log_panel(len(panels) + 1, title, expr, 32 + 10 * (i // 2), 12 * (i % 2)))
     return {
-        "uid": "triton-platform", "title": "Triton inference + GPU", "schemaVersion": 39, "version": 1,
-        "timezone": "utc", "refresh": "30s", "time": {"from": "now-6h", "to": "now"}, "tags": ["triton", "gpu"],
-        "templating": {"list": [
-            {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Datasource"},
-            {"name": "logs", "type": "datasource", "query": "loki", "label": "Logs"},
-            # The models Triton serves here; "All" is `.*` (the log panels' line filter).
-            # ref: https://grafana.com/docs/grafana/latest/datasources/prometheus/template-variables/
-            {"name": "model", "type": "query", "label": "Model", "datasource": {"type": "prometheus", "uid": "${datasource}"},
-             "query": {"query": f"label_values(nv_inference_request_success{{{ns}}}, model)", "refId": "model"},
-             "definition": f"label_values(nv_inference_request_success{{{ns}}}, model)",
-             "refresh": 2, "includeAll": True, "allValue": ".*", "multi": False, "current": {"text": "All", "value": "$__all"}},
-        ]},
+        "uid": "triton-platform",
+        "title": "Triton inference + GPU",
+        "schemaVersion": 39,
+        "version": 1,
+        "timezone": "utc",
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "tags": ["triton", "gpu"],
+        "templating": {
+            "list": [
+                {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Datasource"},
+                {"name": "logs", "type": "datasource", "query": "loki", "label": "Logs"},
+                # The models Triton serves here; "All" is `.*` (the log panels' line filter).
+                # ref: https://grafana.com/docs/grafana/latest/datasources/prometheus/template-variables/
+                {
+                    "name": "model",
+                    "type": "query",
+                    "label": "Model",
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "query": {"query": f"label_values(nv_inference_request_success{{{ns}}}, model)", "refId": "model"},
+                    "definition": f"label_values(nv_inference_request_success{{{ns}}}, model)",
+                    "refresh": 2,
+                    "includeAll": True,
+                    "allValue": ".*",
+                    "multi": False,
+                    "current": {"text": "All", "value": "$__all"},
+                },
+            ]
+        },
         "panels": panels,
     }
 
@@ -408,66 +579,111 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
     for d in args.deployments:
         threshold = 5 * d.queue_time_target_microseconds
         pods = f'{ns},pod=~"{naming.triton_app_name(d.name)}-.*"'
-        triton.append({
-            "alert": "TritonQueueLatencyP99High",
-            "expr": f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}',
-            "for": "10m", "labels": {"severity": "warning", "deployment": d.name},
-            "annotations": {"summary": f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs (5x the HPA target) for 10 minutes",
-                            "description": ("Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, or batching is "
-                                            "misconfigured. (Triton times successful requests only: while every request fails, "
-                                            "TritonInferenceFailureRatioHigh fires instead.)")},
-        })
+        triton.append(
+            {
+                "alert": "TritonQueueLatencyP99High",
+                "expr": f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}',
+                "for": "10m",
+                "labels": {"severity": "warning", "deployment": d.name},
+                "annotations": {
+                    "summary": f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs (5x the HPA target) for 10 minutes",
+                    "description": (
+                        "Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, or batching is "
+                        "misconfigured. (Triton times successful requests only: while every request fails, "
+                        "TritonInferenceFailureRatioHigh fires instead.)"
+                    ),
+                },
+            }
+        )
     triton += [
-        {"alert": "TritonInferenceFailureRatioHigh",
-         # 1 when every request fails (the dashboard's failure-ratio panel is the same query).
-         "expr": f"{failure_ratio_query(ns, 'namespace, model')} > 0.05",
-         "for": "10m", "labels": {"severity": "critical"},
-         "annotations": {"summary": "Triton: more than 5 % of requests to {{ $labels.model }} fail (up to all of them) for 10 minutes"}},
-        {"alert": "TritonNoReadyReplica",
-         # Only while replicas are wanted: dev scales the Deployment to 0 on purpose
-         # (docs/node-autoscaling.md). Both series carry namespace + deployment, so the
-         # vector match is one-to-one on exactly those labels.
-         # ref: https://prometheus.io/docs/prometheus/latest/querying/operators/#logical-set-binary-operators
-         "expr": (f'(kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}} < 1) '
-                  f'and on (namespace, deployment) (kube_deployment_spec_replicas{{{ns},deployment=~"triton-.*"}} > 0)'),
-         "for": "5m", "labels": {"severity": "critical"},
-         "annotations": {"summary": "Triton deployment {{ $labels.deployment }} has no ready replica for 5 minutes"}},
-        {"alert": "TritonModelLoadFailure",
-         # The agent sidecar is ready exactly while every model it placed is READY in Triton
-         # (--ready-file); a live tritonserver whose agent stays unready has a placed model
-         # that neither loads nor was rolled back / removed. (A failed NEW push is rolled
-         # back or removed by the agent and surfaces through `model-sync verify` instead.)
-         # The agent is a native sidecar (an init container with restartPolicy Always):
-         # kube-state-metrics reports its readiness as kube_pod_init_container_status_ready.
-         # ref: https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md
-         "expr": (f'(kube_pod_init_container_status_ready{{{ns},container="agent"}} == 0) and on (namespace, pod) '
-                  f'(kube_pod_container_status_ready{{{ns},container="{TRITON_CONTAINER}"}} == 1)'),
-         "for": "15m", "labels": {"severity": "critical"},
-         "annotations": {"summary": ("Triton pod {{ $labels.pod }} is live but a placed model is not READY for 15 minutes "
-                                     "(see the agent and tritonserver logs)")}},
-        {"alert": "TritonServerRestarting",
-         # Restarts seen within the window, counted exactly: increase() extrapolates to the
-         # window's edges (2 restarts read 2.06 and fired). A pod's restart count never goes
-         # down; a new pod is a new series.
-         "expr": (f'max_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) - '
-                  f'min_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) > 2'),
-         "for": "0m", "labels": {"severity": "warning"},
-         "annotations": {"summary": "tritonserver in {{ $labels.pod }} restarted more than twice in 30 minutes (startup budget exceeded or crash)"}},
+        {
+            "alert": "TritonInferenceFailureRatioHigh",
+            # 1 when every request fails (the dashboard's failure-ratio panel is the same query).
+            "expr": f"{failure_ratio_query(ns, 'namespace, model')} > 0.05",
+            "for": "10m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "Triton: more than 5 % of requests to {{ $labels.model }} fail (up to all of them) for 10 minutes"
+            },
+        },
+        {
+            "alert": "TritonNoReadyReplica",
+            # Only while replicas are wanted: dev scales the Deployment to 0 on purpose
+            # (docs/node-autoscaling.md). Both series carry namespace + deployment, so the
+            # vector match is one-to-one on exactly those labels.
+            # ref: https://prometheus.io/docs/prometheus/latest/querying/operators/#logical-set-binary-operators
+            "expr": (
+                f'(kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}} < 1) '
+                f'and on (namespace, deployment) (kube_deployment_spec_replicas{{{ns},deployment=~"triton-.*"}} > 0)'
+            ),
+            "for": "5m",
+            "labels": {"severity": "critical"},
+            "annotations": {"summary": "Triton deployment {{ $labels.deployment }} has no ready replica for 5 minutes"},
+        },
+        {
+            "alert": "TritonModelLoadFailure",
+            # The agent sidecar is ready exactly while every model it placed is READY in Triton
+            # (--ready-file); a live tritonserver whose agent stays unready has a placed model
+            # that neither loads nor was rolled back / removed. (A failed NEW push is rolled
+            # back or removed by the agent and surfaces through `model-sync verify` instead.)
+            # The agent is a native sidecar (an init container with restartPolicy Always):
+            # kube-state-metrics reports its readiness as kube_pod_init_container_status_ready.
+            # ref: https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md
+            "expr": (
+                f'(kube_pod_init_container_status_ready{{{ns},container="agent"}} == 0) and on (namespace, pod) '
+                f'(kube_pod_container_status_ready{{{ns},container="{TRITON_CONTAINER}"}} == 1)'
+            ),
+            "for": "15m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": (
+                    "Triton pod {{ $labels.pod }} is live but a placed model is not READY for 15 minutes "
+                    "(see the agent and tritonserver logs)"
+                )
+            },
+        },
+        {
+            "alert": "TritonServerRestarting",
+            # Restarts seen within the window, counted exactly: increase() extrapolates to the
+            # window's edges (2 restarts read 2.06 and fired). A pod's restart count never goes
+            # down; a new pod is a new series.
+            "expr": (
+                f'max_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) - '
+                f'min_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) > 2'
+            ),
+            "for": "0m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "tritonserver in {{ $labels.pod }} restarted more than twice in 30 minutes (startup budget exceeded or crash)"
+            },
+        },
     ]
     gpu = [
         # The wait is the `for:` over a short (5-minute) average: a long averaging window
         # adds nothing for a GPU idle or saturated from its first sample (the average is
         # true at once) and its own length for one that becomes so, so the wait would
         # depend on the history. The summary states what the rule does.
-        {"alert": "GpuIdle",
-         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) < 5",
-         "for": "2h", "labels": {"severity": "info"},
-         "annotations": {"summary": ("GPU {{ $labels.gpu }} on {{ $labels.Hostname }} below 5 % utilisation (5-minute average) "
-                                     "for 2 hours: paying for an idle GPU")}},
-        {"alert": "GpuSaturated",
-         "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) > 95",
-         "for": "30m", "labels": {"severity": "warning"},
-         "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 95 % utilisation (5-minute average) for 30 minutes"}},
+        {
+            "alert": "GpuIdle",
+            "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) < 5",
+            "for": "2h",
+            "labels": {"severity": "info"},
+            "annotations": {
+                "summary": (
+                    "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} below 5 % utilisation (5-minute average) "
+                    "for 2 hours: paying for an idle GPU"
+                )
+            },
+        },
+        {
+            "alert": "GpuSaturated",
+            "expr": "avg by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])) > 95",
+            "for": "30m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 95 % utilisation (5-minute average) for 30 minutes"
+            },
+        },
     ]
     return [{"name": "triton", "rules": triton}, {"name": "gpu", "rules": gpu}]
 
@@ -480,38 +696,77 @@ def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
         # Scrapes every monitor's target (pods anywhere on SCRAPE_PORTS; the kubelets,
         # node-exporter on the host network and the API server by the VPC's addresses),
         # and sends alerts; Grafana and the adapter query it.
-        "prometheus": network_policies.policy(pods["prometheus"], ingress=[
-            rule([pods_in(ns, pods["grafana"]), pods_in(ns, pods["adapter"])], *tcp(PROMETHEUS_PORT)),
-        ], egress=[
-            rule([pods_anywhere()], *tcp(*SCRAPE_PORTS)),
-            rule([network_policies.cidr(args.vpc_cidr)], *tcp(network_policies.API_SERVER_PORT, KUBELET_PORT, NODE_EXPORTER_PORT)),
-        ]),
+        "prometheus": network_policies.policy(
+            pods["prometheus"],
+            ingress=[
+                rule([pods_in(ns, pods["grafana"]), pods_in(ns, pods["adapter"])], *tcp(PROMETHEUS_PORT)),
+            ],
+            egress=[
+                rule([pods_anywhere()], *tcp(*SCRAPE_PORTS)),
+                rule(
+                    [network_policies.cidr(args.vpc_cidr)],
+                    *tcp(network_policies.API_SERVER_PORT, KUBELET_PORT, NODE_EXPORTER_PORT),
+                ),
+            ],
+        ),
         # Every pod here serves metrics to Prometheus.
-        "metrics": network_policies.policy(None, ingress=[
-            from_prometheus_rule(ns, *tcp(PROMETHEUS_PORT, ALERTMANAGER_PORT, GRAFANA_PORT, OPERATOR_PORT, CONFIG_RELOADER_PORT,
-                                          KUBE_STATE_METRICS_PORT)),
-        ]),
+        "metrics": network_policies.policy(
+            None,
+            ingress=[
+                from_prometheus_rule(
+                    ns,
+                    *tcp(
+                        PROMETHEUS_PORT,
+                        ALERTMANAGER_PORT,
+                        GRAFANA_PORT,
+                        OPERATOR_PORT,
+                        CONFIG_RELOADER_PORT,
+                        KUBE_STATE_METRICS_PORT,
+                    ),
+                ),
+            ],
+        ),
         # Alertmanager: alerts from Prometheus, Grafana's alertmanager datasource, the HA mesh
         # between replicas, Slack's webhook (HTTPS).
-        "alertmanager": network_policies.policy(pods["alertmanager"], ingress=[
-            rule([pods_in(ns, pods["prometheus"]), pods_in(ns, pods["grafana"])], *tcp(ALERTMANAGER_PORT)),
-            rule([pods_in(ns, pods["alertmanager"])], (ALERTMANAGER_MESH_PORT, network_policies.TCP), (ALERTMANAGER_MESH_PORT, network_policies.UDP)),
-        ], egress=[
-            rule([pods_in(ns, pods["alertmanager"])], (ALERTMANAGER_MESH_PORT, network_policies.TCP), (ALERTMANAGER_MESH_PORT, network_policies.UDP)),
-            rule([network_policies.internet()], *tcp(SLACK_PORT)),
-        ]),
+        "alertmanager": network_policies.policy(
+            pods["alertmanager"],
+            ingress=[
+                rule([pods_in(ns, pods["prometheus"]), pods_in(ns, pods["grafana"])], *tcp(ALERTMANAGER_PORT)),
+                rule(
+                    [pods_in(ns, pods["alertmanager"])],
+                    (ALERTMANAGER_MESH_PORT, network_policies.TCP),
+                    (ALERTMANAGER_MESH_PORT, network_policies.UDP),
+                ),
+            ],
+            egress=[
+                rule(
+                    [pods_in(ns, pods["alertmanager"])],
+                    (ALERTMANAGER_MESH_PORT, network_policies.TCP),
+                    (ALERTMANAGER_MESH_PORT, network_policies.UDP),
+                ),
+                rule([network_policies.internet()], *tcp(SLACK_PORT)),
+            ],
+        ),
         # Grafana queries Prometheus, Alertmanager and Loki; its sidecars watch ConfigMaps.
-        "grafana": network_policies.policy(pods["grafana"], egress=[
-            rule([pods_in(ns, pods["prometheus"])], *tcp(PROMETHEUS_PORT)),
-            rule([pods_in(ns, pods["alertmanager"])], *tcp(ALERTMANAGER_PORT)),
-            rule([pods_in(args.logging_namespace, {"app.kubernetes.io/name": "loki"})], *tcp(3100)),
-            api,
-        ]),
+        "grafana": network_policies.policy(
+            pods["grafana"],
+            egress=[
+                rule([pods_in(ns, pods["prometheus"])], *tcp(PROMETHEUS_PORT)),
+                rule([pods_in(ns, pods["alertmanager"])], *tcp(ALERTMANAGER_PORT)),
+                rule([pods_in(args.logging_namespace, {"app.kubernetes.io/name": "loki"})], *tcp(3100)),
+                api,
+            ],
+        ),
         # The operator's admission webhook and the adapter's aggregated API are called by the API server.
-        "webhooks": network_policies.policy(None, ingress=[
-            from_api_server_rule(args.vpc_cidr, *tcp(OPERATOR_PORT, ADAPTER_PORT)),
-        ]),
-        "adapter": network_policies.policy(pods["adapter"], egress=[rule([pods_in(ns, pods["prometheus"])], *tcp(PROMETHEUS_PORT))]),
+        "webhooks": network_policies.policy(
+            None,
+            ingress=[
+                from_api_server_rule(args.vpc_cidr, *tcp(OPERATOR_PORT, ADAPTER_PORT)),
+            ],
+        ),
+        "adapter": network_policies.policy(
+            pods["adapter"], egress=[rule([pods_in(ns, pods["prometheus"])], *tcp(PROMETHEUS_PORT))]
+        ),
         # Clients of the API server: the operator, kube-state-metrics, the admission Jobs, the adapter.
         "api-server": network_policies.policy(None, egress=[api]),
     }
@@ -520,7 +775,6 @@ def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
 # --------------------------------------------------------------------------------------
 # The component.
 # --------------------------------------------------------------------------------------
-
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -532,40 +786,81 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        ns = ServingNamespace(f"{name}-namespace", ServingNamespaceArgs(args.namespace, allow=network_policy_specs(args)), opts=child)
+        ns = ServingNamespace(
+            f"{name}-namespace", ServingNamespaceArgs(args.namespace, allow=network_policy_specs(args)), opts=child
+        )
         # privileged: node-exporter's hostNetwork, hostPID and hostPath (NODE_EXPORTER_NAMESPACE).
         # Host-network pods are outside NetworkPolicy; the default deny covers anything else there.
-        exporter_ns = ServingNamespace(f"{name}-node-exporter-namespace",
-                                       ServingNamespaceArgs(NODE_EXPORTER_NAMESPACE, pod_security="privileged"), opts=child)
+        exporter_ns = ServingNamespace(
+            f"{name}-node-exporter-namespace",
+            ServingNamespaceArgs(NODE_EXPORTER_NAMESPACE, pod_security="privileged"),
+            opts=child,
+        )
         after_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
 
         def meta(obj: str, extra: dict[str, str] | None = None) -> Any:
-            return {"name": obj, "namespace": args.namespace, "labels": {"app.kubernetes.io/part-of": "triton-platform", **(extra or {})}}
+            return {
+                "name": obj,
+                "namespace": args.namespace,
+                "labels": {"app.kubernetes.io/part-of": "triton-platform", **(extra or {})},
+            }
 
         password = random.RandomPassword(f"{name}-grafana-admin-password", length=32, special=False, opts=child)
         self.grafana_admin_password = pulumi.Output.secret(password.result)
         grafana_secret = k8s.core.v1.Secret(
-            f"{name}-grafana-admin", metadata=meta(GRAFANA_ADMIN_SECRET), type="Opaque",
-            string_data={"admin-user": "admin", "admin-password": password.result}, opts=after_ns)
+            f"{name}-grafana-admin",
+            metadata=meta(GRAFANA_ADMIN_SECRET),
+            type="Opaque",
+            string_data={"admin-user": "admin", "admin-password": password.result},
+            opts=after_ns,
+        )
         release_deps: list[pulumi.Resource] = [ns, exporter_ns, grafana_secret]
         if args.slack_enabled:
-            release_deps.append(k8s.core.v1.Secret(
-                f"{name}-alertmanager-slack", metadata=meta(SLACK_SECRET), type="Opaque",
-                string_data={"url": pulumi.Output.secret(args.slack_webhook_url)}, opts=after_ns))
+            release_deps.append(
+                k8s.core.v1.Secret(
+                    f"{name}-alertmanager-slack",
+                    metadata=meta(SLACK_SECRET),
+                    type="Opaque",
+                    string_data={"url": pulumi.Output.secret(args.slack_webhook_url)},
+                    opts=after_ns,
+                )
+            )
 
-        self.stack = _release(f"{name}-kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK_CHART, args.namespace,
-                              kube_prometheus_stack_values(args), pulumi.ResourceOptions(parent=self, depends_on=release_deps))
+        self.stack = _release(
+            f"{name}-kube-prometheus-stack",
+            versions.KUBE_PROMETHEUS_STACK_CHART,
+            args.namespace,
+            kube_prometheus_stack_values(args),
+            pulumi.ResourceOptions(parent=self, depends_on=release_deps),
+        )
         after_stack = pulumi.ResourceOptions(parent=self, depends_on=[self.stack])
-        self.adapter = _release(f"{name}-prometheus-adapter", versions.PROMETHEUS_ADAPTER_CHART, args.namespace,
-                                adapter_values(args), after_stack)
+        self.adapter = _release(
+            f"{name}-prometheus-adapter",
+            versions.PROMETHEUS_ADAPTER_CHART,
+            args.namespace,
+            adapter_values(args),
+            after_stack,
+        )
 
         self.dashboard = k8s.core.v1.ConfigMap(
-            f"{name}-dashboard", metadata=meta("triton-dashboard", DASHBOARD_LABEL),
-            data={"triton.json": json.dumps(dashboard(args.triton_namespace, args.deployments), indent=1, sort_keys=True)}, opts=after_ns)
+            f"{name}-dashboard",
+            metadata=meta("triton-dashboard", DASHBOARD_LABEL),
+            data={
+                "triton.json": json.dumps(dashboard(args.triton_namespace, args.deployments), indent=1, sort_keys=True)
+            },
+            opts=after_ns,
+        )
         rules_spec: Any = {"groups": alert_rule_groups(args)}
         self.rules = k8s.apiextensions.CustomResource(
-            f"{name}-rules", api_version="monitoring.coreos.com/v1", kind="PrometheusRule",
-            metadata=meta("triton-alerts"), spec=rules_spec, opts=after_stack)
+            f"{name}-rules",
+            api_version="monitoring.coreos.com/v1",
+            kind="PrometheusRule",
+            metadata=meta("triton-alerts"),
+            spec=rules_spec,
+            opts=after_stack,
+        )
 
         self.namespace_name = ns.namespace_name
-        self.register_outputs({"namespaceName": self.namespace_name, "grafanaAdminPassword": self.grafana_admin_password})
+        self.register_outputs(
+            {"namespaceName": self.namespace_name, "grafanaAdminPassword": self.grafana_admin_password}
+        )

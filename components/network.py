@@ -63,19 +63,36 @@ class NetworkArgs:
 
     def __post_init__(self) -> None:
         if not self.cluster_name or len(self.cluster_name) > 100:
-            raise ValueError(f"NetworkArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: a non-empty name of at most " "100 characters")
+            raise ValueError(
+                f"NetworkArgs.cluster_name: {self.cluster_name!r} is not valid; allowed: a non-empty name of at most "
+                "100 characters"
+            )
         if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-[0-9]", self.region):
-            raise ValueError(f"NetworkArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1")
+            raise ValueError(
+                f"NetworkArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as us-east-1"
+            )
         try:
             net = ipaddress.IPv4Network(self.vpc_cidr, strict=True)
         except ValueError:
-            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not an IPv4 CIDR; allowed: a private /16 to /20 network " "such as 10.0.0.0/16") from None
+            raise ValueError(
+                f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not an IPv4 CIDR; allowed: a private /16 to /20 network "
+                "such as 10.0.0.0/16"
+            ) from None
         if not net.is_private or not 16 <= net.prefixlen <= 20:
-            raise ValueError(f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not a private /16-/20 range; allowed: a private /16 to " "/20 network such as 10.0.0.0/16")
+            raise ValueError(
+                f"NetworkArgs.vpc_cidr: {self.vpc_cidr!r} is not a private /16-/20 range; allowed: a private /16 to "
+                "/20 network such as 10.0.0.0/16"
+            )
         if not 2 <= len(set(self.availability_zones)) == len(self.availability_zones) <= 6:
-            raise ValueError(f"NetworkArgs.availability_zones: {list(self.availability_zones)!r} is not 2 to 6 distinct zones; " "allowed: 2 to 6 distinct zone names")
+            raise ValueError(
+                f"NetworkArgs.availability_zones: {list(self.availability_zones)!r} is not 2 to 6 distinct zones; "
+                "allowed: 2 to 6 distinct zone names"
+            )
         if self.nat_gateway_mode not in NAT_MODES:
-            raise ValueError(f"NetworkArgs.nat_gateway_mode: {self.nat_gateway_mode!r} is not allowed; allowed: " f"{' | '.join(NAT_MODES)}")
+            raise ValueError(
+                f"NetworkArgs.nat_gateway_mode: {self.nat_gateway_mode!r} is not allowed; allowed: "
+                f"{' | '.join(NAT_MODES)}"
+            )
 
 
 def _build_subnet_cidrs(vpc_cidr: str, zone_count: int) -> tuple[list[str], list[str]]:
@@ -107,7 +124,13 @@ def eks_zone_names() -> list[str]:
 def _build_subnet_tags(cluster_name: str, public: bool, zone: str, base: Mapping[str, str]) -> dict[str, str]:
     role_tag = ELB_ROLE_TAG if public else INTERNAL_ELB_ROLE_TAG
     tier = "public" if public else "private"
-    return {**base, "Name": f"{cluster_name}-{tier}-{zone}", "tier": tier, role_tag: "1", cluster_tag(cluster_name): "shared"}
+    return {
+        **base,
+        "Name": f"{cluster_name}-{tier}-{zone}",
+        "tier": tier,
+        role_tag: "1",
+        cluster_tag(cluster_name): "shared",
+    }
 
 
 class Network(pulumi.ComponentResource):
@@ -130,44 +153,73 @@ class Network(pulumi.ComponentResource):
         private_cidrs, public_cidrs = _build_subnet_cidrs(args.vpc_cidr, len(self.availability_zones))
 
         vpc = aws.ec2.Vpc(
-            f"{name}-vpc", cidr_block=args.vpc_cidr,
+            f"{name}-vpc",
+            cidr_block=args.vpc_cidr,
             # Both are required for EKS private endpoint resolution and the S3 endpoint.
             # ref: https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html
-            enable_dns_support=True, enable_dns_hostnames=True,
-            tags={**base_tags, "Name": args.cluster_name}, opts=child,
+            enable_dns_support=True,
+            enable_dns_hostnames=True,
+            tags={**base_tags, "Name": args.cluster_name},
+            opts=child,
         )
-        aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[],
-                                     tags={**base_tags, "Name": f"{args.cluster_name}-default-deny"}, opts=child)
-        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={**base_tags, "Name": args.cluster_name}, opts=child)
+        aws.ec2.DefaultSecurityGroup(
+            f"{name}-default-sg",
+            vpc_id=vpc.id,
+            ingress=[],
+            egress=[],
+            tags={**base_tags, "Name": f"{args.cluster_name}-default-deny"},
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags={**base_tags, "Name": args.cluster_name}, opts=child
+        )
 
         public_rt = aws.ec2.RouteTable(
-            f"{name}-public-rt", vpc_id=vpc.id,
+            f"{name}-public-rt",
+            vpc_id=vpc.id,
             routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-            tags={**base_tags, "Name": f"{args.cluster_name}-public"}, opts=child,
+            tags={**base_tags, "Name": f"{args.cluster_name}-public"},
+            opts=child,
         )
 
         public_subnets: dict[str, aws.ec2.Subnet] = {}
         private_subnets: dict[str, aws.ec2.Subnet] = {}
         for zone, pub_cidr, priv_cidr in zip(self.availability_zones, public_cidrs, private_cidrs, strict=True):
             public_subnets[zone] = aws.ec2.Subnet(
-                f"{name}-public-{zone}", vpc_id=vpc.id, cidr_block=pub_cidr, availability_zone=zone,
+                f"{name}-public-{zone}",
+                vpc_id=vpc.id,
+                cidr_block=pub_cidr,
+                availability_zone=zone,
                 map_public_ip_on_launch=False,  # only NAT gateways (own EIPs) and load balancers live here
-                tags=_build_subnet_tags(args.cluster_name, True, zone, base_tags), opts=child,
+                tags=_build_subnet_tags(args.cluster_name, True, zone, base_tags),
+                opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}-rta", subnet_id=public_subnets[zone].id,
-                                          route_table_id=public_rt.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{zone}-rta", subnet_id=public_subnets[zone].id, route_table_id=public_rt.id, opts=child
+            )
             private_subnets[zone] = aws.ec2.Subnet(
-                f"{name}-private-{zone}", vpc_id=vpc.id, cidr_block=priv_cidr, availability_zone=zone,
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                cidr_block=priv_cidr,
+                availability_zone=zone,
                 map_public_ip_on_launch=False,
-                tags=_build_subnet_tags(args.cluster_name, False, zone, base_tags), opts=child,
+                tags=_build_subnet_tags(args.cluster_name, False, zone, base_tags),
+                opts=child,
             )
 
         nat_zones = self.availability_zones if args.nat_gateway_mode == "perAz" else self.availability_zones[:1]
         nats: dict[str, aws.ec2.NatGateway] = {}
         for zone in nat_zones:
-            eip = aws.ec2.Eip(f"{name}-nat-{zone}-eip", domain="vpc", tags={**base_tags, "Name": f"{args.cluster_name}-nat-{zone}"}, opts=child)
+            eip = aws.ec2.Eip(
+                f"{name}-nat-{zone}-eip",
+                domain="vpc",
+                tags={**base_tags, "Name": f"{args.cluster_name}-nat-{zone}"},
+                opts=child,
+            )
             nats[zone] = aws.ec2.NatGateway(
-                f"{name}-nat-{zone}", allocation_id=eip.id, subnet_id=public_subnets[zone].id,
+                f"{name}-nat-{zone}",
+                allocation_id=eip.id,
+                subnet_id=public_subnets[zone].id,
                 tags={**base_tags, "Name": f"{args.cluster_name}-{zone}"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
             )
@@ -176,18 +228,27 @@ class Network(pulumi.ComponentResource):
         for zone in self.availability_zones:
             nat = nats.get(zone, nats[nat_zones[0]])
             private_rts[zone] = aws.ec2.RouteTable(
-                f"{name}-private-{zone}-rt", vpc_id=vpc.id,
+                f"{name}-private-{zone}-rt",
+                vpc_id=vpc.id,
                 routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-                tags={**base_tags, "Name": f"{args.cluster_name}-private-{zone}"}, opts=child,
+                tags={**base_tags, "Name": f"{args.cluster_name}-private-{zone}"},
+                opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-private-{zone}-rta", subnet_id=private_subnets[zone].id,
-                                          route_table_id=private_rts[zone].id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{zone}-rta",
+                subnet_id=private_subnets[zone].id,
+                route_table_id=private_rts[zone].id,
+                opts=child,
+            )
 
         s3_endpoint = aws.ec2.VpcEndpoint(
-            f"{name}-s3-endpoint", vpc_id=vpc.id, vpc_endpoint_type="Gateway",
+            f"{name}-s3-endpoint",
+            vpc_id=vpc.id,
+            vpc_endpoint_type="Gateway",
             service_name=f"com.amazonaws.{args.region}.s3",
             route_table_ids=[rt.id for rt in private_rts.values()],
-            tags={**base_tags, "Name": f"{args.cluster_name}-s3"}, opts=child,
+            tags={**base_tags, "Name": f"{args.cluster_name}-s3"},
+            opts=child,
         )
 
         self.vpc_id = vpc.id
@@ -196,12 +257,14 @@ class Network(pulumi.ComponentResource):
         self.private_route_table_ids = pulumi.Output.all(*[rt.id for rt in private_rts.values()])
         self.nat_gateway_ids = pulumi.Output.all(*[n.id for n in nats.values()])
         self.s3_endpoint_id = s3_endpoint.id
-        self.register_outputs({
-            "vpcId": self.vpc_id,
-            "availabilityZones": self.availability_zones,
-            "privateSubnetIds": self.private_subnet_ids,
-            "publicSubnetIds": self.public_subnet_ids,
-            "privateRouteTableIds": self.private_route_table_ids,
-            "natGatewayIds": self.nat_gateway_ids,
-            "s3EndpointId": self.s3_endpoint_id,
-        })
+        self.register_outputs(
+            {
+                "vpcId": self.vpc_id,
+                "availabilityZones": self.availability_zones,
+                "privateSubnetIds": self.private_subnet_ids,
+                "publicSubnetIds": self.public_subnet_ids,
+                "privateRouteTableIds": self.private_route_table_ids,
+                "natGatewayIds": self.nat_gateway_ids,
+                "s3EndpointId": self.s3_endpoint_id,
+            }
+        )

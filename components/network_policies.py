@@ -54,7 +54,10 @@ def namespace_selector(namespace: str) -> dict[str, Any]:
 
 def pods_in(namespace: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A peer: the pods with `labels` in `namespace` (every pod there when labels is None)."""
-    return {"namespaceSelector": namespace_selector(namespace), "podSelector": {"matchLabels": dict(labels)} if labels else {}}
+    return {
+        "namespaceSelector": namespace_selector(namespace),
+        "podSelector": {"matchLabels": dict(labels)} if labels else {},
+    }
 
 
 def pods_anywhere(labels: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -83,8 +86,12 @@ def rule(peers: Sequence[dict[str, Any]], *spec: Port) -> dict[str, Any]:
     return out
 
 
-def policy(pod_labels: Mapping[str, str] | None, *, ingress: Sequence[dict[str, Any]] = (),
-           egress: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def policy(
+    pod_labels: Mapping[str, str] | None,
+    *,
+    ingress: Sequence[dict[str, Any]] = (),
+    egress: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """An allow policy for the pods with `pod_labels` (every pod of the namespace when None):
     only the directions it has rules for, so it adds to the namespace's default deny and
     never isolates anything by itself."""
@@ -156,4 +163,6 @@ def check_vpc_cidr(owner: str, value: str) -> None:
     try:
         ipaddress.IPv4Network(value, strict=True)
     except ValueError:
-        raise ValueError(f"{owner}.vpc_cidr: {value!r} is not allowed; allowed: the VPC's IPv4 CIDR such as 10.0.0.0/16") from None
+        raise ValueError(
+            f"{owner}.vpc_cidr: {value!r} is not allowed; allowed: the VPC's IPv4 CIDR such as 10.0.0.0/16"
+        ) from None

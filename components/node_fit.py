@@ -44,8 +44,18 @@ EVICTION_MEMORY_BYTES = 100 * MI
 EVICTION_NODEFS_FRACTION = 0.10
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
-_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-            "Ki": 1024, "Mi": MI, "Gi": GI, "Ti": 1024 * GI}
+_FACTORS = {
+    None: 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 1024,
+    "Mi": MI,
+    "Gi": GI,
+    "Ti": 1024 * GI,
+}
 
 
 def quantity(value: str) -> float:
@@ -102,7 +112,9 @@ def replica_requests(cpu: str, memory: str, model_volume_gib: int) -> ReplicaReq
     memory_bytes = round(quantity(memory) + quantity(AGENT_REQUESTS["memory"]))
     init_cpu = round(1000 * quantity(AGENT_INIT_REQUESTS["cpu"]))
     init_memory = round(quantity(AGENT_INIT_REQUESTS["memory"]))
-    return ReplicaRequests(max(cpu_millis, init_cpu), max(memory_bytes, init_memory), model_volume_gib + EPHEMERAL_OVERHEAD_GIB)
+    return ReplicaRequests(
+        max(cpu_millis, init_cpu), max(memory_bytes, init_memory), model_volume_gib + EPHEMERAL_OVERHEAD_GIB
+    )
 
 
 def misfit(requests: ReplicaRequests, node: Allocatable) -> tuple[str, str, str] | None:

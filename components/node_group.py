@@ -84,26 +84,45 @@ class NodeGroupArgs:
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.group_name):
-            raise ValueError(f"NodeGroupArgs.group_name: {self.group_name!r} is not valid; allowed: a DNS label of at most 32 " "characters")
+            raise ValueError(
+                f"NodeGroupArgs.group_name: {self.group_name!r} is not valid; allowed: a DNS label of at most 32 "
+                "characters"
+            )
         if self.kind not in NODE_GROUP_KINDS:
-            raise ValueError(f"NodeGroupArgs.kind: {self.kind!r} is not allowed; allowed: {' | '.join(NODE_GROUP_KINDS)}")
+            raise ValueError(
+                f"NodeGroupArgs.kind: {self.kind!r} is not allowed; allowed: {' | '.join(NODE_GROUP_KINDS)}"
+            )
         if not self.instance_types:
             raise ValueError("NodeGroupArgs.instance_types: [] is empty; allowed: at least one EC2 instance type")
         amis = GPU_AMI_TYPES if self.kind == "gpu" else SYSTEM_AMI_TYPES
         if self.ami_type not in amis:
-            raise ValueError(f"NodeGroupArgs.ami_type: {self.ami_type!r} is not allowed for a {self.kind} group; allowed: " f"{' | '.join(amis)}")
+            raise ValueError(
+                f"NodeGroupArgs.ami_type: {self.ami_type!r} is not allowed for a {self.kind} group; allowed: "
+                f"{' | '.join(amis)}"
+            )
         if self.capacity_type not in CAPACITY_TYPES:
-            raise ValueError(f"NodeGroupArgs.capacity_type: {self.capacity_type!r} is not allowed; allowed: " f"{' | '.join(CAPACITY_TYPES)}")
+            raise ValueError(
+                f"NodeGroupArgs.capacity_type: {self.capacity_type!r} is not allowed; allowed: "
+                f"{' | '.join(CAPACITY_TYPES)}"
+            )
         lo = 0 if self.kind == "gpu" else 1
         if self.min_size < lo or self.max_size < 1 or not self.min_size <= self.desired_size <= self.max_size:
-            raise ValueError(f"NodeGroupArgs.desired_size: min/desired/max {self.min_size}/{self.desired_size}/{self.max_size} is " "not allowed; "
-                             f"allowed: {lo} <= min_size <= desired_size <= max_size, max_size >= 1")
+            raise ValueError(
+                f"NodeGroupArgs.desired_size: min/desired/max {self.min_size}/{self.desired_size}/{self.max_size} is "
+                "not allowed; "
+                f"allowed: {lo} <= min_size <= desired_size <= max_size, max_size >= 1"
+            )
         if not 20 <= self.disk_size_gib <= 16384:
-            raise ValueError(f"NodeGroupArgs.disk_size_gib: {self.disk_size_gib!r} is out of range; allowed: 20 to 16384")
+            raise ValueError(
+                f"NodeGroupArgs.disk_size_gib: {self.disk_size_gib!r} is out of range; allowed: 20 to 16384"
+            )
         reserved = set(_contract_labels(self.kind, self.group_name))
         clash = sorted(reserved & set(self.labels))
         if clash:
-            raise ValueError(f"NodeGroupArgs.labels: {clash!r} would override the GPU contract labels; allowed: keys other than " f"{', '.join(sorted(reserved))}")
+            raise ValueError(
+                f"NodeGroupArgs.labels: {clash!r} would override the GPU contract labels; allowed: keys other than "
+                f"{', '.join(sorted(reserved))}"
+            )
 
 
 def _contract_labels(kind: str, group_name: str) -> dict[str, str]:
@@ -126,23 +145,35 @@ def _data_device_name(ami_type: str) -> str:
 
 def _build_metadata_options() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
     return aws.ec2.LaunchTemplateMetadataOptionsArgs(
-        http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT,
+        http_endpoint="enabled",
+        http_tokens="required",
+        http_put_response_hop_limit=IMDS_HOP_LIMIT,
         instance_metadata_tags="disabled",
     )
 
 
 def _build_block_devices(ami_type: str, size_gib: int) -> list[aws.ec2.LaunchTemplateBlockDeviceMappingArgs]:
-    return [aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-        device_name=_data_device_name(ami_type),
-        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-            volume_size=size_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"),
-    )]
+    return [
+        aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name=_data_device_name(ami_type),
+            ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                volume_size=size_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"
+            ),
+        )
+    ]
 
 
 def _build_node_assume_role_policy() -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole",
-    }]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "ec2.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
 
 
 class NodeGroup(pulumi.ComponentResource):
@@ -169,41 +200,63 @@ class NodeGroup(pulumi.ComponentResource):
         self.labels = _build_labels(args)
         self.taints = _build_taints(args.kind)
 
-        role = aws.iam.Role(f"{name}-node-role", name_prefix=f"{args.group_name}-node-",
-                            assume_role_policy=json.dumps(_build_node_assume_role_policy()), tags=tags, opts=child)
+        role = aws.iam.Role(
+            f"{name}-node-role",
+            name_prefix=f"{args.group_name}-node-",
+            assume_role_policy=json.dumps(_build_node_assume_role_policy()),
+            tags=tags,
+            opts=child,
+        )
         attachments = [
-            aws.iam.RolePolicyAttachment(f"{name}-node-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child)
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child
+            )
             for arn in NODE_ROLE_POLICY_ARNS
         ]
 
         template = aws.ec2.LaunchTemplate(
-            f"{name}-launch-template", name_prefix=f"{args.group_name}-",
+            f"{name}-launch-template",
+            name_prefix=f"{args.group_name}-",
             description=f"EKS node group {args.group_name}: IMDSv2 hop limit 1, encrypted gp3",
             metadata_options=_build_metadata_options(),
             block_device_mappings=_build_block_devices(args.ami_type, args.disk_size_gib),
             tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**tags, "Name": f"{args.group_name}-node"})
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags={**tags, "Name": f"{args.group_name}-node"}
+                )
                 for kind in ("instance", "volume")
             ],
-            update_default_version=True, tags=tags, opts=child,
+            update_default_version=True,
+            tags=tags,
+            opts=child,
         )
 
         group = aws.eks.NodeGroup(
-            f"{name}-node-group", cluster_name=args.cluster_name,
+            f"{name}-node-group",
+            cluster_name=args.cluster_name,
             # A prefix, so a replacement (new instance types, AMI type) is created before the old group is deleted.
             node_group_name_prefix=f"{args.group_name}-",
-            node_role_arn=role.arn, subnet_ids=args.subnet_ids, version=args.kubernetes_version,
-            ami_type=args.ami_type, capacity_type=args.capacity_type, instance_types=list(args.instance_types),
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=args.min_size, desired_size=args.desired_size, max_size=args.max_size),
+            node_role_arn=role.arn,
+            subnet_ids=args.subnet_ids,
+            version=args.kubernetes_version,
+            ami_type=args.ami_type,
+            capacity_type=args.capacity_type,
+            instance_types=list(args.instance_types),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=args.min_size, desired_size=args.desired_size, max_size=args.max_size
+            ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             # ref: https://docs.aws.amazon.com/eks/latest/userguide/node-health.html
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
             labels=self.labels,
             taints=[aws.eks.NodeGroupTaintArgs(**t) for t in self.taints],
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
             tags=tags,
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=attachments,
+                parent=self,
+                depends_on=attachments,
                 # The node autoscaler owns the current size; the config sets the bounds.
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
@@ -216,17 +269,19 @@ class NodeGroup(pulumi.ComponentResource):
         self.launch_template_id = template.id
         # The managed group's Auto Scaling group (scale-from-zero tags go on it).
         self.autoscaling_group_name = group.resources.apply(lambda res: res[0].autoscaling_groups[0].name)  # type: ignore[index]
-        self.register_outputs({
-            "groupName": self.group_name,
-            "kind": self.kind,
-            "labels": self.labels,
-            "taints": self.taints,
-            "nodeGroupName": self.node_group_name,
-            "nodeGroupArn": self.node_group_arn,
-            "nodeRoleArn": self.node_role_arn,
-            "launchTemplateId": self.launch_template_id,
-            "autoscalingGroupName": self.autoscaling_group_name,
-        })
+        self.register_outputs(
+            {
+                "groupName": self.group_name,
+                "kind": self.kind,
+                "labels": self.labels,
+                "taints": self.taints,
+                "nodeGroupName": self.node_group_name,
+                "nodeGroupArn": self.node_group_arn,
+                "nodeRoleArn": self.node_role_arn,
+                "launchTemplateId": self.launch_template_id,
+                "autoscalingGroupName": self.autoscaling_group_name,
+            }
+        )
 
 
 def build_node_groups(
@@ -239,11 +294,25 @@ def build_node_groups(
 ) -> dict[str, NodeGroup]:
     """One `NodeGroup` per configured group, keyed by its stable name, named `nodegroup-<group>`."""
     return {
-        g.name: NodeGroup(f"nodegroup-{g.name}", NodeGroupArgs(
-            group_name=g.name, kind=g.kind, cluster_name=cluster_name, kubernetes_version=kubernetes_version,
-            subnet_ids=subnet_ids, instance_types=g.instance_types, ami_type=g.ami_type, capacity_type=g.capacity_type,
-            min_size=g.min_size, desired_size=g.desired_size, max_size=g.max_size, disk_size_gib=g.disk_size_gib,
-            labels=dict(g.labels), tags=tags,
-        ), opts=opts)
+        g.name: NodeGroup(
+            f"nodegroup-{g.name}",
+            NodeGroupArgs(
+                group_name=g.name,
+                kind=g.kind,
+                cluster_name=cluster_name,
+                kubernetes_version=kubernetes_version,
+                subnet_ids=subnet_ids,
+                instance_types=g.instance_types,
+                ami_type=g.ami_type,
+                capacity_type=g.capacity_type,
+                min_size=g.min_size,
+                desired_size=g.desired_size,
+                max_size=g.max_size,
+                disk_size_gib=g.disk_size_gib,
+                labels=dict(g.labels),
+                tags=tags,
+            ),
+            opts=opts,
+        )
         for g in groups
     }

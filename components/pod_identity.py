@@ -30,7 +30,9 @@ POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 TAG_CLUSTER_ARN = "eks-cluster-arn"
 TAG_NAMESPACE = "kubernetes-namespace"
 TAG_SERVICE_ACCOUNT = "kubernetes-service-account"
-_CLUSTER_ARN = re.compile(r"^arn:aws[a-z-]*:eks:[a-z0-9-]+:(?P<account>[0-9]{12}):cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+_CLUSTER_ARN = re.compile(
+    r"^arn:aws[a-z-]*:eks:[a-z0-9-]+:(?P<account>[0-9]{12}):cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
+)
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -38,7 +40,10 @@ def cluster_account(cluster_arn: str) -> str:
     """`arn:aws:eks:<region>:<account>:cluster/<name>` -> `<account>`."""
     m = _CLUSTER_ARN.match(cluster_arn)
     if not m:
-        raise ValueError(f"cluster_arn: {cluster_arn!r} is not an EKS cluster ARN; allowed: arn:aws:eks:<region>:<12-digit " "account>:cluster/<name>")
+        raise ValueError(
+            f"cluster_arn: {cluster_arn!r} is not an EKS cluster ARN; allowed: arn:aws:eks:<region>:<12-digit "
+            "account>:cluster/<name>"
+        )
     return m.group("account")
 
 
@@ -46,7 +51,10 @@ def _check_names(namespace: str, service_accounts: Sequence[str]) -> None:
     if not _K8S_NAME.match(namespace):
         raise ValueError(f"namespace: {namespace!r} is not a Kubernetes name; allowed: a DNS label")
     if not service_accounts or len(set(service_accounts)) != len(service_accounts):
-        raise ValueError(f"service_accounts: {list(service_accounts)!r} is empty or repeats a name; allowed: one or more distinct " "service accounts")
+        raise ValueError(
+            f"service_accounts: {list(service_accounts)!r} is empty or repeats a name; allowed: one or more distinct "
+            "service accounts"
+        )
     for sa in service_accounts:
         if not _K8S_NAME.match(sa):
             raise ValueError(f"service_accounts: {sa!r} is not a Kubernetes name; allowed: DNS labels")
@@ -57,27 +65,36 @@ def pod_identity_principal_condition(cluster_arn: str, namespace: str, service_a
     `namespace`/`service_account` in this cluster (the session tags of the assumed role)."""
     cluster_account(cluster_arn)
     _check_names(namespace, [service_account])
-    return {"StringEquals": {
-        f"aws:PrincipalTag/{TAG_CLUSTER_ARN}": cluster_arn,
-        f"aws:PrincipalTag/{TAG_NAMESPACE}": namespace,
-        f"aws:PrincipalTag/{TAG_SERVICE_ACCOUNT}": service_account,
-    }}
+    return {
+        "StringEquals": {
+            f"aws:PrincipalTag/{TAG_CLUSTER_ARN}": cluster_arn,
+            f"aws:PrincipalTag/{TAG_NAMESPACE}": namespace,
+            f"aws:PrincipalTag/{TAG_SERVICE_ACCOUNT}": service_account,
+        }
+    }
 
 
 def pod_identity_trust(cluster_arn: str, namespace: str, service_accounts: Sequence[str]) -> dict[str, Any]:
     """Trust policy for a role bound (PodIdentityAssociation) to `namespace`/`service_accounts` of one cluster."""
     account = cluster_account(cluster_arn)
     _check_names(namespace, service_accounts)
-    return {"Version": "2012-10-17", "Statement": [{
-        "Sid": "EksPodIdentity", "Effect": "Allow", "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-        "Action": ["sts:AssumeRole", "sts:TagSession"],
-        "Condition": {
-            "StringEquals": {
-                "aws:SourceAccount": account,
-                f"aws:RequestTag/{TAG_CLUSTER_ARN}": cluster_arn,
-                f"aws:RequestTag/{TAG_NAMESPACE}": namespace,
-                f"aws:RequestTag/{TAG_SERVICE_ACCOUNT}": sorted(service_accounts),
-            },
-            "ArnEquals": {"aws:SourceArn": cluster_arn},
-        },
-    }]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "EksPodIdentity",
+                "Effect": "Allow",
+                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {
+                    "StringEquals": {
+                        "aws:SourceAccount": account,
+                        f"aws:RequestTag/{TAG_CLUSTER_ARN}": cluster_arn,
+                        f"aws:RequestTag/{TAG_NAMESPACE}": namespace,
+                        f"aws:RequestTag/{TAG_SERVICE_ACCOUNT}": sorted(service_accounts),
+                    },
+                    "ArnEquals": {"aws:SourceArn": cluster_arn},
+                },
+            }
+        ],
+    }

@@ -45,14 +45,26 @@ class ServingNamespaceArgs:
 
     def __post_init__(self) -> None:
         if not _DNS_LABEL.match(self.namespace):
-            raise ValueError(f"ServingNamespaceArgs.namespace: {self.namespace!r} is not allowed; allowed: a DNS label (lowercase " "letters, digits, '-')")
+            raise ValueError(
+                f"ServingNamespaceArgs.namespace: {self.namespace!r} is not allowed; allowed: a DNS label (lowercase "
+                "letters, digits, '-')"
+            )
         if self.pod_security not in POD_SECURITY_LEVELS:
-            raise ValueError(f"ServingNamespaceArgs.pod_security: {self.pod_security!r} is not allowed; allowed: " f"{' | '.join(POD_SECURITY_LEVELS)}")
+            raise ValueError(
+                f"ServingNamespaceArgs.pod_security: {self.pod_security!r} is not allowed; allowed: "
+                f"{' | '.join(POD_SECURITY_LEVELS)}"
+            )
         if self.allow and not self.default_deny:
-            raise ValueError(f"ServingNamespaceArgs.allow: {sorted(self.allow)!r} without default_deny is not allowed; allowed: " "allow policies only with default_deny=True")
+            raise ValueError(
+                f"ServingNamespaceArgs.allow: {sorted(self.allow)!r} without default_deny is not allowed; allowed: "
+                "allow policies only with default_deny=True"
+            )
         for role in self.allow:
             if not _DNS_LABEL.match(role) or role in ("dns", "default-deny"):
-                raise ValueError(f"ServingNamespaceArgs.allow: role {role!r} is not allowed; allowed: a DNS label other than " "'dns' (created as allow-<role>)")
+                raise ValueError(
+                    f"ServingNamespaceArgs.allow: role {role!r} is not allowed; allowed: a DNS label other than "
+                    "'dns' (created as allow-<role>)"
+                )
 
 
 def namespace_labels(args: ServingNamespaceArgs) -> dict[str, str]:
@@ -75,17 +87,31 @@ def namespace_policies(args: ServingNamespaceArgs) -> dict[str, dict[str, Any]]:
     """NetworkPolicy name -> spec for the namespace (empty without default_deny)."""
     if not args.default_deny:
         return {}
-    return {"default-deny": default_deny_spec(), "allow-dns": network_policies.allow_dns(),
-            **{f"allow-{role}": spec for role, spec in sorted(args.allow.items())}}
+    return {
+        "default-deny": default_deny_spec(),
+        "allow-dns": network_policies.allow_dns(),
+        **{f"allow-{role}": spec for role, spec in sorted(args.allow.items())},
+    }
 
 
-def create_network_policies(name: str, args: ServingNamespaceArgs, opts: pulumi.ResourceOptions) -> dict[str, k8s.networking.v1.NetworkPolicy]:
+def create_network_policies(
+    name: str, args: ServingNamespaceArgs, opts: pulumi.ResourceOptions
+) -> dict[str, k8s.networking.v1.NetworkPolicy]:
     """The namespace's NetworkPolicies (`namespace_policies`), logical names `<name>-<policy>`;
     `opts` carries the parent and the dependency on the Namespace."""
     return {
         policy_name: k8s.networking.v1.NetworkPolicy(
-            f"{name}-{policy_name}", metadata=_typed({"name": policy_name, "namespace": args.namespace, "labels": {"app.kubernetes.io/part-of": "triton-platform"}}),
-            spec=_typed(spec), opts=opts)
+            f"{name}-{policy_name}",
+            metadata=_typed(
+                {
+                    "name": policy_name,
+                    "namespace": args.namespace,
+                    "labels": {"app.kubernetes.io/part-of": "triton-platform"},
+                }
+            ),
+            spec=_typed(spec),
+            opts=opts,
+        )
         for policy_name, spec in namespace_policies(args).items()
     }
 
@@ -101,8 +127,12 @@ class ServingNamespace(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingNamespaceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:ServingNamespace", name, None, opts)
         meta: Any = {"name": args.namespace, "labels": namespace_labels(args)}
-        self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=meta, opts=pulumi.ResourceOptions(parent=self))
-        self.network_policies = create_network_policies(name, args, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=meta, opts=pulumi.ResourceOptions(parent=self)
+        )
+        self.network_policies = create_network_policies(
+            name, args, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+        )
         self.default_deny: k8s.networking.v1.NetworkPolicy | None = self.network_policies.get("default-deny")
         self.namespace_name = self.namespace.metadata.name
         self.register_outputs({"namespaceName": self.namespace_name, "networkPolicies": sorted(self.network_policies)})

@@ -113,16 +113,27 @@ class TritonDeploymentArgs:
     def __post_init__(self) -> None:
         d = self.deployment
         if d.min_replicas < 1:
-            raise ValueError(f"TritonDeploymentArgs.deployment.min_replicas: {d.min_replicas!r} is not allowed; allowed: 1 or more "
-                             "(HPA minReplicas 0 needs the HPAScaleToZero feature gate, which EKS does not enable)")
+            raise ValueError(
+                f"TritonDeploymentArgs.deployment.min_replicas: {d.min_replicas!r} is not allowed; allowed: 1 or more "
+                "(HPA minReplicas 0 needs the HPAScaleToZero feature gate, which EKS does not enable)"
+            )
         if self.environment not in ENVIRONMENTS:
-            raise ValueError(f"TritonDeploymentArgs.environment: {self.environment!r} is not allowed; allowed: " f"{' | '.join(ENVIRONMENTS)}")
+            raise ValueError(
+                f"TritonDeploymentArgs.environment: {self.environment!r} is not allowed; allowed: "
+                f"{' | '.join(ENVIRONMENTS)}"
+            )
         if not self.region:
             raise ValueError("TritonDeploymentArgs.region: '' is not allowed; allowed: an AWS region such as us-east-1")
         if not self.agent_image or ":" not in self.agent_image:
-            raise ValueError(f"TritonDeploymentArgs.agent_image: {self.agent_image!r} is not allowed; allowed: " "registry/repo:tag[@sha256:...]")
+            raise ValueError(
+                f"TritonDeploymentArgs.agent_image: {self.agent_image!r} is not allowed; allowed: "
+                "registry/repo:tag[@sha256:...]"
+            )
         if ":" not in self.triton_image.rsplit("/", 1)[-1]:
-            raise ValueError(f"TritonDeploymentArgs.triton_image: {self.triton_image!r} has no tag; allowed: a pinned image from " "components/versions.py")
+            raise ValueError(
+                f"TritonDeploymentArgs.triton_image: {self.triton_image!r} has no tag; allowed: a pinned image from "
+                "components/versions.py"
+            )
 
 
 # --------------------------------------------------------------------------------------
@@ -131,8 +142,12 @@ class TritonDeploymentArgs:
 
 
 def labels(d: TritonDeploymentConfig) -> dict[str, str]:
-    return {**selector_labels(d), "app.kubernetes.io/component": "inference", "app.kubernetes.io/part-of": "triton-platform",
-            "triton-platform.io/deployment": d.name}
+    return {
+        **selector_labels(d),
+        "app.kubernetes.io/component": "inference",
+        "app.kubernetes.io/part-of": "triton-platform",
+        "triton-platform.io/deployment": d.name,
+    }
 
 
 def selector_labels(d: TritonDeploymentConfig) -> dict[str, str]:
@@ -178,21 +193,42 @@ def triton_args(d: TritonDeploymentConfig) -> list[str]:
     ]
 
 
-def agent_command(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Input[str], region: str, once: bool) -> list[Any]:
+def agent_command(
+    d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Input[str], region: str, once: bool
+) -> list[Any]:
     """The repository agent's command line (model_sync/commands/agent.py). The init
     container places every pin once; the sidecar loops, confirms loads through Triton's
     HTTP endpoint and reports status/<deployment>/<$POD_NAME>.json."""
     cmd: list[Any] = [
         *layout.AGENT_COMMAND,
-        "--env", environment, "--bucket", pulumi.Output.concat("s3://", bucket), "--region", region,
-        "--repository", REPOSITORY_DIR, "--staging-dir", STAGING_DIR, "--deployment", d.name,
+        "--env",
+        environment,
+        "--bucket",
+        pulumi.Output.concat("s3://", bucket),
+        "--region",
+        region,
+        "--repository",
+        REPOSITORY_DIR,
+        "--staging-dir",
+        STAGING_DIR,
+        "--deployment",
+        d.name,
     ]
     for model in d.models:
         cmd += ["--model", model]
     if once:
         return [*cmd, "--once"]
-    return [*cmd, "--interval", str(d.agent_interval_seconds), "--ready-file", READY_FILE, "--triton-url", f"http://127.0.0.1:{HTTP_PORT}",
-            "--triton-header", f"{ADMIN_HEADER}:$({ADMIN_KEY_ENV})"]
+    return [
+        *cmd,
+        "--interval",
+        str(d.agent_interval_seconds),
+        "--ready-file",
+        READY_FILE,
+        "--triton-url",
+        f"http://127.0.0.1:{HTTP_PORT}",
+        "--triton-header",
+        f"{ADMIN_HEADER}:$({ADMIN_KEY_ENV})",
+    ]
 
 
 def _agent_env(region: str, admin_secret: str) -> list[dict[str, Any]]:
@@ -207,9 +243,14 @@ def _agent_env(region: str, admin_secret: str) -> list[dict[str, Any]]:
 
 def container_security_context() -> dict[str, Any]:
     return {
-        "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "privileged": False,
-        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+        "runAsUser": UID,
+        "runAsGroup": UID,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
@@ -226,31 +267,56 @@ def probes(d: TritonDeploymentConfig) -> dict[str, dict[str, Any]]:
     return {
         # startupTimeoutSeconds bounds how long the server may take to start listening
         # (model loading happens before /v2/health/live answers on a cold start).
-        "startupProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
-                         "failureThreshold": math.ceil(d.startup_timeout_seconds / period)},
+        "startupProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": math.ceil(d.startup_timeout_seconds / period),
+        },
         # The container itself is ready when the server answers; which models are READY is
         # judged by the agent sidecar's readiness probe (READY_FILE), see probes() docstring.
-        "readinessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 3,
-                           "failureThreshold": 3, "successThreshold": 1},
-        "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5,
-                          "failureThreshold": 6},
+        "readinessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
+            "successThreshold": 1,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
+        },
     }
 
 
-def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Input[str], region: str, agent_image: str,
-             triton_image: str, admin_secret: str) -> dict[str, Any]:
+def pod_spec(
+    d: TritonDeploymentConfig,
+    *,
+    environment: str,
+    bucket: pulumi.Input[str],
+    region: str,
+    agent_image: str,
+    triton_image: str,
+    admin_secret: str,
+) -> dict[str, Any]:
     models_mount = {"name": "models", "mountPath": MODELS_MOUNT}
     tmp_mount = {"name": "tmp", "mountPath": TMP_DIR}
     agent_resources = {"requests": dict(node_fit.AGENT_REQUESTS), "limits": {"cpu": "1", "memory": "1Gi"}}
     agent_init = {
-        "name": "agent-init", "image": agent_image, "imagePullPolicy": "IfNotPresent",
+        "name": "agent-init",
+        "image": agent_image,
+        "imagePullPolicy": "IfNotPresent",
         "command": agent_command(d, environment=environment, bucket=bucket, region=region, once=True),
-        "env": _agent_env(region, admin_secret), "volumeMounts": [models_mount, tmp_mount],
+        "env": _agent_env(region, admin_secret),
+        "volumeMounts": [models_mount, tmp_mount],
         "resources": {"requests": dict(node_fit.AGENT_INIT_REQUESTS), "limits": {"cpu": "2", "memory": "2Gi"}},
         "securityContext": container_security_context(),
     }
     agent = {
-        **agent_init, "name": "agent",
+        **agent_init,
+        "name": "agent",
         "command": agent_command(d, environment=environment, bucket=bucket, region=region, once=False),
         "resources": agent_resources,
         # A native sidecar: started before tritonserver, stopped after it.
@@ -259,12 +325,20 @@ def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Inpu
         # Pod readiness = every placed model READY (the agent's marker). Triton's own
         # /v2/health/ready latches not-ready after any failed load in poll mode (measured on
         # 2.51), so it cannot gate traffic without one bad push draining every replica.
-        "readinessProbe": {"exec": {"command": ["test", "-f", READY_FILE]}, "periodSeconds": 5, "timeoutSeconds": 2,
-                           "failureThreshold": 2, "successThreshold": 1},
+        "readinessProbe": {
+            "exec": {"command": ["test", "-f", READY_FILE]},
+            "periodSeconds": 5,
+            "timeoutSeconds": 2,
+            "failureThreshold": 2,
+            "successThreshold": 1,
+        },
     }
     triton = {
-        "name": "tritonserver", "image": triton_image, "imagePullPolicy": "IfNotPresent",
-        "command": ["tritonserver"], "args": triton_args(d),
+        "name": "tritonserver",
+        "image": triton_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["tritonserver"],
+        "args": triton_args(d),
         "env": [
             {"name": ADMIN_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": admin_secret, "key": "key"}}},
             {"name": "HOME", "value": TMP_DIR},
@@ -280,19 +354,33 @@ def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Inpu
         # ref: https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/#hook-handler-implementations
         "lifecycle": {"preStop": {"sleep": {"seconds": prestop_seconds(d)}}},
         "resources": {
-            "requests": {"cpu": d.cpu, "memory": d.memory, "ephemeral-storage": f"{d.model_volume_gib + node_fit.EPHEMERAL_OVERHEAD_GIB}Gi"},
+            "requests": {
+                "cpu": d.cpu,
+                "memory": d.memory,
+                "ephemeral-storage": f"{d.model_volume_gib + node_fit.EPHEMERAL_OVERHEAD_GIB}Gi",
+            },
             "limits": {"cpu": d.cpu, "memory": d.memory, gpu_contract.GPU_RESOURCE: str(d.gpus_per_replica)},
         },
         "securityContext": container_security_context(),
         "volumeMounts": [
-            {**models_mount, "readOnly": True}, tmp_mount, {"name": "dshm", "mountPath": SHM_DIR},
+            {**models_mount, "readOnly": True},
+            tmp_mount,
+            {"name": "dshm", "mountPath": SHM_DIR},
         ],
     }
     spread = [
-        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
-         "labelSelector": {"matchLabels": selector_labels(d)}},
-        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
-         "labelSelector": {"matchLabels": selector_labels(d)}},
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector_labels(d)},
+        },
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": selector_labels(d)},
+        },
     ]
     return {
         "serviceAccountName": naming.triton_service_account(d.name),
@@ -300,8 +388,13 @@ def pod_spec(d: TritonDeploymentConfig, *, environment: str, bucket: pulumi.Inpu
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": d.termination_grace_period_seconds,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": UID,
+            "runAsGroup": UID,
+            "fsGroup": UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "nodeSelector": gpu_contract.gpu_node_selector(d.node_group),
         "tolerations": gpu_contract.gpu_tolerations(),
         "topologySpreadConstraints": spread,
@@ -356,8 +449,20 @@ def service_spec(d: TritonDeploymentConfig) -> dict[str, Any]:
         "selector": selector_labels(d),
         "ports": [
             {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP", "appProtocol": "http"},
-            {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"},
-            {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP", "appProtocol": "http"},
+            {
+                "name": "grpc",
+                "port": GRPC_PORT,
+                "targetPort": "grpc",
+                "protocol": "TCP",
+                "appProtocol": "kubernetes.io/h2c",
+            },
+            {
+                "name": "metrics",
+                "port": METRICS_PORT,
+                "targetPort": "metrics",
+                "protocol": "TCP",
+                "appProtocol": "http",
+            },
         ],
     }
 
@@ -387,17 +492,27 @@ def hpa_spec(d: TritonDeploymentConfig) -> dict[str, Any]:
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": naming.triton_app_name(d.name)},
         "minReplicas": d.min_replicas,
         "maxReplicas": d.max_replicas,
-        "metrics": [{
-            "type": "Pods",
-            "pods": {"metric": {"name": QUEUE_TIME_METRIC},
-                     "target": {"type": "AverageValue", "averageValue": str(d.queue_time_target_microseconds)}},
-        }],
+        "metrics": [
+            {
+                "type": "Pods",
+                "pods": {
+                    "metric": {"name": QUEUE_TIME_METRIC},
+                    "target": {"type": "AverageValue", "averageValue": str(d.queue_time_target_microseconds)},
+                },
+            }
+        ],
         # ref: https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#configurable-scaling-behavior
         "behavior": {
-            "scaleUp": {"stabilizationWindowSeconds": d.scale_up_stabilization_seconds, "selectPolicy": "Max",
-                        "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]},
-            "scaleDown": {"stabilizationWindowSeconds": d.scale_down_stabilization_seconds, "selectPolicy": "Min",
-                          "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}]},
+            "scaleUp": {
+                "stabilizationWindowSeconds": d.scale_up_stabilization_seconds,
+                "selectPolicy": "Max",
+                "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}],
+            },
+            "scaleDown": {
+                "stabilizationWindowSeconds": d.scale_down_stabilization_seconds,
+                "selectPolicy": "Min",
+                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
+            },
         },
     }
 
@@ -406,7 +521,9 @@ def _ns_selector(namespace: str) -> dict[str, Any]:
     return {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
 
 
-def network_policy_spec(d: TritonDeploymentConfig, *, ingress_namespace: str, monitoring_namespace: str) -> dict[str, Any]:
+def network_policy_spec(
+    d: TritonDeploymentConfig, *, ingress_namespace: str, monitoring_namespace: str
+) -> dict[str, Any]:
     """Ingress: Traefik to http/grpc, Prometheus to metrics, nothing else. Egress: DNS,
     HTTPS (S3 through the gateway endpoint uses S3's public addresses; IMDS excluded) and
     the EKS Pod Identity agent (credentials)."""
@@ -415,15 +532,39 @@ def network_policy_spec(d: TritonDeploymentConfig, *, ingress_namespace: str, mo
         "podSelector": {"matchLabels": selector_labels(d)},
         "policyTypes": ["Ingress", "Egress"],
         "ingress": [
-            {"from": [{"namespaceSelector": _ns_selector(ingress_namespace), "podSelector": {"matchLabels": TRAEFIK_POD_LABELS}}],
-             "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}]},
-            {"from": [{"namespaceSelector": _ns_selector(monitoring_namespace), "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS}}],
-             "ports": [{"port": METRICS_PORT, "protocol": tcp}]},
+            {
+                "from": [
+                    {
+                        "namespaceSelector": _ns_selector(ingress_namespace),
+                        "podSelector": {"matchLabels": TRAEFIK_POD_LABELS},
+                    }
+                ],
+                "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],
+            },
+            {
+                "from": [
+                    {
+                        "namespaceSelector": _ns_selector(monitoring_namespace),
+                        "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS},
+                    }
+                ],
+                "ports": [{"port": METRICS_PORT, "protocol": tcp}],
+            },
         ],
         "egress": [
-            {"to": [{"namespaceSelector": _ns_selector("kube-system"), "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-             "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}]},
-            {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}], "ports": [{"port": 443, "protocol": tcp}]},
+            {
+                "to": [
+                    {
+                        "namespaceSelector": _ns_selector("kube-system"),
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}],
+            },
+            {
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}],
+                "ports": [{"port": 443, "protocol": tcp}],
+            },
             {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT_CIDR}}], "ports": [{"port": 80, "protocol": tcp}]},
         ],
     }
@@ -464,61 +605,116 @@ class TritonDeployment(pulumi.ComponentResource):
             return {"name": obj_name, "namespace": args.namespace, "labels": labels(d)}
 
         self.service_account = k8s.core.v1.ServiceAccount(
-            f"{name}-service-account", metadata=meta(naming.triton_service_account(d.name)),
-            automount_service_account_token=False, opts=child)
+            f"{name}-service-account",
+            metadata=meta(naming.triton_service_account(d.name)),
+            automount_service_account_token=False,
+            opts=child,
+        )
 
         admin_key = random.RandomPassword(f"{name}-admin-key", length=48, special=False, opts=child)
         admin_secret_name = f"{app}-admin-key"
         self.admin_secret = k8s.core.v1.Secret(
-            f"{name}-admin-secret", metadata=meta(admin_secret_name), type="Opaque",
-            string_data={"key": admin_key.result}, opts=child)
+            f"{name}-admin-secret",
+            metadata=meta(admin_secret_name),
+            type="Opaque",
+            string_data={"key": admin_key.result},
+            opts=child,
+        )
 
-        pod = pod_spec(d, environment=args.environment, bucket=args.bucket_name, region=args.region, agent_image=args.agent_image,
-                       triton_image=args.triton_image, admin_secret=admin_secret_name)
+        pod = pod_spec(
+            d,
+            environment=args.environment,
+            bucket=args.bucket_name,
+            region=args.region,
+            agent_image=args.agent_image,
+            triton_image=args.triton_image,
+            admin_secret=admin_secret_name,
+        )
         # Pulumi's default 10-minute await would give up long before a GPU node, a 10-20 GB
         # image and model loading are through: wait for the whole rollout (the annotation,
         # and the same value as customTimeouts, which take precedence where supported).
         timeout = f"{rollout_timeout_seconds(d)}s"
         self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata={**meta(app), "annotations": deployment_metadata_annotations(d)},
+            f"{name}-deployment",
+            metadata={**meta(app), "annotations": deployment_metadata_annotations(d)},
             spec=_typed(deployment_spec(d, pod)),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.service_account, self.admin_secret],
-                                        custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
-                                        ignore_changes=["spec.replicas"] if args.monitoring else None))
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[self.service_account, self.admin_secret],
+                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
+                ignore_changes=["spec.replicas"] if args.monitoring else None,
+            ),
+        )
 
-        self.service = k8s.core.v1.Service(f"{name}-service", metadata=meta(app), spec=_typed(service_spec(d)), opts=child)
-        self.pdb = k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=meta(app), spec=_typed(pdb_spec(d)), opts=child)
+        self.service = k8s.core.v1.Service(
+            f"{name}-service", metadata=meta(app), spec=_typed(service_spec(d)), opts=child
+        )
+        self.pdb = k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb", metadata=meta(app), spec=_typed(pdb_spec(d)), opts=child
+        )
         self.network_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-network-policy", metadata=meta(app),
-            spec=_typed(network_policy_spec(d, ingress_namespace=args.ingress_namespace, monitoring_namespace=args.monitoring_namespace)),
-            opts=child)
+            f"{name}-network-policy",
+            metadata=meta(app),
+            spec=_typed(
+                network_policy_spec(
+                    d, ingress_namespace=args.ingress_namespace, monitoring_namespace=args.monitoring_namespace
+                )
+            ),
+            opts=child,
+        )
 
         self.hpa: k8s.autoscaling.v2.HorizontalPodAutoscaler | None = None
         self.service_monitor: k8s.apiextensions.CustomResource | None = None
         if args.monitoring:
-            self.hpa = k8s.autoscaling.v2.HorizontalPodAutoscaler(f"{name}-hpa", metadata=meta(app), spec=_typed(hpa_spec(d)), opts=child)
+            self.hpa = k8s.autoscaling.v2.HorizontalPodAutoscaler(
+                f"{name}-hpa", metadata=meta(app), spec=_typed(hpa_spec(d)), opts=child
+            )
             self.service_monitor = k8s.apiextensions.CustomResource(
-                f"{name}-service-monitor", api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
-                metadata=meta(app), spec=_typed(service_monitor_spec(d, args.namespace)), opts=child)
+                f"{name}-service-monitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata=meta(app),
+                spec=_typed(service_monitor_spec(d, args.namespace)),
+                opts=child,
+            )
 
         self.service_name = self.service.metadata.name
         self.deployment_name = self.deployment.metadata.name
         self.service_account_name = self.service_account.metadata.name
-        self.register_outputs({"serviceName": self.service_name, "deploymentName": self.deployment_name,
-                               "serviceAccountName": self.service_account_name})
+        self.register_outputs(
+            {
+                "serviceName": self.service_name,
+                "deploymentName": self.deployment_name,
+                "serviceAccountName": self.service_account_name,
+            }
+        )
 
 
 def build_triton_deployments(
-    deployments: tuple[TritonDeploymentConfig, ...], *, environment: str, bucket_name: pulumi.Input[str], region: str,
-    agent_image: str, monitoring: bool, triton_image: str = versions.TRITON_IMAGE, opts: pulumi.ResourceOptions | None = None,
+    deployments: tuple[TritonDeploymentConfig, ...],
+    *,
+    environment: str,
+    bucket_name: pulumi.Input[str],
+    region: str,
+    agent_image: str,
+    monitoring: bool,
+    triton_image: str = versions.TRITON_IMAGE,
+    opts: pulumi.ResourceOptions | None = None,
 ) -> dict[str, TritonDeployment]:
     """One `TritonDeployment` per `tritonDeployments` entry, keyed by deployment name
     (logical names `triton-<name>`)."""
     return {
         d.name: TritonDeployment(
             naming.triton_app_name(d.name),
-            TritonDeploymentArgs(deployment=d, environment=environment, bucket_name=bucket_name, region=region,
-                                 agent_image=agent_image, monitoring=monitoring, triton_image=triton_image),
+            TritonDeploymentArgs(
+                deployment=d,
+                environment=environment,
+                bucket_name=bucket_name,
+                region=region,
+                agent_image=agent_image,
+                monitoring=monitoring,
+                triton_image=triton_image,
+            ),
             opts=opts,
         )
         for d in deployments

@@ -24,6 +24,7 @@ class HelmChart:
     version: str
     repository: str
 
+
 # ---- AWS foundation: EKS add-ons, NVIDIA device plugin, DCGM exporter ---------------
 
 # EKS managed add-on versions per Kubernetes minor version. A stack whose
@@ -79,8 +80,12 @@ TRAEFIK_CHART = HelmChart("traefik", "41.3.0", "https://traefik.github.io/charts
 # ref: https://cert-manager.io/docs/releases/
 CERT_MANAGER_CHART = HelmChart("cert-manager", "v1.20.2", "https://charts.jetstack.io")
 # ref: https://github.com/prometheus-community/helm-charts/releases
-KUBE_PROMETHEUS_STACK_CHART = HelmChart("kube-prometheus-stack", "82.6.0", "https://prometheus-community.github.io/helm-charts")
-PROMETHEUS_ADAPTER_CHART = HelmChart("prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts")
+KUBE_PROMETHEUS_STACK_CHART = HelmChart(
+    "kube-prometheus-stack", "82.6.0", "https://prometheus-community.github.io/helm-charts"
+)
+PROMETHEUS_ADAPTER_CHART = HelmChart(
+    "prometheus-adapter", "5.2.0", "https://prometheus-community.github.io/helm-charts"
+)
 # Loki (single-binary mode) and Grafana Alloy, the log shipper (Promtail reached end of
 # life on 2026-03-02). ref: https://github.com/grafana/helm-charts/releases
 LOKI_CHART = HelmChart("loki", "6.46.0", "https://grafana.github.io/helm-charts")
@@ -112,7 +117,9 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
 # Kubernetes minor versions the platform supports: those with every pinned EKS add-on
 # (including aws-ebs-csi-driver) AND a Cluster Autoscaler image. components/stack_config.py
 # refuses any other kubernetesVersion with a one-line ConfigError.
-KUBERNETES_VERSIONS: tuple[str, ...] = tuple(sorted(
-    set(EKS_ADDON_VERSIONS) & set(CLUSTER_AUTOSCALER_IMAGE_TAGS),
-    key=lambda v: tuple(int(p) for p in v.split(".")),
-))
+KUBERNETES_VERSIONS: tuple[str, ...] = tuple(
+    sorted(
+        set(EKS_ADDON_VERSIONS) & set(CLUSTER_AUTOSCALER_IMAGE_TAGS),
+        key=lambda v: tuple(int(p) for p in v.split(".")),
+    )
+)

@@ -160,17 +160,37 @@ class PinCache(_Store):
     def get(self, model: str, etag: str | None, modified: int | None) -> dict[str, Any] | None:
         """{"version", "pin_text", "manifest"} when the cached entry is for exactly this ETag and LastModified."""
         entry = self._entries.get(model)
-        if not etag or modified is None or entry is None or entry.get("etag") != etag or entry.get("modified") != modified:
+        if (
+            not etag
+            or modified is None
+            or entry is None
+            or entry.get("etag") != etag
+            or entry.get("modified") != modified
+        ):
             return None
         return entry
 
-    def put(self, model: str, etag: str | None, modified: int | None, version: int, pin_text: str, manifest_doc: dict[str, Any]) -> None:
+    def put(
+        self,
+        model: str,
+        etag: str | None,
+        modified: int | None,
+        version: int,
+        pin_text: str,
+        manifest_doc: dict[str, Any],
+    ) -> None:
         if self.path is None or not etag or modified is None:
             return
         with self._lock:
-            self._entries[model] = {"etag": etag, "modified": modified, "version": version, "pin_text": pin_text, "manifest": manifest_doc, "at": int(time.time())}
+            self._entries[model] = {
+                "etag": etag,
+                "modified": modified,
+                "version": version,
+                "pin_text": pin_text,
+                "manifest": manifest_doc,
+                "at": int(time.time()),
+            }
             self._dirty = True
-
 
 
 def parser_fingerprint() -> str:
@@ -227,7 +247,12 @@ class ConfigCache(_Store):
         with self._lock:
             key = self._key(model, digest)
             old = self._entries.pop(key, None) or {}
-            self._entries[key] = {"platform": platform, "backend": backend, "required": list(required), "pinned": old.get("pinned", {})}
+            self._entries[key] = {
+                "platform": platform,
+                "backend": backend,
+                "required": list(required),
+                "pinned": old.get("pinned", {}),
+            }
             self._dirty = True
 
     def pinned(self, model: str, digest: str, version: int) -> str | None:

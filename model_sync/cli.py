@@ -67,7 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        error(f"unexpected error: {type(e).__name__}: {' '.join(str(e).split())[:300]}; set MODEL_SYNC_DEBUG=1 for " "a traceback and report it")
+        error(
+            f"unexpected error: {type(e).__name__}: {' '.join(str(e).split())[:300]}; set MODEL_SYNC_DEBUG=1 for "
+            "a traceback and report it"
+        )
         return errors.UNEXPECTED
 
 

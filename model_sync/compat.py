@@ -67,11 +67,15 @@ def triton_release(image: str) -> str:
     repo, _, tag = ref.rpartition(":")
     match = _TAG.match(tag) if repo.endswith("tritonserver") else None
     if not match:
-        raise UnknownImageError(f"triton image: {image!r} is not an NGC tritonserver image; allowed: <registry>/tritonserver:<YY.MM>-py3")
+        raise UnknownImageError(
+            f"triton image: {image!r} is not an NGC tritonserver image; allowed: <registry>/tritonserver:<YY.MM>-py3"
+        )
     release = match.group("release")
     if release not in TRITON_RELEASES:
         raise UnknownImageError(
-            f"triton image: release {release} has no LibTorch entry; allowed: {', '.join(TRITON_RELEASES)} (add " "it to model_sync/compat.py)")
+            f"triton image: release {release} has no LibTorch entry; allowed: {', '.join(TRITON_RELEASES)} (add "
+            "it to model_sync/compat.py)"
+        )
     return release
 
 
@@ -101,8 +105,10 @@ def check(exporter_torch: str, image: str, *, allow_skew: bool = False) -> str |
     serving = libtorch_version(image)
     if can_load(exporter_torch, image):
         return None
-    message = (f"version skew: model exported with torch {exporter_torch} is newer than LibTorch {serving} in {image}; "
-               f"allowed: export with torch <= {'.'.join(map(str, _minor(serving)))}.x, or --allow-version-skew")
+    message = (
+        f"version skew: model exported with torch {exporter_torch} is newer than LibTorch {serving} in {image}; "
+        f"allowed: export with torch <= {'.'.join(map(str, _minor(serving)))}.x, or --allow-version-skew"
+    )
     if allow_skew:
         return message
     raise VersionSkewError(message)
@@ -128,9 +134,11 @@ def python_backend_lacks_torch(image: str) -> bool:
 
 
 def local_target_detail(image: str) -> str:
-    return (f"local target: a `--target local` model (python backend running torch.jit.load) cannot load in {image}, "
-            "whose python backend has no torch; allowed: export with --target cloud, "
-            "a <YY.MM>-pyt-python-py3 image, or --allow-local-target")
+    return (
+        f"local target: a `--target local` model (python backend running torch.jit.load) cannot load in {image}, "
+        "whose python backend has no torch; allowed: export with --target cloud, "
+        "a <YY.MM>-pyt-python-py3 image, or --allow-local-target"
+    )
 
 
 # Model configurations served by Triton's PyTorch (LibTorch) backend. Everything else is exempt:
@@ -147,7 +155,14 @@ def served_by_libtorch(platform: str, backend: str) -> bool:
 
 
 def assess(
-    *, platform: str, backend: str, exporter_torch: str | None, image: str | None, allow_skew: bool = False, target: str | None = None, allow_local_target: bool = False
+    *,
+    platform: str,
+    backend: str,
+    exporter_torch: str | None,
+    image: str | None,
+    allow_skew: bool = False,
+    target: str | None = None,
+    allow_local_target: bool = False,
 ) -> dict[str, str | None]:
     """The `compatibility` provenance record of one model version for one target image.
 
@@ -158,29 +173,48 @@ def assess(
     if target == "local" and image is not None and python_backend_lacks_torch(image):
         if not allow_local_target:
             raise LocalTargetError(local_target_detail(image))
-        return {"triton_image": image, "libtorch_version": None, "result": "exempt",
-                "detail": f"published with --allow-local-target: {local_target_detail(image).split('; allowed:')[0]}"}
+        return {
+            "triton_image": image,
+            "libtorch_version": None,
+            "result": "exempt",
+            "detail": f"published with --allow-local-target: {local_target_detail(image).split('; allowed:')[0]}",
+        }
     if not served_by_libtorch(platform, backend):
-        return {"triton_image": image, "libtorch_version": None, "result": "exempt",
-                "detail": f"backend {backend or platform!r} is not LibTorch: the serving environment's own torch loads it"}
+        return {
+            "triton_image": image,
+            "libtorch_version": None,
+            "result": "exempt",
+            "detail": f"backend {backend or platform!r} is not LibTorch: the serving environment's own torch loads it",
+        }
     serving: str | None = None
     try:
         if image is None:
-            raise UnverifiableError("triton image: unknown for the target environment; allowed: set tritonImage in model-sync.yaml "
-                                    "(or the stack output tritonImage, or --triton-image), or --allow-version-skew")
+            raise UnverifiableError(
+                "triton image: unknown for the target environment; allowed: set tritonImage in model-sync.yaml "
+                "(or the stack output tritonImage, or --triton-image), or --allow-version-skew"
+            )
         serving = libtorch_version(image)
         if exporter_torch is None:
-            raise UnverifiableError("torch version: unknown (no export.json torch_version for a pytorch_libtorch model); "
-                                    "allowed: a directory written by `model-sync export`, or --allow-version-skew")
+            raise UnverifiableError(
+                "torch version: unknown (no export.json torch_version for a pytorch_libtorch model); "
+                "allowed: a directory written by `model-sync export`, or --allow-version-skew"
+            )
         detail = check(exporter_torch, image, allow_skew=allow_skew)
     except (UnverifiableError, UnknownImageError) as e:
         if not allow_skew:
             raise
         detail = str(e)
-    return {"triton_image": image, "libtorch_version": serving, "result": "skew-allowed" if detail else "compatible", "detail": detail}
+    return {
+        "triton_image": image,
+        "libtorch_version": serving,
+        "result": "skew-allowed" if detail else "compatible",
+        "detail": detail,
+    }
 
 
-def loadable(platform: str, backend: str, exporter_torch: str | None, image: str | None, target: str | None = None) -> str:
+def loadable(
+    platform: str, backend: str, exporter_torch: str | None, image: str | None, target: str | None = None
+) -> str:
     """For `status`: "yes" / "no" (version skew, or a `--target local` model for an NGC image whose
     python backend has no torch) / "exempt" (not LibTorch) / "unknown" (torch version or image
     unknown, or the image has no table entry)."""

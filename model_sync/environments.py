@@ -39,7 +39,17 @@ from typing import Any
 from model_sync import errors, layout
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-ENV_KEYS = ("bucket", "endpointUrl", "region", "tritonUrl", "grpcUrl", "tritonImage", "unenforcedConditionalWrites", "pulumiStack", "pulumiCwd")
+ENV_KEYS = (
+    "bucket",
+    "endpointUrl",
+    "region",
+    "tritonUrl",
+    "grpcUrl",
+    "tritonImage",
+    "unenforcedConditionalWrites",
+    "pulumiStack",
+    "pulumiCwd",
+)
 CONFIG_NAME = "model-sync.yaml"
 
 
@@ -84,9 +94,14 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
         with open(path) as f:
             doc = yaml.safe_load(f)
     except (OSError, yaml.YAMLError) as e:
-        raise errors.usage(f"{path}: cannot be read as YAML ({' '.join(str(e).split())[:200]}); allowed: a {CONFIG_NAME} mapping") from None
+        raise errors.usage(
+            f"{path}: cannot be read as YAML ({' '.join(str(e).split())[:200]}); allowed: a {CONFIG_NAME} mapping"
+        ) from None
     if not isinstance(doc, dict) or set(doc) - {"environments"} or not isinstance(doc.get("environments"), dict):
-        raise errors.usage(f"{path}: top-level keys {sorted(doc) if isinstance(doc, dict) else doc!r}; allowed: a mapping with " "only 'environments'")
+        raise errors.usage(
+            f"{path}: top-level keys {sorted(doc) if isinstance(doc, dict) else doc!r}; allowed: a mapping with "
+            "only 'environments'"
+        )
     envs: dict[str, dict[str, Any]] = doc["environments"]
     for name, body in envs.items():
         if not isinstance(name, str) or not ENV_NAME_RE.match(name):
@@ -99,9 +114,14 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
             if not isinstance(value, str) or not value:
                 raise errors.usage(f"{path} environments.{name}.{key}: {value!r}; allowed: a non-empty string")
         if body.get("unenforcedConditionalWrites", "accepted") != "accepted":
-            raise errors.usage(f"{path} environments.{name}.unenforcedConditionalWrites: " f"{body['unenforcedConditionalWrites']!r}; allowed: 'accepted' (or leave it out)")
+            raise errors.usage(
+                f"{path} environments.{name}.unenforcedConditionalWrites: "
+                f"{body['unenforcedConditionalWrites']!r}; allowed: 'accepted' (or leave it out)"
+            )
         if "bucket" not in body and "pulumiStack" not in body:
-            raise errors.usage(f"{path} environments.{name}: no bucket; allowed: set 'bucket' (s3://bucket[/prefix]) or 'pulumiStack'")
+            raise errors.usage(
+                f"{path} environments.{name}: no bucket; allowed: set 'bucket' (s3://bucket[/prefix]) or 'pulumiStack'"
+            )
     return envs
 
 
@@ -111,20 +131,40 @@ def pulumi_outputs(stack: str, cwd: str | None) -> dict[str, Any]:
 
     binary = os.environ.get("PULUMI") or shutil.which("pulumi")
     if not binary:
-        raise errors.not_found(f"pulumi CLI: not on PATH (needed for pulumiStack {stack!r}); allowed: install pulumi or set " f"'bucket' in {CONFIG_NAME}")
+        raise errors.not_found(
+            f"pulumi CLI: not on PATH (needed for pulumiStack {stack!r}); allowed: install pulumi or set "
+            f"'bucket' in {CONFIG_NAME}"
+        )
     try:
-        proc = subprocess.run([binary, "stack", "output", "--json", "--stack", stack], cwd=cwd or None, capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run(
+            [binary, "stack", "output", "--json", "--stack", stack],
+            cwd=cwd or None,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise errors.s3(f"pulumi stack output --stack {stack}: {e}; allowed: a working pulumi CLI and backend login") from None
+        raise errors.s3(
+            f"pulumi stack output --stack {stack}: {e}; allowed: a working pulumi CLI and backend login"
+        ) from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise errors.not_found(f"pulumi stack output --stack {stack}: exit {proc.returncode} ({last}); allowed: an existing stack " "you are logged in to")
+        raise errors.not_found(
+            f"pulumi stack output --stack {stack}: exit {proc.returncode} ({last}); allowed: an existing stack "
+            "you are logged in to"
+        )
     try:
         out = json.loads(proc.stdout)
     except ValueError:
-        raise errors.usage(f"pulumi stack output --stack {stack}: not JSON ({proc.stdout[:80]!r}); allowed: the JSON of `pulumi " "stack output --json`") from None
+        raise errors.usage(
+            f"pulumi stack output --stack {stack}: not JSON ({proc.stdout[:80]!r}); allowed: the JSON of `pulumi "
+            "stack output --json`"
+        ) from None
     if not isinstance(out, dict):
-        raise errors.usage(f"pulumi stack output --stack {stack}: {type(out).__name__}; allowed: a JSON object of outputs")
+        raise errors.usage(
+            f"pulumi stack output --stack {stack}: {type(out).__name__}; allowed: a JSON object of outputs"
+        )
     return out
 
 
@@ -189,7 +229,10 @@ def resolve(
             source = f"pulumi stack {body['pulumiStack']}"
     uri = bucket or body.get("bucket")
     if not uri:
-        raise errors.usage(f"bucket: missing for environment {env!r}; allowed: --bucket s3://bucket[/prefix], 'bucket' or " f"'pulumiStack' in {CONFIG_NAME}")
+        raise errors.usage(
+            f"bucket: missing for environment {env!r}; allowed: --bucket s3://bucket[/prefix], 'bucket' or "
+            f"'pulumiStack' in {CONFIG_NAME}"
+        )
     try:
         root = layout.Root.parse(uri)
     except layout.LayoutError as e:

@@ -88,12 +88,18 @@ class ExportOptions:
         if self.target not in ("cloud", "local"):
             raise errors.usage(f"--target: {self.target!r}; allowed: cloud, local")
         if not self.shapes:
-            raise errors.usage("--example-shape: missing; allowed: one per model input, e.g. --example-shape 4,3,224,224")
+            raise errors.usage(
+                "--example-shape: missing; allowed: one per model input, e.g. --example-shape 4,3,224,224"
+            )
         for s in self.shapes:
             if not s or any(d < 1 for d in s):
-                raise errors.usage(f"--example-shape: {','.join(map(str, s))!r}; allowed: positive integers separated by commas")
+                raise errors.usage(
+                    f"--example-shape: {','.join(map(str, s))!r}; allowed: positive integers separated by commas"
+                )
         if len(self.dtypes) not in (1, len(self.shapes)):
-            raise errors.usage(f"--example-dtype: {len(self.dtypes)} given for {len(self.shapes)} inputs; allowed: one for all, or one per --example-shape")
+            raise errors.usage(
+                f"--example-dtype: {len(self.dtypes)} given for {len(self.shapes)} inputs; allowed: one for all, or one per --example-shape"
+            )
         for d in self.dtypes:
             if d not in TRITON_DTYPES:
                 raise errors.usage(f"--example-dtype: {d!r}; allowed: {', '.join(TRITON_DTYPES)}")
@@ -102,14 +108,20 @@ class ExportOptions:
         if self.max_batch_size > 0:
             for s in self.shapes:
                 if s[0] > self.max_batch_size:
-                    raise errors.usage(f"--example-shape: batch {s[0]} > --max-batch-size {self.max_batch_size}; allowed: a batch dimension <= max_batch_size")
+                    raise errors.usage(
+                        f"--example-shape: batch {s[0]} > --max-batch-size {self.max_batch_size}; allowed: a batch dimension <= max_batch_size"
+                    )
             if len({s[0] for s in self.shapes}) != 1:
-                raise errors.usage(f"--example-shape: batch dimensions {[s[0] for s in self.shapes]} differ; allowed: the same first dimension for every input")
+                raise errors.usage(
+                    f"--example-shape: batch dimensions {[s[0] for s in self.shapes]} differ; allowed: the same first dimension for every input"
+                )
         for b in self.preferred_batch_sizes:
             if not 1 <= b <= max(self.max_batch_size, 1):
                 raise errors.usage(f"--preferred-batch-size: {b}; allowed: 1..max_batch_size ({self.max_batch_size})")
         if self.preferred_batch_sizes and (not self.dynamic_batching or self.max_batch_size == 0):
-            raise errors.usage("--preferred-batch-size: set without dynamic batching; allowed: only with --max-batch-size > 0 and dynamic batching on")
+            raise errors.usage(
+                "--preferred-batch-size: set without dynamic batching; allowed: only with --max-batch-size > 0 and dynamic batching on"
+            )
         if self.max_queue_delay_us < 0:
             raise errors.usage(f"--max-queue-delay-us: {self.max_queue_delay_us}; allowed: >= 0")
         if self.instance_kind is not None and self.instance_kind not in KINDS:
@@ -132,11 +144,15 @@ def load_factory(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise errors.usage(f"factory: {spec!r} cannot be imported ({e}); allowed: an importable module:callable") from None
+        raise errors.usage(
+            f"factory: {spec!r} cannot be imported ({e}); allowed: an importable module:callable"
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise errors.usage(f"factory: {spec!r} has no attribute {part!r}; allowed: module:callable returning a torch.nn.Module")
+            raise errors.usage(
+                f"factory: {spec!r} has no attribute {part!r}; allowed: module:callable returning a torch.nn.Module"
+            )
         obj = getattr(obj, part)
     model = obj() if callable(obj) and not isinstance(obj, torch.nn.Module) else obj
     if not isinstance(model, torch.nn.Module):
@@ -187,20 +203,28 @@ def _run(model: Any, inputs: list[Any], what: str, check: str = "") -> tuple[Any
                 errors.CHECK_FAILED,
                 f"export check ({check}): the TorchScript model failed where eager did not on {shapes} ({' '.join(str(e).split())[:160]}); allowed: shapes not baked in by tracing (try --method script)",
             ) from None
-        raise errors.usage(f"example inputs: {shapes} rejected by the {what} model ({' '.join(str(e).split())[:200]}); allowed: shapes/dtypes its forward accepts") from None
+        raise errors.usage(
+            f"example inputs: {shapes} rejected by the {what} model ({' '.join(str(e).split())[:200]}); allowed: shapes/dtypes its forward accepts"
+        ) from None
 
 
 def compare(expected: tuple[Any, ...], actual: tuple[Any, ...], rtol: float, atol: float, what: str) -> None:
     import torch
 
     if len(expected) != len(actual):
-        raise errors.SyncError(errors.CHECK_FAILED, f"export check ({what}): TorchScript returned {len(actual)} outputs, eager {len(expected)}; allowed: the same outputs")
+        raise errors.SyncError(
+            errors.CHECK_FAILED,
+            f"export check ({what}): TorchScript returned {len(actual)} outputs, eager {len(expected)}; allowed: the same outputs",
+        )
     for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         try:
             torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
         except AssertionError as err:
             detail = " ".join(str(err).split())[:240]
-            raise errors.SyncError(errors.CHECK_FAILED, f"export check ({what}): OUTPUT__{i} TorchScript differs from eager ({detail}); allowed: within --rtol {rtol} --atol {atol}") from None
+            raise errors.SyncError(
+                errors.CHECK_FAILED,
+                f"export check ({what}): OUTPUT__{i} TorchScript differs from eager ({detail}); allowed: within --rtol {rtol} --atol {atol}",
+            ) from None
 
 
 def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...]) -> Any:
@@ -222,7 +246,9 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
         if dtype not in TRITON_DTYPES:
             raise errors.usage(f"model output OUTPUT__{i} dtype: {dtype!r}; allowed: {', '.join(TRITON_DTYPES)}")
         if strip and (t.dim() == 0 or t.shape[0] != inputs[0].shape[0]):
-            raise errors.usage(f"model output OUTPUT__{i} shape: {tuple(t.shape)}; allowed: batch dimension {inputs[0].shape[0]} first when --max-batch-size > 0 (or use --max-batch-size 0)")
+            raise errors.usage(
+                f"model output OUTPUT__{i} shape: {tuple(t.shape)}; allowed: batch dimension {inputs[0].shape[0]} first when --max-batch-size > 0 (or use --max-batch-size 0)"
+            )
         io = cfg.output.add()
         io.name = f"OUTPUT__{i}"
         io.data_type = model_config.pb2.DataType.Value(TRITON_DTYPES[dtype])
@@ -231,7 +257,9 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
         cfg.dynamic_batching.preferred_batch_size.extend(opts.preferred_batch_sizes)
         cfg.dynamic_batching.max_queue_delay_microseconds = opts.max_queue_delay_us
     group = cfg.instance_group.add()
-    group.kind = model_config.pb2.ModelInstanceGroup.Kind.Value(opts.instance_kind or ("KIND_GPU" if opts.target == "cloud" else "KIND_CPU"))
+    group.kind = model_config.pb2.ModelInstanceGroup.Kind.Value(
+        opts.instance_kind or ("KIND_GPU" if opts.target == "cloud" else "KIND_CPU")
+    )
     group.count = opts.instance_count
     if opts.warmup:
         model_config.add_warmup(cfg)
@@ -259,7 +287,10 @@ def export(opts: ExportOptions) -> dict[str, Any]:
         # can act on, since Triton's libtorch backend loads TorchScript only (docs/model-sync.md).
         notes = [str(w.message).splitlines()[0] for w in caught if not _torchscript_deprecation(w)]
     except Exception as e:
-        raise errors.SyncError(errors.CHECK_FAILED, f"torch.jit.{opts.method}: failed ({' '.join(str(e).split())[:240]}); allowed: a module {opts.method}-able by TorchScript (try --method {'script' if opts.method == 'trace' else 'trace'})") from None
+        raise errors.SyncError(
+            errors.CHECK_FAILED,
+            f"torch.jit.{opts.method}: failed ({' '.join(str(e).split())[:240]}); allowed: a module {opts.method}-able by TorchScript (try --method {'script' if opts.method == 'trace' else 'trace'})",
+        ) from None
     os.makedirs(opts.output, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{opts.name}.export-", dir=opts.output)
     try:
@@ -271,10 +302,18 @@ def export(opts: ExportOptions) -> dict[str, Any]:
         if opts.max_batch_size > 1:
             other = opts.shapes[0][0] - 1 if opts.shapes[0][0] > 1 else min(2, opts.max_batch_size)
             second = example_inputs(opts, other, opts.seed + 1)
-            compare(_run(model, second, "eager"), _run(loaded, second, "TorchScript", f"example 2, batch {other}"), opts.rtol, opts.atol, f"example 2, batch {other}")
+            compare(
+                _run(model, second, "eager"),
+                _run(loaded, second, "TorchScript", f"example 2, batch {other}"),
+                opts.rtol,
+                opts.atol,
+                f"example 2, batch {other}",
+            )
         if notes:
-            error(f"warning: torch.jit.{opts.method}: {len(notes)} warning(s) while tracing, first: {' '.join(notes[0].split())[:200]}; "
-                  "the outputs matched eager on every example, so the export stands")
+            error(
+                f"warning: torch.jit.{opts.method}: {len(notes)} warning(s) while tracing, first: {' '.join(notes[0].split())[:200]}; "
+                "the outputs matched eager on every example, so the export stands"
+            )
         cfg = build_config(opts, inputs, eager_out)
         model_config.write_file(os.path.join(tmp, layout.CONFIG_FILE), cfg)
         if opts.target == "local":

@@ -99,7 +99,9 @@ def check_file_path(path: str) -> str:
     """A file path relative to a version directory, '/'-separated."""
     parts = path.split("/") if isinstance(path, str) else [""]
     if not all(FILE_SEGMENT_RE.match(p) for p in parts):
-        raise LayoutError(f"file path: {path!r}; allowed: '/'-separated segments of A-Z a-z 0-9 _ . + - not starting with '.' or '-'")
+        raise LayoutError(
+            f"file path: {path!r}; allowed: '/'-separated segments of A-Z a-z 0-9 _ . + - not starting with '.' or '-'"
+        )
     return path
 
 
@@ -224,7 +226,10 @@ class Root:
 
     def __post_init__(self) -> None:
         if not (BUCKET_RE.match(self.bucket or "") or ACCESS_POINT_RE.match(self.bucket or "")):
-            raise LayoutError(f"bucket: {self.bucket!r}; allowed: an S3 bucket name (3-63 of a-z 0-9 . -) or an access-point " "ARN (arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME)")
+            raise LayoutError(
+                f"bucket: {self.bucket!r}; allowed: an S3 bucket name (3-63 of a-z 0-9 . -) or an access-point "
+                "ARN (arn:aws:s3:REGION:ACCOUNT:accesspoint/NAME)"
+            )
         if self.prefix.startswith("/") or self.prefix.endswith("/") or "//" in self.prefix:
             raise LayoutError(f"bucket prefix: {self.prefix!r}; allowed: key segments without leading/trailing '/'")
 

@@ -101,7 +101,9 @@ def _scan_version_dir(root: str) -> dict[str, LocalFile]:
             with os.scandir(directory) as it:
                 entries = list(it)
         except OSError as e:
-            raise errors.usage(f"model directory: {directory} cannot be read ({e.strerror or e}); allowed: a readable directory") from None
+            raise errors.usage(
+                f"model directory: {directory} cannot be read ({e.strerror or e}); allowed: a readable directory"
+            ) from None
         for entry in entries:
             name, full = entry.name, entry.path
             if entry.is_symlink():
@@ -110,10 +112,14 @@ def _scan_version_dir(root: str) -> dict[str, LocalFile]:
                 except OSError:
                     to_directory = False
                 if to_directory:
-                    raise errors.usage(f"model directory: {full} is a symlink; allowed: regular files and directories only")
+                    raise errors.usage(
+                        f"model directory: {full} is a symlink; allowed: regular files and directories only"
+                    )
                 if name.startswith("."):
                     continue
-                raise errors.usage(f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)")
+                raise errors.usage(
+                    f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)"
+                )
             if entry.is_dir(follow_symlinks=False):
                 if not (name.startswith(".") or name == "__pycache__"):
                     pending.append((full, f"{prefix}{name}/"))
@@ -122,7 +128,9 @@ def _scan_version_dir(root: str) -> dict[str, LocalFile]:
                 continue
             st = entry.stat(follow_symlinks=False)
             if not _stat.S_ISREG(st.st_mode):
-                raise errors.usage(f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)")
+                raise errors.usage(
+                    f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)"
+                )
             rel = prefix + name
             try:
                 layout.check_file_path(rel)
@@ -141,7 +149,11 @@ def check_export_meta(meta: Any, where: str) -> None:
         ("torchscript_format_version", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
         ("method", lambda v: v in ("trace", "script"), "'trace' or 'script'"),
         ("target", lambda v: v in ("cloud", "local"), "'cloud' or 'local'"),
-        ("operators", lambda v: isinstance(v, list) and all(isinstance(o, str) and o for o in v), "a list of operator names"),
+        (
+            "operators",
+            lambda v: isinstance(v, list) and all(isinstance(o, str) and o for o in v),
+            "a list of operator names",
+        ),
     ):
         if meta.get(key) is not None and not ok(meta[key]):
             raise errors.usage(f"{where} {key}: {meta[key]!r}; allowed: {allowed} (or absent)")
@@ -152,7 +164,9 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
     (cache.ConfigCache), a config.pbtxt whose bytes were parsed and checked before by the same
     parser is not parsed again (its platform, backend and required files come from the cache)."""
     if not os.path.isdir(path):
-        raise errors.usage(f"model directory: {path!r} is not a directory; allowed: a Triton model directory (config.pbtxt + one <N>/)")
+        raise errors.usage(
+            f"model directory: {path!r} is not a directory; allowed: a Triton model directory (config.pbtxt + one <N>/)"
+        )
     path = os.path.abspath(path)
     model = name or os.path.basename(path.rstrip("/"))
     try:
@@ -161,9 +175,14 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
         raise errors.usage(f"{e} (from {'--name' if name else 'the directory name'})") from None
     config_path = os.path.join(path, layout.CONFIG_FILE)
     if not os.path.isfile(config_path):
-        raise errors.usage(f"model directory: {path} has no config.pbtxt; allowed: a Triton model directory (config.pbtxt + one <N>/)")
+        raise errors.usage(
+            f"model directory: {path} has no config.pbtxt; allowed: a Triton model directory (config.pbtxt + one <N>/)"
+        )
     if os.path.islink(config_path) and not _inside(os.path.realpath(config_path), os.path.realpath(path)):
-        raise errors.usage(f"model directory: {config_path} is a symlink to {os.path.realpath(config_path)}, outside the model " f"directory; allowed: a config.pbtxt inside {path}")
+        raise errors.usage(
+            f"model directory: {config_path} is a symlink to {os.path.realpath(config_path)}, outside the model "
+            f"directory; allowed: a config.pbtxt inside {path}"
+        )
     try:
         with open(config_path, "rb") as f:
             data = f.read()
@@ -179,17 +198,28 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
         facts = {"platform": cfg.platform, "backend": cfg.backend, "required": list(model_config.required_files(cfg))}
         if configs:
             configs.put(model, digest, cfg.platform, cfg.backend, facts["required"])
-    versions = sorted(e for e in os.listdir(path) if layout.version_from_dir(e) is not None and os.path.isdir(os.path.join(path, e)))
+    versions = sorted(
+        e for e in os.listdir(path) if layout.version_from_dir(e) is not None and os.path.isdir(os.path.join(path, e))
+    )
     if len(versions) != 1:
-        raise errors.usage(f"model directory: {path} has version directories {versions}; allowed: exactly one numeric version " "directory to publish")
+        raise errors.usage(
+            f"model directory: {path} has version directories {versions}; allowed: exactly one numeric version "
+            "directory to publish"
+        )
     version_dir = os.path.join(path, versions[0])
     if os.path.islink(version_dir):  # it would publish whatever it points at
-        raise errors.usage(f"model directory: {version_dir} is a symlink to {os.path.realpath(version_dir)}; allowed: a version " "directory, not a symlink")
+        raise errors.usage(
+            f"model directory: {version_dir} is a symlink to {os.path.realpath(version_dir)}; allowed: a version "
+            "directory, not a symlink"
+        )
     files = _scan_version_dir(version_dir)
     for required in facts["required"]:
         if required not in files:
             kind = f"backend {facts['backend']!r}" if facts["backend"] else f"platform {facts['platform']!r}"
-            raise errors.usage(f"model directory: {version_dir} lacks {required}; allowed: a version directory with every file " f"{kind} needs")
+            raise errors.usage(
+                f"model directory: {version_dir} lacks {required}; allowed: a version directory with every file "
+                f"{kind} needs"
+            )
     meta: dict[str, Any] = {}
     meta_path = os.path.join(path, EXPORT_META)
     if os.path.isfile(meta_path):
@@ -197,9 +227,23 @@ def load(path: str, name: str | None = None, configs: cache.ConfigCache | None =
             with open(meta_path) as f:
                 meta = json.load(f)
         except ValueError as e:
-            raise errors.usage(f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes") from None
+            raise errors.usage(
+                f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes"
+            ) from None
         check_export_meta(meta, meta_path)
-    return LocalModel(model, path, data, digest, facts["platform"], facts["backend"], version_dir, files, meta, configs=configs, _cfg=cfg)
+    return LocalModel(
+        model,
+        path,
+        data,
+        digest,
+        facts["platform"],
+        facts["backend"],
+        version_dir,
+        files,
+        meta,
+        configs=configs,
+        _cfg=cfg,
+    )
 
 
 def _inside(target: str, directory: str) -> bool:
@@ -212,9 +256,15 @@ def discover(path: str, name: str | None = None, configs: cache.ConfigCache | No
         subdirs = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, layout.CONFIG_FILE)))
         for d in subdirs:
             if os.path.islink(os.path.join(path, d)):
-                raise errors.usage(f"repository directory: {os.path.join(path, d)} is a symlink to " f"{os.path.realpath(os.path.join(path, d))}; allowed: model directories, not symlinks")
+                raise errors.usage(
+                    f"repository directory: {os.path.join(path, d)} is a symlink to "
+                    f"{os.path.realpath(os.path.join(path, d))}; allowed: model directories, not symlinks"
+                )
         if subdirs:
             if name:
-                raise errors.usage(f"--name: {name!r} with a repository directory of {len(subdirs)} models; allowed: --name " "only with one model directory")
+                raise errors.usage(
+                    f"--name: {name!r} with a repository directory of {len(subdirs)} models; allowed: --name "
+                    "only with one model directory"
+                )
             return [load(os.path.join(path, d), configs=configs) for d in subdirs]
     return [load(path, name, configs)]

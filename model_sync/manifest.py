@@ -37,11 +37,40 @@ from model_sync.record_schemas import (
 )
 
 __all__ = [
-    "CHECK_RESULTS", "MANIFEST_SCHEMA", "MANIFEST_SCHEMA_IDS", "MANIFEST_SCHEMA_V1", "MANIFEST_V1", "MANIFEST_V2",
-    "PIN_INDEX", "PROMOTION_V2", "REPLICA_STATUS", "REPLICA_STATUS_SCHEMA", "SCHEMAS", "STACK_MAX", "TIME_FORMAT",
-    "TIME_RE", "VERIFICATION_SCHEMA_IDS", "VERIFICATION_V1", "VERIFICATION_V2", "RecordError", "ReplicaState",
-    "dumps", "format_time", "now", "parse_time", "pin_index", "read", "read_manifest", "read_pin_index",
-    "read_replica_status", "read_verification", "sha256_bytes", "sha256_file", "stamp", "upgrade_manifest", "validate",
+    "CHECK_RESULTS",
+    "MANIFEST_SCHEMA",
+    "MANIFEST_SCHEMA_IDS",
+    "MANIFEST_SCHEMA_V1",
+    "MANIFEST_V1",
+    "MANIFEST_V2",
+    "PIN_INDEX",
+    "PROMOTION_V2",
+    "REPLICA_STATUS",
+    "REPLICA_STATUS_SCHEMA",
+    "SCHEMAS",
+    "STACK_MAX",
+    "TIME_FORMAT",
+    "TIME_RE",
+    "VERIFICATION_SCHEMA_IDS",
+    "VERIFICATION_V1",
+    "VERIFICATION_V2",
+    "RecordError",
+    "ReplicaState",
+    "dumps",
+    "format_time",
+    "now",
+    "parse_time",
+    "pin_index",
+    "read",
+    "read_manifest",
+    "read_pin_index",
+    "read_replica_status",
+    "read_verification",
+    "sha256_bytes",
+    "sha256_file",
+    "stamp",
+    "upgrade_manifest",
+    "validate",
 ]
 
 
@@ -110,7 +139,9 @@ def validate(doc: Any, schema_id: str) -> dict[str, Any]:
     return doc
 
 
-def read(data: bytes | str, schema_id: str | tuple[str, ...], *, model: str | None = None, version: int | None = None) -> dict[str, Any]:
+def read(
+    data: bytes | str, schema_id: str | tuple[str, ...], *, model: str | None = None, version: int | None = None
+) -> dict[str, Any]:
     """Parse and strictly validate a record; optionally check it is the one for (model, version).
     `schema_id` may name several accepted versions of one record; the document's own `schema`
     field picks which one validates it."""
@@ -150,7 +181,12 @@ def read_manifest(data: bytes | str, model: str | None = None, version: int | No
 
 def upgrade_manifest(doc: dict[str, Any], compatibility: dict[str, Any]) -> dict[str, Any]:
     """A copy of a v1 or v2 manifest as v2 with the given compatibility record (promote)."""
-    out = {**doc, "schema": MANIFEST_V2, "exporter": {"operators": None, **doc["exporter"]}, "compatibility": dict(compatibility)}
+    out = {
+        **doc,
+        "schema": MANIFEST_V2,
+        "exporter": {"operators": None, **doc["exporter"]},
+        "compatibility": dict(compatibility),
+    }
     validate(out, MANIFEST_V2)
     return out
 

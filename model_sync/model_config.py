@@ -39,7 +39,9 @@ def _load_pb2() -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.find_spec("tritonclient")
-    path = os.path.join(next(iter(spec.submodule_search_locations or [])), "grpc", "model_config_pb2.py") if spec else ""
+    path = (
+        os.path.join(next(iter(spec.submodule_search_locations or [])), "grpc", "model_config_pb2.py") if spec else ""
+    )
     if not os.path.isfile(path):  # pragma: no cover - layout of another tritonclient release
         from tritonclient.grpc import model_config_pb2
 
@@ -83,7 +85,9 @@ def parse(text: str | bytes, source: str = "config.pbtxt") -> Any:
         text_format.Parse(text, cfg)
     except text_format.ParseError as e:
         msg = " ".join(str(e).split())
-        raise ConfigPbtxtError(f"{source}: does not parse ({msg}); allowed: a protobuf text-format ModelConfig") from None
+        raise ConfigPbtxtError(
+            f"{source}: does not parse ({msg}); allowed: a protobuf text-format ModelConfig"
+        ) from None
     return cfg
 
 
@@ -149,7 +153,9 @@ def check(cfg: Any, source: str, model_name: str | None = None) -> None:
         except layout.LayoutError as e:
             raise ConfigPbtxtError(f"{source}: {e}") from None
     if not cfg.backend and not cfg.platform:
-        raise ConfigPbtxtError(f"{source}: neither backend nor platform set; allowed: e.g. backend: \"python\" or platform: \"pytorch_libtorch\"")
+        raise ConfigPbtxtError(
+            f'{source}: neither backend nor platform set; allowed: e.g. backend: "python" or platform: "pytorch_libtorch"'
+        )
     if cfg.max_batch_size < 0:
         raise ConfigPbtxtError(f"{source} max_batch_size: {cfg.max_batch_size}; allowed: >= 0")
 

@@ -34,7 +34,9 @@ class Background:
         return self._error
 
 
-def parallel_map(fn: Callable[[Any], Any], items: list[Any], workers: int, stop: threading.Event | None = None) -> list[Any]:
+def parallel_map(
+    fn: Callable[[Any], Any], items: list[Any], workers: int, stop: threading.Event | None = None
+) -> list[Any]:
     """[fn(item) ...] on `workers` threads, results in order. Every thread is started (and parked
     on an Event) before any runs: a thread started while others hold the GIL waits up to the
     switch interval to announce itself, which made ThreadPoolExecutor's start-as-you-submit cost

@@ -44,22 +44,36 @@ if TYPE_CHECKING:
 COPY = transfer.TransferSettings(threshold=5 * 1024 * transfer.MB, chunksize=64 * transfer.MB, concurrency=16)
 
 
-def _check_source(src: Repo, model: str, version: int, skip_verification: bool) -> tuple[dict[str, Any], bytes, str | None]:
+def _check_source(
+    src: Repo, model: str, version: int, skip_verification: bool
+) -> tuple[dict[str, Any], bytes, str | None]:
     pin = repository.read_pin(src, model)
     raw = src.get(layout.manifest_key(model, version))
     if raw is None and pin.version != version:  # no such version: exit 3, not "not pinned"
-        raise errors.not_found(f"version: {model} {version} does not exist in {src.env.name} (no " f"{src.uri(layout.manifest_key(model, version))}; pinned: {pin.version}); allowed: a published " "version")
+        raise errors.not_found(
+            f"version: {model} {version} does not exist in {src.env.name} (no "
+            f"{src.uri(layout.manifest_key(model, version))}; pinned: {pin.version}); allowed: a published "
+            "version"
+        )
     if pin.version != version:
-        raise errors.refused(f"version: {model} {version} is not pinned in {src.env.name} (pinned: {pin.version}); allowed: the " "pinned version, verified there")
+        raise errors.refused(
+            f"version: {model} {version} is not pinned in {src.env.name} (pinned: {pin.version}); allowed: the "
+            "pinned version, verified there"
+        )
     if raw is None:
-        raise errors.not_found(f"manifest: {src.uri(layout.manifest_key(model, version))} does not exist; allowed: a version " "published by model-sync push")
+        raise errors.not_found(
+            f"manifest: {src.uri(layout.manifest_key(model, version))} does not exist; allowed: a version "
+            "published by model-sync push"
+        )
     try:
         doc = manifest.read_manifest(raw, model, version)
     except manifest.RecordError as e:
         raise errors.refused(f"{src.uri(layout.manifest_key(model, version))}: {e}") from None
     missing = repository.is_complete(src, model, version, doc)
     if missing:
-        raise errors.refused(f"version: {model} {version} in {src.env.name} is incomplete ({missing}); allowed: a complete version")
+        raise errors.refused(
+            f"version: {model} {version} in {src.env.name} is incomplete ({missing}); allowed: a complete version"
+        )
     if skip_verification:
         return doc, raw, None
     from model_sync import verify
@@ -70,14 +84,21 @@ def _check_source(src: Repo, model: str, version: int, skip_verification: bool) 
         raise errors.refused(f"verification record of {model} {version} in {src.env.name}: {e}") from None
     if found is None:
         raise errors.refused(
-            f"verification: {model} {version} has no record in {src.env.name} " f"({src.uri(layout.verification_attempts_prefix(model, version))}); "
+            f"verification: {model} {version} has no record in {src.env.name} "
+            f"({src.uri(layout.verification_attempts_prefix(model, version))}); "
             "allowed: run `model-sync verify` there first, or --skip-verification (recorded)"
         )
     record_key, rec = found
     if not rec["passed"]:
-        raise errors.refused(f"verification: {model} {version} FAILED in {src.env.name} " f"({errors.one_line(str(rec.get('detail', '')))}); allowed: a version whose latest verify passed")
+        raise errors.refused(
+            f"verification: {model} {version} FAILED in {src.env.name} "
+            f"({errors.one_line(str(rec.get('detail', '')))}); allowed: a version whose latest verify passed"
+        )
     if rec["manifest_sha256"] != manifest.sha256_bytes(raw):
-        raise errors.refused(f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current " "manifest (re-run verify)")
+        raise errors.refused(
+            f"verification: {src.uri(record_key)} is for another manifest; allowed: a record of the current "
+            "manifest (re-run verify)"
+        )
     return doc, raw, record_key
 
 
@@ -86,7 +107,10 @@ def _reusable(dst: Repo, model: str, candidate: int, src_env: str, src_uri: str,
     if existing is None:
         return False
     origin = existing["source"]["promoted_from"]
-    same = origin == {"env": src_env, "bucket_uri": src_uri, "version": doc["version"]} and existing["files"] == doc["files"]
+    same = (
+        origin == {"env": src_env, "bucket_uri": src_uri, "version": doc["version"]}
+        and existing["files"] == doc["files"]
+    )
     return same and repository.is_complete(dst, model, candidate, existing) is None
 
 
@@ -110,7 +134,9 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
             # rclone) keep whatever the client sent, so against a custom endpoint we always re-hash.
             digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if aws_hosted(dst.env) else None
             if digest is None:  # read back and hashed as it streams in (transfer.download)
-                digest, size = transfer.download(dst.client, dst.root.bucket, key, _Discard(), int(head["ContentLength"]), COPY)
+                digest, size = transfer.download(
+                    dst.client, dst.root.bucket, key, _Discard(), int(head["ContentLength"]), COPY
+                )
                 methods.add("rehash")
             else:
                 size = int(head["ContentLength"])
@@ -118,11 +144,16 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
         except Exception as e:
             raise translate(e, dst.env, layout.version_file_key(model, version, rel)) from None
         if digest != meta["sha256"] or size != meta["size"]:
-            raise errors.refused(f"checksum: {dst.uri(layout.version_file_key(model, version, rel))} is {digest}/{size} bytes, " f"manifest says {meta['sha256']}/{meta['size']}; nothing was pinned")
+            raise errors.refused(
+                f"checksum: {dst.uri(layout.version_file_key(model, version, rel))} is {digest}/{size} bytes, "
+                f"manifest says {meta['sha256']}/{meta['size']}; nothing was pinned"
+            )
     return methods.pop() if len(methods) == 1 else "mixed"
 
 
-def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, files: dict[str, Any], console: Console) -> None:
+def _copy(
+    src: Repo, dst: Repo, model: str, src_version: int, version: int, files: dict[str, Any], console: Console
+) -> None:
     manager = transfer.manager(dst.client, COPY)
     same_endpoint = src.env.endpoint_url == dst.env.endpoint_url
     futures = []
@@ -131,7 +162,13 @@ def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, file
             src_key = src.key(layout.version_file_key(model, src_version, rel))
             dst_key = dst.key(layout.version_file_key(model, version, rel))
             if same_endpoint:
-                fut = manager.copy({"Bucket": src.root.bucket, "Key": src_key}, dst.root.bucket, dst_key, extra_args={"ChecksumAlgorithm": "SHA256"}, source_client=src.client)
+                fut = manager.copy(
+                    {"Bucket": src.root.bucket, "Key": src_key},
+                    dst.root.bucket,
+                    dst_key,
+                    extra_args={"ChecksumAlgorithm": "SHA256"},
+                    source_client=src.client,
+                )
             else:  # another endpoint: stream the source through this process; its errors name the SOURCE
                 try:
                     body = src.client.get_object(Bucket=src.root.bucket, Key=src_key)["Body"]
@@ -144,12 +181,17 @@ def _copy(src: Repo, dst: Repo, model: str, src_version: int, version: int, file
                 fut.result()
             except Exception as e:
                 raise translate(e, dst.env, layout.version_file_key(model, version, rel)) from None
-            console.line(f"copy: {src.uri(layout.version_file_key(model, src_version, rel))} to " f"{dst.uri(layout.version_file_key(model, version, rel))}")
+            console.line(
+                f"copy: {src.uri(layout.version_file_key(model, src_version, rel))} to "
+                f"{dst.uri(layout.version_file_key(model, version, rel))}"
+            )
     finally:
         manager.shutdown()
 
 
-def check_alignment(doc: dict[str, Any], dst: Repo, allow_skew: bool, allow_local_target: bool = False) -> dict[str, Any]:
+def check_alignment(
+    doc: dict[str, Any], dst: Repo, allow_skew: bool, allow_local_target: bool = False
+) -> dict[str, Any]:
     """The compatibility record of a source manifest against the TARGET's Triton image (exit 7),
     including a `--target local` model refused for an NGC image (python backend without torch)."""
     try:
@@ -172,13 +214,28 @@ def _discard_copies(dst: Repo, model: str, target: int, console: Console) -> Non
         objects, _ = dst.list(prefix)
         if objects:
             dst.delete([o["Key"] for o in objects])
-            console.warn(f"promote failed: deleted the {len(objects)} file(s) copied to {dst.uri(prefix)} (version " f"{target} stays allocated, never reused)")
+            console.warn(
+                f"promote failed: deleted the {len(objects)} file(s) copied to {dst.uri(prefix)} (version "
+                f"{target} stays allocated, never reused)"
+            )
     except errors.SyncError as e:
-        console.warn(f"promote failed: the files copied to {dst.uri(prefix)} could not be deleted ({e}); `model-sync " f"prune {model} --env {dst.env.name}` removes them (no manifest)")
+        console.warn(
+            f"promote failed: the files copied to {dst.uri(prefix)} could not be deleted ({e}); `model-sync "
+            f"prune {model} --env {dst.env.name}` removes them (no manifest)"
+        )
 
 
 def promote(
-    src: Repo, dst: Repo, model: str, version: int, *, skip_verification: bool, dry_run: bool, console: Console, by: str, allow_version_skew: bool = False,
+    src: Repo,
+    dst: Repo,
+    model: str,
+    version: int,
+    *,
+    skip_verification: bool,
+    dry_run: bool,
+    console: Console,
+    by: str,
+    allow_version_skew: bool = False,
     allow_local_target: bool = False,
 ) -> int:
     """Returns the target version number."""
@@ -198,14 +255,21 @@ def promote(
                 return candidate
             existing = repository.read_manifest(dst, model, candidate)
             assert existing is not None
-            repository.flip_pin(dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin, warn=console.warn)
+            repository.flip_pin(
+                dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin, warn=console.warn
+            )
             console.line(f"pinned: {model} version {candidate} in {dst.env.name} (already copied)")
             return candidate
     if dry_run:
-        free = dst.get(layout.allocation_key(model, version)) is None and version not in repository.list_versions(dst, model)
+        free = dst.get(layout.allocation_key(model, version)) is None and version not in repository.list_versions(
+            dst, model
+        )
         target = version if free else repository.highest_allocated(dst, model) + 1
         for rel in sorted(doc["files"]):
-            console.line(f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to " f"{dst.uri(layout.version_file_key(model, target, rel))}")
+            console.line(
+                f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to "
+                f"{dst.uri(layout.version_file_key(model, target, rel))}"
+            )
         console.line(f"(dryrun) pin: {model} version {target} ({dst.uri(layout.config_key(model))})")
         return target
     ignored = None if dst.env.unenforced_writes_accepted else dst.ignored_conditions()
@@ -230,7 +294,10 @@ def promote(
         created_at=manifest.now(),
     )
     if not dst.put_new(layout.manifest_key(model, target), manifest.dumps(new_doc)):
-        raise errors.refused(f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version " "(never overwritten)")
+        raise errors.refused(
+            f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version "
+            "(never overwritten)"
+        )
     record = {
         "schema": manifest.PROMOTION_V2,
         "model": model,
@@ -265,14 +332,22 @@ def promote_command(
     src_env = environments.resolve(source, config)
     dst_env = environments.resolve(target, config)
     if src_env.root == dst_env.root and src_env.endpoint_url == dst_env.endpoint_url:
-        raise errors.usage(f"--to: {target!r} has the same repository as {source!r} ({dst_env.uri}); allowed: two different " "repositories")
+        raise errors.usage(
+            f"--to: {target!r} has the same repository as {source!r} ({dst_env.uri}); allowed: two different "
+            "repositories"
+        )
     dst = Repo(dst_env)
     console = Console(quiet)
     pinned = promote(Repo(src_env), dst, model, version, skip_verification=skip_verification, dry_run=dry_run,
                      console=console,
                      by=who(dst_env, dst.session), allow_version_skew=allow_version_skew,
                      allow_local_target=allow_local_target)  # fmt: skip
-    doc: dict[str, Any] = {"model": model, "from": {"env": src_env.name, "version": version}, "to": {"env": dst_env.name, "version": pinned}, "dry_run": dry_run}
+    doc: dict[str, Any] = {
+        "model": model,
+        "from": {"env": src_env.name, "version": version},
+        "to": {"env": dst_env.name, "version": pinned},
+        "dry_run": dry_run,
+    }
     if not dry_run:
         doc["served"] = wait(dst, model, pinned, console)
     return doc

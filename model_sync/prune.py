@@ -20,14 +20,18 @@ if TYPE_CHECKING:
 Confirm = Callable[["Environment", str], None]  # asks (on a terminal, for prod) before anything is deleted
 
 
-def plan(versions: list[int], keep: int, protected: set[int], complete: set[int] | None = None, stale: set[int] | None = None) -> list[int]:
+def plan(
+    versions: list[int], keep: int, protected: set[int], complete: set[int] | None = None, stale: set[int] | None = None
+) -> list[int]:
     """The versions to delete: all but the `keep` highest COMPLETE ones and the protected ones.
     An incomplete version (no manifest: an interrupted push, a failed promote) never counts
     among the kept; it is deleted once `stale` (older than the safe age), else left alone (a push
     may still be writing it). Without `complete`, every version counts as complete."""
     complete = set(versions) if complete is None else complete
     newest = set(sorted(v for v in versions if v in complete)[-keep:]) if keep else set()
-    return sorted(v for v in versions if v not in newest and v not in protected and (v in complete or v in (stale or set())))
+    return sorted(
+        v for v in versions if v not in newest and v not in protected and (v in complete or v in (stale or set()))
+    )
 
 
 def delete(repo: Any, model: str, keys: list[str]) -> None:
@@ -39,13 +43,24 @@ def delete(repo: Any, model: str, keys: list[str]) -> None:
     except errors.SyncError as e:
         if e.s3_kind is Kind.DENIED:
             raise errors.s3(
-                f"prune {model}: s3:DeleteObject denied on {repo.uri(keys[0])}; allowed: run prune with an " "operator role that may delete "
-                "under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, " "by design"
+                f"prune {model}: s3:DeleteObject denied on {repo.uri(keys[0])}; allowed: run prune with an "
+                "operator role that may delete "
+                "under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot delete, "
+                "by design"
             ) from None
         raise
 
 
-def prune(model: str, resolve: Callable[[], Environment], *, keep: int, stale_hours: float, dry_run: bool, quiet: bool, confirm: Confirm) -> dict[str, Any]:
+def prune(
+    model: str,
+    resolve: Callable[[], Environment],
+    *,
+    keep: int,
+    stale_hours: float,
+    dry_run: bool,
+    quiet: bool,
+    confirm: Confirm,
+) -> dict[str, Any]:
     """`model-sync prune`: delete what plan() dooms and abort stale unfinished uploads, after
     `confirm(env, question)`; returns the run's JSON document."""
     from model_sync import repository
@@ -68,7 +83,9 @@ def prune(model: str, resolve: Callable[[], Environment], *, keep: int, stale_ho
     if target is not None:  # what `rollback` (and `status` PREVIOUS) would return to
         protected.add(target)
     if pin.text is not None and pin.version is None:
-        raise errors.refused(f"prune {model}: its config.pbtxt pins no single version; allowed: a model pinned by model-sync")
+        raise errors.refused(
+            f"prune {model}: its config.pbtxt pins no single version; allowed: a model pinned by model-sync"
+        )
     manifests = set(repository.list_manifests(repo, model))
     versions = sorted(set(repository.list_versions(repo, model)) | manifests)
     cutoff = time.time() - stale_hours * 3600
@@ -77,7 +94,11 @@ def prune(model: str, resolve: Callable[[], Environment], *, keep: int, stale_ho
     doomed = plan(versions, keep, protected, manifests, stale)
     uploads = [u for u in repo.list_uploads(layout.model_prefix(model)) if _older(u, cutoff, "Initiated")]
     if doomed or uploads:
-        confirm(env, f"Delete {model} version(s) {', '.join(map(str, doomed)) or 'none'} and {len(uploads)} unfinished " f"upload(s) from {env.name}?")
+        confirm(
+            env,
+            f"Delete {model} version(s) {', '.join(map(str, doomed)) or 'none'} and {len(uploads)} unfinished "
+            f"upload(s) from {env.name}?",
+        )
     for v in doomed:
         objects, _ = repo.list(layout.version_prefix(model, v))
         keys = [o["Key"] for o in objects]
@@ -95,9 +116,14 @@ def prune(model: str, resolve: Callable[[], Environment], *, keep: int, stale_ho
             repo.abort_upload(u["Key"], u["UploadId"])
     young = sorted(set(listed) - stale)
     if young:
-        console.line(f"kept incomplete version(s) {young}: younger than --stale-hours {stale_hours:g} (a push may still " "be writing them)")
+        console.line(
+            f"kept incomplete version(s) {young}: younger than --stale-hours {stale_hours:g} (a push may still "
+            "be writing them)"
+        )
     if not doomed and not uploads:
-        console.line(f"nothing to prune: {model} has {len(versions)} versions, keeping {keep} + pinned {sorted(protected)}")
+        console.line(
+            f"nothing to prune: {model} has {len(versions)} versions, keeping {keep} + pinned {sorted(protected)}"
+        )
     return {"env": env.name, "model": model, "deleted": doomed, "aborted_uploads": [u["Key"] for u in uploads],
             "kept_incomplete": young,
             "protected": sorted(protected), "dry_run": dry_run}  # fmt: skip

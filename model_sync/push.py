@@ -72,7 +72,9 @@ class PushResult:
     error: errors.SyncError | None = None
 
 
-def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool, allow_local_target: bool = False) -> dict[str, dict[str, Any]]:
+def check_alignment(
+    models: list[LocalModel], env: Environment, allow_skew: bool, allow_local_target: bool = False
+) -> dict[str, dict[str, Any]]:
     """{model: compatibility record} for env's Triton image; raises exit 7 (INCOMPATIBLE) naming
     the model, the environment and both versions (or the `--target local` model and the NGC image
     whose python backend has no torch). Runs before any S3 request."""
@@ -90,7 +92,14 @@ def check_alignment(models: list[LocalModel], env: Environment, allow_skew: bool
 
 
 class Publisher:
-    def __init__(self, repo: Repo, console: Console, options: PushOptions, by: str | Callable[[], str], pins: cache.PinCache | None = None) -> None:
+    def __init__(
+        self,
+        repo: Repo,
+        console: Console,
+        options: PushOptions,
+        by: str | Callable[[], str],
+        pins: cache.PinCache | None = None,
+    ) -> None:
         self.repo = repo
         self.console = console
         self.options = options
@@ -98,7 +107,9 @@ class Publisher:
         self._by_value: str | None = by if isinstance(by, str) else None
         self.pins = pins or cache.PinCache(None, repo.identity)
         self.compatibility: dict[str, dict[str, Any]] = {}
-        self.abort: errors.SyncError | None = None  # a run-wide S3 failure (endpoint, credentials): models not started yet are skipped
+        self.abort: errors.SyncError | None = (
+            None  # a run-wide S3 failure (endpoint, credentials): models not started yet are skipped
+        )
         self.stop = threading.Event()  # set on an interrupt: no model starts, none allocates or flips its pin any more
         self.hashing: Background | None = None  # hash_files of the models, running while pins are read
         self.uploader = Uploader(repo, console, options)  # the file transfers, shared by every model
@@ -116,7 +127,9 @@ class Publisher:
 
     # ---- reading the current pin --------------------------------------------------------
 
-    def _from_cache(self, name: str, etag: str | None, modified: int | None) -> tuple[repository.Pin, dict[str, Any]] | None:
+    def _from_cache(
+        self, name: str, etag: str | None, modified: int | None
+    ) -> tuple[repository.Pin, dict[str, Any]] | None:
         """The cached (pin, manifest) for exactly this pin ETag + LastModified. Only the fields the
         no-op decision reads are checked (a malformed entry is a miss); a hit is only ever used
         when it says the local model is identical, never as a source of files."""
@@ -159,7 +172,11 @@ class Publisher:
 
     @staticmethod
     def _identical(m: LocalModel, pinned: dict[str, Any] | None) -> bool:
-        return pinned is not None and pinned["files"] == file_entries(m) and pinned["config_pbtxt"] == m.pinned_text(pinned["version"])
+        return (
+            pinned is not None
+            and pinned["files"] == file_entries(m)
+            and pinned["config_pbtxt"] == m.pinned_text(pinned["version"])
+        )
 
     def _up_to_date(self, m: LocalModel, pin: repository.Pin, pinned: dict[str, Any] | None) -> PushResult | None:
         if not self._identical(m, pinned):
@@ -182,7 +199,10 @@ class Publisher:
         ignored = None if repo.env.unenforced_writes_accepted else repo.ignored_conditions()
         if ignored and not self.warned:
             self.warned = True
-            self.console.warn(f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes " "can race; AWS S3 and moto enforce both")
+            self.console.warn(
+                f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes "
+                "can race; AWS S3 and moto enforce both"
+            )
         # The first candidate is the pinned version + 1 (no listing); allocate() claims it only if
         # its marker is new and its directory empty, else moves past the highest allocated.
         version = repository.allocate(repo, name, "push", self.by, hint=pin.version or 0)
@@ -192,8 +212,13 @@ class Publisher:
         doc = build_manifest(m, version, self.by, self.compatibility.get(name))
         self._check_stop(m)
         if not repo.put_new(layout.manifest_key(name, version), manifest.dumps(doc)):
-            raise errors.refused(f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh " "version (never overwritten)")
-        flip = repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin, warn=self.console.warn)
+            raise errors.refused(
+                f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh "
+                "version (never overwritten)"
+            )
+        flip = repository.flip_pin(
+            repo, name, version, doc["config_pbtxt"], "push", self.by, pin, warn=self.console.warn
+        )
         if self.pins.path is not None:  # the PUT response has no LastModified: one HeadObject for the cache key
             head = repo.head(layout.config_key(name))
             if head is not None and head[0] == flip.etag:
@@ -203,14 +228,18 @@ class Publisher:
 
     def _check_stop(self, m: LocalModel) -> None:
         if self.stop.is_set():
-            raise errors.refused(f"{m.name}: interrupted before its pin flip; nothing pinned was changed for it, re-run push")
+            raise errors.refused(
+                f"{m.name}: interrupted before its pin flip; nothing pinned was changed for it, re-run push"
+            )
 
     def _dry_run(self, m: LocalModel, version: int, reuse: set[str], previous: int | None) -> PushResult:
         result = PushResult(m.name, "dry-run", version)
         for rel, f in sorted(m.files.items()):
             dest = self.repo.uri(layout.version_file_key(m.name, version, rel))
             if rel in reuse and previous:
-                self.console.line(f"(dryrun) copy: {self.repo.uri(layout.version_file_key(m.name, previous, rel))} to {dest}")
+                self.console.line(
+                    f"(dryrun) copy: {self.repo.uri(layout.version_file_key(m.name, previous, rel))} to {dest}"
+                )
                 result.copied.append(rel)
             else:
                 self.console.line(f"(dryrun) upload: {f.path} to {dest}")
@@ -225,16 +254,26 @@ class Publisher:
             except FileNotFoundError:
                 raise vanished(f.path) from None
             if cache.stat_key(st) != f.stat_key:
-                raise errors.refused(f"file changed during push: {f.path}; nothing was pinned, re-run push when the model " "directory is stable")
+                raise errors.refused(
+                    f"file changed during push: {f.path}; nothing was pinned, re-run push when the model "
+                    "directory is stable"
+                )
 
 
-def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOptions, by: str | Callable[[], str]) -> list[PushResult]:
-    compatibility = check_alignment(models, repo.env, options.allow_version_skew, options.allow_local_target)  # before any S3 request
+def push(
+    repo: Repo, models: list[LocalModel], console: Console, options: PushOptions, by: str | Callable[[], str]
+) -> list[PushResult]:
+    compatibility = check_alignment(
+        models, repo.env, options.allow_version_skew, options.allow_local_target
+    )  # before any S3 request
     for name, record in sorted(compatibility.items()):
         if str(record.get("detail") or "").startswith("published with --allow-local-target"):
             console.warn(f"{name} -> {repo.env.name}: {record['detail']} (recorded in the manifest)")
         if record["result"] == "skew-allowed":
-            console.warn(f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, " "recorded in the manifest)")
+            console.warn(
+                f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, "
+                "recorded in the manifest)"
+            )
     directory = cache.cache_dir() if options.use_cache else None
     hashes = cache.HashCache(directory)
     publisher = Publisher(repo, console, options, by, cache.PinCache(directory, repo.identity))
@@ -251,8 +290,12 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
                 try:
                     return publisher.push_model(m)
                 except Exception as e:
-                    error = e if isinstance(e, errors.SyncError) else translate(e, repo.env, layout.model_prefix(m.name))
-                    if error.run_wide and publisher.abort is None:  # unreachable, credentials, clock, bucket: the same for every model
+                    error = (
+                        e if isinstance(e, errors.SyncError) else translate(e, repo.env, layout.model_prefix(m.name))
+                    )
+                    if (
+                        error.run_wide and publisher.abort is None
+                    ):  # unreachable, credentials, clock, bucket: the same for every model
                         publisher.abort = error
                     return PushResult(m.name, "failed", error=error)
 
@@ -272,7 +315,13 @@ def push(repo: Repo, models: list[LocalModel], console: Console, options: PushOp
 
 
 def push_directory(
-    model_dir: str, name: str | None, resolve: Callable[[], Environment], options: PushOptions, *, quiet: bool, wait: Wait | None = None
+    model_dir: str,
+    name: str | None,
+    resolve: Callable[[], Environment],
+    options: PushOptions,
+    *,
+    quiet: bool,
+    wait: Wait | None = None,
 ) -> tuple[dict[str, Any], errors.SyncError | None]:
     """`model-sync push`: discover the models of `model_dir`, check their alignment with the
     environment (`resolve`d only after the local checks), push them and, with `wait`, wait until
@@ -282,10 +331,14 @@ def push_directory(
     from model_sync.s3 import who
     from model_sync.ui import error
 
-    configs = cache.ConfigCache(cache.cache_dir() if options.use_cache else None)  # parsed config.pbtxt facts (model_sync/cache.py)
+    configs = cache.ConfigCache(
+        cache.cache_dir() if options.use_cache else None
+    )  # parsed config.pbtxt facts (model_sync/cache.py)
     models = localmodel.discover(model_dir, name, configs)
     env = resolve()
-    check_alignment(models, env, options.allow_version_skew, options.allow_local_target)  # refuse before creating a client
+    check_alignment(
+        models, env, options.allow_version_skew, options.allow_local_target
+    )  # refuse before creating a client
     # connections: file transfers (--concurrency) + the small requests of concurrent models
     repo = Repo(env, s3client.CLI.pooled(options.concurrency + PushOptions.model_workers + 4))
     console = Console(quiet=quiet)
@@ -293,7 +346,13 @@ def push_directory(
         results = push(repo, models, console, options, lambda: who(env, repo.session))
     finally:
         configs.save()
-    doc: dict[str, Any] = {"env": env.name, "models": [{"model": r.model, "action": r.action, "version": r.version, "error": str(r.error) if r.error else None} for r in results]}
+    doc: dict[str, Any] = {
+        "env": env.name,
+        "models": [
+            {"model": r.model, "action": r.action, "version": r.version, "error": str(r.error) if r.error else None}
+            for r in results
+        ],
+    }
     # One line per distinct error (models failing alike while a run-wide failure was found share
     # its message); the models that failure kept from starting are named on the last line.
     failed = list({str(r.error): r for r in results if r.error is not None and r.action == "failed"}.values())
@@ -302,8 +361,15 @@ def push_directory(
         error(f"{r.model}: {r.error}")
     if failed:
         last = failed[-1]
-        note = f" ({len(skipped)} more not started: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})" if skipped else ""
-        return doc, errors.SyncError(min(r.error.code for r in failed if r.error), (f"{last.model}: {last.error}" if len(models) > 1 else str(last.error)) + note)
+        note = (
+            f" ({len(skipped)} more not started: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})"
+            if skipped
+            else ""
+        )
+        return doc, errors.SyncError(
+            min(r.error.code for r in failed if r.error),
+            (f"{last.model}: {last.error}" if len(models) > 1 else str(last.error)) + note,
+        )
     if wait is not None and not options.dry_run:
         doc["served"] = {r.model: wait(repo, r.model, r.version, console) for r in results if r.version is not None}
     return doc, None

@@ -28,7 +28,12 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
         "config_pbtxt": m.pinned_text(version),
         "backend": m.backend,
         "platform": m.platform,
-        "source": {"path": m.dir, "host": socket.gethostname(), "git_commit": os.environ.get("GITHUB_SHA") or meta.get("git_commit"), "promoted_from": None},
+        "source": {
+            "path": m.dir,
+            "host": socket.gethostname(),
+            "git_commit": os.environ.get("GITHUB_SHA") or meta.get("git_commit"),
+            "promoted_from": None,
+        },
         "exporter": {
             "tool": f"model-sync {__version__}",
             "method": meta.get("method"),
@@ -37,7 +42,14 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
             "target": meta.get("target"),
             "operators": meta.get("operators"),
         },
-        "compatibility": compatibility or compat.assess(platform=m.platform, backend=m.backend, exporter_torch=meta.get("torch_version"), image=None, allow_skew=True),
+        "compatibility": compatibility
+        or compat.assess(
+            platform=m.platform,
+            backend=m.backend,
+            exporter_torch=meta.get("torch_version"),
+            image=None,
+            allow_skew=True,
+        ),
         "created_by": by,
         "created_at": manifest.now(),
     }

@@ -63,4 +63,7 @@ def cli_options(*, concurrency: int, multipart_threshold_mb: int, **flags: bool)
     except PushOptionError as e:
         if e.name == "concurrency":
             raise errors.usage(f"--concurrency: {concurrency}; allowed: 1..{MAX_CONCURRENCY}") from None
-        raise errors.usage(f"--multipart-threshold-mb: {multipart_threshold_mb}; allowed: {MIN_PART // MB}..{MAX_PART // MB} " "(S3 parts are at least 5 MiB)") from None
+        raise errors.usage(
+            f"--multipart-threshold-mb: {multipart_threshold_mb}; allowed: {MIN_PART // MB}..{MAX_PART // MB} "
+            "(S3 parts are at least 5 MiB)"
+        ) from None

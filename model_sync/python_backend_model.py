@@ -49,6 +49,11 @@ class TritonPythonModel:
         except Exception as e:
             return [pb_utils.InferenceResponse(error=pb_utils.TritonError(f"inference failed: {e}")) for _ in requests]
         return [
-            pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, np.asarray(t).astype(dtype)) for (name, dtype), t in zip(self.outputs, outs, strict=False)])
+            pb_utils.InferenceResponse(
+                output_tensors=[
+                    pb_utils.Tensor(name, np.asarray(t).astype(dtype))
+                    for (name, dtype), t in zip(self.outputs, outs, strict=False)
+                ]
+            )
             for outs in per_request
         ]

@@ -109,7 +109,12 @@ _NULLABLE_STR = {"type": ["string", "null"]}
 
 def _obj(properties: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
     """A closed object: every field of `properties` required, those of `optional` allowed."""
-    return {"type": "object", "required": list(properties), "additionalProperties": False, "properties": {**properties, **(optional or {})}}
+    return {
+        "type": "object",
+        "required": list(properties),
+        "additionalProperties": False,
+        "properties": {**properties, **(optional or {})},
+    }
 
 
 MANIFEST_SCHEMA: dict[str, Any] = _obj(
@@ -163,7 +168,12 @@ def _manifest_v2(v1: dict[str, Any]) -> dict[str, Any]:
     props = dict(v1["properties"])
     props["schema"] = {"const": "model-sync.manifest/v2"}
     exporter = props["exporter"]
-    props["exporter"] = _obj({**exporter["properties"], "operators": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}})
+    props["exporter"] = _obj(
+        {
+            **exporter["properties"],
+            "operators": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}},
+        }
+    )
     props["compatibility"] = COMPATIBILITY
     return _obj(props)
 
@@ -198,7 +208,14 @@ VERIFICATION_SCHEMA = _obj(
         "schema": {"const": VERIFICATION_V2},
         "pinned": {"type": "boolean"},  # N was the pinned version when verify ran (the gate reads only those)
         "checks": _obj({name: {"enum": list(CHECK_RESULTS)} for name in ("replicas", "http", "grpc")}),
-        "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http", "replica-smoke+direct-grpc", "replica-smoke+direct-http-grpc"]},
+        "evidence": {
+            "enum": [
+                "replica-smoke",
+                "replica-smoke+direct-http",
+                "replica-smoke+direct-grpc",
+                "replica-smoke+direct-http-grpc",
+            ]
+        },
     },
     {"detail": {"type": "string"}},
 )
@@ -221,7 +238,11 @@ PROMOTION_SCHEMA: dict[str, Any] = _obj(
 
 PROMOTION_SCHEMA_V1 = PROMOTION_SCHEMA
 PROMOTION_SCHEMA = _obj(
-    {**PROMOTION_SCHEMA_V1["properties"], "schema": {"const": "model-sync.promotion/v2"}, "compatibility": COMPATIBILITY},
+    {
+        **PROMOTION_SCHEMA_V1["properties"],
+        "schema": {"const": "model-sync.promotion/v2"},
+        "compatibility": COMPATIBILITY,
+    },
 )
 PROMOTION_V2 = "model-sync.promotion/v2"
 
@@ -291,7 +312,14 @@ REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
                     "smoke": {
                         "anyOf": [
                             {"type": "null"},
-                            _obj({"ok": {"type": "boolean"}, "version": _VERSION, "at": _TIME, "detail": {"type": "string"}}),
+                            _obj(
+                                {
+                                    "ok": {"type": "boolean"},
+                                    "version": _VERSION,
+                                    "at": _TIME,
+                                    "detail": {"type": "string"},
+                                }
+                            ),
                         ]
                     },
                 },

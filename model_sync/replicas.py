@@ -16,9 +16,13 @@ if TYPE_CHECKING:
     from model_sync.s3 import Repo
     from model_sync.ui import Console
 
-DEFAULT_DEPARTED = 300.0  # seconds = 10 x the agents' default 30 s heartbeat: a replica silent this long is gone (pod replaced)
+DEFAULT_DEPARTED = (
+    300.0  # seconds = 10 x the agents' default 30 s heartbeat: a replica silent this long is gone (pod replaced)
+)
 
-Wait = Callable[["Repo", str, int, "Console"], Any]  # --wait: (repo, model, version, console) -> what each replica serves (None without --wait)
+Wait = Callable[
+    ["Repo", str, int, "Console"], Any
+]  # --wait: (repo, model, version, console) -> what each replica serves (None without --wait)
 
 
 def read_status_docs(repo: Any, deployments: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
@@ -50,7 +54,9 @@ def reported_at(doc: dict[str, Any]) -> _dt.datetime | None:
         return None
 
 
-def served(status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime, departed: float = DEFAULT_DEPARTED) -> dict[str, dict[str, Any]]:
+def served(
+    status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime, departed: float = DEFAULT_DEPARTED
+) -> dict[str, dict[str, Any]]:
     """'<deployment>/<replica>' -> {serving, state, error, failed (versions)} for every replica that reported `model`
     within `departed` seconds (what `status` shows: what is served, not what is pinned)."""
     out: dict[str, dict[str, Any]] = {}
@@ -61,7 +67,11 @@ def served(status_docs: dict[str, dict[str, Any]], model: str, now: _dt.datetime
             continue
         serving = entry.get("serving") if isinstance(entry.get("serving"), list) else []
         error = errors.one_line(str(entry.get("error") or "")) or None
-        failed = sorted(int(v) for v in (entry.get("failed") or {}) if str(v).isdigit()) if isinstance(entry.get("failed"), dict) else []
+        failed = (
+            sorted(int(v) for v in (entry.get("failed") or {}) if str(v).isdigit())
+            if isinstance(entry.get("failed"), dict)
+            else []
+        )
         out[key] = {"serving": serving, "state": str(entry.get("state")), "error": error, "failed": failed}
     return out
 
@@ -71,8 +81,9 @@ def serves(replica: dict[str, Any], version: int | None) -> bool:
     return replica["serving"] == [version] and replica["state"] == ReplicaState.READY
 
 
-
-def wait_served(repo: Any, model: str, version: int, timeout: float, console: Any, interval: float = 2.0) -> dict[str, str]:
+def wait_served(
+    repo: Any, model: str, version: int, timeout: float, console: Any, interval: float = 2.0
+) -> dict[str, str]:
     """Poll the replicas' status reports until every replica serving `model` (reported within
     DEFAULT_DEPARTED) serves `version` READY, at least one; '<deployment>/<replica>' -> 'READY'.
     A replica that reports the version failed ends the wait at once. Raises CHECK_FAILED (exit 6)
@@ -93,5 +104,9 @@ def wait_served(repo: Any, model: str, version: int, timeout: float, console: An
             return states
         if failed or time.monotonic() >= deadline:
             why = "; ".join(f"{k}: {v}" for k, v in (failed or lagging).items()) or f"no replica reports {model}"
-            raise errors.SyncError(errors.CHECK_FAILED, f"wait: {model} version {version} is not served by every replica ({why}); allowed: replicas that " "load it (see `model-sync status`)")
+            raise errors.SyncError(
+                errors.CHECK_FAILED,
+                f"wait: {model} version {version} is not served by every replica ({why}); allowed: replicas that "
+                "load it (see `model-sync status`)",
+            )
         time.sleep(interval)

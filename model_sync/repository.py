@@ -44,7 +44,9 @@ def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None, modi
     try:
         cfg = model_config.parse(data, repo.uri(layout.config_key(model)))
     except model_config.ConfigPbtxtError as e:
-        raise errors.refused(f"{e} (the pin is corrupt; fix it with `model-sync rollback {model} --model-version N`)") from None
+        raise errors.refused(
+            f"{e} (the pin is corrupt; fix it with `model-sync rollback {model} --model-version N`)"
+        ) from None
     return Pin(model, model_config.pinned_version(cfg), data.decode(), etag, modified)
 
 
@@ -52,7 +54,10 @@ def read_manifest(repo: Repo, model: str, version: int, required: bool = True) -
     data = repo.get(layout.manifest_key(model, version))
     if data is None:
         if required:
-            raise errors.not_found(f"manifest: {repo.uri(layout.manifest_key(model, version))} does not exist; allowed: a version " "published by model-sync")
+            raise errors.not_found(
+                f"manifest: {repo.uri(layout.manifest_key(model, version))} does not exist; allowed: a version "
+                "published by model-sync"
+            )
         return None
     try:
         return manifest.read_manifest(data, model, version)
@@ -107,7 +112,9 @@ def highest_allocated(repo: Repo, model: str) -> int:
     return max(numbers, default=0)
 
 
-def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | None = None, hint: int | None = None) -> int:
+def allocate(
+    repo: Repo, model: str, purpose: str, by: str, preferred: int | None = None, hint: int | None = None
+) -> int:
     """Claim a fresh version number with a create-only write of its allocation marker.
 
     `preferred` (promote: the source version) is tried first; `hint` (push: the pinned version,
@@ -133,7 +140,15 @@ def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | Non
         import uuid
 
         nonce = uuid.uuid4().hex
-        record = {"schema": "model-sync.allocation/v1", "model": model, "version": candidate, "purpose": purpose, "nonce": nonce, "by": by, "at": manifest.now()}
+        record = {
+            "schema": "model-sync.allocation/v1",
+            "model": model,
+            "version": candidate,
+            "purpose": purpose,
+            "nonce": nonce,
+            "by": by,
+            "at": manifest.now(),
+        }
         if repo.put_new(layout.allocation_key(model, candidate), manifest.dumps(record)):
             back = None if enforced else repo.get(layout.allocation_key(model, candidate))
             claimed = enforced or (back is not None and json.loads(back).get("nonce") == nonce)
@@ -142,7 +157,10 @@ def allocate(repo: Repo, model: str, purpose: str, by: str, preferred: int | Non
             # claimed but occupied: the marker stays, so the number is simply never used
         candidate = max(candidate, highest_allocated(repo, model)) + 1
         check_empty = False  # a fresh listing: nothing above it exists
-    raise errors.refused(f"version allocation for {model}: {MAX_ALLOCATION_ATTEMPTS} collisions in a row; allowed: retry when " "concurrent publishers finish")
+    raise errors.refused(
+        f"version allocation for {model}: {MAX_ALLOCATION_ATTEMPTS} collisions in a row; allowed: retry when "
+        "concurrent publishers finish"
+    )
 
 
 def read_history(repo: Repo, model: str) -> PinHistory:
@@ -160,7 +178,9 @@ def read_history(repo: Repo, model: str) -> PinHistory:
     return PinHistory(doc, list(doc["stack"]))
 
 
-def rollback_target(repo: Repo, model: str, pin: Pin, history: PinHistory, manifests: set[int] | None = None) -> tuple[int | None, int]:
+def rollback_target(
+    repo: Repo, model: str, pin: Pin, history: PinHistory, manifests: set[int] | None = None
+) -> tuple[int | None, int]:
     """(version, depth): what a default rollback pins, the newest entry of the pin stack that still
     has its manifest (prune may have removed older ones), and how many entries it pops; (None, 0)
     when there is none, or when the history's latest record is not the current pin."""
@@ -186,7 +206,8 @@ def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -
     if action == "rollback":
         return errors.refused(f"{moved}; allowed: re-run rollback (nothing was changed)")
     return errors.refused(
-        f"{moved}; allowed: re-run {action} (version {version} is published but NOT pinned; `model-sync rollback " f"{model} --env {repo.env.name} --model-version {version}` pins it)"
+        f"{moved}; allowed: re-run {action} (version {version} is published but NOT pinned; `model-sync rollback "
+        f"{model} --env {repo.env.name} --model-version {version}` pins it)"
     )
 
 
@@ -207,7 +228,9 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
 
     cfg = model_config.parse(config_text, f"pin text for {model} v{version}")
     if model_config.pinned_version(cfg) != version:
-        raise errors.SyncError(errors.UNEXPECTED, f"pin text for {model}: pins {model_config.pinned_version(cfg)}; allowed: {version}")
+        raise errors.SyncError(
+            errors.UNEXPECTED, f"pin text for {model}: pins {model_config.pinned_version(cfg)}; allowed: {version}"
+        )
     # A history whose latest record is not the current pin (pin edited by hand) is not trusted;
     # with no current pin there is nothing to stack (and nothing to read).
     history = read_history(repo, model) if current.version is not None else PinHistory(None, [])
@@ -221,11 +244,23 @@ def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str
     written, etag = repo.put_if(layout.config_key(model), config_text.encode(), current.etag, "text/plain")
     if not written:
         raise pin_moved(repo, model, version, action, current)
-    record = {"schema": "model-sync.pin/v1", "model": model, "version": version, "previous": current.version, "action": action, "stack": stack, "by": by, "at": manifest.now()}
+    record = {
+        "schema": "model-sync.pin/v1",
+        "model": model,
+        "version": version,
+        "previous": current.version,
+        "action": action,
+        "stack": stack,
+        "by": by,
+        "at": manifest.now(),
+    }
     repo.put_new(layout.pin_record_key(model, manifest.stamp(), version), manifest.dumps(record))
     try:
         repo.put(layout.pin_index_key(model), manifest.pin_index(model, version))
     except errors.SyncError as e:  # the flip is committed: agents still see it at their next full resync
         if warn is not None:
-            warn(f"pin index: {repo.uri(layout.pin_index_key(model))} not updated ({e}); agents pick the new pin " "up at their next full resync (--full-resync)")
+            warn(
+                f"pin index: {repo.uri(layout.pin_index_key(model))} not updated ({e}); agents pick the new pin "
+                "up at their next full resync (--full-resync)"
+            )
     return Flip(record, etag)

@@ -19,7 +19,16 @@ if TYPE_CHECKING:
     from model_sync.replicas import Wait
 
 
-def rollback(model: str, to: int | None, resolve: Callable[[], Environment], *, dry_run: bool, quiet: bool, confirm: Confirm, wait: Wait) -> dict[str, Any]:
+def rollback(
+    model: str,
+    to: int | None,
+    resolve: Callable[[], Environment],
+    *,
+    dry_run: bool,
+    quiet: bool,
+    confirm: Confirm,
+    wait: Wait,
+) -> dict[str, Any]:
     """`model-sync rollback`: pin `to` (default: the newest existing entry of the pin-history
     stack, popped) after `confirm(env, question)`, then `wait`; returns the JSON document."""
     from model_sync import repository
@@ -31,27 +40,50 @@ def rollback(model: str, to: int | None, resolve: Callable[[], Environment], *, 
     console = Console(quiet)
     pin = repository.read_pin(repo, model)
     if pin.text is None:
-        raise errors.not_found(f"model: {model!r} has no pin in {env.name} ({repo.uri(layout.config_key(model))}); allowed: a " "published model")
+        raise errors.not_found(
+            f"model: {model!r} has no pin in {env.name} ({repo.uri(layout.config_key(model))}); allowed: a "
+            "published model"
+        )
     target, depth = to, 0
     if target is None:
         history = repository.read_history(repo, model)
         target, depth = repository.rollback_target(repo, model, pin, history)
         if target is None:
-            pruned = f" (earlier pins {history.stack} no longer exist: pruned)" if history.stack and history.latest and history.latest["version"] == pin.version else ""
-            raise errors.refused(f"rollback {model}: no previous pin recorded for version {pin.version}{pruned}; allowed: " "--model-version N, an existing version (see `model-sync status`)")
+            pruned = (
+                f" (earlier pins {history.stack} no longer exist: pruned)"
+                if history.stack and history.latest and history.latest["version"] == pin.version
+                else ""
+            )
+            raise errors.refused(
+                f"rollback {model}: no previous pin recorded for version {pin.version}{pruned}; allowed: "
+                "--model-version N, an existing version (see `model-sync status`)"
+            )
     if target == pin.version:
-        raise errors.refused(f"--model-version: {target} is already pinned for {model} in {env.name}; allowed: another version")
+        raise errors.refused(
+            f"--model-version: {target} is already pinned for {model} in {env.name}; allowed: another version"
+        )
     doc = repository.read_manifest(repo, model, target)
     assert doc is not None
     missing = repository.is_complete(repo, model, target, doc)
     if missing:
-        raise errors.refused(f"version: {model} {target} is incomplete ({missing}); allowed: a complete version (see `model-sync " "status`)")
-    out: dict[str, Any] = {"env": env.name, "model": model, "version": target, "previous": pin.version, "dry_run": dry_run}
+        raise errors.refused(
+            f"version: {model} {target} is incomplete ({missing}); allowed: a complete version (see `model-sync "
+            "status`)"
+        )
+    out: dict[str, Any] = {
+        "env": env.name,
+        "model": model,
+        "version": target,
+        "previous": pin.version,
+        "dry_run": dry_run,
+    }
     if dry_run:
         console.line(f"(dryrun) pin: {model} version {target} ({repo.uri(layout.config_key(model))})")
         return out
     confirm(env, f"Pin {model} version {target} in {env.name} (now {pin.version})?")
-    repository.flip_pin(repo, model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=depth, warn=console.warn)
+    repository.flip_pin(
+        repo, model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=depth, warn=console.warn
+    )
     console.line(f"pinned: {model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(model))})")
     out["served"] = wait(repo, model, target, console)
     return out

@@ -135,13 +135,20 @@ class Repo(ConditionalWrites):
     def put_file(self, rel: str, path: str, sha256_hex: str) -> str | None:
         """One PutObject streamed from `path`, its SHA256 checksum the manifest's digest: AWS S3
         stores it and rejects a body that differs (Kind.DIGEST; moto and rclone do not check)."""
-        checksum = base64.b64encode(bytes.fromhex(sha256_hex)).decode()  # S3 wants the digest in base64 (b64_sha256_to_hex reads it back)
+        checksum = base64.b64encode(
+            bytes.fromhex(sha256_hex)
+        ).decode()  # S3 wants the digest in base64 (b64_sha256_to_hex reads it back)
         with open(path, "rb") as body:
             return etag_of(self.call(rel, "put_object", Body=body, ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum))
 
     def copy(self, source_rel: str, rel: str) -> None:
         """Server-side copy inside this repository (one CopyObject; S3 stores a fresh SHA256 checksum)."""
-        self.call(rel, "copy_object", CopySource={"Bucket": self.root.bucket, "Key": self.key(source_rel)}, ChecksumAlgorithm="SHA256")
+        self.call(
+            rel,
+            "copy_object",
+            CopySource={"Bucket": self.root.bucket, "Key": self.key(source_rel)},
+            ChecksumAlgorithm="SHA256",
+        )
 
     def is_empty(self, rel_prefix: str) -> bool:
         """True when no object exists under the prefix (one ListObjectsV2, MaxKeys=1)."""
@@ -171,13 +178,18 @@ class Repo(ConditionalWrites):
         for i in range(0, len(rels), 1000):
             chunk = rels[i : i + 1000]
             try:
-                resp = self.client.delete_objects(Bucket=self.root.bucket, Delete={"Objects": [{"Key": self.key(r)} for r in chunk], "Quiet": True})
+                resp = self.client.delete_objects(
+                    Bucket=self.root.bucket, Delete={"Objects": [{"Key": self.key(r)} for r in chunk], "Quiet": True}
+                )
             except Exception as e:
                 raise translate(e, self.env, chunk[0]) from None
             failed = resp.get("Errors") or []
             if failed:
                 err = failed[0]
-                raised = errors.s3(f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: " "s3:DeleteObject on the repository")
+                raised = errors.s3(
+                    f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: "
+                    "s3:DeleteObject on the repository"
+                )
                 raised.s3_kind = kind_of_code(str(err.get("Code") or ""))
                 raise raised
 
@@ -186,7 +198,9 @@ class Repo(ConditionalWrites):
         relative to the root, UploadId, Initiated."""
         uploads: builtins.list[dict[str, Any]] = []  # `list` here is Repo.list
         try:
-            for page in self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.root.bucket, Prefix=self.key(rel_prefix)):
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.root.bucket, Prefix=self.key(rel_prefix)
+            ):
                 uploads.extend({**u, "Key": self.root.relative(u["Key"])} for u in page.get("Uploads") or [])
         except Exception as e:
             raise translate(e, self.env, rel_prefix) from None
@@ -228,7 +242,9 @@ def who(env: Environment, session: Callable[[], Any] | None = None) -> str:
     if s3client.aws_hosted(env):
         try:
             chosen = session() if session is not None else s3client.new_session(env.region)
-            sts = s3client.create_client(chosen, s3client.resolve_region(env, lambda: chosen), None, s3client.CLI, service="sts")
+            sts = s3client.create_client(
+                chosen, s3client.resolve_region(env, lambda: chosen), None, s3client.CLI, service="sts"
+            )
             arn = sts.get_caller_identity()["Arn"]
             return str(arn)
         except Exception:  # noqa: S110 - fall back to the local user

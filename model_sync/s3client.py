@@ -74,7 +74,10 @@ def resolve_region(env: Environment, session: Callable[[], Any]) -> str:
     if not region:
         region = _profile_value(session(), "region")
     if not region and aws_hosted(env):
-        raise errors.usage(f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, " "--region, AWS_REGION or a profile's region")
+        raise errors.usage(
+            f"region: none configured for environment {env.name}; allowed: `region` in model-sync.yaml, "
+            "--region, AWS_REGION or a profile's region"
+        )
     return str(region or "us-east-1")
 
 
@@ -89,7 +92,9 @@ def retries(session: Any, purpose: Purpose) -> dict[str, Any]:
     except (TypeError, ValueError):
         attempts = 0
     if not 1 <= attempts <= 20:
-        raise errors.usage(f"AWS_MAX_ATTEMPTS: {raw!r}; allowed: an integer 1..20 (tries per request, the first included)")
+        raise errors.usage(
+            f"AWS_MAX_ATTEMPTS: {raw!r}; allowed: an integer 1..20 (tries per request, the first included)"
+        )
     return {"mode": mode, "total_max_attempts": attempts}
 
 
@@ -102,7 +107,9 @@ def _profile_value(session: Any, name: str) -> Any:
         raise errors.usage(f"AWS profile: {e}; allowed: a profile in ~/.aws/config, or unset AWS_PROFILE") from None
 
 
-def create_client(session: Any, region: str, endpoint_url: str | None, purpose: Purpose = CLI, service: str = "s3") -> Any:
+def create_client(
+    session: Any, region: str, endpoint_url: str | None, purpose: Purpose = CLI, service: str = "s3"
+) -> Any:
     """An S3 (or STS) client of `session` for `purpose`. Against a custom endpoint: path-style
     addressing, checksums only where an operation requires one or model_sync sets one (some
     S3-compatible servers reject the aws-chunked trailers of the default)."""
@@ -120,4 +127,6 @@ def create_client(session: Any, region: str, endpoint_url: str | None, purpose: 
         # the endpoint is env.endpoint_url (environments.resolve reads AWS_ENDPOINT_URL_S3)
         ignore_configured_endpoint_urls=True,
     )
-    return session.create_client(service, region_name=region, endpoint_url=endpoint_url if service == "s3" else None, config=config)
+    return session.create_client(
+        service, region_name=region, endpoint_url=endpoint_url if service == "s3" else None, config=config
+    )

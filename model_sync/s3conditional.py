@@ -53,20 +53,26 @@ class ConditionalWrites:
         """Create-only write (If-None-Match: *). False if the key already exists (with other bytes:
         see _landed)."""
         try:
-            self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, IfNoneMatch="*")
+            self.client.put_object(
+                Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, IfNoneMatch="*"
+            )
             return True
         except Exception as e:
             if classify(e) is Kind.PRECONDITION:
                 return retried(e) and _landed(self, rel, body) is not None
             raise translate(e, self.env, rel) from None
 
-    def put_if(self: _Bucket, rel: str, body: bytes, etag: str | None, content_type: str = "application/json") -> tuple[bool, str | None]:
+    def put_if(
+        self: _Bucket, rel: str, body: bytes, etag: str | None, content_type: str = "application/json"
+    ) -> tuple[bool, str | None]:
         """Write only over the version that was read: If-Match: <etag>, or If-None-Match: * when
         `etag` is None (no object was read). (False, None) if the object changed (412), or
         vanished (404 NoSuchKey on If-Match); else (True, new ETag)."""
         condition = {"IfMatch": f'"{etag}"'} if etag else {"IfNoneMatch": "*"}
         try:
-            resp = self.client.put_object(Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, **condition)
+            resp = self.client.put_object(
+                Bucket=self.root.bucket, Key=self.key(rel), Body=body, ContentType=content_type, **condition
+            )
         except Exception as e:
             kind = classify(e)
             if kind is Kind.PRECONDITION or (etag and kind is Kind.NOT_FOUND):

@@ -28,12 +28,30 @@ class Kind(enum.Enum):
     OTHER = "other"
 
 
-CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "AuthorizationHeaderMalformed"})
-DENIED_CODES = CREDENTIAL_CODES | {"AccessDenied", "Forbidden", "403", "AllAccessDisabled", "KMS.AccessDeniedException", "KMS.DisabledException"}
+CREDENTIAL_CODES = frozenset(
+    {
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+        "AuthorizationHeaderMalformed",
+    }
+)
+DENIED_CODES = CREDENTIAL_CODES | {
+    "AccessDenied",
+    "Forbidden",
+    "403",
+    "AllAccessDisabled",
+    "KMS.AccessDeniedException",
+    "KMS.DisabledException",
+}
 NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound"})
 PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 DIGEST_CODES = frozenset({"BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch", "XAmzContentChecksumMismatch"})
-WRONG_REGION_CODES = frozenset({"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"})
+WRONG_REGION_CODES = frozenset(
+    {"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"}
+)
 # Failures every request of the run would hit alike (SyncError.run_wide): the endpoint, the
 # credentials, the clock, the bucket itself. AccessDenied is not one: a policy can deny one prefix.
 RUN_WIDE_CODES = CREDENTIAL_CODES | {"RequestTimeTooSkewed", "NoSuchBucket"}
@@ -71,9 +89,18 @@ def classify(e: BaseException) -> Kind:
 
     if isinstance(e, errors.SyncError):
         return e.s3_kind or Kind.OTHER
-    if isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError | bx.TokenRetrievalError):
+    if isinstance(
+        e, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError | bx.TokenRetrievalError
+    ):
         return Kind.DENIED
-    if isinstance(e, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError | bx.ConnectionClosedError | bx.ProxyConnectionError):
+    if isinstance(
+        e,
+        bx.EndpointConnectionError
+        | bx.ConnectTimeoutError
+        | bx.ReadTimeoutError
+        | bx.ConnectionClosedError
+        | bx.ProxyConnectionError,
+    ):
         return Kind.UNAVAILABLE
     if isinstance(e, ConnectionError | TimeoutError):
         return Kind.UNAVAILABLE
@@ -85,7 +112,9 @@ def classify(e: BaseException) -> Kind:
     by_code = kind_of_code(found)
     if by_code is not Kind.OTHER:
         return by_code
-    if isinstance(e, bx.ClientError) and (status(e) >= 500 or status(e) == 429 or found in ("SlowDown", "Throttling", "RequestTimeout")):
+    if isinstance(e, bx.ClientError) and (
+        status(e) >= 500 or status(e) == 429 or found in ("SlowDown", "Throttling", "RequestTimeout")
+    ):
         return Kind.UNAVAILABLE
     if isinstance(e, bx.HTTPClientError) or type(e).__module__.startswith("urllib3"):
         return Kind.UNAVAILABLE
@@ -124,7 +153,11 @@ def translate(e: BaseException, env: Environment, what: str = "") -> errors.Sync
     kind = classify(e)
     err = _message(e, kind, env, what)
     err.s3_kind = kind
-    err.run_wide = kind in (Kind.UNAVAILABLE, Kind.CLOCK, Kind.NO_BUCKET, Kind.WRONG_REGION) or err.message_kind == "credentials" or code(e) in RUN_WIDE_CODES
+    err.run_wide = (
+        kind in (Kind.UNAVAILABLE, Kind.CLOCK, Kind.NO_BUCKET, Kind.WRONG_REGION)
+        or err.message_kind == "credentials"
+        or code(e) in RUN_WIDE_CODES
+    )
     return err
 
 
@@ -134,25 +167,50 @@ def _message(e: BaseException, kind: Kind, env: Environment, what: str) -> error
     where = f"s3://{env.bucket}" + (f"/{env.root.key(what)}" if what else "")
     found = code(e)
     if isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError):
-        return errors.s3(f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, " "instance/IRSA role)", kind="credentials")
+        return errors.s3(
+            f"AWS credentials: none found for {where}; allowed: the standard AWS chain (env vars, profile, SSO, "
+            "instance/IRSA role)",
+            kind="credentials",
+        )
     if not_s3(e):
         return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} answered HTTP 404 without an S3 error to "
                          f"{getattr(e, 'operation_name', 'a request')} on {where}; "
                          "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)", kind="unreachable")  # fmt: skip
     if kind is Kind.UNAVAILABLE and not isinstance(e, bx.ClientError):
-        return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({root_cause(e)}); allowed: a reachable S3 endpoint", kind="unreachable")
+        return errors.s3(
+            f"S3 endpoint: {env.endpoint_url or 'AWS'} unreachable ({root_cause(e)}); allowed: a reachable S3 endpoint",
+            kind="unreachable",
+        )
     if kind is Kind.WRONG_REGION:
-        return errors.usage(f"region: requests for bucket {env.bucket!r} went to the wrong region ({found}); allowed: " f"{bucket_region(e)} (the bucket's region: `region` in model-sync.yaml or --region)")
+        return errors.usage(
+            f"region: requests for bucket {env.bucket!r} went to the wrong region ({found}); allowed: "
+            f"{bucket_region(e)} (the bucket's region: `region` in model-sync.yaml or --region)"
+        )
     if kind is Kind.CLOCK:
-        return errors.s3("clock: this machine's time differs from S3's by more than 15 minutes (RequestTimeTooSkewed on " f"{where}); allowed: a synchronized clock (NTP)")
+        return errors.s3(
+            "clock: this machine's time differs from S3's by more than 15 minutes (RequestTimeTooSkewed on "
+            f"{where}); allowed: a synchronized clock (NTP)"
+        )
     if kind is Kind.NO_BUCKET:
-        return errors.not_found(f"bucket: {env.bucket!r} does not exist (NoSuchBucket, environment {env.name}); allowed: an existing " "model repository bucket")
+        return errors.not_found(
+            f"bucket: {env.bucket!r} does not exist (NoSuchBucket, environment {env.name}); allowed: an existing "
+            "model repository bucket"
+        )
     if kind is Kind.NOT_FOUND:
-        return errors.not_found(f"object: {where} does not exist (removed while model-sync ran?); allowed: a complete version, " "re-run when nothing else prunes it")
+        return errors.not_found(
+            f"object: {where} does not exist (removed while model-sync ran?); allowed: a complete version, "
+            "re-run when nothing else prunes it"
+        )
     if kind is Kind.DENIED:
-        return errors.s3(f"S3 credentials/access: {found or type(e).__name__} on {where}; allowed: valid credentials from the " "AWS chain with access to the repository")
+        return errors.s3(
+            f"S3 credentials/access: {found or type(e).__name__} on {where}; allowed: valid credentials from the "
+            "AWS chain with access to the repository"
+        )
     if isinstance(e, bx.BotoCoreError | bx.ClientError):
-        return errors.s3(f"S3 request on {where}: {found or type(e).__name__} ({' '.join(str(e).split())[:160]}); allowed: a " "healthy S3 endpoint")
+        return errors.s3(
+            f"S3 request on {where}: {found or type(e).__name__} ({' '.join(str(e).split())[:160]}); allowed: a "
+            "healthy S3 endpoint"
+        )
     if isinstance(e, OSError):
         return errors.s3(f"S3 endpoint: {env.endpoint_url or 'AWS'} failed ({e}); allowed: a reachable S3 endpoint")
     return errors.SyncError(errors.UNEXPECTED, f"{where}: {type(e).__name__}: {e}")
@@ -163,7 +221,9 @@ def root_cause(e: BaseException) -> str:
     seen: set[int] = set()
     while id(e) not in seen:
         seen.add(id(e))
-        wrapped = (getattr(e, "kwargs", None) or {}).get("error") if isinstance(getattr(e, "kwargs", None), dict) else None
+        wrapped = (
+            (getattr(e, "kwargs", None) or {}).get("error") if isinstance(getattr(e, "kwargs", None), dict) else None
+        )
         inner = wrapped if isinstance(wrapped, BaseException) else (e.__cause__ or e.__context__)
         if inner is None:
             break
@@ -174,4 +234,3 @@ def root_cause(e: BaseException) -> str:
 def describe(e: BaseException) -> str:
     """One line for logs: the class and the message, whitespace folded."""
     return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-

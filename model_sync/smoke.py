@@ -29,7 +29,10 @@ _DTYPES = {
     "TYPE_FP16": ("float16", "FP16"),
     "TYPE_FP32": ("float32", "FP32"),
     "TYPE_FP64": ("float64", "FP64"),
-    "TYPE_BF16": ("bfloat16", "BF16"),  # numpy has no bfloat16: ml_dtypes.bfloat16 (what tritonclient expects); binary only over HTTP
+    "TYPE_BF16": (
+        "bfloat16",
+        "BF16",
+    ),  # numpy has no bfloat16: ml_dtypes.bfloat16 (what tritonclient expects); binary only over HTTP
     "TYPE_STRING": ("object", "BYTES"),
 }
 
@@ -42,8 +45,6 @@ class TensorSpec:
     shape: tuple[int, ...]  # full request shape; -1 = any
 
 
-
-
 def tensor_specs(cfg: Any) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """Request inputs and expected outputs of a ModelConfig (batch dim 1 prepended when batching)."""
     pb2 = model_config.pb2
@@ -52,7 +53,10 @@ def tensor_specs(cfg: Any) -> tuple[list[TensorSpec], list[TensorSpec]]:
     def spec(t: Any) -> TensorSpec:
         type_name = pb2.DataType.Name(t.data_type)
         if type_name not in _DTYPES:
-            raise ValueError(f"config.pbtxt tensor {t.name} data_type: {type_name}; allowed: one of {sorted(_DTYPES)} (verify " "cannot build a smoke input for it)")
+            raise ValueError(
+                f"config.pbtxt tensor {t.name} data_type: {type_name}; allowed: one of {sorted(_DTYPES)} (verify "
+                "cannot build a smoke input for it)"
+            )
         np_dtype, v2 = _DTYPES[type_name]
         return TensorSpec(t.name, v2, np_dtype, batch + tuple(int(d) for d in t.dims))
 
@@ -78,18 +82,24 @@ def smoke_inputs(specs: list[TensorSpec]) -> dict[str, Any]:
     return out
 
 
-def check_outputs(protocol: str, outputs: dict[str, tuple[str, tuple[int, ...]]], expected: list[TensorSpec]) -> list[str]:
+def check_outputs(
+    protocol: str, outputs: dict[str, tuple[str, tuple[int, ...]]], expected: list[TensorSpec]
+) -> list[str]:
     """Problems with what came back: outputs = name -> (datatype, shape)."""
     problems = []
     for s in expected:
         if s.name not in outputs:
-            problems.append(f"smoke inference ({protocol}) output {s.name}: missing; allowed: every output declared in config.pbtxt")
+            problems.append(
+                f"smoke inference ({protocol}) output {s.name}: missing; allowed: every output declared in config.pbtxt"
+            )
             continue
         datatype, shape = outputs[s.name]
         if datatype != s.datatype:
             problems.append(f"smoke inference ({protocol}) output {s.name} datatype: {datatype}; allowed: {s.datatype}")
         if len(shape) != len(s.shape) or any(e >= 0 and e != a for e, a in zip(s.shape, shape, strict=False)):
-            problems.append(f"smoke inference ({protocol}) output {s.name} shape: {list(shape)}; allowed: {list(s.shape)}")
+            problems.append(
+                f"smoke inference ({protocol}) output {s.name} shape: {list(shape)}; allowed: {list(s.shape)}"
+            )
     return problems
 
 
@@ -106,7 +116,10 @@ def client_headers() -> dict[str, str]:
     if not value:
         return {}
     if ":" not in value:
-        raise errors.usage(f"${API_KEY_ENV}: not CLIENT:KEY; allowed: an ingress client name and its API key (stack output " "ingressApiKeys)")
+        raise errors.usage(
+            f"${API_KEY_ENV}: not CLIENT:KEY; allowed: an ingress client name and its API key (stack output "
+            "ingressApiKeys)"
+        )
     return {"authorization": "Basic " + base64.b64encode(value.encode()).decode()}
 
 
@@ -129,30 +142,43 @@ def _smoke(protocol: str, lib: Any, connect: Callable[[], Any], model: str, vers
         for o in outputs:
             meta = result.get_output(o.name)  # http: a dict; grpc: a protobuf message
             if meta is not None:
-                datatype, shape = (meta["datatype"], meta["shape"]) if isinstance(meta, dict) else (meta.datatype, meta.shape)
+                datatype, shape = (
+                    (meta["datatype"], meta["shape"]) if isinstance(meta, dict) else (meta.datatype, meta.shape)
+                )
                 got[o.name] = (str(datatype), tuple(int(d) for d in shape))
         client.close()
     except Exception as e:
-        return [f"smoke inference ({protocol}) {model} {version}: {type(e).__name__}: " f"{' '.join(str(e).split())[:200]}; allowed: a successful inference"]
+        return [
+            f"smoke inference ({protocol}) {model} {version}: {type(e).__name__}: "
+            f"{' '.join(str(e).split())[:200]}; allowed: a successful inference"
+        ]
     return check_outputs(protocol, got, outputs)
 
 
-def smoke_http(url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0) -> list[str]:
+def smoke_http(
+    url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0
+) -> list[str]:
     import tritonclient.http as httpclient
 
     host = url.split("://", 1)[-1].rstrip("/")
 
     def connect() -> Any:
-        return httpclient.InferenceServerClient(host, ssl=url.startswith("https://"), connection_timeout=timeout, network_timeout=timeout)
+        return httpclient.InferenceServerClient(
+            host, ssl=url.startswith("https://"), connection_timeout=timeout, network_timeout=timeout
+        )
 
     return _smoke("http", httpclient, connect, model, version, inputs, outputs, {"binary_data": True}, {})
 
 
-def smoke_grpc(url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0) -> list[str]:
+def smoke_grpc(
+    url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0
+) -> list[str]:
     import tritonclient.grpc as grpcclient
 
     def connect() -> Any:
-        return grpcclient.InferenceServerClient(url, ssl=url.endswith(":443"))  # the ingress serves gRPC over TLS on :443
+        return grpcclient.InferenceServerClient(
+            url, ssl=url.endswith(":443")
+        )  # the ingress serves gRPC over TLS on :443
 
     return _smoke("grpc", grpcclient, connect, model, version, inputs, outputs, {}, {"client_timeout": timeout})
 
@@ -173,7 +199,15 @@ def smoke_request(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> tuple[
     data = smoke_inputs(inputs)
     raw = {s.name: _tensor_bytes(data[s.name]) for s in inputs}
     header = {
-        "inputs": [{"name": s.name, "shape": list(data[s.name].shape), "datatype": s.datatype, "parameters": {"binary_data_size": len(raw[s.name])}} for s in inputs],
+        "inputs": [
+            {
+                "name": s.name,
+                "shape": list(data[s.name].shape),
+                "datatype": s.datatype,
+                "parameters": {"binary_data_size": len(raw[s.name])},
+            }
+            for s in inputs
+        ],
         "outputs": [{"name": o.name, "parameters": {"binary_data": True}} for o in outputs],
     }
     head = json.dumps(header).encode()
@@ -197,9 +231,15 @@ def smoke_loopback(probe: Any, model: str, version: int, config_text: str) -> li
     body, header_length = smoke_request(inputs, outputs)
     code, reply, reply_header = probe.infer(model, version, body, header_length)
     if code != 200:
-        return [f"smoke inference (agent) {model} {version}: HTTP {code} " f"{' '.join(reply.decode(errors='replace').split())[:200]}; allowed: a successful inference"]
+        return [
+            f"smoke inference (agent) {model} {version}: HTTP {code} "
+            f"{' '.join(reply.decode(errors='replace').split())[:200]}; allowed: a successful inference"
+        ]
     try:
         got = parse_reply(reply, reply_header)
     except (ValueError, KeyError, TypeError) as e:
-        return [f"smoke inference (agent) {model} {version}: unreadable reply ({e}); allowed: a KServe v2 inference " "response"]
+        return [
+            f"smoke inference (agent) {model} {version}: unreadable reply ({e}); allowed: a KServe v2 inference "
+            "response"
+        ]
     return check_outputs("agent", got, outputs)

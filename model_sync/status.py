@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from model_sync.environments import Environment
 
 
-def version_details(repo: Any, model: str, versions: list[int], manifests: set[int], images: dict[str, str | None]) -> list[dict[str, Any]]:
+def version_details(
+    repo: Any, model: str, versions: list[int], manifests: set[int], images: dict[str, str | None]
+) -> list[dict[str, Any]]:
     """Per version: exporting torch, platform, and compat.loadable() for each environment's image."""
     from model_sync import compat, repository
 
@@ -28,13 +30,21 @@ def version_details(repo: Any, model: str, versions: list[int], manifests: set[i
         torch = doc["exporter"]["torch_version"] if doc else None
         platform, backend = (doc["platform"], doc["backend"]) if doc else ("", "")
         target = doc["exporter"].get("target") if doc else None
-        loads = {env: (compat.loadable(platform, backend, torch, image, target) if doc else "unknown") for env, image in sorted(images.items())}
+        loads = {
+            env: (compat.loadable(platform, backend, torch, image, target) if doc else "unknown")
+            for env, image in sorted(images.items())
+        }
         out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
                     "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
     return out
 
 
-def model_status(repo: Any, model: str, images: dict[str, str | None] | None = None, status_docs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def model_status(
+    repo: Any,
+    model: str,
+    images: dict[str, str | None] | None = None,
+    status_docs: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     from model_sync import manifest, repository
 
     pin = repository.read_pin(repo, model)
@@ -46,18 +56,31 @@ def model_status(repo: Any, model: str, images: dict[str, str | None] | None = N
         "pinned": pin.version,
         "versions": versions,
         "incomplete": sorted(v for v in versions if v not in manifests),
-        "previous_pin": repository.rollback_target(repo, model, pin, history, manifests)[0],  # what `rollback` would pin: it exists
+        "previous_pin": repository.rollback_target(repo, model, pin, history, manifests)[
+            0
+        ],  # what `rollback` would pin: it exists
         "provenance": None,
         "verified": None,
-        "version_details": version_details(repo, model, versions, manifests, images if images is not None else {repo.env.name: repo.env.triton_image}),
-        "replicas": replicas.served(replicas.read_status_docs(repo) if status_docs is None else status_docs, model, _dt.datetime.now(_dt.UTC)),
+        "version_details": version_details(
+            repo, model, versions, manifests, images if images is not None else {repo.env.name: repo.env.triton_image}
+        ),
+        "replicas": replicas.served(
+            replicas.read_status_docs(repo) if status_docs is None else status_docs, model, _dt.datetime.now(_dt.UTC)
+        ),
     }
     # The pin is only what was asked for: flag it when no replica reports serving it READY.
-    out["pin_served"] = any(replicas.serves(r, pin.version) for r in out["replicas"].values()) if out["replicas"] else None
+    out["pin_served"] = (
+        any(replicas.serves(r, pin.version) for r in out["replicas"].values()) if out["replicas"] else None
+    )
     if pin.version is not None:
         doc = repository.read_manifest(repo, model, pin.version, required=False)
         if doc is not None:
-            out["provenance"] = {"by": doc["created_by"], "at": doc["created_at"], "promoted_from": doc["source"]["promoted_from"], "exporter": doc["exporter"]["tool"]}
+            out["provenance"] = {
+                "by": doc["created_by"],
+                "at": doc["created_at"],
+                "promoted_from": doc["source"]["promoted_from"],
+                "exporter": doc["exporter"]["tool"],
+            }
         try:
             found = verify.gate_record(repo, model, pin.version)
             out["verified"] = found[1]["passed"] if found else None
@@ -81,7 +104,9 @@ def served_cell(s: dict[str, Any]) -> str:
     return f"{ok}/{len(s['replicas'])}" + ("" if ok else " PIN NOT SERVED")
 
 
-def show(env: str | None, config: str | None, models: list[str], resolve: Callable[[str], Environment], output: str) -> None:
+def show(
+    env: str | None, config: str | None, models: list[str], resolve: Callable[[str], Environment], output: str
+) -> None:
     """`model-sync status`: `models` (default: every model) of `env` (default: every environment
     of the config), printed as tables or (`output` json) one JSON document."""
     from model_sync import environments, repository
@@ -91,7 +116,10 @@ def show(env: str | None, config: str | None, models: list[str], resolve: Callab
     if not names:
         path = environments.find_config(config)
         if path is None:
-            raise errors.usage(f"--env: missing and no {environments.CONFIG_NAME} found; allowed: --env NAME or a config " "listing environments")
+            raise errors.usage(
+                f"--env: missing and no {environments.CONFIG_NAME} found; allowed: --env NAME or a config "
+                "listing environments"
+            )
         names = sorted(environments.load_config(path))
     report: dict[str, Any] = {}
     envs = {name: resolve(name) for name in names}
@@ -100,7 +128,11 @@ def show(env: str | None, config: str | None, models: list[str], resolve: Callab
         repo = Repo(environment)
         shown = models or repository.list_models(repo)
         docs = replicas.read_status_docs(repo)
-        report[name] = {"bucket": environment.uri, "triton_image": environment.triton_image, "models": [model_status(repo, m, images, docs) for m in shown]}
+        report[name] = {
+            "bucket": environment.uri,
+            "triton_image": environment.triton_image,
+            "models": [model_status(repo, m, images, docs) for m in shown],
+        }
     if output == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
         return
@@ -127,16 +159,23 @@ def show(env: str | None, config: str | None, models: list[str], resolve: Callab
     for name, body in report.items():
         for s in body["models"]:
             for key, r in s["replicas"].items():
-                replica_rows.append((name, s["model"], key, ",".join(map(str, r["serving"])) or "-", r["state"], r["error"] or ""))
+                replica_rows.append(
+                    (name, s["model"], key, ",".join(map(str, r["serving"])) or "-", r["state"], r["error"] or "")
+                )
     if len(replica_rows) > 1:
         print()
         _print_table(replica_rows)
     if any(s["pin_served"] is False for body in report.values() for s in body["models"]):
-        print("PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving " "what they had)")
+        print(
+            "PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving "
+            "what they had)"
+        )
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
         print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
     label = {"yes": "yes", "no": "NO", "exempt": "exempt", "unknown": "?"}
-    details: list[tuple[str, ...]] = [("ENV", "MODEL", "VERSION", "TORCH", "LOADABLE (Triton image of each environment)")]
+    details: list[tuple[str, ...]] = [
+        ("ENV", "MODEL", "VERSION", "TORCH", "LOADABLE (Triton image of each environment)")
+    ]
     for name, body in report.items():
         for s in body["models"]:
             for d in s["version_details"]:

@@ -108,10 +108,16 @@ class HashingFile:
         n = self.out.write(data)
         self._pos += n
         self._unsynced += n
-        if self.sync_every and self._unsynced >= self.sync_every and (self._syncing is None or not self._syncing.is_alive()):
+        if (
+            self.sync_every
+            and self._unsynced >= self.sync_every
+            and (self._syncing is None or not self._syncing.is_alive())
+        ):
             self._unsynced = 0
             self.out.flush()
-            self._syncing = threading.Thread(target=os.fdatasync, args=(self.out.fileno(),), name="model-sync-writeback", daemon=True)
+            self._syncing = threading.Thread(
+                target=os.fdatasync, args=(self.out.fileno(),), name="model-sync-writeback", daemon=True
+            )
             self._syncing.start()
         if at != self.hashed:
             self._ahead[at] = n

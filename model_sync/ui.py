@@ -50,7 +50,12 @@ class Progress:
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(
-                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=RichConsole(stderr=True), transient=False,
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=RichConsole(stderr=True),
+                transient=False,
                 redirect_stdout=False,
             )
             self._bar.__enter__()
@@ -79,7 +84,10 @@ def confirm(question: str, what: str) -> None:
     from model_sync import errors
 
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        raise errors.usage(f"{what}: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the " "environment's approval)")
+        raise errors.usage(
+            f"{what}: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the "
+            "environment's approval)"
+        )
     from rich.console import Console as RichConsole
     from rich.prompt import Confirm
 

@@ -28,7 +28,9 @@ if TYPE_CHECKING:  # concurrent.futures is imported where files are hashed or se
 
 def vanished(path: str | None) -> errors.SyncError:
     """A local file gone during the push (exit 4): nothing was pinned."""
-    return errors.refused(f"file vanished during push: {path}; nothing was pinned, re-run push when the model directory is stable")
+    return errors.refused(
+        f"file vanished during push: {path}; nothing was pinned, re-run push when the model directory is stable"
+    )
 
 
 def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCache | None = None) -> None:
@@ -50,7 +52,9 @@ def hash_files(models: list[LocalModel], workers: int = 4, hashes: cache.HashCac
         except FileNotFoundError:
             raise vanished(f.path) from None
         except OSError as e:
-            raise errors.usage(f"model file: {f.path} cannot be read ({e.strerror}); allowed: readable regular files") from None
+            raise errors.usage(
+                f"model file: {f.path} cannot be read ({e.strerror}); allowed: readable regular files"
+            ) from None
         try:
             still = cache.stat_key(os.stat(f.path))
         except OSError:
@@ -102,7 +106,10 @@ class Uploader:
         with self._lock:
             if self._manager is None:
                 o = self.options
-                self._manager = transfer.manager(self.repo.client, transfer.TransferSettings(o.multipart_threshold, o.multipart_chunksize, o.concurrency))
+                self._manager = transfer.manager(
+                    self.repo.client,
+                    transfer.TransferSettings(o.multipart_threshold, o.multipart_chunksize, o.concurrency),
+                )
             return self._manager
 
     @property
@@ -137,16 +144,41 @@ class Uploader:
             if rel in reuse and previous:
                 source = {"Bucket": bucket, "Key": self.repo.key(layout.version_file_key(m.name, previous, rel))}
                 if small:
-                    fut = self.io.submit(self.repo.copy, layout.version_file_key(m.name, previous, rel), layout.version_file_key(m.name, version, rel))
+                    fut = self.io.submit(
+                        self.repo.copy,
+                        layout.version_file_key(m.name, previous, rel),
+                        layout.version_file_key(m.name, version, rel),
+                    )
                 else:
                     fut = self.manager.copy(source, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"})
                 futures.append(("copy", rel, fut))
                 continue
             if small:
                 # AWS S3 verifies the body against the manifest digest (moto and rclone store it unverified).
-                futures.append(("upload", rel, self.io.submit(self._put_file, f.path, layout.version_file_key(m.name, version, rel), m.hashes[rel], f.size, task)))
+                futures.append(
+                    (
+                        "upload",
+                        rel,
+                        self.io.submit(
+                            self._put_file,
+                            f.path,
+                            layout.version_file_key(m.name, version, rel),
+                            m.hashes[rel],
+                            f.size,
+                            task,
+                        ),
+                    )
+                )
             else:
-                futures.append(("upload", rel, self.manager.upload(f.path, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"}, subscribers=subs)))
+                futures.append(
+                    (
+                        "upload",
+                        rel,
+                        self.manager.upload(
+                            f.path, bucket, key, extra_args={"ChecksumAlgorithm": "SHA256"}, subscribers=subs
+                        ),
+                    )
+                )
         failure: errors.SyncError | None = None
         for op, rel, fut in futures:
             try:
@@ -159,7 +191,9 @@ class Uploader:
                 dest = self.repo.uri(layout.version_file_key(m.name, version, rel))
                 if op == "copy":
                     result.copied.append(rel)
-                    self.console.line(f"copy: {self.repo.uri(layout.version_file_key(m.name, previous or 0, rel))} to {dest}")
+                    self.console.line(
+                        f"copy: {self.repo.uri(layout.version_file_key(m.name, previous or 0, rel))} to {dest}"
+                    )
                 else:
                     result.uploaded.append(rel)
                     self.console.line(f"upload: {m.files[rel].path} to {dest}")
@@ -175,5 +209,8 @@ class Uploader:
 
     def _transfer_error(self, e: BaseException, m: LocalModel, rel: str) -> errors.SyncError:
         if classify(e) is Kind.DIGEST:
-            return errors.refused(f"file changed during push: {m.files[rel].path} (S3 rejected it: its SHA256 differs from the one " "hashed); nothing was pinned, re-run push")
+            return errors.refused(
+                f"file changed during push: {m.files[rel].path} (S3 rejected it: its SHA256 differs from the one "
+                "hashed); nothing was pinned, re-run push"
+            )
         return translate(e, self.repo.env, layout.model_prefix(m.name) + rel)

@@ -77,7 +77,12 @@ def is_departed(state: str) -> bool:
 
 
 def replica_states(
-    status_docs: dict[str, dict[str, Any]], model: str, version: int, staleness: float, now: _dt.datetime, departed: float = replicas.DEFAULT_DEPARTED
+    status_docs: dict[str, dict[str, Any]],
+    model: str,
+    version: int,
+    staleness: float,
+    now: _dt.datetime,
+    departed: float = replicas.DEFAULT_DEPARTED,
 ) -> dict[str, str]:
     """'<deployment>/<replica>' -> 'READY', 'departed: ...' (silent > `departed` s: gone, not a
     failure) or what is wrong, for every replica that serves `model`. READY needs the version
@@ -96,7 +101,9 @@ def replica_states(
         elif age > staleness:
             out[key] = f"stale: reported {age:.0f}s ago (> {staleness:.0f}s)"
         elif entry.get("serving") != [version]:
-            out[key] = f"serving {entry.get('serving')} ({entry.get('state')}: {entry.get('error') or 'pin not applied yet'})"
+            out[key] = (
+                f"serving {entry.get('serving')} ({entry.get('state')}: {entry.get('error') or 'pin not applied yet'})"
+            )
         elif entry.get("state") != ReplicaState.READY:
             out[key] = f"{entry.get('state')}: {entry.get('error') or 'not ready'}"
         elif agent_smoke.get("version") != version:
@@ -127,20 +134,35 @@ def verify(
     pin = repository.read_pin(repo, model)
     result.pinned = pin.version == version
     if not result.pinned:
-        result.problems.append(f"pin {repo.uri(layout.config_key(model))}: version {pin.version}; allowed: {version} (verify the " "pinned version)")
+        result.problems.append(
+            f"pin {repo.uri(layout.config_key(model))}: version {pin.version}; allowed: {version} (verify the "
+            "pinned version)"
+        )
     raw = repo.get(layout.manifest_key(model, version))
     if raw is None:
-        result.problems.append(f"manifest {repo.uri(layout.manifest_key(model, version))}: missing; allowed: a published version")
+        result.problems.append(
+            f"manifest {repo.uri(layout.manifest_key(model, version))}: missing; allowed: a published version"
+        )
         return result
     doc = manifest.read_manifest(raw, model, version)
     result.manifest_sha256 = manifest.sha256_bytes(raw)
-    result.replicas = replica_states(replicas.read_status_docs(repo, deployments), model, version, staleness, now or _dt.datetime.now(_dt.UTC), departed)
+    result.replicas = replica_states(
+        replicas.read_status_docs(repo, deployments),
+        model,
+        version,
+        staleness,
+        now or _dt.datetime.now(_dt.UTC),
+        departed,
+    )
     if not result.ready_replicas:
         result.problems.append(
-            f"replicas: none reports {model} {version} READY with a passing smoke inference under " f"{repo.uri(layout.STATUS_PREFIX)} "
+            f"replicas: none reports {model} {version} READY with a passing smoke inference under "
+            f"{repo.uri(layout.STATUS_PREFIX)} "
             f"(within {departed:.0f}s); allowed: at least one fresh replica serving the version"
         )
-    problems = [f"replica {k}: {v}" for k, v in result.replicas.items() if v != ReplicaState.READY and not is_departed(v)]
+    problems = [
+        f"replica {k}: {v}" for k, v in result.replicas.items() if v != ReplicaState.READY and not is_departed(v)
+    ]
     result.problems += problems
     replicas_ok = bool(result.ready_replicas) and not problems
     cfg = model_config.parse(doc["config_pbtxt"], f"manifest {model} {version} config_pbtxt")
@@ -262,7 +284,12 @@ def verify_command(
            "replicas": result.replicas, "problems": result.problems,
            "record": repo.uri(key) if key else None}  # fmt: skip
     if result.passed:
-        console.line(f"verified: {model} version {version} in {env.name}: {summary(result)}" + (f" (recorded {repo.uri(key)})" if key else ""))
+        console.line(
+            f"verified: {model} version {version} in {env.name}: {summary(result)}"
+            + (f" (recorded {repo.uri(key)})" if key else "")
+        )
         return doc, None
     more = f" (+{len(result.problems) - 1} more, recorded {repo.uri(key)})" if key else ""
-    return doc, errors.SyncError(errors.CHECK_FAILED, f"verify {model} {version} in {env.name}: {result.problems[0]}{more}")
+    return doc, errors.SyncError(
+        errors.CHECK_FAILED, f"verify {model} {version} in {env.name}: {result.problems[0]}{more}"
+    )

@@ -80,7 +80,10 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 PUBLIC_CANNED_ACLS = ("public-read", "public-read-write", "authenticated-read")
-PUBLIC_GRANTEE_URIS = ("http://acs.amazonaws.com/groups/global/AllUsers", "http://acs.amazonaws.com/groups/global/AuthenticatedUsers")
+PUBLIC_GRANTEE_URIS = (
+    "http://acs.amazonaws.com/groups/global/AllUsers",
+    "http://acs.amazonaws.com/groups/global/AuthenticatedUsers",
+)
 KMS_SSE_ALGORITHMS = ("aws:kms", "aws:kms:dsse")
 PUBLIC_ACCESS_BLOCK_FIELDS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 STATIC_KEY_ENV_NAMES = ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN")
@@ -98,7 +101,7 @@ RELAXED_IMAGE_STACKS = ("dev",)  # stacks where a version tag without a digest i
 def stack_of(urn: str) -> str:
     """`urn:pulumi:<stack>::<project>::<type>::<name>` -> `<stack>` ('' when not a URN)."""
     head = urn.split("::", 1)[0]
-    return head[len("urn:pulumi:"):] if head.startswith("urn:pulumi:") else ""
+    return head[len("urn:pulumi:") :] if head.startswith("urn:pulumi:") else ""
 
 
 def _kind(resource_type: str) -> str:
@@ -199,8 +202,12 @@ def s3_sse_configuration_uses_kms(args: ResourceValidationArgs, report: ReportVi
     algorithms = _sse_algorithms(rules)
     bad = [a or "<unset>" for a in algorithms if a not in KMS_SSE_ALGORITHMS]
     if not algorithms or bad:
-        report(f"{_label(args.resource_type, args.name)}: server-side encryption {', '.join(bad) or '<no rule>'} is not " "SSE-KMS; "
-               f"allowed: sseAlgorithm {' or '.join(KMS_SSE_ALGORITHMS)} with the environment's KMS key", None)
+        report(
+            f"{_label(args.resource_type, args.name)}: server-side encryption {', '.join(bad) or '<no rule>'} is not "
+            "SSE-KMS; "
+            f"allowed: sseAlgorithm {' or '.join(KMS_SSE_ALGORITHMS)} with the environment's KMS key",
+            None,
+        )
 
 
 def s3_public_access_block_all_true(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -209,7 +216,11 @@ def s3_public_access_block_all_true(args: ResourceValidationArgs, report: Report
         return
     off = [f for f in PUBLIC_ACCESS_BLOCK_FIELDS if args.props.get(f) is not True]
     if off:
-        report(f"{_label(args.resource_type, args.name)}: {', '.join(off)} not true; allowed: all of " f"{', '.join(PUBLIC_ACCESS_BLOCK_FIELDS)} true", None)
+        report(
+            f"{_label(args.resource_type, args.name)}: {', '.join(off)} not true; allowed: all of "
+            f"{', '.join(PUBLIC_ACCESS_BLOCK_FIELDS)} true",
+            None,
+        )
 
 
 def s3_no_public_acl(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -218,12 +229,20 @@ def s3_no_public_acl(args: ResourceValidationArgs, report: ReportViolation) -> N
         return
     acl = args.props.get("acl")
     if acl in PUBLIC_CANNED_ACLS:
-        report(f"{_label(args.resource_type, args.name)}: acl {acl} makes the bucket public; allowed: private (or no " "ACL with BucketOwnerEnforced)", None)
+        report(
+            f"{_label(args.resource_type, args.name)}: acl {acl} makes the bucket public; allowed: private (or no "
+            "ACL with BucketOwnerEnforced)",
+            None,
+        )
     grants = _seq(_get(args.props, "accessControlPolicy", "grants")) + _seq(args.props.get("grants"))
     for grant in grants:
         uri = _get(grant, "grantee", "uri") or (grant.get("uri") if isinstance(grant, Mapping) else None)
         if uri in PUBLIC_GRANTEE_URIS:
-            report(f"{_label(args.resource_type, args.name)}: grant to {uri} makes the bucket public; allowed: grants " "to specific canonical users only", None)
+            report(
+                f"{_label(args.resource_type, args.name)}: grant to {uri} makes the bucket public; allowed: grants "
+                "to specific canonical users only",
+                None,
+            )
 
 
 def _is_public_principal(principal: Any) -> bool:
@@ -241,7 +260,11 @@ def s3_no_public_bucket_policy(args: ResourceValidationArgs, report: ReportViola
     for i, statement in enumerate(_policy_statements(args.props.get("policy"))):
         if statement.get("Effect") == "Allow" and _is_public_principal(statement.get("Principal")):
             sid = statement.get("Sid") or f"#{i}"
-            report(f"{_label(args.resource_type, args.name)}: statement {sid} allows Principal * (public bucket); " "allowed: Allow to named AWS principals, Deny to *", None)
+            report(
+                f"{_label(args.resource_type, args.name)}: statement {sid} allows Principal * (public bucket); "
+                "allowed: Allow to named AWS principals, Deny to *",
+                None,
+            )
 
 
 def _bucket_links(companion: PolicyResource, buckets: Sequence[PolicyResource]) -> list[str]:
@@ -271,7 +294,9 @@ def s3_buckets_encrypted_and_private(args: StackValidationArgs, report: ReportVi
     for r in args.resources:
         if r.resource_type in S3_SSE_TYPES:
             try:
-                ok = all(a in KMS_SSE_ALGORITHMS for a in _sse_algorithms(r.props.get("rules"))) and bool(_seq(r.props.get("rules")))
+                ok = all(a in KMS_SSE_ALGORITHMS for a in _sse_algorithms(r.props.get("rules"))) and bool(
+                    _seq(r.props.get("rules"))
+                )
             except Exception:  # unknown at preview: the resource-level policy reports it at update
                 ok = True
             if ok:
@@ -285,14 +310,23 @@ def s3_buckets_encrypted_and_private(args: StackValidationArgs, report: ReportVi
                 blocked.update(_bucket_links(r, buckets))
     for b in buckets:
         inline = _get(b.props, "serverSideEncryptionConfiguration", "rule")
-        if inline is not None and all(a in KMS_SSE_ALGORITHMS for a in _sse_algorithms([inline] if isinstance(inline, Mapping) else inline)):
+        if inline is not None and all(
+            a in KMS_SSE_ALGORITHMS for a in _sse_algorithms([inline] if isinstance(inline, Mapping) else inline)
+        ):
             encrypted.add(b.urn)
         if b.urn not in encrypted:
-            report(f"{_label(b.resource_type, b.name)}: no SSE-KMS encryption configuration applies to it; "
-                   "allowed: a BucketServerSideEncryptionConfiguration with sseAlgorithm aws:kms for the bucket", b.urn)
+            report(
+                f"{_label(b.resource_type, b.name)}: no SSE-KMS encryption configuration applies to it; "
+                "allowed: a BucketServerSideEncryptionConfiguration with sseAlgorithm aws:kms for the bucket",
+                b.urn,
+            )
         if b.urn not in blocked:
-            report(f"{_label(b.resource_type, b.name)}: no public access block with all four settings true applies to it; "
-                   "allowed: a BucketPublicAccessBlock with blockPublicAcls, blockPublicPolicy, ignorePublicAcls, " "restrictPublicBuckets true", b.urn)
+            report(
+                f"{_label(b.resource_type, b.name)}: no public access block with all four settings true applies to it; "
+                "allowed: a BucketPublicAccessBlock with blockPublicAcls, blockPublicPolicy, ignorePublicAcls, "
+                "restrictPublicBuckets true",
+                b.urn,
+            )
 
 
 # --------------------------------------------------------------------------------------
@@ -312,8 +346,12 @@ def eks_endpoint_not_world_open(args: ResourceValidationArgs, report: ReportViol
     cidrs = _strings(vpc.get("publicAccessCidrs"))
     if not cidrs or cidr_rules.world_open(cidrs):  # the union of the CIDRs, not their spelling
         shown = cidr_rules.describe(cidrs) if cidrs else "0.0.0.0/0 (AWS default when publicAccessCidrs is empty)"
-        report(f"{_label(args.resource_type, args.name)}: public API endpoint open to {shown}; "
-               "allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs whose union is at most " "a /8", None)
+        report(
+            f"{_label(args.resource_type, args.name)}: public API endpoint open to {shown}; "
+            "allowed: endpointPublicAccess false, or publicAccessCidrs listing specific CIDRs whose union is at most "
+            "a /8",
+            None,
+        )
 
 
 def kms_key_rotation_enabled(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -325,7 +363,11 @@ def kms_key_rotation_enabled(args: ResourceValidationArgs, report: ReportViolati
         # ref: https://docs.aws.amazon.com/kms/latest/developerguide/rotate-keys.html (asymmetric keys cannot rotate)
         return
     if args.props.get("enableKeyRotation") is not True:
-        report(f"{_label(args.resource_type, args.name)}: enableKeyRotation is not true; allowed: enableKeyRotation " "true for symmetric keys", None)
+        report(
+            f"{_label(args.resource_type, args.name)}: enableKeyRotation is not true; allowed: enableKeyRotation "
+            "true for symmetric keys",
+            None,
+        )
 
 
 def _wildcard_s3_actions(document: Any) -> list[str]:
@@ -352,25 +394,46 @@ def iam_no_wildcard_s3_actions(args: ResourceValidationArgs, report: ReportViola
     for where, document in documents:
         bad = _wildcard_s3_actions(document)
         if bad:
-            report(f"{_label(args.resource_type, args.name)}: {where} allows wildcard actions " f"{', '.join(sorted(set(bad)))}; "
-                   "allowed: enumerated actions (s3:GetObject, s3:PutObject, ...) on the layout prefixes", None)
+            report(
+                f"{_label(args.resource_type, args.name)}: {where} allows wildcard actions "
+                f"{', '.join(sorted(set(bad)))}; "
+                "allowed: enumerated actions (s3:GetObject, s3:PutObject, ...) on the layout prefixes",
+                None,
+            )
 
 
 def no_static_aws_keys(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """No IAM access keys, no keys in provider config, Secrets or container env: OIDC / Pod Identity only."""
     label = _label(args.resource_type, args.name)
     if args.resource_type == IAM_ACCESS_KEY:
-        report(f"{label}: static IAM access keys are forbidden; allowed: GitHub OIDC roles for CI, EKS Pod Identity for " "pods", None)
+        report(
+            f"{label}: static IAM access keys are forbidden; allowed: GitHub OIDC roles for CI, EKS Pod Identity for "
+            "pods",
+            None,
+        )
         return
     if args.resource_type == AWS_PROVIDER:
         keys = [k for k in ("accessKey", "secretKey") if args.props.get(k)]
         if keys:
-            report(f"{label}: provider sets {', '.join(keys)}; allowed: ambient credentials from an assumed role " "(assumeRoles / OIDC)", None)
+            report(
+                f"{label}: provider sets {', '.join(keys)}; allowed: ambient credentials from an assumed role "
+                "(assumeRoles / OIDC)",
+                None,
+            )
         return
     if args.resource_type == K8S_SECRET:
-        names = [k for field in ("data", "stringData") for k in (args.props.get(field) or {}) if _STATIC_KEY_DATA.match(str(k))]
+        names = [
+            k
+            for field in ("data", "stringData")
+            for k in (args.props.get(field) or {})
+            if _STATIC_KEY_DATA.match(str(k))
+        ]
         if names:
-            report(f"{label}: holds AWS secret access key entries {', '.join(sorted(names))}; allowed: EKS Pod " "Identity, no stored keys", None)
+            report(
+                f"{label}: holds AWS secret access key entries {', '.join(sorted(names))}; allowed: EKS Pod "
+                "Identity, no stored keys",
+                None,
+            )
         return
     spec = _pod_spec(args.resource_type, args.props)
     if spec is None:
@@ -378,8 +441,11 @@ def no_static_aws_keys(args: ResourceValidationArgs, report: ReportViolation) ->
     for c in _containers(spec):
         for env in _seq(c.get("env")):
             if isinstance(env, Mapping) and env.get("name") in STATIC_KEY_ENV_NAMES and "value" in env:
-                report(f"{label}: container '{c.get('name')}' sets {env.get('name')} as a literal env value; "
-                       "allowed: EKS Pod Identity (no AWS key env vars)", None)
+                report(
+                    f"{label}: container '{c.get('name')}' sets {env.get('name')} as a literal env value; "
+                    "allowed: EKS Pod Identity (no AWS key env vars)",
+                    None,
+                )
 
 
 # --------------------------------------------------------------------------------------
@@ -401,9 +467,16 @@ def gpu_pods_tolerate_gpu_taint(args: ResourceValidationArgs, report: ReportViol
     spec = _pod_spec(args.resource_type, args.props)
     if spec is None or not _gpu_containers(spec):
         return
-    if not any(isinstance(t, Mapping) and tolerates(t, GPU_TAINT.key, GPU_TAINT.value, GPU_TAINT.effect) for t in _seq(spec.get("tolerations"))):
-        report(f"{_label(args.resource_type, args.name)}: requests {GPU_RESOURCE} but does not tolerate the GPU taint "
-               f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from " "components.gpu_contract.gpu_tolerations()", None)
+    if not any(
+        isinstance(t, Mapping) and tolerates(t, GPU_TAINT.key, GPU_TAINT.value, GPU_TAINT.effect)
+        for t in _seq(spec.get("tolerations"))
+    ):
+        report(
+            f"{_label(args.resource_type, args.name)}: requests {GPU_RESOURCE} but does not tolerate the GPU taint "
+            f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from "
+            "components.gpu_contract.gpu_tolerations()",
+            None,
+        )
 
 
 def gpu_requested_in_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -416,11 +489,19 @@ def gpu_requested_in_limits(args: ResourceValidationArgs, report: ReportViolatio
         limit = (resources.get("limits") or {}).get(GPU_RESOURCE)
         request = (resources.get("requests") or {}).get(GPU_RESOURCE)
         if _quantity(limit) <= 0:
-            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' requests {GPU_RESOURCE} " "without a limit; "
-                   f"allowed: {GPU_RESOURCE} in resources.limits (ref: Kubernetes extended resources)", None)
+            report(
+                f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' requests {GPU_RESOURCE} "
+                "without a limit; "
+                f"allowed: {GPU_RESOURCE} in resources.limits (ref: Kubernetes extended resources)",
+                None,
+            )
         elif request is not None and _quantity(request) != _quantity(limit):
-            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' {GPU_RESOURCE} request " f"{request} differs from limit {limit}; "
-                   "allowed: request equal to limit, or limit only", None)
+            report(
+                f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' {GPU_RESOURCE} request "
+                f"{request} differs from limit {limit}; "
+                "allowed: request equal to limit, or limit only",
+                None,
+            )
 
 
 def _image_problem(image: str, strict: bool) -> str | None:
@@ -449,8 +530,12 @@ def images_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None
         image = str(c.get("image") or "")
         problem = _image_problem(image, strict) if image else "is empty"
         if problem:
-            report(f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' image {image or '<unset>'} " f"{problem} "
-                   f"(stack {stack or '<unknown>'}); allowed: {allowed}", None)
+            report(
+                f"{_label(args.resource_type, args.name)}: container '{c.get('name')}' image {image or '<unset>'} "
+                f"{problem} "
+                f"(stack {stack or '<unknown>'}); allowed: {allowed}",
+                None,
+            )
 
 
 def helm_chart_version_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -459,8 +544,11 @@ def helm_chart_version_pinned(args: ResourceValidationArgs, report: ReportViolat
         return
     version = str(args.props.get("version") or "")
     if not _EXACT_CHART_VERSION.match(version):
-        report(f"{_label(args.resource_type, args.name)}: chart version {version or '<unset>'} is not an exact version; "
-               "allowed: an exact semver pinned in components/versions.py", None)
+        report(
+            f"{_label(args.resource_type, args.name)}: chart version {version or '<unset>'} is not an exact version; "
+            "allowed: an exact semver pinned in components/versions.py",
+            None,
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -469,21 +557,51 @@ def helm_chart_version_pinned(args: ResourceValidationArgs, report: ReportViolat
 
 _RESOURCE_POLICIES: tuple[tuple[str, str, Callable[[ResourceValidationArgs, ReportViolation], None]], ...] = (
     ("s3-encryption-uses-kms", "S3 bucket encryption uses SSE-KMS.", s3_sse_configuration_uses_kms),
-    ("s3-public-access-block-complete", "S3 public access blocks set all four settings to true.", s3_public_access_block_all_true),
+    (
+        "s3-public-access-block-complete",
+        "S3 public access blocks set all four settings to true.",
+        s3_public_access_block_all_true,
+    ),
     ("s3-no-public-acl", "S3 buckets have no public canned ACL or public grant.", s3_no_public_acl),
-    ("s3-no-public-bucket-policy", "S3 bucket policies never Allow the anonymous principal.", s3_no_public_bucket_policy),
-    ("eks-endpoint-not-world-open", "The EKS API endpoint is private or limited to specific CIDRs, never 0.0.0.0/0.", eks_endpoint_not_world_open),
+    (
+        "s3-no-public-bucket-policy",
+        "S3 bucket policies never Allow the anonymous principal.",
+        s3_no_public_bucket_policy,
+    ),
+    (
+        "eks-endpoint-not-world-open",
+        "The EKS API endpoint is private or limited to specific CIDRs, never 0.0.0.0/0.",
+        eks_endpoint_not_world_open,
+    ),
     ("kms-key-rotation-enabled", "Symmetric KMS keys have automatic rotation on.", kms_key_rotation_enabled),
-    ("iam-no-wildcard-s3-actions", "IAM policies allow enumerated actions: no *, s3:* or NotAction.", iam_no_wildcard_s3_actions),
-    ("no-static-aws-keys", "No static AWS keys: no IAM access keys, none in provider config, Secrets or container env.", no_static_aws_keys),
-    ("gpu-pods-tolerate-gpu-taint", "Pods requesting nvidia.com/gpu tolerate the GPU node taint of the GPU contract.", gpu_pods_tolerate_gpu_taint),
+    (
+        "iam-no-wildcard-s3-actions",
+        "IAM policies allow enumerated actions: no *, s3:* or NotAction.",
+        iam_no_wildcard_s3_actions,
+    ),
+    (
+        "no-static-aws-keys",
+        "No static AWS keys: no IAM access keys, none in provider config, Secrets or container env.",
+        no_static_aws_keys,
+    ),
+    (
+        "gpu-pods-tolerate-gpu-taint",
+        "Pods requesting nvidia.com/gpu tolerate the GPU node taint of the GPU contract.",
+        gpu_pods_tolerate_gpu_taint,
+    ),
     ("gpu-requested-in-limits", "GPUs are requested through resources.limits.", gpu_requested_in_limits),
-    ("images-pinned", "Images have a version tag (never latest); outside dev they are pinned by digest.", images_pinned),
+    (
+        "images-pinned",
+        "Images have a version tag (never latest); outside dev they are pinned by digest.",
+        images_pinned,
+    ),
     ("helm-chart-version-pinned", "Helm releases pin an exact chart version.", helm_chart_version_pinned),
 )
 
 RESOURCE_POLICIES: list[ResourceValidationPolicy] = [
-    ResourceValidationPolicy(name=name, description=description, validate=fn, enforcement_level=EnforcementLevel.MANDATORY)
+    ResourceValidationPolicy(
+        name=name, description=description, validate=fn, enforcement_level=EnforcementLevel.MANDATORY
+    )
     for name, description, fn in _RESOURCE_POLICIES
 ]
 

@@ -28,4 +28,9 @@ def _caller(args: dict[str, Any]) -> dict[str, Any]:
 @mock_outputs("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 def _bucket(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     bucket = inputs.get("bucket") or f"{name}-mock"
-    return {"id": bucket, "bucket": bucket, "arn": f"arn:aws:s3:::{bucket}", "bucketDomainName": f"{bucket}.s3.amazonaws.com"}
+    return {
+        "id": bucket,
+        "bucket": bucket,
+        "arn": f"arn:aws:s3:::{bucket}",
+        "bucketDomainName": f"{bucket}.s3.amazonaws.com",
+    }

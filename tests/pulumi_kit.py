@@ -56,10 +56,14 @@ def _arn(service: str, region: str, kind: str, name: str) -> str:
 MOCK_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {}
 
 
-def mock_outputs(*tokens: str) -> Callable[[Callable[[str, dict[str, Any]], dict[str, Any]]], Callable[[str, dict[str, Any]], dict[str, Any]]]:
+def mock_outputs(
+    *tokens: str,
+) -> Callable[[Callable[[str, dict[str, Any]], dict[str, Any]]], Callable[[str, dict[str, Any]], dict[str, Any]]]:
     """Register what the mocks return for resource types (decorator)."""
 
-    def register(fn: Callable[[str, dict[str, Any]], dict[str, Any]]) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    def register(
+        fn: Callable[[str, dict[str, Any]], dict[str, Any]],
+    ) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
         for token in tokens:
             MOCK_OUTPUTS[token] = fn
         return fn
@@ -71,7 +75,9 @@ def mock_outputs(*tokens: str) -> Callable[[Callable[[str, dict[str, Any]], dict
 MOCK_INVOKES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
-def mock_invoke(token: str) -> Callable[[Callable[[dict[str, Any]], dict[str, Any]]], Callable[[dict[str, Any]], dict[str, Any]]]:
+def mock_invoke(
+    token: str,
+) -> Callable[[Callable[[dict[str, Any]], dict[str, Any]]], Callable[[dict[str, Any]], dict[str, Any]]]:
     def register(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
         MOCK_INVOKES[token] = fn
         return fn
@@ -161,8 +167,10 @@ class Run:
     def kubernetes_objects(self) -> list[Resource]:
         """Kubernetes objects the program creates itself (not Helm releases or providers)."""
         return [
-            r for r in self.resources
-            if r.type.startswith("kubernetes:") and r.custom
+            r
+            for r in self.resources
+            if r.type.startswith("kubernetes:")
+            and r.custom
             and not r.type.startswith("kubernetes:helm.sh/")
             and r.type != "pulumi:providers:kubernetes"
         ]
@@ -234,11 +242,20 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         inputs = rpc.deserialize_properties(request.object)
         stack_urn_suffix = "::pulumi:pulumi:Stack::"
         parent = "" if stack_urn_suffix in request.parent else request.parent
-        self.records.append(Resource(
-            type=request.type, name=request.name, urn=urn, parent=parent, provider=request.provider,
-            custom=bool(request.custom), inputs=_plain(inputs), state=_plain(registration.state),
-            aliases=(*request.aliasURNs, *(a.spec.name or a.urn for a in request.aliases)), protect=bool(request.protect),
-        ))
+        self.records.append(
+            Resource(
+                type=request.type,
+                name=request.name,
+                urn=urn,
+                parent=parent,
+                provider=request.provider,
+                custom=bool(request.custom),
+                inputs=_plain(inputs),
+                state=_plain(registration.state),
+                aliases=(*request.aliasURNs, *(a.spec.name or a.urn for a in request.aliases)),
+                protect=bool(request.protect),
+            )
+        )
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
@@ -297,7 +314,10 @@ def to_pulumi_strings(config: Mapping[str, Any]) -> dict[str, str]:
     for key, value in config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             if key not in SECRET_STAND_INS:
-                raise KitError(f"{key}: encrypted stack value without a stand-in; add one to SECRET_STAND_INS in " "tests/pulumi_kit.py")
+                raise KitError(
+                    f"{key}: encrypted stack value without a stand-in; add one to SECRET_STAND_INS in "
+                    "tests/pulumi_kit.py"
+                )
             out[key] = SECRET_STAND_INS[key]
         elif isinstance(value, bool):
             out[key] = "true" if value else "false"
@@ -359,9 +379,12 @@ def run_program(
     _sync_await(wait_for_rpcs())
 
     exports = _resolve_exports()
-    components = {urn: out for urn, out in monitor.outputs.items() if not urn.split("::")[2].endswith("pulumi:pulumi:Stack")}
-    run = Run(stack=stack, resources=monitor.records, invokes=mocks.invokes, exports=exports,
-              component_outputs=components)
+    components = {
+        urn: out for urn, out in monitor.outputs.items() if not urn.split("::")[2].endswith("pulumi:pulumi:Stack")
+    }
+    run = Run(
+        stack=stack, resources=monitor.records, invokes=mocks.invokes, exports=exports, component_outputs=components
+    )
     _check(run, mocks, allow_empty)
     return run
 
@@ -393,7 +416,7 @@ def _check(run: Run, mocks: RecordingMocks, allow_empty: bool) -> None:
     for r in run.resources:
         for path, v in _walk(r.inputs):
             if isinstance(v, str) and UNMOCKED in v:
-                leaks.append(f"{r.type} {r.name} input {path} <- {v[v.index(UNMOCKED) + len(UNMOCKED):]}")
+                leaks.append(f"{r.type} {r.name} input {path} <- {v[v.index(UNMOCKED) + len(UNMOCKED) :]}")
     for inv in run.invokes:
         for path, v in _walk(inv.args):
             if isinstance(v, str) and UNMOCKED in v:
@@ -402,4 +425,7 @@ def _check(run: Run, mocks: RecordingMocks, allow_empty: bool) -> None:
         if isinstance(v, str) and UNMOCKED in v:
             leaks.append(f"export {path} <- {v}")
     if leaks:
-        raise KitError("the program read outputs the mocks did not return (add them to tests/mock_outputs.py): " + "; ".join(leaks[:10]))
+        raise KitError(
+            "the program read outputs the mocks did not return (add them to tests/mock_outputs.py): "
+            + "; ".join(leaks[:10])
+        )

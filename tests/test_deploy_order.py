@@ -28,16 +28,26 @@ def _account(step: str) -> str:
 def _run(step: str) -> Run:
     if step.startswith("bootstrap/"):
         name = step.split("/", 1)[1]
-        return run_program(name, program=ROOT / "bootstrap" / "__main__.py", stack_file=ROOT / "bootstrap" / f"Pulumi.{name}.yaml",
-                           project=bootstrap_config.PROJECT)
+        return run_program(
+            name,
+            program=ROOT / "bootstrap" / "__main__.py",
+            stack_file=ROOT / "bootstrap" / f"Pulumi.{name}.yaml",
+            project=bootstrap_config.PROJECT,
+        )
     return stack_run(step)
 
 
 def created(run: Run, account: str) -> set[str]:
     """ARNs of the principals a run creates, in its real account (the mocks use one account)."""
-    out = {f"arn:aws:iam::{account}:role/{r.inputs['name']}" for r in run.of_type("aws:iam/role:Role") if r.inputs.get("name")}
-    out |= {f"arn:aws:iam::{account}:oidc-provider/{str(p.inputs['url']).removeprefix('https://')}"
-            for p in run.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")}
+    out = {
+        f"arn:aws:iam::{account}:role/{r.inputs['name']}"
+        for r in run.of_type("aws:iam/role:Role")
+        if r.inputs.get("name")
+    }
+    out |= {
+        f"arn:aws:iam::{account}:oidc-provider/{str(p.inputs['url']).removeprefix('https://')}"
+        for p in run.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")
+    }
     return out
 
 
@@ -85,10 +95,14 @@ def test_no_stack_names_a_principal_created_after_it(runs: dict[str, Run]) -> No
 
 def test_the_order_is_real(runs: dict[str, Run]) -> None:
     """The check sees what it guards: principals named across stacks and the creators of each."""
-    assert "arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com" in created(runs["bootstrap/nonprod"], "111122223333")
+    assert "arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com" in created(
+        runs["bootstrap/nonprod"], "111122223333"
+    )
     assert "arn:aws:iam::444455556666:role/triton-platform-prod-promoter" in created(runs["prod"], "444455556666")
     # dev names the provider the nonprod bootstrap created (earlier: allowed).
-    assert "arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com" in named_principals(runs["dev"])
+    assert "arn:aws:iam::111122223333:oidc-provider/token.actions.githubusercontent.com" in named_principals(
+        runs["dev"]
+    )
     # staging grants prod's account root, narrowed to the promoter by a condition.
     assert "arn:aws:iam::444455556666:root" in named_principals(runs["staging"])
     assert "arn:aws:iam::444455556666:role/triton-platform-prod-promoter" not in named_principals(runs["staging"])

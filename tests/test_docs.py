@@ -61,8 +61,10 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
 def test_the_check_finds_a_missing_document_and_a_missing_heading(tmp_path: Path) -> None:
     assert missing_references(["README.md"]) == []
     md = ".md"  # spelled apart so that this file does not cite the documents it makes up
-    (tmp_path / "cites.txt").write_text(f"see DESIGN{md} and docs/architecture{md}#no-such-heading and https://example.com/x{md}\n"
-                                        f"and docs/architecture{md}#the-agents-pass\n")
+    (tmp_path / "cites.txt").write_text(
+        f"see DESIGN{md} and docs/architecture{md}#no-such-heading and https://example.com/x{md}\n"
+        f"and docs/architecture{md}#the-agents-pass\n"
+    )
     assert missing_references(["cites.txt"], tmp_path) == [
         f"cites.txt:1: DESIGN{md}",
         f"cites.txt:1: docs/architecture{md}#no-such-heading (no such heading)",

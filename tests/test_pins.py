@@ -24,11 +24,23 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-PIN_FILES = ("requirements.txt", "requirements-dev.txt", "requirements-scan.txt", "policy/requirements.txt", "docker/agent-requirements.txt", "requirements-uv.txt")
+PIN_FILES = (
+    "requirements.txt",
+    "requirements-dev.txt",
+    "requirements-scan.txt",
+    "policy/requirements.txt",
+    "docker/agent-requirements.txt",
+    "requirements-uv.txt",
+)
 # requirements-uv.txt pins the one installer (uv has no Python dependencies); every other file a closure.
 MIN_PINS = {"requirements-uv.txt": 1}
 # The file each virtualenv of the Makefile installs, by the target that builds it.
-MAKE_INSTALLS = {"uv": "requirements-uv.txt", "venv": "requirements-dev.txt", "policy-venv": "policy/requirements.txt", "scan-venv": "requirements-scan.txt"}
+MAKE_INSTALLS = {
+    "uv": "requirements-uv.txt",
+    "venv": "requirements-dev.txt",
+    "policy-venv": "policy/requirements.txt",
+    "scan-venv": "requirements-scan.txt",
+}
 
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+!-]*)$")
 HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
@@ -96,7 +108,9 @@ def closure_gaps(pinned: dict[str, Pin]) -> list[str]:
             continue
         for line in dist.requires or []:
             req = Requirement(line)
-            wanted = req.marker is None or any(req.marker.evaluate({**default_environment(), "extra": e}) for e in ("", *extras))
+            wanted = req.marker is None or any(
+                req.marker.evaluate({**default_environment(), "extra": e}) for e in ("", *extras)
+            )
             if not wanted:
                 continue
             dep = canonicalize_name(req.name)
@@ -111,14 +125,20 @@ def closure_gaps(pinned: dict[str, Pin]) -> list[str]:
 
 
 def version_mismatches(pinned: dict[str, Pin], reference: dict[str, Pin]) -> list[str]:
-    return [f"{n}=={p.version}, {reference[n].version} in the reference" for n, p in sorted(pinned.items()) if n in reference and reference[n].version != p.version]
+    return [
+        f"{n}=={p.version}, {reference[n].version} in the reference"
+        for n, p in sorted(pinned.items())
+        if n in reference and reference[n].version != p.version
+    ]
 
 
 def installs_without_hashes(dry_run: str, files: dict[str, str]) -> list[str]:
     """The files of `files` that no `pip install --require-hashes -r FILE` (pip's or `uv pip`'s) line
     of a `make -n` dry run installs."""
     lines = [ln for ln in dry_run.splitlines() if " -m pip install " in ln or "/uv pip install " in ln]
-    return sorted(f for f in files.values() if not any("--require-hashes" in ln.split() and f"-r {f}" in ln for ln in lines))
+    return sorted(
+        f for f in files.values() if not any("--require-hashes" in ln.split() and f"-r {f}" in ln for ln in lines)
+    )
 
 
 def read(name: str) -> str:
@@ -126,6 +146,7 @@ def read(name: str) -> str:
 
 
 # ---- the checks, on the files of the tree ----------------------------------------------
+
 
 @pytest.mark.parametrize("name", PIN_FILES)
 def test_every_entry_is_an_exact_pin_with_a_hash(name: str) -> None:
@@ -163,7 +184,9 @@ def test_requirements_in_pins_what_requirements_txt_pins() -> None:
 
 
 def test_the_makefile_installs_every_virtualenv_with_require_hashes() -> None:
-    dry = subprocess.run(["make", "-n", "-B", *MAKE_INSTALLS], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+    dry = subprocess.run(
+        ["make", "-n", "-B", *MAKE_INSTALLS], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     assert installs_without_hashes(dry, MAKE_INSTALLS) == []
     # The editable install stays a separate --no-deps command (pip refuses editables under --require-hashes).
     assert any("--no-deps" in ln and " -e ." in ln and "--require-hashes" not in ln for ln in dry.splitlines())
@@ -177,7 +200,10 @@ HASHED = "pyyaml==6.0.3 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via -r req
 
 def test_problems_names_unhashed_unpinned_and_option_lines() -> None:
     assert problems(HASHED) == []
-    assert problems(UNHASHED) == ["no --hash=sha256 (or another option): pulumi==3.272.0", "no --hash=sha256 (or another option): pyyaml==6.0.3"]
+    assert problems(UNHASHED) == [
+        "no --hash=sha256 (or another option): pulumi==3.272.0",
+        "no --hash=sha256 (or another option): pyyaml==6.0.3",
+    ]
     assert problems("pyyaml>=6 --hash=sha256:" + "a" * 64) == ["not name==version: pyyaml>=6 --hash=sha256:" + "a" * 64]
     assert problems("-r other.txt\n") == ["not name==version: -r other.txt"]
     assert problems("pyyaml==6.0.3 --hash=md5:abc\n") != []
@@ -193,6 +219,13 @@ def test_closure_gaps_names_an_unpinned_dependency() -> None:
 
 
 def test_version_mismatches_and_unhashed_installs_are_named() -> None:
-    assert version_mismatches(pins(HASHED), {"pyyaml": Pin("pyyaml", "6.0.2", ())}) == ["pyyaml==6.0.3, 6.0.2 in the reference"]
-    dry = (".venv/bin/python -m pip install --quiet -r requirements-dev.txt\nx/bin/python -m pip install " "--require-hashes -r requirements-scan.txt\n")
-    assert installs_without_hashes(dry, {"a": "requirements-dev.txt", "b": "requirements-scan.txt"}) == ["requirements-dev.txt"]
+    assert version_mismatches(pins(HASHED), {"pyyaml": Pin("pyyaml", "6.0.2", ())}) == [
+        "pyyaml==6.0.3, 6.0.2 in the reference"
+    ]
+    dry = (
+        ".venv/bin/python -m pip install --quiet -r requirements-dev.txt\nx/bin/python -m pip install "
+        "--require-hashes -r requirements-scan.txt\n"
+    )
+    assert installs_without_hashes(dry, {"a": "requirements-dev.txt", "b": "requirements-scan.txt"}) == [
+        "requirements-dev.txt"
+    ]

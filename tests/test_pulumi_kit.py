@@ -56,7 +56,9 @@ def test_encrypted_stack_values_render_with_a_stand_in(tmp_path: Path) -> None:
 
     text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
     secured = tmp_path / "Pulumi.dev.yaml"
-    secured.write_text(text + "  triton-platform:alertmanagerSlackWebhookUrl:\n    secure: v1:bm90LWEtcmVhbC1jaXBoZXJ0ZXh0\n")
+    secured.write_text(
+        text + "  triton-platform:alertmanagerSlackWebhookUrl:\n    secure: v1:bm90LWEtcmVhbC1jaXBoZXJ0ZXh0\n"
+    )
     run = run_program("dev", stack_file=secured)
     assert run.resources
     assert "hooks.slack.com" not in json.dumps(run.exports)  # the stand-in never leaks into exports

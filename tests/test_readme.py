@@ -126,4 +126,6 @@ def test_the_readme_and_the_operations_guide_tell_one_backend_story() -> None:
     lines = _lines("pulumi")
     assert ["login"] in lines
     for argv in lines:
-        assert not any(a.startswith(("--secrets-provider", "s3://", "file://", "azblob://", "gs://")) for a in argv), argv
+        assert not any(a.startswith(("--secrets-provider", "s3://", "file://", "azblob://", "gs://")) for a in argv), (
+            argv
+        )

@@ -38,12 +38,18 @@ FREE_FORM: dict[tuple[str, str], str] = {
     ("cluster-autoscaler", "extraArgs"): "cluster-autoscaler flags (--<key>=<value>), one per key",
     ("cluster-autoscaler", "expanderPriorities"): "the priority expander's ConfigMap: priority -> node-group regexes",
     ("kube-prometheus-stack", "alertmanager.config"): "Alertmanager's own configuration file, written as-is",
-    ("kube-prometheus-stack", "prometheus.prometheusSpec.storageSpec"): "the operator's StorageSpec (a PVC template), copied into the Prometheus resource",
+    (
+        "kube-prometheus-stack",
+        "prometheus.prometheusSpec.storageSpec",
+    ): "the operator's StorageSpec (a PVC template), copied into the Prometheus resource",
     ("loki", "loki.schemaConfig"): "Loki's schema_config block, written into its configuration file",
     ("loki", "loki.limits_config"): "Loki's limits_config block, written into its configuration file",
     ("loki", "loki.compactor"): "Loki's compactor block, written into its configuration file",
     ("loki", "loki.storage"): "the chart's storage block; the filesystem type takes no bucket names",
-    ("prometheus-adapter", "rules.custom"): "prometheus-adapter discovery rules (a list), written into its configuration file",
+    (
+        "prometheus-adapter",
+        "rules.custom",
+    ): "prometheus-adapter discovery rules (a list), written into its configuration file",
     ("traefik", "tlsOptions"): "named TLSOption resources: option name -> TLSOption spec",
     ("traefik", "service.spec"): "fields merged into the Service spec",
 }
@@ -72,7 +78,7 @@ def _chart_defaults(files: dict[str, bytes], prefix: str) -> dict[str, Any]:
     meta = yaml.safe_load(files[f"{prefix}Chart.yaml"]) or {}
     subcharts: dict[str, str] = {}
     for name in files:
-        rest = name[len(prefix):] if name.startswith(f"{prefix}charts/") else None
+        rest = name[len(prefix) :] if name.startswith(f"{prefix}charts/") else None
         parts = rest.split("/") if rest else []
         if len(parts) == 3 and parts[2] == "Chart.yaml":
             sub_meta = yaml.safe_load(files[name]) or {}
@@ -137,7 +143,9 @@ def unknown_keys(chart: str, values: Any, defaults: Any, path: list[str] | None 
         return []
     if not isinstance(defaults, dict):
         if path and defaults is not None:
-            return [Unknown(".".join(path), f"a map where the chart's default is {type(defaults).__name__} {defaults!r}")]
+            return [
+                Unknown(".".join(path), f"a map where the chart's default is {type(defaults).__name__} {defaults!r}")
+            ]
         defaults = {}
     out: list[Unknown] = []
     for key, value in values.items():

@@ -90,7 +90,9 @@ def chart_metadata(archive: Path) -> dict[str, object]:
                         if isinstance(meta, dict):
                             return meta
     except (OSError, tarfile.TarError, yaml.YAMLError) as exc:
-        raise ChartError(f"charts: {archive} is not a packaged chart ({exc}); allowed: the .tgz `helm pull` writes", 4) from None
+        raise ChartError(
+            f"charts: {archive} is not a packaged chart ({exc}); allowed: the .tgz `helm pull` writes", 4
+        ) from None
     raise ChartError(f"charts: {archive} has no <chart>/Chart.yaml; allowed: the .tgz `helm pull` writes", 4)
 
 
@@ -98,8 +100,11 @@ def check_archive(chart: versions.HelmChart, archive: Path) -> None:
     meta = chart_metadata(archive)
     found = (meta.get("name"), str(meta.get("version")))
     if found != (chart.chart, chart.version):
-        raise ChartError(f"charts: {archive} holds {found[0]} {found[1]}; allowed: {chart.chart} {chart.version} "
-                         "(components/versions.py)", 4)
+        raise ChartError(
+            f"charts: {archive} holds {found[0]} {found[1]}; allowed: {chart.chart} {chart.version} "
+            "(components/versions.py)",
+            4,
+        )
 
 
 def _sha256(path: Path) -> str:
@@ -114,8 +119,11 @@ def _from_mirror(chart: versions.HelmChart, mirror: Path, tmp: Path) -> Path:
     src = mirror / archive_name(chart)
     if not src.is_file():
         held = sorted(p.name for p in mirror.glob("*.tgz")) if mirror.is_dir() else []
-        raise ChartError(f"charts: {archive_name(chart)} is not in the mirror {mirror}; allowed: a version the mirror holds "
-                         f"({', '.join(held) or 'none'}), or unset CHART_MIRROR to `helm pull` it", 3)
+        raise ChartError(
+            f"charts: {archive_name(chart)} is not in the mirror {mirror}; allowed: a version the mirror holds "
+            f"({', '.join(held) or 'none'}), or unset CHART_MIRROR to `helm pull` it",
+            3,
+        )
     dest = tmp / src.name
     shutil.copyfile(src, dest)
     return dest
@@ -124,14 +132,26 @@ def _from_mirror(chart: versions.HelmChart, mirror: Path, tmp: Path) -> Path:
 def _helm_pull(chart: versions.HelmChart, helm: Path, tmp: Path) -> Path:
     if not helm.is_file():
         raise ChartError(f"charts: {helm} is missing; run `make helm` first", 3)
-    cmd = [str(helm), "pull", chart.chart, "--repo", chart.repository, "--version", chart.version, "--destination", str(tmp)]
+    cmd = [
+        str(helm),
+        "pull",
+        chart.chart,
+        "--repo",
+        chart.repository,
+        "--version",
+        chart.version,
+        "--destination",
+        str(tmp),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=helm_env())
     if done.returncode != 0:
         reason = " ".join(done.stderr.split()) or f"exit {done.returncode}"
         raise ChartError(f"charts: helm pull {chart.chart} {chart.version} from {chart.repository} failed: {reason}", 3)
     pulled = sorted(tmp.glob("*.tgz"))
     if len(pulled) != 1:
-        raise ChartError(f"charts: helm pull {chart.chart} {chart.version} wrote {[p.name for p in pulled]}; expected one archive", 3)
+        raise ChartError(
+            f"charts: helm pull {chart.chart} {chart.version} wrote {[p.name for p in pulled]}; expected one archive", 3
+        )
     return pulled[0]
 
 
@@ -156,8 +176,12 @@ def fetch(chart: versions.HelmChart, cache: Path = CACHE, mirror: Path | None = 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="charts", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--cache", type=Path, default=CACHE, help="cache folder (default: .cache/charts)")
-    parser.add_argument("--mirror", type=Path, default=None,
-                        help="copy the archives from this folder instead of `helm pull` (default: $CHART_MIRROR)")
+    parser.add_argument(
+        "--mirror",
+        type=Path,
+        default=None,
+        help="copy the archives from this folder instead of `helm pull` (default: $CHART_MIRROR)",
+    )
     args = parser.parse_args(argv)
     mirror = args.mirror or (Path(os.environ["CHART_MIRROR"]) if os.environ.get("CHART_MIRROR") else None)
     try:

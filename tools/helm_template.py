@@ -91,7 +91,9 @@ def kubernetes_version(stack_dir: Path) -> str:
     inventory = json.loads((stack_dir / "inventory.json").read_text())
     found = {r["inputs"].get("version") for r in inventory if r["type"] == "aws:eks/cluster:Cluster"}
     if len(found) != 1 or not isinstance(next(iter(found)), str):
-        raise RenderError(f"{stack_dir}/inventory.json: expected one EKS cluster with a version, found {sorted(map(str, found))}")
+        raise RenderError(
+            f"{stack_dir}/inventory.json: expected one EKS cluster with a version, found {sorted(map(str, found))}"
+        )
     return str(found.pop())
 
 
@@ -101,7 +103,11 @@ def builtin_api_versions(kubernetes_version: str) -> tuple[str, ...]:
     minor version, read from the OpenAPI schemas kubernetes-validate ships."""
     import importlib.resources
 
-    root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema" / f"v{kubernetes_version}.0-local-strict"
+    root = (
+        importlib.resources.files("kubernetes_validate")
+        / "kubernetes-json-schema"
+        / f"v{kubernetes_version}.0-local-strict"
+    )
     defs = json.loads((root / "_definitions.json").read_text())["$defs"]
     out: set[str] = set()
     for schema in defs.values():
@@ -174,11 +180,21 @@ class Renderer:
         if not archive.is_file():
             raise RenderError(f"{archive} is missing; run `make charts`")
         apis = sorted(set(api_versions))
-        key = hashlib.sha256(json.dumps({
-            "archive": _digest(archive, archive.stat().st_mtime_ns), "helm": _helm_pin(),
-            "name": release.name, "namespace": release.namespace, "values": release.values,
-            "kube": kubernetes_version, "apis": apis, "flags": ["--include-crds", "--skip-tests"],
-        }, sort_keys=True).encode()).hexdigest()
+        key = hashlib.sha256(
+            json.dumps(
+                {
+                    "archive": _digest(archive, archive.stat().st_mtime_ns),
+                    "helm": _helm_pin(),
+                    "name": release.name,
+                    "namespace": release.namespace,
+                    "values": release.values,
+                    "kube": kubernetes_version,
+                    "apis": apis,
+                    "flags": ["--include-crds", "--skip-tests"],
+                },
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()
         cached = self.cache_dir / f"{key}.yaml"
         if cached.is_file():
             return cached.read_text()
@@ -188,14 +204,34 @@ class Renderer:
             values_file = f.name
         try:
             done = subprocess.run(
-                [str(self.helm), "template", release.name, str(archive), "--namespace", release.namespace,
-                 "--values", values_file, "--kube-version", f"{kubernetes_version}.0", "--api-versions", ",".join(apis),
-                 "--include-crds", "--skip-tests"],
-                capture_output=True, text=True, timeout=300, check=False, env=charts.helm_env())
+                [
+                    str(self.helm),
+                    "template",
+                    release.name,
+                    str(archive),
+                    "--namespace",
+                    release.namespace,
+                    "--values",
+                    values_file,
+                    "--kube-version",
+                    f"{kubernetes_version}.0",
+                    "--api-versions",
+                    ",".join(apis),
+                    "--include-crds",
+                    "--skip-tests",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+                env=charts.helm_env(),
+            )
         finally:
             os.unlink(values_file)
         if done.returncode != 0:
-            raise RenderError(f"{release.key} ({release.chart.chart} {release.chart.version}): {' '.join(done.stderr.split())}")
+            raise RenderError(
+                f"{release.key} ({release.chart.chart} {release.chart.version}): {' '.join(done.stderr.split())}"
+            )
         tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
         tmp.write_text(done.stdout)
         os.replace(tmp, cached)

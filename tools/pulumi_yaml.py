@@ -26,7 +26,9 @@ def render() -> str:
 
     project = {
         "name": PROJECT,
-        "description": ("Production NVIDIA Triton inference platform on AWS (EKS + S3 model repository), one stack per environment."),
+        "description": (
+            "Production NVIDIA Triton inference platform on AWS (EKS + S3 model repository), one stack per environment."
+        ),
         "runtime": {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}},
         "stackConfigDir": "stacks",
     }

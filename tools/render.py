@@ -49,24 +49,69 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
     helm.mkdir()
     count = 0
     for r in run.kubernetes_objects():
-        doc = {k: v for k, v in r.inputs.items() if k in ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "type", "rules", "roleRef", "subjects", "immutable", "webhooks", "aggregationRule",
-                                                       # StorageClass has no spec: its fields are top-level.
-                                                       "provisioner", "parameters", "reclaimPolicy", "volumeBindingMode",
-                                                       "allowVolumeExpansion", "mountOptions", "allowedTopologies")}
+        doc = {
+            k: v
+            for k, v in r.inputs.items()
+            if k
+            in (
+                "apiVersion",
+                "kind",
+                "metadata",
+                "spec",
+                "data",
+                "stringData",
+                "type",
+                "rules",
+                "roleRef",
+                "subjects",
+                "immutable",
+                "webhooks",
+                "aggregationRule",
+                # StorageClass has no spec: its fields are top-level.
+                "provisioner",
+                "parameters",
+                "reclaimPolicy",
+                "volumeBindingMode",
+                "allowVolumeExpansion",
+                "mountOptions",
+                "allowedTopologies",
+            )
+        }
         meta = doc.get("metadata") or {}
         if not meta.get("name"):
-            raise SystemExit(f"render: {r.type} {r.name} has no metadata.name; components must name Kubernetes objects explicitly")
+            raise SystemExit(
+                f"render: {r.type} {r.name} has no metadata.name; components must name Kubernetes objects explicitly"
+            )
         count += 1
         fname = f"{count:03d}-{_slug(doc['kind'])}-{_slug(meta.get('namespace', 'cluster'))}-{_slug(meta['name'])}.yaml"
         (manifests / fname).write_text(yaml.safe_dump(doc, sort_keys=False))
     releases = 0
     for r in run.of_type("kubernetes:helm.sh/v3:Release"):
         releases += 1
-        keep = {k: r.inputs.get(k) for k in ("name", "namespace", "chart", "version", "repositoryOpts", "values", "createNamespace", "atomic", "timeout")}
+        keep = {
+            k: r.inputs.get(k)
+            for k in (
+                "name",
+                "namespace",
+                "chart",
+                "version",
+                "repositoryOpts",
+                "values",
+                "createNamespace",
+                "atomic",
+                "timeout",
+            )
+        }
         (helm / f"{_slug(r.name)}.yaml").write_text(yaml.safe_dump(keep, sort_keys=False))
     inventory = [
-        {"type": r.type, "name": r.name, "parent": r.parent_name, "parentType": r.parent_type,
-         "provider": r.provider_name, "inputs": r.inputs}
+        {
+            "type": r.type,
+            "name": r.name,
+            "parent": r.parent_name,
+            "parentType": r.parent_type,
+            "provider": r.provider_name,
+            "inputs": r.inputs,
+        }
         for r in run.resources
     ]
     (out_dir / "inventory.json").write_text(json.dumps(inventory, indent=1, sort_keys=True, default=str))
@@ -79,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stack", help="stack name: dev | staging | prod (reads stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--out", default=str(ROOT / "build"), help="output folder (default: build/)")
     parser.add_argument("--stack-file", type=Path, help="read this stack file instead of stacks/Pulumi.<stack>.yaml")
-    parser.add_argument("--charts", action="store_true",
-                        help="also render every Helm release with helm and its pinned chart into <out>/<stack>/charts/")
+    parser.add_argument(
+        "--charts",
+        action="store_true",
+        help="also render every Helm release with helm and its pinned chart into <out>/<stack>/charts/",
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -100,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stack_dir = Path(args.out) / args.stack
     counts = write_render(run, stack_dir)
-    print(f"render: {args.stack}: {counts['resources']} resources, {counts['manifests']} Kubernetes manifests, "
-          f"{counts['helmReleases']} Helm releases -> {stack_dir}")
+    print(
+        f"render: {args.stack}: {counts['resources']} resources, {counts['manifests']} Kubernetes manifests, "
+        f"{counts['helmReleases']} Helm releases -> {stack_dir}"
+    )
     if args.charts:
         from tools.helm_template import RenderError, kubernetes_version, render_stack
 
@@ -111,8 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         except RenderError as exc:
             print(f"render: helm refuses a release of {args.stack}: {exc}", file=sys.stderr)
             return 3
-        print(f"render: {args.stack}: {sum(map(len, objects.values()))} objects from {len(objects)} charts (Kubernetes " f"{version}) "
-              f"-> {stack_dir / 'charts'} (CRDs: {stack_dir / 'crds'})")
+        print(
+            f"render: {args.stack}: {sum(map(len, objects.values()))} objects from {len(objects)} charts (Kubernetes "
+            f"{version}) "
+            f"-> {stack_dir / 'charts'} (CRDs: {stack_dir / 'crds'})"
+        )
     return 0
 
 

@@ -26,8 +26,13 @@ def scan(checkov: Path, config: Path, folder: Path) -> tuple[bool, str]:
     """(clean, report) for one folder."""
     if not folder.is_dir() or not any(folder.glob("*.yaml")):
         return False, f"scan: {folder}: no rendered manifests (run tools.render first)"
-    done = subprocess.run([str(checkov), "--config-file", str(config), "-d", str(folder)],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [str(checkov), "--config-file", str(config), "-d", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     found = SUMMARY.search(done.stdout)
     if found is None:
         return False, f"scan: {folder}: checkov exited {done.returncode} without a summary\n{done.stdout}{done.stderr}"
@@ -40,8 +45,12 @@ def scan(checkov: Path, config: Path, folder: Path) -> tuple[bool, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scan", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="rendered folders (build/<stack>/manifests, .../charts)")
-    parser.add_argument("--checkov", type=Path, default=ROOT / ".venv-scan" / "bin" / "checkov", help="the checkov executable")
-    parser.add_argument("--config", type=Path, default=ROOT / ".checkov.yaml", help="checkov's config file (the skip list)")
+    parser.add_argument(
+        "--checkov", type=Path, default=ROOT / ".venv-scan" / "bin" / "checkov", help="the checkov executable"
+    )
+    parser.add_argument(
+        "--config", type=Path, default=ROOT / ".checkov.yaml", help="checkov's config file (the skip list)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="folders scanned at a time (default 2)")
     args = parser.parse_args(argv)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

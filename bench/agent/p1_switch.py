@@ -31,10 +31,21 @@ def switch_seconds(load: LoadGenerator, flipped_at: float, version: int, timeout
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.agent.p1_switch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cycles", type=int, default=20, help="publish + rollback cycles (default 20; 2 switch samples each)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.agent.p1_switch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--cycles", type=int, default=20, help="publish + rollback cycles (default 20; 2 switch samples each)"
+    )
     parser.add_argument("--interval", type=float, default=1.0, help="agent --interval in seconds (default 1)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/agent-p1.json"), help="result JSON (default bench/results/agent-p1.json)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/results/agent-p1.json"),
+        help="result JSON (default bench/results/agent-p1.json)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="p1-") as tmp:
         stack = Serving(Path(tmp), ensure_tritonserver(), interval=args.interval)
@@ -52,10 +63,19 @@ def main(argv: list[str] | None = None) -> int:
                     new = cycle + 2
                     assert publish(stack, "add") == new  # returns after the pin PUT
                     t = time.monotonic()
-                    samples.append({"cycle": cycle, "action": "push", "version": new, "seconds": switch_seconds(load, t, new)})
+                    samples.append(
+                        {"cycle": cycle, "action": "push", "version": new, "seconds": switch_seconds(load, t, new)}
+                    )
                     flip_pin(client, BUCKET, "add", current)  # rollback
                     t = time.monotonic()
-                    samples.append({"cycle": cycle, "action": "rollback", "version": current, "seconds": switch_seconds(load, t, current)})
+                    samples.append(
+                        {
+                            "cycle": cycle,
+                            "action": "rollback",
+                            "version": current,
+                            "seconds": switch_seconds(load, t, current),
+                        }
+                    )
                     current = new
                     flip_pin(client, BUCKET, "add", current)
                     switch_seconds(load, time.monotonic(), current)

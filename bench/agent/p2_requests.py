@@ -24,7 +24,11 @@ MODELS, VERSIONS = 20, 3
 
 
 def populate(server: S3Server, bucket: str) -> None:
-    from tests.support.triton import add_model_files, pinned_config, upload_version  # imported here: `--help` needs none of it
+    from tests.support.triton import (
+        add_model_files,
+        pinned_config,
+        upload_version,
+    )  # imported here: `--help` needs none of it
 
     client = server.client()
     for m in range(MODELS):
@@ -33,7 +37,9 @@ def populate(server: S3Server, bucket: str) -> None:
             files = add_model_files(v)
             files["weights.bin"] = os.urandom(1024)
             upload_version(client, bucket, name, v, files, pinned_config(name, v))
-        client.put_object(Bucket=bucket, Key=f"repository/{name}/config.pbtxt", Body=pinned_config(name, VERSIONS).encode())
+        client.put_object(
+            Bucket=bucket, Key=f"repository/{name}/config.pbtxt", Body=pinned_config(name, VERSIONS).encode()
+        )
 
 
 def count_per_minute(server: S3Server, settle: float, window: float) -> tuple[float, dict[str, int]]:
@@ -50,9 +56,20 @@ def count_per_minute(server: S3Server, settle: float, window: float) -> tuple[fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.agent.p2_requests", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--window", type=float, default=60.0, help="seconds of S3 requests counted per side (default 60)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/agent-p2.json"), help="result JSON (default bench/results/agent-p2.json)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.agent.p2_requests",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--window", type=float, default=60.0, help="seconds of S3 requests counted per side (default 60)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/results/agent-p2.json"),
+        help="result JSON (default bench/results/agent-p2.json)",
+    )
     args = parser.parse_args(argv)
     runtime = ensure_tritonserver()
     loaded = False
@@ -65,18 +82,50 @@ def main(argv: list[str] | None = None) -> int:
             env = aws_environ()
             # 1. the agent (no Triton needed to count its S3 traffic: confirmations are local HTTP)
             repo = tmp / "agent" / "models"
-            agent = Process("agent", [sys.executable, "-m", "model_sync", "agent", "--env", "bench", "--bucket", f"s3://{bucket}", "--endpoint-url", server.endpoint,
-                                      "--repository", str(repo), "--interval", "1", "--deployment", "bench", "--replica-id", "r0"], tmp / "agent.log", env=env).start()
+            agent = Process(
+                "agent",
+                [
+                    sys.executable,
+                    "-m",
+                    "model_sync",
+                    "agent",
+                    "--env",
+                    "bench",
+                    "--bucket",
+                    f"s3://{bucket}",
+                    "--endpoint-url",
+                    server.endpoint,
+                    "--repository",
+                    str(repo),
+                    "--interval",
+                    "1",
+                    "--deployment",
+                    "bench",
+                    "--replica-id",
+                    "r0",
+                ],
+                tmp / "agent.log",
+                env=env,
+            ).start()
             wait_until(lambda: len(list(repo.glob("*/config.pbtxt"))) == MODELS, 120, what="agent synced every model")
             agent_rpm, agent_kinds = count_per_minute(server, 3, args.window)
             agent.stop()
             # 2. tritonserver polling S3 directly at the same freshness
             triton = TritonServer(tmp / "unused", tmp / "triton.log", runtime=runtime, extra_env=env)
-            argv = [a if not a.startswith("--model-repository=") else f"--model-repository=s3://{server.endpoint.split('://')[1]}/{bucket}/repository" for a in triton.argv()]
+            argv = [
+                a
+                if not a.startswith("--model-repository=")
+                else f"--model-repository=s3://{server.endpoint.split('://')[1]}/{bucket}/repository"
+                for a in triton.argv()
+            ]
             proc = Process("triton-s3", argv, tmp / "triton.log", env={**env, **stub_environment(env)}).start()
             try:
                 try:
-                    wait_until(lambda: http_status(f"{triton.http_url}/v2/models/model-19/versions/3/ready") == 200, 120, what="triton loaded the models from S3")
+                    wait_until(
+                        lambda: http_status(f"{triton.http_url}/v2/models/model-19/versions/3/ready") == 200,
+                        120,
+                        what="triton loaded the models from S3",
+                    )
                     loaded = True
                 except TimeoutError:
                     loaded = False  # polling cost does not depend on load success; recorded

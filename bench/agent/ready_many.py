@@ -66,7 +66,9 @@ def _wait_status(stack: Serving, names: list[str], timeout: float) -> tuple[floa
         time.sleep(0.25)
     doc = stack.status() or {}
     states = [m.get("state") for m in doc.get("models", {}).values()]
-    raise TimeoutError(f"not every model READY and smoke-tested within {timeout:.0f}s: {states.count('READY')} of {len(names)} READY")
+    raise TimeoutError(
+        f"not every model READY and smoke-tested within {timeout:.0f}s: {states.count('READY')} of {len(names)} READY"
+    )
 
 
 def new_pod(tmp: Path, count: int, timeout: float) -> dict[str, Any]:
@@ -110,12 +112,25 @@ def live_pod(tmp: Path, count: int, timeout: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.agent.ready_many", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.agent.ready_many",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--models", type=int, default=200, help="small python-backend models (default 200)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds per scenario (default 600)")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="give up after this many seconds per scenario (default 600)"
+    )
     parser.add_argument("--only", choices=("new-pod", "live-pod"), help="run one scenario")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each scenario, alternating (default 3: the spread is reported)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/agent-ready.json"), help="result JSON (default bench/results/agent-ready.json)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each scenario, alternating (default 3: the spread is reported)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/results/agent-ready.json"),
+        help="result JSON (default bench/results/agent-ready.json)",
+    )
     args = parser.parse_args(argv)
     runs: dict[str, list[dict[str, Any]]] = {}
     for _ in range(args.repeat):
@@ -136,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         "met": {scenario: r["median_ready_s"] <= TARGET_S for scenario, r in results.items()},
         "scenarios": results,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": ("2 shared cores (other jobs running), CPU tritonserver 2.51 (--model-load-thread-count 4, its default), " "rclone serve s3"),
+        "machine": (
+            "2 shared cores (other jobs running), CPU tritonserver 2.51 (--model-load-thread-count 4, its default), "
+            "rclone serve s3"
+        ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -33,7 +33,9 @@ def make_handler(model: Any, device: str, model_name: str) -> type[BaseHTTPReque
 
         def _send(self, status: int, body: bytes, header_length: int | None = None) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/octet-stream" if header_length is not None else "application/json")
+            self.send_header(
+                "Content-Type", "application/octet-stream" if header_length is not None else "application/json"
+            )
             self.send_header("Content-Length", str(len(body)))
             if header_length is not None:
                 self.send_header(protocol.HEADER_LENGTH, str(header_length))
@@ -61,14 +63,20 @@ def make_handler(model: Any, device: str, model_name: str) -> type[BaseHTTPReque
             with torch.inference_mode():
                 y = model(x)
             out = y.detach().cpu().numpy().astype(np.float32)
-            payload, header_length = protocol.encode_response(model_name, protocol.Tensor("OUTPUT__0", tuple(out.shape), out.tobytes()))
+            payload, header_length = protocol.encode_response(
+                model_name, protocol.Tensor("OUTPUT__0", tuple(out.shape), out.tobytes())
+            )
             self._send(200, payload, header_length)
 
     return Handler
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.serving.baseline_server", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.serving.baseline_server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model-pt", required=True, help="TorchScript file (the model.pt export wrote)")
     p.add_argument("--model-name", default="resnet18")
     p.add_argument("--port", type=int, required=True)

@@ -38,9 +38,18 @@ STUB_PYTHON = "3.12"  # the GPU machine's python3
 
 # name==version -> (wheel file, sha256 from PyPI)
 WHEELS = {
-    "tritonclient==2.51.0": ("tritonclient-2.51.0-py3-none-manylinux1_x86_64.whl", "c485bb0123bdf310f90bc8b03d3489b28df2ffed55b30c7eee0b795b48113d52"),
-    "numpy==1.26.4": ("numpy-1.26.4-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "675d61ffbfa78604709862923189bad94014bef562cc35cf61d3a07bba02a7ed"),
-    "protobuf==6.33.6": ("protobuf-6.33.6-cp39-abi3-manylinux2014_x86_64.whl", "e9db7e292e0ab79dd108d7f1a94fe31601ce1ee3f7b79e0692043423020b0593"),
+    "tritonclient==2.51.0": (
+        "tritonclient-2.51.0-py3-none-manylinux1_x86_64.whl",
+        "c485bb0123bdf310f90bc8b03d3489b28df2ffed55b30c7eee0b795b48113d52",
+    ),
+    "numpy==1.26.4": (
+        "numpy-1.26.4-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "675d61ffbfa78604709862923189bad94014bef562cc35cf61d3a07bba02a7ed",
+    ),
+    "protobuf==6.33.6": (
+        "protobuf-6.33.6-cp39-abi3-manylinux2014_x86_64.whl",
+        "e9db7e292e0ab79dd108d7f1a94fe31601ce1ee3f7b79e0692043423020b0593",
+    ),
 }
 CARRIED = ("numpy==1.26.4", "protobuf==6.33.6")  # tritonclient's wheel only donates perf_analyzer
 PLATFORMS = ("manylinux1_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
@@ -56,11 +65,30 @@ def fetch(spec: str, dest: Path) -> Path:
     path = dest / filename
     if not path.exists():
         dest.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
-               "--python-version", STUB_PYTHON, "--implementation", "cp", *[a for p in PLATFORMS for a in ("--platform", p)], "-d", str(dest), spec]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            STUB_PYTHON,
+            "--implementation",
+            "cp",
+            *[a for p in PLATFORMS for a in ("--platform", p)],
+            "-d",
+            str(dest),
+            spec,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not path.exists():
-            raise BundleError(f"{spec}: pip download failed ({(proc.stderr.strip().splitlines() or ['no output'])[-1]}); allowed: " "a reachable PyPI")
+            raise BundleError(
+                f"{spec}: pip download failed ({(proc.stderr.strip().splitlines() or ['no output'])[-1]}); allowed: "
+                "a reachable PyPI"
+            )
     got = sha256_file(str(path))
     if got != digest:
         raise BundleError(f"{path.name}: sha256 {got}; allowed: {digest} (pinned); delete the file to re-download")
@@ -102,9 +130,13 @@ def build(dist: Path = DIST) -> Path:
         shutil.copy2(src_root / "pytriton/tritonserver/bin/tritonserver", server / "bin" / "tritonserver")
         shutil.copytree(src_root / "pytriton/tritonserver/backends", server / "backends")
         stub = server / "backends" / "python" / "triton_python_backend_stub"
-        shutil.copy2(src_root / f"pytriton/tritonserver/python_backend_stubs/{STUB_PYTHON}/triton_python_backend_stub", stub)
+        shutil.copy2(
+            src_root / f"pytriton/tritonserver/python_backend_stubs/{STUB_PYTHON}/triton_python_backend_stub", stub
+        )
         libsrc = src_root / "nvidia_pytriton.libs"
-        libs = needed_libs(libsrc, [server / "bin" / "tritonserver", server / "backends" / "python" / "libtriton_python.so", stub])
+        libs = needed_libs(
+            libsrc, [server / "bin" / "tritonserver", server / "backends" / "python" / "libtriton_python.so", stub]
+        )
         libdst = stage / "triton" / "nvidia_pytriton.libs"
         libdst.mkdir(parents=True)
         for name in sorted(libs):
@@ -122,7 +154,9 @@ def build(dist: Path = DIST) -> Path:
         import tritonclient
 
         tc_src = Path(tritonclient.__file__).parent
-        shutil.copytree(tc_src, stage / "exsite" / "tritonclient", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            tc_src, stage / "exsite" / "tritonclient", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         dist.mkdir(parents=True, exist_ok=True)
         out = dist / "bundle.tar.xz"
         with tarfile.open(tmp / "bundle.tar.xz", "w:xz", preset=6) as tar:
@@ -131,7 +165,10 @@ def build(dist: Path = DIST) -> Path:
         os.replace(tmp / "bundle.tar.xz", out)
     total = sum(p.stat().st_size for p in dist.rglob("*") if p.is_file())
     if total > LIMIT_BYTES:
-        raise BundleError(f"{dist}: {total / 2**20:.1f} MiB; allowed: <= {LIMIT_BYTES / 2**20:.0f} MiB (copied to the GPU host " "with the repository)")
+        raise BundleError(
+            f"{dist}: {total / 2**20:.1f} MiB; allowed: <= {LIMIT_BYTES / 2**20:.0f} MiB (copied to the GPU host "
+            "with the repository)"
+        )
     for p in sorted(dist.rglob("*")):
         if p.is_file():
             print(f"{p.stat().st_size / 2**20:7.1f} MiB  {p.relative_to(ROOT)}")
@@ -140,8 +177,12 @@ def build(dist: Path = DIST) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.serving.bundle", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Exit codes: 0 built, 1 a download, checksum or size check failed.")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.serving.bundle",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit codes: 0 built, 1 a download, checksum or size check failed.",
+    )
     p.parse_args(argv)
     try:
         build()

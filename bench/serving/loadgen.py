@@ -74,7 +74,9 @@ def _connect(spec: LoadSpec) -> http.client.HTTPConnection:
     return conn
 
 
-def _thread(spec: LoadSpec, body: bytes, header_len: int, start: float, end: float, out: list[float], errors: list[str]) -> None:
+def _thread(
+    spec: LoadSpec, body: bytes, header_len: int, start: float, end: float, out: list[float], errors: list[str]
+) -> None:
     conn = _connect(spec)
     path = f"/v2/models/{spec.model}/infer"
     headers = {"Content-Type": "application/octet-stream", protocol.HEADER_LENGTH: str(header_len)}
@@ -117,7 +119,10 @@ def _worker(spec: LoadSpec, threads: int, start_wall: float, queue: Any) -> None
     end = start + spec.duration_s
     lat: list[float] = []
     errs: list[str] = []
-    pool = [threading.Thread(target=_thread, args=(spec, body, header_len, start, end, lat, errs), daemon=True) for _ in range(threads)]
+    pool = [
+        threading.Thread(target=_thread, args=(spec, body, header_len, start, end, lat, errs), daemon=True)
+        for _ in range(threads)
+    ]
     for t in pool:
         t.start()
     for t in pool:
@@ -159,17 +164,34 @@ def run(spec: LoadSpec) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.serving.loadgen", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.serving.loadgen",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--model", required=True)
-    p.add_argument("--shape", type=protocol.shape_of, default=DEFAULT_SHAPE, help="input shape incl. batch (default 1,3,224,224)")
+    p.add_argument(
+        "--shape", type=protocol.shape_of, default=DEFAULT_SHAPE, help="input shape incl. batch (default 1,3,224,224)"
+    )
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=2.0)
     p.add_argument("--processes", type=int, default=0)
     a = p.parse_args(argv)
-    result = run(LoadSpec(a.host, a.port, a.model, shape=a.shape, concurrency=a.concurrency, duration_s=a.duration, warmup_s=a.warmup, processes=a.processes))
+    result = run(
+        LoadSpec(
+            a.host,
+            a.port,
+            a.model,
+            shape=a.shape,
+            concurrency=a.concurrency,
+            duration_s=a.duration,
+            warmup_s=a.warmup,
+            processes=a.processes,
+        )
+    )
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0 if result["requests"] and not result["errors"] else 1

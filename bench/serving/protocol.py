@@ -30,7 +30,10 @@ class Tensor:
         for d in self.shape:
             n *= d
         if len(self.data) != n * FP32_BYTES:
-            raise ProtocolError(f"tensor {self.name}: {len(self.data)} bytes for shape {list(self.shape)}; allowed: {n * FP32_BYTES} " "(FP32)")
+            raise ProtocolError(
+                f"tensor {self.name}: {len(self.data)} bytes for shape {list(self.shape)}; allowed: {n * FP32_BYTES} "
+                "(FP32)"
+            )
 
 
 def _pack(header: Mapping[str, object], data: bytes) -> tuple[bytes, int]:
@@ -41,7 +44,14 @@ def _pack(header: Mapping[str, object], data: bytes) -> tuple[bytes, int]:
 def encode_request(tensor: Tensor, output: str) -> tuple[bytes, int]:
     """Body and JSON-header length of an infer request asking for `output` as binary data."""
     header = {
-        "inputs": [{"name": tensor.name, "shape": list(tensor.shape), "datatype": "FP32", "parameters": {"binary_data_size": len(tensor.data)}}],
+        "inputs": [
+            {
+                "name": tensor.name,
+                "shape": list(tensor.shape),
+                "datatype": "FP32",
+                "parameters": {"binary_data_size": len(tensor.data)},
+            }
+        ],
         "outputs": [{"name": output, "parameters": {"binary_data": True}}],
     }
     return _pack(header, tensor.data)
@@ -50,14 +60,23 @@ def encode_request(tensor: Tensor, output: str) -> tuple[bytes, int]:
 def encode_response(model: str, tensor: Tensor) -> tuple[bytes, int]:
     header = {
         "model_name": model,
-        "outputs": [{"name": tensor.name, "shape": list(tensor.shape), "datatype": "FP32", "parameters": {"binary_data_size": len(tensor.data)}}],
+        "outputs": [
+            {
+                "name": tensor.name,
+                "shape": list(tensor.shape),
+                "datatype": "FP32",
+                "parameters": {"binary_data_size": len(tensor.data)},
+            }
+        ],
     }
     return _pack(header, tensor.data)
 
 
 def _split(body: bytes, header_length: int | None, key: str) -> Tensor:
     if header_length is None:
-        raise ProtocolError(f"{HEADER_LENGTH}: missing; allowed: the JSON header length in bytes (binary tensor extension)")
+        raise ProtocolError(
+            f"{HEADER_LENGTH}: missing; allowed: the JSON header length in bytes (binary tensor extension)"
+        )
     if not 0 < header_length <= len(body):
         raise ProtocolError(f"{HEADER_LENGTH}: {header_length} for a {len(body)}-byte body; allowed: 1..{len(body)}")
     try:
@@ -67,12 +86,17 @@ def _split(body: bytes, header_length: int | None, key: str) -> Tensor:
         shape = tuple(int(d) for d in entry["shape"])
         dtype = entry["datatype"]
     except (ValueError, KeyError, TypeError) as e:
-        raise ProtocolError(f"JSON header: not one binary {key[:-1]} tensor ({type(e).__name__}: {e}); allowed: the binary tensor " "extension form") from None
+        raise ProtocolError(
+            f"JSON header: not one binary {key[:-1]} tensor ({type(e).__name__}: {e}); allowed: the binary tensor "
+            "extension form"
+        ) from None
     if dtype != "FP32":
         raise ProtocolError(f"{key[:-1]} datatype: {dtype!r}; allowed: 'FP32'")
     data = body[header_length:]
     if len(data) != size:
-        raise ProtocolError(f"binary_data_size: {size}, body carries {len(data)} bytes after the header; allowed: equal")
+        raise ProtocolError(
+            f"binary_data_size: {size}, body carries {len(data)} bytes after the header; allowed: equal"
+        )
     return Tensor(str(entry["name"]), shape, data)
 
 

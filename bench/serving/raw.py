@@ -70,7 +70,9 @@ def measure(model_pt: str, batch: int, device: str = "cuda", repeats: int = 20, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.serving.raw", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.serving.raw", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model-pt", required=True)
     p.add_argument("--batch", type=int, action="append", required=True)
     p.add_argument("--device", default="cuda")

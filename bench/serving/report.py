@@ -52,31 +52,61 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         ax1.plot(conc, [p["throughput"] for p in pts], marker="o", label=f"Triton {v['name']}")
         ax2.plot([p["throughput"] for p in pts], [p["p99_ms"] for p in pts], marker="o", label=f"Triton {v['name']}")
     for r in doc["raw"]:
-        ax1.axhline(r["img_per_s"], linestyle="--", color="black" if r["batch"] == stats.RAW_REFERENCE_BATCH else "grey",
-                    label=f"raw TorchScript, batch {r['batch']} (limit)")
-    ax1.axhline(doc["raw"][0]["img_per_s"] * stats.TARGET_RAW_FRACTION, linestyle=":", color="green", label="target: 50 % of raw batch 64")
+        ax1.axhline(
+            r["img_per_s"],
+            linestyle="--",
+            color="black" if r["batch"] == stats.RAW_REFERENCE_BATCH else "grey",
+            label=f"raw TorchScript, batch {r['batch']} (limit)",
+        )
+    ax1.axhline(
+        doc["raw"][0]["img_per_s"] * stats.TARGET_RAW_FRACTION,
+        linestyle=":",
+        color="green",
+        label="target: 50 % of raw batch 64",
+    )
     base = max(p["throughput"] for p in doc["baseline"]["points"])
     ax1.axhline(base, linestyle="-.", color="red", label=f"one-request HTTP baseline ({base:,.0f} req/s)")
-    ax1.set(xscale="log", xlabel="concurrent requests (client)", ylabel="requests/s = images/s", title="Throughput vs concurrency")
+    ax1.set(
+        xscale="log",
+        xlabel="concurrent requests (client)",
+        ylabel="requests/s = images/s",
+        title="Throughput vs concurrency",
+    )
     ax1.set_xticks([1, 8, 32, 64, 128, 256, 512], labels=["1", "8", "32", "64", "128", "256", "512"])
     ax2.axhline(stats.TARGET_P99_MS, linestyle=":", color="green", label="p99 budget 80 ms")
     bp = doc["baseline"]["points"][0]
     ax2.plot([bp["throughput"]], [bp["p99_ms"]], marker="s", color="red", label="one-request HTTP baseline")
-    ax2.set(xlabel="requests/s", ylabel="p99 latency (ms, client side)", title="p99 latency vs throughput", yscale="log")
+    ax2.set(
+        xlabel="requests/s", ylabel="p99 latency (ms, client side)", title="p99 latency vs throughput", yscale="log"
+    )
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     env = doc["environment"]
-    fig.suptitle(f"ResNet-18 fp32 on {env['gpu']} (driver {env['driver']}), Triton {env['triton']} python backend, torch " f"{env['torch']}", fontsize=10)
+    fig.suptitle(
+        f"ResNet-18 fp32 on {env['gpu']} (driver {env['driver']}), Triton {env['triton']} python backend, torch "
+        f"{env['torch']}",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.serving.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("result", nargs="?", type=Path, default=RESULT,
-                   help=(f"serving.json written by bench.serving.run (default: {RESULT.relative_to(ROOT)}); the plot is written " "beside it as .png"))
+    p = argparse.ArgumentParser(
+        prog="python -m bench.serving.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "result",
+        nargs="?",
+        type=Path,
+        default=RESULT,
+        help=(
+            f"serving.json written by bench.serving.run (default: {RESULT.relative_to(ROOT)}); the plot is written "
+            "beside it as .png"
+        ),
+    )
     result = p.parse_args(argv).result
     doc = json.loads(result.read_text())
     stats.validate_result(doc)

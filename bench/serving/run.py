@@ -61,12 +61,32 @@ class Variant:
             name, count, pref, delay, mbs = text.split(":")
             return cls(name, int(count), tuple(int(p) for p in pref.split("/") if p), int(delay), int(mbs))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"--variant {text!r}; allowed: NAME:COUNT:PREF1/PREF2:DELAY_US:MAX_BATCH, e.g. " "resnet18-i4:4:64:2000:128") from None
+            raise argparse.ArgumentTypeError(
+                f"--variant {text!r}; allowed: NAME:COUNT:PREF1/PREF2:DELAY_US:MAX_BATCH, e.g. "
+                "resnet18-i4:4:64:2000:128"
+            ) from None
 
     def export_args(self, output: Path, kind: str) -> list[str]:
-        args = [FACTORY, "--name", self.name, "--output", str(output), "--example-shape", ",".join(map(str, (4, *INPUT_SHAPE))), "--target", "local",
-                "--max-batch-size", str(self.max_batch_size), "--max-queue-delay-us", str(self.max_queue_delay_us),
-                "--instance-kind", kind, "--instance-count", str(self.instance_count), "--overwrite"]
+        args = [
+            FACTORY,
+            "--name",
+            self.name,
+            "--output",
+            str(output),
+            "--example-shape",
+            ",".join(map(str, (4, *INPUT_SHAPE))),
+            "--target",
+            "local",
+            "--max-batch-size",
+            str(self.max_batch_size),
+            "--max-queue-delay-us",
+            str(self.max_queue_delay_us),
+            "--instance-kind",
+            kind,
+            "--instance-count",
+            str(self.instance_count),
+            "--overwrite",
+        ]
         for p in self.preferred:
             args += ["--preferred-batch-size", str(p)]
         return args
@@ -177,7 +197,13 @@ class Bench:
             "environment": {},
             "model": {"factory": FACTORY, "input_shape": list(INPUT_SHAPE), "dtype": "FP32"},
             "raw": [],
-            "baseline": {"server": ("bench.serving.baseline_server (single-threaded http.server, batch 1, torch on the same device)"), "client": "bench.serving.loadgen (HTTP, binary tensors)", "points": []},
+            "baseline": {
+                "server": (
+                    "bench.serving.baseline_server (single-threaded http.server, batch 1, torch on the same device)"
+                ),
+                "client": "bench.serving.loadgen (HTTP, binary tensors)",
+                "points": [],
+            },
             "triton": [],
             "errors": [],
             "settings": {k: v for k, v in vars(a).items() if k not in ("out", "work")},
@@ -192,7 +218,13 @@ class Bench:
             return fn()
         except Exception as e:
             log(f"!! {phase}: {type(e).__name__}: {e}")
-            self.doc["errors"].append({"phase": phase, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:600]}", "trace": traceback.format_exc()[-1500:]})
+            self.doc["errors"].append(
+                {
+                    "phase": phase,
+                    "error": f"{type(e).__name__}: {' '.join(str(e).split())[:600]}",
+                    "trace": traceback.format_exc()[-1500:],
+                }
+            )
             return None
 
     # -- phases ---------------------------------------------------------------------------
@@ -201,12 +233,22 @@ class Bench:
         q = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"])
         parts = [p.strip() for p in q.split(",")] if "," in q else [q, "n/a", "n/a", "n/a"]
         env.update(gpu=parts[0], driver=parts[1], gpu_memory=parts[2], gpu_max_sm_clock=parts[3])
-        probe = ("import " "json,torch;print(json.dumps({'torch':torch.__version__,'cuda':torch.version.cuda,'cudnn':torch.backends." "cudnn.version(),'cuda_available':torch.cuda.is_available()}))")
+        probe = (
+            "import "
+            "json,torch;print(json.dumps({'torch':torch.__version__,'cuda':torch.version.cuda,'cudnn':torch.backends."
+            "cudnn.version(),'cuda_available':torch.cuda.is_available()}))"
+        )
         try:
             env.update(json.loads(sh([sys.executable, "-c", probe], timeout=120).splitlines()[-1]))
         except (ValueError, IndexError):
             env["torch"] = "unknown"
-        env.update(python=platform.python_version(), cpu_count=os.cpu_count(), kernel=platform.release(), triton="not started", perf_analyzer=self.a.perf_analyzer)
+        env.update(
+            python=platform.python_version(),
+            cpu_count=os.cpu_count(),
+            kernel=platform.release(),
+            triton="not started",
+            perf_analyzer=self.a.perf_analyzer,
+        )
         env["dev_shm"] = sh(["df", "-h", "/dev/shm"]).splitlines()[-1:]
         log(f"environment: {json.dumps(env)}")
 
@@ -221,25 +263,39 @@ class Bench:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
             log((proc.stdout + proc.stderr).strip()[-800:])
             if proc.returncode != 0:
-                raise RuntimeError(f"model-sync export {v.name}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-400:]}")
+                raise RuntimeError(
+                    f"model-sync export {v.name}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-400:]}"
+                )
             meta = json.loads((self.repo / v.name / "export.json").read_text())
-            self.doc["triton"].append({
-                "name": v.name,
-                "variant": asdict(v),
-                "export_command": "model-sync export " + " ".join(cmd[4:]).replace(str(self.repo), "REPO"),
-                "export_seconds": round(time.monotonic() - t0, 1),
-                "export_meta": meta,
-                "config_pbtxt": (self.repo / v.name / "config.pbtxt").read_text(),
-                "client": "perf_analyzer grpc + system shm",
-                "points": [],
-            })
+            self.doc["triton"].append(
+                {
+                    "name": v.name,
+                    "variant": asdict(v),
+                    "export_command": "model-sync export " + " ".join(cmd[4:]).replace(str(self.repo), "REPO"),
+                    "export_seconds": round(time.monotonic() - t0, 1),
+                    "export_meta": meta,
+                    "config_pbtxt": (self.repo / v.name / "config.pbtxt").read_text(),
+                    "client": "perf_analyzer grpc + system shm",
+                    "points": [],
+                }
+            )
         self.doc["model"]["source"] = self.doc["triton"][0]["export_meta"].get("factory")
 
     def model_pt(self) -> Path:
         return self.repo / self.variants[0].name / "1" / "model.pt"
 
     def raw(self) -> None:
-        cmd = [sys.executable, "-m", "bench.serving.raw", "--model-pt", str(self.model_pt()), "--device", self.a.device, "--repeats", str(self.a.raw_repeats)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.serving.raw",
+            "--model-pt",
+            str(self.model_pt()),
+            "--device",
+            self.a.device,
+            "--repeats",
+            str(self.a.raw_repeats),
+        ]
         for b in self.a.raw_batch:
             cmd += ["--batch", str(b)]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
@@ -250,15 +306,46 @@ class Bench:
 
     def baseline(self) -> None:
         port = free_port()
-        srv = Process("baseline", [sys.executable, "-m", "bench.serving.baseline_server", "--model-pt", str(self.model_pt()), "--port", str(port), "--device", self.a.device],
-                      self.out / "baseline.log", cwd=ROOT).start()
+        srv = Process(
+            "baseline",
+            [
+                sys.executable,
+                "-m",
+                "bench.serving.baseline_server",
+                "--model-pt",
+                str(self.model_pt()),
+                "--port",
+                str(port),
+                "--device",
+                self.a.device,
+            ],
+            self.out / "baseline.log",
+            cwd=ROOT,
+        ).start()
         try:
-            wait_until(lambda: http_status(f"http://{LOOPBACK}:{port}/v2/health/ready") == 200, 180, what="baseline server ready")
+            wait_until(
+                lambda: http_status(f"http://{LOOPBACK}:{port}/v2/health/ready") == 200,
+                180,
+                what="baseline server ready",
+            )
             for c in self.a.baseline_concurrency:
                 with GpuSampler() as gpu:
-                    r = loadgen.run(loadgen.LoadSpec(LOOPBACK, port, "resnet18", concurrency=c, duration_s=self.a.baseline_seconds, warmup_s=2.0, processes=1))
+                    r = loadgen.run(
+                        loadgen.LoadSpec(
+                            LOOPBACK,
+                            port,
+                            "resnet18",
+                            concurrency=c,
+                            duration_s=self.a.baseline_seconds,
+                            warmup_s=2.0,
+                            processes=1,
+                        )
+                    )
                 r["gpu_util_pct"] = gpu.mean
-                log(f"baseline c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms " f"errors {r['errors']}")
+                log(
+                    f"baseline c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms "
+                    f"errors {r['errors']}"
+                )
                 self.doc["baseline"]["points"].append(r)
         finally:
             srv.stop(timeout=10)
@@ -277,31 +364,61 @@ class Bench:
             # ref: https://github.com/triton-inference-server/python_backend#managing-shared-memory
             f"--backend-config=python,shm-default-byte-size={shm}",
             f"--backend-config=python,shm-growth-byte-size={shm}",
-            f"--http-address={LOOPBACK}", f"--http-port={http}",
-            f"--grpc-address={LOOPBACK}", f"--grpc-port={grpc}",
-            f"--metrics-address={LOOPBACK}", f"--metrics-port={metrics}",
+            f"--http-address={LOOPBACK}",
+            f"--http-port={http}",
+            f"--grpc-address={LOOPBACK}",
+            f"--grpc-port={grpc}",
+            f"--metrics-address={LOOPBACK}",
+            f"--metrics-port={metrics}",
             "--exit-timeout-secs=15",
         ]
 
     def perf_point(self, model: str, grpc: int, metrics: int, sid: int, c: int, measure_ms: int) -> dict[str, Any]:
         csv_path = self.work / f"pa-{model}-{c}.csv"
-        cmd = [self.a.perf_analyzer, "-m", model, "-u", f"{LOOPBACK}:{grpc}", "-i", "grpc", "--async", "--shared-memory", "system",
-               "--output-shared-memory-size", "65536", "--concurrency-range", f"{c}:{c}", "--measurement-interval", str(measure_ms),
-               "--stability-percentage", "100", "--max-trials", "6", "-f", str(csv_path)]
+        cmd = [
+            self.a.perf_analyzer,
+            "-m",
+            model,
+            "-u",
+            f"{LOOPBACK}:{grpc}",
+            "-i",
+            "grpc",
+            "--async",
+            "--shared-memory",
+            "system",
+            "--output-shared-memory-size",
+            "65536",
+            "--concurrency-range",
+            f"{c}:{c}",
+            "--measurement-interval",
+            str(measure_ms),
+            "--stability-percentage",
+            "100",
+            "--max-trials",
+            "6",
+            "-f",
+            str(csv_path),
+        ]
         env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(Path(self.a.perf_analyzer).parent.parent / "lib"), env.get("LD_LIBRARY_PATH", "")) if p)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (str(Path(self.a.perf_analyzer).parent.parent / "lib"), env.get("LD_LIBRARY_PATH", "")) if p
+        )
         before = metrics_text(metrics)
         cpu0 = session_cpu_seconds(sid)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         with GpuSampler() as gpu:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=max(60, measure_ms / 1000 * 12), check=False)
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, timeout=max(60, measure_ms / 1000 * 12), check=False
+            )
         wall = time.monotonic() - t0
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu1 = session_cpu_seconds(sid)
         after = metrics_text(metrics)
         if proc.returncode != 0 or not csv_path.exists():
-            raise RuntimeError(f"perf_analyzer c={c}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+            raise RuntimeError(
+                f"perf_analyzer c={c}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}"
+            )
         row = stats.parse_perf_analyzer_csv(csv_path.read_text())[0]
         point: dict[str, Any] = dict(row)
         point.update(stats.batch_stats(before, after, model))
@@ -344,10 +461,17 @@ class Bench:
                     if self.left() < 25:
                         entry.setdefault("skipped_concurrency", []).append(c)
                         continue
-                    p = self.guard(f"perf {name} c={c}", lambda name=name, c=c: self.perf_point(name, grpc, metrics, sid, c, self.a.measure_ms))
+                    p = self.guard(
+                        f"perf {name} c={c}",
+                        lambda name=name, c=c: self.perf_point(name, grpc, metrics, sid, c, self.a.measure_ms),
+                    )
                     if p:
-                        log(f"{name} c={c}: {p['throughput']:.0f} req/s p50 {p['p50_ms']:.1f} p99 {p['p99_ms']:.1f} " f"ms batch {p['avg_batch']:.1f} "
-                            f"gpu {p['gpu_util_pct'] or 0:.0f}% server cpu {p['server_cpu_cores']:.1f} client cpu " f"{p['client_cpu_cores']:.1f}")
+                        log(
+                            f"{name} c={c}: {p['throughput']:.0f} req/s p50 {p['p50_ms']:.1f} p99 {p['p99_ms']:.1f} "
+                            f"ms batch {p['avg_batch']:.1f} "
+                            f"gpu {p['gpu_util_pct'] or 0:.0f}% server cpu {p['server_cpu_cores']:.1f} client cpu "
+                            f"{p['client_cpu_cores']:.1f}"
+                        )
                         entry["points"].append(p)
             self.guard("http cross-check", lambda: self.http_check(http, metrics))
         finally:
@@ -362,14 +486,24 @@ class Bench:
             raise RuntimeError("deadline: no time left for the HTTP cross-check")
         before = metrics_text(metrics)
         with GpuSampler() as gpu:
-            r = loadgen.run(loadgen.LoadSpec(LOOPBACK, http, name, concurrency=c, duration_s=self.a.baseline_seconds, warmup_s=2.0))
+            r = loadgen.run(
+                loadgen.LoadSpec(LOOPBACK, http, name, concurrency=c, duration_s=self.a.baseline_seconds, warmup_s=2.0)
+            )
         r.update(stats.batch_stats(before, metrics_text(metrics), name), gpu_util_pct=gpu.mean)
-        entry = {"name": f"{name} (HTTP, loadgen)", "variant": None, "config_pbtxt": next(t["config_pbtxt"] for t in self.doc["triton"] if t["name"] == name),
-                 "client": "bench.serving.loadgen HTTP", "points": [r]}
+        entry = {
+            "name": f"{name} (HTTP, loadgen)",
+            "variant": None,
+            "config_pbtxt": next(t["config_pbtxt"] for t in self.doc["triton"] if t["name"] == name),
+            "client": "bench.serving.loadgen HTTP",
+            "points": [r],
+        }
         if not r["requests"]:
             entry["failed"] = f"no request completed without error: {(r['error_samples'] or ['no sample'])[0][:400]}"
         self.doc["triton"].append(entry)
-        log(f"http check {name} c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.1f} p99 {r['p99_ms']:.1f} batch " f"{r['avg_batch']:.1f} client cpu {r['client_cpu_cores']:.1f}")
+        log(
+            f"http check {name} c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.1f} p99 {r['p99_ms']:.1f} batch "
+            f"{r['avg_batch']:.1f} client cpu {r['client_cpu_cores']:.1f}"
+        )
 
     def write(self) -> Path:
         if self.doc["raw"] and self.doc["baseline"]["points"] and any(t["points"] for t in self.doc["triton"]):
@@ -402,16 +536,28 @@ class Bench:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.serving.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--triton-root", required=True, help="directory holding pytriton/tritonserver/ and nvidia_pytriton.libs/")
-    p.add_argument("--perf-analyzer", required=True, help="perf_analyzer binary (its lib/ sibling goes on LD_LIBRARY_PATH)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.serving.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--triton-root", required=True, help="directory holding pytriton/tritonserver/ and nvidia_pytriton.libs/"
+    )
+    p.add_argument(
+        "--perf-analyzer", required=True, help="perf_analyzer binary (its lib/ sibling goes on LD_LIBRARY_PATH)"
+    )
     p.add_argument("--stub-pythonpath", default="", help="PYTHONPATH for the python backend stub (numpy<2)")
-    p.add_argument("--export-pythonpath", default="", help="extra PYTHONPATH for model-sync export (tritonclient, protobuf)")
+    p.add_argument(
+        "--export-pythonpath", default="", help="extra PYTHONPATH for model-sync export (tritonclient, protobuf)"
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--work", default="/tmp/bench-serving")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"))
-    p.add_argument("--variant", action="append", help=f"NAME:COUNT:PREF1/PREF2:DELAY_US:MAX_BATCH (repeat; default {' '.join(DEFAULT_VARIANTS)})")
+    p.add_argument(
+        "--variant",
+        action="append",
+        help=f"NAME:COUNT:PREF1/PREF2:DELAY_US:MAX_BATCH (repeat; default {' '.join(DEFAULT_VARIANTS)})",
+    )
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256, 512])
     p.add_argument("--measure-ms", type=int, default=3000, help="perf_analyzer measurement window")
     p.add_argument("--baseline-concurrency", type=int, nargs="+", default=[1])

@@ -45,7 +45,15 @@ def latency_summary(latencies_s: Sequence[float], duration_s: float, errors: int
     if duration_s <= 0:
         raise ValueError(f"duration_s: {duration_s}; allowed: > 0")
     if not latencies_s:
-        return {"requests": 0, "errors": errors, "throughput": 0.0, "p50_ms": math.nan, "p90_ms": math.nan, "p99_ms": math.nan, "mean_ms": math.nan}
+        return {
+            "requests": 0,
+            "errors": errors,
+            "throughput": 0.0,
+            "p50_ms": math.nan,
+            "p90_ms": math.nan,
+            "p99_ms": math.nan,
+            "mean_ms": math.nan,
+        }
     ms = [v * 1000.0 for v in latencies_s]
     return {
         "requests": len(ms),
@@ -94,11 +102,19 @@ def batch_stats(before: str, after: str, model: str) -> dict[str, float]:
     ref: https://github.com/triton-inference-server/server/blob/main/docs/user_guide/metrics.md#counts
     """
     b, a = parse_prometheus(before), parse_prometheus(after)
-    requests = metric_total(a, "nv_inference_request_success", model=model) - metric_total(b, "nv_inference_request_success", model=model)
+    requests = metric_total(a, "nv_inference_request_success", model=model) - metric_total(
+        b, "nv_inference_request_success", model=model
+    )
     inferences = metric_total(a, "nv_inference_count", model=model) - metric_total(b, "nv_inference_count", model=model)
-    executions = metric_total(a, "nv_inference_exec_count", model=model) - metric_total(b, "nv_inference_exec_count", model=model)
-    queue_us = metric_total(a, "nv_inference_queue_duration_us", model=model) - metric_total(b, "nv_inference_queue_duration_us", model=model)
-    infer_us = metric_total(a, "nv_inference_compute_infer_duration_us", model=model) - metric_total(b, "nv_inference_compute_infer_duration_us", model=model)
+    executions = metric_total(a, "nv_inference_exec_count", model=model) - metric_total(
+        b, "nv_inference_exec_count", model=model
+    )
+    queue_us = metric_total(a, "nv_inference_queue_duration_us", model=model) - metric_total(
+        b, "nv_inference_queue_duration_us", model=model
+    )
+    infer_us = metric_total(a, "nv_inference_compute_infer_duration_us", model=model) - metric_total(
+        b, "nv_inference_compute_infer_duration_us", model=model
+    )
     return {
         "server_requests": requests,
         "inferences": inferences,
@@ -130,7 +146,9 @@ def parse_perf_analyzer_csv(text: str) -> list[dict[str, float]]:
     """
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames is None or "Inferences/Second" not in reader.fieldnames:
-        raise ValueError(f"perf_analyzer csv header: {reader.fieldnames!r}; allowed: a header with Concurrency and Inferences/Second")
+        raise ValueError(
+            f"perf_analyzer csv header: {reader.fieldnames!r}; allowed: a header with Concurrency and Inferences/Second"
+        )
     rows = []
     us = {
         "p50_ms": "p50 latency",
@@ -149,7 +167,10 @@ def parse_perf_analyzer_csv(text: str) -> list[dict[str, float]]:
     for raw in reader:
         if not raw.get("Concurrency", "").strip():
             continue
-        row: dict[str, float] = {"concurrency": float(raw["Concurrency"]), "throughput": float(raw["Inferences/Second"])}
+        row: dict[str, float] = {
+            "concurrency": float(raw["Concurrency"]),
+            "throughput": float(raw["Inferences/Second"]),
+        }
         for key, column in us.items():
             if raw.get(column, "").strip():
                 row[key] = float(raw[column]) / 1000.0
@@ -162,7 +183,10 @@ def _require(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wh
         raise ResultError(f"{where}.{key}: missing; allowed: a {kind if isinstance(kind, type) else kind[0]} value")
     value = doc[key]
     if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float, (int, float))):
-        raise ResultError(f"{where}.{key}: {value!r}; allowed: " f"{kind.__name__ if isinstance(kind, type) else ' or '.join(k.__name__ for k in kind)}")
+        raise ResultError(
+            f"{where}.{key}: {value!r}; allowed: "
+            f"{kind.__name__ if isinstance(kind, type) else ' or '.join(k.__name__ for k in kind)}"
+        )
     return value
 
 
@@ -219,15 +243,32 @@ def summarize(doc: Mapping[str, Any]) -> dict[str, Any]:
         (float(p["throughput"]), v["name"], p)
         for v in doc["triton"]
         for p in v["points"]
-        if float(p["throughput"]) > 0 and p.get("p99_ms") is not None and float(p["p99_ms"]) <= TARGET_P99_MS and not p.get("errors")
+        if float(p["throughput"]) > 0
+        and p.get("p99_ms") is not None
+        and float(p["p99_ms"]) <= TARGET_P99_MS
+        and not p.get("errors")
     ]
     if not candidates:
-        return {"best": None, "baseline_req_s": base, "raw_img_s": raw_ref, "speedup": 0.0, "raw_fraction": 0.0, "meets_speedup": False, "meets_raw_fraction": False}
+        return {
+            "best": None,
+            "baseline_req_s": base,
+            "raw_img_s": raw_ref,
+            "speedup": 0.0,
+            "raw_fraction": 0.0,
+            "meets_speedup": False,
+            "meets_raw_fraction": False,
+        }
     thr, name, point = max(candidates, key=lambda c: c[0])
     speedup = thr / base if base else math.inf
     fraction = thr / raw_ref if raw_ref else 0.0
     return {
-        "best": {"variant": name, "concurrency": point["concurrency"], "throughput": thr, "p50_ms": point["p50_ms"], "p99_ms": point["p99_ms"]},
+        "best": {
+            "variant": name,
+            "concurrency": point["concurrency"],
+            "throughput": thr,
+            "p50_ms": point["p50_ms"],
+            "p99_ms": point["p99_ms"],
+        },
         "baseline_req_s": base,
         "raw_img_s": raw_ref,
         "raw_batch": RAW_REFERENCE_BATCH if RAW_REFERENCE_BATCH in raw else max(raw, key=lambda b: raw[b]),
@@ -251,13 +292,21 @@ def markdown_table(doc: Mapping[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in doc["raw"]:
-        lines.append(f"| raw TorchScript (limit) | batch {r['batch']}, input on GPU | - | {fmt(r['img_per_s'], 0)} | - | - | " f"{r['batch']} | - |")
+        lines.append(
+            f"| raw TorchScript (limit) | batch {r['batch']}, input on GPU | - | {fmt(r['img_per_s'], 0)} | - | - | "
+            f"{r['batch']} | - |"
+        )
     for p in doc["baseline"]["points"]:
-        lines.append(f"| one-request HTTP server (baseline) | batch 1 per request | {int(p['concurrency'])} | " f"{fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} | 1 | " f"{fmt(p.get('gpu_util_pct'), 0)} |")
+        lines.append(
+            f"| one-request HTTP server (baseline) | batch 1 per request | {int(p['concurrency'])} | "
+            f"{fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} | 1 | "
+            f"{fmt(p.get('gpu_util_pct'), 0)} |"
+        )
     for v in doc["triton"]:
         for p in v["points"]:
             lines.append(
-                f"| Triton ({v.get('client', 'perf_analyzer')}) | {v['name']} | {int(p['concurrency'])} | " f"{fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} "
+                f"| Triton ({v.get('client', 'perf_analyzer')}) | {v['name']} | {int(p['concurrency'])} | "
+                f"{fmt(p['throughput'], 0)} | {fmt(p['p50_ms'])} | {fmt(p['p99_ms'])} "
                 f"| {fmt(p.get('avg_batch'))} | {fmt(p.get('gpu_util_pct'), 0)} |"
             )
     return "\n".join(lines)

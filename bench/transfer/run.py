@@ -87,7 +87,15 @@ def python_model(root: Path, name: str, weights: int) -> None:
 def config(path: Path, endpoint: str, envs: dict[str, str]) -> str:
     import yaml
 
-    path.write_text(yaml.safe_dump({"environments": {n: {"bucket": f"s3://{b}", "endpointUrl": endpoint, "region": "us-east-1"} for n, b in envs.items()}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "environments": {
+                    n: {"bucket": f"s3://{b}", "endpointUrl": endpoint, "region": "us-east-1"} for n, b in envs.items()
+                }
+            }
+        )
+    )
     return str(path)
 
 
@@ -95,7 +103,12 @@ class Bench:
     def __init__(self, work: Path, server: RcloneS3Server) -> None:
         self.work = work
         self.server = server
-        self.env = {**os.environ, **server.client_env(), "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+        self.env = {
+            **os.environ,
+            **server.client_env(),
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
         self.samples: dict[str, dict[str, dict[str, list[float]]]] = {}
         self._client: Any = None
 
@@ -105,7 +118,9 @@ class Bench:
 
         if self._client is None:
             s = self.server
-            self._client = boto3.session.Session(aws_access_key_id=s.access_key, aws_secret_access_key=s.secret_key, region_name=s.region).client("s3", endpoint_url=s.endpoint_url)
+            self._client = boto3.session.Session(
+                aws_access_key_id=s.access_key, aws_secret_access_key=s.secret_key, region_name=s.region
+            ).client("s3", endpoint_url=s.endpoint_url)
         self._client.create_bucket(Bucket=name)
         return name
 
@@ -136,20 +151,54 @@ class Bench:
         order = order[rep % 3 :] + order[: rep % 3]
         for tool in order:
             if tool == "model-sync":
-                self.record("push-2g", tool, run(self.ms("push", str(src / "big"), "--env", "staging", "--config", cfg, "--quiet"), env))
+                self.record(
+                    "push-2g",
+                    tool,
+                    run(self.ms("push", str(src / "big"), "--env", "staging", "--config", cfg, "--quiet"), env),
+                )
             elif tool == "s5cmd":
                 b = self.bucket(f"s5-{rep}")
-                self.record("push-2g", tool, run([str(BIN / "s5cmd"), "--endpoint-url", self.server.endpoint_url, "cp", weights, f"s3://{b}/model.pt"], env))
+                self.record(
+                    "push-2g",
+                    tool,
+                    run(
+                        [
+                            str(BIN / "s5cmd"),
+                            "--endpoint-url",
+                            self.server.endpoint_url,
+                            "cp",
+                            weights,
+                            f"s3://{b}/model.pt",
+                        ],
+                        env,
+                    ),
+                )
                 self.drop(b)
             else:
                 b = self.bucket(f"aws-{rep}")
-                self.record("push-2g", tool, run([str(BIN / "aws"), "--endpoint-url", self.server.endpoint_url, "s3", "cp", "--only-show-errors", weights, f"s3://{b}/model.pt"], env))
+                self.record(
+                    "push-2g",
+                    tool,
+                    run(
+                        [
+                            str(BIN / "aws"),
+                            "--endpoint-url",
+                            self.server.endpoint_url,
+                            "s3",
+                            "cp",
+                            "--only-show-errors",
+                            weights,
+                            f"s3://{b}/model.pt",
+                        ],
+                        env,
+                    ),
+                )
                 self.drop(b)
         key = f"s3://{staging}/repository/big/1/model.pt"
         # rclone computes an object's MD5 ETag on its first read after a write (4 s for 2 GiB): done
         # here, untimed, so that neither downloader's time includes it.
         self._client.head_object(Bucket=staging, Key="repository/big/1/model.pt")
-        for tool in (["model-sync", "s5cmd"] if rep % 2 == 0 else ["s5cmd", "model-sync"]):
+        for tool in ["model-sync", "s5cmd"] if rep % 2 == 0 else ["s5cmd", "model-sync"]:
             out = self.work / f"dl-{tool}-{rep}"
             if tool == "model-sync":
                 argv = self.ms("agent", "--once", "--env", "staging", "--config", cfg,
@@ -159,17 +208,67 @@ class Bench:
                 self.record("download-2g", tool, run(argv, env))
                 assert (out / "models" / "big" / "1" / "model.pt").stat().st_size == size
             else:
-                self.record("download-2g", tool, run([str(BIN / "s5cmd"), "--endpoint-url", self.server.endpoint_url, "cp", key, str(out / "model.pt")], env))
+                self.record(
+                    "download-2g",
+                    tool,
+                    run(
+                        [
+                            str(BIN / "s5cmd"),
+                            "--endpoint-url",
+                            self.server.endpoint_url,
+                            "cp",
+                            key,
+                            str(out / "model.pt"),
+                        ],
+                        env,
+                    ),
+                )
             shutil.rmtree(out)
-        for tool in (["model-sync", "aws-cli"] if rep % 2 == 0 else ["aws-cli", "model-sync"]):
+        for tool in ["model-sync", "aws-cli"] if rep % 2 == 0 else ["aws-cli", "model-sync"]:
             if tool == "model-sync":
-                self.record("promote-2g", tool, run(self.ms("promote", "big", "--model-version", "1", "--from", "staging", "--to", "prod", "--skip-verification", "--config", cfg, "--quiet"), env))
+                self.record(
+                    "promote-2g",
+                    tool,
+                    run(
+                        self.ms(
+                            "promote",
+                            "big",
+                            "--model-version",
+                            "1",
+                            "--from",
+                            "staging",
+                            "--to",
+                            "prod",
+                            "--skip-verification",
+                            "--config",
+                            cfg,
+                            "--quiet",
+                        ),
+                        env,
+                    ),
+                )
             else:
                 b = self.bucket(f"awscp-{rep}")
                 # One CopyObject, as promote does up to 5 GiB: rclone serve s3 cannot do UploadPartCopy (no ETag in its
                 # answer).
                 aws_env = {**env, "AWS_CONFIG_FILE": str(self.work / "aws-single-copy.cfg")}
-                self.record("promote-2g", tool, run([str(BIN / "aws"), "--endpoint-url", self.server.endpoint_url, "s3", "cp", "--only-show-errors", key, f"s3://{b}/model.pt"], aws_env))
+                self.record(
+                    "promote-2g",
+                    tool,
+                    run(
+                        [
+                            str(BIN / "aws"),
+                            "--endpoint-url",
+                            self.server.endpoint_url,
+                            "s3",
+                            "cp",
+                            "--only-show-errors",
+                            key,
+                            f"s3://{b}/model.pt",
+                        ],
+                        aws_env,
+                    ),
+                )
                 self.drop(b)
         self.drop(staging, prod)
 
@@ -181,11 +280,39 @@ class Bench:
             b = self.bucket(f"{scenario}-{tool.replace('-', '')}-{rep}")
             env = {**self.env, "MODEL_SYNC_CACHE_DIR": str(self.work / f"cache-{scenario}-{rep}")}
             if tool == "model-sync":
-                cmd = self.ms("push", str(tree), "--env", "bench", "--bucket", f"s3://{b}", "--endpoint-url", self.server.endpoint_url, "--region", "us-east-1", "--quiet")
+                cmd = self.ms(
+                    "push",
+                    str(tree),
+                    "--env",
+                    "bench",
+                    "--bucket",
+                    f"s3://{b}",
+                    "--endpoint-url",
+                    self.server.endpoint_url,
+                    "--region",
+                    "us-east-1",
+                    "--quiet",
+                )
             elif tool == "s5cmd":
-                cmd = [str(BIN / "s5cmd"), "--endpoint-url", self.server.endpoint_url, "sync", f"{tree}/", f"s3://{b}/repository/"]
+                cmd = [
+                    str(BIN / "s5cmd"),
+                    "--endpoint-url",
+                    self.server.endpoint_url,
+                    "sync",
+                    f"{tree}/",
+                    f"s3://{b}/repository/",
+                ]
             else:
-                cmd = [str(BIN / "aws"), "--endpoint-url", self.server.endpoint_url, "s3", "sync", str(tree), f"s3://{b}/repository", "--only-show-errors"]
+                cmd = [
+                    str(BIN / "aws"),
+                    "--endpoint-url",
+                    self.server.endpoint_url,
+                    "s3",
+                    "sync",
+                    str(tree),
+                    f"s3://{b}/repository",
+                    "--only-show-errors",
+                ]
             cold = run(cmd, env)
             if noop:
                 self.record("noop-1000 cold", tool, cold)
@@ -242,7 +369,9 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
         agent.close()
     finally:
         server.close()
-    defaults = ag.AgentSettings(root=layout.Root("b-x"), repository=work / "r", staging=work / ".r", deployment="d", replica="r")
+    defaults = ag.AgentSettings(
+        root=layout.Root("b-x"), repository=work / "r", staging=work / ".r", deployment="d", replica="r"
+    )
     per_resync = defaults.resync / defaults.interval
     median = statistics.median(steady)
     average = (median * (per_resync - 1) + full) / per_resync + defaults.interval / defaults.heartbeat
@@ -256,17 +385,37 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
 
 
 def summary(samples: dict[str, list[float]]) -> dict[str, float]:
-    return {"median": statistics.median(samples["wall"]), "min": min(samples["wall"]), "max": max(samples["wall"]), "cpu_median": statistics.median(samples["cpu"])}
+    return {
+        "median": statistics.median(samples["wall"]),
+        "min": min(samples["wall"]),
+        "max": max(samples["wall"]),
+        "cpu_median": statistics.median(samples["cpu"]),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.transfer.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.transfer.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--size-gb", type=float, default=2.0, help="GiB of the big model file (default 2)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions; medians are reported (default 3)")
-    ap.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated scenarios (default: all of {', '.join(SCENARIOS)})")
-    ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a new temporary one; needs ~3x --size-gb free)")
+    ap.add_argument(
+        "--only",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated scenarios (default: all of {', '.join(SCENARIOS)})",
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="scratch directory (default: a new temporary one; needs ~3x --size-gb free)",
+    )
     ap.add_argument("--no-doc", action="store_true", help="write the results file only")
-    ap.add_argument("--doc-only", action="store_true", help="run nothing: rewrite the docs table and README row from bench/results/transfer.json")
+    ap.add_argument(
+        "--doc-only",
+        action="store_true",
+        help="run nothing: rewrite the docs table and README row from bench/results/transfer.json",
+    )
     args = ap.parse_args(argv)
     if args.doc_only:
         write_docs(json.loads(RESULTS.read_text()))
@@ -277,7 +426,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--only: {sorted(unknown)}; allowed: {', '.join(SCENARIOS)}")
     work = Path(tempfile.mkdtemp(prefix="bench-transfer-", dir=args.work))
     size = int(args.size_gb * 1024 * MB)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "model_sync")], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "model_sync")], check=True, capture_output=True
+    )
     server = RcloneS3Server(work / "s3", work / "rclone.log")
     result: dict[str, Any] = {"setup": {"size_bytes": size, "reps": args.reps,
                                         "server": "rclone serve s3 (on disk, 127.0.0.1)", "cpus": os.cpu_count(),
@@ -303,7 +454,10 @@ def main(argv: list[str] | None = None) -> int:
                 python_model(tree, f"model-{i:03d}", 2 * MB)
             for rep in range(args.reps):
                 bench.trees(rep, "cold-50", tree, noop=False)
-        result["scenarios"] = {s: {t: {**summary(v), "wall": v["wall"], "cpu": v["cpu"]} for t, v in tools.items()} for s, tools in bench.samples.items()}
+        result["scenarios"] = {
+            s: {t: {**summary(v), "wall": v["wall"], "cpu": v["cpu"]} for t, v in tools.items()}
+            for s, tools in bench.samples.items()
+        }
     finally:
         server.stop()
     if "agent-pass" in only:
@@ -325,7 +479,14 @@ def write_docs(result: dict[str, Any]) -> None:
     """The table between docs/model-sync.md's `bench:transfer` markers and README.md's row."""
     table = render(result)
     text = DOC.read_text()
-    DOC.write_text(re.sub(r"(<!-- bench:transfer -->\n).*?(<!-- /bench:transfer -->)", lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S))
+    DOC.write_text(
+        re.sub(
+            r"(<!-- bench:transfer -->\n).*?(<!-- /bench:transfer -->)",
+            lambda m: m.group(1) + table + "\n" + m.group(2),
+            text,
+            flags=re.S,
+        )
+    )
     README.write_text(re.sub(r"(?m)^\| Moving models .*$", lambda _: readme_row(result), README.read_text()))
 
 
@@ -349,7 +510,9 @@ def ratios(result: dict[str, Any], size: int) -> tuple[dict[str, float], dict[st
         ours, theirs = scen[name]["model-sync"]["median"], scen[name][other]["median"]
         label = f"{name}: model-sync / {other} {kind}"
         out[label] = theirs / ours if kind == "throughput" else ours / theirs
-        met[f"{label} {'>=' if kind == 'throughput' else '<='} {target}"] = out[label] >= target if kind == "throughput" else out[label] <= target
+        met[f"{label} {'>=' if kind == 'throughput' else '<='} {target}"] = (
+            out[label] >= target if kind == "throughput" else out[label] <= target
+        )
     if "agent_pass" in result:
         met["agent-pass: average requests per pass <= 2"] = bool(result["agent_pass"]["met"])
     return out, met
@@ -392,17 +555,24 @@ def render(result: dict[str, Any]) -> str:
                     f"**{p['average_requests_per_pass_at_defaults']:.2f}** per pass on average at the defaults "
                     "| | | <= 2 | "
                     f"{'yes' if p['met'] else '**no**'} |")  # fmt: skip
-    return "\n".join(rows) + (f"\n\n{gib:g} GiB file; medians of {result['setup']['reps']} runs (min..max), CPU seconds of the tool's " "process; one `rclone serve s3` "
-                              f"on this {result['setup']['cpus']}-CPU machine, measured {result['setup']['measured_at']}.")
+    return "\n".join(rows) + (
+        f"\n\n{gib:g} GiB file; medians of {result['setup']['reps']} runs (min..max), CPU seconds of the tool's "
+        "process; one `rclone serve s3` "
+        f"on this {result['setup']['cpus']}-CPU machine, measured {result['setup']['measured_at']}."
+    )
 
 
 def readme_row(result: dict[str, Any]) -> str:
     r = result["ratios"]
     parts = [f"{label.split(':')[0]} {value:.2f}x" for label, value in r.items()]
     met = all(result["targets"].values())
-    return (f"| Moving models (push, agent download, promote, no-op push) vs s5cmd and the AWS CLI | {', '.join(parts)} " "(throughput ratios for push and download, time ratios otherwise; "
-            f"medians of {result['setup']['reps']} runs side by side, one local rclone); agent pass "
-            f"{result['agent_pass']['average_requests_per_pass_at_defaults']:.2f} requests on average. All targets: " f"**{'met' if met else 'not met'}** | [docs/model-sync.md](docs/model-sync.md) |")
+    return (
+        f"| Moving models (push, agent download, promote, no-op push) vs s5cmd and the AWS CLI | {', '.join(parts)} "
+        "(throughput ratios for push and download, time ratios otherwise; "
+        f"medians of {result['setup']['reps']} runs side by side, one local rclone); agent pass "
+        f"{result['agent_pass']['average_requests_per_pass_at_defaults']:.2f} requests on average. All targets: "
+        f"**{'met' if met else 'not met'}** | [docs/model-sync.md](docs/model-sync.md) |"
+    )
 
 
 if __name__ == "__main__":

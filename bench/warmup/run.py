@@ -44,7 +44,9 @@ SCENARIOS = {"warmup": "warm", "no-warmup": "cold"}  # scenario -> model name
 _LOG_TIME = r"^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?\] \""
 
 
-def _export(factory: str, repo: Path, name: str, shape: tuple[int, ...], max_batch: int, preferred: int, warmup: bool) -> None:
+def _export(
+    factory: str, repo: Path, name: str, shape: tuple[int, ...], max_batch: int, preferred: int, warmup: bool
+) -> None:
     from model_sync.cli import main
 
     args = ["export", factory, "--name", name, "--output", str(repo), "--example-shape", ",".join(map(str, (2, *shape))), "--target", "local",
@@ -107,7 +109,9 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     first = len(runs[0]["first_ms"])
     return {
         "ready_s": _spread([r["ready_s"] for r in runs]),
-        "load_s": _spread([r["load_s"] for r in runs if r["load_s"] is not None]) if any(r["load_s"] is not None for r in runs) else None,
+        "load_s": _spread([r["load_s"] for r in runs if r["load_s"] is not None])
+        if any(r["load_s"] is not None for r in runs)
+        else None,
         "first_request_ms": _spread([r["first_ms"][0] for r in runs]),
         "first_requests_ms_by_index": [_spread([r["first_ms"][i] for r in runs]) for i in range(first)],
         "first_batch_ms": _spread([r["batch_ms"] for r in runs]),
@@ -116,16 +120,37 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.warmup.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--factory", default="bench.serving.resnet:build", help="MODULE:FACTORY exported (default bench.serving.resnet:build, ResNet-18)")
-    parser.add_argument("--shape", default="3,224,224", help="one input's shape without the batch dimension (default 3,224,224)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.warmup.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--factory",
+        default="bench.serving.resnet:build",
+        help="MODULE:FACTORY exported (default bench.serving.resnet:build, ResNet-18)",
+    )
+    parser.add_argument(
+        "--shape", default="3,224,224", help="one input's shape without the batch dimension (default 3,224,224)"
+    )
     parser.add_argument("--max-batch-size", type=int, default=8, help="export --max-batch-size (default 8)")
-    parser.add_argument("--preferred", type=int, default=8, help="export --preferred-batch-size: the warm-up's large batch (default 8)")
-    parser.add_argument("--repeat", type=int, default=5, help="hot reloads of each model, alternating order (default 5)")
+    parser.add_argument(
+        "--preferred", type=int, default=8, help="export --preferred-batch-size: the warm-up's large batch (default 8)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="hot reloads of each model, alternating order (default 5)"
+    )
     parser.add_argument("--first", type=int, default=5, help="batch-1 requests timed right after READY (default 5)")
-    parser.add_argument("--steady", type=int, default=10, help="batch-1 requests timed after those, the warm reference (default 10)")
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for a version READY (default 180)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/warmup.json"), help="result JSON (default bench/results/warmup.json)")
+    parser.add_argument(
+        "--steady", type=int, default=10, help="batch-1 requests timed after those, the warm reference (default 10)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=180.0, help="seconds to wait for a version READY (default 180)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench/results/warmup.json"),
+        help="result JSON (default bench/results/warmup.json)",
+    )
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -142,13 +167,18 @@ def main(argv: list[str] | None = None) -> int:
         for scenario, name in SCENARIOS.items():
             _export(args.factory, repo, name, shape, args.max_batch_size, args.preferred, scenario == "warmup")
         for name in SCENARIOS.values():
-            model_config.write_file(str(repo / name / "config.pbtxt"), model_config.pin(model_config.read_file(str(repo / name / "config.pbtxt")), 1))
+            model_config.write_file(
+                str(repo / name / "config.pbtxt"),
+                model_config.pin(model_config.read_file(str(repo / name / "config.pbtxt")), 1),
+            )
         server = TritonServer(repo, tmp / "triton.log", runtime=ensure_tritonserver())
         try:
             server.start(timeout=args.timeout)
             for name in SCENARIOS.values():
                 _wait_ready(server, name, 1, args.timeout)
-            client = http.InferenceServerClient(server.http_url.removeprefix("http://"), connection_timeout=120, network_timeout=120)
+            client = http.InferenceServerClient(
+                server.http_url.removeprefix("http://"), connection_timeout=120, network_timeout=120
+            )
             for rep in range(args.repeat):
                 version = rep + 2
                 order = list(SCENARIOS.items()) if rep % 2 == 0 else list(SCENARIOS.items())[::-1]
@@ -167,10 +197,12 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     doc = {
         "benchmark": "warm-up: first requests after a hot reload, model_warmup (export default) vs --no-warmup",
-        "scenario": (f"{args.factory} exported --target local (python-backend wrapper, KIND_CPU, 1 instance, max batch {args.max_batch_size}, "
-                     f"preferred {args.preferred}); warm-up samples batch 1 and {args.preferred}, zero_data; a new version renamed into the "
-                     f"repository + pin rewritten, poll 1 s; {args.first} batch-1 requests then one batch-{args.preferred} then "
-                     f"{args.steady} batch-1, sequential, HTTP binary"),
+        "scenario": (
+            f"{args.factory} exported --target local (python-backend wrapper, KIND_CPU, 1 instance, max batch {args.max_batch_size}, "
+            f"preferred {args.preferred}); warm-up samples batch 1 and {args.preferred}, zero_data; a new version renamed into the "
+            f"repository + pin rewritten, poll 1 s; {args.first} batch-1 requests then one batch-{args.preferred} then "
+            f"{args.steady} batch-1, sequential, HTTP binary"
+        ),
         "repetitions": args.repeat,
         "summary": {scenario: _summary(rs) for scenario, rs in runs.items()},
         "runs": runs,

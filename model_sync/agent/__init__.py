@@ -47,12 +47,21 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
     from model_sync.agent.triton import TritonProbe as TritonProbe
     from model_sync.manifest import ReplicaState
 
-    READY, LOADING, FAILED, PLACED, PENDING = (ReplicaState.READY, ReplicaState.LOADING, ReplicaState.FAILED, ReplicaState.PLACED, ReplicaState.PENDING)
+    READY, LOADING, FAILED, PLACED, PENDING = (
+        ReplicaState.READY,
+        ReplicaState.LOADING,
+        ReplicaState.FAILED,
+        ReplicaState.PLACED,
+        ReplicaState.PENDING,
+    )
 
 # name -> (module, attribute)
 _EXPORTS: dict[str, tuple[str, str]] = {
     **{n: ("bucket", n) for n in ("AGENT_TRANSFER", "CHANGED", "DENIED_KINDS", "Bucket")},
-    **{n: ("exceptions", n) for n in ("Abandoned", "AgentError", "PassError", "S3AccessDenied", "S3Unavailable", "VersionRejected")},
+    **{
+        n: ("exceptions", n)
+        for n in ("Abandoned", "AgentError", "PassError", "S3AccessDenied", "S3Unavailable", "VersionRejected")
+    },
     **{n: ("loads", n) for n in ("Load", "Loads")},
     **{n: ("local_repository", n) for n in ("LocalRepository", "atomic_write", "local_versions", "read_local_pin")},
     "_precompile_python": ("local_repository", "precompile_python"),
@@ -64,6 +73,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "TritonProbe": ("triton", "TritonProbe"),
 }
 _STATES = ("READY", "LOADING", "FAILED", "PLACED", "PENDING")  # model_sync.manifest.ReplicaState members
+
 
 def __getattr__(name: str) -> Any:
     if name in _STATES:

@@ -77,13 +77,19 @@ class Bucket:
         if len(wanted) == 1:  # one model: its own prefix is small, list it every pass
             return self._list_pins(layout.model_prefix(wanted[0]))
         objects, _ = self.call("list pin index", self.s3.list, layout.PIN_INDEX_PREFIX)
-        index = {name: etag_of(o) or "" for o in objects if (name := layout.model_from_pin_index_key(o["Key"])) and (not wanted or name in wanted)}
+        index = {
+            name: etag_of(o) or ""
+            for o in objects
+            if (name := layout.model_from_pin_index_key(o["Key"])) and (not wanted or name in wanted)
+        }
         now = time.monotonic()
         if not index or self.listed_at is None or now - self.listed_at >= self.settings.resync:
             etags = self._list_pins(layout.REPOSITORY_PREFIX)
             self.listed_at, self._index = now, index
             return etags
-        changed: dict[str, str | object] = {name: CHANGED for name, etag in index.items() if self._index.get(name) != etag}
+        changed: dict[str, str | object] = {
+            name: CHANGED for name, etag in index.items() if self._index.get(name) != etag
+        }
         self._index = index
         return changed
 
@@ -92,7 +98,11 @@ class Bucket:
         objects, _ = self.call("list pins", self.s3.list, prefix)
         for obj in objects:
             name, _, leaf = obj["Key"][len(layout.REPOSITORY_PREFIX) :].partition("/")
-            if leaf == layout.CONFIG_FILE and layout.MODEL_NAME_RE.match(name) and (not self.settings.models or name in self.settings.models):
+            if (
+                leaf == layout.CONFIG_FILE
+                and layout.MODEL_NAME_RE.match(name)
+                and (not self.settings.models or name in self.settings.models)
+            ):
                 etags[name] = etag_of(obj) or ""
         return etags
 
@@ -126,10 +136,16 @@ class Bucket:
         if doc is None:
             raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest")
         if doc["config_pbtxt"] != pin_text and len(pinned_versions(pin_text)) == 1:
-            raise VersionRejected(f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text " f"recorded in {mkey}")
+            raise VersionRejected(
+                f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text "
+                f"recorded in {mkey}"
+            )
         missing = [f for f in backend_files(pin_text) if f not in doc["files"]]
         if missing:  # tritonserver 2.51 would stay LOADING on it, and its repository poller with it
-            raise VersionRejected(f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend " "needs (model_config.required_files)")
+            raise VersionRejected(
+                f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend "
+                "needs (model_config.required_files)"
+            )
         return doc
 
     def download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
@@ -149,14 +165,23 @@ class Bucket:
         except transfer.Abandoned:
             raise Abandoned() from None
         except Exception as e:
-            if isinstance(e, OSError) and not isinstance(e, ConnectionError | TimeoutError) and not type(e).__module__.startswith(("botocore", "urllib3")):
+            if (
+                isinstance(e, OSError)
+                and not isinstance(e, ConnectionError | TimeoutError)
+                and not type(e).__module__.startswith(("botocore", "urllib3"))
+            ):
                 raise  # the local disk (ENOSPC...): this pass's error, the previous version keeps serving
             err = translate(e, self.s3.env, rel_key)
             if err.s3_kind is Kind.NOT_FOUND:
-                raise VersionRejected(f"file {key}: missing in the bucket; allowed: every file listed in the manifest") from None
+                raise VersionRejected(
+                    f"file {key}: missing in the bucket; allowed: every file listed in the manifest"
+                ) from None
             raise serving_error(f"download {key}", err) from None
         if size != expect["size"] or digest != expect["sha256"]:
-            raise VersionRejected(f"file {key}: sha256 {digest[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size " f"{expect['size']} (the manifest)")
+            raise VersionRejected(
+                f"file {key}: sha256 {digest[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size "
+                f"{expect['size']} (the manifest)"
+            )
         return size
 
     def _transfer_manager(self) -> Any:

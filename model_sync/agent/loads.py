@@ -90,14 +90,23 @@ class Loads:
         (all together, for up to `wait` seconds), then refresh every other model's readiness."""
         if self.probe is None:
             return True
-        adopted = [name for name, st in self.models.items() if st.serving and st.state == ReplicaState.PLACED and name not in self.in_flight]
+        adopted = [
+            name
+            for name, st in self.models.items()
+            if st.serving and st.state == ReplicaState.PLACED and name not in self.in_flight
+        ]
         if adopted and self.probe.live():
             for name in adopted:  # placed before Triton started (init container, restart): confirm it
                 self.in_flight[name] = Load(self.models[name].serving, None, (), adopted=True)
         settled = set(self.in_flight)
         all_ok = self._settle(wait)
         for name, st in self.models.items():
-            if name in settled or not st.serving or st.state == ReplicaState.PLACED or (st.state == ReplicaState.FAILED and st.rejected_etag == st.pin_etag):
+            if (
+                name in settled
+                or not st.serving
+                or st.state == ReplicaState.PLACED
+                or (st.state == ReplicaState.FAILED and st.rejected_etag == st.pin_etag)
+            ):
                 continue  # a failure of the current pin stays reported until the pin changes
             if not all(self.probe.version_ready(name, v) for v in st.serving):
                 st.transition(ReplicaState.LOADING)
@@ -122,9 +131,16 @@ class Loads:
         loaded = [name for name, failure in sorted(outcome.items()) if failure is None]
         for name in loaded:
             load, st = self.in_flight.pop(name), self.models[name]
-            log.info("%s version(s) %s READY%s", name, list(load.versions), " (placed before Triton started)" if load.adopted else "")
+            log.info(
+                "%s version(s) %s READY%s",
+                name,
+                list(load.versions),
+                " (placed before Triton started)" if load.adopted else "",
+            )
             if st.rejected_etag is not None and st.rejected_etag == st.pin_etag and st.pinned != load.versions:
-                st.transition(serving=load.versions)  # the pin moved on while this loaded, and its version was refused: that stays reported
+                st.transition(
+                    serving=load.versions
+                )  # the pin moved on while this loaded, and its version was refused: that stays reported
             else:
                 st.transition(ReplicaState.READY, serving=load.versions, error=None)
         if loaded:
@@ -143,22 +159,43 @@ class Loads:
                 st.transition(rejected_etag=st.pin_etag)
         return all_ok
 
-    def _load_failed(self, name: str, st: ModelState, versions: tuple[int, ...], failure: str, previous_text: str | None, previous: tuple[int, ...]) -> None:
+    def _load_failed(
+        self,
+        name: str,
+        st: ModelState,
+        versions: tuple[int, ...],
+        failure: str,
+        previous_text: str | None,
+        previous: tuple[int, ...],
+    ) -> None:
         """`versions` did not load: pin the previous local version back so it keeps serving, or,
         without one, move the model out of the repository (Triton unloads it)."""
         st.transition(failed=dict.fromkeys(versions, failure))
         if previous_text is not None and previous:
             self.local.flip(name, previous_text)
-            log.error("%s version(s) %s failed to load (%s): pinned version(s) %s back locally", name, list(versions), errors.one_line(failure), list(previous))
+            log.error(
+                "%s version(s) %s failed to load (%s): pinned version(s) %s back locally",
+                name,
+                list(versions),
+                errors.one_line(failure),
+                list(previous),
+            )
             st.transition(serving=previous)
             if self._await_ready(name, previous) is None:
                 self._smoke(name, st)
         else:
             self.local.remove_model(name)
-            log.error("%s version(s) %s failed to load (%s): no previous version, model removed from the repository", name, list(versions), errors.one_line(failure))
+            log.error(
+                "%s version(s) %s failed to load (%s): no previous version, model removed from the repository",
+                name,
+                list(versions),
+                errors.one_line(failure),
+            )
             st.transition(serving=())
         # `error` and the log stay one line (Triton's reasons span lines); `failed` keeps the full text.
-        st.transition(ReplicaState.FAILED, error=f"version(s) {list(versions)} failed to load: {errors.one_line(failure)}")
+        st.transition(
+            ReplicaState.FAILED, error=f"version(s) {list(versions)} failed to load: {errors.one_line(failure)}"
+        )
 
     def _adopted_failed(self, name: str, st: ModelState, failure: str) -> None:
         """A version placed before Triton started did not load: handled like any failed load, the
@@ -183,7 +220,9 @@ class Loads:
                 raise VersionRejected(f"manifest {layout.manifest_key(name, version)}: missing")
             return str(doc["config_pbtxt"])
         except Exception as e:
-            log.warning("%s: manifest of version %d unreadable (%s): re-pinning the local config", name, version, one_line(e))
+            log.warning(
+                "%s: manifest of version %d unreadable (%s): re-pinning the local config", name, version, one_line(e)
+            )
         if fallback_text is None:
             return None
         try:
@@ -193,7 +232,9 @@ class Loads:
 
     def _await_ready(self, name: str, versions: tuple[int, ...]) -> str | None:
         """None when every version of `name` is READY; else Triton's failure reason (or a timeout)."""
-        return self._await({name: (versions, time.monotonic())}, None).get(name, "agent stopping before the version became READY")
+        return self._await({name: (versions, time.monotonic())}, None).get(
+            name, "agent stopping before the version became READY"
+        )
 
     def _await(self, waiting: dict[str, tuple[tuple[int, ...], float]], wait: float | None) -> dict[str, str | None]:
         assert self.probe is not None

@@ -36,19 +36,28 @@ class LocalRepository:
         self.repository.mkdir(parents=True, exist_ok=True)
         self.staging.mkdir(parents=True, exist_ok=True)
         if os.stat(self.repository).st_dev != os.stat(self.staging).st_dev:
-            raise AgentError(f"staging: {str(self.staging)!r} is on another filesystem than the repository " f"{str(self.repository)!r}; allowed: the same filesystem (renames must be atomic)")
+            raise AgentError(
+                f"staging: {str(self.staging)!r} is on another filesystem than the repository "
+                f"{str(self.repository)!r}; allowed: the same filesystem (renames must be atomic)"
+            )
         self._lock_fd = os.open(self.staging, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
             self._lock_fd = None
-            raise AgentError(f"staging: {str(self.staging)!r} is locked by another agent; allowed: one agent per repository") from None
+            raise AgentError(
+                f"staging: {str(self.staging)!r} is locked by another agent; allowed: one agent per repository"
+            ) from None
         leftovers = list(self.staging.iterdir())
         for entry in leftovers:
             remove(entry)
         if leftovers:
-            log.warning("discarded %d leftover staging entries from an interrupted run: %s", len(leftovers), ", ".join(sorted(p.name for p in leftovers)))
+            log.warning(
+                "discarded %d leftover staging entries from an interrupted run: %s",
+                len(leftovers),
+                ", ".join(sorted(p.name for p in leftovers)),
+            )
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
@@ -81,7 +90,9 @@ class LocalRepository:
         remove(build)
         return build
 
-    def stage(self, name: str, version: int, files: Iterable[str], download: Callable[[str, Path], int], target: Path) -> int:
+    def stage(
+        self, name: str, version: int, files: Iterable[str], download: Callable[[str, Path], int], target: Path
+    ) -> int:
         """Download every file of `name`/`version` (`download(rel, dest)` verifies each one
         against its manifest) into a work directory in staging, byte-compile its python files,
         then rename it to `target`. Returns the bytes placed; nothing is left in staging either way."""

@@ -35,7 +35,9 @@ from model_sync.s3 import Repo
 log = logging.getLogger("model_sync.agent")
 
 
-def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[float, float], float] = random.uniform) -> float:
+def backoff_delay(
+    failures: int, base: float, cap: float, rng: Callable[[float, float], float] = random.uniform
+) -> float:
     """Exponential backoff with jitter: uniform(half, full) of min(cap, base * 2**(failures-1))."""
     ceiling = min(cap, base * (2 ** max(0, failures - 1)))
     return rng(ceiling / 2, ceiling)
@@ -44,10 +46,21 @@ def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[float, 
 class RepositoryAgent:
     """Syncs pinned versions from the bucket into the local repository (docs/architecture.md#the-agents-pass)."""
 
-    def __init__(self, settings: AgentSettings, s3: Repo, stop: threading.Event | None = None, triton: TritonProbe | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        s3: Repo,
+        stop: threading.Event | None = None,
+        triton: TritonProbe | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self.stop = stop or threading.Event()
-        self.triton = triton if triton is not None else (TritonProbe(settings.triton_url, settings.triton_headers) if settings.triton_url else None)
+        self.triton = (
+            triton
+            if triton is not None
+            else (TritonProbe(settings.triton_url, settings.triton_headers) if settings.triton_url else None)
+        )
         self.clock = clock
         self.models: dict[str, ModelState] = {}
         self.s3_ok: bool | None = None
@@ -122,10 +135,21 @@ class RepositoryAgent:
                     delay = backoff_delay(failures, self.settings.interval, self.settings.backoff_max)
                     if isinstance(e, S3Unavailable):
                         what = "s3 access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable"
-                        log.warning("%s (attempt %d): %s; keeping the local repository as is, retrying in %.1fs", what, failures, e, delay)
+                        log.warning(
+                            "%s (attempt %d): %s; keeping the local repository as is, retrying in %.1fs",
+                            what,
+                            failures,
+                            e,
+                            delay,
+                        )
                     else:
                         self.last_error = f"pass failed: {one_line(e)}"
-                        log.error("%s (attempt %d); keeping the local repository as is, retrying in %.1fs", self.last_error, failures, delay)
+                        log.error(
+                            "%s (attempt %d); keeping the local repository as is, retrying in %.1fs",
+                            self.last_error,
+                            failures,
+                            delay,
+                        )
                         self._report(force=False)
                     if once and failures >= 5:
                         return errors.S3 if isinstance(e, S3Unavailable) else errors.UNEXPECTED
@@ -212,7 +236,9 @@ class RepositoryAgent:
                 reject(name, st, 0, str(e))
                 return False
         if st.rejected_text is not None and st.rejected_text == st.pin_text:
-            st.transition(rejected_etag=st.pin_etag, rejected_text=None)  # an adopted version failed before the pin was read
+            st.transition(
+                rejected_etag=st.pin_etag, rejected_text=None
+            )  # an adopted version failed before the pin was read
         if st.rejected_etag is not None and st.rejected_etag == st.pin_etag:
             return False  # this pin already failed here: keep serving the previous version until the pin changes
         if self.local.pin(name) == st.pin_text and all(v in self.local.versions(name) for v in st.pinned):

@@ -19,7 +19,9 @@ def pinned_versions(config_text: str) -> tuple[int, ...]:
     except model_config.ConfigPbtxtError as e:
         raise VersionRejected(str(e)) from None
     if cfg.version_policy.WhichOneof("policy_choice") != "specific" or not cfg.version_policy.specific.versions:
-        raise VersionRejected("config.pbtxt version_policy: not 'specific'; allowed: version_policy { specific { versions: [N] } }")
+        raise VersionRejected(
+            "config.pbtxt version_policy: not 'specific'; allowed: version_policy { specific { versions: [N] } }"
+        )
     return tuple(sorted(int(v) for v in cfg.version_policy.specific.versions))
 
 

@@ -40,7 +40,9 @@ class AgentSettings:
     # being written every `heartbeat` while waiting, so it may exceed verify's staleness window.
     ready_timeout: float = 300.0
     models: tuple[str, ...] = ()  # serve only these models (empty: every model pinned in the bucket)
-    heartbeat: float = 30.0  # seconds between status writes when nothing changed (verify's freshness window must be larger)
+    heartbeat: float = (
+        30.0  # seconds between status writes when nothing changed (verify's freshness window must be larger)
+    )
     backoff_max: float = 60.0  # cap in seconds of the exponential backoff while S3 fails
     keep_versions: int = 2  # unpinned version directories kept per model for a quick local rollback (>= 0)
     # Seconds between full listings of repository/; between them a pass lists only the pin index
@@ -68,9 +70,15 @@ class AgentSettings:
             raise AgentError(f"triton_url: {self.triton_url!r}; allowed: http(s)://host:port without a path")
         repo, staging = self.repository.absolute(), self.staging.absolute()
         if staging == repo or repo in staging.parents:
-            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory outside the repository root {str(repo)!r} " "(Triton takes any directory inside it for a model)")
+            raise AgentError(
+                f"staging: {str(self.staging)!r}; allowed: a directory outside the repository root {str(repo)!r} "
+                "(Triton takes any directory inside it for a model)"
+            )
         if staging in repo.parents:
-            raise AgentError(f"staging: {str(self.staging)!r}; allowed: a directory that does not contain the repository root " f"{str(repo)!r} (it is wiped at start)")
+            raise AgentError(
+                f"staging: {str(self.staging)!r}; allowed: a directory that does not contain the repository root "
+                f"{str(repo)!r} (it is wiped at start)"
+            )
 
 
 def defaults() -> dict[str, Any]:

@@ -24,7 +24,14 @@ log = logging.getLogger("model_sync.agent")
 class Staging:
     """The builds of the pass in progress (`builds`, model -> its versions verified in staging)."""
 
-    def __init__(self, settings: AgentSettings, models: dict[str, ModelState], bucket: Bucket, local: LocalRepository, loads: Loads) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        models: dict[str, ModelState],
+        bucket: Bucket,
+        local: LocalRepository,
+        loads: Loads,
+    ) -> None:
         self.settings = settings
         self.models = models
         self.bucket = bucket
@@ -58,8 +65,21 @@ class Staging:
         VersionRejected if the bucket's data does not match the manifest."""
         doc = self.bucket.manifest_for_pin(name, version, pin_text)
         files: dict[str, Any] = doc["files"]
-        total = self.local.stage(name, version, sorted(files), lambda rel, dest: self.bucket.download_verified(name, version, rel, files[rel], dest), target)
-        log.info("placed %s version %d (%d files, %d bytes, verified against %s)", name, version, len(files), total, self.settings.root.key(layout.manifest_key(name, version)))
+        total = self.local.stage(
+            name,
+            version,
+            sorted(files),
+            lambda rel, dest: self.bucket.download_verified(name, version, rel, files[rel], dest),
+            target,
+        )
+        log.info(
+            "placed %s version %d (%d files, %d bytes, verified against %s)",
+            name,
+            version,
+            len(files),
+            total,
+            self.settings.root.key(layout.manifest_key(name, version)),
+        )
 
     def commit(self, on_error: Callable[[str, Exception], None]) -> BaseException | None:
         """Move every version staged this pass into place and pin it locally, one model after
@@ -82,4 +102,9 @@ class Staging:
 def reject(name: str, st: ModelState, version: int, reason: str) -> None:
     """`name`'s pin is rejected (version 0: the pin itself): FAILED, not retried until the pin changes."""
     log.error("%s version %s rejected, not placed: %s", name, version or "?", reason)
-    st.transition(ReplicaState.FAILED, failed={version: reason}, rejected_etag=st.pin_etag, error=f"version {version} rejected: {reason}" if version else reason)
+    st.transition(
+        ReplicaState.FAILED,
+        failed={version: reason},
+        rejected_etag=st.pin_etag,
+        error=f"version {version} rejected: {reason}" if version else reason,
+    )

@@ -89,7 +89,11 @@ class StatusReport:
         try:
             self.bucket.call("put status", self.bucket.s3.put, self.key, payload)
         except S3Unavailable as e:
-            log.warning("status not reported (%s): %s", "access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable", e)
+            log.warning(
+                "status not reported (%s): %s",
+                "access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable",
+                e,
+            )
             return
         except Exception as e:
             log.error("status not reported: %s", one_line(e))
@@ -103,7 +107,9 @@ class StatusReport:
             self.bucket.call("delete status", self.bucket.s3.delete_one, self.key)
             log.info("deleted status %s", self.settings.root.uri(self.key))
         except Exception as e:
-            log.warning("status not deleted (verify will list this replica as departed after --departed): %s", one_line(e))
+            log.warning(
+                "status not deleted (verify will list this replica as departed after --departed): %s", one_line(e)
+            )
 
 
 class ReadyFile:

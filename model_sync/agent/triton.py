@@ -47,8 +47,14 @@ class TritonProbe:
     def infer(self, model: str, version: int, body: bytes, header_length: int) -> tuple[int, bytes, int | None]:
         """POST a binary-tensor inference request: (status, body, JSON header length of the reply)."""
         # ref: https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
-        headers = {**self.headers, "Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(header_length)}
-        req = urllib.request.Request(f"{self.url}/v2/models/{model}/versions/{version}/infer", data=body, method="POST", headers=headers)  # noqa: S310
+        headers = {
+            **self.headers,
+            "Content-Type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(header_length),
+        }
+        req = urllib.request.Request(  # noqa: S310
+            f"{self.url}/v2/models/{model}/versions/{version}/infer", data=body, method="POST", headers=headers
+        )
         try:
             with urllib.request.urlopen(req, timeout=max(self.timeout, 30.0)) as resp:  # noqa: S310
                 length = resp.headers.get("Inference-Header-Content-Length")
@@ -83,7 +89,10 @@ class TritonProbe:
         states: dict[tuple[str, int], tuple[str, str]] = {}
         for entry in entries:
             with contextlib.suppress(KeyError, TypeError, ValueError):
-                states[(str(entry["name"]), int(entry["version"]))] = (str(entry.get("state") or ""), str(entry.get("reason") or ""))
+                states[(str(entry["name"]), int(entry["version"]))] = (
+                    str(entry.get("state") or ""),
+                    str(entry.get("reason") or ""),
+                )
         return states
 
 
@@ -122,7 +131,9 @@ def await_loads(
                 outcome[name] = None
             # Give Triton's poller (1 s) time to notice the new config before trusting the
             # index (it may still show an earlier attempt's state).
-            elif now - started > 3.0 and (reason := next((r for v in versions if (r := failure_reason(states.get((name, v))))), None)):
+            elif now - started > 3.0 and (
+                reason := next((r for v in versions if (r := failure_reason(states.get((name, v))))), None)
+            ):
                 outcome[name] = reason
             if name not in outcome and now >= started + ready_timeout:
                 outcome[name] = f"not READY within {ready_timeout:.0f}s"
@@ -153,7 +164,9 @@ def smoke_due(st: ModelState, now: float, heartbeat: float) -> bool:
     return not st.smoke.get("ok") and now - float(st.smoke.get("_at", 0.0)) >= heartbeat
 
 
-def smoke(probe: TritonProbe, name: str, version: int, config_text: str | None, clock: Callable[[], float]) -> dict[str, Any]:
+def smoke(
+    probe: TritonProbe, name: str, version: int, config_text: str | None, clock: Callable[[], float]
+) -> dict[str, Any]:
     """Smoke inference of `name`/`version` on loopback, inputs from the pinned config
     (model_sync.smoke): the record kept as ModelState.smoke (`_at`: not reported)."""
     from model_sync import smoke as smoke_inference
@@ -165,7 +178,13 @@ def smoke(probe: TritonProbe, name: str, version: int, config_text: str | None, 
     except Exception as e:
         problems = [f"smoke inference (agent) {name} {version}: {one_line(e)}"]
     now = clock()
-    record = {"ok": not problems, "version": version, "at": format_time(now), "detail": "; ".join(problems)[:500] or "ok", "_at": now}
+    record = {
+        "ok": not problems,
+        "version": version,
+        "at": format_time(now),
+        "detail": "; ".join(problems)[:500] or "ok",
+        "_at": now,
+    }
     if problems:
         log.error("%s version %d smoke inference failed: %s", name, version, record["detail"])
     else:

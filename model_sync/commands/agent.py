@@ -34,24 +34,110 @@ HELP = "keep a replica's local Triton repository in step with the bucket's pins 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     d = defaults()  # AgentSettings' defaults: declared once, there
-    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     _common.add_env_options(p, image=False)
-    p.add_argument("--repository", required=True, type=Path, help="local Triton model repository root (tritonserver --model-repository)")
-    p.add_argument("--staging-dir", type=Path, default=None, help="staging area on the same filesystem, outside the repository (default: <parent>/.<name>.staging)")
-    p.add_argument("--once", action="store_true", help="one sync pass then exit (init container); Triton is not waited for unless --triton-url is given")
-    p.add_argument("--interval", type=float, default=float(os.environ.get("MODEL_SYNC_AGENT_INTERVAL", d["interval"])), help=f"seconds between passes (default {d['interval']:g})")
-    p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint to confirm loads, e.g. http://127.0.0.1:8000 (sidecar)")
-    p.add_argument("--triton-header", action="append", default=[], metavar="NAME:VALUE", help="header sent to Triton (restricted model-repository API key), repeatable")
-    p.add_argument("--ready-timeout", type=float, default=d["ready_timeout"], help=("seconds a new version may take to become READY before it is pinned back (default " f"{d['ready_timeout']:g}; the status is still written every --heartbeat meanwhile)"))
-    p.add_argument("--deployment", default=os.environ.get("MODEL_SYNC_DEPLOYMENT", "default"), help="deployment name in status/<deployment>/ (default $MODEL_SYNC_DEPLOYMENT or 'default')")
-    p.add_argument("--replica-id", default=None, help="replica id in status/<deployment>/<replica>.json (default $POD_NAME, else the hostname)")
-    p.add_argument("--model", dest="models", action="append", default=[], help="serve only this model (repeatable; default: every pinned model)")
-    p.add_argument("--ready-file", type=Path, default=None, help=("sidecar: a file that exists exactly while every placed model is READY in Triton (the pod's readiness " "probe checks it)"))
-    p.add_argument("--heartbeat", type=float, default=d["heartbeat"], help=f"seconds between status reports when nothing changes (default {d['heartbeat']:g})")
-    p.add_argument("--backoff-max", type=float, default=d["backoff_max"], help=f"cap in seconds of the retry backoff while S3 is unreachable (default {d['backoff_max']:g})")
-    p.add_argument("--full-resync", type=float, default=d["resync"], help=(f"seconds between full listings of repository/ (default {d['resync']:g}); between them a pass lists only " "the pin index"))
-    p.add_argument("--keep-versions", type=int, default=d["keep_versions"], help=f"unpinned versions kept locally per model for quick rollback (default {d['keep_versions']})")
-    p.add_argument("--log-level", default=os.environ.get("MODEL_SYNC_LOG_LEVEL", "INFO"), choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument(
+        "--repository",
+        required=True,
+        type=Path,
+        help="local Triton model repository root (tritonserver --model-repository)",
+    )
+    p.add_argument(
+        "--staging-dir",
+        type=Path,
+        default=None,
+        help="staging area on the same filesystem, outside the repository (default: <parent>/.<name>.staging)",
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="one sync pass then exit (init container); Triton is not waited for unless --triton-url is given",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=float(os.environ.get("MODEL_SYNC_AGENT_INTERVAL", d["interval"])),
+        help=f"seconds between passes (default {d['interval']:g})",
+    )
+    p.add_argument(
+        "--triton-url", default=None, help="Triton HTTP endpoint to confirm loads, e.g. http://127.0.0.1:8000 (sidecar)"
+    )
+    p.add_argument(
+        "--triton-header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="header sent to Triton (restricted model-repository API key), repeatable",
+    )
+    p.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=d["ready_timeout"],
+        help=(
+            "seconds a new version may take to become READY before it is pinned back (default "
+            f"{d['ready_timeout']:g}; the status is still written every --heartbeat meanwhile)"
+        ),
+    )
+    p.add_argument(
+        "--deployment",
+        default=os.environ.get("MODEL_SYNC_DEPLOYMENT", "default"),
+        help="deployment name in status/<deployment>/ (default $MODEL_SYNC_DEPLOYMENT or 'default')",
+    )
+    p.add_argument(
+        "--replica-id",
+        default=None,
+        help="replica id in status/<deployment>/<replica>.json (default $POD_NAME, else the hostname)",
+    )
+    p.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        default=[],
+        help="serve only this model (repeatable; default: every pinned model)",
+    )
+    p.add_argument(
+        "--ready-file",
+        type=Path,
+        default=None,
+        help=(
+            "sidecar: a file that exists exactly while every placed model is READY in Triton (the pod's readiness "
+            "probe checks it)"
+        ),
+    )
+    p.add_argument(
+        "--heartbeat",
+        type=float,
+        default=d["heartbeat"],
+        help=f"seconds between status reports when nothing changes (default {d['heartbeat']:g})",
+    )
+    p.add_argument(
+        "--backoff-max",
+        type=float,
+        default=d["backoff_max"],
+        help=f"cap in seconds of the retry backoff while S3 is unreachable (default {d['backoff_max']:g})",
+    )
+    p.add_argument(
+        "--full-resync",
+        type=float,
+        default=d["resync"],
+        help=(
+            f"seconds between full listings of repository/ (default {d['resync']:g}); between them a pass lists only "
+            "the pin index"
+        ),
+    )
+    p.add_argument(
+        "--keep-versions",
+        type=int,
+        default=d["keep_versions"],
+        help=f"unpinned versions kept locally per model for quick rollback (default {d['keep_versions']})",
+    )
+    p.add_argument(
+        "--log-level",
+        default=os.environ.get("MODEL_SYNC_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+    )
     p.set_defaults(func=run)
     return p
 
@@ -92,7 +178,9 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.agent.loop import serve
     from model_sync.s3 import Repo
 
-    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     env = _common.resolve(args)
     settings = build_settings(args, env)
     try:

@@ -23,28 +23,82 @@ def _shape(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a shape; allowed: comma-separated integers, e.g. 4,3,224,224") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a shape; allowed: comma-separated integers, e.g. 4,3,224,224"
+        ) from None
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="TorchScript a PyTorch module and write a Triton model directory", description=__doc__)
-    p.add_argument("factory", metavar="MODULE:FACTORY", help="callable returning a torch.nn.Module, e.g. mypkg.models:build")
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="TorchScript a PyTorch module and write a Triton model directory", description=__doc__
+    )
+    p.add_argument(
+        "factory", metavar="MODULE:FACTORY", help="callable returning a torch.nn.Module, e.g. mypkg.models:build"
+    )
     p.add_argument("--name", required=True, help="model name (directory and Triton name)")
     p.add_argument("--output", required=True, metavar="DIR", help="parent directory; the model is written to DIR/NAME/")
-    p.add_argument("--example-shape", dest="shapes", action="append", type=_shape, required=True, metavar="D0,D1,...", help="example input shape (repeat per input); the first dimension is the batch when --max-batch-size > 0")
-    p.add_argument("--example-dtype", dest="dtypes", action="append", default=None, metavar="DTYPE", help="example input dtype (one for all, or one per input; default float32)")
-    p.add_argument("--method", choices=("trace", "script"), default="trace", help="torch.jit.trace (default) or torch.jit.script")
-    p.add_argument("--target", choices=("cloud", "local"), default="cloud", help="cloud: platform pytorch_libtorch; local: python backend wrapper (default cloud)")
+    p.add_argument(
+        "--example-shape",
+        dest="shapes",
+        action="append",
+        type=_shape,
+        required=True,
+        metavar="D0,D1,...",
+        help="example input shape (repeat per input); the first dimension is the batch when --max-batch-size > 0",
+    )
+    p.add_argument(
+        "--example-dtype",
+        dest="dtypes",
+        action="append",
+        default=None,
+        metavar="DTYPE",
+        help="example input dtype (one for all, or one per input; default float32)",
+    )
+    p.add_argument(
+        "--method", choices=("trace", "script"), default="trace", help="torch.jit.trace (default) or torch.jit.script"
+    )
+    p.add_argument(
+        "--target",
+        choices=("cloud", "local"),
+        default="cloud",
+        help="cloud: platform pytorch_libtorch; local: python backend wrapper (default cloud)",
+    )
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance TorchScript vs eager (default 1e-5)")
     p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance TorchScript vs eager (default 1e-6)")
-    p.add_argument("--max-batch-size", type=int, default=8, help="Triton max_batch_size; 0 disables batching (default 8)")
-    p.add_argument("--no-dynamic-batching", dest="dynamic_batching", action="store_false", help="do not enable the dynamic batcher")
-    p.add_argument("--preferred-batch-size", dest="preferred", type=int, action="append", default=[], metavar="N", help="dynamic batching preferred size (repeatable)")
-    p.add_argument("--max-queue-delay-us", type=int, default=100, help="dynamic batching max queue delay in microseconds (default 100)")
-    p.add_argument("--instance-kind", choices=("KIND_AUTO", "KIND_CPU", "KIND_GPU"), default=None, help="instance group kind (default KIND_GPU for cloud, KIND_CPU for local)")
+    p.add_argument(
+        "--max-batch-size", type=int, default=8, help="Triton max_batch_size; 0 disables batching (default 8)"
+    )
+    p.add_argument(
+        "--no-dynamic-batching", dest="dynamic_batching", action="store_false", help="do not enable the dynamic batcher"
+    )
+    p.add_argument(
+        "--preferred-batch-size",
+        dest="preferred",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="dynamic batching preferred size (repeatable)",
+    )
+    p.add_argument(
+        "--max-queue-delay-us",
+        type=int,
+        default=100,
+        help="dynamic batching max queue delay in microseconds (default 100)",
+    )
+    p.add_argument(
+        "--instance-kind",
+        choices=("KIND_AUTO", "KIND_CPU", "KIND_GPU"),
+        default=None,
+        help="instance group kind (default KIND_GPU for cloud, KIND_CPU for local)",
+    )
     p.add_argument("--instance-count", type=int, default=1, help="instances per device (default 1)")
-    p.add_argument("--no-warmup", dest="warmup", action="store_false",
-                   help="write no model_warmup (default: zero-filled warm-up samples at batch 1 and the largest preferred batch size, run before READY)")
+    p.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="write no model_warmup (default: zero-filled warm-up samples at batch 1 and the largest preferred batch size, run before READY)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing DIR/NAME atomically")
     _common.add_quiet(p)
     p.set_defaults(func=run)
@@ -75,5 +129,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     meta = export.export(opts)
-    Console(args.quiet).line(f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}")
+    Console(args.quiet).line(
+        f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}"
+    )
     return errors.OK

@@ -17,14 +17,28 @@ NAME = "promote"
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="copy a verified version from one environment to another and pin it", description=__doc__)
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="copy a verified version from one environment to another and pin it", description=__doc__
+    )
     p.add_argument("model", metavar="NAME")
-    p.add_argument("--model-version", dest="version", metavar="N", type=int, required=True,
-                   help="the model version pinned (and verified) in the source environment")
+    p.add_argument(
+        "--model-version",
+        dest="version",
+        metavar="N",
+        type=int,
+        required=True,
+        help="the model version pinned (and verified) in the source environment",
+    )
     p.add_argument("--from", dest="source", required=True, metavar="ENV", help="source environment (e.g. staging)")
     p.add_argument("--to", dest="target", required=True, metavar="ENV", help="target environment (e.g. prod)")
-    p.add_argument("--skip-verification", action="store_true", help="promote without a passing verify record (recorded in the provenance)")
-    p.add_argument("--config", default=None, help="model-sync.yaml path (default: $MODEL_SYNC_CONFIG, then ./model-sync.yaml)")
+    p.add_argument(
+        "--skip-verification",
+        action="store_true",
+        help="promote without a passing verify record (recorded in the provenance)",
+    )
+    p.add_argument(
+        "--config", default=None, help="model-sync.yaml path (default: $MODEL_SYNC_CONFIG, then ./model-sync.yaml)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the copies and the pin flip; write nothing")
     _common.add_allow_version_skew(p)
     _common.add_allow_local_target(p)

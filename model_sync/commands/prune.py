@@ -25,12 +25,28 @@ NAME = "prune"
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="delete old unpinned versions beyond the last K", description=__doc__)
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="delete old unpinned versions beyond the last K", description=__doc__
+    )
     p.add_argument("model", metavar="NAME")
     _common.add_env_options(p, image=False)
-    p.add_argument("--keep", type=int, required=True, metavar="K", help="how many of the newest versions to keep (>= 1), besides the pinned and previous pin")
-    p.add_argument("--stale-hours", type=float, default=24.0, metavar="H",
-                   help=("an incomplete version (no manifest) or an unfinished multipart upload older than H hours is debris and " "removed (default 24; younger ones may be a push in progress)"))
+    p.add_argument(
+        "--keep",
+        type=int,
+        required=True,
+        metavar="K",
+        help="how many of the newest versions to keep (>= 1), besides the pinned and previous pin",
+    )
+    p.add_argument(
+        "--stale-hours",
+        type=float,
+        default=24.0,
+        metavar="H",
+        help=(
+            "an incomplete version (no manifest) or an unfinished multipart upload older than H hours is debris and "
+            "removed (default 24; younger ones may be a push in progress)"
+        ),
+    )
     p.add_argument("--dry-run", action="store_true", help="print `(dryrun) delete: s3://...` lines; delete nothing")
     _common.add_yes(p)
     _common.add_output(p)

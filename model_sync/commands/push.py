@@ -25,16 +25,28 @@ NAME = "push"
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="publish a model directory as a new version and pin it", description=__doc__)
-    p.add_argument("model_dir", metavar="MODEL_DIR", help="Triton model directory (config.pbtxt + one <N>/), or a directory of them")
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="publish a model directory as a new version and pin it", description=__doc__
+    )
+    p.add_argument(
+        "model_dir",
+        metavar="MODEL_DIR",
+        help="Triton model directory (config.pbtxt + one <N>/), or a directory of them",
+    )
     _common.add_env_options(p)
     p.add_argument("--name", default=None, help="model name in the repository (default: the directory name)")
-    p.add_argument("--dry-run", action="store_true", help="print `(dryrun) upload: <local> to s3://...` lines; write nothing")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print `(dryrun) upload: <local> to s3://...` lines; write nothing"
+    )
     p.add_argument("--concurrency", type=int, default=16, help="parallel S3 requests (default 16)")
-    p.add_argument("--multipart-threshold-mb", type=int, default=16, help="files at least this big upload in parts (default 16)")
+    p.add_argument(
+        "--multipart-threshold-mb", type=int, default=16, help="files at least this big upload in parts (default 16)"
+    )
     _common.add_allow_version_skew(p)
     _common.add_allow_local_target(p)
-    p.add_argument("--no-cache", action="store_true", help="ignore the local hash and pin caches (also MODEL_SYNC_CACHE=off)")
+    p.add_argument(
+        "--no-cache", action="store_true", help="ignore the local hash and pin caches (also MODEL_SYNC_CACHE=off)"
+    )
     _common.add_wait(p)
     _common.add_output(p)
     _common.add_quiet(p)
@@ -51,8 +63,12 @@ def run(args: argparse.Namespace) -> int:
         allow_version_skew=args.allow_version_skew, use_cache=not args.no_cache,
         allow_local_target=args.allow_local_target,
     )  # fmt: skip
-    wait = (lambda repo, model, version, console: _common.wait(args, repo, model, version, console)) if args.wait else None
-    doc, failure = push.push_directory(args.model_dir, args.name, lambda: _common.resolve(args), options, quiet=_common.quiet(args), wait=wait)
+    wait = (
+        (lambda repo, model, version, console: _common.wait(args, repo, model, version, console)) if args.wait else None
+    )
+    doc, failure = push.push_directory(
+        args.model_dir, args.name, lambda: _common.resolve(args), options, quiet=_common.quiet(args), wait=wait
+    )
     _common.emit(args, doc)
     if failure is not None:
         raise failure

@@ -17,11 +17,19 @@ NAME = "rollback"
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="pin a previous version again (default: the previous pin)", description=__doc__)
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="pin a previous version again (default: the previous pin)", description=__doc__
+    )
     p.add_argument("model", metavar="NAME")
     _common.add_env_options(p, image=False)
-    p.add_argument("--model-version", dest="to", type=int, default=None, metavar="N",
-                   help="model version to pin (default: the previous pin from the pin history)")
+    p.add_argument(
+        "--model-version",
+        dest="to",
+        type=int,
+        default=None,
+        metavar="N",
+        help="model version to pin (default: the previous pin from the pin history)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the pin flip; write nothing")
     _common.add_yes(p)
     _common.add_wait(p)

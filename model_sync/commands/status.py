@@ -19,7 +19,9 @@ NAME = "status"
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(NAME, help="show pinned and available versions and their provenance", description=__doc__)
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="show pinned and available versions and their provenance", description=__doc__
+    )
     p.add_argument("models", metavar="NAME", nargs="*", help="models to show (default: all)")
     _common.add_env_options(p, required=False)
     p.add_argument("--output", choices=("table", "json"), default="table", help="table (default) or json")

@@ -28,19 +28,55 @@ NAME = "verify"
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        NAME, help="check every replica serves version N READY + smoke inference; record the result", description=__doc__,
+        NAME,
+        help="check every replica serves version N READY + smoke inference; record the result",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", metavar="NAME", help="model name")
     _common.add_env_options(p, image=False)
-    p.add_argument("--model-version", dest="version", metavar="N", type=int, required=True,
-                   help="the model version that must be served (the pinned one)")
-    p.add_argument("--triton-url", default=None, help="Triton HTTP endpoint for the smoke inference (default: tritonUrl of the environment)")
-    p.add_argument("--grpc-url", default=None, help=("Triton gRPC endpoint HOST:PORT (default: grpcUrl of the environment, else the --triton-url host on port " "8001 when it uses 8000)"))
-    p.add_argument("--deployment", action="append", default=[], help="only replicas of this deployment (repeatable; default: every deployment serving NAME)")
-    p.add_argument("--staleness", type=float, default=None, help="seconds a replica status may be old (default 120; agents report every 30 s)")
-    p.add_argument("--departed", type=float, default=None,
-                   help=("seconds after which a silent replica counts as gone (listed, not failing; default 300 = 10 x the " "agents' heartbeat; > --staleness)"))
+    p.add_argument(
+        "--model-version",
+        dest="version",
+        metavar="N",
+        type=int,
+        required=True,
+        help="the model version that must be served (the pinned one)",
+    )
+    p.add_argument(
+        "--triton-url",
+        default=None,
+        help="Triton HTTP endpoint for the smoke inference (default: tritonUrl of the environment)",
+    )
+    p.add_argument(
+        "--grpc-url",
+        default=None,
+        help=(
+            "Triton gRPC endpoint HOST:PORT (default: grpcUrl of the environment, else the --triton-url host on port "
+            "8001 when it uses 8000)"
+        ),
+    )
+    p.add_argument(
+        "--deployment",
+        action="append",
+        default=[],
+        help="only replicas of this deployment (repeatable; default: every deployment serving NAME)",
+    )
+    p.add_argument(
+        "--staleness",
+        type=float,
+        default=None,
+        help="seconds a replica status may be old (default 120; agents report every 30 s)",
+    )
+    p.add_argument(
+        "--departed",
+        type=float,
+        default=None,
+        help=(
+            "seconds after which a silent replica counts as gone (listed, not failing; default 300 = 10 x the "
+            "agents' heartbeat; > --staleness)"
+        ),
+    )
     p.add_argument("--no-record", action="store_true", help="do not write the audit record (read-only check)")
     _common.add_output(p)
     _common.add_quiet(p)

@@ -60,7 +60,9 @@ class LocalPlatform:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env.update(self.s3.client_env())
-        env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, MODEL_SYNC_CONFIG=str(self.config_path))
+        env.update(
+            AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, MODEL_SYNC_CONFIG=str(self.config_path)
+        )
         return env
 
     def start(self) -> None:
@@ -68,21 +70,41 @@ class LocalPlatform:
         say(f"tritonserver {runtime.binary} (from nvidia-pytriton, sha256 verified)")
         self.s3.create_buckets(*(self.bucket(e) for e in ENVS))
         self.s3.start()
-        say(f"local S3 (rclone serve s3) on {self.s3.endpoint_url}, data in {self.s3.data_dir}; it ignores " "If-None-Match/If-Match, "
-            "so concurrent pushes could race: fine for this one-writer demo (AWS S3 enforces both)")
+        say(
+            f"local S3 (rclone serve s3) on {self.s3.endpoint_url}, data in {self.s3.data_dir}; it ignores "
+            "If-None-Match/If-Match, "
+            "so concurrent pushes could race: fine for this one-writer demo (AWS S3 enforces both)"
+        )
         for name in ENVS:
-            self.tritons[name] = TritonServer(self.root / name / "models", self.root / "logs" / f"triton-{name}.log", runtime=runtime)
+            self.tritons[name] = TritonServer(
+                self.root / name / "models", self.root / "logs" / f"triton-{name}.log", runtime=runtime
+            )
         self._write_config()
         for name in ENVS:
             triton = self.tritons[name]
             triton.start()
             say(f"{name}: tritonserver http {triton.http_url} grpc {triton.grpc_url} polling {triton.repository}")
             argv = [
-                sys.executable, *AGENT_COMMAND[1:], "--env", name, "--repository", str(triton.repository),
-                "--triton-url", triton.http_url, "--interval", str(self.interval), "--deployment", "local", "--replica-id", f"{name}-0",
-                "--heartbeat", "10",
+                sys.executable,
+                *AGENT_COMMAND[1:],
+                "--env",
+                name,
+                "--repository",
+                str(triton.repository),
+                "--triton-url",
+                triton.http_url,
+                "--interval",
+                str(self.interval),
+                "--deployment",
+                "local",
+                "--replica-id",
+                f"{name}-0",
+                "--heartbeat",
+                "10",
             ]
-            self.agents[name] = Process(f"agent-{name}", argv, self.root / "logs" / f"agent-{name}.log", env=self.env()).start()
+            self.agents[name] = Process(
+                f"agent-{name}", argv, self.root / "logs" / f"agent-{name}.log", env=self.env()
+            ).start()
             say(f"{name}: repository agent pid {self.agents[name].pid} (log {self.agents[name].log_path})")
         self._write_pids()
 
@@ -101,12 +123,29 @@ class LocalPlatform:
         self.config_path.write_text("\n".join(lines) + "\n")
 
     def _write_pids(self) -> None:
-        procs = [p for p in [self.s3.process, *(t.process for t in self.tritons.values()), *self.agents.values()] if p is not None]
-        (self.root / "pids.json").write_text(json.dumps({p.name if p.name != "tritonserver" else f"tritonserver-{i}": p.pid for i, p in enumerate(procs)}, indent=2) + "\n")
+        procs = [
+            p
+            for p in [self.s3.process, *(t.process for t in self.tritons.values()), *self.agents.values()]
+            if p is not None
+        ]
+        (self.root / "pids.json").write_text(
+            json.dumps(
+                {p.name if p.name != "tritonserver" else f"tritonserver-{i}": p.pid for i, p in enumerate(procs)},
+                indent=2,
+            )
+            + "\n"
+        )
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         say("model-sync " + " ".join(args))
-        proc = subprocess.run([sys.executable, "-m", "model_sync", *args], capture_output=True, text=True, env=self.env(), check=False, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "model_sync", *args],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            check=False,
+            timeout=600,
+        )
         stdout = proc.stdout
         if "json" in args and proc.returncode == 0:  # --output json: the document on one line
             stdout = json.dumps(json.loads(stdout), sort_keys=True) + "\n"
@@ -119,8 +158,11 @@ class LocalPlatform:
 
     def wait_ready(self, env: str, version: int, timeout: float = 180) -> None:
         triton = self.tritons[env]
-        wait_until(lambda: http_status(f"{triton.http_url}/v2/models/{MODEL}/versions/{version}/ready") == 200, timeout,
-                   what=f"{env}: {MODEL} version {version} READY (agent log {self.agents[env].log_path})")
+        wait_until(
+            lambda: http_status(f"{triton.http_url}/v2/models/{MODEL}/versions/{version}/ready") == 200,
+            timeout,
+            what=f"{env}: {MODEL} version {version} READY (agent log {self.agents[env].log_path})",
+        )
         # verify reads the agent's status report: wait until it says READY too.
         wait_until(lambda: self._status_ready(env, version), timeout, what=f"{env}: agent status READY on {version}")
 
@@ -132,7 +174,10 @@ class LocalPlatform:
 
         session = botocore.session.get_session()
         session.set_credentials(self.s3.access_key, self.s3.secret_key)
-        repo = Repo(environments.Environment(env, layout.Root(self.bucket(env)), self.s3.endpoint_url, self.s3.region), session=session)
+        repo = Repo(
+            environments.Environment(env, layout.Root(self.bucket(env)), self.s3.endpoint_url, self.s3.region),
+            session=session,
+        )
         data = repo.get(layout.status_key("local", f"{env}-0"))
         if data is None:
             return False
@@ -179,18 +224,61 @@ def demo(root: Path, keep_running: bool = False) -> int:
     try:
         platform.start()
         export_dir = root / "export"
-        platform.cli("export", SAMPLE_FACTORY, "--name", MODEL, "--output", str(export_dir), "--example-shape", "1,4", "--target", "local",
-                     "--max-batch-size", "8", "--overwrite")
+        platform.cli(
+            "export",
+            SAMPLE_FACTORY,
+            "--name",
+            MODEL,
+            "--output",
+            str(export_dir),
+            "--example-shape",
+            "1,4",
+            "--target",
+            "local",
+            "--max-batch-size",
+            "8",
+            "--overwrite",
+        )
         # --output json says which version push allocated; --wait returns once the replica serves it.
         pushed = platform.cli("push", str(export_dir / MODEL), "--env", "staging", "--output", "json", "--wait")
         staged = int(json.loads(pushed.stdout)["models"][0]["version"])
         platform.wait_ready("staging", staged)
         say(f"staging serves {MODEL} version {staged}")
-        platform.cli("verify", MODEL, "--env", "staging", "--model-version", str(staged), "--grpc-url", platform.tritons["staging"].grpc_url)
-        promoted = platform.cli("promote", MODEL, "--model-version", str(staged), "--from", "staging", "--to", "prod", "--output", "json", "--wait")
+        platform.cli(
+            "verify",
+            MODEL,
+            "--env",
+            "staging",
+            "--model-version",
+            str(staged),
+            "--grpc-url",
+            platform.tritons["staging"].grpc_url,
+        )
+        promoted = platform.cli(
+            "promote",
+            MODEL,
+            "--model-version",
+            str(staged),
+            "--from",
+            "staging",
+            "--to",
+            "prod",
+            "--output",
+            "json",
+            "--wait",
+        )
         prod = int(json.loads(promoted.stdout)["to"]["version"])
         platform.wait_ready("prod", prod)
-        platform.cli("verify", MODEL, "--env", "prod", "--model-version", str(prod), "--grpc-url", platform.tritons["prod"].grpc_url)
+        platform.cli(
+            "verify",
+            MODEL,
+            "--env",
+            "prod",
+            "--model-version",
+            str(prod),
+            "--grpc-url",
+            platform.tritons["prod"].grpc_url,
+        )
         got, want = infer(platform.tritons["prod"].http_url, prod), eager()
         diff = max(abs(a - b) for ra, rb in zip(got, want, strict=True) for a, b in zip(ra, rb, strict=True))
         say(f"prod inference {MODEL} v{prod}: {got} (eager PyTorch {want}, max |diff| {diff:.2e})")
@@ -204,11 +292,16 @@ def demo(root: Path, keep_running: bool = False) -> int:
             # credentials file holding the local server's loopback-only keys.
             creds = root / "aws-credentials"
             client = platform.s3.client_env()
-            creds.write_text(f"[model-sync-demo]\naws_access_key_id = {client['AWS_ACCESS_KEY_ID']}\n"
-                             f"aws_secret_access_key = {client['AWS_SECRET_ACCESS_KEY']}\n")
+            creds.write_text(
+                f"[model-sync-demo]\naws_access_key_id = {client['AWS_ACCESS_KEY_ID']}\n"
+                f"aws_secret_access_key = {client['AWS_SECRET_ACCESS_KEY']}\n"
+            )
             creds.chmod(0o600)
-            say(f"try: AWS_SHARED_CREDENTIALS_FILE={creds} AWS_PROFILE=model-sync-demo " f"AWS_DEFAULT_REGION={client['AWS_DEFAULT_REGION']} "
-                f"MODEL_SYNC_CONFIG={platform.config_path} {sys.executable} -m model_sync status")
+            say(
+                f"try: AWS_SHARED_CREDENTIALS_FILE={creds} AWS_PROFILE=model-sync-demo "
+                f"AWS_DEFAULT_REGION={client['AWS_DEFAULT_REGION']} "
+                f"MODEL_SYNC_CONFIG={platform.config_path} {sys.executable} -m model_sync status"
+            )
             say(f"stop: {sys.executable} -m model_sync.local stop --dir {root}")
         return 0
     finally:

@@ -45,15 +45,32 @@ def fetch_wheel(cache: Path = DEFAULT_CACHE) -> Path:
     wheel = wheels / PYTRITON_WHEEL
     if not wheel.exists():
         wheels.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--quiet",
-               "-d", str(wheels), f"nvidia-pytriton=={PYTRITON_VERSION}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--quiet",
+            "-d",
+            str(wheels),
+            f"nvidia-pytriton=={PYTRITON_VERSION}",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not wheel.exists():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise LocalRuntimeError(f"nvidia-pytriton=={PYTRITON_VERSION}: pip download failed ({last}); allowed: a reachable PyPI " f"index or the wheel placed in {wheels}")
+            raise LocalRuntimeError(
+                f"nvidia-pytriton=={PYTRITON_VERSION}: pip download failed ({last}); allowed: a reachable PyPI "
+                f"index or the wheel placed in {wheels}"
+            )
     digest = sha256_file(str(wheel))
     if digest != PYTRITON_SHA256:
-        raise LocalRuntimeError(f"{wheel}: sha256 {digest}; allowed: {PYTRITON_SHA256} (the pinned " f"nvidia-pytriton=={PYTRITON_VERSION}); delete the file to re-download")
+        raise LocalRuntimeError(
+            f"{wheel}: sha256 {digest}; allowed: {PYTRITON_SHA256} (the pinned "
+            f"nvidia-pytriton=={PYTRITON_VERSION}); delete the file to re-download"
+        )
     return wheel
 
 
@@ -87,7 +104,10 @@ def ensure_tritonserver(cache: Path = DEFAULT_CACHE) -> TritonRuntime:
         rt = TritonRuntime(tmp)
         stub_src = tmp / "pytriton" / "tritonserver" / "python_backend_stubs" / pyver / "triton_python_backend_stub"
         if not stub_src.exists():
-            raise LocalRuntimeError(f"python {pyver}: no python backend stub in nvidia-pytriton=={PYTRITON_VERSION}; allowed: the " "Python versions under python_backend_stubs/")
+            raise LocalRuntimeError(
+                f"python {pyver}: no python backend stub in nvidia-pytriton=={PYTRITON_VERSION}; allowed: the "
+                "Python versions under python_backend_stubs/"
+            )
         stub = rt.backends / "python" / "triton_python_backend_stub"
         shutil.copy2(stub_src, stub)
         for exe in (rt.binary, stub):
@@ -157,9 +177,12 @@ class TritonServer:
             "--disable-auto-complete-config",
             # Start even when a model fails to load: one bad model must not take the replica down.
             "--exit-on-error=false",
-            f"--http-address={LOOPBACK}", f"--http-port={self.http_port}",
-            f"--grpc-address={LOOPBACK}", f"--grpc-port={self.grpc_port}",
-            f"--metrics-address={LOOPBACK}", f"--metrics-port={self.metrics_port}",
+            f"--http-address={LOOPBACK}",
+            f"--http-port={self.http_port}",
+            f"--grpc-address={LOOPBACK}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={LOOPBACK}",
+            f"--metrics-port={self.metrics_port}",
             # The cloud Deployment's metrics flags (components/triton_deployment.py triton_args), so
             # local tests see the series prod exports (p50-p99.9 latency summaries included).
             "--allow-metrics=true",
@@ -184,7 +207,11 @@ class TritonServer:
         return http_status(f"{self.http_url}/v2/models/{model}/versions/{version}/ready") == 200
 
     def wait_version_ready(self, model: str, version: int, timeout: float = 90.0) -> None:
-        wait_until(lambda: self.version_ready(model, version), timeout, what=f"{model} version {version} READY on {self.http_url}")
+        wait_until(
+            lambda: self.version_ready(model, version),
+            timeout,
+            what=f"{model} version {version} READY on {self.http_url}",
+        )
 
     def stop(self) -> None:
         if self.process is not None:

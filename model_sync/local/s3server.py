@@ -59,13 +59,20 @@ class RcloneS3Server:
     def start(self, timeout: float = 30.0) -> RcloneS3Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         argv = [
-            rclone_binary(), "serve", "s3", str(self.data_dir),
-            "--addr", f"{LOOPBACK}:{self.port}",
-            "--auth-key", f"{self.access_key},{self.secret_key}",
+            rclone_binary(),
+            "serve",
+            "s3",
+            str(self.data_dir),
+            "--addr",
+            f"{LOOPBACK}:{self.port}",
+            "--auth-key",
+            f"{self.access_key},{self.secret_key}",
             # ETag = MD5 of the content, like AWS S3 for single-part uploads; conditional GETs rely on it.
             # ref: https://rclone.org/commands/rclone_serve_s3/ (--etag-hash)
-            "--etag-hash", "MD5",
-            "--log-format", "date,time,microseconds",
+            "--etag-hash",
+            "MD5",
+            "--log-format",
+            "date,time,microseconds",
         ]
         if self.verbose:
             argv.append("-vv")  # logs every S3 request (bench/agent P2 counts them)

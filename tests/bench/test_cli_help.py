@@ -11,14 +11,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = [
-    "bench.serving.bundle", "bench.serving.report", "bench.serving.run", "bench.serving.loadgen", "bench.serving.raw",
-    "bench.serving.baseline_server", "bench.agent.p1_switch", "bench.agent.p2_requests", "bench.agent.ready_many", "bench.transfer.run",
+    "bench.serving.bundle",
+    "bench.serving.report",
+    "bench.serving.run",
+    "bench.serving.loadgen",
+    "bench.serving.raw",
+    "bench.serving.baseline_server",
+    "bench.agent.p1_switch",
+    "bench.agent.p2_requests",
+    "bench.agent.ready_many",
+    "bench.transfer.run",
     "bench.warmup.run",
 ]
 
 
 def _snapshot() -> dict[str, float]:
-    watched = [*(ROOT / "bench" / "results").glob("*"), ROOT / "docs" / "gpu-benchmark.md", ROOT / "docs" / "model-sync.md"]
+    watched = [
+        *(ROOT / "bench" / "results").glob("*"),
+        ROOT / "docs" / "gpu-benchmark.md",
+        ROOT / "docs" / "model-sync.md",
+    ]
     dist = ROOT / "bench" / "serving" / ".dist"
     if dist.exists():
         watched += [p for p in dist.rglob("*") if p.is_file()]
@@ -26,14 +38,20 @@ def _snapshot() -> dict[str, float]:
 
 
 def test_every_python_entry_point_is_listed() -> None:
-    mains = {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "bench").rglob("*.py") if 'if __name__ == "__main__":' in p.read_text()}
+    mains = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (ROOT / "bench").rglob("*.py")
+        if 'if __name__ == "__main__":' in p.read_text()
+    }
     assert mains == set(MODULES)
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_help_prints_usage_and_does_nothing(module: str) -> None:
     before = _snapshot()
-    proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"usage: python -m {module} [-h]")
     assert "options:" in proc.stdout
@@ -42,8 +60,15 @@ def test_help_prints_usage_and_does_nothing(module: str) -> None:
 
 
 def test_device_script_help() -> None:
-    proc = subprocess.run(["bash", str(ROOT / "bench" / "serving" / "device.sh"), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=False,
-                          env={"PATH": "/usr/bin:/bin", "OUT": "/nonexistent/out"})
+    proc = subprocess.run(
+        ["bash", str(ROOT / "bench" / "serving" / "device.sh"), "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "OUT": "/nonexistent/out"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "bench.serving.bundle" in proc.stdout
     assert "bench.serving.run" in proc.stdout

@@ -37,7 +37,9 @@ def assert_rounds_to(printed: str, value: float, scale: float = 1.0) -> None:
     """`printed` ("12,658", "58.6", "2.16") is `value * scale` rounded to the digits it shows."""
     decimals = len(printed.split(".")[1]) if "." in printed else 0
     shown = float(printed.replace(",", ""))
-    assert abs(shown - value * scale) <= 0.5 * 10 ** -decimals + 1e-9, f"doc says {printed}, data gives {value * scale:.6g}"
+    assert abs(shown - value * scale) <= 0.5 * 10**-decimals + 1e-9, (
+        f"doc says {printed}, data gives {value * scale:.6g}"
+    )
 
 
 def test_rounding_helper_rejects_a_wrong_figure() -> None:
@@ -57,7 +59,10 @@ def serving_summary() -> dict[str, Any]:
 
 def test_readme_gpu_serving_row() -> None:
     line = doc_line("README.md", "| GPU serving, ResNet-18")
-    rps, p99, speedup, raw = grab(r"([\d,]+) req/s at p99 ([\d.]+) ms: ([\d.]+)x the one-request-at-a-time server, ([\d.]+) % of raw TorchScript", line)
+    rps, p99, speedup, raw = grab(
+        r"([\d,]+) req/s at p99 ([\d.]+) ms: ([\d.]+)x the one-request-at-a-time server, ([\d.]+) % of raw TorchScript",
+        line,
+    )
     s = serving_summary()
     assert_rounds_to(rps, s["best"]["throughput"])
     assert_rounds_to(p99, s["best"]["p99_ms"])
@@ -72,7 +77,11 @@ def test_gpu_benchmark_result_table() -> None:
     base = doc_line("docs/gpu-benchmark.md", "| one-request HTTP server, batch 1 (the baseline) |")
     assert_rounds_to(grab(r"\| ([\d,]+) \|", base)[0], s["baseline_req_s"])
     best = doc_line("docs/gpu-benchmark.md", "| **Triton, `")
-    variant, conc, rps, p99, speedup, frac = grab(r"`([\w-]+)`, (\d+) concurrent requests\*\* \| \*\*([\d,]+)\*\* \| \*\*([\d.]+) ms\*\* \| \*\*([\d.]+)x\*\* " r"\| \*\*([\d.]+) %\*\*", best)
+    variant, conc, rps, p99, speedup, frac = grab(
+        r"`([\w-]+)`, (\d+) concurrent requests\*\* \| \*\*([\d,]+)\*\* \| \*\*([\d.]+) ms\*\* \| \*\*([\d.]+)x\*\* "
+        r"\| \*\*([\d.]+) %\*\*",
+        best,
+    )
     assert (variant, float(conc)) == (s["best"]["variant"], s["best"]["concurrency"])
     assert_rounds_to(rps, s["best"]["throughput"])
     assert_rounds_to(p99, s["best"]["p99_ms"])
@@ -84,7 +93,10 @@ def test_gpu_benchmark_result_table() -> None:
 def test_agent_p1_row() -> None:
     line = doc_line("docs/agent.md", "| **P1** pin flip")
     cycles, p50, p95, mx, failed, ok, target = grab(
-        r"(\d+) push \+ \d+ rollback cycles.*p50 ([\d.]+) s, \*\*p95 ([\d.]+) s\*\*, max ([\d.]+) s; \*\*(\d+) " r"failed\*\* of ([\d,]+) requests \| p95 <= ([\d.]+) s", line)
+        r"(\d+) push \+ \d+ rollback cycles.*p50 ([\d.]+) s, \*\*p95 ([\d.]+) s\*\*, max ([\d.]+) s; \*\*(\d+) "
+        r"failed\*\* of ([\d,]+) requests \| p95 <= ([\d.]+) s",
+        line,
+    )
     p1 = result("agent-p1.json")
     assert int(cycles) == p1["cycles"]
     assert_rounds_to(p50, p1["p50_s"])
@@ -97,13 +109,19 @@ def test_agent_p1_row() -> None:
 def test_agent_p2_row() -> None:
     line = doc_line("docs/agent.md", "| **P2** S3 requests")
     agent, a_list, a_put, triton, t_head, t_list, inverse, target = grab(
-        r"agent \*\*([\d,]+)/min\*\* \((\d+) LIST \+ (\d+) status PUT\) vs tritonserver polling S3 " r"\*\*([\d,]+)/min\*\* "
-        r"\(([\d,]+) HEAD \+ ([\d,]+) LIST\): \*\*1/(\d+)\*\* \| <= 1/(\d+)", line)
+        r"agent \*\*([\d,]+)/min\*\* \((\d+) LIST \+ (\d+) status PUT\) vs tritonserver polling S3 "
+        r"\*\*([\d,]+)/min\*\* "
+        r"\(([\d,]+) HEAD \+ ([\d,]+) LIST\): \*\*1/(\d+)\*\* \| <= 1/(\d+)",
+        line,
+    )
     p2 = result("agent-p2.json")
     assert_rounds_to(agent, p2["agent_requests_per_min"])
     assert (int(a_list), int(a_put)) == (p2["agent_request_kinds"]["GET list"], p2["agent_request_kinds"]["PUT object"])
     assert_rounds_to(triton, p2["triton_s3_poll_requests_per_min"])
-    assert (int(t_head.replace(",", "")), int(t_list.replace(",", ""))) == (p2["triton_request_kinds"]["HEAD object"], p2["triton_request_kinds"]["GET list"])
+    assert (int(t_head.replace(",", "")), int(t_list.replace(",", ""))) == (
+        p2["triton_request_kinds"]["HEAD object"],
+        p2["triton_request_kinds"]["GET list"],
+    )
     assert_rounds_to(inverse, p2["triton_s3_poll_requests_per_min"] / p2["agent_requests_per_min"])
     assert_rounds_to(target, 1 / p2["target_ratio"])
 
@@ -131,7 +149,10 @@ def test_readme_transfer_row_and_the_agent_pass_figure() -> None:
 
     data = result("transfer.json")
     assert doc_line("README.md", "| Moving models ") == readme_row(data)
-    printed = grab(r"([\d.]+) requests per pass on average over 1,000 models x 5 versions", (ROOT / "docs" / "agent.md").read_text())[0]
+    printed = grab(
+        r"([\d.]+) requests per pass on average over 1,000 models x 5 versions",
+        (ROOT / "docs" / "agent.md").read_text(),
+    )[0]
     assert_rounds_to(printed, data["agent_pass"]["average_requests_per_pass_at_defaults"])
 
 

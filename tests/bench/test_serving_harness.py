@@ -22,12 +22,18 @@ nv_inference_request_success{model="m",version="1"} 100
 nv_inference_queue_duration_us{model="m",version="1"} 1000
 nv_inference_compute_infer_duration_us{model="m",version="1"} 5000
 """
-METRICS_AFTER = METRICS_BEFORE.replace("} 100\n", "} 420\n").replace('exec_count{model="m",version="1"} 10', 'exec_count{model="m",version="1"} 30').replace(
-    "} 1000\n", "} 33000\n").replace("} 5000\n", "} 165000\n")
+METRICS_AFTER = (
+    METRICS_BEFORE.replace("} 100\n", "} 420\n")
+    .replace('exec_count{model="m",version="1"} 10', 'exec_count{model="m",version="1"} 30')
+    .replace("} 1000\n", "} 33000\n")
+    .replace("} 5000\n", "} 165000\n")
+)
 
 PERF_CSV = (
-    "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server " "Compute Infer,"
-    "Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg " "latency,request/response,response wait\n"
+    "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,Server "
+    "Compute Infer,"
+    "Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,Avg "
+    "latency,request/response,response wait\n"
     "64,6546.2,10,40,800,2500,11780,1030,1,8900,20000,25000,33000,9800,0,0\n"
 )
 
@@ -163,7 +169,10 @@ def test_protocol_round_trip_and_errors() -> None:
 
 
 def test_replace_table_needs_markers() -> None:
-    assert report.replace_table(f"a\n{report.BEGIN}\nold\n{report.END}\nb", "NEW") == f"a\n{report.BEGIN}\nNEW\n{report.END}\nb"
+    assert (
+        report.replace_table(f"a\n{report.BEGIN}\nold\n{report.END}\nb", "NEW")
+        == f"a\n{report.BEGIN}\nNEW\n{report.END}\nb"
+    )
     with pytest.raises(ValueError, match="markers"):
         report.replace_table("no markers", "NEW")
 

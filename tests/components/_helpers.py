@@ -25,7 +25,9 @@ def assert_children_prefixed(run: Run, comp: Resource, min_children: int) -> lis
 def registered_outputs(run: Run, comp: Resource) -> dict[str, Any]:
     outputs = run.component_outputs.get(comp.urn)
     assert outputs, f"{comp.type} {comp.name} registered no outputs"
-    assert all(v not in (None, "", [], {}) for v in outputs.values()), f"{comp.name}: empty registered output in {outputs}"
+    assert all(v not in (None, "", [], {}) for v in outputs.values()), (
+        f"{comp.name}: empty registered output in {outputs}"
+    )
     return outputs
 
 

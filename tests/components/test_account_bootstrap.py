@@ -19,8 +19,13 @@ K = "triton-platform-bootstrap:"
 
 
 def bootstrap(account: str, overrides: dict[str, Any] | None = None) -> Run:
-    return run_program(account, overrides, program=PROGRAM, stack_file=ROOT / "bootstrap" / f"Pulumi.{account}.yaml",
-                       project=bootstrap_config.PROJECT)
+    return run_program(
+        account,
+        overrides,
+        program=PROGRAM,
+        stack_file=ROOT / "bootstrap" / f"Pulumi.{account}.yaml",
+        project=bootstrap_config.PROJECT,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +55,23 @@ def test_the_agent_image_repository_never_overwrites_a_tag(nonprod: Run) -> None
 def test_only_agent_image_yml_on_main_in_its_environment_can_push(nonprod: Run) -> None:
     [role] = nonprod.of_type("aws:iam/role:Role")
     [st] = policy(role, "assumeRolePolicy")["Statement"]
-    assert st["Condition"] == {"StringEquals": {
-        f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com",
-        f"{GITHUB_OIDC_HOST}:sub": ["repo:example-org/triton-platform:environment:agent-image:job_workflow_ref:"
-                                    "example-org/triton-platform/.github/workflows/agent-image.yml@refs/heads/main"]}}
+    assert st["Condition"] == {
+        "StringEquals": {
+            f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com",
+            f"{GITHUB_OIDC_HOST}:sub": [
+                "repo:example-org/triton-platform:environment:agent-image:job_workflow_ref:"
+                "example-org/triton-platform/.github/workflows/agent-image.yml@refs/heads/main"
+            ],
+        }
+    }
     [push] = nonprod.of_type("aws:iam/rolePolicy:RolePolicy")
     statements = {s["Sid"]: s for s in policy(push)["Statement"]}
-    assert statements["Login"] == {"Sid": "Login", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"}
+    assert statements["Login"] == {
+        "Sid": "Login",
+        "Effect": "Allow",
+        "Action": "ecr:GetAuthorizationToken",
+        "Resource": "*",
+    }
     assert statements["PushAgentImage"]["Action"] == list(PUSH_ACTIONS)
     assert statements["PushAgentImage"]["Resource"] == nonprod.one("aws:ecr/repository:Repository").state["arn"]
     assert "ecr:BatchDeleteImage" not in PUSH_ACTIONS
@@ -71,13 +86,22 @@ def test_the_prod_account_receives_images_without_a_push_role() -> None:
     assert run.exports["agentImageRoleArn"] == ""
 
 
-@pytest.mark.parametrize(("overrides", "match"), [
-    ({K + "githubRepository": "nope"}, r"triton-platform-bootstrap:githubRepository: 'nope' is not valid; allowed: a GitHub owner/name"),
-    ({K + "agentImageRepository": "Bad Name"}, r"agentImageRepository: 'Bad Name' is not valid"),
-    ({K + "agentImageRepository": ""}, r"agentImagePushRole: true is set without an agentImageRepository; allowed: false"),
-    ({K + "agentImageRefs": ["refs/heads/*"]}, r"agentImageRefs: 'refs/heads/\*' is not valid"),
-    ({K + "colour": "blue"}, r"triton-platform-bootstrap:colour: 'blue' is an unknown config key"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (
+            {K + "githubRepository": "nope"},
+            r"triton-platform-bootstrap:githubRepository: 'nope' is not valid; allowed: a GitHub owner/name",
+        ),
+        ({K + "agentImageRepository": "Bad Name"}, r"agentImageRepository: 'Bad Name' is not valid"),
+        (
+            {K + "agentImageRepository": ""},
+            r"agentImagePushRole: true is set without an agentImageRepository; allowed: false",
+        ),
+        ({K + "agentImageRefs": ["refs/heads/*"]}, r"agentImageRefs: 'refs/heads/\*' is not valid"),
+        ({K + "colour": "blue"}, r"triton-platform-bootstrap:colour: 'blue' is an unknown config key"),
+    ],
+)
 def test_config_rules(overrides: dict[str, Any], match: str) -> None:
     cfg = {**stack_config("nonprod", ROOT / "bootstrap" / "Pulumi.nonprod.yaml"), **overrides}
     with pytest.raises(ConfigError, match=match):

@@ -32,15 +32,23 @@ def test_addon_pinned_with_pod_identity_for_the_controller(any_stack: Run) -> No
     assert addon.inputs["addonName"] == ADDON
     assert addon.inputs["addonVersion"] == versions.EKS_ADDON_VERSIONS["1.33"][ADDON]
     role = any_stack.one("aws:iam/role:Role", "block-storage-role")
-    assert addon.inputs["podIdentityAssociations"] == [{"roleArn": role.state["arn"], "serviceAccount": "ebs-csi-controller-sa"}]
+    assert addon.inputs["podIdentityAssociations"] == [
+        {"roleArn": role.state["arn"], "serviceAccount": "ebs-csi-controller-sa"}
+    ]
     attachment = any_stack.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "block-storage-role-managed-policy")
-    assert attachment.inputs["policyArn"] == MANAGED_POLICY_ARN == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+    assert (
+        attachment.inputs["policyArn"]
+        == MANAGED_POLICY_ARN
+        == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+    )
     cluster_arn = any_stack.one("aws:eks/cluster:Cluster", "cluster-cluster").state["arn"]
     [statement] = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
     assert statement["Condition"] == {
         "StringEquals": {
-            "aws:SourceAccount": ACCOUNT, "aws:RequestTag/eks-cluster-arn": cluster_arn,
-            "aws:RequestTag/kubernetes-namespace": "kube-system", "aws:RequestTag/kubernetes-service-account": ["ebs-csi-controller-sa"],
+            "aws:SourceAccount": ACCOUNT,
+            "aws:RequestTag/eks-cluster-arn": cluster_arn,
+            "aws:RequestTag/kubernetes-namespace": "kube-system",
+            "aws:RequestTag/kubernetes-service-account": ["ebs-csi-controller-sa"],
         },
         "ArnEquals": {"aws:SourceArn": cluster_arn},
     }
@@ -59,8 +67,11 @@ def test_default_storage_class_is_encrypted_gp3_on_the_cluster_provider(any_stac
     assert sc.provider.startswith(provider.urn + "::")
     assert any_stack.exports["storageClassName"] == naming.STORAGE_CLASS
     # Nothing else in the program claims to be the default class.
-    defaults = [r for r in any_stack.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
-                if (r.inputs["metadata"].get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class") == "true"]
+    defaults = [
+        r
+        for r in any_stack.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+        if (r.inputs["metadata"].get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class") == "true"
+    ]
     assert len(defaults) == 1
 
 
@@ -80,14 +91,29 @@ def test_builders_with_a_customer_managed_key() -> None:
     assert statements["GrantsForEbs"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
     assert all(s["Resource"] == KEY for s in statements.values())
     assert all("*" not in a for s in statements.values() for a in s["Action"])
-    assert json.loads(_build_trust_policy(CLUSTER_ARN))["Statement"][0]["Condition"]["StringEquals"]["aws:SourceAccount"] == "111122223333"
+    assert (
+        json.loads(_build_trust_policy(CLUSTER_ARN))["Statement"][0]["Condition"]["StringEquals"]["aws:SourceAccount"]
+        == "111122223333"
+    )
 
 
-@pytest.mark.parametrize(("changes", "match"), [
-    ({"kubernetes_version": "1.31"}, (r"BlockStorageArgs.kubernetes_version: '1.31' has no pinned aws-ebs-csi-driver version; allowed: " r"1.32, 1.33, 1.34")),
-    ({"kms_key_arn": "alias/aws/ebs"}, r"BlockStorageArgs.kms_key_arn: 'alias/aws/ebs' is not a KMS key ARN"),
-    ({"reclaim_policy": "Recycle"}, r"BlockStorageArgs.reclaim_policy: 'Recycle' is not allowed; allowed: Delete \| Retain"),
-])
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        (
+            {"kubernetes_version": "1.31"},
+            (
+                r"BlockStorageArgs.kubernetes_version: '1.31' has no pinned aws-ebs-csi-driver version; allowed: "
+                r"1.32, 1.33, 1.34"
+            ),
+        ),
+        ({"kms_key_arn": "alias/aws/ebs"}, r"BlockStorageArgs.kms_key_arn: 'alias/aws/ebs' is not a KMS key ARN"),
+        (
+            {"reclaim_policy": "Recycle"},
+            r"BlockStorageArgs.reclaim_policy: 'Recycle' is not allowed; allowed: Delete \| Retain",
+        ),
+    ],
+)
 def test_args_validation(changes: dict[str, Any], match: str) -> None:
     base: dict[str, Any] = {"cluster_name": "c", "cluster_arn": CLUSTER_ARN, "kubernetes_version": "1.33"}
     with pytest.raises(ValueError, match=match):
@@ -128,5 +154,8 @@ def test_kubernetes_components_wait_for_nodes_coredns_and_storage(stack: str, mo
         missing = required - dependencies[key]
         assert not missing, f"{key[1]} does not wait for {sorted(missing)}"
     # The StorageClass itself waits for the driver, which waits for the nodes.
-    assert "block-storage-addon" in dependencies[("kubernetes:storage.k8s.io/v1:StorageClass", "block-storage-storage-class")]
+    assert (
+        "block-storage-addon"
+        in dependencies[("kubernetes:storage.k8s.io/v1:StorageClass", "block-storage-storage-class")]
+    )
     assert node_groups <= dependencies[("triton-platform:storage:BlockStorage", "block-storage")]

@@ -21,8 +21,13 @@ POOL = ca.GpuPool(name="gpu-l4", autoscaling_group_name="eks-gpu-l4-abc", gpus_p
 
 
 def args(**kw: object) -> ca.ClusterAutoscalerArgs:
-    base: dict[str, object] = {"cluster_name": "c", "cluster_arn": CLUSTER_ARN, "region": "us-east-1", "kubernetes_version": "1.33",
-                               "gpu_pools": (POOL,)}
+    base: dict[str, object] = {
+        "cluster_name": "c",
+        "cluster_arn": CLUSTER_ARN,
+        "region": "us-east-1",
+        "kubernetes_version": "1.33",
+        "gpu_pools": (POOL,),
+    }
     base.update(kw)
     return ca.ClusterAutoscalerArgs(**base)  # type: ignore[arg-type]
 
@@ -92,8 +97,10 @@ def test_chart_renders_rbac_for_every_autoscaler_image_it_runs() -> None:
 def test_node_template_tag_children_are_named_by_key_not_index() -> None:
     keys = sorted(ca._build_node_template_tags(POOL))
     assert [ca.tag_slug(k) for k in keys] == [
-        "label-triton-platform-io-gpu-node-group", "label-triton-platform-io-node-role",
-        "resources-nvidia-com-gpu", "taint-nvidia-com-gpu",
+        "label-triton-platform-io-gpu-node-group",
+        "label-triton-platform-io-node-role",
+        "resources-nvidia-com-gpu",
+        "taint-nvidia-com-gpu",
     ]
 
 
@@ -118,21 +125,27 @@ def test_values_let_gpu_nodes_with_emptydir_models_scale_down() -> None:
     assert_bounded_resources("cluster-autoscaler", values["resources"])
 
 
-@pytest.mark.parametrize(("kw", "match"), [
-    ({"kubernetes_version": "1.20"}, r"kubernetes_version: '1.20' has no matching autoscaler image"),
-    ({"gpu_pools": (POOL, POOL)}, r"gpu_pools: \['gpu-l4', 'gpu-l4'\] repeats a name"),
-    ({"scale_down_unneeded_minutes": 0}, r"scale_down_unneeded_minutes: 0 is out of range"),
-    ({"scale_down_delay_after_add_minutes": -1}, r"scale_down_delay_after_add_minutes: -1 is out of range"),
-])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"kubernetes_version": "1.20"}, r"kubernetes_version: '1.20' has no matching autoscaler image"),
+        ({"gpu_pools": (POOL, POOL)}, r"gpu_pools: \['gpu-l4', 'gpu-l4'\] repeats a name"),
+        ({"scale_down_unneeded_minutes": 0}, r"scale_down_unneeded_minutes: 0 is out of range"),
+        ({"scale_down_delay_after_add_minutes": -1}, r"scale_down_delay_after_add_minutes: -1 is out of range"),
+    ],
+)
 def test_args_validation(kw: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         args(**kw)
 
 
-@pytest.mark.parametrize(("kw", "match"), [
-    ({"gpus_per_node": 0}, r"GpuPool.gpus_per_node: 0 is out of range"),
-    ({"capacity_type": "spot"}, r"GpuPool.capacity_type: 'spot' is not allowed"),
-])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"gpus_per_node": 0}, r"GpuPool.gpus_per_node: 0 is out of range"),
+        ({"capacity_type": "spot"}, r"GpuPool.capacity_type: 'spot' is not allowed"),
+    ],
+)
 def test_pool_validation(kw: dict[str, object], match: str) -> None:
     base: dict[str, object] = {"name": "g", "autoscaling_group_name": "a", "gpus_per_node": 1, "capacity_type": "SPOT"}
     base.update(kw)
@@ -155,21 +168,36 @@ def test_every_stack_runs_the_autoscaler_with_tags_for_each_gpu_group(any_stack:
     assert all(c.name.startswith(f"{component.name}-") for c in children)
     tags = [c for c in children if c.type == "aws:autoscaling/tag:Tag"]
     for group in config.gpu_node_groups:
-        mine = {t.inputs["tag"]["key"]: t.inputs["tag"]["value"] for t in tags if t.name.startswith(f"{component.name}-{group.name}-template-")}
-        assert mine["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == str(gpus_per_node(group.instance_types))
+        mine = {
+            t.inputs["tag"]["key"]: t.inputs["tag"]["value"]
+            for t in tags
+            if t.name.startswith(f"{component.name}-{group.name}-template-")
+        }
+        assert mine["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == str(
+            gpus_per_node(group.instance_types)
+        )
         assert mine["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"
         assert all(t.inputs["tag"]["propagateAtLaunch"] is False for t in tags)
         group_resource = any_stack.one("aws:eks/nodeGroup:NodeGroup", f"nodegroup-{group.name}-node-group")
         asg = group_resource.state["resources"][0]["autoscalingGroups"][0]["name"]
-        assert {t.inputs["autoscalingGroupName"] for t in tags if t.name.startswith(f"{component.name}-{group.name}-")} == {asg}
+        assert {
+            t.inputs["autoscalingGroupName"] for t in tags if t.name.startswith(f"{component.name}-{group.name}-")
+        } == {asg}
     release = any_stack.one("kubernetes:helm.sh/v3:Release", f"{component.name}-release")
     assert release.inputs["version"] == versions.CLUSTER_AUTOSCALER_CHART.version == "9.53.0"
     assert release.inputs["repositoryOpts"]["repo"] == versions.CLUSTER_AUTOSCALER_CHART.repository
-    assert (release.inputs["atomic"], release.inputs["timeout"], release.inputs["createNamespace"]) == (True, ca.RELEASE_TIMEOUT_SECONDS, False)
+    assert (release.inputs["atomic"], release.inputs["timeout"], release.inputs["createNamespace"]) == (
+        True,
+        ca.RELEASE_TIMEOUT_SECONDS,
+        False,
+    )
     # Tag children are named by the tag key (stable when a label is added), never by list index.
-    assert sorted(t.name for t in tags if t.name.startswith(f"{component.name}-{config.gpu_node_groups[0].name}-")) == sorted(
+    assert sorted(
+        t.name for t in tags if t.name.startswith(f"{component.name}-{config.gpu_node_groups[0].name}-")
+    ) == sorted(
         f"{component.name}-{config.gpu_node_groups[0].name}-template-{ca.tag_slug(k)}"
-        for k in ca._build_node_template_tags(ca.GpuPool(config.gpu_node_groups[0].name, "x", 1, "ON_DEMAND")))
+        for k in ca._build_node_template_tags(ca.GpuPool(config.gpu_node_groups[0].name, "x", 1, "ON_DEMAND"))
+    )
     cluster_arn = any_stack.one("aws:eks/cluster:Cluster", "cluster-cluster").state["arn"]
     trust = json.loads(any_stack.one("aws:iam/role:Role", f"{component.name}-role").inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Condition"]["ArnEquals"] == {"aws:SourceArn": cluster_arn}
@@ -198,5 +226,7 @@ def test_dev_gpu_capacity_can_reach_zero_and_prod_keeps_an_on_demand_floor(dev: 
                 assert scaling["minSize"] == 0
             else:
                 node_gpus = gpus_per_node(group.instance_types)
-                need = sum(t.min_replicas * t.gpus_per_replica for t in config.triton_deployments if t.node_group == group.name)
+                need = sum(
+                    t.min_replicas * t.gpus_per_replica for t in config.triton_deployments if t.node_group == group.name
+                )
                 assert scaling["minSize"] * node_gpus >= need

@@ -8,7 +8,13 @@ import pytest
 
 from components import versions
 from components.eks_addons import AFTER_COMPUTE_ADDONS, BEFORE_COMPUTE_ADDONS, EksAddonsArgs, _build_addon_configuration
-from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN, EksClusterArgs, _build_kubeconfig, _build_vpc_config, role_key
+from components.eks_cluster import (
+    CLUSTER_ADMIN_POLICY_ARN,
+    EksClusterArgs,
+    _build_kubeconfig,
+    _build_vpc_config,
+    role_key,
+)
 from tests.components._helpers import assert_children_prefixed, policy, registered_outputs
 from tests.pulumi_kit import Run, run_program, stack_config
 
@@ -34,7 +40,11 @@ def test_admin_access_entries_match_config(any_stack: Run) -> None:
     entries = [e for e in any_stack.of_type("aws:eks/accessEntry:AccessEntry") if e.name.startswith("cluster-admin-")]
     assert {e.inputs["principalArn"] for e in entries} == admins
     assert all(e.inputs["type"] == "STANDARD" for e in entries)
-    assocs = [a for a in any_stack.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation") if a.name.startswith("cluster-admin-")]
+    assocs = [
+        a
+        for a in any_stack.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+        if a.name.startswith("cluster-admin-")
+    ]
     assert {a.inputs["principalArn"] for a in assocs} == admins
     for a in assocs:
         assert a.inputs["policyArn"] == CLUSTER_ADMIN_POLICY_ARN
@@ -45,14 +55,24 @@ def test_admin_access_entries_match_config(any_stack: Run) -> None:
 def test_admin_children_keep_their_urns_and_one_name_in_two_accounts_is_two_roles() -> None:
     """Access entries are keyed by account and role name; a name unique in the list is aliased to
     the child name it had when keys were the role name alone (an existing stack keeps its URNs)."""
-    admins = ["arn:aws:iam::111122223333:role/admins", "arn:aws:iam::444455556666:role/admins", "arn:aws:iam::111122223333:role/ops"]
+    admins = [
+        "arn:aws:iam::111122223333:role/admins",
+        "arn:aws:iam::444455556666:role/admins",
+        "arn:aws:iam::111122223333:role/ops",
+    ]
     run = run_program("dev", {"triton-platform:clusterAdminRoleArns": admins})
     entries = {e.name: e for e in run.of_type("aws:eks/accessEntry:AccessEntry") if e.name.startswith("cluster-admin-")}
     assert {e.inputs["principalArn"] for e in entries.values()} == set(admins)
-    assert sorted(entries) == ["cluster-admin-111122223333-admins", "cluster-admin-111122223333-ops", "cluster-admin-444455556666-admins"]
+    assert sorted(entries) == [
+        "cluster-admin-111122223333-admins",
+        "cluster-admin-111122223333-ops",
+        "cluster-admin-444455556666-admins",
+    ]
     assert entries["cluster-admin-111122223333-ops"].aliases == ("cluster-admin-ops",)
     assert entries["cluster-admin-111122223333-admins"].aliases == ()  # two "admins": neither takes the old URN
-    policy_assoc = run.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "cluster-admin-111122223333-ops-policy")
+    policy_assoc = run.one(
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "cluster-admin-111122223333-ops-policy"
+    )
     assert policy_assoc.aliases == ("cluster-admin-ops-policy",)
 
 
@@ -68,14 +88,18 @@ def test_endpoint_access_per_stack(any_stack: Run) -> None:
         assert vpc["endpointPublicAccess"] is True
         assert vpc["publicAccessCidrs"] == ["198.51.100.0/24"]
     assert all("0.0.0.0/0" not in c for c in vpc.get("publicAccessCidrs", []))
-    private = sorted(s.state["id"] for s in any_stack.of_type("aws:ec2/subnet:Subnet") if s.inputs["tags"]["tier"] == "private")
+    private = sorted(
+        s.state["id"] for s in any_stack.of_type("aws:ec2/subnet:Subnet") if s.inputs["tags"]["tier"] == "private"
+    )
     assert sorted(vpc["subnetIds"]) == private
 
 
 def test_control_plane_logging_with_retention(any_stack: Run) -> None:
     cfg = stack_config(any_stack.stack)
     c = _cluster(any_stack)
-    expected_types = cfg.get("triton-platform:clusterLogTypes", ["api", "audit", "authenticator", "controllerManager", "scheduler"])
+    expected_types = cfg.get(
+        "triton-platform:clusterLogTypes", ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+    )
     assert c.inputs["enabledClusterLogTypes"] == expected_types
     assert "audit" in c.inputs["enabledClusterLogTypes"]
     lg = any_stack.one("aws:cloudwatch/logGroup:LogGroup", "cluster-logs")
@@ -97,7 +121,11 @@ def test_cluster_role_trusts_eks_only(any_stack: Run) -> None:
     role = any_stack.one("aws:iam/role:Role", "cluster-role")
     trust = policy(role, "assumeRolePolicy")
     assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "eks.amazonaws.com"}]
-    attached = {a.inputs["policyArn"] for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.name.startswith("cluster-role-")}
+    attached = {
+        a.inputs["policyArn"]
+        for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.name.startswith("cluster-role-")
+    }
     assert attached == {"arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"}
 
 
@@ -122,7 +150,10 @@ def test_kubernetes_provider_uses_get_token(any_stack: Run) -> None:
     assert provider.parent == any_stack.one(CLUSTER, "cluster").urn
     kubeconfig = json.loads(provider.inputs["kubeconfig"])
     c = _cluster(any_stack)
-    assert kubeconfig["clusters"][0]["cluster"] == {"server": c.state["endpoint"], "certificate-authority-data": c.state["certificateAuthority"]["data"]}
+    assert kubeconfig["clusters"][0]["cluster"] == {
+        "server": c.state["endpoint"],
+        "certificate-authority-data": c.state["certificateAuthority"]["data"],
+    }
     exec_ = kubeconfig["users"][0]["user"]["exec"]
     assert exec_["command"] == "aws"
     assert exec_["args"][:4] == ["eks", "get-token", "--cluster-name", f"triton-{any_stack.stack}"]
@@ -173,39 +204,71 @@ def test_coredns_configuration_spreads_replicas() -> None:
 _ADMIN = "arn:aws:iam::111122223333:role/admins"
 
 
-@pytest.mark.parametrize(("changes", "match"), [
-    ({"cluster_name": "-bad"}, r"EksClusterArgs.cluster_name: '-bad' is not valid"),
-    ({"region": "useast1"}, r"EksClusterArgs.region: 'useast1' is not an AWS region"),
-    ({"kubernetes_version": "1.29"}, r"EksClusterArgs.kubernetes_version: '1.29' has no pinned add-on versions"),
-    ({"cluster_admin_role_arns": []}, r"EksClusterArgs.cluster_admin_role_arns: \[\] is empty"),
-    ({"cluster_admin_role_arns": ["arn:aws:iam::111122223333:user/x"]}, r"role ARN: .* is not an IAM role ARN"),
-    ({"cluster_admin_role_arns": [_ADMIN, "arn:aws:iam::111122223333:role/team/Admins"]},
-     r"cluster_admin_role_arns: .* names a role twice"),
-    ({"public_access_cidrs": ["10.0.0.1"]}, r"EksClusterArgs.public_access_cidrs: '10.0.0.1' is not an IPv4 CIDR"),
-    ({"public_access_cidrs": ["0.0.0.0/0"]}, (r"EksClusterArgs.public_access_cidrs: 0.0.0.0/0 \(their union 0.0.0.0/0: 100% of IPv4\) opens the " r"API to the internet")),
-    ({"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}, (r"EksClusterArgs.public_access_cidrs: 0.0.0.0/1, 128.0.0.0/1 \(their union 0.0.0.0/0: 100% of IPv4\) " r"opens the API")),
-    ({"log_types": ["kubelet"]}, r"EksClusterArgs.log_types: 'kubelet' is not a log type"),
-    ({"log_retention_days": 10}, r"EksClusterArgs.log_retention_days: 10 is not a CloudWatch retention"),
-])
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"cluster_name": "-bad"}, r"EksClusterArgs.cluster_name: '-bad' is not valid"),
+        ({"region": "useast1"}, r"EksClusterArgs.region: 'useast1' is not an AWS region"),
+        ({"kubernetes_version": "1.29"}, r"EksClusterArgs.kubernetes_version: '1.29' has no pinned add-on versions"),
+        ({"cluster_admin_role_arns": []}, r"EksClusterArgs.cluster_admin_role_arns: \[\] is empty"),
+        ({"cluster_admin_role_arns": ["arn:aws:iam::111122223333:user/x"]}, r"role ARN: .* is not an IAM role ARN"),
+        (
+            {"cluster_admin_role_arns": [_ADMIN, "arn:aws:iam::111122223333:role/team/Admins"]},
+            r"cluster_admin_role_arns: .* names a role twice",
+        ),
+        ({"public_access_cidrs": ["10.0.0.1"]}, r"EksClusterArgs.public_access_cidrs: '10.0.0.1' is not an IPv4 CIDR"),
+        (
+            {"public_access_cidrs": ["0.0.0.0/0"]},
+            (
+                r"EksClusterArgs.public_access_cidrs: 0.0.0.0/0 \(their union 0.0.0.0/0: 100% of IPv4\) opens the "
+                r"API to the internet"
+            ),
+        ),
+        (
+            {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]},
+            (
+                r"EksClusterArgs.public_access_cidrs: 0.0.0.0/1, 128.0.0.0/1 \(their union 0.0.0.0/0: 100% of IPv4\) "
+                r"opens the API"
+            ),
+        ),
+        ({"log_types": ["kubelet"]}, r"EksClusterArgs.log_types: 'kubelet' is not a log type"),
+        ({"log_retention_days": 10}, r"EksClusterArgs.log_retention_days: 10 is not a CloudWatch retention"),
+    ],
+)
 def test_cluster_args_validation(changes: dict, match: str) -> None:
-    base = {"cluster_name": "triton-dev", "region": "us-east-1", "kubernetes_version": "1.33",
-            "subnet_ids": ["subnet-a", "subnet-b"], "cluster_admin_role_arns": [_ADMIN]}
+    base = {
+        "cluster_name": "triton-dev",
+        "region": "us-east-1",
+        "kubernetes_version": "1.33",
+        "subnet_ids": ["subnet-a", "subnet-b"],
+        "cluster_admin_role_arns": [_ADMIN],
+    }
     with pytest.raises(ValueError, match=match):
         EksClusterArgs(**{**base, **changes})
 
 
 def test_world_open_endpoint_needs_explicit_opt_in() -> None:
-    args = EksClusterArgs(cluster_name="c", region="us-east-1", kubernetes_version="1.33", subnet_ids=[],
-                          cluster_admin_role_arns=[_ADMIN], public_access_cidrs=["0.0.0.0/0"], allow_world_open_endpoint=True)
+    args = EksClusterArgs(
+        cluster_name="c",
+        region="us-east-1",
+        kubernetes_version="1.33",
+        subnet_ids=[],
+        cluster_admin_role_arns=[_ADMIN],
+        public_access_cidrs=["0.0.0.0/0"],
+        allow_world_open_endpoint=True,
+    )
     assert args.public_access_cidrs == ["0.0.0.0/0"]
 
 
-@pytest.mark.parametrize(("changes", "match"), [
-    ({"kubernetes_version": "1.30"}, r"EksAddonsArgs.kubernetes_version: '1.30' has no pinned add-on versions"),
-    ({"addons": []}, r"EksAddonsArgs.addons: \[\] is empty or lists an add-on twice"),
-    ({"addons": ["coredns", "coredns"]}, r"EksAddonsArgs.addons: .* is empty or lists an add-on twice"),
-    ({"addons": ["aws-ebs-csi-driver"]}, r"EksAddonsArgs.addons: 'aws-ebs-csi-driver' is not a known add-on"),
-])
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"kubernetes_version": "1.30"}, r"EksAddonsArgs.kubernetes_version: '1.30' has no pinned add-on versions"),
+        ({"addons": []}, r"EksAddonsArgs.addons: \[\] is empty or lists an add-on twice"),
+        ({"addons": ["coredns", "coredns"]}, r"EksAddonsArgs.addons: .* is empty or lists an add-on twice"),
+        ({"addons": ["aws-ebs-csi-driver"]}, r"EksAddonsArgs.addons: 'aws-ebs-csi-driver' is not a known add-on"),
+    ],
+)
 def test_addons_args_validation(changes: dict, match: str) -> None:
     base = {"cluster_name": "c", "kubernetes_version": "1.33", "addons": ["coredns"]}
     with pytest.raises(ValueError, match=match):

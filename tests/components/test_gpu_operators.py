@@ -25,13 +25,22 @@ def _release(run: Run, role: str):
     return run.one(RELEASE, f"gpu-operators-{role}")
 
 
-@pytest.mark.parametrize(("role", "chart", "timeout"), [
-    ("device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, DEVICE_PLUGIN_TIMEOUT_SECONDS),
-    ("dcgm-exporter", versions.DCGM_EXPORTER_CHART, DCGM_EXPORTER_TIMEOUT_SECONDS),
-])
-def test_pinned_charts_on_the_cluster_provider(any_stack: Run, role: str, chart: versions.HelmChart, timeout: int) -> None:
+@pytest.mark.parametrize(
+    ("role", "chart", "timeout"),
+    [
+        ("device-plugin", versions.NVIDIA_DEVICE_PLUGIN_CHART, DEVICE_PLUGIN_TIMEOUT_SECONDS),
+        ("dcgm-exporter", versions.DCGM_EXPORTER_CHART, DCGM_EXPORTER_TIMEOUT_SECONDS),
+    ],
+)
+def test_pinned_charts_on_the_cluster_provider(
+    any_stack: Run, role: str, chart: versions.HelmChart, timeout: int
+) -> None:
     r = _release(any_stack, role)
-    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart.chart, chart.version, chart.repository)
+    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (
+        chart.chart,
+        chart.version,
+        chart.repository,
+    )
     assert r.inputs["name"] == chart.chart
     assert r.inputs["version"][0].isdigit()
     assert r.inputs["repositoryOpts"]["repo"].startswith("https://")
@@ -135,13 +144,25 @@ def test_bottlerocket_only_stack_installs_no_device_plugin() -> None:
     assert "devicePluginRelease" not in outputs
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"gpu_node_groups": ["a"], "host_device_plugin_node_groups": ["b"]}, r"GpuOperatorsArgs.host_device_plugin_node_groups: \['b'\] are not in gpu_node_groups"),
-    ({"gpu_node_groups": []}, r"GpuOperatorsArgs.gpu_node_groups: \[\] is empty or repeats a group"),
-    ({"gpu_node_groups": ["a", "a"]}, r"GpuOperatorsArgs.gpu_node_groups: \['a', 'a'\] is empty or repeats a group"),
-    ({"gpu_node_groups": ["a"], "service_monitor_labels": {"x": "y"}}, r"GpuOperatorsArgs.service_monitor_labels: .* is set without service_monitor"),
-    ({"gpu_node_groups": ["a"], "namespace": ""}, r"GpuOperatorsArgs.namespace: '' is empty"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"gpu_node_groups": ["a"], "host_device_plugin_node_groups": ["b"]},
+            r"GpuOperatorsArgs.host_device_plugin_node_groups: \['b'\] are not in gpu_node_groups",
+        ),
+        ({"gpu_node_groups": []}, r"GpuOperatorsArgs.gpu_node_groups: \[\] is empty or repeats a group"),
+        (
+            {"gpu_node_groups": ["a", "a"]},
+            r"GpuOperatorsArgs.gpu_node_groups: \['a', 'a'\] is empty or repeats a group",
+        ),
+        (
+            {"gpu_node_groups": ["a"], "service_monitor_labels": {"x": "y"}},
+            r"GpuOperatorsArgs.service_monitor_labels: .* is set without service_monitor",
+        ),
+        ({"gpu_node_groups": ["a"], "namespace": ""}, r"GpuOperatorsArgs.namespace: '' is empty"),
+    ],
+)
 def test_args_validation(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         GpuOperatorsArgs(**kwargs)

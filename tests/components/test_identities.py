@@ -24,7 +24,14 @@ from components.identities import (
 )
 from components.stack_config import ConfigError
 from model_sync import layout
-from tests.components._helpers import as_list, assert_children_prefixed, assert_no_wildcards, policy, registered_outputs, statements
+from tests.components._helpers import (
+    as_list,
+    assert_children_prefixed,
+    assert_no_wildcards,
+    policy,
+    registered_outputs,
+    statements,
+)
 from tests.pulumi_kit import ACCOUNT, Run, run_program, stack_config
 
 IDENTITIES = "triton-platform:iam:Identities"
@@ -43,7 +50,10 @@ SUBJECTS = {
     ("dev", "deployer"): [_sub("deploy-dev", "deploy.yml")],
     ("staging", "deployer"): [_sub("deploy-staging", "deploy.yml")],
     ("prod", "deployer"): [_sub("deploy-prod", "deploy.yml")],
-    ("staging", "publisher"): [_sub("models-staging", "model-promote.yml"), _sub("models-staging", "model-rollback.yml")],
+    ("staging", "publisher"): [
+        _sub("models-staging", "model-promote.yml"),
+        _sub("models-staging", "model-rollback.yml"),
+    ],
     ("prod", "promoter"): [_sub("models-prod", "model-promote.yml"), _sub("models-prod", "model-rollback.yml")],
 }
 PREVIEW_SUBJECTS = {s: [_sub(f"preview-{s}", "pull-request.yml", "refs/pull/*/merge")] for s in DEPLOYMENTS}
@@ -82,8 +92,11 @@ def test_serving_role_trusts_pod_identity_of_this_cluster_namespace_and_service_
         "ArnEquals": {"aws:SourceArn": cluster_arn},
     }
     # Exactly the service accounts the Pod Identity associations bind.
-    bound = sorted(r.inputs["serviceAccount"] for r in any_stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
-                   if r.name.startswith("identities-serving-"))
+    bound = sorted(
+        r.inputs["serviceAccount"]
+        for r in any_stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if r.name.startswith("identities-serving-")
+    )
     assert st["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == bound
     assert any_stack.exports["servingRoleArn"] == role.state["arn"]
 
@@ -100,24 +113,36 @@ def test_serving_policy_read_repository_write_status_only(any_stack: Run) -> Non
     assert s["ReadRepository"]["Resource"] == [f"{bucket}/repository/*", f"{bucket}/manifests/*"]
     assert s["UseRepositoryKey"]["Resource"] == _key_arn(any_stack)
     cluster_arn = any_stack.one("aws:eks/cluster:Cluster", "cluster-cluster").state["arn"]
-    writes = [st for st in doc["Statement"] if any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in as_list(st["Action"]))]
+    writes = [
+        st
+        for st in doc["Statement"]
+        if any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in as_list(st["Action"]))
+    ]
     # One statement per deployment: its own status/<deployment>/ prefix, only for its own
     # service account's Pod Identity sessions (delete: its own status on SIGTERM).
-    assert writes == [{
-        "Sid": f"WriteStatus{i}", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-        "Resource": f"{bucket}/status/{d}/*",
-        "Condition": {"StringEquals": {
-            "aws:PrincipalTag/eks-cluster-arn": cluster_arn,
-            "aws:PrincipalTag/kubernetes-namespace": naming.TRITON_NAMESPACE,
-            "aws:PrincipalTag/kubernetes-service-account": f"triton-{d}",
-        }},
-    } for i, d in enumerate(sorted(DEPLOYMENTS[any_stack.stack]), start=1)]
+    assert writes == [
+        {
+            "Sid": f"WriteStatus{i}",
+            "Effect": "Allow",
+            "Action": ["s3:PutObject", "s3:DeleteObject"],
+            "Resource": f"{bucket}/status/{d}/*",
+            "Condition": {
+                "StringEquals": {
+                    "aws:PrincipalTag/eks-cluster-arn": cluster_arn,
+                    "aws:PrincipalTag/kubernetes-namespace": naming.TRITON_NAMESPACE,
+                    "aws:PrincipalTag/kubernetes-service-account": f"triton-{d}",
+                }
+            },
+        }
+        for i, d in enumerate(sorted(DEPLOYMENTS[any_stack.stack]), start=1)
+    ]
 
 
 def _allows(doc: dict[str, Any], action: str, resource: str, tags: dict[str, str]) -> bool:
     """IAM evaluation of an identity policy of Allow statements for one request: an action and
     resource that match (`*` wildcards) and every StringEquals on `aws:PrincipalTag/<key>` met by
     the session's tags. Any other condition operator or key fails the test (never guessed)."""
+
     def like(pattern: str, value: str) -> bool:
         return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), value) is not None
 
@@ -144,19 +169,40 @@ def test_an_agent_writes_and_deletes_only_its_own_deployments_status(any_stack: 
     deployments = DEPLOYMENTS[any_stack.stack]
     others = [*deployments, "other", f"{deployments[0]}-x"]  # another stack's name; a longer name with the same start
     for d in deployments:
-        tags = {"eks-cluster-arn": cluster_arn, "kubernetes-namespace": naming.TRITON_NAMESPACE, "kubernetes-service-account": naming.triton_service_account(d)}
+        tags = {
+            "eks-cluster-arn": cluster_arn,
+            "kubernetes-namespace": naming.TRITON_NAMESPACE,
+            "kubernetes-service-account": naming.triton_service_account(d),
+        }
         may = {e for e in others if _allows(doc, action, f"{bucket}/{layout.status_key(e, 'triton-x-0')}", tags)}
         assert may == {d}
-        assert not _allows(doc, action, f"{bucket}/{layout.status_key(d, 'triton-x-0')}", {**tags, "kubernetes-namespace": "default"})
-        assert not _allows(doc, action, f"{bucket}/{layout.status_key(d, 'triton-x-0')}", {**tags, "eks-cluster-arn": cluster_arn + "-other"})
-        for key in (layout.config_key("resnet18"), layout.manifest_key("resnet18", 1), layout.promotion_key("resnet18", 1)):
+        assert not _allows(
+            doc, action, f"{bucket}/{layout.status_key(d, 'triton-x-0')}", {**tags, "kubernetes-namespace": "default"}
+        )
+        assert not _allows(
+            doc,
+            action,
+            f"{bucket}/{layout.status_key(d, 'triton-x-0')}",
+            {**tags, "eks-cluster-arn": cluster_arn + "-other"},
+        )
+        for key in (
+            layout.config_key("resnet18"),
+            layout.manifest_key("resnet18", 1),
+            layout.promotion_key("resnet18", 1),
+        ):
             assert not _allows(doc, action, f"{bucket}/{key}", tags)
-    assert not _allows(doc, action, f"{bucket}/{layout.status_key(deployments[0], 'triton-x-0')}", {})  # no session tags: nothing
+    assert not _allows(
+        doc, action, f"{bucket}/{layout.status_key(deployments[0], 'triton-x-0')}", {}
+    )  # no session tags: nothing
 
 
 def test_pod_identity_association_per_deployment(any_stack: Run) -> None:
     identities = any_stack.one("triton-platform:iam:Identities")
-    assocs = [a for a in any_stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation") if a.name.startswith("identities-")]
+    assocs = [
+        a
+        for a in any_stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if a.name.startswith("identities-")
+    ]
     assert all(a.parent == identities.urn for a in assocs)
     assert sorted(a.name for a in assocs) == [f"identities-serving-{d}" for d in DEPLOYMENTS[any_stack.stack]]
     serving = _role(any_stack, "serving").state["arn"]
@@ -179,13 +225,20 @@ def test_no_stack_owns_the_accounts_github_oidc_provider(any_stack: Run) -> None
     named = stack_config(any_stack.stack)["triton-platform:githubOidcProviderArn"]
     assert named.endswith(f":oidc-provider/{GITHUB_OIDC_HOST}")
     for role in any_stack.of_type("aws:iam/role:Role"):
-        if role.name in ("identities-deployer-role", "identities-preview-role", "identities-publisher-role", "identities-promoter-role"):
+        if role.name in (
+            "identities-deployer-role",
+            "identities-preview-role",
+            "identities-publisher-role",
+            "identities-promoter-role",
+        ):
             assert {st["Principal"]["Federated"] for st in policy(role, "assumeRolePolicy")["Statement"]} == {named}
 
 
 def test_ci_roles_per_stack(any_stack: Run) -> None:
     roles = {r.name for r in any_stack.of_type("aws:iam/role:Role") if r.name.startswith("identities-")}
-    extra = {"dev": set(), "staging": {"identities-publisher-role"}, "prod": {"identities-promoter-role"}}[any_stack.stack]
+    extra = {"dev": set(), "staging": {"identities-publisher-role"}, "prod": {"identities-promoter-role"}}[
+        any_stack.stack
+    ]
     assert roles == {"identities-serving-role", "identities-deployer-role", "identities-preview-role"} | extra
     assert ("publisherRoleArn" in any_stack.exports) is (any_stack.stack == "staging")
     assert ("promoterRoleArn" in any_stack.exports) is (any_stack.stack == "prod")
@@ -195,8 +248,11 @@ def test_ci_roles_per_stack(any_stack: Run) -> None:
 def test_ci_trust_is_exact_workflow_ref_and_environment_per_role(any_stack: Run) -> None:
     cfg = stack_config(any_stack.stack)
     provider_arn = cfg["triton-platform:githubOidcProviderArn"]
-    ci = {r.name.removeprefix("identities-").removesuffix("-role"): r for r in any_stack.of_type("aws:iam/role:Role")
-          if r.name in ("identities-deployer-role", "identities-publisher-role", "identities-promoter-role")}
+    ci = {
+        r.name.removeprefix("identities-").removesuffix("-role"): r
+        for r in any_stack.of_type("aws:iam/role:Role")
+        if r.name in ("identities-deployer-role", "identities-publisher-role", "identities-promoter-role")
+    }
     assert set(ci) == {role for stack, role in SUBJECTS if stack == any_stack.stack}
     for name, role in ci.items():
         [st] = policy(role, "assumeRolePolicy")["Statement"]
@@ -206,9 +262,13 @@ def test_ci_trust_is_exact_workflow_ref_and_environment_per_role(any_stack: Run)
         cond = st["Condition"]["StringEquals"]
         assert cond[f"{GITHUB_OIDC_HOST}:aud"] == "sts.amazonaws.com"
         assert cond[f"{GITHUB_OIDC_HOST}:sub"] == SUBJECTS[(any_stack.stack, name)]
-        assert role.inputs["maxSessionDuration"] == CI_SESSION_SECONDS[name]  # sized to the jobs: tests/workflows/test_credentials.py
+        assert (
+            role.inputs["maxSessionDuration"] == CI_SESSION_SECONDS[name]
+        )  # sized to the jobs: tests/workflows/test_credentials.py
     # No two roles of the stack accept a common subject.
-    subs = [s for (stack, _), subjects in SUBJECTS.items() if stack == any_stack.stack for s in subjects] + PREVIEW_SUBJECTS[any_stack.stack]
+    subs = [
+        s for (stack, _), subjects in SUBJECTS.items() if stack == any_stack.stack for s in subjects
+    ] + PREVIEW_SUBJECTS[any_stack.stack]
     assert len(subs) == len(set(subs))
 
 
@@ -233,8 +293,12 @@ def test_promoter_reads_staging_and_writes_prod(prod: Run) -> None:
     s = statements(doc)
     assert s["ReadSource"]["Resource"] == [f"{source}/{p}*" for p in ("repository/", "manifests/", "status/", "audit/")]
     assert s["ListSource"]["Resource"] == source
-    assert s["DecryptSource"] == {"Sid": "DecryptSource", "Effect": "Allow", "Action": "kms:Decrypt",
-                                  "Resource": cfg["triton-platform:promotionSourceKmsKeyArn"]}
+    assert s["DecryptSource"] == {
+        "Sid": "DecryptSource",
+        "Effect": "Allow",
+        "Action": "kms:Decrypt",
+        "Resource": cfg["triton-platform:promotionSourceKmsKeyArn"],
+    }
     bucket = _bucket_arn("prod")
     assert s["WriteTarget"]["Resource"] == [f"{bucket}/repository/*", f"{bucket}/manifests/*", f"{bucket}/audit/*"]
     # Nothing is ever written to the source bucket.
@@ -245,13 +309,19 @@ def test_promoter_reads_staging_and_writes_prod(prod: Run) -> None:
 
 def test_deployer_policies_and_cluster_access(any_stack: Run) -> None:
     expected = set(stack_config(any_stack.stack)["triton-platform:deployerPolicyArns"])
-    attached = {a.inputs["policyArn"] for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.name.startswith("identities-deployer-")}
+    attached = {
+        a.inputs["policyArn"]
+        for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.name.startswith("identities-deployer-")
+    }
     assert attached == expected
     assert not any(a.endswith("/AdministratorAccess") for a in attached)
     deployer = _role(any_stack, "deployer").state["arn"]
     entry = any_stack.one("aws:eks/accessEntry:AccessEntry", "identities-deployer-access")
     assert entry.inputs["principalArn"] == deployer
-    assoc = any_stack.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "identities-deployer-access-policy")
+    assoc = any_stack.one(
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "identities-deployer-access-policy"
+    )
     assert assoc.inputs["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
 
 
@@ -275,24 +345,36 @@ def test_github_subject_follows_the_customised_template() -> None:
     (here the workflow is always the repository's own)."""
     assert GITHUB_SUB_CLAIM_KEYS == ("repo", "context", "job_workflow_ref")
     assert github_subject("octo-org/octo-repo", "oidc.yml", "refs/heads/main", "prod") == (
-        "repo:octo-org/octo-repo:environment:prod:job_workflow_ref:" "octo-org/octo-repo/.github/workflows/oidc.yml@refs/heads/main")
-    assert github_subject("o/r", "pull-request.yml", "refs/pull/*/merge", "preview-dev").endswith("pull-request.yml@refs/pull/*/merge")
+        "repo:octo-org/octo-repo:environment:prod:job_workflow_ref:"
+        "octo-org/octo-repo/.github/workflows/oidc.yml@refs/heads/main"
+    )
+    assert github_subject("o/r", "pull-request.yml", "refs/pull/*/merge", "preview-dev").endswith(
+        "pull-request.yml@refs/pull/*/merge"
+    )
 
 
-@pytest.mark.parametrize(("args", "match"), [
-    (("o", "deploy.yml", "refs/heads/main", "deploy-dev"), r"repository: 'o' is not valid"),
-    (("o/r", "../deploy.yml", "refs/heads/main", "deploy-dev"), r"workflow: '../deploy.yml' is not valid"),
-    (("o/r", "deploy.yml", "refs/heads/*", "deploy-dev"), r"ref: 'refs/heads/\*' is not valid"),
-    (("o/r", "deploy.yml", "main", "deploy-dev"), r"ref: 'main' is not valid"),
-    (("o/r", "deploy.yml", "refs/heads/main", "prod:eastus"), r"environment: 'prod:eastus' is not valid"),
-])
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("o", "deploy.yml", "refs/heads/main", "deploy-dev"), r"repository: 'o' is not valid"),
+        (("o/r", "../deploy.yml", "refs/heads/main", "deploy-dev"), r"workflow: '../deploy.yml' is not valid"),
+        (("o/r", "deploy.yml", "refs/heads/*", "deploy-dev"), r"ref: 'refs/heads/\*' is not valid"),
+        (("o/r", "deploy.yml", "main", "deploy-dev"), r"ref: 'main' is not valid"),
+        (("o/r", "deploy.yml", "refs/heads/main", "prod:eastus"), r"environment: 'prod:eastus' is not valid"),
+    ],
+)
 def test_github_subject_validation(args: tuple[str, str, str, str], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         github_subject(*args)
 
 
 def test_github_environment_is_one_per_purpose_and_stack() -> None:
-    assert [github_environment(r, "prod") for r in ("deployer", "preview", "publisher", "promoter")] == ["deploy-prod", "preview-prod", "models-prod", "models-prod"]
+    assert [github_environment(r, "prod") for r in ("deployer", "preview", "publisher", "promoter")] == [
+        "deploy-prod",
+        "preview-prod",
+        "models-prod",
+        "models-prod",
+    ]
     with pytest.raises(ValueError, match=r"role: 'serving' is not a CI role"):
         github_environment("serving", "prod")
     with pytest.raises(ValueError, match=r"environment: 'qa' is not allowed"):
@@ -301,19 +383,33 @@ def test_github_environment_is_one_per_purpose_and_stack() -> None:
 
 def test_github_role_subjects() -> None:
     assert github_role_subjects("deployer", "staging", REPO, ["refs/heads/main", "refs/tags/v1"]) == [
-        _sub("deploy-staging", "deploy.yml"), _sub("deploy-staging", "deploy.yml", "refs/tags/v1")]
+        _sub("deploy-staging", "deploy.yml"),
+        _sub("deploy-staging", "deploy.yml", "refs/tags/v1"),
+    ]
     assert github_role_subjects("promoter", "prod", REPO, ["refs/heads/main"]) == SUBJECTS[("prod", "promoter")]
-    assert github_role_subjects("preview", "dev", REPO, ["refs/heads/main"]) == PREVIEW_SUBJECTS["dev"]  # refs do not apply
+    assert (
+        github_role_subjects("preview", "dev", REPO, ["refs/heads/main"]) == PREVIEW_SUBJECTS["dev"]
+    )  # refs do not apply
 
 
 def test_github_trust_builder_wildcards_only_the_pull_request_number() -> None:
     exact = _build_github_trust("arn:p", [_sub("deploy-dev", "deploy.yml")])
-    assert exact["Statement"][0]["Condition"] == {"StringEquals": {
-        f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com", f"{GITHUB_OIDC_HOST}:sub": [_sub("deploy-dev", "deploy.yml")]}}
+    assert exact["Statement"][0]["Condition"] == {
+        "StringEquals": {
+            f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com",
+            f"{GITHUB_OIDC_HOST}:sub": [_sub("deploy-dev", "deploy.yml")],
+        }
+    }
     like = _build_github_trust("arn:p", PREVIEW_SUBJECTS["dev"])
     assert like["Statement"][0]["Condition"] == {
-        "StringEquals": {f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com"}, "StringLike": {f"{GITHUB_OIDC_HOST}:sub": PREVIEW_SUBJECTS["dev"]}}
-    for bad in ([f"repo:{REPO}:*"], [_sub("deploy-dev", "deploy.yml", "refs/heads/*")], [_sub("deploy-dev", "deploy.yml").replace("main", "ma?n")]):
+        "StringEquals": {f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com"},
+        "StringLike": {f"{GITHUB_OIDC_HOST}:sub": PREVIEW_SUBJECTS["dev"]},
+    }
+    for bad in (
+        [f"repo:{REPO}:*"],
+        [_sub("deploy-dev", "deploy.yml", "refs/heads/*")],
+        [_sub("deploy-dev", "deploy.yml").replace("main", "ma?n")],
+    ):
         with pytest.raises(ValueError, match=r"has a wildcard; allowed: exact subjects"):
             _build_github_trust("arn:p", bad)
     with pytest.raises(ValueError, match=r"mixes exact and pull-request subjects"):
@@ -339,57 +435,147 @@ def test_promoter_policy_builder_has_no_delete() -> None:
 # ---- validation: component args --------------------------------------------------------
 
 _KEY = "arn:aws:kms:us-east-1:111122223333:key/0d3c6f1e-8a2b-4c5d-9e7f-1a2b3c4d5e6f"
-_BASE: dict[str, Any] = {"environment": "staging", "cluster_name": "c", "cluster_arn": "arn:aws:eks:us-east-1:111122223333:cluster/c", "bucket_arn": "arn:aws:s3:::b", "kms_key_arn": "k",
-         "triton_deployments": ["default"], "github_repository": "o/r", "github_deploy_refs": ["refs/heads/main"],
-         "deployer_policy_arns": ["arn:aws:iam::111122223333:policy/deployer"],
-         "github_oidc_provider_arn": f"arn:aws:iam::111122223333:oidc-provider/{GITHUB_OIDC_HOST}"}
+_BASE: dict[str, Any] = {
+    "environment": "staging",
+    "cluster_name": "c",
+    "cluster_arn": "arn:aws:eks:us-east-1:111122223333:cluster/c",
+    "bucket_arn": "arn:aws:s3:::b",
+    "kms_key_arn": "k",
+    "triton_deployments": ["default"],
+    "github_repository": "o/r",
+    "github_deploy_refs": ["refs/heads/main"],
+    "deployer_policy_arns": ["arn:aws:iam::111122223333:policy/deployer"],
+    "github_oidc_provider_arn": f"arn:aws:iam::111122223333:oidc-provider/{GITHUB_OIDC_HOST}",
+}
 
 
-@pytest.mark.parametrize(("changes", "match"), [
-    ({"environment": "qa"}, r"IdentitiesArgs.environment: 'qa' is not allowed"),
-    ({"triton_deployments": []}, r"IdentitiesArgs.triton_deployments: \[\] is empty or repeats a name"),
-    ({"triton_deployments": ["Big"]}, r"IdentitiesArgs.triton_deployments: 'Big' is not a DNS label"),
-    ({"github_repository": "no-slash"}, r"IdentitiesArgs.github_repository: 'no-slash' is not valid"),
-    ({"github_deploy_refs": []}, r"IdentitiesArgs.github_deploy_refs: \[\] is empty"),
-    ({"github_deploy_refs": ["refs/heads/*"]}, r"IdentitiesArgs.github_deploy_refs: 'refs/heads/\*' is not valid"),
-    ({"github_deploy_refs": ["environment:prod"]}, r"IdentitiesArgs.github_deploy_refs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or " r"refs/tags/<tag> "
-                                                   r"\(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. deploy-staging\)"),
-    ({"deployer_policy_arns": []}, r"IdentitiesArgs.deployer_policy_arns: \[\] is empty"),
-    ({"deployer_policy_arns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, r"deployer_policy_arns: '.*AdministratorAccess' is not allowed"),
-    ({"deployer_policy_arns": ["arn:aws:iam::aws:policy/PowerUserAccess"]}, r"deployer_policy_arns: '.*PowerUserAccess' is not allowed; allowed: customer-managed"),
-    ({"github_oidc_provider_arn": "arn:aws:iam::111122223333:oidc-provider/example.com"}, r"IdentitiesArgs.github_oidc_provider_arn: .* is not the GitHub OIDC provider"),
-    ({"promotion_source_bucket": "b-staging"}, r"IdentitiesArgs.promotion_source_bucket: 'b-staging' is set in staging"),
-    ({"environment": "prod"}, r"IdentitiesArgs.promotion_source_bucket: '' is not a bucket name"),
-    ({"environment": "prod", "promotion_source_bucket": "b-staging"}, r"IdentitiesArgs.promotion_source_kms_key_arn: '' is not a KMS key ARN"),
-])
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"environment": "qa"}, r"IdentitiesArgs.environment: 'qa' is not allowed"),
+        ({"triton_deployments": []}, r"IdentitiesArgs.triton_deployments: \[\] is empty or repeats a name"),
+        ({"triton_deployments": ["Big"]}, r"IdentitiesArgs.triton_deployments: 'Big' is not a DNS label"),
+        ({"github_repository": "no-slash"}, r"IdentitiesArgs.github_repository: 'no-slash' is not valid"),
+        ({"github_deploy_refs": []}, r"IdentitiesArgs.github_deploy_refs: \[\] is empty"),
+        ({"github_deploy_refs": ["refs/heads/*"]}, r"IdentitiesArgs.github_deploy_refs: 'refs/heads/\*' is not valid"),
+        (
+            {"github_deploy_refs": ["environment:prod"]},
+            r"IdentitiesArgs.github_deploy_refs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or "
+            r"refs/tags/<tag> "
+            r"\(no wildcards, no environment: each role's environment is fixed by its purpose, e.g. deploy-staging\)",
+        ),
+        ({"deployer_policy_arns": []}, r"IdentitiesArgs.deployer_policy_arns: \[\] is empty"),
+        (
+            {"deployer_policy_arns": ["arn:aws:iam::aws:policy/AdministratorAccess"]},
+            r"deployer_policy_arns: '.*AdministratorAccess' is not allowed",
+        ),
+        (
+            {"deployer_policy_arns": ["arn:aws:iam::aws:policy/PowerUserAccess"]},
+            r"deployer_policy_arns: '.*PowerUserAccess' is not allowed; allowed: customer-managed",
+        ),
+        (
+            {"github_oidc_provider_arn": "arn:aws:iam::111122223333:oidc-provider/example.com"},
+            r"IdentitiesArgs.github_oidc_provider_arn: .* is not the GitHub OIDC provider",
+        ),
+        (
+            {"promotion_source_bucket": "b-staging"},
+            r"IdentitiesArgs.promotion_source_bucket: 'b-staging' is set in staging",
+        ),
+        ({"environment": "prod"}, r"IdentitiesArgs.promotion_source_bucket: '' is not a bucket name"),
+        (
+            {"environment": "prod", "promotion_source_bucket": "b-staging"},
+            r"IdentitiesArgs.promotion_source_kms_key_arn: '' is not a KMS key ARN",
+        ),
+    ],
+)
 def test_args_validation(changes: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         IdentitiesArgs(**{**_BASE, **changes})
 
 
 def test_prod_args_accept_a_promotion_source() -> None:
-    args = IdentitiesArgs(**{**_BASE, "environment": "prod", "promotion_source_bucket": "b-staging", "promotion_source_kms_key_arn": _KEY})
+    args = IdentitiesArgs(
+        **{**_BASE, "environment": "prod", "promotion_source_bucket": "b-staging", "promotion_source_kms_key_arn": _KEY}
+    )
     assert args.promotion_source_bucket == "b-staging"
 
 
 # ---- validation: the stack-config keys this area added ---------------------------------
 
 
-@pytest.mark.parametrize(("stack", "overrides", "remove", "match"), [
-    ("prod", {}, ("triton-platform:promotionSourceBucket",), r"triton-platform:promotionSourceBucket: <unset> is missing \(prod promotes from staging\)"),
-    ("prod", {"triton-platform:promotionSourceBucket": "Bad_Bucket"}, (), r"triton-platform:promotionSourceBucket: 'Bad_Bucket' is not valid"),
-    ("prod", {}, ("triton-platform:promotionSourceKmsKeyArn",), r"triton-platform:promotionSourceKmsKeyArn: <unset> is missing"),
-    ("prod", {"triton-platform:promotionSourceKmsKeyArn": "alias/x"}, (), r"triton-platform:promotionSourceKmsKeyArn: 'alias/x' is not valid"),
-    ("staging", {"triton-platform:promotionSourceBucket": "b"}, (), r"triton-platform:promotionSourceBucket: 'b' is set in staging"),
-    ("dev", {"triton-platform:promotionSourceKmsKeyArn": _KEY}, (), r"triton-platform:promotionSourceKmsKeyArn: .* is set in dev"),
-    ("dev", {}, ("triton-platform:deployerPolicyArns",), r"triton-platform:deployerPolicyArns: <unset> is missing"),
-    ("dev", {"triton-platform:deployerPolicyArns": []}, (), r"triton-platform:deployerPolicyArns: .* is empty"),
-    ("dev", {"triton-platform:deployerPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}, (), r"deployerPolicyArns: '.*AdministratorAccess' is an AWS managed policy, not scoped to this stack"),
-    ("dev", {"triton-platform:deployerPolicyArns": ["policy/x"]}, (), r"triton-platform:deployerPolicyArns: 'policy/x' is not valid"),
-    ("dev", {"triton-platform:githubOidcProviderArn": "arn:aws:iam::111122223333:oidc-provider/x"}, (), r"githubOidcProviderArn: .* is not the GitHub OIDC provider"),
-    ("prod", {"triton-platform:modelRepositoryReadPrincipalArns": ["arn:aws:iam::111122223333:role/x"]}, (), r"modelRepositoryReadPrincipalArns: .* is set in prod"),
-    ("staging", {"triton-platform:modelRepositoryReadPrincipalArns": ["arn:aws:iam::1:role/x"]}, (), r"modelRepositoryReadPrincipalArns: 'arn:aws:iam::1:role/x' is not valid"),
-])
+@pytest.mark.parametrize(
+    ("stack", "overrides", "remove", "match"),
+    [
+        (
+            "prod",
+            {},
+            ("triton-platform:promotionSourceBucket",),
+            r"triton-platform:promotionSourceBucket: <unset> is missing \(prod promotes from staging\)",
+        ),
+        (
+            "prod",
+            {"triton-platform:promotionSourceBucket": "Bad_Bucket"},
+            (),
+            r"triton-platform:promotionSourceBucket: 'Bad_Bucket' is not valid",
+        ),
+        (
+            "prod",
+            {},
+            ("triton-platform:promotionSourceKmsKeyArn",),
+            r"triton-platform:promotionSourceKmsKeyArn: <unset> is missing",
+        ),
+        (
+            "prod",
+            {"triton-platform:promotionSourceKmsKeyArn": "alias/x"},
+            (),
+            r"triton-platform:promotionSourceKmsKeyArn: 'alias/x' is not valid",
+        ),
+        (
+            "staging",
+            {"triton-platform:promotionSourceBucket": "b"},
+            (),
+            r"triton-platform:promotionSourceBucket: 'b' is set in staging",
+        ),
+        (
+            "dev",
+            {"triton-platform:promotionSourceKmsKeyArn": _KEY},
+            (),
+            r"triton-platform:promotionSourceKmsKeyArn: .* is set in dev",
+        ),
+        ("dev", {}, ("triton-platform:deployerPolicyArns",), r"triton-platform:deployerPolicyArns: <unset> is missing"),
+        ("dev", {"triton-platform:deployerPolicyArns": []}, (), r"triton-platform:deployerPolicyArns: .* is empty"),
+        (
+            "dev",
+            {"triton-platform:deployerPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]},
+            (),
+            r"deployerPolicyArns: '.*AdministratorAccess' is an AWS managed policy, not scoped to this stack",
+        ),
+        (
+            "dev",
+            {"triton-platform:deployerPolicyArns": ["policy/x"]},
+            (),
+            r"triton-platform:deployerPolicyArns: 'policy/x' is not valid",
+        ),
+        (
+            "dev",
+            {"triton-platform:githubOidcProviderArn": "arn:aws:iam::111122223333:oidc-provider/x"},
+            (),
+            r"githubOidcProviderArn: .* is not the GitHub OIDC provider",
+        ),
+        (
+            "prod",
+            {"triton-platform:modelRepositoryReadPrincipalArns": ["arn:aws:iam::111122223333:role/x"]},
+            (),
+            r"modelRepositoryReadPrincipalArns: .* is set in prod",
+        ),
+        (
+            "staging",
+            {"triton-platform:modelRepositoryReadPrincipalArns": ["arn:aws:iam::1:role/x"]},
+            (),
+            r"modelRepositoryReadPrincipalArns: 'arn:aws:iam::1:role/x' is not valid",
+        ),
+    ],
+)
 def test_config_validation(stack: str, overrides: dict, remove: tuple, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         run_program(stack, overrides=overrides, remove=remove)
@@ -406,9 +592,17 @@ def test_preview_role_is_read_only_and_pull_request_only(any_stack: Run) -> None
         "StringLike": {"token.actions.githubusercontent.com:sub": PREVIEW_SUBJECTS[any_stack.stack]},
     }
     assert role.inputs["maxSessionDuration"] == 3600
-    attachments = [r for r in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.name.startswith("identities-preview")]
+    attachments = [
+        r
+        for r in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith("identities-preview")
+    ]
     assert [a.inputs["policyArn"] for a in attachments] == ["arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"]
-    assert not [r for r in any_stack.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.startswith("identities-preview")]
-    access = any_stack.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "identities-preview-access-policy")
+    assert not [
+        r for r in any_stack.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.startswith("identities-preview")
+    ]
+    access = any_stack.one(
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "identities-preview-access-policy"
+    )
     assert access.inputs["policyArn"].endswith("/AmazonEKSViewPolicy")
     assert any_stack.exports["previewRoleArn"] == role.state["arn"]

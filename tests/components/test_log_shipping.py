@@ -18,7 +18,11 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 @pytest.mark.parametrize(("role", "chart"), [("loki", versions.LOKI_CHART), ("alloy", versions.ALLOY_CHART)])
 def test_pinned_releases(any_stack: Run, role: str, chart: versions.HelmChart) -> None:
     r = any_stack.one(RELEASE, f"log-shipping-{role}")
-    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart.chart, chart.version, chart.repository)
+    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (
+        chart.chart,
+        chart.version,
+        chart.repository,
+    )
     assert r.inputs["namespace"] == naming.LOGGING_NAMESPACE
 
 
@@ -77,12 +81,18 @@ def test_grafana_datasource_only_with_monitoring(staging: Run) -> None:
     assert not [r for r in run.kubernetes_objects() if r.inputs["metadata"]["name"] == "loki-datasource"]
 
 
-@pytest.mark.parametrize(("overrides", "match"), [
-    ({"retention_days": 0}, r"LogShippingArgs\.retention_days: 0 is out of range; allowed: 1 to 365"),
-    ({"storage_gib": 1}, r"LogShippingArgs\.storage_gib: 1 is out of range"),
-    ({"shipper_replicas": 0}, r"LogShippingArgs\.shipper_replicas: 0 is out of range"),
-    ({"vpc_cidr": "10.0.0.1/16"}, r"LogShippingArgs\.vpc_cidr: '10\.0\.0\.1/16' is not allowed; allowed: the VPC's IPv4 CIDR"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"retention_days": 0}, r"LogShippingArgs\.retention_days: 0 is out of range; allowed: 1 to 365"),
+        ({"storage_gib": 1}, r"LogShippingArgs\.storage_gib: 1 is out of range"),
+        ({"shipper_replicas": 0}, r"LogShippingArgs\.shipper_replicas: 0 is out of range"),
+        (
+            {"vpc_cidr": "10.0.0.1/16"},
+            r"LogShippingArgs\.vpc_cidr: '10\.0\.0\.1/16' is not allowed; allowed: the VPC's IPv4 CIDR",
+        ),
+    ],
+)
 def test_args_validation(overrides: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         LogShippingArgs(**overrides)

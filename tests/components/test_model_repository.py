@@ -56,7 +56,10 @@ def test_versioning_public_access_block_and_ownership(any_stack: Run) -> None:
     v = any_stack.one("aws:s3/bucketVersioning:BucketVersioning")
     assert v.inputs["versioningConfiguration"] == {"status": "Enabled"}
     pab = any_stack.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
-    assert all(pab.inputs[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert all(
+        pab.inputs[k] is True
+        for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
     own = any_stack.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls")
     assert own.inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
     for r in (v, pab, own):
@@ -75,10 +78,14 @@ def test_bucket_policy_denies_plaintext_and_foreign_encryption(any_stack: Run) -
     header = s["DenyNonKmsEncryptionHeader"]
     assert (header["Effect"], header["Action"]) == ("Deny", "s3:PutObject")
     # Deny only an explicit non-KMS header: a PutObject without one gets default encryption.
-    assert header["Condition"] == {"StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"},
-                                   "Null": {"s3:x-amz-server-side-encryption": "false"}}
+    assert header["Condition"] == {
+        "StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"},
+        "Null": {"s3:x-amz-server-side-encryption": "false"},
+    }
     other_key = s["DenyOtherKmsKeys"]["Condition"]
-    assert other_key["StringNotEquals"]["s3:x-amz-server-side-encryption-aws-kms-key-id"] == _key(any_stack).state["arn"]
+    assert (
+        other_key["StringNotEquals"]["s3:x-amz-server-side-encryption-aws-kms-key-id"] == _key(any_stack).state["arn"]
+    )
     assert other_key["Null"] == {"s3:x-amz-server-side-encryption-aws-kms-key-id": "false"}
     allows = [st for st in doc["Statement"] if st["Effect"] == "Allow"]
     if any_stack.stack == "staging":
@@ -142,14 +149,23 @@ def test_helpers() -> None:
     assert [st["Effect"] for st in doc["Statement"]] == ["Deny"] * 4
 
 
-@pytest.mark.parametrize(("changes", "match"), [
-    ({"environment": "qa"}, r"ModelRepositoryArgs.environment: 'qa' is not allowed"),
-    ({"region": "us_east_1"}, r"ModelRepositoryArgs.region: 'us_east_1' is not an AWS region"),
-    ({"noncurrent_version_days": 0}, r"ModelRepositoryArgs.noncurrent_version_days: 0 is out of range"),
-    ({"force_destroy": True}, r"ModelRepositoryArgs.force_destroy: True is not allowed in staging"),
-    ({"read_principal_arns": ["arn:aws:iam::1:role/x"]}, r"ModelRepositoryArgs.read_principal_arns: .* is not an IAM role ARN"),
-    ({"environment": "prod", "read_principal_arns": [PROMOTER]}, r"ModelRepositoryArgs.read_principal_arns: .* is not allowed in prod"),
-])
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"environment": "qa"}, r"ModelRepositoryArgs.environment: 'qa' is not allowed"),
+        ({"region": "us_east_1"}, r"ModelRepositoryArgs.region: 'us_east_1' is not an AWS region"),
+        ({"noncurrent_version_days": 0}, r"ModelRepositoryArgs.noncurrent_version_days: 0 is out of range"),
+        ({"force_destroy": True}, r"ModelRepositoryArgs.force_destroy: True is not allowed in staging"),
+        (
+            {"read_principal_arns": ["arn:aws:iam::1:role/x"]},
+            r"ModelRepositoryArgs.read_principal_arns: .* is not an IAM role ARN",
+        ),
+        (
+            {"environment": "prod", "read_principal_arns": [PROMOTER]},
+            r"ModelRepositoryArgs.read_principal_arns: .* is not allowed in prod",
+        ),
+    ],
+)
 def test_args_validation(changes: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         ModelRepositoryArgs(**{"environment": "staging", "region": "us-east-1", **changes})

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from components import gpu_contract, naming, versions
-from components.monitoring import MonitoredDeployment, MonitoringArgs, adapter_rules, alertmanager_config, queue_time_query
+from components.monitoring import (
+    MonitoredDeployment,
+    MonitoringArgs,
+    adapter_rules,
+    alertmanager_config,
+    queue_time_query,
+)
 from components.triton_deployment import QUEUE_TIME_METRIC
 from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.pulumi_kit import SECRET_STAND_INS, Run, run_program
@@ -17,15 +23,28 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def _obj(run: Run, kind: str, name: str) -> dict[str, Any]:
-    (found,) = [r.inputs for r in run.kubernetes_objects() if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name]
+    (found,) = [
+        r.inputs
+        for r in run.kubernetes_objects()
+        if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name
+    ]
     return found
 
 
-@pytest.mark.parametrize(("role", "chart"), [("kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK_CHART),
-                                             ("prometheus-adapter", versions.PROMETHEUS_ADAPTER_CHART)])
+@pytest.mark.parametrize(
+    ("role", "chart"),
+    [
+        ("kube-prometheus-stack", versions.KUBE_PROMETHEUS_STACK_CHART),
+        ("prometheus-adapter", versions.PROMETHEUS_ADAPTER_CHART),
+    ],
+)
 def test_pinned_releases(any_stack: Run, role: str, chart: versions.HelmChart) -> None:
     r = any_stack.one(RELEASE, f"monitoring-{role}")
-    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (chart.chart, chart.version, chart.repository)
+    assert (r.inputs["chart"], r.inputs["version"], r.inputs["repositoryOpts"]["repo"]) == (
+        chart.chart,
+        chart.version,
+        chart.repository,
+    )
     assert r.inputs["namespace"] == naming.MONITORING_NAMESPACE
 
 
@@ -33,10 +52,19 @@ def test_retention_storage_and_selectors_per_stack(prod: Run, dev: Run) -> None:
     spec = prod.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]
     assert spec["retention"] == "30d"
     assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "200Gi"
-    assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["storageClassName"] == naming.STORAGE_CLASS == "gp3-encrypted"
+    assert (
+        spec["storageSpec"]["volumeClaimTemplate"]["spec"]["storageClassName"]
+        == naming.STORAGE_CLASS
+        == "gp3-encrypted"
+    )
     assert spec["serviceMonitorSelectorNilUsesHelmValues"] is False
     assert spec["ruleSelectorNilUsesHelmValues"] is False
-    assert dev.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"]["retention"] == "3d"
+    assert (
+        dev.one(RELEASE, "monitoring-kube-prometheus-stack").inputs["values"]["prometheus"]["prometheusSpec"][
+            "retention"
+        ]
+        == "3d"
+    )
 
 
 def test_grafana_password_generated_never_in_values(staging: Run) -> None:
@@ -69,10 +97,15 @@ def test_adapter_metric_is_a_ratio_of_counter_increases(dev: Run) -> None:
     measured, pending = q.split(" or ")
     # Counters: increase() survives a tritonserver restart (counter reset); delta() does not.
     # While a request succeeded in the window: queue time over successful requests.
-    assert measured == ("(sum(increase(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) / "
-                        "(sum(increase(nv_inference_request_success{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) > 0))")
+    assert measured == (
+        "(sum(increase(nv_inference_queue_duration_us{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) / "
+        "(sum(increase(nv_inference_request_success{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) > 0))"
+    )
     # Otherwise Little's law over every completed request (failures included); 0 when idle.
-    assert pending.startswith("(sum(avg_over_time(nv_inference_pending_request_count{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) * " "120000000 / clamp_min(")
+    assert pending.startswith(
+        "(sum(avg_over_time(nv_inference_pending_request_count{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>) * "
+        "120000000 / clamp_min("
+    )
     assert "nv_inference_request_failure{<<.LabelMatchers>>}[2m]" in pending
     assert "delta(" not in q
     assert "rate(" not in q
@@ -148,8 +181,14 @@ def test_dashboard_and_rules(prod: Run) -> None:
     assert "nv_inference_queue_duration_us" in exprs
     rules = _obj(prod, "PrometheusRule", "triton-alerts")["spec"]["groups"]
     alerts = [r["alert"] for g in rules for r in g["rules"]]
-    for name in ("TritonQueueLatencyP99High", "TritonInferenceFailureRatioHigh", "TritonNoReadyReplica",
-                 "TritonModelLoadFailure", "GpuIdle", "GpuSaturated"):
+    for name in (
+        "TritonQueueLatencyP99High",
+        "TritonInferenceFailureRatioHigh",
+        "TritonNoReadyReplica",
+        "TritonModelLoadFailure",
+        "GpuIdle",
+        "GpuSaturated",
+    ):
         assert name in alerts
     (no_ready,) = [r for g in rules for r in g["rules"] if r["alert"] == "TritonNoReadyReplica"]
     # Silent while the Deployment is scaled to 0 (dev's scale-to-zero), matched per deployment.
@@ -164,14 +203,20 @@ def test_dashboard_and_rules(prod: Run) -> None:
     assert any("> 100000" in r["expr"] for r in p99)  # 5 x the default deployment's 20 ms target
 
 
-@pytest.mark.parametrize(("overrides", "match"), [
-    ({"deployments": ()}, r"MonitoringArgs\.deployments: \(\) is not allowed"),
-    ({"prometheus_retention_days": 0}, r"prometheus_retention_days: 0 is out of range; allowed: 1 to 365"),
-    ({"prometheus_storage_gib": 5}, r"prometheus_storage_gib: 5 is out of range; allowed: 10 to 10000"),
-    ({"replicas": 0}, r"MonitoringArgs\.replicas: 0 is out of range"),
-    ({"vpc_cidr": "vpc"}, r"MonitoringArgs\.vpc_cidr: 'vpc' is not allowed; allowed: the VPC's IPv4 CIDR"),
-    ({"slack_webhook_url": "https://evil.example.com/x"}, r"slack_webhook_url: '<secret>' is not a Slack webhook URL"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"deployments": ()}, r"MonitoringArgs\.deployments: \(\) is not allowed"),
+        ({"prometheus_retention_days": 0}, r"prometheus_retention_days: 0 is out of range; allowed: 1 to 365"),
+        ({"prometheus_storage_gib": 5}, r"prometheus_storage_gib: 5 is out of range; allowed: 10 to 10000"),
+        ({"replicas": 0}, r"MonitoringArgs\.replicas: 0 is out of range"),
+        ({"vpc_cidr": "vpc"}, r"MonitoringArgs\.vpc_cidr: 'vpc' is not allowed; allowed: the VPC's IPv4 CIDR"),
+        (
+            {"slack_webhook_url": "https://evil.example.com/x"},
+            r"slack_webhook_url: '<secret>' is not a Slack webhook URL",
+        ),
+    ],
+)
 def test_args_validation(overrides: dict[str, Any], match: str) -> None:
     base: dict[str, Any] = {"deployments": (MonitoredDeployment("default", 1000),)}
     with pytest.raises(ValueError, match=match):

@@ -40,7 +40,7 @@ FAIL_EVERY = 7
 CLIENTS = 4  # concurrent clients per pod: ~3 requests wait while one runs
 LOAD_S = 12.0
 
-MODEL_PY = '''\
+MODEL_PY = """\
 import time
 
 import numpy as np
@@ -60,7 +60,7 @@ class TritonPythonModel:
                 raise pb_utils.TritonModelException(f"failed on purpose; started={{started!r}}")
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("STARTED", np.array([started], dtype=np.float64))]))
         return responses
-'''
+"""
 
 CONFIG = """
 name: "{name}"
@@ -124,8 +124,13 @@ def _triton(tmp: Path, runtime: TritonRuntime, name: str, always_fail: bool) -> 
 @contextlib.contextmanager
 def _stack(tmp: Path, runtime: TritonRuntime, rules: str) -> Iterator[tuple[list[TritonServer], PrometheusServer]]:
     servers = [_triton(tmp / "pod0", runtime, "resnet", False), _triton(tmp / "pod1", runtime, "broken", True)]
-    labels = [{"namespace": NS, "pod": pod, "container": "tritonserver", "service": "triton-default", "endpoint": "metrics"} for pod in PODS]
-    prom = PrometheusServer(tmp / "prometheus", {f"127.0.0.1:{s.metrics_port}": lab for s, lab in zip(servers, labels, strict=True)}, rules)
+    labels = [
+        {"namespace": NS, "pod": pod, "container": "tritonserver", "service": "triton-default", "endpoint": "metrics"}
+        for pod in PODS
+    ]
+    prom = PrometheusServer(
+        tmp / "prometheus", {f"127.0.0.1:{s.metrics_port}": lab for s, lab in zip(servers, labels, strict=True)}, rules
+    )
     try:
         for s in servers:
             s.start()
@@ -145,22 +150,36 @@ def _by_label(result: dict[str, float], label: str) -> dict[str, float]:
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_rules_dashboard_and_hpa_query_on_a_real_prometheus(tmp_path: Path, triton_runtime: TritonRuntime, capsys: Any) -> None:  # noqa: F811
+def test_rules_dashboard_and_hpa_query_on_a_real_prometheus(
+    tmp_path: Path,
+    triton_runtime: TritonRuntime,  # noqa: F811 (the fixture imported above)
+    capsys: Any,
+) -> None:
     prod = stack_run("prod")
     groups = program_rules(prod)
-    adapter = prod.one("kubernetes:helm.sh/v3:Release", "monitoring-prometheus-adapter").inputs["values"]["rules"]["custom"][0]
+    adapter = prod.one("kubernetes:helm.sh/v3:Release", "monitoring-prometheus-adapter").inputs["values"]["rules"][
+        "custom"
+    ][0]
     series = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", adapter["seriesQuery"])
     assert series is not None
     # prometheus-adapter's template fields for the HPA's pods (the pod resource, namespaced).
     # ref: https://github.com/kubernetes-sigs/prometheus-adapter/blob/master/docs/config.md#querying
-    hpa = (adapter["metricsQuery"].replace("<<.Series>>", series.group(1))
-           .replace("<<.LabelMatchers>>", f'namespace="{NS}",pod=~"{"|".join(PODS)}"').replace("<<.GroupBy>>", "pod"))
+    hpa = (
+        adapter["metricsQuery"]
+        .replace("<<.Series>>", series.group(1))
+        .replace("<<.LabelMatchers>>", f'namespace="{NS}",pod=~"{"|".join(PODS)}"')
+        .replace("<<.GroupBy>>", "pod")
+    )
     assert "<<" not in hpa
     (ratio_panel,) = [p for p in program_dashboard(prod)["panels"] if p["title"] == "Failure ratio by model"]
     ratio_alert = alert(groups, "TritonInferenceFailureRatioHigh")
 
     with _stack(tmp_path, triton_runtime, rules_file(groups)) as (servers, prom):
-        wait_until(lambda: len(prom.query('nv_inference_pending_request_count{namespace="triton"}')) == 2, 20, what="both pods scraped")
+        wait_until(
+            lambda: len(prom.query('nv_inference_pending_request_count{namespace="triton"}')) == 2,
+            20,
+            what="both pods scraped",
+        )
         wait_until(lambda: len(prom.query(hpa)) == 2, 20, what="the HPA query answers for both pods")
         idle = _by_label(prom.query(hpa), "pod")
         assert idle == {PODS[0]: 0.0, PODS[1]: 0.0}  # defined (not NaN, not absent) while idle
@@ -180,8 +199,13 @@ def test_rules_dashboard_and_hpa_query_on_a_real_prometheus(tmp_path: Path, trit
 
         # Every request in Prometheus: the last scrape is after the last response.
         def scraped() -> bool:
-            got = _by_label(prom.query('sum by (model) (nv_inference_request_success{namespace="triton"}) + '
-                                       'sum by (model) (nv_inference_request_failure{namespace="triton"})'), "model")
+            got = _by_label(
+                prom.query(
+                    'sum by (model) (nv_inference_request_success{namespace="triton"}) + '
+                    'sum by (model) (nv_inference_request_failure{namespace="triton"})'
+                ),
+                "model",
+            )
             return got == {"resnet": len(mixed.ok) + len(mixed.failed), "broken": len(broken.failed)}
 
         wait_until(scraped, 15, what="the final counters scraped")
@@ -192,12 +216,19 @@ def test_rules_dashboard_and_hpa_query_on_a_real_prometheus(tmp_path: Path, trit
         seen = len(mixed.failed) / (len(mixed.ok) + len(mixed.failed))
         panel = _by_label(prom.query(ratio_panel["targets"][0]["expr"], at), "model")
         alerting = _by_label(prom.query(ratio_alert["expr"], at), "model")
-        pending = _by_label(prom.query('ALERTS{alertname="TritonInferenceFailureRatioHigh",alertstate="pending"}'), "model")
+        pending = _by_label(
+            prom.query('ALERTS{alertname="TritonInferenceFailureRatioHigh",alertstate="pending"}'), "model"
+        )
         with capsys.disabled():
-            print(f"\nHPA metric (queue time per request, µs): pod 0 {hpa_us[PODS[0]]:.0f} vs client {client_us:.0f} " f"over {len(mixed.ok)} "
-                  f"successful requests ({hpa_us[PODS[0]] / client_us - 1:+.1%}); pod 1 (every request fails) " f"{hpa_us[PODS[1]]:.0f} vs "
-                  f"client {client_failed_us:.0f} over {len(broken.failed)} failed requests. Failure ratio: client " f"{seen:.4f}, "
-                  f"panel {panel}, alert {alerting}")
+            print(
+                f"\nHPA metric (queue time per request, µs): pod 0 {hpa_us[PODS[0]]:.0f} vs client {client_us:.0f} "
+                f"over {len(mixed.ok)} "
+                f"successful requests ({hpa_us[PODS[0]] / client_us - 1:+.1%}); pod 1 (every request fails) "
+                f"{hpa_us[PODS[1]]:.0f} vs "
+                f"client {client_failed_us:.0f} over {len(broken.failed)} failed requests. Failure ratio: client "
+                f"{seen:.4f}, "
+                f"panel {panel}, alert {alerting}"
+            )
 
         # The HPA metric under load matches what the client waited, within 10 %.
         assert abs(hpa_us[PODS[0]] - client_us) <= 0.10 * client_us

@@ -21,8 +21,17 @@ LOGQL = Path(__file__).resolve().parents[2] / "tools" / "logql"
 
 def parse_logql(queries: list[str]) -> list[dict[str, Any]]:
     if not (LOGQL / "node_modules" / "@grafana" / "lezer-logql").exists():
-        raise AssertionError(f"{LOGQL}/node_modules is missing: `make logql` installs the pinned LogQL grammar (make unit does it)")
-    proc = subprocess.run(["node", str(LOGQL / "parse.cjs")], input=json.dumps(queries), capture_output=True, text=True, timeout=60, check=True)
+        raise AssertionError(
+            f"{LOGQL}/node_modules is missing: `make logql` installs the pinned LogQL grammar (make unit does it)"
+        )
+    proc = subprocess.run(
+        ["node", str(LOGQL / "parse.cjs")],
+        input=json.dumps(queries),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     parsed: list[dict[str, Any]] = json.loads(proc.stdout)
     return parsed
 
@@ -89,13 +98,24 @@ def test_log_panels_parse_and_select_tritonserver_per_deployment_and_the_agent(p
         selected[title] = matchers(tree)
 
     # The containers the selectors name are the Triton pod's (recorded Deployment).
-    (deployment,) = [r.inputs for r in prod.kubernetes_objects()
-                     if r.inputs.get("kind") == "Deployment" and r.inputs["metadata"]["name"] == "triton-default"]
+    (deployment,) = [
+        r.inputs
+        for r in prod.kubernetes_objects()
+        if r.inputs.get("kind") == "Deployment" and r.inputs["metadata"]["name"] == "triton-default"
+    ]
     spec = deployment["spec"]["template"]["spec"]
     assert {"tritonserver", "agent", "agent-init"} <= {c["name"] for c in spec["containers"] + spec["initContainers"]}
     assert selected == {
-        "Triton logs: deployment default": {"namespace": "=triton", "container": "=tritonserver", "pod": "=~triton-default-.*"},
-        "Triton logs: deployment large": {"namespace": "=triton", "container": "=tritonserver", "pod": "=~triton-large-.*"},
+        "Triton logs: deployment default": {
+            "namespace": "=triton",
+            "container": "=tritonserver",
+            "pod": "=~triton-default-.*",
+        },
+        "Triton logs: deployment large": {
+            "namespace": "=triton",
+            "container": "=tritonserver",
+            "pod": "=~triton-large-.*",
+        },
         "Agent logs (model sync, every deployment)": {"namespace": "=triton", "container": "=~agent-init|agent"},
     }
 

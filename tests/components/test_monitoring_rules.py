@@ -25,25 +25,44 @@ from tests.support.prometheus import promtool_test, rules_file
 NS = "triton"
 POD = "triton-default-7c9d8-abcde"
 KSM = 'job="kube-state-metrics",instance="10.0.1.5:8080"'
-TRITON = (f'namespace="{NS}",pod="{POD}",service="triton-default",container="tritonserver",' 'endpoint="metrics",job="triton-default",instance="10.0.2.7:8002"')
-DCGM = ('gpu="0",UUID="GPU-1b2c3d4e",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",' 'Hostname="ip-10-0-2-7",DCGM_FI_DRIVER_VERSION="570.124.06",job="dcgm-exporter",instance="10.0.2.7:9400"')
+TRITON = (
+    f'namespace="{NS}",pod="{POD}",service="triton-default",container="tritonserver",'
+    'endpoint="metrics",job="triton-default",instance="10.0.2.7:8002"'
+)
+DCGM = (
+    'gpu="0",UUID="GPU-1b2c3d4e",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",'
+    'Hostname="ip-10-0-2-7",DCGM_FI_DRIVER_VERSION="570.124.06",job="dcgm-exporter",instance="10.0.2.7:9400"'
+)
 HOUR = 60
 
 
 def program_rules(run: Run) -> list[dict[str, Any]]:
-    (rule,) = [r.inputs for r in run.kubernetes_objects() if r.inputs.get("kind") == "PrometheusRule" and r.inputs["metadata"]["name"] == "triton-alerts"]
+    (rule,) = [
+        r.inputs
+        for r in run.kubernetes_objects()
+        if r.inputs.get("kind") == "PrometheusRule" and r.inputs["metadata"]["name"] == "triton-alerts"
+    ]
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
     return groups
 
 
 def program_dashboard(run: Run) -> dict[str, Any]:
-    (cm,) = [r.inputs for r in run.kubernetes_objects() if r.inputs.get("kind") == "ConfigMap" and r.inputs["metadata"]["name"] == "triton-dashboard"]
+    (cm,) = [
+        r.inputs
+        for r in run.kubernetes_objects()
+        if r.inputs.get("kind") == "ConfigMap" and r.inputs["metadata"]["name"] == "triton-dashboard"
+    ]
     board: dict[str, Any] = json.loads(cm["data"]["triton.json"])
     return board
 
 
 def alert(groups: list[dict[str, Any]], name: str, deployment: str | None = None) -> dict[str, Any]:
-    (found,) = [r for g in groups for r in g["rules"] if r.get("alert") == name and (deployment is None or r["labels"].get("deployment") == deployment)]
+    (found,) = [
+        r
+        for g in groups
+        for r in g["rules"]
+        if r.get("alert") == name and (deployment is None or r["labels"].get("deployment") == deployment)
+    ]
     return found
 
 
@@ -69,19 +88,35 @@ def run_tests(groups: list[dict[str, Any]], tests: list[dict[str, Any]], tmp: Pa
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def fires_after_claim(rule: dict[str, Any], series: list[dict[str, str]], active_at: int, labels: dict[str, str]) -> dict[str, Any]:
+def fires_after_claim(
+    rule: dict[str, Any], series: list[dict[str, str]], active_at: int, labels: dict[str, str]
+) -> dict[str, Any]:
     """A promtool test: condition true from minute `active_at`; silent one minute before the
     claimed wait has passed, firing (with these labels and rendered annotations) at it."""
     wait = claimed_wait_minutes(rule)
-    return {"interval": "1m", "input_series": series, "alert_rule_test": [
-        {"eval_time": f"{active_at + wait - 1}m", "alertname": rule["alert"], "exp_alerts": []},
-        {"eval_time": f"{active_at + wait}m", "alertname": rule["alert"], "exp_alerts": [expected_alert(rule, labels)]},
-    ]}
+    return {
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {"eval_time": f"{active_at + wait - 1}m", "alertname": rule["alert"], "exp_alerts": []},
+            {
+                "eval_time": f"{active_at + wait}m",
+                "alertname": rule["alert"],
+                "exp_alerts": [expected_alert(rule, labels)],
+            },
+        ],
+    }
 
 
 def never_fires(rule: dict[str, Any], series: list[dict[str, str]], minutes: list[int] | list[str]) -> dict[str, Any]:
-    return {"interval": "1m", "input_series": series,
-            "alert_rule_test": [{"eval_time": m if isinstance(m, str) else f"{m}m", "alertname": rule["alert"], "exp_alerts": []} for m in minutes]}
+    return {
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {"eval_time": m if isinstance(m, str) else f"{m}m", "alertname": rule["alert"], "exp_alerts": []}
+            for m in minutes
+        ],
+    }
 
 
 def s(series: str, values: str) -> dict[str, str]:
@@ -91,8 +126,10 @@ def s(series: str, values: str) -> dict[str, str]:
 def requests(failed_per_min: int, ok_per_min: int, minutes: int = 40, model: str = "resnet") -> list[dict[str, str]]:
     """Triton's request counters for one model: failures counted under reason="BACKEND"."""
     m = f'model="{model}",version="1",{TRITON}'
-    out = [s(f"nv_inference_request_success{{{m}}}", f"0+{ok_per_min}x{minutes}"),
-           s(f"nv_inference_count{{{m}}}", f"0+{ok_per_min}x{minutes}")]
+    out = [
+        s(f"nv_inference_request_success{{{m}}}", f"0+{ok_per_min}x{minutes}"),
+        s(f"nv_inference_count{{{m}}}", f"0+{ok_per_min}x{minutes}"),
+    ]
     for reason in ("OTHER", "CANCELED", "REJECTED"):
         out.append(s(f'nv_inference_request_failure{{{m},reason="{reason}"}}', f"0x{minutes}"))
     out.append(s(f'nv_inference_request_failure{{{m},reason="BACKEND"}}', f"0+{failed_per_min}x{minutes}"))
@@ -102,8 +139,15 @@ def requests(failed_per_min: int, ok_per_min: int, minutes: int = 40, model: str
 def test_every_alert_states_the_wait_promtool_sees(prod: Run) -> None:
     groups = program_rules(prod)
     names = {r["alert"] for g in groups for r in g["rules"]}
-    assert names == {"TritonQueueLatencyP99High", "TritonInferenceFailureRatioHigh", "TritonNoReadyReplica", "TritonModelLoadFailure",
-                     "TritonServerRestarting", "GpuIdle", "GpuSaturated"}
+    assert names == {
+        "TritonQueueLatencyP99High",
+        "TritonInferenceFailureRatioHigh",
+        "TritonNoReadyReplica",
+        "TritonModelLoadFailure",
+        "TritonServerRestarting",
+        "GpuIdle",
+        "GpuSaturated",
+    }
     for g in groups:
         for r in g["rules"]:
             if r["alert"] != "TritonServerRestarting":  # a window, not a wait: test_restarts
@@ -116,39 +160,70 @@ def test_queue_p99(prod: Run, tmp_path: Path) -> None:
     threshold = int(rule["expr"].rsplit("> ", 1)[1])
     p99 = f'nv_inference_queue_summary_us{{model="resnet",version="1",quantile="0.99",{TRITON}}}'
     other = p99.replace(POD, "triton-large-5f6d7-zyxwv")  # the large deployment's pod: its own, higher threshold
-    run_tests(groups, [
-        fires_after_claim(rule, [s(p99, f"{threshold + 1}x30")], 0, {"namespace": NS, "model": "resnet"}),
-        # At the threshold, and another deployment's pod above it: not this rule's alert.
-        never_fires(rule, [s(p99, f"{threshold}x30"), s(other, f"{threshold + 1}x30")], [10, 20, 30]),
-    ], tmp_path)
+    run_tests(
+        groups,
+        [
+            fires_after_claim(rule, [s(p99, f"{threshold + 1}x30")], 0, {"namespace": NS, "model": "resnet"}),
+            # At the threshold, and another deployment's pod above it: not this rule's alert.
+            never_fires(rule, [s(p99, f"{threshold}x30"), s(other, f"{threshold + 1}x30")], [10, 20, 30]),
+        ],
+        tmp_path,
+    )
 
 
 def test_failure_ratio_alert_counts_every_request_and_fires_when_all_fail(prod: Run, tmp_path: Path) -> None:
     groups = program_rules(prod)
     rule = alert(groups, "TritonInferenceFailureRatioHigh")
     labels = {"namespace": NS, "model": "resnet"}
-    run_tests(groups, [
-        # Counters start at 0: rate() has two samples (the condition holds) from minute 1.
-        fires_after_claim(rule, requests(3, 17), 1, labels),   # 15 %
-        fires_after_claim(rule, requests(20, 0), 1, labels),   # every request fails
-        never_fires(rule, requests(1, 19), [11, 20, 40]),      # exactly 5 %: the edge
-        never_fires(rule, requests(0, 0), [11, 40]),           # idle
-    ], tmp_path)
+    run_tests(
+        groups,
+        [
+            # Counters start at 0: rate() has two samples (the condition holds) from minute 1.
+            fires_after_claim(rule, requests(3, 17), 1, labels),  # 15 %
+            fires_after_claim(rule, requests(20, 0), 1, labels),  # every request fails
+            never_fires(rule, requests(1, 19), [11, 20, 40]),  # exactly 5 %: the edge
+            never_fires(rule, requests(0, 0), [11, 40]),  # idle
+        ],
+        tmp_path,
+    )
 
 
 def test_no_ready_replica(prod: Run, tmp_path: Path) -> None:
     groups = program_rules(prod)
     rule = alert(groups, "TritonNoReadyReplica")
     d = f'namespace="{NS}",deployment="triton-default",{KSM}'
-    run_tests(groups, [
-        fires_after_claim(rule, [s(f"kube_deployment_status_replicas_available{{{d}}}", "0x20"),
-                                 s(f"kube_deployment_spec_replicas{{{d}}}", "2x20")], 0, labels_of(d)),
-        # Scaled to 0 on purpose (dev), and one ready replica: silent.
-        never_fires(rule, [s(f"kube_deployment_status_replicas_available{{{d}}}", "0x20"),
-                           s(f"kube_deployment_spec_replicas{{{d}}}", "0x20")], [6, 20]),
-        never_fires(rule, [s(f"kube_deployment_status_replicas_available{{{d}}}", "1x20"),
-                           s(f"kube_deployment_spec_replicas{{{d}}}", "2x20")], [6, 20]),
-    ], tmp_path)
+    run_tests(
+        groups,
+        [
+            fires_after_claim(
+                rule,
+                [
+                    s(f"kube_deployment_status_replicas_available{{{d}}}", "0x20"),
+                    s(f"kube_deployment_spec_replicas{{{d}}}", "2x20"),
+                ],
+                0,
+                labels_of(d),
+            ),
+            # Scaled to 0 on purpose (dev), and one ready replica: silent.
+            never_fires(
+                rule,
+                [
+                    s(f"kube_deployment_status_replicas_available{{{d}}}", "0x20"),
+                    s(f"kube_deployment_spec_replicas{{{d}}}", "0x20"),
+                ],
+                [6, 20],
+            ),
+            never_fires(
+                rule,
+                [
+                    s(f"kube_deployment_status_replicas_available{{{d}}}", "1x20"),
+                    s(f"kube_deployment_spec_replicas{{{d}}}", "2x20"),
+                ],
+                [6, 20],
+            ),
+        ],
+        tmp_path,
+    )
 
 
 def test_model_load_failure_reads_the_native_sidecars_readiness(prod: Run, tmp_path: Path) -> None:
@@ -159,50 +234,77 @@ def test_model_load_failure_reads_the_native_sidecars_readiness(prod: Run, tmp_p
     rule = alert(groups, "TritonModelLoadFailure")
     pod = f'namespace="{NS}",pod="{POD}",uid="0f1e2d3c",{KSM}'
     agent = s(f'kube_pod_init_container_status_ready{{{pod},container="agent"}}', "0x30")
-    agent_init = s(f'kube_pod_init_container_status_ready{{{pod},container="agent-init"}}', "0x30")  # completed: not ready
+    agent_init = s(
+        f'kube_pod_init_container_status_ready{{{pod},container="agent-init"}}', "0x30"
+    )  # completed: not ready
     live = s(f'kube_pod_container_status_ready{{{pod},container="tritonserver"}}', "1x30")
-    run_tests(groups, [
-        fires_after_claim(rule, [agent, agent_init, live], 0, {**labels_of(pod), "container": "agent"}),
-        # tritonserver itself not ready (starting, or down: other alerts), agent ready: silent.
-        never_fires(rule, [agent, s(f'kube_pod_container_status_ready{{{pod},container="tritonserver"}}', "0x30")], [16, 30]),
-        never_fires(rule, [s(f'kube_pod_init_container_status_ready{{{pod},container="agent"}}', "1x30"), live], [16, 30]),
-    ], tmp_path)
+    run_tests(
+        groups,
+        [
+            fires_after_claim(rule, [agent, agent_init, live], 0, {**labels_of(pod), "container": "agent"}),
+            # tritonserver itself not ready (starting, or down: other alerts), agent ready: silent.
+            never_fires(
+                rule, [agent, s(f'kube_pod_container_status_ready{{{pod},container="tritonserver"}}', "0x30")], [16, 30]
+            ),
+            never_fires(
+                rule, [s(f'kube_pod_init_container_status_ready{{{pod},container="agent"}}', "1x30"), live], [16, 30]
+            ),
+        ],
+        tmp_path,
+    )
 
 
 def test_restarts(prod: Run, tmp_path: Path) -> None:
-    """"More than twice in 30 minutes": the third restart within 30 minutes fires at once;
+    """ "More than twice in 30 minutes": the third restart within 30 minutes fires at once;
     two never do. (increase() extrapolates to the window's edges: evaluated between two
     scrapes, as a real Prometheus is, 2 restarts read 2.07 and fired.)"""
     groups = program_rules(prod)
     rule = alert(groups, "TritonServerRestarting")
     assert "more than twice in 30 minutes" in rule["annotations"]["summary"]
-    series = (f'kube_pod_container_status_restarts_total{{namespace="{NS}",pod="{POD}",uid="0f1e2d3c",' f'container="tritonserver",{KSM}}}')
+    series = (
+        f'kube_pod_container_status_restarts_total{{namespace="{NS}",pod="{POD}",uid="0f1e2d3c",'
+        f'container="tritonserver",{KSM}}}'
+    )
     labels = labels_of(series)
-    three = s(series, "0x4 1x9 2x9 3x15")            # restarts at minutes 5, 15 and 25
-    run_tests(groups, [
-        {"interval": "1m", "input_series": [three], "alert_rule_test": [
-            {"eval_time": "24m", "alertname": rule["alert"], "exp_alerts": []},
-            {"eval_time": "25m", "alertname": rule["alert"], "exp_alerts": [expected_alert(rule, labels)]},
-        ]},
-        # Exactly two (at 15 and 25, one restart long before), evaluated between scrapes.
-        never_fires(rule, [s(series, "1x14 2x9 3x40")], [f"{m}m30s" for m in range(10, 60, 2)]),
-        never_fires(rule, [s(series, "0x4 1x14 2x19 3x20")], [f"{m}m30s" for m in range(0, 60, 3)]),  # 5, 20, 40: never 3 in 30 min
-    ], tmp_path)
+    three = s(series, "0x4 1x9 2x9 3x15")  # restarts at minutes 5, 15 and 25
+    run_tests(
+        groups,
+        [
+            {
+                "interval": "1m",
+                "input_series": [three],
+                "alert_rule_test": [
+                    {"eval_time": "24m", "alertname": rule["alert"], "exp_alerts": []},
+                    {"eval_time": "25m", "alertname": rule["alert"], "exp_alerts": [expected_alert(rule, labels)]},
+                ],
+            },
+            # Exactly two (at 15 and 25, one restart long before), evaluated between scrapes.
+            never_fires(rule, [s(series, "1x14 2x9 3x40")], [f"{m}m30s" for m in range(10, 60, 2)]),
+            never_fires(
+                rule, [s(series, "0x4 1x14 2x19 3x20")], [f"{m}m30s" for m in range(0, 60, 3)]
+            ),  # 5, 20, 40: never 3 in 30 min
+        ],
+        tmp_path,
+    )
 
 
 def _five_minute_average_crossing(values: list[float], below: float | None = None, above: float | None = None) -> int:
     """The first minute at which avg_over_time(x[5m]) (samples at whole minutes, both ends
     included) is below / above the bound."""
     for t in range(len(values)):
-        window = values[max(0, t - 5): t + 1]
+        window = values[max(0, t - 5) : t + 1]
         avg = sum(window) / len(window)
         if (below is not None and avg < below) or (above is not None and avg > above):
             return t
     raise AssertionError("never crosses")
 
 
-@pytest.mark.parametrize(("name", "idle", "busy", "bound"), [("GpuIdle", 0, 60, "below"), ("GpuSaturated", 100, 60, "above")])
-def test_gpu_alerts_wait_what_they_claim(prod: Run, tmp_path: Path, name: str, idle: int, busy: int, bound: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "idle", "busy", "bound"), [("GpuIdle", 0, 60, "below"), ("GpuSaturated", 100, 60, "above")]
+)
+def test_gpu_alerts_wait_what_they_claim(
+    prod: Run, tmp_path: Path, name: str, idle: int, busy: int, bound: str
+) -> None:
     """From the first sample, and after a change (the 5-minute average has to cross first)."""
     groups = program_rules(prod)
     rule = alert(groups, name)
@@ -214,11 +316,15 @@ def test_gpu_alerts_wait_what_they_claim(prod: Run, tmp_path: Path, name: str, i
     changed = [float(busy)] * 30 + [float(idle)] * (n - 30)
     crossing = _five_minute_average_crossing(changed, **{bound: limit})
     edge = limit  # exactly at the bound: never
-    run_tests(groups, [
-        fires_after_claim(rule, [s(gpu, f"{idle}x{n}")], 0, labels),
-        fires_after_claim(rule, [s(gpu, f"{busy}x29 {idle}x{n - 30}")], crossing, labels),
-        never_fires(rule, [s(gpu, f"{edge:g}x{n}")], [wait, n]),
-    ], tmp_path)
+    run_tests(
+        groups,
+        [
+            fires_after_claim(rule, [s(gpu, f"{idle}x{n}")], 0, labels),
+            fires_after_claim(rule, [s(gpu, f"{busy}x29 {idle}x{n - 30}")], crossing, labels),
+            never_fires(rule, [s(gpu, f"{edge:g}x{n}")], [wait, n]),
+        ],
+        tmp_path,
+    )
 
 
 def _within(expr: str, low: float, high: float) -> str:
@@ -231,9 +337,20 @@ def test_dashboard_failure_ratio_is_failures_over_all_requests(prod: Run, tmp_pa
     read 0.176), and every request failing reads 1 (not 1e9)."""
     (panel,) = [p for p in program_dashboard(prod)["panels"] if p["title"] == "Failure ratio by model"]
     expr = panel["targets"][0]["expr"]
-    tests = [{"interval": "1m", "input_series": requests(failed, ok), "promql_expr_test": [
-        {"expr": _within(expr, want - 0.001, want + 0.001), "eval_time": "20m", "exp_samples": [{"labels": '{model="resnet"}', "value": 1}]},
-    ]} for failed, ok, want in ((3, 17, 0.15), (20, 0, 1.0), (0, 20, 0.0))]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": requests(failed, ok),
+            "promql_expr_test": [
+                {
+                    "expr": _within(expr, want - 0.001, want + 0.001),
+                    "eval_time": "20m",
+                    "exp_samples": [{"labels": '{model="resnet"}', "value": 1}],
+                },
+            ],
+        }
+        for failed, ok, want in ((3, 17, 0.15), (20, 0, 1.0), (0, 20, 0.0))
+    ]
     run_tests(program_rules(prod), tests, tmp_path)
 
 
@@ -241,24 +358,53 @@ def test_hpa_metric_sees_waiting_requests_that_fail(prod: Run, tmp_path: Path) -
     """The adapter's metricsQuery for one pod: 50 ms per successful request; idle, 0 (a
     defined value); every request failing while 3 wait on average, Little's law (> 0; the
     ratio of successes alone read 0 and scaled the pod down)."""
-    rule = prod.one("kubernetes:helm.sh/v3:Release", "monitoring-prometheus-adapter").inputs["values"]["rules"]["custom"][0]
-    expr = (rule["metricsQuery"].replace("<<.Series>>", "nv_inference_queue_duration_us")
-            .replace("<<.LabelMatchers>>", f'namespace="{NS}",pod=~"{POD}"').replace("<<.GroupBy>>", "pod"))
+    rule = prod.one("kubernetes:helm.sh/v3:Release", "monitoring-prometheus-adapter").inputs["values"]["rules"][
+        "custom"
+    ][0]
+    expr = (
+        rule["metricsQuery"]
+        .replace("<<.Series>>", "nv_inference_queue_duration_us")
+        .replace("<<.LabelMatchers>>", f'namespace="{NS}",pod=~"{POD}"')
+        .replace("<<.GroupBy>>", "pod")
+    )
     m = f'model="resnet",version="1",{TRITON}'
 
     def counters(ok: int, failed: int, queue_us: int, pending: int) -> list[dict[str, str]]:
-        return [*[x for x in requests(failed, ok) if "nv_inference_count" not in x["series"]],
-                s(f"nv_inference_queue_duration_us{{{m}}}", f"0+{queue_us}x40"),
-                s(f"nv_inference_pending_request_count{{{m}}}", f"{pending}x40")]
+        return [
+            *[x for x in requests(failed, ok) if "nv_inference_count" not in x["series"]],
+            s(f"nv_inference_queue_duration_us{{{m}}}", f"0+{queue_us}x40"),
+            s(f"nv_inference_pending_request_count{{{m}}}", f"{pending}x40"),
+        ]
 
     pod = f'{{pod="{POD}"}}'
     tests = [
-        {"interval": "1m", "input_series": counters(10, 0, 500_000, 1), "promql_expr_test": [
-            {"expr": _within(expr, 49_999, 50_001), "eval_time": "20m", "exp_samples": [{"labels": pod, "value": 1}]}]},
-        {"interval": "1m", "input_series": counters(0, 0, 0, 0), "promql_expr_test": [
-            {"expr": expr, "eval_time": "20m", "exp_samples": [{"labels": pod, "value": 0}]}]},
-        {"interval": "1m", "input_series": counters(0, 20, 0, 3), "promql_expr_test": [
-            # 3 pending x 120 s / ~40 requests in 2 minutes: ~9 s per request.
-            {"expr": _within(expr, 1_000_000, 100_000_000), "eval_time": "20m", "exp_samples": [{"labels": pod, "value": 1}]}]},
+        {
+            "interval": "1m",
+            "input_series": counters(10, 0, 500_000, 1),
+            "promql_expr_test": [
+                {
+                    "expr": _within(expr, 49_999, 50_001),
+                    "eval_time": "20m",
+                    "exp_samples": [{"labels": pod, "value": 1}],
+                }
+            ],
+        },
+        {
+            "interval": "1m",
+            "input_series": counters(0, 0, 0, 0),
+            "promql_expr_test": [{"expr": expr, "eval_time": "20m", "exp_samples": [{"labels": pod, "value": 0}]}],
+        },
+        {
+            "interval": "1m",
+            "input_series": counters(0, 20, 0, 3),
+            "promql_expr_test": [
+                # 3 pending x 120 s / ~40 requests in 2 minutes: ~9 s per request.
+                {
+                    "expr": _within(expr, 1_000_000, 100_000_000),
+                    "eval_time": "20m",
+                    "exp_samples": [{"labels": pod, "value": 1}],
+                }
+            ],
+        },
     ]
     run_tests(program_rules(prod), tests, tmp_path)

@@ -40,7 +40,7 @@ def test_vpc_spans_the_configured_zones(any_stack: Run) -> None:
     assert sorted(s.name for s in private) == sorted(f"network-private-{s.inputs['availabilityZone']}" for s in private)
     cidrs = [ipaddress.IPv4Network(s.inputs["cidrBlock"]) for s in private + public]
     assert all(c.subnet_of(ipaddress.IPv4Network(cidr)) for c in cidrs)
-    assert not any(a.overlaps(b) for i, a in enumerate(cidrs) for b in cidrs[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(cidrs) for b in cidrs[i + 1 :])
     assert all(s.inputs["mapPublicIpOnLaunch"] is False for s in private + public)
 
 
@@ -78,7 +78,10 @@ def test_nat_gateways_per_mode(any_stack: Run) -> None:
     if any_stack.stack == "prod":  # perAz: each private route table uses the NAT of its own zone
         for rt in private_rts:
             zone = rt.name.removeprefix("network-private-").removesuffix("-rt")
-            assert rt.inputs["routes"][0]["natGatewayId"] == any_stack.one("aws:ec2/natGateway:NatGateway", f"network-nat-{zone}").state["id"]
+            assert (
+                rt.inputs["routes"][0]["natGatewayId"]
+                == any_stack.one("aws:ec2/natGateway:NatGateway", f"network-nat-{zone}").state["id"]
+            )
 
 
 def test_public_route_goes_to_the_internet_gateway(any_stack: Run) -> None:
@@ -86,7 +89,11 @@ def test_public_route_goes_to_the_internet_gateway(any_stack: Run) -> None:
     igw = any_stack.one("aws:ec2/internetGateway:InternetGateway", "network-igw")
     assert rt.inputs["routes"] == [{"cidrBlock": "0.0.0.0/0", "gatewayId": igw.state["id"]}]
     assert igw.state["id"].startswith("igw-")
-    assocs = [a for a in any_stack.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation") if a.inputs["routeTableId"] == rt.state["id"]]
+    assocs = [
+        a
+        for a in any_stack.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation")
+        if a.inputs["routeTableId"] == rt.state["id"]
+    ]
     assert len(assocs) == EXPECTED[any_stack.stack][0]
 
 
@@ -109,7 +116,14 @@ def test_component_shape(any_stack: Run) -> None:
     assert_children_prefixed(any_stack, comp, min_children=10)
     outputs = registered_outputs(any_stack, comp)
     assert len(outputs["privateSubnetIds"]) == EXPECTED[any_stack.stack][0]
-    assert set(outputs) >= {"vpcId", "privateSubnetIds", "publicSubnetIds", "natGatewayIds", "s3EndpointId", "availabilityZones"}
+    assert set(outputs) >= {
+        "vpcId",
+        "privateSubnetIds",
+        "publicSubnetIds",
+        "natGatewayIds",
+        "s3EndpointId",
+        "availabilityZones",
+    }
 
 
 # ---- builders -------------------------------------------------------------------------
@@ -121,21 +135,38 @@ def test_subnet_cidrs_fit_and_do_not_overlap(cidr: str, count: int) -> None:
     nets = [ipaddress.IPv4Network(c) for c in private + public]
     assert len(private) == len(public) == count
     assert all(n.subnet_of(ipaddress.IPv4Network(cidr)) for n in nets)
-    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :])
     assert ipaddress.IPv4Network(private[0]).num_addresses > ipaddress.IPv4Network(public[0]).num_addresses
 
 
-@pytest.mark.parametrize(("changes", "match"), [
-    ({"cluster_name": ""}, r"NetworkArgs.cluster_name: '' is not valid"),
-    ({"region": "mars-1"}, r"NetworkArgs.region: 'mars-1' is not an AWS region"),
-    ({"vpc_cidr": "10.0.0.0/33"}, r"NetworkArgs.vpc_cidr: '10.0.0.0/33' is not an IPv4 CIDR"),
-    ({"vpc_cidr": "8.8.0.0/16"}, r"NetworkArgs.vpc_cidr: '8.8.0.0/16' is not a private /16-/20 range"),
-    ({"vpc_cidr": "10.0.0.0/24"}, r"NetworkArgs.vpc_cidr: '10.0.0.0/24' is not a private /16-/20 range"),
-    ({"availability_zones": ["us-east-1a"]}, r"NetworkArgs.availability_zones: \['us-east-1a'\] is not 2 to 6 distinct zones"),
-    ({"availability_zones": ["us-east-1a", "us-east-1a"]}, r"NetworkArgs.availability_zones: .* is not 2 to 6 distinct zones"),
-    ({"nat_gateway_mode": "none"}, r"NetworkArgs.nat_gateway_mode: 'none' is not allowed; allowed: single \| perAz"),
-])
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"cluster_name": ""}, r"NetworkArgs.cluster_name: '' is not valid"),
+        ({"region": "mars-1"}, r"NetworkArgs.region: 'mars-1' is not an AWS region"),
+        ({"vpc_cidr": "10.0.0.0/33"}, r"NetworkArgs.vpc_cidr: '10.0.0.0/33' is not an IPv4 CIDR"),
+        ({"vpc_cidr": "8.8.0.0/16"}, r"NetworkArgs.vpc_cidr: '8.8.0.0/16' is not a private /16-/20 range"),
+        ({"vpc_cidr": "10.0.0.0/24"}, r"NetworkArgs.vpc_cidr: '10.0.0.0/24' is not a private /16-/20 range"),
+        (
+            {"availability_zones": ["us-east-1a"]},
+            r"NetworkArgs.availability_zones: \['us-east-1a'\] is not 2 to 6 distinct zones",
+        ),
+        (
+            {"availability_zones": ["us-east-1a", "us-east-1a"]},
+            r"NetworkArgs.availability_zones: .* is not 2 to 6 distinct zones",
+        ),
+        (
+            {"nat_gateway_mode": "none"},
+            r"NetworkArgs.nat_gateway_mode: 'none' is not allowed; allowed: single \| perAz",
+        ),
+    ],
+)
 def test_args_validation(changes: dict, match: str) -> None:
-    base = {"cluster_name": "triton-dev", "region": "us-east-1", "vpc_cidr": "10.0.0.0/16", "availability_zones": ["us-east-1a", "us-east-1b"]}
+    base = {
+        "cluster_name": "triton-dev",
+        "region": "us-east-1",
+        "vpc_cidr": "10.0.0.0/16",
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+    }
     with pytest.raises(ValueError, match=match):
         NetworkArgs(**{**base, **changes})

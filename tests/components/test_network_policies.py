@@ -9,23 +9,47 @@ from components import network_policies as np
 
 def test_default_deny_and_dns() -> None:
     assert np.default_deny() == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
-    assert np.allow_dns() == {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{
-        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-        "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}]}
+    assert np.allow_dns() == {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+            }
+        ],
+    }
 
 
 def test_policy_has_only_the_directions_it_allows() -> None:
     spec = np.policy({"app": "x"}, egress=[np.api_server_rule("10.30.0.0/16")])
-    assert spec == {"podSelector": {"matchLabels": {"app": "x"}}, "policyTypes": ["Egress"],
-                    "egress": [{"to": [{"ipBlock": {"cidr": "10.30.0.0/16"}}], "ports": [{"port": 443, "protocol": "TCP"}]}]}
-    both = np.policy(None, ingress=[np.from_prometheus_rule("monitoring", *np.tcp(9400))], egress=[np.rule([np.internet()], *np.tcp(443, 443))])
+    assert spec == {
+        "podSelector": {"matchLabels": {"app": "x"}},
+        "policyTypes": ["Egress"],
+        "egress": [{"to": [{"ipBlock": {"cidr": "10.30.0.0/16"}}], "ports": [{"port": 443, "protocol": "TCP"}]}],
+    }
+    both = np.policy(
+        None,
+        ingress=[np.from_prometheus_rule("monitoring", *np.tcp(9400))],
+        egress=[np.rule([np.internet()], *np.tcp(443, 443))],
+    )
     assert both["policyTypes"] == ["Ingress", "Egress"]
     assert both["podSelector"] == {}
-    assert both["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
-                                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
-    assert both["egress"][0] == {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}],
-                                 "ports": [{"port": 443, "protocol": "TCP"}]}
+    assert both["ingress"][0]["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
+    assert both["egress"][0] == {
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}],
+        "ports": [{"port": 443, "protocol": "TCP"}],
+    }
     assert np.rule([np.pods_anywhere()]) == {"peers": [{"namespaceSelector": {}, "podSelector": {}}]}
 
 

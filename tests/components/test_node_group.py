@@ -29,7 +29,10 @@ EXPECTED = {
 
 
 def _groups(run: Run) -> dict:
-    return {r.name.removeprefix("nodegroup-").removesuffix("-node-group"): r for r in run.of_type("aws:eks/nodeGroup:NodeGroup")}
+    return {
+        r.name.removeprefix("nodegroup-").removesuffix("-node-group"): r
+        for r in run.of_type("aws:eks/nodeGroup:NodeGroup")
+    }
 
 
 def test_node_groups_match_config(any_stack: Run) -> None:
@@ -45,7 +48,9 @@ def test_node_groups_match_config(any_stack: Run) -> None:
         assert g.inputs["clusterName"] == f"triton-{any_stack.stack}"
         assert g.inputs["version"] == "1.33"
         assert g.inputs["nodeRepairConfig"] == {"enabled": True}
-        private = {s.state["id"] for s in any_stack.of_type("aws:ec2/subnet:Subnet") if s.inputs["tags"]["tier"] == "private"}
+        private = {
+            s.state["id"] for s in any_stack.of_type("aws:ec2/subnet:Subnet") if s.inputs["tags"]["tier"] == "private"
+        }
         assert set(g.inputs["subnetIds"]) == private
         assert "diskSize" not in g.inputs  # the launch template owns the volume
 
@@ -70,12 +75,21 @@ def test_gpu_groups_carry_the_contract_taint_and_labels(any_stack: Run) -> None:
 def test_launch_template_imdsv2_hop_limit_and_encrypted_gp3(any_stack: Run) -> None:
     for name, spec in EXPECTED[any_stack.stack].items():
         lt = any_stack.one("aws:ec2/launchTemplate:LaunchTemplate", f"nodegroup-{name}-launch-template")
-        assert lt.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
-                                                "httpPutResponseHopLimit": IMDS_HOP_LIMIT, "instanceMetadataTags": "disabled"}
+        assert lt.inputs["metadataOptions"] == {
+            "httpEndpoint": "enabled",
+            "httpTokens": "required",
+            "httpPutResponseHopLimit": IMDS_HOP_LIMIT,
+            "instanceMetadataTags": "disabled",
+        }
         assert IMDS_HOP_LIMIT == 1
         [bdm] = lt.inputs["blockDeviceMappings"]
         assert bdm["deviceName"] == "/dev/xvda"
-        assert bdm["ebs"] == {"volumeSize": spec[6], "volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true"}
+        assert bdm["ebs"] == {
+            "volumeSize": spec[6],
+            "volumeType": "gp3",
+            "encrypted": "true",
+            "deleteOnTermination": "true",
+        }
         g = _groups(any_stack)[name]
         assert g.inputs["launchTemplate"] == {"id": lt.state["id"], "version": "1"}
 
@@ -85,8 +99,11 @@ def test_node_role_has_exactly_the_minimal_policies(any_stack: Run) -> None:
         role = any_stack.one("aws:iam/role:Role", f"nodegroup-{name}-node-role")
         trust = policy(role, "assumeRolePolicy")
         assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "ec2.amazonaws.com"}]
-        attached = {a.inputs["policyArn"] for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-                    if a.name.startswith(f"nodegroup-{name}-node-role-")}
+        attached = {
+            a.inputs["policyArn"]
+            for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+            if a.name.startswith(f"nodegroup-{name}-node-role-")
+        }
         assert attached == set(NODE_ROLE_POLICY_ARNS)
         assert not any("SSM" in a for a in attached)
         g = _groups(any_stack)[name]
@@ -97,7 +114,11 @@ def test_component_shape(any_stack: Run) -> None:
     for name, spec in EXPECTED[any_stack.stack].items():
         comp = any_stack.one(NODE_GROUP, f"nodegroup-{name}")
         children = assert_children_prefixed(any_stack, comp, min_children=6)
-        assert {c.type for c in children} >= {"aws:eks/nodeGroup:NodeGroup", "aws:ec2/launchTemplate:LaunchTemplate", "aws:iam/role:Role"}
+        assert {c.type for c in children} >= {
+            "aws:eks/nodeGroup:NodeGroup",
+            "aws:ec2/launchTemplate:LaunchTemplate",
+            "aws:iam/role:Role",
+        }
         outputs = registered_outputs(any_stack, comp) if spec[0] == "gpu" else any_stack.component_outputs[comp.urn]
         assert outputs["groupName"] == name
         assert outputs["kind"] == spec[0]
@@ -111,23 +132,48 @@ def test_bottlerocket_data_volume() -> None:
     assert _data_device_name("AL2023_x86_64_NVIDIA") == "/dev/xvda"
 
 
-_BASE = {"group_name": "gpu-l4", "kind": "gpu", "cluster_name": "c", "kubernetes_version": "1.33", "subnet_ids": ["s"],
-         "instance_types": ["g6.xlarge"], "ami_type": "AL2023_x86_64_NVIDIA", "min_size": 0, "desired_size": 0, "max_size": 2}
+_BASE = {
+    "group_name": "gpu-l4",
+    "kind": "gpu",
+    "cluster_name": "c",
+    "kubernetes_version": "1.33",
+    "subnet_ids": ["s"],
+    "instance_types": ["g6.xlarge"],
+    "ami_type": "AL2023_x86_64_NVIDIA",
+    "min_size": 0,
+    "desired_size": 0,
+    "max_size": 2,
+}
 
 
-@pytest.mark.parametrize(("changes", "match"), [
-    ({"group_name": "GPU"}, r"NodeGroupArgs.group_name: 'GPU' is not valid"),
-    ({"kind": "cpu"}, r"NodeGroupArgs.kind: 'cpu' is not allowed; allowed: system \| gpu"),
-    ({"instance_types": []}, r"NodeGroupArgs.instance_types: \[\] is empty"),
-    ({"ami_type": "AL2023_x86_64_STANDARD"}, r"NodeGroupArgs.ami_type: 'AL2023_x86_64_STANDARD' is not allowed for a gpu group"),
-    ({"kind": "system", "ami_type": "AL2023_x86_64_NVIDIA", "min_size": 1, "desired_size": 1}, r"ami_type: 'AL2023_x86_64_NVIDIA' is not allowed for a system group"),
-    ({"capacity_type": "RESERVED"}, r"NodeGroupArgs.capacity_type: 'RESERVED' is not allowed"),
-    ({"min_size": 3, "desired_size": 2}, r"NodeGroupArgs.desired_size: min/desired/max 3/2/2 is not allowed"),
-    ({"max_size": 0}, r"NodeGroupArgs.desired_size: min/desired/max 0/0/0 is not allowed"),
-    ({"kind": "system", "ami_type": "AL2023_x86_64_STANDARD"}, r"min/desired/max 0/0/2 is not allowed; allowed: 1 <= min_size"),
-    ({"disk_size_gib": 10}, r"NodeGroupArgs.disk_size_gib: 10 is out of range"),
-    ({"labels": {gpu_contract.GPU_GROUP_LABEL: "other"}}, r"NodeGroupArgs.labels: .* would override the GPU contract labels"),
-])
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"group_name": "GPU"}, r"NodeGroupArgs.group_name: 'GPU' is not valid"),
+        ({"kind": "cpu"}, r"NodeGroupArgs.kind: 'cpu' is not allowed; allowed: system \| gpu"),
+        ({"instance_types": []}, r"NodeGroupArgs.instance_types: \[\] is empty"),
+        (
+            {"ami_type": "AL2023_x86_64_STANDARD"},
+            r"NodeGroupArgs.ami_type: 'AL2023_x86_64_STANDARD' is not allowed for a gpu group",
+        ),
+        (
+            {"kind": "system", "ami_type": "AL2023_x86_64_NVIDIA", "min_size": 1, "desired_size": 1},
+            r"ami_type: 'AL2023_x86_64_NVIDIA' is not allowed for a system group",
+        ),
+        ({"capacity_type": "RESERVED"}, r"NodeGroupArgs.capacity_type: 'RESERVED' is not allowed"),
+        ({"min_size": 3, "desired_size": 2}, r"NodeGroupArgs.desired_size: min/desired/max 3/2/2 is not allowed"),
+        ({"max_size": 0}, r"NodeGroupArgs.desired_size: min/desired/max 0/0/0 is not allowed"),
+        (
+            {"kind": "system", "ami_type": "AL2023_x86_64_STANDARD"},
+            r"min/desired/max 0/0/2 is not allowed; allowed: 1 <= min_size",
+        ),
+        ({"disk_size_gib": 10}, r"NodeGroupArgs.disk_size_gib: 10 is out of range"),
+        (
+            {"labels": {gpu_contract.GPU_GROUP_LABEL: "other"}},
+            r"NodeGroupArgs.labels: .* would override the GPU contract labels",
+        ),
+    ],
+)
 def test_args_validation(changes: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         NodeGroupArgs(**{**_BASE, **changes})

@@ -79,7 +79,9 @@ def test_prod_refuses_single_nat() -> None:
 def test_prod_refuses_spot_only_serving_group() -> None:
     cfg = raw("prod")
     cfg[K + "nodeGroups"]["gpu-l4"]["capacityType"] = "SPOT"
-    fails(cfg, r"nodeGroups\.gpu-l4\.capacityType: 'SPOT' backs prod Triton deployment 'default' with spot capacity only")
+    fails(
+        cfg, r"nodeGroups\.gpu-l4\.capacityType: 'SPOT' backs prod Triton deployment 'default' with spot capacity only"
+    )
 
 
 def test_prod_requires_audit_logs() -> None:
@@ -137,30 +139,53 @@ def test_shipped_triton_images_are_digest_pinned_mirrors(stack: str) -> None:
 def test_triton_image_must_be_pinned_by_digest_outside_dev(stack: str) -> None:
     cfg = raw(stack)
     cfg.pop(K + "tritonImage")  # the default (a tag) is not enough outside dev
-    fails(cfg, rf"tritonImage: 'nvcr.io/nvidia/tritonserver:25.10-py3' is not pinned by digest in {stack}; allowed: " r".*@sha256:<64 hex> outside dev")
+    fails(
+        cfg,
+        rf"tritonImage: 'nvcr.io/nvidia/tritonserver:25.10-py3' is not pinned by digest in {stack}; allowed: "
+        r".*@sha256:<64 hex> outside dev",
+    )
     cfg[K + "tritonImage"] = f"{MIRROR}:25.10-py3{DIGEST}"
     assert parse(cfg).triton_image == f"{MIRROR}:25.10-py3{DIGEST}"
 
 
-@pytest.mark.parametrize("image", [
-    "nvcr.io/nvidia/tritonserver:latest", "nvcr.io/nvidia/tritonserver", "nvcr.io/nvidia/pytorch:25.10-py3",
-    "nvcr.io/nvidia/tritonserver:25.10-py3-sdk@sha256:short", "NVCR.io/nvidia/tritonserver:25.10-py3", "tritonserver:25.10-py3",
-])
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvcr.io/nvidia/tritonserver:latest",
+        "nvcr.io/nvidia/tritonserver",
+        "nvcr.io/nvidia/pytorch:25.10-py3",
+        "nvcr.io/nvidia/tritonserver:25.10-py3-sdk@sha256:short",
+        "NVCR.io/nvidia/tritonserver:25.10-py3",
+        "tritonserver:25.10-py3",
+    ],
+)
 def test_triton_image_must_be_a_tritonserver_reference(image: str) -> None:
     cfg = raw("dev")
     cfg[K + "tritonImage"] = image
-    fails(cfg, r"tritonImage: .* is not a tritonserver image reference; allowed: " r"<registry>\[/<path>\]/tritonserver:<YY.MM>-py3")
+    fails(
+        cfg,
+        r"tritonImage: .* is not a tritonserver image reference; allowed: "
+        r"<registry>\[/<path>\]/tritonserver:<YY.MM>-py3",
+    )
 
 
 def test_triton_image_release_must_be_known_to_model_sync() -> None:
     cfg = raw("dev")
     cfg[K + "tritonImage"] = "nvcr.io/nvidia/tritonserver:23.01-py3"
-    fails(cfg, r"tritonImage: 'nvcr.io/nvidia/tritonserver:23.01-py3' has release 23.01 with no LibTorch entry in " r"model_sync/compat.py; allowed: releases 24.01, ")
+    fails(
+        cfg,
+        r"tritonImage: 'nvcr.io/nvidia/tritonserver:23.01-py3' has release 23.01 with no LibTorch entry in "
+        r"model_sync/compat.py; allowed: releases 24.01, ",
+    )
 
 
 def test_triton_image_variants_and_digests_accepted_in_dev() -> None:
     cfg = raw("dev")
-    for image in ("nvcr.io/nvidia/tritonserver:25.11-py3-igpu", f"{MIRROR}:25.09-py3{DIGEST}", "registry.local:5000/tritonserver:25.10-py3"):
+    for image in (
+        "nvcr.io/nvidia/tritonserver:25.11-py3-igpu",
+        f"{MIRROR}:25.09-py3{DIGEST}",
+        "registry.local:5000/tritonserver:25.10-py3",
+    ):
         cfg[K + "tritonImage"] = image
         assert parse(cfg).triton_image == image
 
@@ -224,7 +249,11 @@ def test_capacity_type_choices() -> None:
 def test_gpu_ami_type_choices() -> None:
     cfg = raw("dev")
     cfg[K + "nodeGroups"]["gpu-l4"]["amiType"] = "AL2023_x86_64_STANDARD"
-    fails(cfg, r"amiType: 'AL2023_x86_64_STANDARD' is not allowed; allowed: AL2023_x86_64_NVIDIA \| " r"BOTTLEROCKET_x86_64_NVIDIA")
+    fails(
+        cfg,
+        r"amiType: 'AL2023_x86_64_STANDARD' is not allowed; allowed: AL2023_x86_64_NVIDIA \| "
+        r"BOTTLEROCKET_x86_64_NVIDIA",
+    )
 
 
 def test_reserved_label_prefix_refused() -> None:
@@ -252,7 +281,9 @@ def test_triton_deployment_names_are_dns_safe() -> None:
 def test_model_names_checked() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["models"] = ["ResNet 18"]
-    fails(cfg, r"tritonDeployments\.default\.models: 'ResNet 18' is not valid; allowed: model names of lowercase letters")
+    fails(
+        cfg, r"tritonDeployments\.default\.models: 'ResNet 18' is not valid; allowed: model names of lowercase letters"
+    )
 
 
 def test_model_listed_twice() -> None:
@@ -264,13 +295,21 @@ def test_model_listed_twice() -> None:
 # ---- endpoint exposure ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2"], ["16.0.0.0/7"]])
+@pytest.mark.parametrize(
+    "cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2"], ["16.0.0.0/7"]]
+)
 def test_world_open_endpoint_refused_by_default(cidrs: list[str]) -> None:
     """Issue 15: judged by the union of the CIDRs, not their spelling."""
     cfg = raw("dev")
     cfg[K + "clusterEndpointPublicAccessCidrs"] = cidrs
-    fails(cfg, r"clusterEndpointPublicAccessCidrs: '" + re.escape(", ".join(cidrs)) + r" \(their union .*% of IPv4\)' opens the cluster API to the internet; "
-               r"allowed: specific CIDRs whose union is at most a /8, or set " r"triton-platform:allowWorldOpenClusterEndpoint=true")
+    fails(
+        cfg,
+        r"clusterEndpointPublicAccessCidrs: '"
+        + re.escape(", ".join(cidrs))
+        + r" \(their union .*% of IPv4\)' opens the cluster API to the internet; "
+        r"allowed: specific CIDRs whose union is at most a /8, or set "
+        r"triton-platform:allowWorldOpenClusterEndpoint=true",
+    )
 
 
 def test_a_specific_endpoint_allowlist_passes() -> None:
@@ -282,13 +321,21 @@ def test_a_specific_endpoint_allowlist_passes() -> None:
 def test_the_ingress_allowlist_is_judged_by_its_union_and_prod_must_name_it() -> None:
     cfg = raw("staging")
     cfg[K + "ingressAllowedCidrs"] = ["0.0.0.0/1", "128.0.0.0/1"]
-    fails(cfg, r"ingressAllowedCidrs: '0\.0\.0\.0/1, 128\.0\.0\.0/1 \(their union 0\.0\.0\.0/0: 100% of IPv4\)' lets " r"\(almost\) every client through under another spelling; "
-               r"allowed: \[0\.0\.0\.0/0\] written as such for a public API")
+    fails(
+        cfg,
+        r"ingressAllowedCidrs: '0\.0\.0\.0/1, 128\.0\.0\.0/1 \(their union 0\.0\.0\.0/0: 100% of IPv4\)' lets "
+        r"\(almost\) every client through under another spelling; "
+        r"allowed: \[0\.0\.0\.0/0\] written as such for a public API",
+    )
     cfg[K + "ingressAllowedCidrs"] = ["0.0.0.0/0"]
     assert parse(cfg).ingress_allowed_cidrs == ("0.0.0.0/0",)
     prod = raw("prod")
     del prod[K + "ingressAllowedCidrs"]
-    fails(prod, r"ingressAllowedCidrs: <unset> is not set in prod \(the default lets any client through\); allowed: the " r"client CIDRs, or \[0\.0\.0\.0/0\] for a public API")
+    fails(
+        prod,
+        r"ingressAllowedCidrs: <unset> is not set in prod \(the default lets any client through\); allowed: the "
+        r"client CIDRs, or \[0\.0\.0\.0/0\] for a public API",
+    )
 
 
 def test_world_open_endpoint_allowed_only_explicitly() -> None:
@@ -325,9 +372,17 @@ def test_admin_role_arns_required_and_shaped() -> None:
 def test_github_refs_have_no_wildcards() -> None:
     cfg = raw("dev")
     cfg[K + "githubDeployRefs"] = ["refs/heads/*"]
-    fails(cfg, r"githubDeployRefs: 'refs/heads/\*' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> \(no " r"wildcards, no environment")
+    fails(
+        cfg,
+        r"githubDeployRefs: 'refs/heads/\*' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> \(no "
+        r"wildcards, no environment",
+    )
     cfg[K + "githubDeployRefs"] = ["environment:prod"]  # an environment is the role's purpose, not a stack setting
-    fails(cfg, r"githubDeployRefs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> .* " r"e\.g\. deploy-dev")
+    fails(
+        cfg,
+        r"githubDeployRefs: 'environment:prod' is not valid; allowed: refs/heads/<branch> or refs/tags/<tag> .* "
+        r"e\.g\. deploy-dev",
+    )
 
 
 def test_github_repository_shape() -> None:
@@ -342,7 +397,9 @@ def test_github_repository_shape() -> None:
 def test_triton_node_group_must_be_a_gpu_group() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["nodeGroup"] = "system"
-    fails(cfg, r"tritonDeployments\.default\.nodeGroup: 'system' is not a GPU node group of this stack; allowed: gpu-l4")
+    fails(
+        cfg, r"tritonDeployments\.default\.nodeGroup: 'system' is not a GPU node group of this stack; allowed: gpu-l4"
+    )
 
 
 def test_triton_min_replicas_not_above_max() -> None:
@@ -424,7 +481,11 @@ def test_region_shape() -> None:
 def test_kubernetes_version_choices() -> None:
     cfg = raw("dev")
     cfg[K + "kubernetesVersion"] = "1.20"
-    fails(cfg, r"kubernetesVersion: '1.20' has no pinned EKS add-on versions and Cluster Autoscaler image; allowed: 1.32 \| " r"1.33 \| 1.34 \(pin")
+    fails(
+        cfg,
+        r"kubernetesVersion: '1.20' has no pinned EKS add-on versions and Cluster Autoscaler image; allowed: 1.32 \| "
+        r"1.33 \| 1.34 \(pin",
+    )
 
 
 @pytest.mark.parametrize("version", ["1.31", "1.35", 1.33])
@@ -507,7 +568,11 @@ def test_stack_files_use_only_declared_keys_and_no_plaintext_secrets(stack: str)
 def test_gpu_pool_limit_must_hold_max_replicas() -> None:
     cfg = raw("prod")
     cfg[K + "tritonDeployments"]["default"]["maxReplicas"] = 9
-    fails(cfg, r"nodeGroups\.gpu-l4\.maxSize: 8 holds 8 GPU\(s\) but " r"triton-platform:tritonDeployments\.default\.maxReplicas x gpusPerReplica need 9; allowed: maxSize >= 9")
+    fails(
+        cfg,
+        r"nodeGroups\.gpu-l4\.maxSize: 8 holds 8 GPU\(s\) but "
+        r"triton-platform:tritonDeployments\.default\.maxReplicas x gpusPerReplica need 9; allowed: maxSize >= 9",
+    )
 
 
 def test_gpu_pool_limit_counts_gpus_per_instance() -> None:
@@ -522,13 +587,22 @@ def test_gpu_pool_limit_counts_gpus_per_instance() -> None:
 def test_replica_must_fit_on_one_node() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["gpusPerReplica"] = 2
-    fails(cfg, r"tritonDeployments\.default\.gpusPerReplica: 2 does not fit on one node of " r"triton-platform:nodeGroups\.gpu-l4 \(1 GPU\(s\) per node\); allowed: at most 1")
+    fails(
+        cfg,
+        r"tritonDeployments\.default\.gpusPerReplica: 2 does not fit on one node of "
+        r"triton-platform:nodeGroups\.gpu-l4 \(1 GPU\(s\) per node\); allowed: at most 1",
+    )
 
 
 def test_prod_on_demand_floor_holds_min_replicas() -> None:
     cfg = raw("prod")
     cfg[K + "nodeGroups"]["gpu-a10g"].update(minSize=1, desiredSize=2)
-    fails(cfg, r"nodeGroups\.gpu-a10g\.minSize: 1 keeps 1 on-demand GPU\(s\) but " r"triton-platform:tritonDeployments\.large\.minReplicas x gpusPerReplica need 2; allowed: minSize >= 2 in " r"prod")
+    fails(
+        cfg,
+        r"nodeGroups\.gpu-a10g\.minSize: 1 keeps 1 on-demand GPU\(s\) but "
+        r"triton-platform:tritonDeployments\.large\.minReplicas x gpusPerReplica need 2; allowed: minSize >= 2 in "
+        r"prod",
+    )
 
 
 def test_gpu_size_must_have_known_gpu_count() -> None:
@@ -552,8 +626,13 @@ def test_triton_min_replicas_at_least_one() -> None:
 def test_triton_image_reaches_the_pods_and_the_export(any_stack: Run) -> None:
     """The image model_sync aligns against (export `tritonImage`) is the one the pods run."""
     configured = sc.parse(stack_file(any_stack.stack), any_stack.stack).triton_image
-    images = [c["image"] for r in any_stack.kubernetes_objects() if r.inputs.get("kind") == "Deployment"
-              for c in r.inputs["spec"]["template"]["spec"]["containers"] if c["name"] == "tritonserver"]
+    images = [
+        c["image"]
+        for r in any_stack.kubernetes_objects()
+        if r.inputs.get("kind") == "Deployment"
+        for c in r.inputs["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "tritonserver"
+    ]
     assert images
     assert set(images) == {configured}
     assert any_stack.exports["tritonImage"] == configured
@@ -565,9 +644,16 @@ def test_a_name_given_twice_in_the_yaml_maps_is_refused_not_kept_last() -> None:
     # The older spelling, a string holding the YAML mapping: the stack model refuses the copy.
     cfg = stack_file("staging")
     text = yaml.safe_dump(cfg[K + "nodeGroups"], sort_keys=False)
-    cfg[K + "nodeGroups"] = text + ("gpu-l4:\n  kind: gpu\n  instanceTypes: [g6.2xlarge]\n  capacityType: SPOT\n" "  minSize: 0\n  desiredSize: 0\n  maxSize: 4\n")
+    cfg[K + "nodeGroups"] = text + (
+        "gpu-l4:\n  kind: gpu\n  instanceTypes: [g6.2xlarge]\n  capacityType: SPOT\n"
+        "  minSize: 0\n  desiredSize: 0\n  maxSize: 4\n"
+    )
     line = len(text.splitlines()) + 1
-    fails(cfg, rf"nodeGroups: 'gpu-l4' appears twice in the YAML \(the second time on line {line}\); YAML would keep only " r"the last; allowed: each name once")
+    fails(
+        cfg,
+        rf"nodeGroups: 'gpu-l4' appears twice in the YAML \(the second time on line {line}\); YAML would keep only "
+        r"the last; allowed: each name once",
+    )
     cfg = stack_file("staging")
     text = yaml.safe_dump(cfg[K + "tritonDeployments"], sort_keys=False)
     cfg[K + "tritonDeployments"] = text.replace("maxReplicas:", "maxReplicas: 9\n  maxReplicas:", 1)
@@ -583,8 +669,14 @@ def test_a_name_given_twice_in_a_structured_stack_file_is_refused(tmp_path: Path
     anchor = "  triton-platform:nodeGroups:\n"
     assert anchor in text
     broken = tmp_path / "Pulumi.staging.yaml"
-    broken.write_text(text.replace(anchor, anchor + "    gpu-l4:\n      kind: gpu\n      instanceTypes: [g6.2xlarge]\n"
-                                              "      minSize: 0\n      desiredSize: 0\n      maxSize: 4\n", 1))
+    broken.write_text(
+        text.replace(
+            anchor,
+            anchor + "    gpu-l4:\n      kind: gpu\n      instanceTypes: [g6.2xlarge]\n"
+            "      minSize: 0\n      desiredSize: 0\n      maxSize: 4\n",
+            1,
+        )
+    )
     with pytest.raises(KitError, match=r"Pulumi.staging.yaml: 'gpu-l4' appears twice \(the second time on line \d+\)"):
         stack_file("staging", broken)
 
@@ -621,7 +713,13 @@ def test_a_stack_named_after_another_environment_is_refused(stack: str, environm
     if ok:
         assert sc.parse(cfg, stack).environment == environment
         return
-    with pytest.raises(sc.ConfigError, match=(rf"environment: '{environment}' differs from the stack name '{re.escape(stack)}'; allowed: the " r"environment the stack is named after")):
+    with pytest.raises(
+        sc.ConfigError,
+        match=(
+            rf"environment: '{environment}' differs from the stack name '{re.escape(stack)}'; allowed: the "
+            r"environment the stack is named after"
+        ),
+    ):
         sc.parse(cfg, stack)
 
 
@@ -641,7 +739,11 @@ def test_a_model_in_two_deployments_is_refused_before_any_resource() -> None:
 
     cfg = raw("prod")
     cfg[K + "tritonDeployments"]["large"]["models"] = ["reranker-large", "resnet18"]
-    err = fails(cfg, r"tritonDeployments\.large\.models: 'resnet18' is already served by deployment 'default'; allowed: each " r"model in one deployment")
+    err = fails(
+        cfg,
+        r"tritonDeployments\.large\.models: 'resnet18' is already served by deployment 'default'; allowed: each "
+        r"model in one deployment",
+    )
     assert err.key == K + "tritonDeployments.large.models"
     with pytest.raises(sc.ConfigError, match="already served by deployment 'default'"):
         run_program("prod", {K + "tritonDeployments": yaml.safe_dump(cfg[K + "tritonDeployments"])})
@@ -652,9 +754,15 @@ def test_admin_roles_compared_by_account_and_name() -> None:
     other_account = "arn:aws:iam::777788889999:role/platform-admins"
     cfg[K + "clusterAdminRoleArns"] = [*cfg[K + "clusterAdminRoleArns"], other_account]
     assert other_account in parse(cfg).cluster_admin_role_arns  # same name, another account: another role
-    cfg[K + "clusterAdminRoleArns"] = ["arn:aws:iam::444455556666:role/platform-admins", "arn:aws:iam::444455556666:role/team/Platform-Admins"]
-    fails(cfg, r"clusterAdminRoleArns: 'arn:aws:iam::444455556666:role/team/Platform-Admins' names the same role as "
-               r"'arn:aws:iam::444455556666:role/platform-admins' \(one account, one name\); allowed: each role once")
+    cfg[K + "clusterAdminRoleArns"] = [
+        "arn:aws:iam::444455556666:role/platform-admins",
+        "arn:aws:iam::444455556666:role/team/Platform-Admins",
+    ]
+    fails(
+        cfg,
+        r"clusterAdminRoleArns: 'arn:aws:iam::444455556666:role/team/Platform-Admins' names the same role as "
+        r"'arn:aws:iam::444455556666:role/platform-admins' \(one account, one name\); allowed: each role once",
+    )
     cfg[K + "clusterAdminRoleArns"] = ["arn:aws:iam::444455556666:role/platform-admins"] * 2
     fails(cfg, r"clusterAdminRoleArns: .* names the same role")
 
@@ -663,7 +771,11 @@ def test_admin_roles_compared_by_account_and_name() -> None:
 def test_log_retention_is_one_cloudwatch_offers(days: int) -> None:
     cfg = raw("prod")
     cfg[K + "clusterLogRetentionDays"] = days
-    fails(cfg, rf"clusterLogRetentionDays: {days} is not a retention CloudWatch Logs offers; allowed: 1, 3, 5, 7, 14, 30, " r"60, 90,")
+    fails(
+        cfg,
+        rf"clusterLogRetentionDays: {days} is not a retention CloudWatch Logs offers; allowed: 1, 3, 5, 7, 14, 30, "
+        r"60, 90,",
+    )
     cfg[K + "clusterLogRetentionDays"] = 400
     assert parse(cfg).cluster_log_retention_days == 400
 
@@ -674,8 +786,11 @@ def test_zone_count_checked_against_the_regions_zones() -> None:
     cfg = raw("staging")
     zones = ["us-west-1c", "us-west-1a"]
     cfg[K + "availabilityZoneCount"] = 3
-    with pytest.raises(sc.ConfigError, match=r"availabilityZoneCount: 3 exceeds the 2 EKS-capable zones us-east-1 offers this account "
-                                             r"\(us-west-1a, us-west-1c\); allowed: at most 2 in us-east-1"):
+    with pytest.raises(
+        sc.ConfigError,
+        match=r"availabilityZoneCount: 3 exceeds the 2 EKS-capable zones us-east-1 offers this account "
+        r"\(us-west-1a, us-west-1c\); allowed: at most 2 in us-east-1",
+    ):
         sc.parse(cfg, "x", zones=zones)
     cfg[K + "availabilityZoneCount"] = 2
     assert sc.parse(cfg, "x", zones=zones).availability_zones == ("us-west-1a", "us-west-1c")
@@ -684,19 +799,34 @@ def test_zone_count_checked_against_the_regions_zones() -> None:
         run_program("staging", {K + "availabilityZoneCount": 6})
 
 
-@pytest.mark.parametrize("arn", ["arn:aws:iam::aws:policy/PowerUserAccess", "arn:aws:iam::aws:policy/AdministratorAccess",
-                                 "arn:aws:iam::aws:policy/IAMFullAccess", "arn:aws:iam::aws:policy/job-function/SystemAdministrator"])
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:iam::aws:policy/PowerUserAccess",
+        "arn:aws:iam::aws:policy/AdministratorAccess",
+        "arn:aws:iam::aws:policy/IAMFullAccess",
+        "arn:aws:iam::aws:policy/job-function/SystemAdministrator",
+    ],
+)
 def test_deployer_policies_are_an_allow_list(arn: str) -> None:
     cfg = raw("prod")
     cfg[K + "deployerPolicyArns"] = ["arn:aws:iam::444455556666:policy/triton-platform-deployer", arn]
-    fails(cfg, rf"deployerPolicyArns: '{re.escape(arn)}' is an AWS managed policy, not scoped to this stack; allowed: " r"customer-managed policies")
+    fails(
+        cfg,
+        rf"deployerPolicyArns: '{re.escape(arn)}' is an AWS managed policy, not scoped to this stack; allowed: "
+        r"customer-managed policies",
+    )
 
 
 def test_deployer_policies_are_the_stacks_own_account() -> None:
     cfg = raw("prod")  # account 444455556666 (its githubOidcProviderArn)
     cfg[K + "deployerPolicyArns"] = ["arn:aws:iam::111122223333:policy/triton-platform-deployer"]
-    fails(cfg, r"deployerPolicyArns: 'arn:aws:iam::111122223333:policy/triton-platform-deployer' belongs to another account " r"than the stack's "
-               r"\(444455556666, from githubOidcProviderArn\); allowed: customer-managed policies of the stack's own account")
+    fails(
+        cfg,
+        r"deployerPolicyArns: 'arn:aws:iam::111122223333:policy/triton-platform-deployer' belongs to another account "
+        r"than the stack's "
+        r"\(444455556666, from githubOidcProviderArn\); allowed: customer-managed policies of the stack's own account",
+    )
 
 
 def test_a_plaintext_secret_is_refused_and_the_fix_named() -> None:
@@ -706,12 +836,18 @@ def test_a_plaintext_secret_is_refused_and_the_fix_named() -> None:
     cfg[K + "alertmanagerSlackWebhookUrl"] = "https://hooks.slack.com/services/T0/B0/plaintext-token"
     with pytest.raises(sc.ConfigError) as info:
         sc.parse(cfg, "x", secret_keys=set())
-    assert str(info.value) == ("triton-platform:alertmanagerSlackWebhookUrl: '<redacted>' is stored in plaintext in the stack file; "
-                               "allowed: an encrypted value: pulumi config set --secret triton-platform:alertmanagerSlackWebhookUrl <value>")
+    assert str(info.value) == (
+        "triton-platform:alertmanagerSlackWebhookUrl: '<redacted>' is stored in plaintext in the stack file; "
+        "allowed: an encrypted value: pulumi config set --secret triton-platform:alertmanagerSlackWebhookUrl <value>"
+    )
     assert "plaintext-token" not in str(info.value)
-    assert sc.parse(cfg, "x", secret_keys={K + "alertmanagerSlackWebhookUrl"}).alertmanager_slack_webhook_url.endswith("plaintext-token")
+    assert sc.parse(cfg, "x", secret_keys={K + "alertmanagerSlackWebhookUrl"}).alertmanager_slack_webhook_url.endswith(
+        "plaintext-token"
+    )
     with pytest.raises(sc.ConfigError, match="is stored in plaintext"):
-        run_program("prod", {K + "alertmanagerSlackWebhookUrl": "https://hooks.slack.com/services/T0/B0/plaintext-token"})
+        run_program(
+            "prod", {K + "alertmanagerSlackWebhookUrl": "https://hooks.slack.com/services/T0/B0/plaintext-token"}
+        )
     # The README's way (`pulumi config set --secret`, an encrypted value in the stack file) renders.
     assert run_program("prod", {K + "alertmanagerSlackWebhookUrl": {"secure": "v1:AAAA"}}).resources
 
@@ -719,12 +855,34 @@ def test_a_plaintext_secret_is_refused_and_the_fix_named() -> None:
 # ---- issue 15: a replica that cannot fit its node group is a config error ---------------------
 
 
-@pytest.mark.parametrize(("field", "value", "match"), [
-    ("cpu", "4", (r"tritonDeployments\.default\.cpu: '4' needs 4100m per replica \(with the agent sidecar\) but a " r"g6\.xlarge node of group 'gpu-l4' leaves pods 3220m")),
-    ("memory", "15Gi", (r"tritonDeployments\.default\.memory: '15Gi' needs 15\.2Gi per replica .* a g6\.xlarge node of group " r"'gpu-l4' leaves pods 13\.2Gi")),
-    ("modelVolumeGiB", 80, r"tritonDeployments\.default\.modelVolumeGiB: 80 needs 82Gi of disk per replica .* leaves pods 60Gi; " r"allowed: requests that fit "
-                           r"triton-platform:nodeGroups\.gpu-l4\.diskSizeGiB"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        (
+            "cpu",
+            "4",
+            (
+                r"tritonDeployments\.default\.cpu: '4' needs 4100m per replica \(with the agent sidecar\) but a "
+                r"g6\.xlarge node of group 'gpu-l4' leaves pods 3220m"
+            ),
+        ),
+        (
+            "memory",
+            "15Gi",
+            (
+                r"tritonDeployments\.default\.memory: '15Gi' needs 15\.2Gi per replica .* a g6\.xlarge node of group "
+                r"'gpu-l4' leaves pods 13\.2Gi"
+            ),
+        ),
+        (
+            "modelVolumeGiB",
+            80,
+            r"tritonDeployments\.default\.modelVolumeGiB: 80 needs 82Gi of disk per replica .* leaves pods 60Gi; "
+            r"allowed: requests that fit "
+            r"triton-platform:nodeGroups\.gpu-l4\.diskSizeGiB",
+        ),
+    ],
+)
 def test_a_replica_must_fit_every_instance_type_of_its_group(field: str, value: Any, match: str) -> None:
     cfg = raw("dev")  # gpu-l4: g6.xlarge (4 vCPU, 16 GiB) and g6.2xlarge, 100 GiB disks
     cfg[K + "tritonDeployments"]["default"][field] = value
@@ -737,14 +895,22 @@ def test_a_replica_must_fit_every_instance_type_of_its_group(field: str, value: 
 def test_shm_must_be_below_the_container_memory() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["shmSizeGiB"] = 12
-    fails(cfg, r"tritonDeployments\.default\.shmSizeGiB: 12 is not below the container's memory \(12Gi; /dev/shm is charged " r"to it\); "
-               r"allowed: less than triton-platform:tritonDeployments\.default\.memory")
+    fails(
+        cfg,
+        r"tritonDeployments\.default\.shmSizeGiB: 12 is not below the container's memory \(12Gi; /dev/shm is charged "
+        r"to it\); "
+        r"allowed: less than triton-platform:tritonDeployments\.default\.memory",
+    )
 
 
 def test_memory_without_a_unit_is_refused() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["memory"] = 16
-    fails(cfg, r"tritonDeployments\.default\.memory: '16' is less than 1Gi \(a quantity without a unit counts bytes\); " r"allowed: at least 1Gi")
+    fails(
+        cfg,
+        r"tritonDeployments\.default\.memory: '16' is less than 1Gi \(a quantity without a unit counts bytes\); "
+        r"allowed: at least 1Gi",
+    )
     cfg[K + "tritonDeployments"]["default"]["memory"] = "12Gi"
     cfg[K + "tritonDeployments"]["default"]["cpu"] = "100m"
     fails(cfg, r"tritonDeployments\.default\.cpu: '100m' is too little for tritonserver; allowed: at least 500m")
@@ -755,10 +921,17 @@ def test_every_stack_names_its_accounts_oidc_provider() -> None:
     without it is refused instead of creating a second owner."""
     cfg = raw("prod")
     del cfg[K + "githubOidcProviderArn"]
-    fails(cfg, r"githubOidcProviderArn: <unset> is missing; allowed: a string value \(The AWS account's GitHub Actions OIDC " r"provider")
+    fails(
+        cfg,
+        r"githubOidcProviderArn: <unset> is missing; allowed: a string value \(The AWS account's GitHub Actions OIDC "
+        r"provider",
+    )
     cfg[K + "githubOidcProviderArn"] = ""
-    fails(cfg, r"githubOidcProviderArn: '' is not the GitHub OIDC provider; allowed: .* the bootstrap stack's output " r"githubOidcProviderArn")
-
+    fails(
+        cfg,
+        r"githubOidcProviderArn: '' is not the GitHub OIDC provider; allowed: .* the bootstrap stack's output "
+        r"githubOidcProviderArn",
+    )
 
 
 @pytest.mark.parametrize("name", ["ResNet", "m" * 64, "-m", "a.b", "resnet-18_v2", "m" * 63])

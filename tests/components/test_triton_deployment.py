@@ -42,7 +42,9 @@ DEPLOYMENTS = {"dev": ["default"], "staging": ["default"], "prod": ["default", "
 
 
 def _obj(run: Run, kind: str, name: str) -> dict[str, Any]:
-    found = [r for r in run.kubernetes_objects() if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name]
+    found = [
+        r for r in run.kubernetes_objects() if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name
+    ]
     assert len(found) == 1, f"{kind} {name}: {len(found)} recorded"
     return found[0].inputs
 
@@ -58,10 +60,23 @@ def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _cfg(**overrides: Any) -> TritonDeploymentConfig:
     base = TritonDeploymentConfig(
-        name="default", node_group="gpu-l4", models=("resnet18",), min_replicas=2, max_replicas=4, gpus_per_replica=1,
-        cpu="4", memory="16Gi", model_volume_gib=50, shm_size_gib=2, queue_time_target_microseconds=50_000,
-        scale_up_stabilization_seconds=30, scale_down_stabilization_seconds=600, startup_timeout_seconds=900,
-        termination_grace_period_seconds=120, agent_interval_seconds=10)
+        name="default",
+        node_group="gpu-l4",
+        models=("resnet18",),
+        min_replicas=2,
+        max_replicas=4,
+        gpus_per_replica=1,
+        cpu="4",
+        memory="16Gi",
+        model_volume_gib=50,
+        shm_size_gib=2,
+        queue_time_target_microseconds=50_000,
+        scale_up_stabilization_seconds=30,
+        scale_down_stabilization_seconds=600,
+        startup_timeout_seconds=900,
+        termination_grace_period_seconds=120,
+        agent_interval_seconds=10,
+    )
     return dataclasses.replace(base, **overrides)
 
 
@@ -73,8 +88,12 @@ def test_one_component_per_configured_deployment_on_the_cluster_provider(any_sta
         children = assert_children_prefixed(any_stack, comp, min_children=7)
         for child in children:
             if child.type.startswith("kubernetes:"):
-                assert child.provider.split("::")[-2] == CLUSTER_PROVIDER, f"{child.name} not on the cluster provider: {child.provider!r}"
-        assert registered_outputs(any_stack, comp)["serviceAccountName"] == naming.triton_service_account(name.removeprefix("triton-"))
+                assert child.provider.split("::")[-2] == CLUSTER_PROVIDER, (
+                    f"{child.name} not on the cluster provider: {child.provider!r}"
+                )
+        assert registered_outputs(any_stack, comp)["serviceAccountName"] == naming.triton_service_account(
+            name.removeprefix("triton-")
+        )
 
 
 def test_service_account_matches_the_pod_identity_binding(any_stack: Run) -> None:
@@ -92,8 +111,14 @@ def test_tritonserver_flags_close_the_admin_api(prod: Run) -> None:
     assert f"--http-restricted-api={restricted}" in args
     assert f"--grpc-restricted-protocol={restricted}" in args
     assert {"model-repository", "statistics", "logging", "trace", "shared-memory"} <= set(ADMIN_PROTOCOLS)
-    for flag in ("--model-repository=/models/repository", "--model-control-mode=poll", "--strict-readiness=true",
-                 "--exit-on-error=false", "--disable-auto-complete-config", "--metrics-config=summary_latencies=true"):
+    for flag in (
+        "--model-repository=/models/repository",
+        "--model-control-mode=poll",
+        "--strict-readiness=true",
+        "--exit-on-error=false",
+        "--disable-auto-complete-config",
+        "--metrics-config=summary_latencies=true",
+    ):
         assert flag in args
     # The stack's `tritonImage` (prod: a digest-pinned mirror), threaded to every deployment.
     assert triton["image"] == stack_config("prod")["triton-platform:tritonImage"]
@@ -130,25 +155,43 @@ def restricted_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.Te
     """The real tritonserver with exactly the Deployment's restricted-API flags (the key the
     kubelet would expand from the Secret substituted), on loopback ports, no models."""
     tmp = tmp_path_factory.mktemp("restricted")
-    flags = [a.replace(f"$({ADMIN_KEY_ENV})", ADMIN_KEY) for a in triton_args(_cfg())
-             if a.startswith(("--http-restricted-api=", "--grpc-restricted-protocol="))]
+    flags = [
+        a.replace(f"$({ADMIN_KEY_ENV})", ADMIN_KEY)
+        for a in triton_args(_cfg())
+        if a.startswith(("--http-restricted-api=", "--grpc-restricted-protocol="))
+    ]
     assert len(flags) == 2, flags
     http, grpc, metrics = free_port(), free_port(), free_port()
-    argv = [str(triton_runtime.binary), f"--model-repository={tmp / 'repository'}", f"--backend-directory={triton_runtime.backends}",
-            "--model-control-mode=poll", f"--http-address={LOOPBACK}", f"--http-port={http}", f"--grpc-address={LOOPBACK}",
-            f"--grpc-port={grpc}", f"--metrics-address={LOOPBACK}", f"--metrics-port={metrics}", *flags]
+    argv = [
+        str(triton_runtime.binary),
+        f"--model-repository={tmp / 'repository'}",
+        f"--backend-directory={triton_runtime.backends}",
+        "--model-control-mode=poll",
+        f"--http-address={LOOPBACK}",
+        f"--http-port={http}",
+        f"--grpc-address={LOOPBACK}",
+        f"--grpc-port={grpc}",
+        f"--metrics-address={LOOPBACK}",
+        f"--metrics-port={metrics}",
+        *flags,
+    ]
     (tmp / "repository").mkdir()
     server = Process("tritonserver", argv, tmp / "tritonserver.log", env=stub_environment()).start()
     try:
-        wait_until(lambda: _status(f"http://{LOOPBACK}:{http}", "GET", "/v2/health/live") == 200, 90,
-                   what=f"tritonserver live (log {tmp / 'tritonserver.log'})")
+        wait_until(
+            lambda: _status(f"http://{LOOPBACK}:{http}", "GET", "/v2/health/live") == 200,
+            90,
+            what=f"tritonserver live (log {tmp / 'tritonserver.log'})",
+        )
         yield _Restricted(f"http://{LOOPBACK}:{http}", f"{LOOPBACK}:{grpc}")
     finally:
         server.stop(timeout=20)
 
 
 def _status(base: str, method: str, path: str, headers: dict[str, str] | None = None) -> int:
-    req = urllib.request.Request(base + path, method=method, headers=headers or {}, data=b"{}" if method == "POST" else None)  # noqa: S310 (loopback)
+    req = urllib.request.Request(  # noqa: S310 (loopback)
+        base + path, method=method, headers=headers or {}, data=b"{}" if method == "POST" else None
+    )
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 (loopback)
             return int(resp.status)
@@ -159,7 +202,9 @@ def _status(base: str, method: str, path: str, headers: dict[str, str] | None = 
 
 
 @pytest.mark.parametrize(("group", "method", "path"), RESTRICTED_HTTP, ids=[g for g, _, _ in RESTRICTED_HTTP])
-def test_real_tritonserver_refuses_each_admin_group_without_the_key(restricted_triton: _Restricted, group: str, method: str, path: str) -> None:
+def test_real_tritonserver_refuses_each_admin_group_without_the_key(
+    restricted_triton: _Restricted, group: str, method: str, path: str
+) -> None:
     assert _status(restricted_triton.http, method, path) == 403
     assert group in ADMIN_PROTOCOLS
     assert _status(restricted_triton.http, method, path, {ADMIN_HEADER: "wrong"}) == 403
@@ -238,7 +283,10 @@ def test_probes_resources_and_scheduling(prod: Run) -> None:
     assert triton["resources"]["requests"]["cpu"] == "12"
     assert pod["tolerations"] == gpu_contract.gpu_tolerations()
     assert pod["nodeSelector"] == gpu_contract.gpu_node_selector("gpu-a10g")
-    assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} == {
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    }
     assert pod["terminationGracePeriodSeconds"] == 180
     assert triton["lifecycle"]["preStop"]["sleep"]["seconds"] == 15
     assert "--exit-timeout-secs=160" in triton["args"]
@@ -308,27 +356,44 @@ def test_service_ports_and_service_monitor(staging: Run) -> None:
 def test_network_policy_admits_only_ingress_and_prometheus(dev: Run) -> None:
     np = _obj(dev, "NetworkPolicy", "triton-default")["spec"]
     assert np["policyTypes"] == ["Ingress", "Egress"]
-    sources = {(r["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"], tuple(p["port"] for p in r["ports"]))
-               for r in np["ingress"]}
+    sources = {
+        (
+            r["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            tuple(p["port"] for p in r["ports"]),
+        )
+        for r in np["ingress"]
+    }
     assert sources == {(naming.INGRESS_NAMESPACE, (8000, 8001)), (naming.MONITORING_NAMESPACE, (8002,))}
     egress_ports = sorted({p["port"] for r in np["egress"] for p in r["ports"]})
     assert egress_ports == [53, 80, 443]
     https = next(r for r in np["egress"] if r["ports"][0]["port"] == 443)
     assert "169.254.169.254/32" in https["to"][0]["ipBlock"]["except"]
-    (deny,) = [r.inputs for r in dev.kubernetes_objects() if r.inputs["kind"] == "NetworkPolicy"
-               and r.inputs["metadata"]["name"] == "default-deny" and r.inputs["metadata"]["namespace"] == naming.TRITON_NAMESPACE]
+    (deny,) = [
+        r.inputs
+        for r in dev.kubernetes_objects()
+        if r.inputs["kind"] == "NetworkPolicy"
+        and r.inputs["metadata"]["name"] == "default-deny"
+        and r.inputs["metadata"]["namespace"] == naming.TRITON_NAMESPACE
+    ]
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
 
 
 def test_monitoring_disabled_drops_hpa_and_service_monitor() -> None:
     from tests.pulumi_kit import run_program
-    run = run_program("dev", overrides={"triton-platform:monitoringEnabled": False, "triton-platform:loggingEnabled": False})
+
+    run = run_program(
+        "dev", overrides={"triton-platform:monitoringEnabled": False, "triton-platform:loggingEnabled": False}
+    )
     kinds = {r.inputs["kind"] for r in run.kubernetes_objects()}
     assert "Deployment" in kinds
     assert "HorizontalPodAutoscaler" not in kinds
     assert "ServiceMonitor" not in kinds
     assert "PrometheusRule" not in kinds
-    assert not [r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] in ("loki", "kube-prometheus-stack")]
+    assert not [
+        r
+        for r in run.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["chart"] in ("loki", "kube-prometheus-stack")
+    ]
 
 
 # ---- builders and validation ---------------------------------------------------------
@@ -347,18 +412,26 @@ def test_drain_and_exit_timing() -> None:
 
 
 def _args(**overrides: Any) -> TritonDeploymentArgs:
-    base: dict[str, Any] = {"deployment": _cfg(), "environment": "dev", "bucket_name": "b", "region": "us-east-1",
-                            "agent_image": "registry.example.com/agent:1.0"}
+    base: dict[str, Any] = {
+        "deployment": _cfg(),
+        "environment": "dev",
+        "bucket_name": "b",
+        "region": "us-east-1",
+        "agent_image": "registry.example.com/agent:1.0",
+    }
     return TritonDeploymentArgs(**{**base, **overrides})
 
 
-@pytest.mark.parametrize(("overrides", "match"), [
-    ({"deployment": _cfg(min_replicas=0)}, r"deployment\.min_replicas: 0 .*HPAScaleToZero"),
-    ({"environment": "qa"}, r"environment: 'qa' is not allowed; allowed: dev \| staging \| prod"),
-    ({"region": ""}, r"region: '' is not allowed"),
-    ({"agent_image": "agent"}, r"agent_image: 'agent' is not allowed"),
-    ({"triton_image": "nvcr.io/nvidia/tritonserver"}, r"triton_image: .* has no tag"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"deployment": _cfg(min_replicas=0)}, r"deployment\.min_replicas: 0 .*HPAScaleToZero"),
+        ({"environment": "qa"}, r"environment: 'qa' is not allowed; allowed: dev \| staging \| prod"),
+        ({"region": ""}, r"region: '' is not allowed"),
+        ({"agent_image": "agent"}, r"agent_image: 'agent' is not allowed"),
+        ({"triton_image": "nvcr.io/nvidia/tritonserver"}, r"triton_image: .* has no tag"),
+    ],
+)
 def test_args_validation(overrides: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         _args(**overrides)
@@ -366,11 +439,28 @@ def test_args_validation(overrides: dict[str, Any], match: str) -> None:
 
 
 def test_resource_of_record_types(dev: Run) -> None:
-    kinds = sorted({r.inputs["kind"] for r in dev.descendants_of(dev.one(COMPONENT, "triton-default")) if isinstance(r, Resource) and r.type.startswith("kubernetes:")})
-    assert kinds == ["Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ServiceMonitor"]
+    kinds = sorted(
+        {
+            r.inputs["kind"]
+            for r in dev.descendants_of(dev.one(COMPONENT, "triton-default"))
+            if isinstance(r, Resource) and r.type.startswith("kubernetes:")
+        }
+    )
+    assert kinds == [
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+        "ServiceMonitor",
+    ]
 
 
-def test_agent_commands_in_the_pod_parse_with_the_real_agent_cli(any_stack: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_commands_in_the_pod_parse_with_the_real_agent_cli(
+    any_stack: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pod runs exactly the command the agent's own tests run: the init container's and
     the sidecar's command lines parse with model_sync's CLI and resolve an environment with
     no model-sync.yaml in the image (everything comes from flags)."""
@@ -385,7 +475,9 @@ def test_agent_commands_in_the_pod_parse_with_the_real_agent_cli(any_stack: Run,
     agents = []
     for dep in deployments:
         spec = dep.inputs["spec"]["template"]["spec"]
-        agents += [c for c in [*spec.get("initContainers", []), *spec["containers"]] if c["command"][:4] == list(AGENT_COMMAND)]
+        agents += [
+            c for c in [*spec.get("initContainers", []), *spec["containers"]] if c["command"][:4] == list(AGENT_COMMAND)
+        ]
     assert agents, "no repository-agent containers recorded"
     for container in agents:
         args = parser.parse_args(container["command"][3:])

@@ -19,20 +19,44 @@ from tools.render import write_render
 # The nine releases every stack installs (tools/render.py names each file after the release's
 # logical name). A release added or dropped must be added here too.
 RELEASES = (
-    "cluster-autoscaler-release", "gpu-operators-dcgm-exporter", "gpu-operators-device-plugin",
-    "ingress-cert-manager", "ingress-traefik", "log-shipping-alloy", "log-shipping-loki",
-    "monitoring-kube-prometheus-stack", "monitoring-prometheus-adapter",
+    "cluster-autoscaler-release",
+    "gpu-operators-dcgm-exporter",
+    "gpu-operators-device-plugin",
+    "ingress-cert-manager",
+    "ingress-traefik",
+    "log-shipping-alloy",
+    "log-shipping-loki",
+    "monitoring-kube-prometheus-stack",
+    "monitoring-prometheus-adapter",
 )
 
 # Built-in kinds that are not namespaced (helm template leaves metadata.namespace off the
 # namespaced ones: they go to the release namespace, which `objects()` fills in).
-CLUSTER_SCOPED = frozenset({
-    "Namespace", "Node", "PersistentVolume", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "APIService", "PriorityClass", "StorageClass", "CSIDriver", "CSINode", "VolumeAttachment", "RuntimeClass",
-    "IngressClass", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
-    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "CertificateSigningRequest",
-    "FlowSchema", "PriorityLevelConfiguration",
-})
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "APIService",
+        "PriorityClass",
+        "StorageClass",
+        "CSIDriver",
+        "CSINode",
+        "VolumeAttachment",
+        "RuntimeClass",
+        "IngressClass",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "CertificateSigningRequest",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -74,12 +98,19 @@ class Cluster:
     @functools.cached_property
     def _objects(self) -> list[Obj]:
         out = [Obj("program", doc) for doc in self.program]
-        crd_scope = {(c["spec"]["names"]["kind"], c["spec"]["group"]): c["spec"]["scope"]
-                     for docs in self.rendered.values() for c in docs if c["kind"] == "CustomResourceDefinition"}
+        crd_scope = {
+            (c["spec"]["names"]["kind"], c["spec"]["group"]): c["spec"]["scope"]
+            for docs in self.rendered.values()
+            for c in docs
+            if c["kind"] == "CustomResourceDefinition"
+        }
         for key, docs in self.rendered.items():
             for doc in docs:
                 group = doc["apiVersion"].rsplit("/", 1)[0] if "/" in doc["apiVersion"] else ""
-                namespaced = crd_scope.get((doc["kind"], group), "Namespaced") == "Namespaced" and doc["kind"] not in CLUSTER_SCOPED
+                namespaced = (
+                    crd_scope.get((doc["kind"], group), "Namespaced") == "Namespaced"
+                    and doc["kind"] not in CLUSTER_SCOPED
+                )
                 if namespaced and not doc.get("metadata", {}).get("namespace"):
                     doc = {**doc, "metadata": {**doc.get("metadata", {}), "namespace": self.releases[key].namespace}}
                 out.append(Obj(key, doc))
@@ -130,7 +161,11 @@ def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
         return False
     for expr in selector.get("matchExpressions") or []:
         key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
-                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+        if (
+            (op == "In" and labels.get(key) not in values)
+            or (op == "NotIn" and labels.get(key) in values)
+            or (op == "Exists" and key not in labels)
+            or (op == "DoesNotExist" and key in labels)
+        ):
             return False
     return True

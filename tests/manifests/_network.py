@@ -38,7 +38,9 @@ def _peer_matches(peer: dict[str, Any], policy_ns: str, other: Endpoint) -> bool
     if "ipBlock" in peer:
         ip = ipaddress.ip_address(other.ip)
         block = peer["ipBlock"]
-        return ip in ipaddress.ip_network(block["cidr"]) and not any(ip in ipaddress.ip_network(e) for e in block.get("except") or [])
+        return ip in ipaddress.ip_network(block["cidr"]) and not any(
+            ip in ipaddress.ip_network(e) for e in block.get("except") or []
+        )
     if not other.pod:
         return False
     if "namespaceSelector" in peer:
@@ -68,21 +70,31 @@ class Network:
     def __init__(self, c: Cluster) -> None:
         self.policies = [o for o in c.of_kind("NetworkPolicy")]
 
-    def _side_allows(self, pod: Endpoint, direction: str, other: Endpoint, port: int, protocol: str, dst: Endpoint) -> bool:
+    def _side_allows(
+        self, pod: Endpoint, direction: str, other: Endpoint, port: int, protocol: str, dst: Endpoint
+    ) -> bool:
         if not pod.pod:
             return True
-        selecting = [p for p in self.policies if p.namespace == pod.namespace and direction in p.doc["spec"].get("policyTypes", ["Ingress"])
-                     and selects(p.doc["spec"].get("podSelector"), pod.labels)]
+        selecting = [
+            p
+            for p in self.policies
+            if p.namespace == pod.namespace
+            and direction in p.doc["spec"].get("policyTypes", ["Ingress"])
+            and selects(p.doc["spec"].get("podSelector"), pod.labels)
+        ]
         if not selecting:
             return True
         key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
         for p in selecting:
             for r in p.doc["spec"].get(key) or []:
                 peers = r.get(peers_key)
-                if (not peers or any(_peer_matches(peer, str(p.namespace), other) for peer in peers)) \
-                        and _port_matches(r.get("ports"), port, protocol, dst):
+                if (not peers or any(_peer_matches(peer, str(p.namespace), other) for peer in peers)) and _port_matches(
+                    r.get("ports"), port, protocol, dst
+                ):
                     return True
         return False
 
     def allowed(self, src: Endpoint, dst: Endpoint, port: int, protocol: str = "TCP") -> bool:
-        return self._side_allows(src, "Egress", dst, port, protocol, dst) and self._side_allows(dst, "Ingress", src, port, protocol, dst)
+        return self._side_allows(src, "Egress", dst, port, protocol, dst) and self._side_allows(
+            dst, "Ingress", src, port, protocol, dst
+        )

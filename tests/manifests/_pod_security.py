@@ -12,18 +12,49 @@ from typing import Any
 LEVELS = ("restricted", "baseline", "privileged")  # strictest first
 
 # ref: https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline (Capabilities)
-BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
-                                   "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
-SAFE_SYSCTLS = frozenset({"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                          "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                          "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                          "net.ipv4.tcp_keepalive_probes"})
+BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
+SAFE_SYSCTLS = frozenset(
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    }
+)
 # ref: https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted (Volume Types)
-RESTRICTED_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"})
+RESTRICTED_VOLUMES = frozenset(
+    {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+)
 
 
 def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*(spec.get("initContainers") or []), *(spec.get("containers") or []), *(spec.get("ephemeralContainers") or [])]
+    return [
+        *(spec.get("initContainers") or []),
+        *(spec.get("containers") or []),
+        *(spec.get("ephemeralContainers") or []),
+    ]
 
 
 def baseline_violations(spec: dict[str, Any]) -> list[str]:
@@ -50,8 +81,11 @@ def baseline_violations(spec: dict[str, Any]) -> list[str]:
 
 def restricted_violations(spec: dict[str, Any]) -> list[str]:
     out = baseline_violations(spec)
-    out += [f"volume {v['name']}: type {sorted(set(v) - {'name'})} not allowed" for v in spec.get("volumes") or []
-            if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
+    out += [
+        f"volume {v['name']}: type {sorted(set(v) - {'name'})} not allowed"
+        for v in spec.get("volumes") or []
+        if not set(v) - {"name"} <= RESTRICTED_VOLUMES
+    ]
     pod_ctx = spec.get("securityContext") or {}
     if pod_ctx.get("runAsUser") == 0:
         out.append("pod runAsUser 0")
@@ -60,7 +94,10 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
         name = c["name"]
         if ctx.get("allowPrivilegeEscalation") is not False:
             out.append(f"{name}: allowPrivilegeEscalation not false")
-        if not (ctx.get("runAsNonRoot") is True or (pod_ctx.get("runAsNonRoot") is True and ctx.get("runAsNonRoot") is not False)):
+        if not (
+            ctx.get("runAsNonRoot") is True
+            or (pod_ctx.get("runAsNonRoot") is True and ctx.get("runAsNonRoot") is not False)
+        ):
             out.append(f"{name}: runAsNonRoot not true")
         if ctx.get("runAsUser") == 0:
             out.append(f"{name}: runAsUser 0")

@@ -37,8 +37,11 @@ def strict_schema(schema: Any) -> Any:
         return [strict_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: strict_schema(v) if k in ("items", "not", "allOf", "anyOf", "oneOf") else v
-           for k, v in schema.items() if k not in _OPENAPI_ONLY}
+    out = {
+        k: strict_schema(v) if k in ("items", "not", "allOf", "anyOf", "oneOf") else v
+        for k, v in schema.items()
+        if k not in _OPENAPI_ONLY
+    }
     if "properties" in schema:
         out["properties"] = {k: strict_schema(v) for k, v in schema["properties"].items()}
     if isinstance(schema.get("additionalProperties"), dict):
@@ -76,19 +79,24 @@ class CrdSchemas:
                 validator = jsonschema.Draft4Validator(strict_schema(schema))
                 api_version = f"{spec['group']}/{version['name']}"
                 self.versions[(api_version, spec["names"]["kind"])] = CrdVersion(
-                    spec["names"]["kind"], spec["scope"] == "Namespaced", validator)
+                    spec["names"]["kind"], spec["scope"] == "Namespaced", validator
+                )
 
     def validate(self, doc: dict[str, Any], kubernetes_version: str) -> list[str]:
         """Problems with a custom resource ([] = valid): no CRD, schema errors, bad metadata."""
         crd = self.versions.get((doc.get("apiVersion"), doc.get("kind")))  # type: ignore[arg-type]
         if crd is None:
             return [f"no CRD in the render serves {doc.get('apiVersion')} {doc.get('kind')}"]
-        problems = [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-                    for e in sorted(crd.validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
+        problems = [
+            f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+            for e in sorted(crd.validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+        ]
         meta = doc.get("metadata") or {}
         if crd.namespaced != ("namespace" in meta):
-            problems.append(f"metadata.namespace: {'required' if crd.namespaced else 'not allowed'} for a "
-                            f"{'namespaced' if crd.namespaced else 'cluster-scoped'} {crd.kind}")
+            problems.append(
+                f"metadata.namespace: {'required' if crd.namespaced else 'not allowed'} for a "
+                f"{'namespaced' if crd.namespaced else 'cluster-scoped'} {crd.kind}"
+            )
         try:
             validate_builtin({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}, kubernetes_version)
         except kubernetes_validate.ValidationError as exc:

@@ -22,17 +22,51 @@ WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job", "Cro
 # Services the cluster has that no release renders, which the charts' own monitors scrape.
 # Each is created by something outside the render; the monitor test checks selector and port.
 OUTSIDE_THE_RENDER: list[tuple[str, dict[str, Any]]] = [
-    ("the API server's Service, in every cluster",
-     {"kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
-      "spec": {"ports": [{"name": "https", "port": 443}]}}),
-    ("created and kept by prometheus-operator's kubelet controller (kube-prometheus-stack's "
-     "prometheusOperator.kubeletService, namespace kube-system)",
-     {"kind": "Service", "metadata": {"name": "kube-prometheus-stack-kubelet", "namespace": "kube-system",
-                                      "labels": {"app.kubernetes.io/name": "kubelet", "k8s-app": "kubelet"}},
-      "spec": {"ports": [{"name": "https-metrics", "port": 10250}, {"name": "http-metrics", "port": 10255}, {"name": "cadvisor", "port": 4194}]}}),
-    ("the EKS CoreDNS add-on's Service (components/eks_addons.py), which serves metrics on 9153",
-     {"kind": "Service", "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
-      "spec": {"ports": [{"name": "dns", "port": 53}, {"name": "dns-tcp", "port": 53}, {"name": "metrics", "port": 9153}]}}),
+    (
+        "the API server's Service, in every cluster",
+        {
+            "kind": "Service",
+            "metadata": {
+                "name": "kubernetes",
+                "namespace": "default",
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {"ports": [{"name": "https", "port": 443}]},
+        },
+    ),
+    (
+        "created and kept by prometheus-operator's kubelet controller (kube-prometheus-stack's "
+        "prometheusOperator.kubeletService, namespace kube-system)",
+        {
+            "kind": "Service",
+            "metadata": {
+                "name": "kube-prometheus-stack-kubelet",
+                "namespace": "kube-system",
+                "labels": {"app.kubernetes.io/name": "kubelet", "k8s-app": "kubelet"},
+            },
+            "spec": {
+                "ports": [
+                    {"name": "https-metrics", "port": 10250},
+                    {"name": "http-metrics", "port": 10255},
+                    {"name": "cadvisor", "port": 4194},
+                ]
+            },
+        },
+    ),
+    (
+        "the EKS CoreDNS add-on's Service (components/eks_addons.py), which serves metrics on 9153",
+        {
+            "kind": "Service",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+            "spec": {
+                "ports": [
+                    {"name": "dns", "port": 53},
+                    {"name": "dns-tcp", "port": 53},
+                    {"name": "metrics", "port": 9153},
+                ]
+            },
+        },
+    ),
 ]
 
 
@@ -60,8 +94,17 @@ def test_custom_resources_match_the_charts_crds(stack: str) -> None:
     schemas = CrdSchemas(c.crds())
     custom = [o for o in c.objects() if not _builtin(c, o)]
     kinds = {o.kind for o in custom}
-    assert kinds >= {"ServiceMonitor", "PrometheusRule", "Certificate", "ClusterIssuer", "IngressRoute", "Middleware",
-                     "Prometheus", "Alertmanager", "TLSOption"}
+    assert kinds >= {
+        "ServiceMonitor",
+        "PrometheusRule",
+        "Certificate",
+        "ClusterIssuer",
+        "IngressRoute",
+        "Middleware",
+        "Prometheus",
+        "Alertmanager",
+        "TLSOption",
+    }
     problems = [f"{o}: {p}" for o in custom for p in schemas.validate(o.doc, c.kubernetes_version)]
     assert problems == []
 
@@ -79,9 +122,13 @@ def _gpu_bound(spec: dict[str, Any]) -> bool:
     selector = spec.get("nodeSelector") or {}
     if selector.get(gpu_contract.NODE_ROLE_LABEL) == gpu_contract.GPU_ROLE or gpu_contract.GPU_GROUP_LABEL in selector:
         return True
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms") or []
-    return bool(terms) and all(any(e["key"] in gpu_keys and e["operator"] == "In" for e in t.get("matchExpressions") or []) for t in terms)
+    return bool(terms) and all(
+        any(e["key"] in gpu_keys and e["operator"] == "In" for e in t.get("matchExpressions") or []) for t in terms
+    )
 
 
 def _tolerates_gpu(spec: dict[str, Any]) -> bool:
@@ -102,13 +149,19 @@ def test_gpu_taint_is_tolerated_exactly_by_what_runs_on_gpu_nodes(stack: str) ->
         if _gpu_bound(spec):
             gpu.append(str(o))
             if tolerations != gpu_contract.gpu_tolerations():
-                problems.append(f"{o} runs on GPU nodes with tolerations {tolerations}; allowed: exactly " f"{gpu_contract.gpu_tolerations()}")
+                problems.append(
+                    f"{o} runs on GPU nodes with tolerations {tolerations}; allowed: exactly "
+                    f"{gpu_contract.gpu_tolerations()}"
+                )
         elif _tolerates_gpu(spec):
             # Node agents (DaemonSets) may run on every node, GPU nodes included, but through the
             # exact GPU toleration; no other workload may land on a GPU node.
             exact = {json.dumps(t, sort_keys=True) for t in gpu_contract.gpu_tolerations()}
-            if o.kind != "DaemonSet" or not exact <= {json.dumps(t, sort_keys=True) for t in tolerations} \
-                    or any(not t.get("key") for t in tolerations):
+            if (
+                o.kind != "DaemonSet"
+                or not exact <= {json.dumps(t, sort_keys=True) for t in tolerations}
+                or any(not t.get("key") for t in tolerations)
+            ):
                 problems.append(f"{o} is not bound to GPU nodes but tolerates the GPU taint: {tolerations}")
     assert problems == []
     # The Triton pods, the device plugin and the DCGM exporter are the GPU workloads.
@@ -143,13 +196,22 @@ def test_pod_disruption_budgets_allow_evictions(stack: str) -> None:
         if "minAvailable" in spec and "maxUnavailable" in spec:
             problems.append(f"{pdb} sets both minAvailable and maxUnavailable (the API server rejects it)")
             continue
-        targets = [o for o, _ in _workloads(c) if o.kind not in ("Job", "CronJob", "Pod") and o.namespace == pdb.namespace
-                   and selects(spec.get("selector"), pod_labels(o.doc))]
+        targets = [
+            o
+            for o, _ in _workloads(c)
+            if o.kind not in ("Job", "CronJob", "Pod")
+            and o.namespace == pdb.namespace
+            and selects(spec.get("selector"), pod_labels(o.doc))
+        ]
         if not targets:
             problems.append(f"{pdb} selects no workload in the render")
         for o in targets:
             n = _replicas(c, o)
-            allowed = n - _count(spec["minAvailable"], n, True) if "minAvailable" in spec else _count(spec.get("maxUnavailable", 1), n, False)
+            allowed = (
+                n - _count(spec["minAvailable"], n, True)
+                if "minAvailable" in spec
+                else _count(spec.get("maxUnavailable", 1), n, False)
+            )
             if allowed < 1:
                 problems.append(f"{pdb} blocks every eviction of {o} at {n} replica(s)")
     assert problems == []
@@ -185,7 +247,11 @@ def test_every_monitor_selects_what_exists_with_the_named_port(stack: str) -> No
     c = cluster(stack)
     services = _services(c)
     monitors = c.of_kind("ServiceMonitor", "PodMonitor")
-    assert {o.source for o in monitors} >= {"program", "gpu-operators-dcgm-exporter", "monitoring-kube-prometheus-stack"}
+    assert {o.source for o in monitors} >= {
+        "program",
+        "gpu-operators-dcgm-exporter",
+        "monitoring-kube-prometheus-stack",
+    }
     problems = []
     for m in monitors:
         spec = m.doc["spec"]
@@ -196,19 +262,32 @@ def test_every_monitor_selects_what_exists_with_the_named_port(stack: str) -> No
             return names is None or ns in names
 
         if m.kind == "ServiceMonitor":
-            chosen = [(where, s) for where, s in services if in_ns(s["metadata"].get("namespace", m.namespace))
-                      and selects(spec.get("selector"), s["metadata"].get("labels") or {})]
+            chosen = [
+                (where, s)
+                for where, s in services
+                if in_ns(s["metadata"].get("namespace", m.namespace))
+                and selects(spec.get("selector"), s["metadata"].get("labels") or {})
+            ]
             ports = {p.get("name") for _, s in chosen for p in s["spec"].get("ports") or []}
             wanted = {e["port"] for e in spec.get("endpoints") or [] if "port" in e}
         else:
-            pods = [(str(o), sp) for o, sp in _workloads(c) if in_ns(o.namespace) and selects(spec.get("selector"), pod_labels(o.doc))]
+            pods = [
+                (str(o), sp)
+                for o, sp in _workloads(c)
+                if in_ns(o.namespace) and selects(spec.get("selector"), pod_labels(o.doc))
+            ]
             chosen = pods  # type: ignore[assignment]
-            ports = {p.get("name") for _, sp in pods for ctr in sp.get("containers") or [] for p in ctr.get("ports") or []}
+            ports = {
+                p.get("name") for _, sp in pods for ctr in sp.get("containers") or [] for p in ctr.get("ports") or []
+            }
             wanted = {e["port"] for e in spec.get("podMetricsEndpoints") or [] if "port" in e}
         if not chosen:
             problems.append(f"{m} selects nothing that exists")
         elif wanted - ports:
-            problems.append(f"{m} scrapes port(s) {sorted(wanted - ports)}; the selected objects name " f"{sorted(p for p in ports if p)}")
+            problems.append(
+                f"{m} scrapes port(s) {sorted(wanted - ports)}; the selected objects name "
+                f"{sorted(p for p in ports if p)}"
+            )
     assert problems == []
 
 
@@ -249,12 +328,19 @@ def test_grafana_sees_every_dashboard_and_datasource(stack: str) -> None:
     every labelled dashboard and datasource must live there."""
     c = cluster(stack)
     (grafana,) = [o for o in c.of_kind("Deployment") if o.name == "kube-prometheus-stack-grafana"]
-    watched = {e["value"] for ctr in grafana.doc["spec"]["template"]["spec"]["containers"] for e in ctr.get("env") or []
-               if e["name"] == "NAMESPACE"}
+    watched = {
+        e["value"]
+        for ctr in grafana.doc["spec"]["template"]["spec"]["containers"]
+        for e in ctr.get("env") or []
+        if e["name"] == "NAMESPACE"
+    }
     assert watched == {grafana.namespace}
     assert not [o for o in c.of_kind("ClusterRole") if o.name.endswith("-grafana")]
-    labelled = [o for o in c.of_kind("ConfigMap", "Secret")
-                if {"grafana_dashboard", "grafana_datasource"} & set(o.doc["metadata"].get("labels") or {})]
+    labelled = [
+        o
+        for o in c.of_kind("ConfigMap", "Secret")
+        if {"grafana_dashboard", "grafana_datasource"} & set(o.doc["metadata"].get("labels") or {})
+    ]
     assert len(labelled) > 10
     assert [str(o) for o in labelled if o.namespace != grafana.namespace] == []
 

@@ -31,10 +31,19 @@ from tests.support.triton import ADD_CONFIG, add_model_files, infer_http, triton
 # kube-state-metrics series the platform queries that the chart's own rules and dashboards
 # do not, each with the kube-state-metrics documentation page that names it.
 KUBE_STATE_METRICS: dict[str, str] = {
-    "kube_pod_container_status_ready": ("kube-state-metrics, " "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"),
+    "kube_pod_container_status_ready": (
+        "kube-state-metrics, "
+        "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"
+    ),
     # The agent is a native sidecar (an init container with restartPolicy Always).
-    "kube_pod_init_container_status_ready": ("kube-state-metrics, " "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"),
-    "kube_pod_container_status_restarts_total": ("kube-state-metrics, " "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"),
+    "kube_pod_init_container_status_ready": (
+        "kube-state-metrics, "
+        "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"
+    ),
+    "kube_pod_container_status_restarts_total": (
+        "kube-state-metrics, "
+        "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"
+    ),
 }
 
 
@@ -59,8 +68,11 @@ def metric_names(expr: str) -> set[str]:
 
 def expand_adapter(query: str, series: str) -> str:
     """A prometheus-adapter metricsQuery as the adapter sends it for one pod."""
-    return (query.replace("<<.Series>>", series).replace("<<.LabelMatchers>>", 'namespace="triton",pod=~"triton-default-0"')
-            .replace("<<.GroupBy>>", "pod"))
+    return (
+        query.replace("<<.Series>>", series)
+        .replace("<<.LabelMatchers>>", 'namespace="triton",pod=~"triton-default-0"')
+        .replace("<<.GroupBy>>", "pod")
+    )
 
 
 def queried(c: Cluster) -> dict[str, set[str]]:
@@ -90,9 +102,16 @@ def queried(c: Cluster) -> dict[str, set[str]]:
 
 
 def dcgm_counters(c: Cluster) -> set[str]:
-    (cm,) = [d for d in c.rendered["gpu-operators-dcgm-exporter"] if d["kind"] == "ConfigMap" and "metrics" in (d.get("data") or {})]
-    return {line.split(",")[0].strip() for line in cm["data"]["metrics"].splitlines()
-            if line.strip() and not line.strip().startswith("#")}
+    (cm,) = [
+        d
+        for d in c.rendered["gpu-operators-dcgm-exporter"]
+        if d["kind"] == "ConfigMap" and "metrics" in (d.get("data") or {})
+    ]
+    return {
+        line.split(",")[0].strip()
+        for line in cm["data"]["metrics"].splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    }
 
 
 def chart_kube_state_metrics(c: Cluster) -> set[str]:
@@ -129,7 +148,9 @@ def triton_metrics(tmp_path_factory: pytest.TempPathFactory, triton_runtime: Tri
 
 def test_local_tritonserver_runs_with_the_deployments_metrics_flags(tmp_path: Path) -> None:
     local = set(TritonServer(tmp_path, tmp_path / "log", runtime=TritonRuntime(tmp_path)).argv())
-    (deployment,) = [o for o in cluster("prod").program if o["kind"] == "Deployment" and o["metadata"]["name"] == "triton-default"]
+    (deployment,) = [
+        o for o in cluster("prod").program if o["kind"] == "Deployment" and o["metadata"]["name"] == "triton-default"
+    ]
     (container,) = [x for x in deployment["spec"]["template"]["spec"]["containers"] if x["name"] == "tritonserver"]
     flags = {a for a in container["args"] if a.startswith(("--allow-metrics", "--metrics-config"))}
     assert flags == {"--allow-metrics=true", "--metrics-config=summary_latencies=true"}
@@ -140,15 +161,27 @@ def test_local_tritonserver_runs_with_the_deployments_metrics_flags(tmp_path: Pa
 def test_every_queried_metric_exists_where_it_comes_from(triton_metrics: set[str]) -> None:
     c = cluster("prod")
     names = queried(c)
-    assert {"nv_inference_queue_duration_us", "nv_inference_request_success", "DCGM_FI_DEV_GPU_UTIL",
-            "kube_deployment_status_replicas_available"} <= set(names)
+    assert {
+        "nv_inference_queue_duration_us",
+        "nv_inference_request_success",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "kube_deployment_status_replicas_available",
+    } <= set(names)
     dcgm, ksm = dcgm_counters(c), chart_kube_state_metrics(c) | set(KUBE_STATE_METRICS)
     assert "DCGM_FI_DEV_GPU_UTIL" in dcgm
     assert "kube_pod_info" in ksm
     assert "nv_inference_count" in triton_metrics
     missing = []
     for name, where in sorted(names.items()):
-        source = triton_metrics if name.startswith("nv_") else dcgm if name.startswith("DCGM_") else ksm if name.startswith("kube_") else set()
+        source = (
+            triton_metrics
+            if name.startswith("nv_")
+            else dcgm
+            if name.startswith("DCGM_")
+            else ksm
+            if name.startswith("kube_")
+            else set()
+        )
         if name not in source:
             missing.append(f"{name} (queried by {', '.join(sorted(where))})")
     assert missing == []

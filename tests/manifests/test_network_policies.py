@@ -25,7 +25,10 @@ INTERNET = "203.0.113.10"  # a client / an external service (TEST-NET-3)
 # The pods that call the API server (watch, list, leader election, discovery, log tailing), by
 # namespace and labels; everything else in a platform namespace is denied the API server.
 API_CLIENTS = [
-    ("cert-manager", {"app.kubernetes.io/instance": "cert-manager"}),  # controller, webhook, cainjector, startupapicheck
+    (
+        "cert-manager",
+        {"app.kubernetes.io/instance": "cert-manager"},
+    ),  # controller, webhook, cainjector, startupapicheck
     ("ingress", {"app.kubernetes.io/name": "traefik"}),
     ("logging", {"app.kubernetes.io/name": "alloy"}),
     ("monitoring", {"app.kubernetes.io/name": "grafana"}),
@@ -53,17 +56,54 @@ class World:
             spec = pod_spec(o.doc)
             if spec is None:
                 continue
-            ports = {p["name"]: int(p["containerPort"]) for ctr in spec.get("containers") or [] for p in ctr.get("ports") or [] if "name" in p}
-            self.pods.append(Endpoint(str(o), pod_ip, o.namespace or "default", pod_labels(o.doc), ports, bool(spec.get("hostNetwork"))))
+            ports = {
+                p["name"]: int(p["containerPort"])
+                for ctr in spec.get("containers") or []
+                for p in ctr.get("ports") or []
+                if "name" in p
+            }
+            self.pods.append(
+                Endpoint(
+                    str(o), pod_ip, o.namespace or "default", pod_labels(o.doc), ports, bool(spec.get("hostNetwork"))
+                )
+            )
         for o in c.of_kind("Prometheus"):
-            self.pods.append(Endpoint(str(o), pod_ip, o.namespace, {"app.kubernetes.io/name": "prometheus", "prometheus": o.name,
-                                      "operator.prometheus.io/name": o.name}, {"http-web": 9090, "reloader-web": 8080}))
+            self.pods.append(
+                Endpoint(
+                    str(o),
+                    pod_ip,
+                    o.namespace,
+                    {
+                        "app.kubernetes.io/name": "prometheus",
+                        "prometheus": o.name,
+                        "operator.prometheus.io/name": o.name,
+                    },
+                    {"http-web": 9090, "reloader-web": 8080},
+                )
+            )
         for o in c.of_kind("Alertmanager"):
-            self.pods.append(Endpoint(str(o), pod_ip, o.namespace, {"app.kubernetes.io/name": "alertmanager", "alertmanager": o.name},
-                                      {"http-web": 9093, "mesh-tcp": 9094, "mesh-udp": 9094, "reloader-web": 8080}))
+            self.pods.append(
+                Endpoint(
+                    str(o),
+                    pod_ip,
+                    o.namespace,
+                    {"app.kubernetes.io/name": "alertmanager", "alertmanager": o.name},
+                    {"http-web": 9093, "mesh-tcp": 9094, "mesh-udp": 9094, "reloader-web": 8080},
+                )
+            )
         # cert-manager's HTTP-01 solver, created beside the Certificate; the EKS CoreDNS add-on.
-        self.pods.append(Endpoint("acme solver", pod_ip, naming.TRITON_NAMESPACE, {"acme.cert-manager.io/http01-solver": "true"}, {"http": 8089}))
-        self.pods.append(Endpoint("coredns", pod_ip, "kube-system", {"k8s-app": "kube-dns"}, {"dns": 53, "metrics": 9153}))
+        self.pods.append(
+            Endpoint(
+                "acme solver",
+                pod_ip,
+                naming.TRITON_NAMESPACE,
+                {"acme.cert-manager.io/http01-solver": "true"},
+                {"http": 8089},
+            )
+        )
+        self.pods.append(
+            Endpoint("coredns", pod_ip, "kube-system", {"k8s-app": "kube-dns"}, {"dns": 53, "metrics": 9153})
+        )
         self.services = [o.doc for o in c.of_kind("Service")] + [doc for _, doc in OUTSIDE_THE_RENDER]
 
     def select(self, namespace: str, labels: dict[str, str]) -> list[Endpoint]:
@@ -72,7 +112,11 @@ class World:
         return found
 
     def service(self, name: str, namespace: str) -> dict[str, Any]:
-        (svc,) = [s for s in self.services if s["metadata"]["name"] == name and s["metadata"].get("namespace", namespace) == namespace]
+        (svc,) = [
+            s
+            for s in self.services
+            if s["metadata"]["name"] == name and s["metadata"].get("namespace", namespace) == namespace
+        ]
         return svc
 
     def backends(self, svc: dict[str, Any], port: dict[str, Any]) -> list[tuple[Endpoint, int]]:
@@ -85,7 +129,11 @@ class World:
         target = port.get("targetPort", port["port"])
         out = []
         for pod in self.pods:
-            if pod.namespace == ns and selects({"matchLabels": svc["spec"].get("selector") or {}}, pod.labels) and svc["spec"].get("selector"):
+            if (
+                pod.namespace == ns
+                and selects({"matchLabels": svc["spec"].get("selector") or {}}, pod.labels)
+                and svc["spec"].get("selector")
+            ):
                 number = pod.ports.get(target) if isinstance(target, str) else int(target)
                 if number is not None:
                     out.append((self.node if pod.host_network else pod, number))
@@ -112,21 +160,38 @@ def _flows(w: World) -> list[tuple[str, list[Endpoint], list[tuple[Endpoint, int
         names = None if ns_sel.get("any") else set(ns_sel.get("matchNames") or [m.namespace])
         for svc in w.services:
             svc_ns = svc["metadata"].get("namespace", m.namespace)
-            if (names is None or svc_ns in names) and selects(spec.get("selector"), svc["metadata"].get("labels") or {}):
+            if (names is None or svc_ns in names) and selects(
+                spec.get("selector"), svc["metadata"].get("labels") or {}
+            ):
                 wanted = {e["port"] for e in spec.get("endpoints") or []}
                 for port in svc["spec"].get("ports") or []:
                     if port.get("name") in wanted:
-                        flows.append((f"scrape {m}", prometheus, w.backends({**svc, "metadata": {**svc["metadata"], "namespace": svc_ns}}, port), "TCP"))
+                        flows.append(
+                            (
+                                f"scrape {m}",
+                                prometheus,
+                                w.backends({**svc, "metadata": {**svc["metadata"], "namespace": svc_ns}}, port),
+                                "TCP",
+                            )
+                        )
     # Grafana's datasources, the adapter's Prometheus, Alloy's Loki, Prometheus' Alertmanagers.
     grafana = w.select("monitoring", {"app.kubernetes.io/name": "grafana"})
     for o in c.of_kind("ConfigMap", "Secret"):
         if (o.doc["metadata"].get("labels") or {}).get("grafana_datasource") == "1":
             for text in (o.doc.get("data") or {}).values():
                 for ds in (yaml.safe_load(text) or {}).get("datasources") or []:
-                    flows.append((f"grafana datasource {ds['name']}", grafana, w.by_url(ds["url"], "monitoring"), "TCP"))
+                    flows.append(
+                        (f"grafana datasource {ds['name']}", grafana, w.by_url(ds["url"], "monitoring"), "TCP")
+                    )
     adapter = c.releases["monitoring-prometheus-adapter"].values["prometheus"]
-    flows.append(("adapter -> prometheus", w.select("monitoring", {"app.kubernetes.io/name": "prometheus-adapter"}),
-                  w.by_url(f"{adapter['url']}:{adapter['port']}", "monitoring"), "TCP"))
+    flows.append(
+        (
+            "adapter -> prometheus",
+            w.select("monitoring", {"app.kubernetes.io/name": "prometheus-adapter"}),
+            w.by_url(f"{adapter['url']}:{adapter['port']}", "monitoring"),
+            "TCP",
+        )
+    )
     alloy = w.select("logging", {"app.kubernetes.io/name": "alloy"})
     config = c.releases["log-shipping-alloy"].values["alloy"]["configMap"]["content"]
     loki = next(line.split('"')[1] for line in config.splitlines() if "url" in line and "http" in line)
@@ -141,17 +206,30 @@ def _flows(w: World) -> list[tuple[str, list[Endpoint], list[tuple[Endpoint, int
     flows += [("alertmanager mesh", alertmanager, [(a, 9094) for a in alertmanager], proto) for proto in ("TCP", "UDP")]
     # Traefik: the public entry points, its routes' Services, the ACME solvers.
     traefik = w.select("ingress", {"app.kubernetes.io/name": "traefik"})
-    flows.append(("clients -> traefik", [w.internet], [(t, t.ports[p]) for t in traefik for p in ("web", "websecure")], "TCP"))
+    flows.append(
+        ("clients -> traefik", [w.internet], [(t, t.ports[p]) for t in traefik for p in ("web", "websecure")], "TCP")
+    )
     for route in c.of_kind("IngressRoute"):
         for r in route.doc["spec"]["routes"]:
             for s in r["services"]:
                 svc = w.service(s["name"], str(route.namespace))
                 (port,) = [p for p in svc["spec"]["ports"] if int(p["port"]) == int(s["port"])]
                 flows.append((f"traefik -> {s['name']}:{s['port']}", traefik, w.backends(svc, port), "TCP"))
-    flows.append(("traefik -> acme solver", traefik, [(p, 8089) for p in w.select("triton", {"acme.cert-manager.io/http01-solver": "true"})], "TCP"))
+    flows.append(
+        (
+            "traefik -> acme solver",
+            traefik,
+            [(p, 8089) for p in w.select("triton", {"acme.cert-manager.io/http01-solver": "true"})],
+            "TCP",
+        )
+    )
     # The API server calls the webhooks and the aggregated APIs.
     for o in c.of_kind("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService"):
-        refs = [h["clientConfig"].get("service") for h in o.doc.get("webhooks") or []] if o.kind != "APIService" else [o.doc["spec"].get("service")]
+        refs = (
+            [h["clientConfig"].get("service") for h in o.doc.get("webhooks") or []]
+            if o.kind != "APIService"
+            else [o.doc["spec"].get("service")]
+        )
         for ref in filter(None, refs):
             svc = w.service(ref["name"], ref["namespace"])
             (port,) = [p for p in svc["spec"]["ports"] if int(p["port"]) == int(ref.get("port", 443))]
@@ -161,11 +239,15 @@ def _flows(w: World) -> list[tuple[str, list[Endpoint], list[tuple[Endpoint, int
         flows.append((f"{ns} {labels} -> API server", w.select(ns, labels), [(w.api, 443)], "TCP"))
     flows.append(("alertmanager -> Slack", alertmanager, [(w.internet, 443)], "TCP"))
     controller = w.select("cert-manager", {"app.kubernetes.io/component": "controller"})
-    flows += [("cert-manager -> ACME CA", controller, [(w.internet, 443)], "TCP"),
-              ("cert-manager -> HTTP-01 self-check", controller, [(w.internet, 80)], "TCP")]
+    flows += [
+        ("cert-manager -> ACME CA", controller, [(w.internet, 443)], "TCP"),
+        ("cert-manager -> HTTP-01 self-check", controller, [(w.internet, 80)], "TCP"),
+    ]
     triton = w.select("triton", {"app.kubernetes.io/name": "triton"})
-    flows += [("triton agent -> S3", triton, [(w.internet, 443)], "TCP"),
-              ("triton agent -> Pod Identity agent", triton, [(Endpoint("pod identity agent", "169.254.170.23"), 80)], "TCP")]
+    flows += [
+        ("triton agent -> S3", triton, [(w.internet, 443)], "TCP"),
+        ("triton agent -> Pod Identity agent", triton, [(Endpoint("pod identity agent", "169.254.170.23"), 80)], "TCP"),
+    ]
     # Every pod resolves names.
     ours = [p for p in w.pods if p.namespace in PLATFORM_NAMESPACES and p.pod]
     dns = w.select("kube-system", {"k8s-app": "kube-dns"})
@@ -180,7 +262,9 @@ def test_every_platform_namespace_denies_by_default_and_resolves_names(stack: st
     for ns in PLATFORM_NAMESPACES:
         assert policies.get((ns, "default-deny")) == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}, ns
         assert (ns, "allow-dns") in policies, ns
-    assert not [key for key in policies if key[0] not in PLATFORM_NAMESPACES], "policies only in the platform's namespaces"
+    assert not [key for key in policies if key[0] not in PLATFORM_NAMESPACES], (
+        "policies only in the platform's namespaces"
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -212,10 +296,21 @@ def test_what_no_workload_needs_is_denied(stack: str) -> None:
     webhook = w.select("cert-manager", {"app.kubernetes.io/component": "webhook"})[0]
     imds = Endpoint("instance metadata", "169.254.169.254")
     denied = [
-        (w.internet, triton, 8000), (w.internet, grafana, 3000), (w.internet, loki, 3100), (w.internet, webhook, 10250),
-        (traefik, grafana, 3000), (traefik, triton, 8002), (traefik, w.internet, 443), (traefik, imds, 80),
-        (triton, imds, 80), (triton, loki, 3100), (loki, w.internet, 443), (dcgm, w.api, 443), (dcgm, w.internet, 443),
-        (grafana, w.internet, 443), (grafana, triton, 8000),
+        (w.internet, triton, 8000),
+        (w.internet, grafana, 3000),
+        (w.internet, loki, 3100),
+        (w.internet, webhook, 10250),
+        (traefik, grafana, 3000),
+        (traefik, triton, 8002),
+        (traefik, w.internet, 443),
+        (traefik, imds, 80),
+        (triton, imds, 80),
+        (triton, loki, 3100),
+        (loki, w.internet, 443),
+        (dcgm, w.api, 443),
+        (dcgm, w.internet, 443),
+        (grafana, w.internet, 443),
+        (grafana, triton, 8000),
     ]
     allowed = [f"{s.what} -> {d.what}:{p}" for s, d, p in denied if net.allowed(s, d, p)]
     assert allowed == []
@@ -225,8 +320,14 @@ def test_api_server_and_node_rules_name_the_stack_vpc() -> None:
     """The VPC CIDR reaches every component from the stack config (prod: 10.30.0.0/16)."""
     run = stack_run("prod")
     vpc = stack_config("prod")["triton-platform:vpcCidr"]
-    cidrs = {peer["ipBlock"]["cidr"] for r in run.kubernetes_objects() if r.inputs["kind"] == "NetworkPolicy"
-             for rules in (r.inputs["spec"].get("ingress") or [], r.inputs["spec"].get("egress") or [])
-             for rule in rules for peer in rule.get("from", rule.get("to", [])) if "ipBlock" in peer}
+    cidrs = {
+        peer["ipBlock"]["cidr"]
+        for r in run.kubernetes_objects()
+        if r.inputs["kind"] == "NetworkPolicy"
+        for rules in (r.inputs["spec"].get("ingress") or [], r.inputs["spec"].get("egress") or [])
+        for rule in rules
+        for peer in rule.get("from", rule.get("to", []))
+        if "ipBlock" in peer
+    }
     assert vpc == "10.30.0.0/16"
     assert cidrs == {vpc, "0.0.0.0/0", "169.254.170.23/32"}

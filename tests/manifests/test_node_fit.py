@@ -19,25 +19,35 @@ from tests.pulumi_kit import stack_config
 def _requests(spec: dict[str, Any]) -> tuple[int, int]:
     """(CPU millicores, memory bytes) one pod of `spec` asks: its containers (native sidecars
     included) summed, or its largest plain init container when that is more."""
+
     def of(containers: list[dict[str, Any]]) -> list[tuple[int, int]]:
         out = []
         for c in containers:
             r = (c.get("resources") or {}).get("requests") or {}
-            out.append((round(1000 * node_fit.quantity(str(r.get("cpu", "0")))), round(node_fit.quantity(str(r.get("memory", "0"))))))
+            out.append(
+                (
+                    round(1000 * node_fit.quantity(str(r.get("cpu", "0")))),
+                    round(node_fit.quantity(str(r.get("memory", "0")))),
+                )
+            )
         return out
 
     inits = spec.get("initContainers") or []
     sidecars = of([c for c in inits if c.get("restartPolicy") == "Always"])
     plain = of([c for c in inits if c.get("restartPolicy") != "Always"])
     running = of(spec["containers"]) + sidecars
-    return (max([sum(c for c, _ in running), *(c for c, _ in plain)]),
-            max([sum(m for _, m in running), *(m for _, m in plain)]))
+    return (
+        max([sum(c for c, _ in running), *(c for c, _ in plain)]),
+        max([sum(m for _, m in running), *(m for _, m in plain)]),
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_gpu_node_daemonsets_fit_the_budget(stack: str) -> None:
     c = cluster(stack)
-    on_gpu = [(str(o), _requests(spec)) for o in c.of_kind("DaemonSet") if (spec := pod_spec(o.doc)) and _tolerates_gpu(spec)]
+    on_gpu = [
+        (str(o), _requests(spec)) for o in c.of_kind("DaemonSet") if (spec := pod_spec(o.doc)) and _tolerates_gpu(spec)
+    ]
     assert any("dcgm-exporter" in name for name, _ in on_gpu), on_gpu  # the check saw the GPU agents
     cpu = sum(r[0] for _, r in on_gpu) + node_fit.EKS_ADDON_DAEMONSETS["cpu_millis"]
     memory = sum(r[1] for _, r in on_gpu) + node_fit.EKS_ADDON_DAEMONSETS["memory_bytes"]

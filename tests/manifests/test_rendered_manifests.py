@@ -16,8 +16,23 @@ from tests.manifests._cluster import cluster
 from tests.manifests._validators import CrdSchemas, validate_builtin
 
 # Kinds the serving plane must render in every stack (monitoring and logging are on in all three).
-EXPECTED = {"Namespace", "ServiceAccount", "Secret", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
-            "NetworkPolicy", "ServiceMonitor", "PrometheusRule", "ConfigMap", "ClusterIssuer", "Certificate", "IngressRoute", "Middleware"}
+EXPECTED = {
+    "Namespace",
+    "ServiceAccount",
+    "Secret",
+    "Deployment",
+    "Service",
+    "PodDisruptionBudget",
+    "HorizontalPodAutoscaler",
+    "NetworkPolicy",
+    "ServiceMonitor",
+    "PrometheusRule",
+    "ConfigMap",
+    "ClusterIssuer",
+    "Certificate",
+    "IngressRoute",
+    "Middleware",
+}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -55,9 +70,16 @@ def test_render_cli_renders_the_charts(tmp_path: Path, capsys: pytest.CaptureFix
     charts = sorted(p.stem for p in (tmp_path / "prod" / "charts").glob("*.yaml"))
     assert charts == sorted(cluster("prod").releases)
     crds = {p.stem: p.read_text() for p in (tmp_path / "prod" / "crds").glob("*.yaml")}
-    assert set(crds) == {"ingress-cert-manager", "ingress-traefik", "log-shipping-alloy", "monitoring-kube-prometheus-stack"}
+    assert set(crds) == {
+        "ingress-cert-manager",
+        "ingress-traefik",
+        "log-shipping-alloy",
+        "monitoring-kube-prometheus-stack",
+    }
     assert all("kind: CustomResourceDefinition" in text for text in crds.values())
-    assert not any("kind: CustomResourceDefinition" in p.read_text() for p in (tmp_path / "prod" / "charts").glob("*.yaml"))
+    assert not any(
+        "kind: CustomResourceDefinition" in p.read_text() for p in (tmp_path / "prod" / "charts").glob("*.yaml")
+    )
     assert "objects from 9 charts (Kubernetes 1.33)" in capsys.readouterr().out
 
 
@@ -81,7 +103,11 @@ def schemas() -> CrdSchemas:
 
 
 def test_crd_validator_accepts_the_program_resources(schemas: CrdSchemas) -> None:
-    for kind, name in (("ServiceMonitor", "triton-default"), ("Middleware", "triton-ratelimit"), ("Certificate", "triton-tls")):
+    for kind, name in (
+        ("ServiceMonitor", "triton-default"),
+        ("Middleware", "triton-ratelimit"),
+        ("Certificate", "triton-tls"),
+    ):
         assert schemas.validate(_program_cr(kind, name), "1.33") == []
 
 

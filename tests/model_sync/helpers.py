@@ -31,15 +31,27 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
 
 def write_config(path: Path, server: S3Server, envs: dict[str, str]) -> str:
     """envs: {env name: bucket URI}; all on `server`."""
-    doc = {"environments": {name: {"bucket": uri, "endpointUrl": server.endpoint, "region": "us-east-1"} for name, uri in envs.items()}}
+    doc = {
+        "environments": {
+            name: {"bucket": uri, "endpointUrl": server.endpoint, "region": "us-east-1"} for name, uri in envs.items()
+        }
+    }
     path.write_text(yaml.safe_dump(doc))
     return str(path)
 
 
-def python_model(root: Path, name: str = "simple", files: dict[str, bytes] | None = None, config: str | None = None, version: str = "1") -> Path:
+def python_model(
+    root: Path,
+    name: str = "simple",
+    files: dict[str, bytes] | None = None,
+    config: str | None = None,
+    version: str = "1",
+) -> Path:
     d = root / name
     (d / version).mkdir(parents=True, exist_ok=True)
-    (d / "config.pbtxt").write_text(config if config is not None else f'name: "{name}"\nbackend: "python"\nmax_batch_size: 4\n')
+    (d / "config.pbtxt").write_text(
+        config if config is not None else f'name: "{name}"\nbackend: "python"\nmax_batch_size: 4\n'
+    )
     for rel, data in (files if files is not None else {"model.py": b"# model\n", "model.pt": os.urandom(2048)}).items():
         p = d / version / rel
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,10 @@ def settings(tmp_path: Path, **overrides: object) -> ag.AgentSettings:
         ({"backoff_max": "5"}, r"^backoff_max: '5'; allowed"),
         ({"keep_versions": -1}, r"^keep_versions: -1; allowed: an integer >= 0$"),
         ({"resync": 0}, r"^resync: 0; allowed: a number of seconds > 0$"),
-        ({"triton_url": "127.0.0.1:8000"}, r"^triton_url: '127.0.0.1:8000'; allowed: http\(s\)://host:port without a path$"),
+        (
+            {"triton_url": "127.0.0.1:8000"},
+            r"^triton_url: '127.0.0.1:8000'; allowed: http\(s\)://host:port without a path$",
+        ),
         ({"triton_url": "http://h:8000/v2"}, r"^triton_url: .*allowed"),
     ],
 )
@@ -53,11 +56,16 @@ def test_staging_inside_or_equal_or_containing_the_repository_is_rejected(tmp_pa
         settings(tmp_path, staging=tmp_path / "models" / ".staging")
     with pytest.raises(ag.AgentError, match=r"^staging: .*allowed: a directory outside the repository root"):
         settings(tmp_path, staging=tmp_path / "models")
-    with pytest.raises(ag.AgentError, match=r"^staging: .*allowed: a directory that does not contain the repository root"):
+    with pytest.raises(
+        ag.AgentError, match=r"^staging: .*allowed: a directory that does not contain the repository root"
+    ):
         settings(tmp_path, staging=tmp_path)
 
 
-@pytest.mark.parametrize(("field", "value", "match"), [("deployment", "Bad_Name", r"^deployment: 'Bad_Name'"), ("replica", "", r"^replica: ''")])
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [("deployment", "Bad_Name", r"^deployment: 'Bad_Name'"), ("replica", "", r"^replica: ''")],
+)
 def test_status_names_must_be_dns_names(tmp_path: Path, field: str, value: str, match: str) -> None:
     with pytest.raises(layout.LayoutError, match=match):
         settings(tmp_path, **{field: value})
@@ -123,7 +131,9 @@ def test_prepare_discards_leftovers_and_locks_the_staging_area(tmp_path: Path) -
     first.prepare()
     assert list(s.staging.iterdir()) == []
     second = ag.RepositoryAgent(s, s3=None)  # type: ignore[arg-type]
-    with pytest.raises(ag.AgentError, match=r"^staging: .* is locked by another agent; allowed: one agent per repository$"):
+    with pytest.raises(
+        ag.AgentError, match=r"^staging: .* is locked by another agent; allowed: one agent per repository$"
+    ):
         second.prepare()
     first.close()
     second.prepare()
@@ -153,7 +163,20 @@ def test_precompile_writes_pycache_before_the_version_is_visible(tmp_path: Path)
 
 
 def test_cli_parses_agent_options_and_rejects_bad_header(tmp_path: Path) -> None:
-    args = build_parser().parse_args(["agent", "--env", "prod", "--bucket", "s3://models-prod", "--repository", str(tmp_path / "m"), "--once", "--triton-header", "bad"])
+    args = build_parser().parse_args(
+        [
+            "agent",
+            "--env",
+            "prod",
+            "--bucket",
+            "s3://models-prod",
+            "--repository",
+            str(tmp_path / "m"),
+            "--once",
+            "--triton-header",
+            "bad",
+        ]
+    )
     assert args.once is True
     assert args.interval == 5.0
     from model_sync import environments, errors
@@ -177,8 +200,25 @@ def test_agent_command_exits_with_usage_code_on_bad_staging(tmp_path: Path) -> N
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "model_sync", "agent", "--env", "prod", "--bucket", "s3://models-prod", "--repository", str(tmp_path / "m"), "--staging-dir", str(tmp_path / "m" / "s")],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "model_sync",
+            "agent",
+            "--env",
+            "prod",
+            "--bucket",
+            "s3://models-prod",
+            "--repository",
+            str(tmp_path / "m"),
+            "--staging-dir",
+            str(tmp_path / "m" / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 2, proc.stderr
     assert "staging" in proc.stderr
@@ -193,7 +233,9 @@ def _client(server: object, key: str, secret: str) -> object:
     from botocore.config import Config
 
     return boto3.session.Session(aws_access_key_id=key, aws_secret_access_key=secret, region_name="us-east-1").client(
-        "s3", endpoint_url=server.endpoint, config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10)  # type: ignore[attr-defined]
+        "s3",
+        endpoint_url=server.endpoint,
+        config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10),  # type: ignore[attr-defined]
     )
 
 
@@ -231,7 +273,9 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
     try:
         from model_sync.local.procs import wait_until
 
-        wait_until(lambda: agent.last_error is not None and "list pin index" in agent.last_error, 20, what="a denied pass")
+        wait_until(
+            lambda: agent.last_error is not None and "list pin index" in agent.last_error, 20, what="a denied pass"
+        )
         first = agent.last_error
         wait_until(lambda: agent.last_error is not None and agent.s3_ok is False, 5, what="more denied passes")
         assert thread.is_alive()  # the sidecar did not exit
@@ -259,7 +303,9 @@ def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rc
     denied = ag.RepositoryAgent(_adopted(tmp_path / "a", bucket), _repo(rclone_s3, bucket, KEY, "wrong-secret"))  # type: ignore[arg-type]
     assert denied.run(once=True) == errors.S3
     assert denied.last_error is not None
-    missing = ag.RepositoryAgent(_adopted(tmp_path / "b", "models-absent"), _repo(rclone_s3, "models-absent", KEY, SECRET))  # type: ignore[arg-type]
+    missing = ag.RepositoryAgent(
+        _adopted(tmp_path / "b", "models-absent"), _repo(rclone_s3, "models-absent", KEY, SECRET)
+    )  # type: ignore[arg-type]
     assert missing.run(once=True) == errors.S3
     assert "NoSuchBucket" in (missing.last_error or "")
 
@@ -272,11 +318,25 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
     bucket = rclone_s3.make_bucket("models-enospc")  # type: ignore[attr-defined]
     client = _client(rclone_s3, KEY, SECRET)
     data = b"x = 1\n"
-    doc = {"schema": "model-sync.manifest/v1", "model": "new", "version": 1, "files": {"model.py": {"sha256": manifest.sha256_bytes(data), "size": len(data)}},
-           "config_pbtxt": pinned_config("new", 1), "backend": "python", "platform": "",
-           "source": {"path": "/t", "host": "t", "git_commit": None, "promoted_from": None},
-           "exporter": {"tool": "t", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
-           "created_by": "t", "created_at": manifest.now()}
+    doc = {
+        "schema": "model-sync.manifest/v1",
+        "model": "new",
+        "version": 1,
+        "files": {"model.py": {"sha256": manifest.sha256_bytes(data), "size": len(data)}},
+        "config_pbtxt": pinned_config("new", 1),
+        "backend": "python",
+        "platform": "",
+        "source": {"path": "/t", "host": "t", "git_commit": None, "promoted_from": None},
+        "exporter": {
+            "tool": "t",
+            "method": None,
+            "torch_version": None,
+            "torchscript_format_version": None,
+            "target": "local",
+        },
+        "created_by": "t",
+        "created_at": manifest.now(),
+    }
     client.put_object(Bucket=bucket, Key=layout.version_file_key("new", 1, "model.py"), Body=data)  # type: ignore[attr-defined]
     client.put_object(Bucket=bucket, Key=layout.manifest_key("new", 1), Body=manifest.dumps(doc))  # type: ignore[attr-defined]
     client.put_object(Bucket=bucket, Key=layout.config_key("new"), Body=pinned_config("new", 1).encode())  # type: ignore[attr-defined]
@@ -323,7 +383,9 @@ def test_etags_compare_unquoted() -> None:
 # ---- what a pass costs (moto's request log) ---------------------------------------------------
 
 
-def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_without_one(tmp_path: Path, capsys: pytest.CaptureFixture[str], moto_s3: object, s3_bucket: str, aws_env: dict[str, str]) -> None:
+def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_without_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], moto_s3: object, s3_bucket: str, aws_env: dict[str, str]
+) -> None:
     """A pass lists manifests/_pins/ (one object per model) instead of repository/ (every
     version's files); a pin flipped by a writer that skips the index is picked up by the next
     full listing (--full-resync), not lost."""
@@ -334,10 +396,15 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"})  # type: ignore[arg-type]
     for name in ("a", "b", "c"):
         for version in ("1", "2"):  # two versions each: the full listing holds every one of their files
-            model = python_model(tmp_path / f"src-{name}-{version}", name, {"model.py": f"# {name} {version}\n".encode()})
+            model = python_model(
+                tmp_path / f"src-{name}-{version}", name, {"model.py": f"# {name} {version}\n".encode()}
+            )
             assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     env = environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1")  # type: ignore[attr-defined]
-    agent = ag.RepositoryAgent(settings(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0), Repo(env, s3client.AGENT))
+    agent = ag.RepositoryAgent(
+        settings(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0),
+        Repo(env, s3client.AGENT),
+    )
     agent.prepare()
 
     def one_pass() -> list[str]:
@@ -349,7 +416,9 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     assert any("prefix=repository/" in r for r in first)
     assert {n: st.serving for n, st in agent.models.items()} == {"a": (2,), "b": (2,), "c": (2,)}
     steady = [one_pass() for _ in range(3)]
-    assert all(len(p) == 1 and p[0].startswith(f"GET /{s3_bucket}") and "prefix=manifests/_pins/" in p[0] for p in steady), steady
+    assert all(
+        len(p) == 1 and p[0].startswith(f"GET /{s3_bucket}") and "prefix=manifests/_pins/" in p[0] for p in steady
+    ), steady
     # A push flips a pin and its index entry: the next pass re-reads just that pin.
     model = python_model(tmp_path / "src-b-3", "b", {"model.py": b"# b 3\n"})
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
@@ -358,7 +427,9 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     assert not any("prefix=repository/" in r for r in pushed)
     # A pin rewritten without its index entry (another writer): unseen until the full resync.
     pin_a1 = moto_s3.client().get_object(Bucket=s3_bucket, Key="manifests/a/1.json")["Body"].read()  # type: ignore[attr-defined]
-    moto_s3.client().put_object(Bucket=s3_bucket, Key="repository/a/config.pbtxt", Body=json.loads(pin_a1)["config_pbtxt"].encode())  # type: ignore[attr-defined]
+    moto_s3.client().put_object(
+        Bucket=s3_bucket, Key="repository/a/config.pbtxt", Body=json.loads(pin_a1)["config_pbtxt"].encode()
+    )  # type: ignore[attr-defined]
     assert len(one_pass()) == 1
     assert agent.models["a"].serving == (2,)
     agent._listed_at = -1e9  # the resync interval has passed
@@ -387,7 +458,9 @@ def test_a_version_without_its_backends_files_is_never_placed(tmp_path: Path, rc
 
     publish("add", 4, pinned_config("add", 4))  # the adopted model's next version: python backend, no model.py
     publish("new", 1, pinned_config("new", 1))  # a new model, the same mistake
-    publish("lt", 1, model_config.pinned_text(model_config.parse(libtorch), 1, "lt"))  # libtorch: net.pt named, model.pt listed
+    publish(
+        "lt", 1, model_config.pinned_text(model_config.parse(libtorch), 1, "lt")
+    )  # libtorch: net.pt named, model.pt listed
     s = _adopted(tmp_path, bucket)
     a = ag.RepositoryAgent(s, _repo(rclone_s3, bucket, KEY, SECRET))  # type: ignore[arg-type]
     assert a.run(once=True) == errors.OK  # "add" still serves version 3
@@ -400,5 +473,8 @@ def test_a_version_without_its_backends_files_is_never_placed(tmp_path: Path, rc
     for name, version, missing in (("add", 4, "model.py"), ("new", 1, "model.py"), ("lt", 1, "net.pt")):
         entry = status["models"][name]
         assert entry["state"] == "FAILED", entry
-        assert entry["failed"][str(version)] == (f"manifest {layout.manifest_key(name, version)}: lists no {missing}; allowed: a version with every " "file its backend needs (model_config.required_files)")
+        assert entry["failed"][str(version)] == (
+            f"manifest {layout.manifest_key(name, version)}: lists no {missing}; allowed: a version with every "
+            "file its backend needs (model_config.required_files)"
+        )
     assert status["models"]["add"]["serving"] == [3]

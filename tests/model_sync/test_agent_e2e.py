@@ -33,7 +33,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 def _latest_record(client, name: str, version: int) -> dict:
     """The newest verification attempt of `name` `version` (one object per attempt)."""
-    listed = client.list_objects_v2(Bucket=BUCKET, Prefix=layout.verification_attempts_prefix(name, version)).get("Contents", [])
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix=layout.verification_attempts_prefix(name, version)).get(
+        "Contents", []
+    )
     key = max(o["Key"] for o in listed)
     return dict(json.loads(client.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
 
@@ -51,7 +53,10 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     assert publish(serving, "add") == 1
     serving.start_agent()
     serving.wait_served("add", 1)
-    doc = serving.wait_status(lambda d: _ready_on(1)(d) and (_model_state(d).get("smoke") or {}).get("version") == 1, what="status READY + smoke on 1")
+    doc = serving.wait_status(
+        lambda d: _ready_on(1)(d) and (_model_state(d).get("smoke") or {}).get("version") == 1,
+        what="status READY + smoke on 1",
+    )
     assert _model_state(doc)["smoke"]["ok"] is True, _model_state(doc)["smoke"]
     assert doc["s3_reachable"] is True
     assert doc["deployment"] == "default"
@@ -69,7 +74,9 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     assert load.failed == 0, load.errors
     assert [v for _, v in load.versions] == [1, 2, 1]
     # verify: every replica READY on 1 + smoke inference over HTTP and gRPC; the record promote needs.
-    rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "1", "--grpc-url", serving.triton.grpc_url)
+    rc, out = serving.cli(
+        "verify", "add", "--env", "test", "--model-version", "1", "--grpc-url", serving.triton.grpc_url
+    )
     assert rc == 0, out
     record = _latest_record(client, "add", 1)
     assert record["passed"] is True
@@ -82,17 +89,38 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     assert rc == 0, out
     assert "checks: replicas passed, http passed, grpc not run" in out
     record = _latest_record(client, "add", 1)
-    assert (record["passed"], record["evidence"], record["checks"]["grpc"]) == (True, "replica-smoke+direct-http", "not-run")
+    assert (record["passed"], record["evidence"], record["checks"]["grpc"]) == (
+        True,
+        "replica-smoke+direct-http",
+        "not-run",
+    )
     # From CI without network access to the cluster: the replicas' own smoke inferences are the evidence.
-    serving.wait_status(lambda d: (_model_state(d).get("smoke") or {}).get("version") == 1, what="agent smoke of 1 after rollback")
-    rc, out = serving.cli("verify", "add", "--env", "ci", "--bucket", f"s3://{BUCKET}", "--endpoint-url", serving.s3.endpoint_url, "--region", serving.s3.region, "--model-version", "1")
+    serving.wait_status(
+        lambda d: (_model_state(d).get("smoke") or {}).get("version") == 1, what="agent smoke of 1 after rollback"
+    )
+    rc, out = serving.cli(
+        "verify",
+        "add",
+        "--env",
+        "ci",
+        "--bucket",
+        f"s3://{BUCKET}",
+        "--endpoint-url",
+        serving.s3.endpoint_url,
+        "--region",
+        serving.s3.region,
+        "--model-version",
+        "1",
+    )
     assert rc == 0, out
     assert "1 replica(s) READY with a passing agent smoke inference" in out
     record = _latest_record(client, "add", 1)
     assert record["evidence"] == "replica-smoke"
     attempts = client.list_objects_v2(Bucket=BUCKET, Prefix=layout.verification_attempts_prefix("add", 1))["Contents"]
     assert len(attempts) == 3  # one record per attempt, none overwritten
-    rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "2", "--grpc-url", serving.triton.grpc_url, "--no-record")
+    rc, out = serving.cli(
+        "verify", "add", "--env", "test", "--model-version", "2", "--grpc-url", serving.triton.grpc_url, "--no-record"
+    )
     assert rc == 6, out
     assert "version 1; allowed: 2" in out
     assert load.ok > 20
@@ -120,7 +148,9 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert "version 2" not in (serving.repository / "add" / "config.pbtxt").read_text()
     assert "versions: 1" in (serving.repository / "add" / "config.pbtxt").read_text()
     # verify fails (replica not READY on 2: the smoke inference of version 2 fails too) and records it.
-    rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "2", "--grpc-url", serving.triton.grpc_url)
+    rc, out = serving.cli(
+        "verify", "add", "--env", "test", "--model-version", "2", "--grpc-url", serving.triton.grpc_url
+    )
     verify_out = out
     assert rc == 6, out
     assert "replica default/replica-0" in out
@@ -142,8 +172,12 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert "\n" not in state["error"]
     assert "initialize failed on purpose" in state["error"]
     log_lines = (serving.tmp / "logs" / "agent-1.log").read_text().splitlines()
-    assert all(line[:4].isdigit() for line in log_lines if line.strip()), [line for line in log_lines if not line[:4].isdigit()][:3]
-    assert all(line.startswith(("replica ", "checks: ", "model-sync: ")) for line in verify_out.strip().splitlines()), verify_out
+    assert all(line[:4].isdigit() for line in log_lines if line.strip()), [
+        line for line in log_lines if not line[:4].isdigit()
+    ][:3]
+    assert all(line.startswith(("replica ", "checks: ", "model-sync: ")) for line in verify_out.strip().splitlines()), (
+        verify_out
+    )
     # Item 5: status shows what each replica serves, not the pin: version 1, FAILED and why.
     rc, out = serving.cli("status", "--env", "test", "add")
     assert rc == 0, out
@@ -215,7 +249,9 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
     publish(serving, "add")
     serving.start_agent()
     serving.wait_served("add", 1)
-    assert push_version(serving, "add", extra={"weights.bin": os.urandom(128 * 1024 * 1024)}) == 2  # big enough to catch the download in flight
+    assert (
+        push_version(serving, "add", extra={"weights.bin": os.urandom(128 * 1024 * 1024)}) == 2
+    )  # big enough to catch the download in flight
 
     def downloading() -> bool:
         return any(p.name == "weights.bin" and p.stat().st_size > 0 for p in serving.staging.rglob("weights.bin"))
@@ -228,7 +264,9 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
         if not placed.exists():
             return False
         assert (placed / "weights.bin").stat().st_size == 128 * 1024 * 1024
-        assert sorted(p.name for p in placed.iterdir()) == sorted([*(p.name for p in (serving.repository / "add" / "1").iterdir()), "weights.bin"])
+        assert sorted(p.name for p in placed.iterdir()) == sorted(
+            [*(p.name for p in (serving.repository / "add" / "1").iterdir()), "weights.bin"]
+        )
         return True
 
     # 1. SIGKILL mid-download: the partial file stays in staging only, never in the repository.
@@ -243,7 +281,9 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
 
     # 2. Restarted, then SIGTERM mid-download: leftovers discarded, current staging abandoned, exit 0.
     agent = serving.start_agent()
-    wait_until(lambda: "discarded 1 leftover staging entries" in agent.log_tail(200), 30, what="leftover staging discarded")
+    wait_until(
+        lambda: "discarded 1 leftover staging entries" in agent.log_tail(200), 30, what="leftover staging discarded"
+    )
     wait_until(downloading, 60, interval=0.02, what="weights.bin download restarted")
     assert serving.status() is not None
     agent.signal(signal.SIGTERM)
@@ -280,7 +320,10 @@ def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving)
     serving.triton.start()
     serving.triton.wait_version_ready("add", 1)
     serving.start_agent()
-    doc = serving.wait_status(lambda d: _ready_on(1)(d) and _model_state(d).get("smoke") is not None, what="sidecar confirms READY on 1 + smoke")
+    doc = serving.wait_status(
+        lambda d: _ready_on(1)(d) and _model_state(d).get("smoke") is not None,
+        what="sidecar confirms READY on 1 + smoke",
+    )
     assert _model_state(doc)["smoke"]["ok"] is True
 
 
@@ -336,7 +379,10 @@ def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(servin
     assert (serving.repository / "broken" / "1" / "model.py").exists()  # placed before "Triton started"
     assert not ready_file.exists(), "a stopped agent must withdraw the replica's readiness"
     serving.start_agent("--ready-file", str(ready_file))
-    doc = serving.wait_status(lambda d: broken(d).get("state") == "FAILED" and _model_state(d).get("state") == "READY", what="adopted broken FAILED, add READY")
+    doc = serving.wait_status(
+        lambda d: broken(d).get("state") == "FAILED" and _model_state(d).get("state") == "READY",
+        what="adopted broken FAILED, add READY",
+    )
     assert "initialize failed on purpose" in broken(doc)["error"]
     assert not (serving.repository / "broken").exists()
     assert http_status(add_ready) == 200
@@ -353,8 +399,15 @@ def test_pins_of_one_pass_are_all_placed_before_any_is_confirmed(serving: Servin
     for name in names:  # before the agent starts: its first pass sees all four
         flip_pin(serving.client, BUCKET, name, 1)
     serving.start_agent()
-    doc = serving.wait_status(lambda d: all(_model_state(d, n).get("state") in ("READY", "FAILED") for n in names), what="every model settled")
-    assert {n: _model_state(doc, n)["state"] for n in names} == {"m0": "READY", "m1": "READY", "m2": "FAILED", "m3": "READY"}
+    doc = serving.wait_status(
+        lambda d: all(_model_state(d, n).get("state") in ("READY", "FAILED") for n in names), what="every model settled"
+    )
+    assert {n: _model_state(doc, n)["state"] for n in names} == {
+        "m0": "READY",
+        "m1": "READY",
+        "m2": "FAILED",
+        "m3": "READY",
+    }
     assert "initialize failed on purpose" in _model_state(doc, "m2")["error"]
     lines = (serving.tmp / "logs" / "agent-1.log").read_text().splitlines()
     pinned = [i for i, line in enumerate(lines) if "locally (was none)" in line]
@@ -387,7 +440,10 @@ def test_push_and_rollback_wait_for_every_replica_and_say_what_they_did_in_json(
     assert served_version(serving.triton.http_url, "add") == 1  # it returned after the switch
     rc, out = serving.cli("push", model_dir(2, fail=True), "--env", "test", "--wait", "--wait-timeout", "60")
     assert rc == 6, out
-    assert ("wait: add version 2 is not served by every replica (default/replica-0: serving [1] (FAILED: version(s) " "[2] failed to load:") in out
+    assert (
+        "wait: add version 2 is not served by every replica (default/replica-0: serving [1] (FAILED: version(s) "
+        "[2] failed to load:"
+    ) in out
     rc, out = serving.cli("rollback", "add", "--env", "test", "--output", "json", "--wait", "--wait-timeout", "60")
     assert rc == 0, out
     doc = json.JSONDecoder().raw_decode(out[out.index("{") :])[0]  # stderr's warnings follow

@@ -32,7 +32,13 @@ class FailingLoads:
 
 
 def _staging(tmp_path: Path, models: dict[str, ModelState], bucket: object, loads: object) -> Staging:
-    settings = AgentSettings(root=layout.Root("models-test"), repository=tmp_path / "models", staging=tmp_path / ".staging", deployment="default", replica="replica-0")
+    settings = AgentSettings(
+        root=layout.Root("models-test"),
+        repository=tmp_path / "models",
+        staging=tmp_path / ".staging",
+        deployment="default",
+        replica="replica-0",
+    )
     local = LocalRepository(settings.repository, settings.staging, threading.Event())
     local.lock()
     return Staging(settings, models, bucket, local, loads)  # type: ignore[arg-type]
@@ -67,4 +73,9 @@ def test_commit_places_every_build_and_reports_the_one_that_fails(tmp_path: Path
 def test_a_rejected_pin_names_no_version() -> None:
     st = ModelState(pin_etag="e3")
     reject("m", st, 0, "config.pbtxt: no version_policy")
-    assert (st.state, st.error, st.rejected_etag, st.failed) == (ReplicaState.FAILED, "config.pbtxt: no version_policy", "e3", {0: "config.pbtxt: no version_policy"})
+    assert (st.state, st.error, st.rejected_etag, st.failed) == (
+        ReplicaState.FAILED,
+        "config.pbtxt: no version_policy",
+        "e3",
+        {0: "config.pbtxt: no version_policy"},
+    )

@@ -7,9 +7,24 @@ from model_sync.manifest import ReplicaState
 
 
 def test_a_transition_sets_what_it_names_and_keeps_the_rest() -> None:
-    st = ModelState(pin_etag="e1", pin_text="t1", pinned=(1,), serving=(1,), state=ReplicaState.READY, error=None, rejected_etag="e0")
+    st = ModelState(
+        pin_etag="e1",
+        pin_text="t1",
+        pinned=(1,),
+        serving=(1,),
+        state=ReplicaState.READY,
+        error=None,
+        rejected_etag="e0",
+    )
     st.transition(ReplicaState.LOADING, pin=("e2", "t2"), pinned=(2,), changed_at=5.0)
-    assert (st.pin_etag, st.pin_text, st.pinned, st.serving, st.state, st.changed_at) == ("e2", "t2", (2,), (1,), ReplicaState.LOADING, 5.0)
+    assert (st.pin_etag, st.pin_text, st.pinned, st.serving, st.state, st.changed_at) == (
+        "e2",
+        "t2",
+        (2,),
+        (1,),
+        ReplicaState.LOADING,
+        5.0,
+    )
     assert st.rejected_etag == "e0"  # left out: kept
     assert st.error is None
 

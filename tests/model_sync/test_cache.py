@@ -93,7 +93,9 @@ def test_corrupt_or_foreign_cache_files_are_misses(tmp_path: Path) -> None:
     directory.mkdir()
     (directory / cache.HASHES_FILE).write_text("{not json")
     assert cache.HashCache(str(directory)).get("/x", [1, 2, 3, 4, 5]) is None
-    (directory / cache.HASHES_FILE).write_text(json.dumps({"/a": [1, 2, 3, 4, 5, DIGEST], "/b": "str", "/c": [1, 2, 3, 4, 5, "short"], "/d": [1, 2, 3, 4, 5]}))
+    (directory / cache.HASHES_FILE).write_text(
+        json.dumps({"/a": [1, 2, 3, 4, 5, DIGEST], "/b": "str", "/c": [1, 2, 3, 4, 5, "short"], "/d": [1, 2, 3, 4, 5]})
+    )
     hashes = cache.HashCache(str(directory))
     assert [hashes.get(p, [1, 2, 3, 4, 5]) for p in ("/a", "/b", "/c", "/d")] == [DIGEST, None, None, None]
     (directory / cache.HASHES_FILE).write_text("[1, 2]")
@@ -159,7 +161,12 @@ def test_config_facts_and_pin_texts_round_trip(tmp_path: Path) -> None:
     configs.put_pinned("m", DIGEST, 1, "pin 1")
     configs.save()
     again = cache.ConfigCache(str(tmp_path))
-    assert again.get("m", DIGEST) == {"platform": "", "backend": "python", "required": ["model.py"], "pinned": {"1": "pin 1"}}
+    assert again.get("m", DIGEST) == {
+        "platform": "",
+        "backend": "python",
+        "required": ["model.py"],
+        "pinned": {"1": "pin 1"},
+    }
     assert again.pinned("m", DIGEST, 1) == "pin 1"
     assert again.pinned("m", DIGEST, 2) is None
     assert again.get("other", DIGEST) is None  # the model name is part of the key
@@ -194,7 +201,13 @@ def test_a_malformed_or_older_parser_entry_is_a_miss(tmp_path: Path) -> None:
         f"{fingerprint}|platform|{DIGEST}": {**good, "platform": None},
     }))  # fmt: skip
     configs = cache.ConfigCache(str(tmp_path))
-    assert [configs.get(m, DIGEST) is not None for m in ("good", "m", "req", "pinned", "platform")] == [True, False, False, False, False]
+    assert [configs.get(m, DIGEST) is not None for m in ("good", "m", "req", "pinned", "platform")] == [
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
 
 
 def test_the_parser_fingerprint_names_versions_and_a_digest() -> None:
@@ -202,5 +215,7 @@ def test_the_parser_fingerprint_names_versions_and_a_digest() -> None:
 
     from model_sync import __version__
 
-    assert re.fullmatch(rf"{re.escape(__version__)}/{re.escape(google.protobuf.__version__)}/[0-9a-f]{{16}}", cache.parser_fingerprint())
+    assert re.fullmatch(
+        rf"{re.escape(__version__)}/{re.escape(google.protobuf.__version__)}/[0-9a-f]{{16}}", cache.parser_fingerprint()
+    )
     assert cache.parser_fingerprint() == cache.parser_fingerprint()

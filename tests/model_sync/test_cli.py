@@ -15,9 +15,13 @@ def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 @pytest.mark.parametrize("command", cli.COMMANDS)
-def test_help_names_env_and_model_apart_and_cites_no_source_file(capsys: pytest.CaptureFixture[str], command: str) -> None:
+def test_help_names_env_and_model_apart_and_cites_no_source_file(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
     text = _help(capsys, command)
-    cited = [hit for hit in re.findall(r"[\w/]+\.py\b", text) if not hit.endswith("model.py")]  # model.py: a file users write
+    cited = [
+        hit for hit in re.findall(r"[\w/]+\.py\b", text) if not hit.endswith("model.py")
+    ]  # model.py: a file users write
     assert cited == [], text
     assert "--env NAME" not in text
     if "--env" in text:

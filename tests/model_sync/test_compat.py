@@ -77,10 +77,18 @@ def test_triton_release_parses_tags(image: str, release: str) -> None:
 @pytest.mark.parametrize(
     ("image", "match"),
     [
-        ("nginx:1.27", r"triton image: 'nginx:1\.27' is not an NGC tritonserver image; allowed: " r"<registry>/tritonserver:<YY\.MM>-py3"),
+        (
+            "nginx:1.27",
+            r"triton image: 'nginx:1\.27' is not an NGC tritonserver image; allowed: "
+            r"<registry>/tritonserver:<YY\.MM>-py3",
+        ),
         ("nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64, r"is not an NGC tritonserver image"),
         ("nvcr.io/nvidia/tritonserver:25.10", r"is not an NGC tritonserver image"),
-        ("nvcr.io/nvidia/tritonserver:26.01-py3", r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11 \(add it to " r"model_sync/compat\.py\)"),
+        (
+            "nvcr.io/nvidia/tritonserver:26.01-py3",
+            r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11 \(add it to "
+            r"model_sync/compat\.py\)",
+        ),
         ("nvcr.io/nvidia/tritonserver:25.07-py3", r"release 25\.07 has no LibTorch entry"),  # NGC skipped 25.07
     ],
 )
@@ -116,17 +124,36 @@ def test_check_names_both_versions_or_returns_the_skew_when_allowed() -> None:
     with pytest.raises(compat.VersionSkewError, match=expected):
         compat.check("2.13.0+cpu", OLD_IMAGE)
     assert re.match(expected, compat.check("2.13.0+cpu", OLD_IMAGE, allow_skew=True) or "")
-    with pytest.raises(compat.UnverifiableError, match=r"torch version: 'nightly' is not a version; allowed: MAJOR\.MINOR\[\.PATCH\]\[suffix\]"):
+    with pytest.raises(
+        compat.UnverifiableError,
+        match=r"torch version: 'nightly' is not a version; allowed: MAJOR\.MINOR\[\.PATCH\]\[suffix\]",
+    ):
         compat.check("nightly", OLD_IMAGE)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"exporter_torch": "2.13.0", "image": OLD_IMAGE}, compat.VersionSkewError, r"torch 2\.13\.0 is newer than LibTorch 2\.9\.0a0"),
-        ({"exporter_torch": "2.9.0", "image": None}, compat.UnverifiableError, r"triton image: unknown for the target environment; allowed: set tritonImage"),
-        ({"exporter_torch": None, "image": OLD_IMAGE}, compat.UnverifiableError, r"torch version: unknown \(no export\.json torch_version for a pytorch_libtorch model\)"),
-        ({"exporter_torch": "2.9.0", "image": "nvcr.io/nvidia/tritonserver:26.01-py3"}, compat.UnknownImageError, r"release 26\.01 has no LibTorch entry"),
+        (
+            {"exporter_torch": "2.13.0", "image": OLD_IMAGE},
+            compat.VersionSkewError,
+            r"torch 2\.13\.0 is newer than LibTorch 2\.9\.0a0",
+        ),
+        (
+            {"exporter_torch": "2.9.0", "image": None},
+            compat.UnverifiableError,
+            r"triton image: unknown for the target environment; allowed: set tritonImage",
+        ),
+        (
+            {"exporter_torch": None, "image": OLD_IMAGE},
+            compat.UnverifiableError,
+            r"torch version: unknown \(no export\.json torch_version for a pytorch_libtorch model\)",
+        ),
+        (
+            {"exporter_torch": "2.9.0", "image": "nvcr.io/nvidia/tritonserver:26.01-py3"},
+            compat.UnknownImageError,
+            r"release 26\.01 has no LibTorch entry",
+        ),
     ],
 )
 def test_assess_refuses_what_it_cannot_prove_unless_allowed(kwargs, error, match) -> None:
@@ -154,7 +181,9 @@ def test_read_file_format_version_needs_a_version_record(tmp_path: Path) -> None
     bogus = tmp_path / "model.pt"
     with zipfile.ZipFile(bogus, "w") as z:
         z.writestr("archive/data.pkl", b"x")
-    with pytest.raises(ValueError, match=r"torchscript: .*model\.pt has no version record; allowed: a file written by torch\.jit\.save"):
+    with pytest.raises(
+        ValueError, match=r"torchscript: .*model\.pt has no version record; allowed: a file written by torch\.jit\.save"
+    ):
         compat.read_file_format_version(bogus)
 
 
@@ -192,7 +221,16 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("exported")
     try:
         for target in ("cloud", "local"):
-            export.export(export.ExportOptions(factory="compatfactory:build", output=str(out), name=target, shapes=((2, 4),), dtypes=("float32",), target=target))
+            export.export(
+                export.ExportOptions(
+                    factory="compatfactory:build",
+                    output=str(out),
+                    name=target,
+                    shapes=((2, 4),),
+                    dtypes=("float32",),
+                    target=target,
+                )
+            )
     finally:
         sys.path.remove(str(src))
     return {"cloud": out / "cloud", "local": out / "local"}
@@ -239,24 +277,33 @@ def test_push_refuses_skew_and_writes_nothing(tmp_path, capsys, moto_s3, aws_env
     bucket = moto_s3.make_bucket()
     cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"prod": (bucket, OLD_IMAGE)})
     # A bucket with content: an exempt (python backend) model of the same export pushes (its own override).
-    assert run_cli(capsys, "push", str(exported["local"]), "--env", "prod", "--config", cfg, "--allow-local-target").code == 0
+    assert (
+        run_cli(capsys, "push", str(exported["local"]), "--env", "prod", "--config", cfg, "--allow-local-target").code
+        == 0
+    )
     keys, before = moto_s3.keys(bucket), len(moto_s3.requests())
     for extra in ([], ["--dry-run"]):
         r = run_cli(capsys, "push", str(exported["cloud"]), "--env", "prod", "--config", cfg, *extra)
         assert r.code == errors.INCOMPATIBLE == 7, r.err
         assert r.err.splitlines() == [
-            "model-sync: cloud -> prod: version skew: model exported with torch " f"{json.loads((exported['cloud'] / 'export.json').read_text())['torch_version']} "
-            f"is newer than LibTorch 2.9.0a0 in {OLD_IMAGE}; allowed: export with torch <= 2.9.x, or " "--allow-version-skew"
+            "model-sync: cloud -> prod: version skew: model exported with torch "
+            f"{json.loads((exported['cloud'] / 'export.json').read_text())['torch_version']} "
+            f"is newer than LibTorch 2.9.0a0 in {OLD_IMAGE}; allowed: export with torch <= 2.9.x, or "
+            "--allow-version-skew"
         ]
     assert moto_s3.requests()[before:] == []  # refused before the first S3 request
     assert moto_s3.keys(bucket) == keys
     local_doc = manifest_doc(moto_s3, bucket, "local", 1)
     assert local_doc["schema"] == "model-sync.manifest/v2"
     assert local_doc["compatibility"]["result"] == "exempt"
-    assert local_doc["exporter"]["operators"] == json.loads((exported["local"] / "export.json").read_text())["operators"]
+    assert (
+        local_doc["exporter"]["operators"] == json.loads((exported["local"] / "export.json").read_text())["operators"]
+    )
 
 
-def test_push_to_a_newer_hypothetical_release_records_compatible(tmp_path, capsys, moto_s3, aws_env, exported, monkeypatch) -> None:
+def test_push_to_a_newer_hypothetical_release_records_compatible(
+    tmp_path, capsys, moto_s3, aws_env, exported, monkeypatch
+) -> None:
     _newer_release(monkeypatch)
     bucket = moto_s3.make_bucket()
     cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"staging": (bucket, NEW_IMAGE)})
@@ -265,14 +312,27 @@ def test_push_to_a_newer_hypothetical_release_records_compatible(tmp_path, capsy
     assert "warning" not in r.err
     doc = manifest_doc(moto_s3, bucket, "cloud", 1)
     meta = json.loads((exported["cloud"] / "export.json").read_text())
-    assert doc["compatibility"] == {"triton_image": NEW_IMAGE, "libtorch_version": "2.13.0a0", "result": "compatible", "detail": None}
+    assert doc["compatibility"] == {
+        "triton_image": NEW_IMAGE,
+        "libtorch_version": "2.13.0a0",
+        "result": "compatible",
+        "detail": None,
+    }
     assert (doc["exporter"]["torch_version"], doc["exporter"]["torchscript_format_version"],
             doc["exporter"]["operators"]) == (
         meta["torch_version"], meta["torchscript_format_version"], meta["operators"])  # fmt: skip
 
 
-@pytest.mark.parametrize(("image", "detail"), [(OLD_IMAGE, r"^version skew: .* LibTorch 2\.9\.0a0"), (None, r"^triton image: unknown for the target environment")])
-def test_allow_version_skew_publishes_and_records_it(tmp_path, capsys, moto_s3, aws_env, exported, image, detail) -> None:
+@pytest.mark.parametrize(
+    ("image", "detail"),
+    [
+        (OLD_IMAGE, r"^version skew: .* LibTorch 2\.9\.0a0"),
+        (None, r"^triton image: unknown for the target environment"),
+    ],
+)
+def test_allow_version_skew_publishes_and_records_it(
+    tmp_path, capsys, moto_s3, aws_env, exported, image, detail
+) -> None:
     bucket = moto_s3.make_bucket()
     cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"prod": (bucket, image)})
     r = run_cli(capsys, "push", str(exported["cloud"]), "--env", "prod", "--config", cfg)
@@ -293,7 +353,9 @@ def test_bad_export_metadata_is_refused(tmp_path, capsys, moto_s3, s3_bucket, aw
     cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"staging": (s3_bucket, OLD_IMAGE)})
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
-    assert re.search(r"export\.json operators: 'aten::linear'; allowed: a list of operator names \(or absent\)$", r.err.strip()), r.err
+    assert re.search(
+        r"export\.json operators: 'aten::linear'; allowed: a list of operator names \(or absent\)$", r.err.strip()
+    ), r.err
     assert moto_s3.keys(s3_bucket) == []
 
 
@@ -301,7 +363,10 @@ def test_bad_export_metadata_is_refused(tmp_path, capsys, moto_s3, s3_bucket, aw
     ("image", "refused"),
     [
         (OLD_IMAGE, True),
-        ("111122223333.dkr.ecr.us-east-1.amazonaws.com/nvidia/tritonserver:25.10-py3@sha256:" + "9" * 64, True),  # a mirror of it
+        (
+            "111122223333.dkr.ecr.us-east-1.amazonaws.com/nvidia/tritonserver:25.10-py3@sha256:" + "9" * 64,
+            True,
+        ),  # a mirror of it
         ("nvcr.io/nvidia/tritonserver:25.10-pyt-python-py3", False),  # NGC's variant with torch in the python backend
         ("registry.local/acme/serving:1.4", False),  # not an NGC tritonserver image
         (None, False),  # the local demo environment: no tritonImage
@@ -310,22 +375,43 @@ def test_bad_export_metadata_is_refused(tmp_path, capsys, moto_s3, s3_bucket, aw
 def test_python_backend_torch_rule(image, refused) -> None:
     kwargs = {"platform": "", "backend": "python", "exporter_torch": "2.13.0", "image": image}
     if refused:
-        with pytest.raises(compat.LocalTargetError, match=(r"^local target: a `--target local` model .* cannot load in .*tritonserver:25\.10-py3.*; allowed: " r"export with --target cloud, a <YY\.MM>-pyt-python-py3 image, or --allow-local-target$")):
+        with pytest.raises(
+            compat.LocalTargetError,
+            match=(
+                r"^local target: a `--target local` model .* cannot load in .*tritonserver:25\.10-py3.*; allowed: "
+                r"export with --target cloud, a <YY\.MM>-pyt-python-py3 image, or --allow-local-target$"
+            ),
+        ):
             compat.assess(**kwargs, target="local")
-        assert str(compat.assess(**kwargs, target="local", allow_local_target=True)["detail"]).startswith("published with --allow-local-target: local target:")
+        assert str(compat.assess(**kwargs, target="local", allow_local_target=True)["detail"]).startswith(
+            "published with --allow-local-target: local target:"
+        )
         assert compat.loadable("", "python", "2.13.0", image, "local") == "no"
     else:
         assert compat.assess(**kwargs, target="local")["result"] == "exempt"
-    assert compat.assess(**kwargs, target=None)["result"] == "exempt"  # a hand-written python model is not a `--target local` export
+    assert (
+        compat.assess(**kwargs, target=None)["result"] == "exempt"
+    )  # a hand-written python model is not a `--target local` export
 
 
-def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(tmp_path, capsys, moto_s3, aws_env, exported) -> None:
+def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(
+    tmp_path, capsys, moto_s3, aws_env, exported
+) -> None:
     demo, staging, prod = moto_s3.make_bucket(), moto_s3.make_bucket(), moto_s3.make_bucket()
-    cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"demo": (demo, None), "staging": (staging, OLD_IMAGE), "prod": (prod, OLD_IMAGE)})
-    assert run_cli(capsys, "push", str(exported["local"]), "--env", "demo", "--config", cfg).code == 0  # no tritonImage: the local demo
+    cfg = _config(
+        tmp_path / "model-sync.yaml",
+        moto_s3,
+        {"demo": (demo, None), "staging": (staging, OLD_IMAGE), "prod": (prod, OLD_IMAGE)},
+    )
+    assert (
+        run_cli(capsys, "push", str(exported["local"]), "--env", "demo", "--config", cfg).code == 0
+    )  # no tritonImage: the local demo
     r = run_cli(capsys, "push", str(exported["local"]), "--env", "staging", "--config", cfg)
     assert r.code == errors.INCOMPATIBLE, r.err
-    assert r.err.startswith("model-sync: local -> staging: local target: a `--target local` model (python backend running " f"torch.jit.load) cannot load in {OLD_IMAGE}")
+    assert r.err.startswith(
+        "model-sync: local -> staging: local target: a `--target local` model (python backend running "
+        f"torch.jit.load) cannot load in {OLD_IMAGE}"
+    )
     assert r.err.count("\n") == 1
     assert moto_s3.keys(staging) == []
     r = run_cli(capsys, "push", str(exported["local"]), "--env", "staging", "--config", cfg, "--allow-local-target")
@@ -334,29 +420,75 @@ def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(tmp_path,
     record = manifest_doc(moto_s3, staging, "local", 1)["compatibility"]
     assert (record["triton_image"], record["result"]) == (OLD_IMAGE, "exempt")
     assert record["detail"].startswith("published with --allow-local-target: ")
-    promote = ["promote", "local", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification"]
+    promote = [
+        "promote",
+        "local",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        cfg,
+        "--skip-verification",
+    ]
     r = run_cli(capsys, *promote)
     assert r.code == errors.INCOMPATIBLE, r.err
     assert r.err.startswith("model-sync: local version 1 -> prod: local target: ")
     assert moto_s3.keys(prod) == []
     assert run_cli(capsys, *promote, "--allow-local-target").code == 0
-    assert json.loads(moto_s3.get(prod, "audit/promotions/local/1.json"))["compatibility"]["detail"].startswith("published with --allow-local-target")
+    assert json.loads(moto_s3.get(prod, "audit/promotions/local/1.json"))["compatibility"]["detail"].startswith(
+        "published with --allow-local-target"
+    )
 
 
 def _skip_verification_promote(capsys, cfg: str, *extra: str):
-    return run_cli(capsys, "promote", "cloud", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", *extra)
+    return run_cli(
+        capsys,
+        "promote",
+        "cloud",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        cfg,
+        "--skip-verification",
+        *extra,
+    )
 
 
-def test_promote_checks_the_target_image_and_status_shows_it(tmp_path, capsys, moto_s3, aws_env, exported, monkeypatch) -> None:
+def test_promote_checks_the_target_image_and_status_shows_it(
+    tmp_path, capsys, moto_s3, aws_env, exported, monkeypatch
+) -> None:
     _newer_release(monkeypatch)
     staging, prod = moto_s3.make_bucket(), moto_s3.make_bucket()
     cfg = _config(tmp_path / "model-sync.yaml", moto_s3, {"staging": (staging, NEW_IMAGE), "prod": (prod, OLD_IMAGE)})
     assert run_cli(capsys, "push", str(exported["cloud"]), "--env", "staging", "--config", cfg).code == 0
-    assert run_cli(capsys, "push", str(_copy(exported["local"], tmp_path, "pyb")), "--env", "staging", "--config", cfg, "--allow-local-target").code == 0
+    assert (
+        run_cli(
+            capsys,
+            "push",
+            str(_copy(exported["local"], tmp_path, "pyb")),
+            "--env",
+            "staging",
+            "--config",
+            cfg,
+            "--allow-local-target",
+        ).code
+        == 0
+    )
     for extra in ([], ["--dry-run"]):
         r = _skip_verification_promote(capsys, cfg, *extra)
         assert r.code == 7, r.err
-        assert re.fullmatch(r"model-sync: cloud version 1 -> prod: version skew: model exported with torch \S+ is newer than " r"LibTorch 2\.9\.0a0 in \S+25\.10-py3; .*\n", r.err)
+        assert re.fullmatch(
+            r"model-sync: cloud version 1 -> prod: version skew: model exported with torch \S+ is newer than "
+            r"LibTorch 2\.9\.0a0 in \S+25\.10-py3; .*\n",
+            r.err,
+        )
     assert moto_s3.keys(prod) == []
 
     r = run_cli(capsys, "status", "--config", cfg, "--output", "json")
@@ -369,14 +501,19 @@ def test_promote_checks_the_target_image_and_status_shows_it(tmp_path, capsys, m
          "compatibility": manifest_doc(moto_s3, staging, "cloud", 1)["compatibility"]}]  # fmt: skip
     assert rows[("staging", "pyb")][0]["loadable"] == {"prod": "no", "staging": "no"}  # --target local on NGC images
     table = run_cli(capsys, "status", "--config", cfg).out.splitlines()
-    assert re.search(rf"^staging\s+cloud\s+1\*\s+{re.escape(torch_version)}\s+prod=NO staging=yes$", "\n".join(table), re.M), table
+    assert re.search(
+        rf"^staging\s+cloud\s+1\*\s+{re.escape(torch_version)}\s+prod=NO staging=yes$", "\n".join(table), re.M
+    ), table
 
     r = _skip_verification_promote(capsys, cfg, "--allow-version-skew")
     assert r.code == 0, r.err
     assert pinned_version(moto_s3, prod, "cloud") == 1
     promotion = json.loads(moto_s3.get(prod, "audit/promotions/cloud/1.json"))
     assert promotion["schema"] == "model-sync.promotion/v2"
-    assert (promotion["compatibility"]["triton_image"], promotion["compatibility"]["result"]) == (OLD_IMAGE, "skew-allowed")
+    assert (promotion["compatibility"]["triton_image"], promotion["compatibility"]["result"]) == (
+        OLD_IMAGE,
+        "skew-allowed",
+    )
     target = manifest_doc(moto_s3, prod, "cloud", 1)
     assert target["compatibility"] == promotion["compatibility"]
     assert target["exporter"] == manifest_doc(moto_s3, staging, "cloud", 1)["exporter"]

@@ -30,10 +30,16 @@ def test_config_file_search_order(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
     _yaml(tmp_path / "model-sync.yaml", "environments:\n  staging:\n    bucket: s3://cwd-bucket\n")
     assert environments.resolve("staging").bucket == "cwd-bucket"
-    monkeypatch.setenv("MODEL_SYNC_CONFIG", _yaml(tmp_path / "env.yaml", "environments:\n  staging:\n    bucket: s3://env-bucket/p\n"))
+    monkeypatch.setenv(
+        "MODEL_SYNC_CONFIG", _yaml(tmp_path / "env.yaml", "environments:\n  staging:\n    bucket: s3://env-bucket/p\n")
+    )
     env = environments.resolve("staging")
     assert (env.bucket, env.root.prefix, env.source) == ("env-bucket", "p", str(tmp_path / "env.yaml"))
-    flag = _yaml(tmp_path / "flag.yaml", "environments:\n  staging:\n    bucket: s3://flag-bucket\n    endpointUrl: http://127.0.0.1:9\n    " "region: eu-west-1\n")
+    flag = _yaml(
+        tmp_path / "flag.yaml",
+        "environments:\n  staging:\n    bucket: s3://flag-bucket\n    endpointUrl: http://127.0.0.1:9\n    "
+        "region: eu-west-1\n",
+    )
     env = environments.resolve("staging", flag)
     assert (env.bucket, env.endpoint_url, env.region) == ("flag-bucket", "http://127.0.0.1:9", "eu-west-1")
     env = environments.resolve("staging", flag, bucket="s3://override", region="us-east-2")
@@ -41,14 +47,33 @@ def test_config_file_search_order(tmp_path, monkeypatch) -> None:
 
 
 def test_pulumi_stack_outputs(tmp_path, monkeypatch) -> None:
-    bindir = _stub_pulumi(tmp_path, '{"modelRepositoryUri": "s3://triton-models-prod-abc/", "region": "eu-central-1", "tritonEndpoints": ' '{"http": "https://triton.example.com", "grpc": "grpc.example.com:443"}}')
+    bindir = _stub_pulumi(
+        tmp_path,
+        '{"modelRepositoryUri": "s3://triton-models-prod-abc/", "region": "eu-central-1", "tritonEndpoints": '
+        '{"http": "https://triton.example.com", "grpc": "grpc.example.com:443"}}',
+    )
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("PULUMI", raising=False)
-    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/triton-platform/prod\n    region: us-west-2\n")
+    cfg = _yaml(
+        tmp_path / "m.yaml",
+        "environments:\n  prod:\n    pulumiStack: acme/triton-platform/prod\n    region: us-west-2\n",
+    )
     env = environments.resolve("prod", cfg)
-    assert (env.bucket, env.root.prefix, env.region, env.triton_url, env.grpc_url) == ("triton-models-prod-abc", "", "us-west-2", "https://triton.example.com", "grpc.example.com:443")
+    assert (env.bucket, env.root.prefix, env.region, env.triton_url, env.grpc_url) == (
+        "triton-models-prod-abc",
+        "",
+        "us-west-2",
+        "https://triton.example.com",
+        "grpc.example.com:443",
+    )
     assert env.source == "pulumi stack acme/triton-platform/prod"
-    assert (tmp_path / "pulumi-args").read_text().split() == ["stack", "output", "--json", "--stack", "acme/triton-platform/prod"]
+    assert (tmp_path / "pulumi-args").read_text().split() == [
+        "stack",
+        "output",
+        "--json",
+        "--stack",
+        "acme/triton-platform/prod",
+    ]
     assert env.triton_image is None
 
 
@@ -73,8 +98,14 @@ def test_pulumi_stack_outputs_of_the_real_program(tmp_path, monkeypatch, prod) -
     ("outputs", "root"),
     [
         # What __main__.py exports: the bucket (the root) and the Triton tree under it.
-        ({"modelRepositoryBucket": "tp-prod-models-1", "modelRepositoryUri": "s3://tp-prod-models-1/repository"}, "s3://tp-prod-models-1/"),
-        ({"modelRepositoryUri": "s3://tp-prod-models-1/repository/"}, "s3://tp-prod-models-1/"),  # never repository/repository/
+        (
+            {"modelRepositoryBucket": "tp-prod-models-1", "modelRepositoryUri": "s3://tp-prod-models-1/repository"},
+            "s3://tp-prod-models-1/",
+        ),
+        (
+            {"modelRepositoryUri": "s3://tp-prod-models-1/repository/"},
+            "s3://tp-prod-models-1/",
+        ),  # never repository/repository/
         ({"modelRepositoryUri": "s3://tp-prod-models-1/team-a"}, "s3://tp-prod-models-1/team-a/"),
     ],
 )
@@ -85,9 +116,15 @@ def test_pulumi_outputs_give_the_root_and_the_triton_image(tmp_path, monkeypatch
     env = environments.resolve("prod", cfg)
     assert (env.root.uri(), env.triton_image) == (root, "nvcr.io/nvidia/tritonserver:25.10-py3")
     # The file and then the flag override the stack output.
-    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n    tritonImage: " "nvcr.io/nvidia/tritonserver:25.09-py3\n")
+    cfg = _yaml(
+        tmp_path / "m.yaml",
+        "environments:\n  prod:\n    pulumiStack: acme/p/prod\n    tritonImage: "
+        "nvcr.io/nvidia/tritonserver:25.09-py3\n",
+    )
     assert environments.resolve("prod", cfg).triton_image == "nvcr.io/nvidia/tritonserver:25.09-py3"
-    assert environments.resolve("prod", cfg, triton_image="nvcr.io/nvidia/tritonserver:25.11-py3").triton_image.endswith("25.11-py3")
+    assert environments.resolve(
+        "prod", cfg, triton_image="nvcr.io/nvidia/tritonserver:25.11-py3"
+    ).triton_image.endswith("25.11-py3")
 
 
 @pytest.mark.parametrize(
@@ -115,7 +152,10 @@ def test_pulumi_failures(tmp_path, monkeypatch, body, rc, code, match) -> None:
         ("environments:\n  prod:\n    bukcet: s3://x-y\n", r"environments\.prod\.bukcet: unknown key"),
         ("environments:\n  prod:\n    region: eu-west-1\n", r"environments\.prod: no bucket"),
         ("environments:\n  prod:\n    bucket: 3\n", r"environments\.prod\.bucket: 3; allowed: a non-empty string"),
-        ("environments:\n  prod:\n    bucket: s3://x-y\n    unenforcedConditionalWrites: yes-please\n", r"unenforcedConditionalWrites: 'yes-please'; allowed: 'accepted'"),
+        (
+            "environments:\n  prod:\n    bucket: s3://x-y\n    unenforcedConditionalWrites: yes-please\n",
+            r"unenforcedConditionalWrites: 'yes-please'; allowed: 'accepted'",
+        ),
         ("environments:\n  prod:\n    bucket: bucket-without-scheme\n", r"bucket URI: 'bucket-without-scheme'"),
         ("environments:\n  prod:\n    bucket: s3://ok-b\n    endpointUrl: ftp://x\n", r"endpoint URL: 'ftp://x'"),
         ("environments: [\n", r"cannot be read as YAML"),
@@ -130,7 +170,9 @@ def test_bad_config_files(tmp_path, text, match) -> None:
 def test_unknown_env_and_missing_config(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
-    with pytest.raises(errors.SyncError, match=r"environment: 'prod' is not configured; allowed: none \(no model-sync.yaml found\)"):
+    with pytest.raises(
+        errors.SyncError, match=r"environment: 'prod' is not configured; allowed: none \(no model-sync.yaml found\)"
+    ):
         environments.resolve("prod")
     with pytest.raises(errors.SyncError, match=r"--config: '/nope.yaml' does not exist"):
         environments.resolve("prod", "/nope.yaml")

@@ -15,7 +15,16 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "model-sync.md"
 
 
 def test_exit_codes_are_the_documented_numbers() -> None:
-    assert (errors.OK, errors.UNEXPECTED, errors.USAGE, errors.NOT_FOUND, errors.REFUSED, errors.S3, errors.CHECK_FAILED, errors.INCOMPATIBLE) == tuple(range(8))
+    assert (
+        errors.OK,
+        errors.UNEXPECTED,
+        errors.USAGE,
+        errors.NOT_FOUND,
+        errors.REFUSED,
+        errors.S3,
+        errors.CHECK_FAILED,
+        errors.INCOMPATIBLE,
+    ) == tuple(range(8))
     assert sorted(errors.EXIT_CODES) == list(range(8))
 
 
@@ -28,18 +37,34 @@ def test_docs_table_lists_exactly_these_exit_codes() -> None:
     meaning = {int(code): text.lower() for code, text in rows}
     # each code's name in EXIT_CODES (the --help epilog) shares a word with its documented meaning
     for code, name in errors.EXIT_CODES.items():
-        assert set(re.findall(r"[a-z0-9]+", name)) & set(re.findall(r"[a-z0-9]+", meaning[code])), (code, name, meaning[code])
+        assert set(re.findall(r"[a-z0-9]+", name)) & set(re.findall(r"[a-z0-9]+", meaning[code])), (
+            code,
+            name,
+            meaning[code],
+        )
     assert "Every failure is one line on stderr: `model-sync: <what>: <bad value>; <what is allowed>`." in section
 
 
 @pytest.mark.parametrize(
     ("make", "code"),
-    [(errors.usage, errors.USAGE), (errors.not_found, errors.NOT_FOUND), (errors.refused, errors.REFUSED), (errors.s3, errors.S3), (errors.incompatible, errors.INCOMPATIBLE)],
+    [
+        (errors.usage, errors.USAGE),
+        (errors.not_found, errors.NOT_FOUND),
+        (errors.refused, errors.REFUSED),
+        (errors.s3, errors.S3),
+        (errors.incompatible, errors.INCOMPATIBLE),
+    ],
 )
 def test_each_helper_carries_its_exit_code(make, code: int) -> None:
     err = make("thing: 'x'; allowed: y")
     assert isinstance(err, errors.SyncError)
-    assert (err.code, str(err), err.message_kind, err.run_wide, err.s3_kind) == (code, "thing: 'x'; allowed: y", "", False, None)
+    assert (err.code, str(err), err.message_kind, err.run_wide, err.s3_kind) == (
+        code,
+        "thing: 'x'; allowed: y",
+        "",
+        False,
+        None,
+    )
 
 
 def test_s3_errors_name_what_failed() -> None:
@@ -64,11 +89,26 @@ def test_one_line_folds_whitespace_and_truncates() -> None:
     assert errors.one_line("short", limit=5) == "short"
 
 
-def test_the_cli_prints_one_line_and_exits_with_the_errors_code(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_the_cli_prints_one_line_and_exits_with_the_errors_code(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """A SyncError raised by a command (here: a model directory that does not exist) reaches the
     user as `model-sync: <message>` on one stderr line and its code."""
     missing = tmp_path / "nope"
-    code = main(["push", str(missing), "--env", "x", "--bucket", "s3://models-x", "--endpoint-url", "http://127.0.0.1:9", "--region", "us-east-1"])
+    code = main(
+        [
+            "push",
+            str(missing),
+            "--env",
+            "x",
+            "--bucket",
+            "s3://models-x",
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+            "--region",
+            "us-east-1",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == errors.USAGE
     assert out == ""

@@ -60,7 +60,14 @@ FACTORIES = textwrap.dedent(
 def warmups(cfg) -> list[tuple[str, int, list[tuple[str, str, list[int], str | None]]]]:
     """model_warmup as parsed back through the protobuf: (name, batch_size, [(input, dtype, dims, data)])."""
     return [
-        (w.name, w.batch_size, [(k, model_config.pb2.DataType.Name(v.data_type), list(v.dims), v.WhichOneof("input_data_type")) for k, v in sorted(w.inputs.items())])
+        (
+            w.name,
+            w.batch_size,
+            [
+                (k, model_config.pb2.DataType.Name(v.data_type), list(v.dims), v.WhichOneof("input_data_type"))
+                for k, v in sorted(w.inputs.items())
+            ],
+        )
         for w in cfg.model_warmup
     ]
 
@@ -88,16 +95,28 @@ def test_export_local_round_trip(factories, capsys) -> None:
     assert sorted(p.name for p in (d / "1").iterdir()) == ["model.pt", "model.py"]
     cfg = model_config.read_file(str(d / "config.pbtxt"))
     assert (cfg.backend, cfg.platform, cfg.max_batch_size) == ("python", "", 8)
-    assert [(i.name, model_config.pb2.DataType.Name(i.data_type), list(i.dims)) for i in cfg.input] == [("INPUT__0", "TYPE_FP32", [4]), ("INPUT__1", "TYPE_INT64", [5])]
-    assert [(o.name, model_config.pb2.DataType.Name(o.data_type), list(o.dims)) for o in cfg.output] == [("OUTPUT__0", "TYPE_FP32", [3]), ("OUTPUT__1", "TYPE_INT64", [5])]
+    assert [(i.name, model_config.pb2.DataType.Name(i.data_type), list(i.dims)) for i in cfg.input] == [
+        ("INPUT__0", "TYPE_FP32", [4]),
+        ("INPUT__1", "TYPE_INT64", [5]),
+    ]
+    assert [(o.name, model_config.pb2.DataType.Name(o.data_type), list(o.dims)) for o in cfg.output] == [
+        ("OUTPUT__0", "TYPE_FP32", [3]),
+        ("OUTPUT__1", "TYPE_INT64", [5]),
+    ]
     assert list(cfg.dynamic_batching.preferred_batch_size) == [4]
     assert cfg.dynamic_batching.max_queue_delay_microseconds == 500
-    assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [("KIND_CPU", 1)]
+    assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [
+        ("KIND_CPU", 1)
+    ]
     # Warm-up on by default: batch 1 and the largest preferred batch (4), every input zero-filled.
     inputs = [("INPUT__0", "TYPE_FP32", [4], "zero_data"), ("INPUT__1", "TYPE_INT64", [5], "zero_data")]
     assert warmups(cfg) == [("batch_1", 1, inputs), ("batch_4", 4, inputs)]
     meta = json.loads((d / "export.json").read_text())
-    assert (meta["method"], meta["torch_version"], meta["torchscript_format_version"]) == ("trace", torch.__version__, 3)
+    assert (meta["method"], meta["torch_version"], meta["torchscript_format_version"]) == (
+        "trace",
+        torch.__version__,
+        3,
+    )
     # The saved TorchScript really matches eager on fresh inputs.
     import exportfactories  # type: ignore[import-not-found]
 
@@ -113,9 +132,22 @@ def test_export_local_round_trip(factories, capsys) -> None:
 
 
 def test_a_tracer_warning_is_reported_on_one_line(factories, capsys) -> None:
-    r = run_cli(capsys, "export", "exportfactories:branchy", "--name", "branchy", "--output", str(factories), "--example-shape", "4,4")
+    r = run_cli(
+        capsys,
+        "export",
+        "exportfactories:branchy",
+        "--name",
+        "branchy",
+        "--output",
+        str(factories),
+        "--example-shape",
+        "4,4",
+    )
     assert r.code == 0, r.err
-    assert re.match(r"model-sync: warning: torch.jit.trace: \d warning\(s\) while tracing, first: Converting a tensor to a Python boolean", r.err), r.err
+    assert re.match(
+        r"model-sync: warning: torch.jit.trace: \d warning\(s\) while tracing, first: Converting a tensor to a Python boolean",
+        r.err,
+    ), r.err
     assert len(r.err.strip().splitlines()) == 1
 
 
@@ -126,14 +158,31 @@ def test_export_cloud_script_without_batching(factories, capsys) -> None:
     cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
     assert (cfg.platform, cfg.max_batch_size, cfg.HasField("dynamic_batching")) == ("pytorch_libtorch", 0, False)
     assert list(cfg.input[0].dims) == [4]
-    assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [("KIND_GPU", 2)]
+    assert [(model_config.pb2.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [
+        ("KIND_GPU", 2)
+    ]
     # No batching: one warm-up sample at batch 1 with the declared (full) shapes.
-    assert warmups(cfg) == [("batch_1", 1, [("INPUT__0", "TYPE_FP32", [4], "zero_data"), ("INPUT__1", "TYPE_INT64", [5], "zero_data")])]
+    assert warmups(cfg) == [
+        ("batch_1", 1, [("INPUT__0", "TYPE_FP32", [4], "zero_data"), ("INPUT__1", "TYPE_INT64", [5], "zero_data")])
+    ]
     assert sorted(p.name for p in (factories / "two" / "1").iterdir()) == ["model.pt"]
 
 
 def test_no_warmup_writes_no_model_warmup(factories, capsys) -> None:
-    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "4,4", "--example-shape", "4,5", "--no-warmup")
+    r = run_cli(
+        capsys,
+        "export",
+        "exportfactories:two",
+        "--name",
+        "two",
+        "--output",
+        str(factories),
+        "--example-shape",
+        "4,4",
+        "--example-shape",
+        "4,5",
+        "--no-warmup",
+    )
     assert r.code == 0, r.err
     cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
     assert (len(cfg.model_warmup), cfg.max_batch_size, list(cfg.input[0].dims)) == (0, 8, [4])
@@ -151,18 +200,46 @@ def test_warmup_without_preferred_sizes_uses_max_batch_size(factories, capsys) -
 @pytest.mark.parametrize(
     ("args", "code", "match"),
     [
-        (["exportfactories:baked", "--example-shape", "4,2"], 6, r"export check \(example 2, batch 3\): the TorchScript model failed where eager did not"),
-        (["exportfactories:noisy", "--example-shape", "4,2"], 6, r"export check \(example 1\): OUTPUT__0 TorchScript differs from eager"),
-        (["exportfactories:two", "--example-shape", "4,7", "--example-shape", "4,5"], 2, r"example inputs: \(4, 7\) float32; \(4, 5\) float32 rejected by the eager model"),
-        (["exportfactories:not_a_module", "--example-shape", "4,2"], 2, r"factory: 'exportfactories:not_a_module' returned int"),
+        (
+            ["exportfactories:baked", "--example-shape", "4,2"],
+            6,
+            r"export check \(example 2, batch 3\): the TorchScript model failed where eager did not",
+        ),
+        (
+            ["exportfactories:noisy", "--example-shape", "4,2"],
+            6,
+            r"export check \(example 1\): OUTPUT__0 TorchScript differs from eager",
+        ),
+        (
+            ["exportfactories:two", "--example-shape", "4,7", "--example-shape", "4,5"],
+            2,
+            r"example inputs: \(4, 7\) float32; \(4, 5\) float32 rejected by the eager model",
+        ),
+        (
+            ["exportfactories:not_a_module", "--example-shape", "4,2"],
+            2,
+            r"factory: 'exportfactories:not_a_module' returned int",
+        ),
         (["exportfactories:missing", "--example-shape", "4,2"], 2, r"has no attribute 'missing'"),
         (["nosuchmodule_x:f", "--example-shape", "4,2"], 2, r"cannot be imported"),
         (["exportfactories:two", "--example-shape", "16,4"], 2, r"batch 16 > --max-batch-size 8"),
         (["exportfactories:two", "--example-shape", "4,0"], 2, r"--example-shape: '4,0'"),
         (["exportfactories:two", "--example-shape", "4,x"], 2, r"'4,x' is not a shape"),
-        (["exportfactories:two", "--example-shape", "4,4", "--example-dtype", "complex64"], 2, r"--example-dtype: 'complex64'"),
-        (["exportfactories:two", "--example-shape", "4,4", "--preferred-batch-size", "9"], 2, r"--preferred-batch-size: 9; allowed: 1\.\.max_batch_size"),
-        (["exportfactories", "--example-shape", "4,4"], 2, r"factory: 'exportfactories'; allowed: module\.path:callable"),
+        (
+            ["exportfactories:two", "--example-shape", "4,4", "--example-dtype", "complex64"],
+            2,
+            r"--example-dtype: 'complex64'",
+        ),
+        (
+            ["exportfactories:two", "--example-shape", "4,4", "--preferred-batch-size", "9"],
+            2,
+            r"--preferred-batch-size: 9; allowed: 1\.\.max_batch_size",
+        ),
+        (
+            ["exportfactories", "--example-shape", "4,4"],
+            2,
+            r"factory: 'exportfactories'; allowed: module\.path:callable",
+        ),
     ],
 )
 def test_export_failures_write_nothing(factories, capsys, args, code, match) -> None:
@@ -175,7 +252,19 @@ def test_export_failures_write_nothing(factories, capsys, args, code, match) -> 
 
 def test_export_refuses_to_overwrite(factories, capsys) -> None:
     (factories / "m").mkdir(parents=True)
-    r = run_cli(capsys, "export", "exportfactories:two", "--name", "m", "--output", str(factories), "--example-shape", "4,4", "--example-shape", "4,5")
+    r = run_cli(
+        capsys,
+        "export",
+        "exportfactories:two",
+        "--name",
+        "m",
+        "--output",
+        str(factories),
+        "--example-shape",
+        "4,4",
+        "--example-shape",
+        "4,5",
+    )
     assert (r.code, "exists; allowed: a new directory, or --overwrite" in r.err) == (4, True)
 
 

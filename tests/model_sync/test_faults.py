@@ -33,17 +33,44 @@ def test_server_killed_mid_push_pins_nothing_and_a_rerun_completes(tmp_path, cap
     bucket = rclone_s3.make_bucket("repo")
     cfg = write_config(tmp_path / "model-sync.yaml", rclone_s3, {"staging": f"s3://{bucket}"})
     data = Path(rclone_s3.data_dir or "") / bucket
-    assert run_cli(capsys, "push", str(python_model(tmp_path / "a", "big", {"model.py": b"# v1\n", "model.pt": b"small"})), "--env", "staging", "--config", cfg).code == 0
+    assert (
+        run_cli(
+            capsys,
+            "push",
+            str(python_model(tmp_path / "a", "big", {"model.py": b"# v1\n", "model.pt": b"small"})),
+            "--env",
+            "staging",
+            "--config",
+            cfg,
+        ).code
+        == 0
+    )
     model = _big_model(tmp_path / "b", b"# v2\n")
     env = {**aws_environ(), "AWS_MAX_ATTEMPTS": "1"}
-    cmd = [sys.executable, "-m", "model_sync", "push", str(model), "--env", "staging", "--config", cfg, "--multipart-threshold-mb", "8", "--concurrency", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "model_sync",
+        "push",
+        str(model),
+        "--env",
+        "staging",
+        "--config",
+        cfg,
+        "--multipart-threshold-mb",
+        "8",
+        "--concurrency",
+        "2",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # Killed once version 2 holds its first file (model.py, one PutObject) while the 48 MiB
     # model.pt is still going up in parts: a partial version directory.
     _kill_when(rclone_s3, data / "repository" / "big" / "2" / "model.py", proc)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 5, (out, err)
-    errors_ = [ln for ln in err.strip().splitlines() if not ln.startswith("model-sync: warning:")]  # rclone: If-None-Match warning
+    errors_ = [
+        ln for ln in err.strip().splitlines() if not ln.startswith("model-sync: warning:")
+    ]  # rclone: If-None-Match warning
     assert len(errors_) == 1, err
     assert "unreachable" in errors_[0], err
     rclone_s3.start()
@@ -68,14 +95,42 @@ def test_server_killed_mid_promote_pins_nothing_and_a_rerun_completes(tmp_path, 
     model = _big_model(tmp_path / "a", b"# v1\n")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     env = {**aws_environ(), "AWS_MAX_ATTEMPTS": "1"}
-    cmd = [sys.executable, "-m", "model_sync", "promote", "big", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "model_sync",
+        "promote",
+        "big",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        cfg,
+        "--skip-verification",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _kill_when(rclone_s3, Path(rclone_s3.data_dir or "") / prod / "audit" / "allocations" / "big" / "1.json", proc)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 5, (out, err)
     rclone_s3.start()
     assert pinned_version(rclone_s3, prod, "big") is None
-    r = run_cli(capsys, "promote", "big", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
+    r = run_cli(
+        capsys,
+        "promote",
+        "big",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        cfg,
+        "--skip-verification",
+    )
     assert r.code == 0, r.err
     assert pinned_version(rclone_s3, prod, "big") == 2
     assert rclone_s3.get(prod, "repository/big/2/model.pt") == (model / "1" / "model.pt").read_bytes()
@@ -101,7 +156,9 @@ def test_unreachable_endpoint_exit_5(tmp_path, capsys, aws_env, monkeypatch) -> 
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     from tests.support.s3_servers import free_port
 
-    r = run_cli(capsys, "status", "--env", "x", "--bucket", "s3://repo", "--endpoint-url", f"http://127.0.0.1:{free_port()}")
+    r = run_cli(
+        capsys, "status", "--env", "x", "--bucket", "s3://repo", "--endpoint-url", f"http://127.0.0.1:{free_port()}"
+    )
     assert r.code == 5
     assert "S3 endpoint: http://127.0.0.1:" in r.err
     assert "unreachable" in r.err
@@ -112,7 +169,10 @@ def test_conditional_write_detection(rclone_s3, moto_s3, aws_env) -> None:
     rclone = Repo(environments.Environment("r", environments.layout.Root(r_bucket), rclone_s3.endpoint, "us-east-1"))
     moto = Repo(environments.Environment("m", environments.layout.Root(m_bucket), moto_s3.endpoint, "us-east-1"))
     assert (rclone.conditional_writes_enforced(), rclone.if_match_enforced()) == (False, False)
-    assert (moto.conditional_writes_enforced(), moto.if_match_enforced()) == (True, True)  # moto 5.2.5 enforces If-Match on PutObject
+    assert (moto.conditional_writes_enforced(), moto.if_match_enforced()) == (
+        True,
+        True,
+    )  # moto 5.2.5 enforces If-Match on PutObject
     assert (rclone.ignored_conditions(), moto.ignored_conditions()) == ("If-None-Match and If-Match", None)
 
 
@@ -133,7 +193,9 @@ def test_an_unreachable_endpoint_fails_a_repository_push_once(tmp_path, capsys, 
     for i in range(40):
         python_model(tmp_path / "repo", f"m{i:02d}")
     endpoint = f"http://127.0.0.1:{free_port()}"
-    r = run_cli(capsys, "push", str(tmp_path / "repo"), "--env", "x", "--bucket", "s3://repo", "--endpoint-url", endpoint)
+    r = run_cli(
+        capsys, "push", str(tmp_path / "repo"), "--env", "x", "--bucket", "s3://repo", "--endpoint-url", endpoint
+    )
     assert r.code == 5
     lines = r.err.strip().splitlines()
     assert len(lines) == 1, lines

@@ -15,7 +15,10 @@ def test_key_builders_follow_the_documented_layout() -> None:
     assert layout.allocation_key("resnet", 3) == "audit/allocations/resnet/3.json"
     assert layout.verification_key("resnet", 3) == "audit/verifications/resnet/3.json"
     assert layout.promotion_key("resnet", 3) == "audit/promotions/resnet/3.json"
-    assert layout.pin_record_key("resnet", "20260101T000000000001Z", 3) == "audit/pins/resnet/20260101T000000000001Z-3.json"
+    assert (
+        layout.pin_record_key("resnet", "20260101T000000000001Z", 3)
+        == "audit/pins/resnet/20260101T000000000001Z-3.json"
+    )
     assert layout.status_key("triton-a", "pod-1") == "status/triton-a/pod-1.json"
     root = layout.Root.parse("s3://bkt/some/prefix/")
     assert (root.bucket, root.prefix, root.key("x")) == ("bkt", "some/prefix", "some/prefix/x")
@@ -57,7 +60,10 @@ def test_the_remaining_key_builders_follow_the_documented_layout() -> None:
     assert layout.allocations_prefix("resnet") == "audit/allocations/resnet/"
     assert layout.pins_prefix("resnet") == "audit/pins/resnet/"
     assert layout.verification_attempts_prefix("resnet", 3) == "audit/verifications/resnet/3/"
-    assert layout.verification_attempt_key("resnet", 3, "20260101T000000000001Z", "0a1b2c3d") == "audit/verifications/resnet/3/20260101T000000000001Z-0a1b2c3d.json"
+    assert (
+        layout.verification_attempt_key("resnet", 3, "20260101T000000000001Z", "0a1b2c3d")
+        == "audit/verifications/resnet/3/20260101T000000000001Z-0a1b2c3d.json"
+    )
     assert layout.PROBE_KEY == "audit/.conditional-write-probe"
 
 
@@ -113,7 +119,13 @@ def test_names_versions_and_paths_at_their_limits_are_accepted() -> None:
 
 def test_a_root_without_prefix_and_the_relative_key_rule() -> None:
     root = layout.Root.parse("s3://models")
-    assert (root.bucket, root.prefix, root.key("a/b"), root.relative("a/b"), root.uri("x")) == ("models", "", "a/b", "a/b", "s3://models/x")
+    assert (root.bucket, root.prefix, root.key("a/b"), root.relative("a/b"), root.uri("x")) == (
+        "models",
+        "",
+        "a/b",
+        "a/b",
+        "s3://models/x",
+    )
     prefixed = layout.Root("models", "team/a")
     assert prefixed.uri() == "s3://models/team/a/"
     with pytest.raises(layout.LayoutError, match=r"key: 'other/x'; allowed: keys under 'team/a/'"):

@@ -22,7 +22,9 @@ def envs(tmp_path: Path, moto_s3: S3Server, aws_env) -> tuple[str, str, str]:
 
 
 def _push(capsys, tmp_path: Path, cfg: str, content: str, env: str = "staging") -> None:
-    model = python_model(tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100})
+    model = python_model(
+        tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100}
+    )
     r = run_cli(capsys, "push", str(model), "--env", env, "--config", cfg)
     assert r.code == 0, r.err
 
@@ -47,20 +49,30 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
     _push(capsys, tmp_path, cfg, "two")
-    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert r.code == 4
     assert "verification: simple 2 has no record in staging" in r.err
-    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert (r.code, "simple 1 is not pinned in staging (pinned: 2)" in r.err) == (4, True)
-    r = run_cli(capsys, "promote", "simple", "--model-version", "99", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "99", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert (r.code, "version: simple 99 does not exist in staging" in r.err) == (3, True), r.err  # issue 17, item 11
     _verify_record(moto_s3, staging, 2, passed=False)
-    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert (r.code, "FAILED in staging" in r.err) == (4, True)
     assert moto_s3.keys(prod) == []
     key = _verify_record(moto_s3, staging, 2)
     before = len(moto_s3.requests())
-    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert r.code == 0, r.err
     assert "pinned: simple version 2 in prod (promoted from staging version 2)" in r.out
     # server-side copies (CopyObject carries x-amz-copy-source; no body goes through the client) then re-hash reads
@@ -76,11 +88,15 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     manifest.read(json.dumps(prov), "model-sync.promotion/v2")
     assert prov["compatibility"]["result"] == "exempt"  # python backend: not LibTorch
     # Idempotent re-run.
-    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert (r.code, "up to date" in r.out) == (0, True)
 
 
-def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned_one(tmp_path, capsys, moto_s3, envs) -> None:
+def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned_one(
+    tmp_path, capsys, moto_s3, envs
+) -> None:
     """Issue 17, item 4: verifying a version while it is not pinned never replaces the evidence of
     an earlier pinned attempt; the latest attempt made while pinned decides."""
     cfg, staging, prod = envs
@@ -89,13 +105,17 @@ def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned
     _verify_record(moto_s3, staging, 1, passed=False, pinned=False)  # e.g. run after version 2 was pushed
     assert len(moto_s3.keys(staging, "audit/verifications/simple/1/")) == 2
     assert moto_s3.get(staging, first)  # the passing record is still there
-    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert r.code == 0, r.err
     assert json.loads(moto_s3.get(prod, "audit/promotions/simple/1.json"))["verification"]["record_key"] == first
     _push(capsys, tmp_path, cfg, "two")
     _verify_record(moto_s3, staging, 2)
     _verify_record(moto_s3, staging, 2, passed=False)  # a later pinned attempt failed: it decides
-    r = run_cli(capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg)
+    r = run_cli(
+        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+    )
     assert (r.code, "FAILED in staging" in r.err) == (4, True), r.err
 
 
@@ -103,7 +123,20 @@ def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_pat
     cfg, _staging, prod = envs
     _push(capsys, tmp_path, cfg, "prod-one", env="prod")  # prod already has its own version 1
     _push(capsys, tmp_path, cfg, "staging-one")
-    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
+    r = run_cli(
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        cfg,
+        "--skip-verification",
+    )
     assert r.code == 0, r.err
     assert pinned_version(moto_s3, prod, "simple") == 2
     assert moto_s3.get(prod, "repository/simple/1/model.py") == b"prod-one"  # never overwritten
@@ -115,8 +148,23 @@ def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_pat
 def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs) -> None:
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
-    moto_s3.client().put_object(Bucket=staging, Key="repository/simple/1/model.pt", Body=b"x" * 300)  # same size as "one"*100
-    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification")
+    moto_s3.client().put_object(
+        Bucket=staging, Key="repository/simple/1/model.pt", Body=b"x" * 300
+    )  # same size as "one"*100
+    r = run_cli(
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        cfg,
+        "--skip-verification",
+    )
     assert r.code == 4, r.err
     assert "checksum: s3://" in r.err
     assert "nothing was pinned" in r.err
@@ -131,9 +179,26 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
 def test_promote_dry_run_writes_nothing(tmp_path, capsys, moto_s3, envs) -> None:
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
-    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg, "--skip-verification", "--dry-run")
+    r = run_cli(
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        cfg,
+        "--skip-verification",
+        "--dry-run",
+    )
     assert r.code == 0
-    assert f"(dryrun) copy: s3://{staging}/repository/simple/1/model.pt to s3://{prod}/repository/simple/1/model.pt" in r.out
+    assert (
+        f"(dryrun) copy: s3://{staging}/repository/simple/1/model.pt to s3://{prod}/repository/simple/1/model.pt"
+        in r.out
+    )
     assert moto_s3.keys(prod) == []
 
 
@@ -188,7 +253,9 @@ def test_prune_keeps_newest_pinned_and_previous_pin(tmp_path, capsys, moto_s3, e
     cfg, staging, _ = envs
     for content in ("v1", "v2", "v3", "v4", "v5"):
         _push(capsys, tmp_path, cfg, content)
-    assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "2").code == 0  # pinned 2, previous 5
+    assert (
+        run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "2").code == 0
+    )  # pinned 2, previous 5
     r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1", "--dry-run")
     assert r.code == 0
     assert f"(dryrun) delete: s3://{staging}/repository/simple/1/model.pt" in r.out
@@ -205,7 +272,9 @@ def test_prune_keeps_newest_pinned_and_previous_pin(tmp_path, capsys, moto_s3, e
     assert (r.code, "--keep: 0; allowed: an integer >= 1" in r.err) == (2, True)
 
 
-def test_status_offers_and_rollback_takes_only_versions_that_still_exist_after_prune(tmp_path, capsys, moto_s3, envs) -> None:
+def test_status_offers_and_rollback_takes_only_versions_that_still_exist_after_prune(
+    tmp_path, capsys, moto_s3, envs
+) -> None:
     """Issue 17, item 6: pins 1 -> 2 -> 3 -> 4, prune --keep 1 keeps 4 and 3 (the rollback
     target); after a rollback to 3 the older pins 1 and 2 are gone, so status offers no PREVIOUS
     and rollback refuses in one line (it used to offer 2 and fail with exit 3)."""
@@ -238,7 +307,13 @@ def _on_a_terminal(cfg: str, answer: bytes, *argv: str) -> tuple[int, str]:
     from tests.support.s3_servers import aws_environ
 
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "model_sync", *argv, "--config", cfg], stdin=follower, stderr=follower, stdout=subprocess.PIPE, env=aws_environ())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "model_sync", *argv, "--config", cfg],
+        stdin=follower,
+        stderr=follower,
+        stdout=subprocess.PIPE,
+        env=aws_environ(),
+    )
     os.close(follower)
     seen = b""
     while b"[y/n]" not in seen and proc.poll() is None:
@@ -261,7 +336,10 @@ def test_rollback_and_prune_on_prod_ask_first_and_ci_passes_yes(tmp_path, capsys
         _push(capsys, tmp_path, cfg, content, env="prod")
     r = run_cli(capsys, "rollback", "simple", "--env", "prod", "--config", cfg)
     assert r.code == 2, r.err
-    assert r.err.strip() == ("model-sync: rollback in prod: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after " "the environment's approval)")
+    assert r.err.strip() == (
+        "model-sync: rollback in prod: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after "
+        "the environment's approval)"
+    )
     assert pinned_version(moto_s3, prod, "simple") == 4
     assert run_cli(capsys, "rollback", "simple", "--env", "prod", "--config", cfg, "--dry-run").code == 0
     code, out = _on_a_terminal(cfg, b"n\n", "rollback", "simple", "--env", "prod")
@@ -282,7 +360,9 @@ def test_rollback_and_prune_on_prod_ask_first_and_ci_passes_yes(tmp_path, capsys
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
 
 
-def test_prune_removes_stale_incomplete_versions_and_unfinished_uploads_but_never_counts_them(tmp_path, capsys, rclone_s3, aws_env) -> None:
+def test_prune_removes_stale_incomplete_versions_and_unfinished_uploads_but_never_counts_them(
+    tmp_path, capsys, rclone_s3, aws_env
+) -> None:
     """Issue 17, item 7: an interrupted push's version (files, no manifest) is not one of the K
     kept; it and an unfinished multipart upload are removed once older than --stale-hours, and
     left alone while younger (a push may still be writing them). On rclone: moto 5.2.5 reports
@@ -294,7 +374,9 @@ def test_prune_removes_stale_incomplete_versions_and_unfinished_uploads_but_neve
     client = rclone_s3.client()
     client.put_object(Bucket=staging, Key="repository/simple/3/model.pt", Body=b"half")  # interrupted push of 3
     upload = client.create_multipart_upload(Bucket=staging, Key="repository/simple/3/model.pt")["UploadId"]
-    client.upload_part(Bucket=staging, Key="repository/simple/3/model.pt", UploadId=upload, PartNumber=1, Body=b"x" * 1024)
+    client.upload_part(
+        Bucket=staging, Key="repository/simple/3/model.pt", UploadId=upload, PartNumber=1, Body=b"x" * 1024
+    )
     r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
     assert r.code == 0, r.err
     assert "kept incomplete version(s) [3]: younger than --stale-hours 24" in r.out
@@ -322,7 +404,14 @@ def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
     assert r.code == 0, r.err
     doc = json.loads(r.out)
     s = doc["staging"]["models"][0]
-    assert (s["model"], s["pinned"], s["previous_pin"], s["versions"], s["incomplete"], s["verified"]) == ("simple", 2, 1, [1, 2, 7], [7], True)
+    assert (s["model"], s["pinned"], s["previous_pin"], s["versions"], s["incomplete"], s["verified"]) == (
+        "simple",
+        2,
+        1,
+        [1, 2, 7],
+        [7],
+        True,
+    )
     assert s["provenance"]["promoted_from"] is None
     assert doc["prod"] == {"bucket": f"s3://{prod}", "triton_image": None, "models": []}
     r = run_cli(capsys, "status", "--env", "staging", "--config", cfg)
@@ -335,7 +424,9 @@ def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
     ("deleted", 3, r"^model-sync: object: s3://src/repository/simple/1/model\.p[ty] does not exist"),
     ("stopped", 5, r"^model-sync: S3 endpoint: http://127\.0\.0\.1:\d+ unreachable"),
 ])  # fmt: skip
-def test_promote_across_endpoints_translates_source_failures(tmp_path, capsys, moto_s3, rclone_s3, aws_env, monkeypatch, fault, code, message) -> None:
+def test_promote_across_endpoints_translates_source_failures(
+    tmp_path, capsys, moto_s3, rclone_s3, aws_env, monkeypatch, fault, code, message
+) -> None:
     """staging on rclone, prod on moto: the files are streamed GET -> upload; a source object gone
     (exit 3) or the source endpoint down (exit 5) after the checks is one line, never exit 1."""
     from model_sync import repository
@@ -361,7 +452,20 @@ def test_promote_across_endpoints_translates_source_failures(tmp_path, capsys, m
         return version
 
     monkeypatch.setattr(repository, "allocate", allocate_then_fault)
-    r = run_cli(capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", str(cfg), "--skip-verification")
+    r = run_cli(
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--config",
+        str(cfg),
+        "--skip-verification",
+    )
     assert r.code == code, r.err
     assert len(r.err.strip().splitlines()) == 1, r.err
     assert __import__("re").search(message, r.err.strip()), r.err
@@ -380,16 +484,29 @@ def test_prune_access_denied_names_the_operator_role(tmp_path, capsys, monkeypat
     # (list_buckets), create_bucket, create_user, put_user_policy, create_access_key.
     server = S3Server("moto", env={"INITIAL_NO_AUTH_ACTION_COUNT": "5"}).start()
     try:
-        admin = {"endpoint_url": server.endpoint, "region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        admin = {
+            "endpoint_url": server.endpoint,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
         staging = "prune-denied-staging"
         boto3.client("s3", **admin).create_bucket(Bucket=staging)
         iam = boto3.client("iam", **admin)
         iam.create_user(UserName="ci-publisher")
-        iam.put_user_policy(UserName="ci-publisher", PolicyName="no-delete", PolicyDocument=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"},
-                          {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"}],
-        }))
+        iam.put_user_policy(
+            UserName="ci-publisher",
+            PolicyName="no-delete",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {"Effect": "Allow", "Action": "*", "Resource": "*"},
+                        {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"},
+                    ],
+                }
+            ),
+        )
         key = iam.create_access_key(UserName="ci-publisher")["AccessKey"]
         for name, value in aws_environ().items():
             monkeypatch.setenv(name, value)
@@ -401,11 +518,18 @@ def test_prune_access_denied_names_the_operator_role(tmp_path, capsys, monkeypat
         r = run_cli(capsys, "prune", "simple", "--env", "staging", "--config", cfg, "--keep", "1")
         assert r.code == 5, r.err
         assert r.err.strip().splitlines() == [
-            f"model-sync: prune simple: s3:DeleteObject denied on s3://{staging}/repository/simple/1/model.pt; " "allowed: run prune with an operator role that may "
-            "delete under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot " "delete, by design"
+            f"model-sync: prune simple: s3:DeleteObject denied on s3://{staging}/repository/simple/1/model.pt; "
+            "allowed: run prune with an operator role that may "
+            "delete under repository/ and manifests/ (never audit/); CI publisher and promoter roles cannot "
+            "delete, by design"
         ]
-        user = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1",
-                            aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+        user = boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=key["AccessKeyId"],
+            aws_secret_access_key=key["SecretAccessKey"],
+        )
         assert "repository/simple/1/model.pt" in {o["Key"] for o in user.list_objects_v2(Bucket=staging)["Contents"]}
     finally:
         server.stop()

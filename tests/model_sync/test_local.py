@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_fetch_wheel_rejects_a_wheel_whose_sha256_differs_from_the_pin(tmp_path: Path) -> None:
     (tmp_path / "wheels").mkdir()
     (tmp_path / "wheels" / runtime.PYTRITON_WHEEL).write_bytes(b"not the wheel")
-    with pytest.raises(runtime.LocalRuntimeError, match=r"sha256 [0-9a-f]{64}; allowed: 21f063ff.*the pinned nvidia-pytriton==0\.7\.0"):
+    with pytest.raises(
+        runtime.LocalRuntimeError, match=r"sha256 [0-9a-f]{64}; allowed: 21f063ff.*the pinned nvidia-pytriton==0\.7\.0"
+    ):
         runtime.fetch_wheel(tmp_path)
     with pytest.raises(runtime.LocalRuntimeError):
         runtime.ensure_tritonserver(tmp_path)  # never extracted
@@ -42,7 +44,13 @@ def test_triton_argv_binds_loopback_and_polls_the_local_directory(tmp_path: Path
     server = runtime.TritonServer(tmp_path / "models", tmp_path / "log", runtime=runtime.TritonRuntime(tmp_path))
     argv = server.argv()
     assert f"--model-repository={tmp_path / 'models'}" in argv
-    assert {"--model-control-mode=poll", "--repository-poll-secs=1", "--disable-auto-complete-config", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1"} <= set(argv)
+    assert {
+        "--model-control-mode=poll",
+        "--repository-poll-secs=1",
+        "--disable-auto-complete-config",
+        "--http-address=127.0.0.1",
+        "--grpc-address=127.0.0.1",
+    } <= set(argv)
     assert not any(a.startswith("--model-repository=s3://") for a in argv)
 
 
@@ -51,8 +59,15 @@ def test_triton_argv_binds_loopback_and_polls_the_local_directory(tmp_path: Path
 def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tmp_path: Path) -> None:
     state = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    proc = subprocess.run([sys.executable, "-m", "model_sync.local", "demo", "--dir", str(state), "--keep-running"], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=200, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "model_sync.local", "demo", "--dir", str(state), "--keep-running"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=200,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     pids = json.loads((state / "pids.json").read_text()) if (state / "pids.json").exists() else {}
     try:
@@ -73,7 +88,14 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
         for pid in pids.values():
             os.kill(pid, 0)  # all still running with --keep-running
     finally:
-        stop = subprocess.run([sys.executable, "-m", "model_sync.local", "stop", "--dir", str(state)], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+        stop = subprocess.run(
+            [sys.executable, "-m", "model_sync.local", "stop", "--dir", str(state)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
     assert stop.returncode == 0, stop.stdout + stop.stderr
     for pid in pids.values():
         with pytest.raises(ProcessLookupError):

@@ -40,7 +40,11 @@ def test_a_repository_directory_yields_every_model_in_name_order(tmp_path: Path)
         python_model(tmp_path / "repo", name)
     (tmp_path / "repo" / "notes").mkdir()  # no config.pbtxt: not a model
     assert [m.name for m in localmodel.discover(str(tmp_path / "repo"))] == ["alpha", "mid", "zeta"]
-    refused(tmp_path / "repo", r"^--name: 'x' with a repository directory of 3 models; allowed: --name only with one model directory$", name="x")
+    refused(
+        tmp_path / "repo",
+        r"^--name: 'x' with a repository directory of 3 models; allowed: --name only with one model directory$",
+        name="x",
+    )
 
 
 def test_name_overrides_the_directory_name_and_is_checked(tmp_path: Path) -> None:
@@ -51,7 +55,17 @@ def test_name_overrides_the_directory_name_and_is_checked(tmp_path: Path) -> Non
 
 
 def test_dot_files_dot_dirs_pycache_and_dot_symlinks_are_skipped(tmp_path: Path) -> None:
-    d = python_model(tmp_path, "simple", files={"model.py": b"x", ".hidden": b"h", ".git/config": b"g", "__pycache__/m.pyc": b"c", "pkg/__pycache__/x.pyc": b"c"})
+    d = python_model(
+        tmp_path,
+        "simple",
+        files={
+            "model.py": b"x",
+            ".hidden": b"h",
+            ".git/config": b"g",
+            "__pycache__/m.pyc": b"c",
+            "pkg/__pycache__/x.pyc": b"c",
+        },
+    )
     (d / "1" / ".link").symlink_to(d / "1" / "model.py")
     assert sorted(localmodel.discover(str(d))[0].files) == ["model.py"]
 
@@ -74,7 +88,13 @@ def test_the_config_cache_spares_the_parse_of_known_bytes(tmp_path: Path) -> Non
 
 def test_export_meta_is_read_and_checked(tmp_path: Path) -> None:
     d = python_model(tmp_path, "simple")
-    meta = {"method": "trace", "torch_version": "2.13.0+cpu", "torchscript_format_version": 3, "target": "cloud", "operators": ["aten::relu"]}
+    meta = {
+        "method": "trace",
+        "torch_version": "2.13.0+cpu",
+        "torchscript_format_version": 3,
+        "target": "cloud",
+        "operators": ["aten::relu"],
+    }
     (d / localmodel.EXPORT_META).write_text(json.dumps(meta))
     assert localmodel.discover(str(d))[0].export_meta == meta
     assert localmodel.EXPORT_META not in localmodel.discover(str(d))[0].files  # beside the version, never uploaded
@@ -89,9 +109,15 @@ def test_export_meta_is_read_and_checked(tmp_path: Path) -> None:
 
 
 def test_a_path_that_is_no_model_directory_is_refused(tmp_path: Path) -> None:
-    refused(tmp_path / "missing", r"^model directory: '.*missing' is not a directory; allowed: a Triton model directory")
+    refused(
+        tmp_path / "missing", r"^model directory: '.*missing' is not a directory; allowed: a Triton model directory"
+    )
     (tmp_path / "empty").mkdir()
-    refused(tmp_path / "empty", r"^model directory: .*empty has no config.pbtxt; allowed: a Triton model directory \(config.pbtxt \+ one " r"<N>/\)$")
+    refused(
+        tmp_path / "empty",
+        r"^model directory: .*empty has no config.pbtxt; allowed: a Triton model directory \(config.pbtxt \+ one "
+        r"<N>/\)$",
+    )
 
 
 @pytest.mark.parametrize(("versions", "shown"), [([], r"\[\]"), (["1", "2"], r"\['1', '2'\]")])
@@ -143,11 +169,19 @@ def test_symlinked_version_config_and_model_directories_are_refused(tmp_path: Pa
     d.mkdir(parents=True)
     (d / layout.CONFIG_FILE).write_text('backend: "python"\n')
     (d / "1").symlink_to(real / "1")
-    refused(d, r"^model directory: .*/ver/simple/1 is a symlink to .*/real/simple/1; allowed: a version directory, not " r"a symlink$")
+    refused(
+        d,
+        r"^model directory: .*/ver/simple/1 is a symlink to .*/real/simple/1; allowed: a version directory, not "
+        r"a symlink$",
+    )
     c = python_model(tmp_path / "cfg", "simple")
     (c / layout.CONFIG_FILE).unlink()
     (c / layout.CONFIG_FILE).symlink_to(real / layout.CONFIG_FILE)
-    refused(c, r"config.pbtxt is a symlink to .*/real/simple/config.pbtxt, outside the model directory; allowed: a " r"config.pbtxt inside ")
+    refused(
+        c,
+        r"config.pbtxt is a symlink to .*/real/simple/config.pbtxt, outside the model directory; allowed: a "
+        r"config.pbtxt inside ",
+    )
     (c / "configs").mkdir()
     (c / "configs" / "main.pbtxt").write_text('backend: "python"\n')
     (c / layout.CONFIG_FILE).unlink()
@@ -156,7 +190,11 @@ def test_symlinked_version_config_and_model_directories_are_refused(tmp_path: Pa
     repo = tmp_path / "repo"
     python_model(repo, "alpha")
     (repo / "beta").symlink_to(real)
-    refused(repo, r"^repository directory: .*/repo/beta is a symlink to .*/real/simple; allowed: model directories, not " r"symlinks$")
+    refused(
+        repo,
+        r"^repository directory: .*/repo/beta is a symlink to .*/real/simple; allowed: model directories, not "
+        r"symlinks$",
+    )
 
 
 def test_a_fifo_is_not_a_regular_file(tmp_path: Path) -> None:

@@ -21,9 +21,20 @@ def _manifest() -> dict:
         "backend": "",
         "platform": "pytorch_libtorch",
         "source": {"path": "/x", "host": "h", "git_commit": None, "promoted_from": None},
-        "exporter": {"tool": "model-sync 0.1.0", "method": "trace", "torch_version": "2.13.0", "torchscript_format_version": 3, "target": "cloud",
-                     "operators": ["aten::linear", "aten::relu"]},
-        "compatibility": {"triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3", "libtorch_version": "2.9.0a0", "result": "skew-allowed", "detail": "version skew: ..."},
+        "exporter": {
+            "tool": "model-sync 0.1.0",
+            "method": "trace",
+            "torch_version": "2.13.0",
+            "torchscript_format_version": 3,
+            "target": "cloud",
+            "operators": ["aten::linear", "aten::relu"],
+        },
+        "compatibility": {
+            "triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3",
+            "libtorch_version": "2.9.0a0",
+            "result": "skew-allowed",
+            "detail": "version skew: ...",
+        },
         "created_by": "alice",
         "created_at": "2026-01-01T00:00:00.000000Z",
     }
@@ -39,10 +50,16 @@ MUTATIONS = [
     (lambda d: d.update(files={}), r"files: empty"),
     (lambda d: d["exporter"].update(method="jit"), r"exporter\.method: 'jit'; allowed: one of"),
     (lambda d: d.update(created_at="yesterday"), r"created_at: 'yesterday'"),
-    (lambda d: d.update(schema="model-sync.manifest/v3"), r"schema: 'model-sync.manifest/v3'; allowed: one of \['model-sync.manifest/v1', 'model-sync.manifest/v2'\]"),
+    (
+        lambda d: d.update(schema="model-sync.manifest/v3"),
+        r"schema: 'model-sync.manifest/v3'; allowed: one of \['model-sync.manifest/v1', 'model-sync.manifest/v2'\]",
+    ),
     (lambda d: d.pop("compatibility"), r"compatibility: missing"),
     (lambda d: d["compatibility"].update(result="maybe"), r"compatibility\.result: 'maybe'; allowed: one of"),
-    (lambda d: d["exporter"].update(operators="aten::linear"), r"exporter\.operators: 'aten::linear'; allowed: array or null"),
+    (
+        lambda d: d["exporter"].update(operators="aten::linear"),
+        r"exporter\.operators: 'aten::linear'; allowed: array or null",
+    ),
     (lambda d: d["exporter"].pop("operators"), r"exporter\.operators: missing"),
 ]
 
@@ -68,7 +85,9 @@ def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
     doc["exporter"].pop("operators")
     jsonschema.validate(doc, manifest.MANIFEST_SCHEMA_V1)
     assert manifest.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v1"
-    upgraded = manifest.upgrade_manifest(doc, {"triton_image": None, "libtorch_version": None, "result": "exempt", "detail": None})
+    upgraded = manifest.upgrade_manifest(
+        doc, {"triton_image": None, "libtorch_version": None, "result": "exempt", "detail": None}
+    )
     jsonschema.validate(upgraded, manifest.MANIFEST_SCHEMA)
     assert (upgraded["schema"], upgraded["exporter"]["operators"]) == ("model-sync.manifest/v2", None)
     doc["compatibility"] = upgraded["compatibility"]
@@ -113,12 +132,30 @@ def test_verification_record_round_trip() -> None:
 
 
 def _replica_status(**model: object) -> dict:
-    entry = {"pinned": [2], "serving": [1], "state": manifest.ReplicaState.READY, "error": None, "failed": {"2": "boom"},
-             "local_versions": [1, 2], "smoke": {"ok": True, "version": 1, "at": manifest.format_time(1.5), "detail": "ok"}}
-    return {"schema": manifest.REPLICA_STATUS, "env": "prod", "deployment": "default", "replica": "pod-0",
-            "bucket_uri": "s3://bkt", "triton_url": None, "heartbeat_seconds": 30, "s3_reachable": True,
-            "last_s3_ok_at": manifest.format_time(2.0), "last_error": None, "agent_started_at": manifest.format_time(1.0),
-            "reported_at": manifest.format_time(3.25), "models": {"add": {**entry, **model}}}
+    entry = {
+        "pinned": [2],
+        "serving": [1],
+        "state": manifest.ReplicaState.READY,
+        "error": None,
+        "failed": {"2": "boom"},
+        "local_versions": [1, 2],
+        "smoke": {"ok": True, "version": 1, "at": manifest.format_time(1.5), "detail": "ok"},
+    }
+    return {
+        "schema": manifest.REPLICA_STATUS,
+        "env": "prod",
+        "deployment": "default",
+        "replica": "pod-0",
+        "bucket_uri": "s3://bkt",
+        "triton_url": None,
+        "heartbeat_seconds": 30,
+        "s3_reachable": True,
+        "last_s3_ok_at": manifest.format_time(2.0),
+        "last_error": None,
+        "agent_started_at": manifest.format_time(1.0),
+        "reported_at": manifest.format_time(3.25),
+        "models": {"add": {**entry, **model}},
+    }
 
 
 def test_replica_status_record_round_trips_and_agrees_with_jsonschema() -> None:
@@ -128,11 +165,17 @@ def test_replica_status_record_round_trips_and_agrees_with_jsonschema() -> None:
     assert manifest.read_replica_status(manifest.dumps(_replica_status(smoke=None)))["models"]["add"]["smoke"] is None
 
 
-@pytest.mark.parametrize(("model", "match"), [
-    ({"state": "SERVING"}, r"models\.add\.state: 'SERVING'; allowed: one of \['READY'"),
-    ({"smoke": {"ok": "yes", "version": 1, "at": "1970-01-01T00:00:01.500000Z", "detail": "ok"}}, r"models\.add\.smoke\.ok: 'yes'; allowed: boolean"),
-    ({"extra": 1}, r"models\.add\.extra: unknown field"),
-])
+@pytest.mark.parametrize(
+    ("model", "match"),
+    [
+        ({"state": "SERVING"}, r"models\.add\.state: 'SERVING'; allowed: one of \['READY'"),
+        (
+            {"smoke": {"ok": "yes", "version": 1, "at": "1970-01-01T00:00:01.500000Z", "detail": "ok"}},
+            r"models\.add\.smoke\.ok: 'yes'; allowed: boolean",
+        ),
+        ({"extra": 1}, r"models\.add\.extra: unknown field"),
+    ],
+)
 def test_replica_status_reader_is_strict(model: dict, match: str) -> None:
     doc = _replica_status(**model)
     with pytest.raises(manifest.RecordError, match=match):

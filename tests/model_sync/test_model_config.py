@@ -9,7 +9,9 @@ from model_sync import model_config
 
 
 def test_pin_round_trip_through_the_protobuf() -> None:
-    cfg = model_config.parse('name: "m"\nbackend: "python"\nmax_batch_size: 4\nversion_policy { latest { num_versions: 2 } }\n')
+    cfg = model_config.parse(
+        'name: "m"\nbackend: "python"\nmax_batch_size: 4\nversion_policy { latest { num_versions: 2 } }\n'
+    )
     assert model_config.pinned_version(cfg) is None
     text = model_config.pinned_text(cfg, 7, "m")
     again = model_config.parse(text)
@@ -18,14 +20,16 @@ def test_pin_round_trip_through_the_protobuf() -> None:
     assert again.version_policy.WhichOneof("policy_choice") == "specific"
     assert model_config.required_files(again) == ("model.py",)
     assert model_config.required_files(model_config.parse('platform: "pytorch_libtorch"')) == ("model.pt",)
-    assert model_config.required_files(model_config.parse('platform: "onnxruntime_onnx"\ndefault_model_filename: "x.onnx"')) == ("x.onnx",)
+    assert model_config.required_files(
+        model_config.parse('platform: "onnxruntime_onnx"\ndefault_model_filename: "x.onnx"')
+    ) == ("x.onnx",)
 
 
 @pytest.mark.parametrize(
     ("text", "match"),
     [
         ('nmae: "x"', r"config.pbtxt: does not parse .*no field named \"nmae\""),
-        ("max_batch_size: -1\nbackend: \"python\"", r"max_batch_size: -1; allowed: >= 0"),
+        ('max_batch_size: -1\nbackend: "python"', r"max_batch_size: -1; allowed: >= 0"),
         ('name: "a b"\nbackend: "python"', r"model name: 'a b'"),
         ('name: "m"', r"neither backend nor platform set"),
     ],
@@ -79,10 +83,16 @@ def test_pin_replaces_any_policy_leaves_the_input_alone_and_checks_the_version()
 
 
 def test_bytes_that_are_not_utf8_or_a_missing_file_are_one_line_errors(tmp_path) -> None:
-    with pytest.raises(model_config.ConfigPbtxtError, match=r"^m/config.pbtxt: not UTF-8 text; allowed: a protobuf text-format ModelConfig$"):
+    with pytest.raises(
+        model_config.ConfigPbtxtError,
+        match=r"^m/config.pbtxt: not UTF-8 text; allowed: a protobuf text-format ModelConfig$",
+    ):
         model_config.parse(b"\xff\xfe", "m/config.pbtxt")
     missing = tmp_path / "config.pbtxt"
-    with pytest.raises(model_config.ConfigPbtxtError, match=r"cannot read \(No such file or directory\); allowed: a readable config.pbtxt$"):
+    with pytest.raises(
+        model_config.ConfigPbtxtError,
+        match=r"cannot read \(No such file or directory\); allowed: a readable config.pbtxt$",
+    ):
         model_config.read_file(str(missing))
     with pytest.raises(model_config.ConfigPbtxtError) as e:
         model_config.parse('backend: "python"\n\nnmae: "x"\n', "src")
@@ -105,7 +115,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path) -> None:
 def _warmups(cfg) -> list[tuple[str, int, list[tuple[str, str, list[int], str | None]]]]:
     """model_warmup as (name, batch_size, [(input, dtype, dims, data oneof)]), read back through the protobuf."""
     return [
-        (w.name, w.batch_size, [(k, model_config.pb2.DataType.Name(v.data_type), list(v.dims), v.WhichOneof("input_data_type")) for k, v in sorted(w.inputs.items())])
+        (
+            w.name,
+            w.batch_size,
+            [
+                (k, model_config.pb2.DataType.Name(v.data_type), list(v.dims), v.WhichOneof("input_data_type"))
+                for k, v in sorted(w.inputs.items())
+            ],
+        )
         for w in cfg.model_warmup
     ]
 
@@ -117,7 +134,10 @@ IO = 'input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [3, 8] }, { name: "IN
     ("batching", "sizes"),
     [
         ("max_batch_size: 8\ndynamic_batching { preferred_batch_size: [2, 4] }", (1, 4)),
-        ("max_batch_size: 8\ndynamic_batching { }", (1, 8)),  # no preferred sizes: the batcher fills up to max_batch_size
+        (
+            "max_batch_size: 8\ndynamic_batching { }",
+            (1, 8),
+        ),  # no preferred sizes: the batcher fills up to max_batch_size
         ("max_batch_size: 16", (1, 16)),  # batching without the dynamic batcher: clients send up to max_batch_size
         ("max_batch_size: 8\ndynamic_batching { preferred_batch_size: [1] }", (1,)),
         ("max_batch_size: 0", (1,)),  # Triton requires batch_size 1 for a model that does not batch
@@ -135,7 +155,11 @@ def test_warmup_samples_cover_batch_one_and_the_largest_batch(batching: str, siz
 
 
 def test_warmup_refuses_variable_dims() -> None:
-    cfg = model_config.parse('name: "m"\nbackend: "python"\nmax_batch_size: 4\ninput [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [-1, 3] }]\n')
-    with pytest.raises(model_config.ConfigPbtxtError, match=r"input INPUT__0 dims: \[-1, 3\]; allowed: fixed dims for model_warmup"):
+    cfg = model_config.parse(
+        'name: "m"\nbackend: "python"\nmax_batch_size: 4\ninput [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [-1, 3] }]\n'
+    )
+    with pytest.raises(
+        model_config.ConfigPbtxtError, match=r"input INPUT__0 dims: \[-1, 3\]; allowed: fixed dims for model_warmup"
+    ):
         model_config.add_warmup(cfg)
     assert len(cfg.model_warmup) == 0

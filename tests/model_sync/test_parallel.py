@@ -25,9 +25,15 @@ def test_parallel_map_puts_every_object_once(moto_s3: S3Server, s3_bucket: str) 
 
     client = moto_s3.client()
     keys = [f"k/{i:03d}" for i in range(40)]
-    assert parallel.parallel_map(lambda k: client.put_object(Bucket=s3_bucket, Key=k, Body=k.encode())["ResponseMetadata"]["HTTPStatusCode"], keys, 8) == [200] * 40
+    assert (
+        parallel.parallel_map(
+            lambda k: client.put_object(Bucket=s3_bucket, Key=k, Body=k.encode())["ResponseMetadata"]["HTTPStatusCode"],
+            keys,
+            8,
+        )
+        == [200] * 40
+    )
     assert moto_s3.keys(s3_bucket, "k/") == keys
-
 
 
 def test_parallel_map_keeps_order_and_reraises_the_first_failure() -> None:
@@ -71,7 +77,9 @@ def test_an_interrupt_stops_new_models_and_lets_running_ones_finish() -> None:
     def work(i: int) -> int:
         started.append(i)
         if i == 0:
-            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # Ctrl-C, delivered to the main thread waiting in join
+            signal.pthread_kill(
+                threading.main_thread().ident or 0, signal.SIGINT
+            )  # Ctrl-C, delivered to the main thread waiting in join
         time.sleep(1.0)  # long enough for the interrupt to land while the first wave runs, even on a loaded machine
         finished.append(i)
         return i

@@ -45,7 +45,9 @@ def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s
     assert len(moto_s3.keys(s3_bucket, "audit/pins/simple/")) == 1
     from model_sync import manifest
 
-    assert manifest.read_pin_index(moto_s3.get(s3_bucket, "manifests/_pins/simple.json"), "simple")["version"] == 1  # what agents list
+    assert (
+        manifest.read_pin_index(moto_s3.get(s3_bucket, "manifests/_pins/simple.json"), "simple")["version"] == 1
+    )  # what agents list
     doc = manifest_doc(moto_s3, s3_bucket, "simple", 1)
     for rel in ("model.pt", "model.py"):
         data = (model / "1" / rel).read_bytes()
@@ -56,7 +58,11 @@ def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s
     assert pinned_version(moto_s3, s3_bucket, "simple") == 1
     # The exact write sequence: probe (If-None-Match twice, If-Match once) -> allocation (create-only)
     # -> files -> manifest -> pin -> pin history -> pin index.
-    puts = [line.split()[1].split("?")[0].removeprefix(f"/{s3_bucket}/") for line in moto_s3.requests()[before:] if line.startswith("PUT ")]
+    puts = [
+        line.split()[1].split("?")[0].removeprefix(f"/{s3_bucket}/")
+        for line in moto_s3.requests()[before:]
+        if line.startswith("PUT ")
+    ]
     assert puts[:4] == ["audit/.conditional-write-probe"] * 3 + ["audit/allocations/simple/1.json"]
     assert sorted(puts[4:6]) == ["repository/simple/1/model.pt", "repository/simple/1/model.py"]
     assert puts[6:8] == ["manifests/simple/1.json", "repository/simple/config.pbtxt"]
@@ -81,7 +87,10 @@ def test_identical_repush_is_a_noop_with_one_read(tmp_path, capsys, moto_s3, s3_
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg, "--no-cache")
     assert (r.code, "up to date: simple version 1" in r.out) == (0, True)
     requests = moto_s3.requests()[before:]
-    assert [q.split()[1].removeprefix(f"/{s3_bucket}/") for q in requests] == ["repository/simple/config.pbtxt", "manifests/simple/1.json"], requests
+    assert [q.split()[1].removeprefix(f"/{s3_bucket}/") for q in requests] == [
+        "repository/simple/config.pbtxt",
+        "manifests/simple/1.json",
+    ], requests
     assert moto_s3.keys(s3_bucket) == keys
 
 
@@ -92,7 +101,9 @@ def test_changed_file_makes_a_new_version_and_copies_unchanged_files(tmp_path, c
     before = len(moto_s3.requests())
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
-    assert f"copy: s3://{s3_bucket}/repository/simple/1/model.pt to s3://{s3_bucket}/repository/simple/2/model.pt" in r.out
+    assert (
+        f"copy: s3://{s3_bucket}/repository/simple/1/model.pt to s3://{s3_bucket}/repository/simple/2/model.pt" in r.out
+    )
     assert f"upload: {model}/1/model.py to s3://{s3_bucket}/repository/simple/2/model.py" in r.out
     uploads = [q for q in moto_s3.requests()[before:] if q.startswith("PUT ") and "/repository/simple/2/" in q]
     assert len(uploads) == 2  # one PUT upload + one PUT CopyObject, the 2 KiB model.pt never re-sent
@@ -128,7 +139,11 @@ def test_repository_directory_pushes_every_model_under_a_prefix(tmp_path, capsys
         assert pinned_version(moto_s3, s3_bucket, name, prefix="team-a/models") == 1
     assert all(k.startswith("team-a/models/") for k in moto_s3.keys(s3_bucket))
     # Issue 17, item 13: the conditional-write probe runs once per run (3 writes), not once per worker.
-    probes = [q for q in moto_s3.requests()[before:] if q.startswith(f"PUT /{s3_bucket}/team-a/models/audit/.conditional-write-probe")]
+    probes = [
+        q
+        for q in moto_s3.requests()[before:]
+        if q.startswith(f"PUT /{s3_bucket}/team-a/models/audit/.conditional-write-probe")
+    ]
     assert len(probes) == 3, probes
 
 
@@ -137,13 +152,21 @@ def test_two_concurrent_pushes_get_distinct_versions_and_no_pin_is_lost(tmp_path
     second = python_model(tmp_path / "y", "racy", {"model.py": b"# y\n", "model.pt": os.urandom(4096)})
     env = aws_environ()
     procs = [
-        subprocess.Popen([sys.executable, "-m", "model_sync", "push", str(d), "--env", "staging", "--config", cfg], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "model_sync", "push", str(d), "--env", "staging", "--config", cfg],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for d in (first, second)
     ]
     outs = [p.communicate(timeout=120) for p in procs]
     codes = [p.returncode for p in procs]
     assert sorted(codes) in ([0, 0], [0, 4]), outs
-    allocated = sorted(json.loads(moto_s3.get(s3_bucket, k))["nonce"] for k in moto_s3.keys(s3_bucket, "audit/allocations/racy/"))
+    allocated = sorted(
+        json.loads(moto_s3.get(s3_bucket, k))["nonce"] for k in moto_s3.keys(s3_bucket, "audit/allocations/racy/")
+    )
     assert len(allocated) == 2
     by_version = {v: manifest_doc(moto_s3, s3_bucket, "racy", v) for v in (1, 2)}
     # Each version holds exactly one of the two models, intact, and they are not the same one.
@@ -204,7 +227,9 @@ def test_pin_moved_while_pushing_refuses_the_flip(tmp_path, capsys, request, aws
     assert pinned_version(s3, bucket, "simple") == 1  # the rollback stands
     assert manifest_doc(s3, bucket, "simple", 3)["files"]["model.py"]["size"] == 4
     assert len(s3.keys(bucket, "audit/pins/simple/")) == 2  # no history record for the refused flip
-    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "3")  # what the message says
+    r = run_cli(
+        capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "3"
+    )  # what the message says
     assert r.code == 0, r.err
     assert pinned_version(s3, bucket, "simple") == 3
 
@@ -220,22 +245,59 @@ def test_a_taken_version_number_is_never_overwritten(tmp_path, capsys, moto_s3, 
 
 BAD_INPUTS = [
     # (setup(tmp_path) -> model dir, extra args, exit code, stderr regex)
-    (lambda t: t / "missing", [], 2, r"^model-sync: model directory: '.*missing' is not a directory; allowed: a Triton model directory"),
-    (lambda t: python_model(t, "m", config='nmae: "m"\n'), [], 2, r"^model-sync: .*config\.pbtxt: does not parse .*nmae"),
-    (lambda t: python_model(t, "m", {"model.pt": b"x"}), [], 2, r"lacks model\.py; allowed: a version directory with every file backend 'python' needs"),
-    (lambda t: python_model(t, "m", config='platform: "pytorch_libtorch"\n', files={"model.py": b"x"}), [], 2, r"lacks model\.pt"),
+    (
+        lambda t: t / "missing",
+        [],
+        2,
+        r"^model-sync: model directory: '.*missing' is not a directory; allowed: a Triton model directory",
+    ),
+    (
+        lambda t: python_model(t, "m", config='nmae: "m"\n'),
+        [],
+        2,
+        r"^model-sync: .*config\.pbtxt: does not parse .*nmae",
+    ),
+    (
+        lambda t: python_model(t, "m", {"model.pt": b"x"}),
+        [],
+        2,
+        r"lacks model\.py; allowed: a version directory with every file backend 'python' needs",
+    ),
+    (
+        lambda t: python_model(t, "m", config='platform: "pytorch_libtorch"\n', files={"model.py": b"x"}),
+        [],
+        2,
+        r"lacks model\.pt",
+    ),
     (lambda t: python_model(t, "m"), ["--name", "bad/name"], 2, r"model name: 'bad/name'; allowed: .* \(from --name\)"),
-    (lambda t: python_model(t, "m", config='name: "other"\nbackend: "python"\n'), [], 2, r"name: 'other'; allowed: 'm'"),
-    (lambda t: (python_model(t, "m"), (t / "m" / "2").mkdir())[0], [], 2, r"has version directories \['1', '2'\]; allowed: exactly one"),
+    (
+        lambda t: python_model(t, "m", config='name: "other"\nbackend: "python"\n'),
+        [],
+        2,
+        r"name: 'other'; allowed: 'm'",
+    ),
+    (
+        lambda t: (python_model(t, "m"), (t / "m" / "2").mkdir())[0],
+        [],
+        2,
+        r"has version directories \['1', '2'\]; allowed: exactly one",
+    ),
     (lambda t: python_model(t, "m"), ["--env", "nope"], 3, r"environment: 'nope' is not configured; allowed: staging"),
     (lambda t: python_model(t, "m"), ["--env", "Bad Env"], 2, r"--env: 'Bad Env'; allowed"),
-    (lambda t: python_model(t, "m"), ["--bucket", "s3://no-such-bucket-x"], 3, r"bucket: 'no-such-bucket-x' does not exist"),
+    (
+        lambda t: python_model(t, "m"),
+        ["--bucket", "s3://no-such-bucket-x"],
+        3,
+        r"bucket: 'no-such-bucket-x' does not exist",
+    ),
     (lambda t: python_model(t, "m"), ["--concurrency", "0"], 2, r"--concurrency: 0; allowed: 1\.\.128"),
 ]
 
 
 @pytest.mark.parametrize(("setup", "extra", "code", "match"), BAD_INPUTS)
-def test_bad_input_one_line_error_and_nothing_written(tmp_path, capsys, moto_s3, s3_bucket, cfg, setup, extra, code, match) -> None:
+def test_bad_input_one_line_error_and_nothing_written(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg, setup, extra, code, match
+) -> None:
     model = setup(tmp_path)
     args = ["push", str(model), "--config", cfg, *extra]
     if "--env" not in extra:
@@ -254,7 +316,10 @@ def test_bad_input_one_line_error_and_nothing_written(tmp_path, capsys, moto_s3,
         (lambda v: (v / "loop").symlink_to(v / "loop"), "loop is not a regular file"),  # ELOOP: refused, not a crash
         (lambda v: (v / "dangling").symlink_to(v / "nowhere"), "dangling is not a regular file"),
         (lambda v: (v / "linked-dir").symlink_to(v.parent), "linked-dir is a symlink"),
-        (lambda v: (v / ".hidden-dir").symlink_to(v.parent), ".hidden-dir is a symlink"),  # never entered, even dot-named
+        (
+            lambda v: (v / ".hidden-dir").symlink_to(v.parent),
+            ".hidden-dir is a symlink",
+        ),  # never entered, even dot-named
     ],
 )
 def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, message) -> None:
@@ -290,12 +355,26 @@ def _link_model_dir_in_repository(model: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "target", "message"),
     [
-        (_link_version_dir, "m/simple", r"simple/1 is a symlink to .*elsewhere; allowed: a version directory, not a symlink"),
-        (_link_config_outside, "m/simple", r"config.pbtxt is a symlink to .*outside.pbtxt, outside the model directory"),
-        (_link_model_dir_in_repository, "m/repo", r"repo/simple is a symlink to .*; allowed: model directories, not symlinks"),
+        (
+            _link_version_dir,
+            "m/simple",
+            r"simple/1 is a symlink to .*elsewhere; allowed: a version directory, not a symlink",
+        ),
+        (
+            _link_config_outside,
+            "m/simple",
+            r"config.pbtxt is a symlink to .*outside.pbtxt, outside the model directory",
+        ),
+        (
+            _link_model_dir_in_repository,
+            "m/repo",
+            r"repo/simple is a symlink to .*; allowed: model directories, not symlinks",
+        ),
     ],
 )
-def test_symlinked_version_dir_config_or_model_dir_is_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, target, message) -> None:
+def test_symlinked_version_dir_config_or_model_dir_is_refused(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg, make, target, message
+) -> None:
     """Issue 17, item 3: a symlink would publish (and pin) whatever it points at."""
     model = python_model(tmp_path / "m", "simple")
     make(model)
@@ -326,10 +405,14 @@ def test_dot_files_dot_dirs_and_pycache_are_skipped_not_refused(tmp_path, capsys
     (version / "sub" / "deeper").mkdir(parents=True)
     (version / "sub" / "deeper" / "extra.bin").write_bytes(b"extra")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    assert sorted(moto_s3.keys(s3_bucket, "repository/simple/1/")) == [f"repository/simple/1/{rel}" for rel in ("model.pt", "model.py", "sub/deeper/extra.bin")]
+    assert sorted(moto_s3.keys(s3_bucket, "repository/simple/1/")) == [
+        f"repository/simple/1/{rel}" for rel in ("model.pt", "model.py", "sub/deeper/extra.bin")
+    ]
 
 
-def test_file_changed_after_hashing_is_caught_by_the_restat(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+def test_file_changed_after_hashing_is_caught_by_the_restat(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch
+) -> None:
     """moto stores a wrong ChecksumSHA256 without checking it, so here the local re-stat after the
     upload refuses; the S3 BadDigest branch (AWS S3) is covered by the unit test below."""
     from model_sync import push

@@ -43,19 +43,25 @@ def _repo(tmp_path: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
     return tmp_path / "repo"
 
 
-def test_repository_noop_reads_only_the_pins_and_no_cache_still_agrees(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+def test_repository_noop_reads_only_the_pins_and_no_cache_still_agrees(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg
+) -> None:
     repo = _repo(tmp_path)
     assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
     before = len(moto_s3.requests())
     r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
-    assert sorted(r.out.splitlines()) == [f"up to date: {n} version 1 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in ("a", "b", "c")]
+    assert sorted(r.out.splitlines()) == [
+        f"up to date: {n} version 1 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in ("a", "b", "c")
+    ]
     assert sorted(_paths(moto_s3, s3_bucket, before)) == [f"GET repository/{n}/config.pbtxt" for n in "abc"]
     before = len(moto_s3.requests())
     r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg, "--no-cache")
     assert (r.code, r.out.count("up to date")) == (0, 3)
     reads = sorted(_paths(moto_s3, s3_bucket, before))
-    assert reads == sorted([f"GET repository/{n}/config.pbtxt" for n in "abc"] + [f"GET manifests/{n}/1.json" for n in "abc"])
+    assert reads == sorted(
+        [f"GET repository/{n}/config.pbtxt" for n in "abc"] + [f"GET manifests/{n}/1.json" for n in "abc"]
+    )
 
 
 def test_pin_cache_is_keyed_by_the_pin_etag(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
@@ -85,7 +91,9 @@ def test_pin_cache_is_keyed_by_the_pin_etag(tmp_path, capsys, moto_s3, s3_bucket
     assert manifest_doc(moto_s3, s3_bucket, "simple", 3)["files"]["model.py"]["size"] == len(b"# x\n")
 
 
-def test_pin_cache_misses_on_identical_pin_bytes_in_a_reset_bucket(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+def test_pin_cache_misses_on_identical_pin_bytes_in_a_reset_bucket(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch
+) -> None:
     """moto (like SSE-S3 / unencrypted AWS buckets) uses the content MD5 as ETag: a bucket emptied
     and re-published with byte-identical pins has the same pin ETags over DIFFERENT manifests."""
     mine = _repo(tmp_path / "mine", ("a", "b"))
@@ -100,7 +108,9 @@ def test_pin_cache_misses_on_identical_pin_bytes_in_a_reset_bucket(tmp_path, cap
     assert run_cli(capsys, "push", str(theirs), "--env", "staging", "--config", cfg).code == 0
     assert moto_s3.client().head_object(Bucket=s3_bucket, Key="repository/a/config.pbtxt")["ETag"] == old_etag
     monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", my_cache)
-    r = run_cli(capsys, "push", str(mine), "--env", "staging", "--config", cfg)  # my cache: same ETags, older LastModified
+    r = run_cli(
+        capsys, "push", str(mine), "--env", "staging", "--config", cfg
+    )  # my cache: same ETags, older LastModified
     assert r.code == 0, r.err
     assert "up to date" not in r.out, r.out
     assert sorted(ln for ln in r.out.splitlines() if ln.startswith("pinned:")) == [
@@ -170,13 +180,17 @@ def test_hash_cache_rules(tmp_path) -> None:
     assert cache.HashCache(None).get(str(f), key) is None
 
 
-@pytest.mark.parametrize(("var", "value", "expected"), [("MODEL_SYNC_CACHE", "off", None), ("MODEL_SYNC_CACHE_DIR", "/x/y", "/x/y")])
+@pytest.mark.parametrize(
+    ("var", "value", "expected"), [("MODEL_SYNC_CACHE", "off", None), ("MODEL_SYNC_CACHE_DIR", "/x/y", "/x/y")]
+)
 def test_cache_dir_setting(monkeypatch, var, value, expected) -> None:
     monkeypatch.setenv(var, value)
     assert cache.cache_dir() == expected
 
 
-def test_allocation_from_the_pin_never_writes_into_an_occupied_version(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+def test_allocation_from_the_pin_never_writes_into_an_occupied_version(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg
+) -> None:
     """The first candidate is the pinned version + 1 (no listing); a directory another tool wrote
     there without an allocation marker is never written into, and the number is skipped."""
     repo = _repo(tmp_path, ("a", "b"))
@@ -187,7 +201,9 @@ def test_allocation_from_the_pin_never_writes_into_an_occupied_version(tmp_path,
     assert r.code == 0, r.err
     assert (pinned_version(moto_s3, s3_bucket, "a"), pinned_version(moto_s3, s3_bucket, "b")) == (3, 1)
     assert moto_s3.keys(s3_bucket, "repository/a/2/") == ["repository/a/2/theirs.bin"]
-    assert sorted(moto_s3.keys(s3_bucket, "audit/allocations/a/")) == [f"audit/allocations/a/{n}.json" for n in (1, 2, 3)]
+    assert sorted(moto_s3.keys(s3_bucket, "audit/allocations/a/")) == [
+        f"audit/allocations/a/{n}.json" for n in (1, 2, 3)
+    ]
     # Rolled back to 1 while 2 and 3 exist: candidate 2 collides with its marker, then the highest + 1.
     assert run_cli(capsys, "rollback", "a", "--env", "staging", "--config", cfg, "--model-version", "1").code == 0
     (repo / "a" / "1" / "model.py").write_text("# a, changed again\n")
@@ -222,30 +238,52 @@ def test_noop_loads_neither_s3transfer_nor_protobuf_text_format(tmp_path, capsys
     assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
     probe = (
         "import sys; from model_sync import cli; code = cli.main(sys.argv[1:]); "
-        "print(sorted(m for m in sys.modules if m.startswith(('boto3', 's3transfer', " "'google.protobuf.text_format')))); sys.exit(code)"
+        "print(sorted(m for m in sys.modules if m.startswith(('boto3', 's3transfer', "
+        "'google.protobuf.text_format')))); sys.exit(code)"
     )
-    proc = subprocess.run([sys.executable, "-c", probe, "push", str(repo), "--env", "staging", "--config", cfg], capture_output=True, text=True, env=dict(os.environ), check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "push", str(repo), "--env", "staging", "--config", cfg],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1] == "[]", proc.stdout
-    assert sorted(lines[:-1]) == [f"up to date: {n} version 1 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in "abc"]
+    assert sorted(lines[:-1]) == [
+        f"up to date: {n} version 1 (s3://{s3_bucket}/repository/{n}/config.pbtxt)" for n in "abc"
+    ]
     # A changed config needs the parser again (and a new version), in the same kind of process.
     (repo / "b" / "config.pbtxt").write_text('name: "b"\nbackend: "python"\nmax_batch_size: 8\n')
-    proc = subprocess.run([sys.executable, "-c", probe, "push", str(repo), "--env", "staging", "--config", cfg], capture_output=True, text=True, env=dict(os.environ), check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "push", str(repo), "--env", "staging", "--config", cfg],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "google.protobuf.text_format" in proc.stdout.splitlines()[-1]
     assert f"pinned: b version 2 (s3://{s3_bucket}/repository/b/config.pbtxt)" in proc.stdout
     assert "max_batch_size: 8" in moto_s3.get(s3_bucket, "repository/b/config.pbtxt").decode()
 
 
-def test_config_cache_holds_the_pin_text_s3_got_and_misses_on_any_change(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
+def test_config_cache_holds_the_pin_text_s3_got_and_misses_on_any_change(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch
+) -> None:
     from model_sync import model_config
 
     model = python_model(tmp_path, "simple")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     configs = cache.ConfigCache(os.environ["MODEL_SYNC_CACHE_DIR"])
     digest = hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest()
-    assert configs.get("simple", digest) == {"platform": "", "backend": "python", "required": ["model.py"], "pinned": {"1": moto_s3.get(s3_bucket, "repository/simple/config.pbtxt").decode()}}
+    assert configs.get("simple", digest) == {
+        "platform": "",
+        "backend": "python",
+        "required": ["model.py"],
+        "pinned": {"1": moto_s3.get(s3_bucket, "repository/simple/config.pbtxt").decode()},
+    }
     assert configs.get("other-name", digest) is None  # the name is part of the key (it is written into the pin)
 
     parses: list[str] = []
@@ -276,17 +314,25 @@ def test_config_cache_holds_the_pin_text_s3_got_and_misses_on_any_change(tmp_pat
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
     assert "does not parse" in r.err
-    assert cache.ConfigCache(directory).get("simple", hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest()) is None
+    assert (
+        cache.ConfigCache(directory).get("simple", hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest())
+        is None
+    )
     assert cache.ConfigCache(directory).get("simple", digest) is not None
 
 
-def test_a_cached_config_still_refuses_a_version_directory_without_its_backend_files(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+def test_a_cached_config_still_refuses_a_version_directory_without_its_backend_files(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg
+) -> None:
     model = python_model(tmp_path, "simple")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     (model / "1" / "model.py").unlink()  # same config bytes (a cache hit), files its backend needs are gone
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
-    assert r.err.strip() == (f"model-sync: model directory: {model / '1'} lacks model.py; allowed: a version directory with every " "file backend 'python' needs")
+    assert r.err.strip() == (
+        f"model-sync: model directory: {model / '1'} lacks model.py; allowed: a version directory with every "
+        "file backend 'python' needs"
+    )
 
 
 # ---- credentials, endpoint and region resolution of the stdlib client ------------------------
@@ -298,7 +344,9 @@ def _env_file(tmp_path: Path, server: S3Server, bucket: str, **extra: str) -> st
     return str(path)
 
 
-def test_credentials_outside_the_environment_come_from_the_rest_of_the_aws_chain(tmp_path, capsys, rclone_s3, aws_env, monkeypatch) -> None:
+def test_credentials_outside_the_environment_come_from_the_rest_of_the_aws_chain(
+    tmp_path, capsys, rclone_s3, aws_env, monkeypatch
+) -> None:
     """rclone checks access keys and signatures: only the profile's real key can publish."""
     bucket = rclone_s3.make_bucket()
     cfg = _env_file(tmp_path, rclone_s3, bucket, endpointUrl=rclone_s3.endpoint, region="us-east-1")
@@ -307,11 +355,16 @@ def test_credentials_outside_the_environment_come_from_the_rest_of_the_aws_chain
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     creds = tmp_path / "credentials"
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
-    creds.write_text(f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = not-the-secret\n")
+    creds.write_text(
+        f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = not-the-secret\n"
+    )
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert (r.code, "SignatureDoesNotMatch" in r.err) == (5, True), r.err
     assert rclone_s3.keys(bucket) == []
-    creds.write_text(f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = " f"{aws_env['AWS_SECRET_ACCESS_KEY']}\n")
+    creds.write_text(
+        f"[default]\naws_access_key_id = {aws_env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = "
+        f"{aws_env['AWS_SECRET_ACCESS_KEY']}\n"
+    )
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
     assert pinned_version(rclone_s3, bucket, "simple") == 1
@@ -324,7 +377,9 @@ def test_credentials_outside_the_environment_come_from_the_rest_of_the_aws_chain
     )
 
 
-def test_endpoint_from_aws_endpoint_url_s3_and_a_missing_region(tmp_path, capsys, moto_s3, s3_bucket, aws_env, monkeypatch) -> None:
+def test_endpoint_from_aws_endpoint_url_s3_and_a_missing_region(
+    tmp_path, capsys, moto_s3, s3_bucket, aws_env, monkeypatch
+) -> None:
     cfg = _env_file(tmp_path, moto_s3, s3_bucket)  # no endpointUrl, no region
     model = python_model(tmp_path / "m", "simple")
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_s3.endpoint)  # as the AWS SDKs and CLI read it
@@ -334,10 +389,15 @@ def test_endpoint_from_aws_endpoint_url_s3_and_a_missing_region(tmp_path, capsys
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
-    assert r.err.strip() == ("model-sync: region: none configured for environment staging; allowed: `region` in model-sync.yaml, " "--region, AWS_REGION or a profile's region")
+    assert r.err.strip() == (
+        "model-sync: region: none configured for environment staging; allowed: `region` in model-sync.yaml, "
+        "--region, AWS_REGION or a profile's region"
+    )
 
 
-def test_a_config_the_cache_vouches_for_is_still_parsed_before_any_write(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
+def test_a_config_the_cache_vouches_for_is_still_parsed_before_any_write(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg
+) -> None:
     """An entry that says a malformed config is fine (a schema change the fingerprint missed, a
     hand-edited cache) spares load() the parse, but a model that needs publishing is parsed
     before its first write: exit 2 and an empty bucket."""

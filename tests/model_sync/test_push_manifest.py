@@ -21,13 +21,24 @@ def _repo(server: S3Server, bucket: str) -> Repo:
     return Repo(Environment("staging", layout.Root(bucket), server.endpoint, REGION))
 
 
-def test_the_manifest_round_trips_through_the_strict_reader(tmp_path, moto_s3: S3Server, s3_bucket: str, aws_env) -> None:
+def test_the_manifest_round_trips_through_the_strict_reader(
+    tmp_path, moto_s3: S3Server, s3_bucket: str, aws_env
+) -> None:
     m = localmodel.load(str(python_model(tmp_path / "m", "simple", {"model.py": b"# a\n", "model.pt": b"weights"})))
     hash_files([m])
     entries = file_entries(m)
-    assert entries == {"model.pt": {"sha256": hashlib.sha256(b"weights").hexdigest(), "size": 7}, "model.py": {"sha256": hashlib.sha256(b"# a\n").hexdigest(), "size": 4}}
+    assert entries == {
+        "model.pt": {"sha256": hashlib.sha256(b"weights").hexdigest(), "size": 7},
+        "model.py": {"sha256": hashlib.sha256(b"# a\n").hexdigest(), "size": 4},
+    }
     doc = build_manifest(m, 3, "tester")
-    assert (doc["schema"], doc["model"], doc["version"], doc["files"], doc["created_by"]) == (manifest.MANIFEST_V2, "simple", 3, entries, "tester")
+    assert (doc["schema"], doc["model"], doc["version"], doc["files"], doc["created_by"]) == (
+        manifest.MANIFEST_V2,
+        "simple",
+        3,
+        entries,
+        "tester",
+    )
     assert doc["config_pbtxt"] == m.pinned_text(3)
     repo = _repo(moto_s3, s3_bucket)
     assert repo.put_new(layout.manifest_key("simple", 3), manifest.dumps(doc)) is True
@@ -40,4 +51,6 @@ def test_push_writes_the_manifest_build_manifest_builds(tmp_path, moto_s3: S3Ser
     assert (result.action, result.version) == ("pushed", 1)
     stored = manifest_doc(moto_s3, s3_bucket, "simple", 1)
     expected = build_manifest(m, 1, "tester", stored["compatibility"])
-    assert {k: v for k, v in stored.items() if k != "created_at"} == {k: v for k, v in expected.items() if k != "created_at"}
+    assert {k: v for k, v in stored.items() if k != "created_at"} == {
+        k: v for k, v in expected.items() if k != "created_at"
+    }

@@ -20,8 +20,15 @@ from tests.support.s3_servers import REGION, S3Server
         ({"concurrency": 0}, r"^PushOptions\.concurrency: 0; allowed: an integer 1\.\.128$"),
         ({"concurrency": 129}, r"^PushOptions\.concurrency: 129; allowed: an integer 1\.\.128$"),
         ({"model_workers": 0}, r"^PushOptions\.model_workers: 0; allowed: an integer 1\.\.64$"),
-        ({"multipart_threshold": 5 * 1024 * 1024 - 1}, r"^PushOptions\.multipart_threshold: 5242879; allowed: an integer 5242880\.\.5368709120 bytes \(S3 " r"parts are 5 MiB to 5 GiB\)$"),
-        ({"multipart_chunksize": 1024}, r"^PushOptions\.multipart_chunksize: 1024; allowed: an integer 5242880\.\.5368709120 bytes"),
+        (
+            {"multipart_threshold": 5 * 1024 * 1024 - 1},
+            r"^PushOptions\.multipart_threshold: 5242879; allowed: an integer 5242880\.\.5368709120 bytes \(S3 "
+            r"parts are 5 MiB to 5 GiB\)$",
+        ),
+        (
+            {"multipart_chunksize": 1024},
+            r"^PushOptions\.multipart_chunksize: 1024; allowed: an integer 5242880\.\.5368709120 bytes",
+        ),
         ({"multipart_chunksize": 6 * 1024**3}, r"^PushOptions\.multipart_chunksize: 6442450944; allowed"),
         ({"concurrency": 4.0}, r"^PushOptions\.concurrency: 4\.0; allowed: an integer"),
         ({"concurrency": True}, r"^PushOptions\.concurrency: True; allowed: an integer"),
@@ -44,7 +51,10 @@ def test_push_options_bounds_are_accepted() -> None:
     ("flags", "message"),
     [
         ({"concurrency": 0, "multipart_threshold_mb": 16}, "--concurrency: 0; allowed: 1..128"),
-        ({"concurrency": 16, "multipart_threshold_mb": 4}, "--multipart-threshold-mb: 4; allowed: 5..5120 (S3 parts are at least 5 MiB)"),
+        (
+            {"concurrency": 16, "multipart_threshold_mb": 4},
+            "--multipart-threshold-mb: 4; allowed: 5..5120 (S3 parts are at least 5 MiB)",
+        ),
     ],
 )
 def test_cli_options_name_the_flag_out_of_bounds(flags, message) -> None:
@@ -57,7 +67,12 @@ def test_cli_options_threshold_decides_parts(tmp_path, moto_s3: S3Server, s3_buc
     """--multipart-threshold-mb 5: a 6 MiB file goes up in two parts (a multipart ETag), a small
     one in one PutObject; the booleans pass through."""
     options = cli_options(concurrency=2, multipart_threshold_mb=5, use_cache=False)
-    assert (options.multipart_threshold, options.multipart_chunksize, options.concurrency, options.use_cache) == (5 * MB, 5 * MB, 2, False)
+    assert (options.multipart_threshold, options.multipart_chunksize, options.concurrency, options.use_cache) == (
+        5 * MB,
+        5 * MB,
+        2,
+        False,
+    )
     big = bytes(range(256)) * (6 * 1024 * 4)
     m = localmodel.load(str(python_model(tmp_path / "m", "simple", {"model.py": b"# a\n", "model.pt": big})))
     repo = Repo(Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, REGION))

@@ -41,7 +41,9 @@ def _pb_utils():
     )  # fmt: skip
 
 
-def test_the_pushed_wrapper_serves_a_dynamic_batch(tmp_path, capsys, moto_s3: S3Server, s3_bucket, aws_env, monkeypatch) -> None:
+def test_the_pushed_wrapper_serves_a_dynamic_batch(
+    tmp_path, capsys, moto_s3: S3Server, s3_bucket, aws_env, monkeypatch
+) -> None:
     torch = pytest.importorskip("torch")
     import numpy as np
 
@@ -53,7 +55,9 @@ def test_the_pushed_wrapper_serves_a_dynamic_batch(tmp_path, capsys, moto_s3: S3
 
     scripted = tmp_path / "model.pt"
     torch.jit.save(torch.jit.script(Double()), str(scripted))
-    model = python_model(tmp_path / "src", "double", {"model.pt": scripted.read_bytes(), "model.py": WRAPPER.read_bytes()}, config=CONFIG)
+    model = python_model(
+        tmp_path / "src", "double", {"model.pt": scripted.read_bytes(), "model.py": WRAPPER.read_bytes()}, config=CONFIG
+    )
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"})
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     served = tmp_path / "served" / "double"
@@ -64,8 +68,19 @@ def test_the_pushed_wrapper_serves_a_dynamic_batch(tmp_path, capsys, moto_s3: S3
 
     monkeypatch.setattr(python_backend_model, "pb_utils", _pb_utils())
     wrapper = python_backend_model.TritonPythonModel()
-    model_config = {"max_batch_size": 4, "input": [{"name": "INPUT__0"}], "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32"}]}
-    wrapper.initialize({"model_config": json.dumps(model_config), "model_repository": str(served), "model_version": "1", "model_instance_kind": "CPU"})
+    model_config = {
+        "max_batch_size": 4,
+        "input": [{"name": "INPUT__0"}],
+        "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32"}],
+    }
+    wrapper.initialize(
+        {
+            "model_config": json.dumps(model_config),
+            "model_repository": str(served),
+            "model_version": "1",
+            "model_instance_kind": "CPU",
+        }
+    )
     one, two = np.ones((1, 3), np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
     responses = wrapper.execute([{"INPUT__0": one}, {"INPUT__0": two}])
     assert [r.error for r in responses] == [None, None]

@@ -33,7 +33,9 @@ def two_versions(tmp_path, capsys, moto_s3):
     bucket = moto_s3.make_bucket()
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{bucket}"})
     for content in ("one", "two"):
-        model = python_model(tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100})
+        model = python_model(
+            tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100}
+        )
         assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     return moto_s3.client(), bucket, Repo(environments.resolve("staging", cfg))
 
@@ -50,8 +52,16 @@ def test_wait_served_returns_once_served_and_fails_on_a_failed_load(pushed) -> N
     client, bucket, repo = pushed
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [2]))
     assert replicas.wait_served(repo, "simple", 2, 5.0, Console(quiet=True), interval=0.1) == {"triton/pod-0": "READY"}
-    client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [1], "FAILED", {"2": "boom"}))
-    with pytest.raises(errors.SyncError, match=(r"^wait: simple version 2 is not served by every replica \(triton/pod-0: serving \[1\] \(FAILED: load " r"failed: boom\)\)")) as e:
+    client.put_object(
+        Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [1], "FAILED", {"2": "boom"})
+    )
+    with pytest.raises(
+        errors.SyncError,
+        match=(
+            r"^wait: simple version 2 is not served by every replica \(triton/pod-0: serving \[1\] \(FAILED: load "
+            r"failed: boom\)\)"
+        ),
+    ) as e:
         replicas.wait_served(repo, "simple", 2, 5.0, Console(quiet=True), interval=0.1)
     assert e.value.code == errors.CHECK_FAILED
 
@@ -61,7 +71,11 @@ def test_status_records_are_read_strictly(pushed) -> None:
 
     client, bucket, repo = pushed
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [2]))
-    client.put_object(Bucket=bucket, Key="status/triton/pod-1.json", Body=b'{"reported_at": "2026-01-01T00:00:00.000000Z", "models": {}}')  # no schema
+    client.put_object(
+        Bucket=bucket,
+        Key="status/triton/pod-1.json",
+        Body=b'{"reported_at": "2026-01-01T00:00:00.000000Z", "models": {}}',
+    )  # no schema
     client.put_object(Bucket=bucket, Key="status/triton/notes.txt", Body=b"not a record")
     docs = replicas.read_status_docs(repo)
     assert sorted(docs) == ["triton/pod-0", "triton/pod-1"]

@@ -45,7 +45,9 @@ def server_get(server: S3Server, bucket: str, key: str) -> bytes:
 
 
 def repo_on(server: S3Server, bucket: str) -> Repo:
-    return Repo(Environment("dev", layout.Root(bucket), endpoint_url=server.endpoint, region=REGION), session=_session())
+    return Repo(
+        Environment("dev", layout.Root(bucket), endpoint_url=server.endpoint, region=REGION), session=_session()
+    )
 
 
 def new_bucket(server: S3Server) -> str:
@@ -81,7 +83,9 @@ def publish_manifest(repo: Repo, version: int, files: dict[str, int] | None = No
 
 
 def flip(repo: Repo, version: int, action: str = "push", pop: int = 0) -> repository.Flip:
-    return repository.flip_pin(repo, MODEL, version, pin_text(version), action, "tests", repository.read_pin(repo, MODEL), pop=pop)
+    return repository.flip_pin(
+        repo, MODEL, version, pin_text(version), action, "tests", repository.read_pin(repo, MODEL), pop=pop
+    )
 
 
 def history_on_server(server: S3Server, bucket: str) -> list[dict[str, Any]]:
@@ -101,7 +105,9 @@ def test_no_pin_then_a_pin_with_its_etag_and_last_modified(repo: Repo, moto_s3: 
 
 
 def test_a_config_that_pins_no_single_version_reads_as_none(repo: Repo) -> None:
-    repo.put(layout.config_key(MODEL), b'backend: "python"\nversion_policy { latest { num_versions: 2 } }\n', "text/plain")
+    repo.put(
+        layout.config_key(MODEL), b'backend: "python"\nversion_policy { latest { num_versions: 2 } }\n', "text/plain"
+    )
     assert repository.read_pin(repo, MODEL).version is None
 
 
@@ -151,7 +157,13 @@ def test_a_stale_pin_is_refused_and_nothing_is_written(repo: Repo, moto_s3: S3Se
         "`model-sync rollback m --env dev --model-version 3` pins it)")  # fmt: skip
     assert server_keys(moto_s3, s3_bucket) == before
     assert server_get(moto_s3, s3_bucket, layout.config_key(MODEL)).decode() == pin_text(2)
-    with pytest.raises(errors.SyncError, match=(r"^pin: m in dev moved from 1 to 2 while this rollback ran; allowed: re-run rollback \(nothing was " r"changed\)$")):
+    with pytest.raises(
+        errors.SyncError,
+        match=(
+            r"^pin: m in dev moved from 1 to 2 while this rollback ran; allowed: re-run rollback \(nothing was "
+            r"changed\)$"
+        ),
+    ):
         repository.flip_pin(repo, MODEL, 1, pin_text(1), "rollback", "tests", stale)
 
 
@@ -176,7 +188,9 @@ def test_a_moved_pin_is_caught_on_a_server_that_ignores_if_match(rclone_s3: S3Se
     assert server_get(rclone_s3, bucket, layout.config_key(MODEL)).decode() == pin_text(2)
 
 
-def test_pin_text_for_another_version_is_a_bug_and_writes_nothing(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_pin_text_for_another_version_is_a_bug_and_writes_nothing(
+    repo: Repo, moto_s3: S3Server, s3_bucket: str
+) -> None:
     with pytest.raises(errors.SyncError) as e:
         repository.flip_pin(repo, MODEL, 2, pin_text(3), "push", "tests", repository.read_pin(repo, MODEL))
     assert (e.value.code, str(e.value)) == (errors.UNEXPECTED, "pin text for m: pins 3; allowed: 2")
@@ -212,7 +226,9 @@ def test_the_rollback_target_skips_pruned_versions(repo: Repo) -> None:
 
 def test_no_history_means_no_rollback_target(repo: Repo) -> None:
     assert repository.read_history(repo, MODEL) == repository.PinHistory(None, [])
-    assert repository.rollback_target(repo, MODEL, repository.read_pin(repo, MODEL), repository.read_history(repo, MODEL)) == (None, 0)
+    assert repository.rollback_target(
+        repo, MODEL, repository.read_pin(repo, MODEL), repository.read_history(repo, MODEL)
+    ) == (None, 0)
 
 
 def test_a_corrupt_history_record_is_refused(repo: Repo, s3_bucket: str) -> None:
@@ -231,16 +247,25 @@ def test_a_corrupt_history_record_is_refused(repo: Repo, s3_bucket: str) -> None
 def test_manifests_are_read_strictly(repo: Repo, s3_bucket: str) -> None:
     with pytest.raises(errors.SyncError) as e:
         repository.read_manifest(repo, MODEL, 1)
-    assert (e.value.code, str(e.value)) == (errors.NOT_FOUND, f"manifest: s3://{s3_bucket}/manifests/m/1.json does not exist; allowed: a version published by model-sync")
+    assert (e.value.code, str(e.value)) == (
+        errors.NOT_FOUND,
+        f"manifest: s3://{s3_bucket}/manifests/m/1.json does not exist; allowed: a version published by model-sync",
+    )
     assert repository.read_manifest(repo, MODEL, 1, required=False) is None
     publish_manifest(repo, 1)
     doc = repository.read_manifest(repo, MODEL, 1)
     assert doc is not None
     assert (doc["version"], doc["config_pbtxt"]) == (1, pin_text(1))
-    repo.put(layout.manifest_key(MODEL, 2), manifest.dumps(manifest_doc(3)))  # the record of another version under 2's key
+    repo.put(
+        layout.manifest_key(MODEL, 2), manifest.dumps(manifest_doc(3))
+    )  # the record of another version under 2's key
     with pytest.raises(errors.SyncError) as wrong:
         repository.read_manifest(repo, MODEL, 2)
-    assert (wrong.value.code, str(wrong.value)) == (errors.REFUSED, f"s3://{s3_bucket}/manifests/m/2.json: model-sync.manifest/v2 version: 3; allowed: 2 (the key it was " "read from)")
+    assert (wrong.value.code, str(wrong.value)) == (
+        errors.REFUSED,
+        f"s3://{s3_bucket}/manifests/m/2.json: model-sync.manifest/v2 version: 3; allowed: 2 (the key it was "
+        "read from)",
+    )
 
 
 def test_listings_keep_only_layout_names(repo: Repo) -> None:
@@ -269,7 +294,10 @@ def test_a_version_is_complete_when_every_manifest_file_is_there_with_its_size(r
 
 
 def test_a_prefixed_repository_root(moto_s3: S3Server, s3_bucket: str) -> None:
-    repo = Repo(Environment("dev", layout.Root(s3_bucket, "team/a"), endpoint_url=moto_s3.endpoint, region=REGION), session=_session())
+    repo = Repo(
+        Environment("dev", layout.Root(s3_bucket, "team/a"), endpoint_url=moto_s3.endpoint, region=REGION),
+        session=_session(),
+    )
     flip(repo, 1)
     assert server_get(moto_s3, s3_bucket, f"team/a/{layout.config_key(MODEL)}").decode() == pin_text(1)
     assert repository.read_pin(repo, MODEL).version == 1
@@ -307,7 +335,9 @@ def test_preferred_and_hinted_numbers(repo: Repo, moto_s3: S3Server, s3_bucket: 
     repo.put(layout.version_file_key(MODEL, 12, "model.py"), b"x")  # occupied, no marker (another tool)
     assert repository.allocate(repo, MODEL, "push", "ci", hint=11) == 13
     assert sorted(allocations_on_server(moto_s3, s3_bucket)) == [5, 6, 10, 12, 13]  # 12's marker stays: never used
-    assert server_keys(moto_s3, s3_bucket, layout.version_prefix(MODEL, 12)) == [layout.version_file_key(MODEL, 12, "model.py")]  # not overwritten
+    assert server_keys(moto_s3, s3_bucket, layout.version_prefix(MODEL, 12)) == [
+        layout.version_file_key(MODEL, 12, "model.py")
+    ]  # not overwritten
 
 
 def test_allocation_on_a_server_that_ignores_if_none_match(rclone_s3: S3Server) -> None:

@@ -13,7 +13,9 @@ def _pushed(tmp_path, capsys, moto_s3, *contents: str) -> tuple[str, str]:
     bucket = moto_s3.make_bucket()
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{bucket}"})
     for content in contents:
-        model = python_model(tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100})
+        model = python_model(
+            tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100}
+        )
         assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     return cfg, bucket
 
@@ -31,7 +33,14 @@ def _rollback(cfg: str, to: int | None = None, dry_run: bool = False) -> dict:
 def test_rollback_pops_the_history_then_pins_an_explicit_version(tmp_path, capsys, moto_s3, aws_env) -> None:
     cfg, bucket = _pushed(tmp_path, capsys, moto_s3, "one", "two", "three")
     keys = set(moto_s3.keys(bucket, "repository/"))
-    assert _rollback(cfg) == {"env": "staging", "model": "simple", "version": 2, "previous": 3, "dry_run": False, "served": None}
+    assert _rollback(cfg) == {
+        "env": "staging",
+        "model": "simple",
+        "version": 2,
+        "previous": 3,
+        "dry_run": False,
+        "served": None,
+    }
     assert _rollback(cfg)["version"] == 1
     assert pinned_version(moto_s3, bucket, "simple") == 1
     assert _rollback(cfg, to=3)["previous"] == 1
@@ -47,6 +56,8 @@ def test_a_dry_run_writes_nothing_and_a_missing_history_is_refused(tmp_path, cap
     assert _rollback(cfg, dry_run=True)["version"] == 1
     assert {k: moto_s3.get(bucket, k) for k in moto_s3.keys(bucket)} == before
     _rollback(cfg)
-    with pytest.raises(errors.SyncError, match=r"^rollback simple: no previous pin recorded for version 1; allowed: --model-version N") as e:
+    with pytest.raises(
+        errors.SyncError, match=r"^rollback simple: no previous pin recorded for version 1; allowed: --model-version N"
+    ) as e:
         _rollback(cfg)
     assert e.value.code == 4

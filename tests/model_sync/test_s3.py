@@ -25,7 +25,15 @@ from tests.support.relays import DroppingListener
 from tests.support.s3_servers import KEY, REGION, S3Server
 
 # Keys that break naive encoders: space, '+', '=', '&', '%', non-ASCII, '~', XML markup, '?', '#'.
-AWKWARD_KEYS = ["space dir/a b.txt", "p+q=r&s.bin", "pct%20literal%2F", "ü/ünïcødé.txt", "tilde~x", "xml<lt>&amp;\"quote'.json", "q?mark#hash"]
+AWKWARD_KEYS = [
+    "space dir/a b.txt",
+    "p+q=r&s.bin",
+    "pct%20literal%2F",
+    "ü/ünïcødé.txt",
+    "tilde~x",
+    "xml<lt>&amp;\"quote'.json",
+    "q?mark#hash",
+]
 
 
 @pytest.fixture(params=["moto", "rclone"])
@@ -76,7 +84,14 @@ def test_listing_follows_continuation_past_1000_keys(moto_s3: S3Server, s3_bucke
     before = len(moto_s3.requests())
     objects, _ = repo.list("many/")
     assert [o["Key"] for o in objects] == [f"many/{i:05d}" for i in range(1005)]
-    assert sum(1 for r in moto_s3.requests()[before:] if r.startswith(f"GET /{s3_bucket}?list-type=2") or r.startswith(f"GET /{s3_bucket}/?list-type=2")) == 2
+    assert (
+        sum(
+            1
+            for r in moto_s3.requests()[before:]
+            if r.startswith(f"GET /{s3_bucket}?list-type=2") or r.startswith(f"GET /{s3_bucket}/?list-type=2")
+        )
+        == 2
+    )
 
 
 def test_conditional_get_answers_not_modified(server: S3Server) -> None:
@@ -98,7 +113,10 @@ def test_missing_key_is_none_and_a_missing_bucket_exit_3(server: S3Server) -> No
     with pytest.raises(errors.SyncError) as e:
         missing.get("a.json")
     assert (e.value.code, e.value.s3_kind, e.value.run_wide) == (errors.NOT_FOUND, Kind.NO_BUCKET, True)
-    assert str(e.value) == ("bucket: 'no-such-bucket-here' does not exist (NoSuchBucket, environment dev); allowed: an existing " "model repository bucket")
+    assert str(e.value) == (
+        "bucket: 'no-such-bucket-here' does not exist (NoSuchBucket, environment dev); allowed: an existing "
+        "model repository bucket"
+    )
 
 
 def test_rejected_credentials_are_denied_and_run_wide(rclone_s3: S3Server) -> None:
@@ -124,7 +142,9 @@ def dropping() -> Iterator[DroppingListener]:
 
 
 @pytest.mark.parametrize(("attempts", "mode"), [("1", "standard"), ("3", "standard"), ("2", "adaptive")])
-def test_aws_max_attempts_and_retry_mode_are_botocores_own(dropping: DroppingListener, monkeypatch: pytest.MonkeyPatch, attempts: str, mode: str) -> None:
+def test_aws_max_attempts_and_retry_mode_are_botocores_own(
+    dropping: DroppingListener, monkeypatch: pytest.MonkeyPatch, attempts: str, mode: str
+) -> None:
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", attempts)
     monkeypatch.setenv("AWS_RETRY_MODE", mode)
     repo = repo_for(f"http://127.0.0.1:{dropping.port}", "bucket")
@@ -143,7 +163,9 @@ def test_aws_max_attempts_and_retry_mode_are_botocores_own(dropping: DroppingLis
     ("AWS_MAX_ATTEMPTS", "many",
      "AWS_MAX_ATTEMPTS: 'many'; allowed: an integer 1..20 (tries per request, the first included)"),
 ])  # fmt: skip
-def test_bad_retry_settings_are_one_line_usage_errors(monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str) -> None:
+def test_bad_retry_settings_are_one_line_usage_errors(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(errors.SyncError) as e:
         repo_for("http://127.0.0.1:9", "bucket").client  # noqa: B018 - creating the client reads them
@@ -157,10 +179,14 @@ def test_refused_connection_names_the_root_cause(monkeypatch: pytest.MonkeyPatch
     listener.close()  # nobody listens any more: connection refused
     with pytest.raises(errors.SyncError) as e:
         repo_for(f"http://127.0.0.1:{port}", "bucket").get("k")
-    assert str(e.value) == (f"S3 endpoint: http://127.0.0.1:{port} unreachable (ConnectionRefusedError); allowed: a reachable S3 " "endpoint")
+    assert str(e.value) == (
+        f"S3 endpoint: http://127.0.0.1:{port} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
+    )
 
 
-def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(tmp_path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(
+    tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 17, item 11: an endpoint that is not S3 used to read as "audit/.conditional-write-probe
     does not exist" (exit 3); it is an endpoint error (exit 5) naming the endpoint."""
     from tests.model_sync.helpers import python_model, run_cli
@@ -171,10 +197,23 @@ def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(tmp_path, cap
     try:
         model = python_model(tmp_path / "m", "simple")
         endpoint = f"http://127.0.0.1:{web.port}"
-        r = run_cli(capsys, "push", str(model), "--env", "x", "--bucket", "s3://models-x", "--endpoint-url", endpoint, "--region", "us-east-1")
+        r = run_cli(
+            capsys,
+            "push",
+            str(model),
+            "--env",
+            "x",
+            "--bucket",
+            "s3://models-x",
+            "--endpoint-url",
+            endpoint,
+            "--region",
+            "us-east-1",
+        )
         assert r.code == errors.S3, r.err
         assert r.err.strip() == (
-            f"model-sync: S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on " "s3://models-x/repository/simple/config.pbtxt; "
+            f"model-sync: S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on "
+            "s3://models-x/repository/simple/config.pbtxt; "
             "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)"
         )
         assert repo_for(endpoint, "models-x").head("k") is None  # HEAD's bare 404 is still "no such object"
@@ -183,7 +222,13 @@ def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(tmp_path, cap
 
 
 def _client_error(code: str, status: int, headers: dict[str, str] | None = None) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}}}, "GetObject")
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": "m"},
+            "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}},
+        },
+        "GetObject",
+    )
 
 
 def test_run_wide_failures_are_the_ones_every_model_would_hit() -> None:
@@ -193,7 +238,11 @@ def test_run_wide_failures_are_the_ones_every_model_would_hit() -> None:
         ("expired", "ExpiredToken", 400),
         ("clock", "RequestTimeTooSkewed", 403), ("no bucket", "NoSuchBucket", 404), ("throttled", "SlowDown", 503),
     ]}  # fmt: skip
-    per_request = {"denied prefix": _client_error("AccessDenied", 403), "missing object": _client_error("NoSuchKey", 404), "refused write": _client_error("PreconditionFailed", 412)}
+    per_request = {
+        "denied prefix": _client_error("AccessDenied", 403),
+        "missing object": _client_error("NoSuchKey", 404),
+        "refused write": _client_error("PreconditionFailed", 412),
+    }
     assert {name: translate(e, env).run_wide for name, e in run_wide.items()} == dict.fromkeys(run_wide, True)
     assert {name: translate(e, env).run_wide for name, e in per_request.items()} == dict.fromkeys(per_request, False)
     assert [classify(e) for e in per_request.values()] == [Kind.DENIED, Kind.NOT_FOUND, Kind.PRECONDITION]
@@ -201,9 +250,14 @@ def test_run_wide_failures_are_the_ones_every_model_would_hit() -> None:
 
 def test_a_wrong_region_is_a_usage_error_naming_the_buckets_region() -> None:
     env = Environment("prod", layout.Root("models"), None, "us-east-1")
-    err = translate(_client_error("PermanentRedirect", 301, {"x-amz-bucket-region": "eu-west-1"}), env, "repository/m/config.pbtxt")
+    err = translate(
+        _client_error("PermanentRedirect", 301, {"x-amz-bucket-region": "eu-west-1"}), env, "repository/m/config.pbtxt"
+    )
     assert (err.code, err.s3_kind) == (errors.USAGE, Kind.WRONG_REGION)
-    assert str(err) == ("region: requests for bucket 'models' went to the wrong region (PermanentRedirect); allowed: eu-west-1 " "(the bucket's region: `region` in model-sync.yaml or --region)")
+    assert str(err) == (
+        "region: requests for bucket 'models' went to the wrong region (PermanentRedirect); allowed: eu-west-1 "
+        "(the bucket's region: `region` in model-sync.yaml or --region)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -222,7 +276,11 @@ def test_aws_clients_keep_virtual_hosting_and_checksums() -> None:
     Express and access points) and its default checksums stay on."""
     repo = Repo(Environment("prod", layout.Root("models"), None, "eu-west-1"))
     config = repo.client.meta.config
-    assert (config.s3, config.request_checksum_calculation, config.response_checksum_validation) == (None, "when_supported", "when_supported")
+    assert (config.s3, config.request_checksum_calculation, config.response_checksum_validation) == (
+        None,
+        "when_supported",
+        "when_supported",
+    )
     assert repo.client.meta.endpoint_url == "https://s3.eu-west-1.amazonaws.com"
     local = repo_for("http://127.0.0.1:9", "bucket").client.meta.config
     assert (local.s3, local.request_checksum_calculation) == ({"addressing_style": "path"}, "when_required")
@@ -237,15 +295,21 @@ def test_big_download_comes_in_ranges_and_is_hashed_as_written(moto_s3: S3Server
     data = os.urandom(80 * 64 * 1024 + 12345)
     moto_s3.client().put_object(Bucket=s3_bucket, Key="big.bin", Body=data)
     repo = repo_for(moto_s3.endpoint, s3_bucket, purpose=s3client.AGENT)
-    settings = transfer.TransferSettings(threshold=64 * 1024, chunksize=64 * 1024, concurrency=8)  # 81 ranges (s3transfer has no 5 MiB floor for GETs)
+    settings = transfer.TransferSettings(
+        threshold=64 * 1024, chunksize=64 * 1024, concurrency=8
+    )  # 81 ranges (s3transfer has no 5 MiB floor for GETs)
     before = len(moto_s3.requests())
     with open(tmp_path / "big.bin", "w+b") as out:
-        digest, size = transfer.download(repo.client, s3_bucket, "big.bin", out, len(data), settings, sync_every=1024 * 1024)  # writeback on a helper thread too
+        digest, size = transfer.download(
+            repo.client, s3_bucket, "big.bin", out, len(data), settings, sync_every=1024 * 1024
+        )  # writeback on a helper thread too
     assert (digest, size, (tmp_path / "big.bin").read_bytes()) == (hashlib.sha256(data).hexdigest(), len(data), data)
     seen = moto_s3.requests()[before:]
     assert [r.split()[0] for r in seen] == ["GET"] * 81  # no HeadObject: the size came from the manifest
     small = io.BytesIO()  # not a file: one streamed GET, hashed in order
-    assert transfer.download(repo.client, s3_bucket, "big.bin", small, len(data), transfer.TransferSettings(threshold=64 * transfer.MB))[1] == len(data)
+    assert transfer.download(
+        repo.client, s3_bucket, "big.bin", small, len(data), transfer.TransferSettings(threshold=64 * transfer.MB)
+    )[1] == len(data)
     assert small.getvalue() == data
 
 
@@ -256,10 +320,20 @@ def test_a_download_stops_when_asked(moto_s3: S3Server, s3_bucket: str) -> None:
     stop = threading.Event()
     stop.set()
     with pytest.raises(transfer.Abandoned):
-        transfer.download(repo.client, s3_bucket, "big.bin", io.BytesIO(), len(data), transfer.TransferSettings(threshold=transfer.MB, chunksize=transfer.MB), stop)
+        transfer.download(
+            repo.client,
+            s3_bucket,
+            "big.bin",
+            io.BytesIO(),
+            len(data),
+            transfer.TransferSettings(threshold=transfer.MB, chunksize=transfer.MB),
+            stop,
+        )
 
 
-def test_put_file_stores_the_manifest_digest_as_the_objects_checksum(moto_s3: S3Server, s3_bucket: str, tmp_path) -> None:
+def test_put_file_stores_the_manifest_digest_as_the_objects_checksum(
+    moto_s3: S3Server, s3_bucket: str, tmp_path
+) -> None:
     data = os.urandom(4096)
     path = tmp_path / "model.pt"
     path.write_bytes(data)
@@ -300,8 +374,14 @@ def test_an_access_point_arn_is_a_bucket_and_botocore_addresses_the_access_point
     assert (root.bucket, root.prefix) == ("arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap", "team-a")
     assert root.uri("repository/") == "s3://arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap/team-a/repository/"
     repo = Repo(Environment("prod", root, None, "eu-west-1"))
-    assert _first_request(repo) == ("GetObject", "GET", "https://models-ap-123456789012.s3-accesspoint.eu-west-1.amazonaws.com/team-a/repository/m/config.pbtxt")
-    with pytest.raises(layout.LayoutError, match=r"allowed: an S3 bucket name \(3-63 of a-z 0-9 \. -\) or an access-point ARN"):
+    assert _first_request(repo) == (
+        "GetObject",
+        "GET",
+        "https://models-ap-123456789012.s3-accesspoint.eu-west-1.amazonaws.com/team-a/repository/m/config.pbtxt",
+    )
+    with pytest.raises(
+        layout.LayoutError, match=r"allowed: an S3 bucket name \(3-63 of a-z 0-9 \. -\) or an access-point ARN"
+    ):
         layout.Root("arn:aws:s3:eu-west-1:123:accesspoint/x")
 
 

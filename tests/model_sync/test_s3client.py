@@ -39,15 +39,23 @@ def test_a_custom_endpoint_client_talks_path_style_without_default_checksums(mot
     before = len(moto_s3.requests())
     client.put_object(Bucket=s3_bucket, Key="repository/m/config.pbtxt", Body=b"pin")
     listed = client.list_objects_v2(Bucket=s3_bucket)
-    assert moto_s3.requests()[before:][0].startswith(f"PUT /{s3_bucket}/repository/m/config.pbtxt ")  # path-style, not <bucket>.host
+    assert moto_s3.requests()[before:][0].startswith(
+        f"PUT /{s3_bucket}/repository/m/config.pbtxt "
+    )  # path-style, not <bucket>.host
     head = moto_s3.client().head_object(Bucket=s3_bucket, Key="repository/m/config.pbtxt", ChecksumMode="ENABLED")
-    assert not [k for k in head if k.startswith("Checksum")]  # botocore's default CRC32 (aws-chunked trailer) was not sent
+    assert not [
+        k for k in head if k.startswith("Checksum")
+    ]  # botocore's default CRC32 (aws-chunked trailer) was not sent
     assert isinstance(listed["Contents"][0]["LastModified"], str)  # timestamps left unparsed (new_session)
     assert moto_s3.get(s3_bucket, "repository/m/config.pbtxt") == b"pin"
 
 
-@pytest.mark.parametrize(("purpose", "attempts", "timeouts", "pool"), [(s3client.CLI, 3, (5, 60), 64), (s3client.AGENT, 2, (3, 30), 32)])
-def test_each_purpose_has_its_tries_timeouts_and_pool(purpose: s3client.Purpose, attempts: int, timeouts: tuple[int, int], pool: int) -> None:
+@pytest.mark.parametrize(
+    ("purpose", "attempts", "timeouts", "pool"), [(s3client.CLI, 3, (5, 60), 64), (s3client.AGENT, 2, (3, 30), 32)]
+)
+def test_each_purpose_has_its_tries_timeouts_and_pool(
+    purpose: s3client.Purpose, attempts: int, timeouts: tuple[int, int], pool: int
+) -> None:
     config = s3client.create_client(s3client.new_session(REGION), REGION, "http://127.0.0.1:9", purpose).meta.config
     assert config.retries == {"mode": "standard", "total_max_attempts": attempts}
     assert (config.connect_timeout, config.read_timeout, config.max_pool_connections) == (*timeouts, pool)
@@ -59,7 +67,9 @@ def test_the_agent_tries_a_request_twice_by_default() -> None:
     botocore's backoff, so only the agent's 2 are counted here (AWS_MAX_ATTEMPTS: test_s3.py)."""
     dropping = DroppingListener()
     try:
-        client = s3client.create_client(s3client.new_session(REGION), REGION, f"http://127.0.0.1:{dropping.port}", s3client.AGENT)
+        client = s3client.create_client(
+            s3client.new_session(REGION), REGION, f"http://127.0.0.1:{dropping.port}", s3client.AGENT
+        )
         with pytest.raises(botocore.exceptions.ConnectionClosedError):
             client.get_object(Bucket="models", Key="k")
         assert dropping.accepted == 2
@@ -71,12 +81,19 @@ def test_pooled_widens_the_pool_but_never_narrows_it() -> None:
     assert s3client.CLI.pooled(200).max_pool == 200
     assert s3client.CLI.pooled(8) == s3client.CLI
     assert s3client.AGENT.pooled(48).attempts == s3client.AGENT.attempts
-    client = s3client.create_client(s3client.new_session(REGION), REGION, "http://127.0.0.1:9", s3client.AGENT.pooled(100))
+    client = s3client.create_client(
+        s3client.new_session(REGION), REGION, "http://127.0.0.1:9", s3client.AGENT.pooled(100)
+    )
     assert client.meta.config.max_pool_connections == 100
 
 
 def test_retry_settings_come_from_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    aws_config(tmp_path, monkeypatch, "[profile ci]\nretry_mode = adaptive\nmax_attempts = 7\nregion = eu-west-2\n", profile="ci")
+    aws_config(
+        tmp_path,
+        monkeypatch,
+        "[profile ci]\nretry_mode = adaptive\nmax_attempts = 7\nregion = eu-west-2\n",
+        profile="ci",
+    )
     session = s3client.new_session()
     assert s3client.retries(session, s3client.CLI) == {"mode": "adaptive", "total_max_attempts": 7}
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "4")  # the environment wins over the profile
@@ -85,10 +102,15 @@ def test_retry_settings_come_from_the_profile(tmp_path: Path, monkeypatch: pytes
 
 
 def test_bad_retry_settings_in_the_profile_are_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    aws_config(tmp_path, monkeypatch, "[profile ci]\nretry_mode = legacy\n[profile many]\nmax_attempts = 21\n", profile="ci")
+    aws_config(
+        tmp_path, monkeypatch, "[profile ci]\nretry_mode = legacy\n[profile many]\nmax_attempts = 21\n", profile="ci"
+    )
     with pytest.raises(errors.SyncError) as e:
         s3client.retries(s3client.new_session(), s3client.CLI)
-    assert (e.value.code, str(e.value)) == (errors.USAGE, "AWS_RETRY_MODE: 'legacy'; allowed: one of standard, adaptive")
+    assert (e.value.code, str(e.value)) == (
+        errors.USAGE,
+        "AWS_RETRY_MODE: 'legacy'; allowed: one of standard, adaptive",
+    )
     monkeypatch.setenv("AWS_PROFILE", "many")
     with pytest.raises(errors.SyncError, match=r"^AWS_MAX_ATTEMPTS: '21'; allowed: an integer 1\.\.20"):
         s3client.retries(s3client.new_session(), s3client.CLI)
@@ -100,7 +122,10 @@ def test_an_unknown_profile_is_a_usage_error(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(errors.SyncError) as e:
         s3client.resolve_region(env_for(None), s3client.new_session)
     assert e.value.code == errors.USAGE
-    assert str(e.value) == ("AWS profile: The config profile (nope) could not be found; allowed: a profile in ~/.aws/config, or " "unset AWS_PROFILE")
+    assert str(e.value) == (
+        "AWS profile: The config profile (nope) could not be found; allowed: a profile in ~/.aws/config, or "
+        "unset AWS_PROFILE"
+    )
 
 
 def test_region_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,12 +139,20 @@ def test_region_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     assert s3client.resolve_region(env_for(None), s3client.new_session) == "eu-west-2"
     monkeypatch.delenv("AWS_PROFILE")
-    assert s3client.resolve_region(env_for("http://127.0.0.1:9000"), s3client.new_session) == "us-east-1"  # an S3-compatible server
+    assert (
+        s3client.resolve_region(env_for("http://127.0.0.1:9000"), s3client.new_session) == "us-east-1"
+    )  # an S3-compatible server
     with pytest.raises(errors.SyncError) as e:
         s3client.resolve_region(env_for(None, name="prod"), s3client.new_session)
-    assert (e.value.code, str(e.value)) == (errors.USAGE, "region: none configured for environment prod; allowed: `region` in model-sync.yaml, --region, " "AWS_REGION or a profile's region")
+    assert (e.value.code, str(e.value)) == (
+        errors.USAGE,
+        "region: none configured for environment prod; allowed: `region` in model-sync.yaml, --region, "
+        "AWS_REGION or a profile's region",
+    )
     with pytest.raises(errors.SyncError, match=r"^region: none configured for environment dev;"):
-        s3client.resolve_region(env_for("https://bucket.vpce-1a2b.s3.eu-west-1.vpce.amazonaws.com"), s3client.new_session)
+        s3client.resolve_region(
+            env_for("https://bucket.vpce-1a2b.s3.eu-west-1.vpce.amazonaws.com"), s3client.new_session
+        )
 
 
 def test_new_session_sets_the_region() -> None:
@@ -127,7 +160,9 @@ def test_new_session_sets_the_region() -> None:
     assert s3client.new_session().get_config_variable("region") == REGION  # the chain's (aws_env)
 
 
-def test_configured_endpoint_urls_are_ignored_by_the_client(moto_s3: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_configured_endpoint_urls_are_ignored_by_the_client(
+    moto_s3: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """environments.resolve reads AWS_ENDPOINT_URL_S3 once; the client never reads it again."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")

@@ -24,7 +24,9 @@ def repo_for(endpoint: str, bucket: str) -> Repo:
     return Repo(Environment("dev", layout.Root(bucket), endpoint_url=endpoint, region=REGION))
 
 
-def test_conditional_writes_are_enforced_by_moto_and_ignored_by_rclone(moto_s3: S3Server, s3_bucket: str, rclone_s3: S3Server) -> None:
+def test_conditional_writes_are_enforced_by_moto_and_ignored_by_rclone(
+    moto_s3: S3Server, s3_bucket: str, rclone_s3: S3Server
+) -> None:
     moto = repo_for(moto_s3.endpoint, s3_bucket)
     assert moto.put_new("audit/a.json", b"1") is True
     assert moto.put_new("audit/a.json", b"2") is False
@@ -34,7 +36,11 @@ def test_conditional_writes_are_enforced_by_moto_and_ignored_by_rclone(moto_s3: 
     assert ok
     assert new == hashlib.md5(b"3").hexdigest()  # noqa: S324
     assert moto.put_if("audit/gone.json", b"x", "0" * 32) == (False, None)  # If-Match on a missing key: 404
-    assert (moto.conditional_writes_enforced(), moto.if_match_enforced(), moto.ignored_conditions()) == (True, True, None)
+    assert (moto.conditional_writes_enforced(), moto.if_match_enforced(), moto.ignored_conditions()) == (
+        True,
+        True,
+        None,
+    )
     rclone = repo_for(rclone_s3.endpoint, rclone_s3.make_bucket())
     assert rclone.ignored_conditions() == "If-None-Match and If-Match"
 

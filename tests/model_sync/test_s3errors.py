@@ -161,7 +161,9 @@ def test_a_rejected_key_on_head_is_still_denied(rclone_s3: S3Server) -> None:
     assert s3errors.translate(e, env_for(rclone_s3.endpoint, bucket)).code == errors.S3
 
 
-def test_the_status_and_retry_count_of_an_answer(moto_s3: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_status_and_retry_count_of_an_answer(
+    moto_s3: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """retried(): a refusal on the first try is a conflict; after botocore retried (the first
     answer lost on the way: LostResponseRelay) the refusal may be our own applied write."""
     client = client_for(moto_s3.endpoint)
@@ -175,7 +177,11 @@ def test_the_status_and_retry_count_of_an_answer(moto_s3: S3Server, s3_bucket: s
     finally:
         relay.close()
     assert relay.lost.startswith(b"HTTP/1.1 200")  # the first try was applied
-    assert (s3errors.classify(refused), s3errors.status(refused), s3errors.retried(refused)) == (Kind.PRECONDITION, 412, True)
+    assert (s3errors.classify(refused), s3errors.status(refused), s3errors.retried(refused)) == (
+        Kind.PRECONDITION,
+        412,
+        True,
+    )
     assert moto_s3.get(s3_bucket, KEY_REL) == b"mine"
 
 
@@ -212,17 +218,26 @@ def test_a_closed_port_and_a_dropped_connection_are_unavailable() -> None:
         err = s3errors.translate(e, env_for(dropped_at, "models"))
         assert (err.code, err.message_kind, err.run_wide) == (errors.S3, "unreachable", True)
     assert s3errors.root_cause(refused) == "ConnectionRefusedError"
-    assert str(s3errors.translate(refused, env_for(dropped_at, "models"))) == f"S3 endpoint: {dropped_at} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
+    assert (
+        str(s3errors.translate(refused, env_for(dropped_at, "models")))
+        == f"S3 endpoint: {dropped_at} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
+    )
     assert s3errors.describe(refused).startswith("EndpointConnectionError: Could not connect to the endpoint URL: ")
 
 
 @pytest.mark.parametrize("partial", [False, True])
-def test_no_credentials_in_the_chain_is_denied_and_run_wide(moto_s3: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, partial: bool) -> None:
+def test_no_credentials_in_the_chain_is_denied_and_run_wide(
+    moto_s3: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, partial: bool
+) -> None:
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     if not partial:
         monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     # a fresh session resolves the (emptied) chain anew: when the client is made (partial) or signs (none)
-    e = failure(lambda: s3client.create_client(s3client.new_session(REGION), REGION, moto_s3.endpoint).get_object(Bucket=s3_bucket, Key=KEY_REL))
+    e = failure(
+        lambda: s3client.create_client(s3client.new_session(REGION), REGION, moto_s3.endpoint).get_object(
+            Bucket=s3_bucket, Key=KEY_REL
+        )
+    )
     expected = botocore.exceptions.PartialCredentialsError if partial else botocore.exceptions.NoCredentialsError
     assert isinstance(e, expected)
     assert s3errors.classify(e) is Kind.DENIED
@@ -243,8 +258,12 @@ def test_a_sync_error_passes_through_with_its_kind() -> None:
 def test_the_repository_prefix_is_part_of_where(moto_s3: S3Server, s3_bucket: str) -> None:
     env = Environment("dev", layout.Root(s3_bucket, "team/a"), endpoint_url=moto_s3.endpoint, region=REGION)
     e = failure(lambda: client_for(moto_s3.endpoint).get_object(Bucket=s3_bucket, Key=env.root.key(KEY_REL)))
-    assert str(s3errors.translate(e, env, KEY_REL)).startswith(f"object: s3://{s3_bucket}/team/a/repository/m/config.pbtxt does not exist")
-    assert str(s3errors.translate(e, env)).startswith(f"object: s3://{s3_bucket} does not exist")  # nothing named: the bucket
+    assert str(s3errors.translate(e, env, KEY_REL)).startswith(
+        f"object: s3://{s3_bucket}/team/a/repository/m/config.pbtxt does not exist"
+    )
+    assert str(s3errors.translate(e, env)).startswith(
+        f"object: s3://{s3_bucket} does not exist"
+    )  # nothing named: the bucket
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ from model_sync import smoke as vf
 
 def test_tensor_specs_prepend_the_batch_dimension() -> None:
     cfg = model_config.parse(
-        'name: "m" max_batch_size: 8 input [{ name: "x" data_type: TYPE_FP32 dims: [3, -1] }] output [{ name: ' '"y" data_type: TYPE_INT64 dims: [10] }]'
+        'name: "m" max_batch_size: 8 input [{ name: "x" data_type: TYPE_FP32 dims: [3, -1] }] output [{ name: '
+        '"y" data_type: TYPE_INT64 dims: [10] }]'
     )
     inputs, outputs = vf.tensor_specs(cfg)
     assert inputs == [vf.TensorSpec("x", "FP32", "float32", (1, 3, -1))]
@@ -36,29 +37,44 @@ def test_check_outputs_reports_missing_wrong_dtype_and_shape() -> None:
 def test_bf16_tensors_are_supported_with_ml_dtypes() -> None:
     import ml_dtypes
 
-    cfg = model_config.parse('name: "m" max_batch_size: 2 input [{ name: "x" data_type: TYPE_BF16 dims: [3] }] output [{ name: "y" ' 'data_type: TYPE_BF16 dims: [3] }]')
+    cfg = model_config.parse(
+        'name: "m" max_batch_size: 2 input [{ name: "x" data_type: TYPE_BF16 dims: [3] }] output [{ name: "y" '
+        "data_type: TYPE_BF16 dims: [3] }]"
+    )
     inputs, outputs = vf.tensor_specs(cfg)
     assert inputs == [vf.TensorSpec("x", "BF16", "bfloat16", (1, 3))]
     data = vf.smoke_inputs(inputs)
     assert data["x"].dtype == ml_dtypes.bfloat16
     body, header_length = vf.smoke_request(inputs, outputs)
     header = __import__("json").loads(body[:header_length])
-    assert header["inputs"] == [{"name": "x", "shape": [1, 3], "datatype": "BF16", "parameters": {"binary_data_size": 6}}]
+    assert header["inputs"] == [
+        {"name": "x", "shape": [1, 3], "datatype": "BF16", "parameters": {"binary_data_size": 6}}
+    ]
     assert body[header_length:] == data["x"].tobytes()
 
 
 def test_a_dtype_without_smoke_support_is_a_one_line_problem_not_a_crash() -> None:
-    cfg = model_config.parse('name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 ' 'dims: [1] }]')
-    with pytest.raises(ValueError, match=r"^config.pbtxt tensor x data_type: TYPE_INVALID; allowed: one of \[.*'TYPE_BF16'"):
+    cfg = model_config.parse(
+        'name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 '
+        "dims: [1] }]"
+    )
+    with pytest.raises(
+        ValueError, match=r"^config.pbtxt tensor x data_type: TYPE_INVALID; allowed: one of \[.*'TYPE_BF16'"
+    ):
         vf.tensor_specs(cfg)
 
     class Probe:
         def infer(self, *a: object) -> tuple[int, bytes, None]:
             raise AssertionError("no request for an unsupported dtype")
 
-    text = ('name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 ' 'dims: [1] }]')
+    text = (
+        'name: "m" input [{ name: "x" data_type: TYPE_INVALID dims: [1] }] output [{ name: "y" data_type: TYPE_FP32 '
+        "dims: [1] }]"
+    )
     assert vf.smoke_loopback(Probe(), "m", 1, text) == [
-        "smoke inference (agent): config.pbtxt tensor x data_type: TYPE_INVALID; allowed: one of " + str(sorted(vf._DTYPES)) + " (verify cannot build a smoke input for it)"
+        "smoke inference (agent): config.pbtxt tensor x data_type: TYPE_INVALID; allowed: one of "
+        + str(sorted(vf._DTYPES))
+        + " (verify cannot build a smoke input for it)"
     ]
 
 
@@ -71,11 +87,16 @@ def test_bytes_inputs_are_length_prefixed_and_replies_parse_with_or_without_bina
     assert vf.parse_reply(reply, None) == {"y": ("FP32", (1, 4))}
 
 
-def test_a_malformed_api_key_is_a_usage_error(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_malformed_api_key_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from model_sync.cli import main
 
     monkeypatch.setenv(vf.API_KEY_ENV, "no-colon")
     assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--model-version", "1"]) == 2
-    assert "$MODEL_SYNC_TRITON_API_KEY: not CLIENT:KEY; allowed: an ingress client name and its API key" in capsys.readouterr().err
+    assert (
+        "$MODEL_SYNC_TRITON_API_KEY: not CLIENT:KEY; allowed: an ingress client name and its API key"
+        in capsys.readouterr().err
+    )
     monkeypatch.setenv(vf.API_KEY_ENV, "ci:s3cret")
     assert vf.client_headers() == {"authorization": "Basic Y2k6czNjcmV0"}

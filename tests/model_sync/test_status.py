@@ -18,11 +18,15 @@ def test_model_status_shows_what_each_replica_serves(pushed) -> None:
     from model_sync import status
 
     client, bucket, repo = pushed
-    client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [1], "FAILED", {"2": "boom"}))
+    client.put_object(
+        Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [1], "FAILED", {"2": "boom"})
+    )
     client.put_object(Bucket=bucket, Key="status/triton/pod-1.json", Body=b"{not json")  # unreadable: serves nothing
     s = status.model_status(repo, "simple")
     assert (s["pinned"], s["versions"], s["previous_pin"], s["incomplete"], s["verified"]) == (2, [1, 2], 1, [], None)
-    assert s["replicas"] == {"triton/pod-0": {"serving": [1], "state": "FAILED", "error": "load failed: boom", "failed": [2]}}
+    assert s["replicas"] == {
+        "triton/pod-0": {"serving": [1], "state": "FAILED", "error": "load failed: boom", "failed": [2]}
+    }
     assert (s["pin_served"], status.served_cell(s)) == (False, "0/1 PIN NOT SERVED")
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [2]))
     s = status.model_status(repo, "simple")

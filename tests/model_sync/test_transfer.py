@@ -56,7 +56,9 @@ def seen_since(server: S3Server, before: int) -> list[str]:
 
 def test_the_manager_carries_the_settings() -> None:
     settings = transfer.TransferSettings(threshold=8 * transfer.MB, chunksize=32 * transfer.MB, concurrency=4)
-    mgr = transfer.manager(s3client.create_client(_session(), REGION, "http://127.0.0.1:9"), settings)  # no request is sent
+    mgr = transfer.manager(
+        s3client.create_client(_session(), REGION, "http://127.0.0.1:9"), settings
+    )  # no request is sent
     try:
         c = mgr.config
         assert (c.multipart_threshold, c.multipart_chunksize, c.max_request_concurrency, c.max_submission_concurrency,
@@ -64,14 +66,18 @@ def test_the_manager_carries_the_settings() -> None:
             8 * transfer.MB, 32 * transfer.MB, 4, 4, transfer.IO_CHUNK)  # fmt: skip
     finally:
         mgr.shutdown()
-    assert transfer.TransferSettings() == transfer.TransferSettings(threshold=16 * transfer.MB, chunksize=16 * transfer.MB, concurrency=16)
+    assert transfer.TransferSettings() == transfer.TransferSettings(
+        threshold=16 * transfer.MB, chunksize=16 * transfer.MB, concurrency=16
+    )
     assert transfer.IO_CHUNK == transfer.MB
 
 
 def test_a_file_above_the_threshold_is_uploaded_in_parts(moto_s3: S3Server, s3_bucket: str, tmp_path: Path) -> None:
     data = os.urandom(2 * PART + 1234)
     (tmp_path / "model.pt").write_bytes(data)
-    mgr = transfer.manager(client_for(moto_s3), transfer.TransferSettings(threshold=PART, chunksize=PART, concurrency=4))
+    mgr = transfer.manager(
+        client_for(moto_s3), transfer.TransferSettings(threshold=PART, chunksize=PART, concurrency=4)
+    )
     before = len(moto_s3.requests())
     try:
         mgr.upload(str(tmp_path / "model.pt"), s3_bucket, KEY).result()
@@ -108,7 +114,9 @@ def test_a_server_side_copy_moves_no_bytes_through_the_client(moto_s3: S3Server,
     mgr = transfer.manager(client_for(moto_s3), transfer.TransferSettings())
     before = len(moto_s3.requests())
     try:
-        mgr.copy({"Bucket": s3_bucket, "Key": KEY}, s3_bucket, target, extra_args={"ChecksumAlgorithm": "SHA256"}).result()
+        mgr.copy(
+            {"Bucket": s3_bucket, "Key": KEY}, s3_bucket, target, extra_args={"ChecksumAlgorithm": "SHA256"}
+        ).result()
     finally:
         mgr.shutdown()
     seen = seen_since(moto_s3, before)
@@ -122,12 +130,16 @@ def test_a_small_download_into_a_file_is_one_get(moto_s3: S3Server, s3_bucket: s
     observer(moto_s3).put_object(Bucket=s3_bucket, Key=KEY, Body=data)
     before = len(moto_s3.requests())
     with open(tmp_path / "model.pt", "w+b") as out:
-        digest, size = transfer.download(client_for(moto_s3), s3_bucket, KEY, out, len(data), transfer.TransferSettings())
+        digest, size = transfer.download(
+            client_for(moto_s3), s3_bucket, KEY, out, len(data), transfer.TransferSettings()
+        )
     assert seen_since(moto_s3, before) == [f"GET /{s3_bucket}/{KEY}"]
     assert (digest, size, (tmp_path / "model.pt").read_bytes()) == (hashlib.sha256(data).hexdigest(), len(data), data)
 
 
-def test_a_shared_manager_serves_several_downloads_and_stays_open(moto_s3: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+def test_a_shared_manager_serves_several_downloads_and_stays_open(
+    moto_s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
     client = client_for(moto_s3)
     settings = transfer.TransferSettings(threshold=256 * 1024, chunksize=256 * 1024, concurrency=4)
     blobs = {f"repository/m/1/{i}.bin": os.urandom(600 * 1024 + i) for i in range(2)}
@@ -138,14 +150,19 @@ def test_a_shared_manager_serves_several_downloads_and_stays_open(moto_s3: S3Ser
         for key, data in blobs.items():
             before = len(moto_s3.requests())
             with open(tmp_path / "out", "w+b") as out:
-                assert transfer.download(client, s3_bucket, key, out, len(data), settings, shared=mgr) == (hashlib.sha256(data).hexdigest(), len(data))
+                assert transfer.download(client, s3_bucket, key, out, len(data), settings, shared=mgr) == (
+                    hashlib.sha256(data).hexdigest(),
+                    len(data),
+                )
             assert (tmp_path / "out").read_bytes() == data
             assert seen_since(moto_s3, before) == [f"GET /{s3_bucket}/{key}"] * 3  # 3 ranges of 256 KiB, no HeadObject
     finally:
         mgr.shutdown()
 
 
-def test_a_digest_of_other_bytes_than_the_manifest_is_visible_to_the_caller(moto_s3: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+def test_a_digest_of_other_bytes_than_the_manifest_is_visible_to_the_caller(
+    moto_s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
     """download() returns what it hashed; the caller compares it with the manifest: a short
     object (the size said more) shows as fewer bytes hashed."""
     observer(moto_s3).put_object(Bucket=s3_bucket, Key=KEY, Body=b"12345")
@@ -155,7 +172,9 @@ def test_a_digest_of_other_bytes_than_the_manifest_is_visible_to_the_caller(moto
 
 
 @pytest.mark.parametrize("ranged", [False, True])
-def test_a_missing_object_raises_botocores_error_for_the_caller_to_classify(moto_s3: S3Server, s3_bucket: str, tmp_path: Path, ranged: bool) -> None:
+def test_a_missing_object_raises_botocores_error_for_the_caller_to_classify(
+    moto_s3: S3Server, s3_bucket: str, tmp_path: Path, ranged: bool
+) -> None:
     settings = transfer.TransferSettings(threshold=1024 if ranged else transfer.MB, chunksize=1024, concurrency=2)
     with open(tmp_path / "out", "w+b") as out, pytest.raises(ClientError) as e:
         transfer.download(client_for(moto_s3), s3_bucket, KEY, out, 4096, settings)
@@ -193,7 +212,11 @@ def test_hashing_file_with_a_plain_writer_and_writeback(tmp_path: Path) -> None:
     plain.write(b"ab")
     plain.write(b"cd")
     plain.flush()
-    assert (plain.sha256.hexdigest(), plain.hashed, sink.getvalue()) == (hashlib.sha256(b"abcd").hexdigest(), 4, b"abcd")
+    assert (plain.sha256.hexdigest(), plain.hashed, sink.getvalue()) == (
+        hashlib.sha256(b"abcd").hexdigest(),
+        4,
+        b"abcd",
+    )
     with open(tmp_path / "f", "w+b") as out:
         synced = transfer.HashingFile(out, sync_every=1024)
         for _ in range(4):

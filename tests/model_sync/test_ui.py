@@ -73,4 +73,7 @@ def test_error_is_one_line_with_the_program_name(capsys: pytest.CaptureFixture[s
 def test_confirm_without_a_terminal_refuses_naming_yes() -> None:
     with pytest.raises(errors.SyncError) as e:
         ui.confirm("Prune 3 versions?", "prune")
-    assert (e.value.code, str(e.value)) == (errors.USAGE, "prune: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the environment's approval)")
+    assert (e.value.code, str(e.value)) == (
+        errors.USAGE,
+        "prune: needs confirmation and stdin is not a terminal; allowed: --yes (CI: after the environment's approval)",
+    )

@@ -65,7 +65,6 @@ def test_a_vanished_file_is_refused_before_anything_is_sent(tmp_path, moto_s3, s
     assert moto_s3.keys(s3_bucket) == []
 
 
-
 @pytest.mark.parametrize("code", ["BadDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"])
 def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
     """AWS S3 answers 400 BadDigest / XAmzContentSHA256Mismatch when the body differs from the
@@ -80,10 +79,18 @@ def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
     m = localmodel.load(str(python_model(tmp_path, "simple")))
     repo = Repo(environments.Environment("staging", layout.Root("bkt"), "http://127.0.0.1:1", "us-east-1"))
     publisher = upload.Uploader(repo, Console(quiet=True), push.PushOptions())
-    error = ClientError({"Error": {"Code": code, "Message": "The SHA256 you specified did not match the calculated checksum."}}, "PutObject")
+    error = ClientError(
+        {"Error": {"Code": code, "Message": "The SHA256 you specified did not match the calculated checksum."}},
+        "PutObject",
+    )
     mapped = publisher._transfer_error(error, m, "model.pt")
     assert mapped.code == 4
-    assert str(mapped) == (f"file changed during push: {m.files['model.pt'].path} (S3 rejected it: its SHA256 differs from the one " "hashed); nothing was pinned, re-run push")
-    other = publisher._transfer_error(ClientError({"Error": {"Code": "InternalError", "Message": "x"}}, "PutObject"), m, "model.pt")
+    assert str(mapped) == (
+        f"file changed during push: {m.files['model.pt'].path} (S3 rejected it: its SHA256 differs from the one "
+        "hashed); nothing was pinned, re-run push"
+    )
+    other = publisher._transfer_error(
+        ClientError({"Error": {"Code": "InternalError", "Message": "x"}}, "PutObject"), m, "model.pt"
+    )
     assert other.code == 5
     assert "InternalError" in str(other)

@@ -13,10 +13,21 @@ from model_sync.verify import default_grpc_url
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)
 
 
-def _doc(serving: list[int], state: str = "READY", age: float = 5.0, model: str = "add", smoke: dict | None = None) -> dict:
+def _doc(
+    serving: list[int], state: str = "READY", age: float = 5.0, model: str = "add", smoke: dict | None = None
+) -> dict:
     reported = (NOW - dt.timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    smoke = smoke if smoke is not None else {"ok": True, "version": serving[0] if serving else None, "at": reported, "detail": "ok"}
-    return {"reported_at": reported, "models": {model: {"serving": serving, "state": state, "error": None if state == "READY" else "boom", "smoke": smoke}}}
+    smoke = (
+        smoke
+        if smoke is not None
+        else {"ok": True, "version": serving[0] if serving else None, "at": reported, "detail": "ok"}
+    )
+    return {
+        "reported_at": reported,
+        "models": {
+            model: {"serving": serving, "state": state, "error": None if state == "READY" else "boom", "smoke": smoke}
+        },
+    }
 
 
 def test_replica_states_ready_stale_wrong_version_and_not_serving() -> None:
@@ -46,7 +57,15 @@ def test_verification_passes_only_with_replicas_all_ready_and_smoke_ok() -> None
     assert not vf.Verification("add", 3, replicas={"d/a": "READY"}, smoke_inference=True, problems=["pin"]).passed
 
 
-@pytest.mark.parametrize(("url", "grpc"), [("http://triton:8000", "triton:8001"), ("http://127.0.0.1:8000/", "127.0.0.1:8001"), ("http://h:9000", None), (None, None)])
+@pytest.mark.parametrize(
+    ("url", "grpc"),
+    [
+        ("http://triton:8000", "triton:8001"),
+        ("http://127.0.0.1:8000/", "127.0.0.1:8001"),
+        ("http://h:9000", None),
+        (None, None),
+    ],
+)
 def test_default_grpc_url(url: str | None, grpc: str | None) -> None:
     assert default_grpc_url(url) == grpc
 
@@ -66,7 +85,9 @@ def test_departed_replica_is_listed_not_failing_but_a_stale_one_fails() -> None:
     assert v.ready_replicas == ["default/new-pod"]
     assert "1 departed replica(s) ignored" in vf.summary(v)
     # Within the departed threshold but older than the staleness window: still a failure.
-    stale = vf.replica_states({"default/a": _doc([3]), "default/b": _doc([3], age=200)}, "add", 3, staleness=120, now=NOW)
+    stale = vf.replica_states(
+        {"default/a": _doc([3]), "default/b": _doc([3], age=200)}, "add", 3, staleness=120, now=NOW
+    )
     assert stale["default/b"] == "stale: reported 200s ago (> 120s)"
     assert not vf.Verification("add", 3, replicas=stale, smoke_inference=True).passed
     # Only departed replicas: nothing fresh serves the version.
@@ -79,17 +100,46 @@ def test_ready_needs_the_agents_passing_smoke_inference_of_that_version() -> Non
         "d/ok": _doc([3]),
         "d/none": _doc([3], smoke={}),
         "d/old": _doc([3], smoke={"ok": True, "version": 2, "at": "x", "detail": "ok"}),
-        "d/bad": _doc([3], smoke={"ok": False, "version": 3, "at": "x", "detail": "smoke inference (agent) output y shape: [2]; allowed: [4]"}),
+        "d/bad": _doc(
+            [3],
+            smoke={
+                "ok": False,
+                "version": 3,
+                "at": "x",
+                "detail": "smoke inference (agent) output y shape: [2]; allowed: [4]",
+            },
+        ),
     }
     states = vf.replica_states(docs, "add", 3, staleness=120, now=NOW)
     assert states["d/ok"] == "READY"
     assert states["d/none"] == "READY, smoke inference of 3: not run yet by the agent"
     assert states["d/old"] == "READY, smoke inference of 3: not run yet by the agent"
-    assert states["d/bad"] == "READY, smoke inference of 3 failed: smoke inference (agent) output y shape: [2]; allowed: [4]"
+    assert (
+        states["d/bad"]
+        == "READY, smoke inference of 3 failed: smoke inference (agent) output y shape: [2]; allowed: [4]"
+    )
 
 
 def test_departed_must_exceed_staleness(capsys: pytest.CaptureFixture[str]) -> None:
     from model_sync.cli import main
 
-    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--model-version", "1", "--staleness", "120", "--departed", "60"]) == 2
+    assert (
+        main(
+            [
+                "verify",
+                "add",
+                "--env",
+                "x",
+                "--bucket",
+                "s3://models-x",
+                "--model-version",
+                "1",
+                "--staleness",
+                "120",
+                "--departed",
+                "60",
+            ]
+        )
+        == 2
+    )
     assert "--departed: 60.0; allowed: seconds > --staleness (120)" in capsys.readouterr().err

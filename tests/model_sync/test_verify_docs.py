@@ -51,7 +51,9 @@ def argv_of(line: str) -> list[str]:
     return words[start:]
 
 
-CASES = [(f"{path.name}:{n}", line) for path in sorted(DOCS.glob("*.md")) for n, line in command_lines(path.read_text())]
+CASES = [
+    (f"{path.name}:{n}", line) for path in sorted(DOCS.glob("*.md")) for n, line in command_lines(path.read_text())
+]
 
 
 def test_the_docs_contain_command_lines_to_check() -> None:
@@ -71,6 +73,9 @@ def test_documented_command_line_parses(where: str, line: str) -> None:
 
 
 def test_extractor_joins_continuations_and_skips_prose_and_the_local_module() -> None:
-    text = ("model-sync verify x\n```\nmodel-sync verify m --env e \\\n    [--model-version 3]   # note\npython -m " "model_sync.local demo\n```\n")
+    text = (
+        "model-sync verify x\n```\nmodel-sync verify m --env e \\\n    [--model-version 3]   # note\npython -m "
+        "model_sync.local demo\n```\n"
+    )
     assert command_lines(text) == [(3, "model-sync verify m --env e [--model-version 3]   # note")]
     assert argv_of(command_lines(text)[0][1]) == ["verify", "m", "--env", "e", "--model-version", "3"]

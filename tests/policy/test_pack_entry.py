@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_entry_file_starts_the_analyzer_from_the_policy_directory() -> None:
-    proc = subprocess.Popen([sys.executable, "__main__.py"], cwd=ROOT / "policy", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "__main__.py"], cwd=ROOT / "policy", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 60)
@@ -21,7 +23,9 @@ def test_entry_file_starts_the_analyzer_from_the_policy_directory() -> None:
         line = proc.stdout.readline().strip()
         if not line:
             proc.wait(timeout=10)
-            raise AssertionError(f"policy pack exited {proc.returncode} without serving: {proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"policy pack exited {proc.returncode} without serving: {proc.stderr.read() if proc.stderr else ''}"
+            )
         assert line.isdigit(), line
         assert 0 < int(line) < 65536
         assert proc.poll() is None  # still serving

@@ -32,7 +32,9 @@ PROMTOOL = BIN / "promtool"
 
 def binary(path: Path) -> Path:
     if not path.exists():
-        raise AssertionError(f"{path} is missing: `make prometheus` fetches Debian's prometheus package (make unit does it)")
+        raise AssertionError(
+            f"{path} is missing: `make prometheus` fetches Debian's prometheus package (make unit does it)"
+        )
     return path
 
 
@@ -45,8 +47,17 @@ def promtool_test(rules: str, tests: dict[str, Any], tmp: Path) -> subprocess.Co
     """`promtool test rules` of `tests` (a test file as data; rule_files is set here)."""
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "rules.yaml").write_text(rules)
-    (tmp / "test.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], **tests}, sort_keys=False, allow_unicode=True))
-    return subprocess.run([str(binary(PROMTOOL)), "test", "rules", "test.yaml"], cwd=tmp, capture_output=True, text=True, timeout=60, check=False)
+    (tmp / "test.yaml").write_text(
+        yaml.safe_dump({"rule_files": ["rules.yaml"], **tests}, sort_keys=False, allow_unicode=True)
+    )
+    return subprocess.run(
+        [str(binary(PROMTOOL)), "test", "rules", "test.yaml"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @dataclass
@@ -74,12 +85,21 @@ class PrometheusServer:
         config = {
             "global": {"scrape_interval": self.interval, "evaluation_interval": self.interval},
             "rule_files": [str(self.tmp / "rules.yaml")],
-            "scrape_configs": [{"job_name": "triton", "static_configs": [{"targets": [addr], "labels": labels}
-                                                                          for addr, labels in self.targets.items()]}],
+            "scrape_configs": [
+                {
+                    "job_name": "triton",
+                    "static_configs": [{"targets": [addr], "labels": labels} for addr, labels in self.targets.items()],
+                }
+            ],
         }
         (self.tmp / "prometheus.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        argv = [str(binary(PROMETHEUS)), f"--config.file={self.tmp / 'prometheus.yaml'}", f"--storage.tsdb.path={self.tmp / 'data'}",
-                f"--web.listen-address={LOOPBACK}:{self.port}", "--log.level=warn"]
+        argv = [
+            str(binary(PROMETHEUS)),
+            f"--config.file={self.tmp / 'prometheus.yaml'}",
+            f"--storage.tsdb.path={self.tmp / 'data'}",
+            f"--web.listen-address={LOOPBACK}:{self.port}",
+            "--log.level=warn",
+        ]
         self.process = Process("prometheus", argv, self.tmp / "prometheus.log").start()
         wait_until(self._ready, timeout, what=f"prometheus ready on {self.url} (log {self.tmp / 'prometheus.log'})")
         return self
@@ -100,9 +120,10 @@ class PrometheusServer:
         params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
         data = self.api("query", **params)
         assert data["resultType"] == "vector", data
-        return {",".join(f"{k}={v}" for k, v in sorted(r["metric"].items())): float(r["value"][1]) for r in data["result"]}
+        return {
+            ",".join(f"{k}={v}" for k, v in sorted(r["metric"].items())): float(r["value"][1]) for r in data["result"]
+        }
 
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop(timeout=10)
-

@@ -123,4 +123,10 @@ class NotFoundEverywhere(_Listener):
                     return
                 data += chunk
             body = b"<html><body>Not Found</body></html>"
-            conn.sendall((b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: " b"%d\r\n\r\n%s") % (len(body), body))
+            conn.sendall(
+                (
+                    b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: "
+                    b"%d\r\n\r\n%s"
+                )
+                % (len(body), body)
+            )

@@ -64,7 +64,14 @@ def aws_environ(base: dict[str, str] | None = None) -> dict[str, str]:
 class S3Server:
     """One S3 server process. `kind` is "moto" or "rclone"."""
 
-    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None, env: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        kind: str,
+        data_dir: str | None = None,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
         """`env`: extra environment for the server process (e.g. moto's
         INITIAL_NO_AUTH_ACTION_COUNT, which makes moto_server enforce IAM after that many requests).
         `host`: the loopback address to listen on ("::1" for IPv6)."""
@@ -82,17 +89,37 @@ class S3Server:
         if self.kind == "moto":
             return [str(BIN / "moto_server"), "-H", self.host, "-p", str(self.port)]
         assert self.data_dir
-        return [str(BIN / "rclone"), "serve", "s3", self.data_dir, "--addr", f"{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}", "--auth-key", f"{KEY},{SECRET}", "--config", os.devnull, "-vv"]
+        return [
+            str(BIN / "rclone"),
+            "serve",
+            "s3",
+            self.data_dir,
+            "--addr",
+            f"{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}",
+            "--auth-key",
+            f"{KEY},{SECRET}",
+            "--config",
+            os.devnull,
+            "-vv",
+        ]
 
     def start(self, timeout: float = 20.0) -> S3Server:
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env={**aws_environ(), **self.extra_env}, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**aws_environ(), **self.extra_env},
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + timeout
         client = self.client()
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.kind} server exited with {self.proc.returncode}: {Path(self.log_path).read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"{self.kind} server exited with {self.proc.returncode}: {Path(self.log_path).read_text()[-2000:]}"
+                )
             try:
                 client.list_buckets()
                 return self
@@ -113,7 +140,9 @@ class S3Server:
         from botocore.config import Config
 
         return boto3.session.Session(aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name=REGION).client(
-            "s3", endpoint_url=self.endpoint, config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=30)
+            "s3",
+            endpoint_url=self.endpoint,
+            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=30),
         )
 
     def make_bucket(self, name: str | None = None) -> str:
@@ -177,7 +206,18 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return env
 
 
-__all__ = ["KEY", "REGION", "SECRET", "S3Server", "aws_env", "aws_environ", "free_port", "moto_s3", "rclone_s3", "s3_bucket"]
+__all__ = [
+    "KEY",
+    "REGION",
+    "SECRET",
+    "S3Server",
+    "aws_env",
+    "aws_environ",
+    "free_port",
+    "moto_s3",
+    "rclone_s3",
+    "s3_bucket",
+]
 
 with contextlib.suppress(Exception):  # keep `python -m tests.support.s3_servers` usable for a quick manual check
     if __name__ == "__main__":

@@ -42,7 +42,7 @@ DEPLOYMENT = "default"
 REPLICA = "replica-0"
 
 # A python-backend model whose output tells which version answered: OUTPUT0 = INPUT0 + VERSION.
-ADD_MODEL_PY = '''\
+ADD_MODEL_PY = """\
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -62,7 +62,7 @@ class TritonPythonModel:
             out = (x + np.float32(VERSION)).astype(np.float32)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out)]))
         return responses
-'''
+"""
 
 ADD_CONFIG = """
 name: "{name}"
@@ -86,7 +86,9 @@ def s3_client(server: RcloneS3Server) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.session.Session(aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key, region_name=server.region).client(
+    return boto3.session.Session(
+        aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key, region_name=server.region
+    ).client(
         "s3",
         endpoint_url=server.endpoint_url,
         config=Config(
@@ -100,19 +102,32 @@ def s3_client(server: RcloneS3Server) -> Any:
     )
 
 
-def upload_version(client: Any, bucket: str, name: str, version: int, files: dict[str, bytes], config_text: str) -> None:
+def upload_version(
+    client: Any, bucket: str, name: str, version: int, files: dict[str, bytes], config_text: str
+) -> None:
     """Hand-built version files + v1 manifest without a pin: for the benches that need many
     versions fast and count S3 requests (bench/agent/p2_requests.py, bench/transfer/run.py), and
     for tests of versions `push` would refuse. Other tests publish through push_version."""
     for rel, data in files.items():
         client.put_object(Bucket=bucket, Key=layout.version_file_key(name, version, rel), Body=data)
     doc = {
-        "schema": "model-sync.manifest/v1", "model": name, "version": version,
+        "schema": "model-sync.manifest/v1",
+        "model": name,
+        "version": version,
         "files": {rel: {"sha256": manifest.sha256_bytes(data), "size": len(data)} for rel, data in files.items()},
-        "config_pbtxt": config_text, "backend": "python", "platform": "",
+        "config_pbtxt": config_text,
+        "backend": "python",
+        "platform": "",
         "source": {"path": "/bench", "host": "bench", "git_commit": None, "promoted_from": None},
-        "exporter": {"tool": "bench", "method": None, "torch_version": None, "torchscript_format_version": None, "target": "local"},
-        "created_by": "bench", "created_at": manifest.now(),
+        "exporter": {
+            "tool": "bench",
+            "method": None,
+            "torch_version": None,
+            "torchscript_format_version": None,
+            "target": "local",
+        },
+        "created_by": "bench",
+        "created_at": manifest.now(),
     }
     client.put_object(Bucket=bucket, Key=layout.manifest_key(name, version), Body=manifest.dumps(doc))
 
@@ -125,7 +140,9 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
     from model_sync.s3 import Repo
     from model_sync.ui import Console
 
-    env = environments.Environment("publish", layout.Root(PUBLISH_BUCKET), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region)
+    env = environments.Environment(
+        "publish", layout.Root(PUBLISH_BUCKET), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region
+    )
     stack.s3.create_buckets(BUCKET, PUBLISH_BUCKET)
     with _s3_env(stack):
         repo = Repo(env)
@@ -135,7 +152,9 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
         (src / layout.CONFIG_FILE).write_text(ADD_CONFIG.format(name=name))
         for rel, data in {**add_model_files(version, fail), **(extra or {})}.items():
             (src / "1" / rel).write_bytes(data)
-        results = push.push(repo, localmodel.discover(str(src), name), Console(quiet=True), push.PushOptions(use_cache=False), "tests")
+        results = push.push(
+            repo, localmodel.discover(str(src), name), Console(quiet=True), push.PushOptions(use_cache=False), "tests"
+        )
     assert [(r.action, r.version, r.error) for r in results] == [("pushed", version, None)], results
     client = stack.client
     keys = [layout.version_file_key(name, version, rel) for rel in sorted({*add_model_files(version), *(extra or {})})]
@@ -146,7 +165,9 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
 
 def flip_pin(client: Any, bucket: str, name: str, version: int) -> None:
     """The commit point, as push / rollback write it: one PUT of the manifest's pinned config text."""
-    doc = manifest.read_manifest(client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read(), name, version)
+    doc = manifest.read_manifest(
+        client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read(), name, version
+    )
     client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=doc["config_pbtxt"].encode())
 
 
@@ -173,7 +194,9 @@ def _s3_env(stack: Serving) -> Iterator[None]:
 def infer_http(url: str, name: str, timeout: float = 5.0) -> tuple[int, list[float] | str]:
     """One inference of [1,2,3,4] over HTTP/JSON: (status, OUTPUT0 values or error body)."""
     body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}).encode()
-    req = urllib.request.Request(f"{url}/v2/models/{name}/infer", data=body, method="POST", headers={"Content-Type": "application/json"})  # noqa: S310
+    req = urllib.request.Request(  # noqa: S310
+        f"{url}/v2/models/{name}/infer", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
             doc = json.loads(resp.read())
@@ -248,7 +271,9 @@ class Serving:
     agent_starts: int = 0
 
     def __post_init__(self) -> None:
-        self.s3 = RcloneS3Server(self.tmp / "s3", self.tmp / "logs" / "s3.log", verbose=bool(os.environ.get("MODEL_SYNC_TEST_S3_VERBOSE")))
+        self.s3 = RcloneS3Server(
+            self.tmp / "s3", self.tmp / "logs" / "s3.log", verbose=bool(os.environ.get("MODEL_SYNC_TEST_S3_VERBOSE"))
+        )
         self.s3.create_buckets(BUCKET)
         self.repository = self.tmp / "node" / "models"
         self.staging = self.tmp / "node" / ".models.staging"
@@ -261,12 +286,34 @@ class Serving:
 
     def agent_argv(self, *extra: str) -> list[str]:
         return [
-            sys.executable, *AGENT_COMMAND[1:],
-            "--env", "test", "--bucket", f"s3://{BUCKET}", "--endpoint-url", self.s3.endpoint_url, "--region", self.s3.region,
-            "--repository", str(self.repository), "--staging-dir", str(self.staging),
-            "--triton-url", self.triton.http_url, "--interval", str(self.interval),
-            "--deployment", DEPLOYMENT, "--replica-id", REPLICA,
-            "--ready-timeout", "60", "--backoff-max", "4", "--heartbeat", "5",
+            sys.executable,
+            *AGENT_COMMAND[1:],
+            "--env",
+            "test",
+            "--bucket",
+            f"s3://{BUCKET}",
+            "--endpoint-url",
+            self.s3.endpoint_url,
+            "--region",
+            self.s3.region,
+            "--repository",
+            str(self.repository),
+            "--staging-dir",
+            str(self.staging),
+            "--triton-url",
+            self.triton.http_url,
+            "--interval",
+            str(self.interval),
+            "--deployment",
+            DEPLOYMENT,
+            "--replica-id",
+            REPLICA,
+            "--ready-timeout",
+            "60",
+            "--backoff-max",
+            "4",
+            "--heartbeat",
+            "5",
             *extra,
         ]
 
@@ -282,8 +329,13 @@ class Serving:
         path = self.tmp / "model-sync.yaml"
         lines = ["environments:"]
         for env, bucket in (("test", BUCKET), ("prod", PROD_BUCKET)):
-            lines += [f"  {env}:", f"    bucket: s3://{bucket}", f"    endpointUrl: {self.s3.endpoint_url}", f"    region: {self.s3.region}",
-                      f"    tritonUrl: {self.triton.http_url}"]
+            lines += [
+                f"  {env}:",
+                f"    bucket: s3://{bucket}",
+                f"    endpointUrl: {self.s3.endpoint_url}",
+                f"    region: {self.s3.region}",
+                f"    tritonUrl: {self.triton.http_url}",
+            ]
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -293,12 +345,21 @@ class Serving:
 
         env = self.agent_env()
         env["MODEL_SYNC_CONFIG"] = str(self.write_config())
-        proc = subprocess.run([sys.executable, "-m", "model_sync", *args], capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "model_sync", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
         return proc.returncode, proc.stdout + proc.stderr
 
     def start_agent(self, *extra: str) -> Process:
         self.agent_starts += 1
-        self.agent = Process("agent", self.agent_argv(*extra), self.tmp / "logs" / f"agent-{self.agent_starts}.log", env=self.agent_env()).start()
+        self.agent = Process(
+            "agent", self.agent_argv(*extra), self.tmp / "logs" / f"agent-{self.agent_starts}.log", env=self.agent_env()
+        ).start()
         return self.agent
 
     def run_agent_once(self, *extra: str, timeout: float = 120, triton: bool = False) -> tuple[int, str]:
@@ -331,14 +392,23 @@ class Serving:
         try:
             wait_until(check, timeout, interval=0.3, what=what)
         except TimeoutError as e:
-            raise AssertionError(f"{e}; last status: {json.dumps(holder.get('doc'))[:1500]}; agent log: {self.agent_log()}") from None
+            raise AssertionError(
+                f"{e}; last status: {json.dumps(holder.get('doc'))[:1500]}; agent log: {self.agent_log()}"
+            ) from None
         return holder["doc"]
 
     def wait_served(self, name: str, version: int, timeout: float = 60) -> None:
         try:
-            wait_until(lambda: served_version(self.triton.http_url, name) == version, timeout, what=f"{name} served by version {version}")
+            wait_until(
+                lambda: served_version(self.triton.http_url, name) == version,
+                timeout,
+                what=f"{name} served by version {version}",
+            )
         except TimeoutError as e:
-            raise AssertionError(f"{e}; agent log: {self.agent_log()}; triton log: " f"{self.triton.process.log_tail(20) if self.triton.process else ''}") from None
+            raise AssertionError(
+                f"{e}; agent log: {self.agent_log()}; triton log: "
+                f"{self.triton.process.log_tail(20) if self.triton.process else ''}"
+            ) from None
 
     def agent_log(self) -> str:
         return self.agent.log_tail(30) if self.agent else ""

@@ -26,8 +26,11 @@ def test_subchart_defaults_are_merged_under_their_alias() -> None:
 def test_keys_the_chart_lacks_are_reported_by_path() -> None:
     traefik = _defaults(versions.TRAEFIK_CHART)
     # main's traefik values before this change: chart 41 renamed logs.general / logs.access.
-    old = {"logs": {"general": {"format": "json"}, "access": {"enabled": True}}, "log": {"format": "json"},
-           "ports": {"websecure": {"tls": {"enabled": True}, "http": {"tls": {"enabled": True}}}}}
+    old = {
+        "logs": {"general": {"format": "json"}, "access": {"enabled": True}},
+        "log": {"format": "json"},
+        "ports": {"websecure": {"tls": {"enabled": True}, "http": {"tls": {"enabled": True}}}},
+    }
     assert [str(u) for u in chart_values.unknown_keys("traefik", old, traefik)] == [
         "logs: not in the chart's default values (Helm ignores it)",
         "ports.websecure.tls: not in the chart's default values (Helm ignores it)",
@@ -45,7 +48,9 @@ def test_free_form_maps_take_any_key_but_must_exist_themselves() -> None:
     adapter = _defaults(versions.PROMETHEUS_ADAPTER_CHART)
     ok = {"nodeSelector": {"anything.example.com/x": "y"}, "resources": {"requests": {"cpu": "1"}}}
     assert chart_values.unknown_keys("prometheus-adapter", ok, adapter) == []
-    assert [u.path for u in chart_values.unknown_keys("prometheus-adapter", {"nodeSelectr": {"a": "b"}}, adapter)] == ["nodeSelectr"]
+    assert [u.path for u in chart_values.unknown_keys("prometheus-adapter", {"nodeSelectr": {"a": "b"}}, adapter)] == [
+        "nodeSelectr"
+    ]
     # The same path is free-form only for the chart it is listed for.
     assert chart_values.free_form_reason("cluster-autoscaler", ["extraArgs"]) is not None
     assert chart_values.free_form_reason("traefik", ["extraArgs"]) is None

@@ -39,12 +39,25 @@ def mirror(tmp_path: Path) -> Path:
 
 def test_every_pinned_chart_is_found() -> None:
     names = [c.chart for c in charts.pinned_charts()]
-    assert names == sorted(["alloy", "cert-manager", "cluster-autoscaler", "dcgm-exporter", "kube-prometheus-stack",
-                            "loki", "nvidia-device-plugin", "prometheus-adapter", "traefik"])
+    assert names == sorted(
+        [
+            "alloy",
+            "cert-manager",
+            "cluster-autoscaler",
+            "dcgm-exporter",
+            "kube-prometheus-stack",
+            "loki",
+            "nvidia-device-plugin",
+            "prometheus-adapter",
+            "traefik",
+        ]
+    )
     assert charts.archive_name(versions.CERT_MANAGER_CHART) == "cert-manager-v1.20.2.tgz"
 
 
-def test_mirror_fills_the_cache_and_a_rerun_keeps_it(mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mirror_fills_the_cache_and_a_rerun_keeps_it(
+    mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cache = tmp_path / "cache"
     assert charts.main(["--cache", str(cache), "--mirror", str(mirror)]) == 0
     assert sorted(p.name for p in cache.glob("*.tgz")) == sorted(p.name for p in mirror.glob("*.tgz"))
@@ -60,7 +73,9 @@ def test_chart_mirror_environment_variable(mirror: Path, tmp_path: Path, monkeyp
     assert len(list((tmp_path / "cache").glob("*.tgz"))) == 9
 
 
-def test_a_version_the_mirror_lacks_is_refused_naming_what_it_holds(mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_version_the_mirror_lacks_is_refused_naming_what_it_holds(
+    mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (mirror / charts.archive_name(versions.TRAEFIK_CHART)).unlink()
     assert charts.main(["--cache", str(tmp_path / "cache"), "--mirror", str(mirror)]) == 3
     err = capsys.readouterr().err.strip()
@@ -79,13 +94,20 @@ def _archive(name: str, version: str) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    (_archive("nvidia-device-plugin", "0.17.0"), "holds nvidia-device-plugin 0.17.0; allowed: nvidia-device-plugin 0.17.1"),
-    (_archive("something-else", "0.17.1"), "holds something-else 0.17.1"),
-    (b"not a tarball", "is not a packaged chart"),
-])
-def test_an_archive_that_is_not_the_pinned_chart_is_refused(content: bytes, expected: str, mirror: Path, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            _archive("nvidia-device-plugin", "0.17.0"),
+            "holds nvidia-device-plugin 0.17.0; allowed: nvidia-device-plugin 0.17.1",
+        ),
+        (_archive("something-else", "0.17.1"), "holds something-else 0.17.1"),
+        (b"not a tarball", "is not a packaged chart"),
+    ],
+)
+def test_an_archive_that_is_not_the_pinned_chart_is_refused(
+    content: bytes, expected: str, mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (mirror / charts.archive_name(DEVICE_PLUGIN)).write_bytes(content)
     cache = tmp_path / "cache"
     assert charts.main(["--cache", str(cache), "--mirror", str(mirror)]) == 4
@@ -108,9 +130,17 @@ def chart_repository(tmp_path: Path) -> Iterator[str]:
     root = tmp_path / "repo"
     root.mkdir()
     shutil.copy(_cached(DEVICE_PLUGIN), root)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    )
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    subprocess.run([str(charts.HELM), "repo", "index", str(root), "--url", url], check=True, capture_output=True, timeout=60, env=charts.helm_env())
+    subprocess.run(
+        [str(charts.HELM), "repo", "index", str(root), "--url", url],
+        check=True,
+        capture_output=True,
+        timeout=60,
+        env=charts.helm_env(),
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

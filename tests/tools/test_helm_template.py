@@ -17,8 +17,12 @@ def _traefik(values: dict[str, object]) -> Release:
 
 
 def _ingress_values() -> dict[str, object]:
-    args = IngressArgs(domain="example.com", acme_email="ops@example.com", backends=(TritonBackend("default", "triton-default", ("m",)),),
-                       allowed_cidrs=("10.0.0.0/8",))
+    args = IngressArgs(
+        domain="example.com",
+        acme_email="ops@example.com",
+        backends=(TritonBackend("default", "triton-default", ("m",)),),
+        allowed_cidrs=("10.0.0.0/8",),
+    )
     return traefik_values(args)
 
 
@@ -37,12 +41,20 @@ def test_the_program_values_render(renderer: Renderer) -> None:
     assert "--entryPoints.websecure.http.tls=true" in args
 
 
-@pytest.mark.parametrize(("values", "reason"), [
-    # What main held before traefik chart 41 / 39 renamed them (the chart's values.schema.json refuses both).
-    ({"logs": {"general": {"format": "json"}}}, "additional properties 'logs' not allowed"),
-    ({"ports": {"websecure": {"tls": {"enabled": True}}}}, "at '/ports/websecure': additional properties 'tls' not allowed"),
-])
-def test_a_schema_violation_is_one_error_naming_the_release(renderer: Renderer, values: dict[str, object], reason: str) -> None:
+@pytest.mark.parametrize(
+    ("values", "reason"),
+    [
+        # What main held before traefik chart 41 / 39 renamed them (the chart's values.schema.json refuses both).
+        ({"logs": {"general": {"format": "json"}}}, "additional properties 'logs' not allowed"),
+        (
+            {"ports": {"websecure": {"tls": {"enabled": True}}}},
+            "at '/ports/websecure': additional properties 'tls' not allowed",
+        ),
+    ],
+)
+def test_a_schema_violation_is_one_error_naming_the_release(
+    renderer: Renderer, values: dict[str, object], reason: str
+) -> None:
     with pytest.raises(RenderError) as err:
         renderer.template(_traefik(values), "1.33", builtin_api_versions("1.33"))
     assert str(err.value).startswith("ingress-traefik (traefik 41.3.0): Error: values don't meet the specifications")
@@ -78,24 +90,35 @@ def test_a_missing_archive_names_make_charts(tmp_path: Path) -> None:
 
 def test_builtin_api_versions_are_the_ga_groups_of_that_release() -> None:
     apis = builtin_api_versions("1.33")
-    assert {"v1", "v1/Service", "apps/v1/Deployment", "apiregistration.k8s.io/v1/APIService", "autoscaling/v2"} <= set(apis)
+    assert {"v1", "v1/Service", "apps/v1/Deployment", "apiregistration.k8s.io/v1/APIService", "autoscaling/v2"} <= set(
+        apis
+    )
     assert not [a for a in apis if "alpha" in a or "beta" in a]
     assert "policy/v1beta1" not in apis
 
 
 def test_crd_api_versions_are_every_served_version() -> None:
-    crd = {"kind": "CustomResourceDefinition", "spec": {"group": "example.com", "names": {"kind": "Widget"},
-                                                        "versions": [{"name": "v1"}, {"name": "v2", "served": False}]}}
+    crd = {
+        "kind": "CustomResourceDefinition",
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Widget"},
+            "versions": [{"name": "v1"}, {"name": "v2", "served": False}],
+        },
+    }
     assert crd_api_versions([crd, {"kind": "ConfigMap"}]) == {"example.com/v1", "example.com/v1/Widget"}
 
 
 def test_numbers_arrive_as_the_provider_sends_them() -> None:
-    assert normalise({"a": [1.0, 2.5, {"b": 3.0}], "c": True, "d": "1.0"}) == {"a": [1, 2.5, {"b": 3}], "c": True, "d": "1.0"}
+    assert normalise({"a": [1.0, 2.5, {"b": 3.0}], "c": True, "d": "1.0"}) == {
+        "a": [1, 2.5, {"b": 3}],
+        "c": True,
+        "d": "1.0",
+    }
 
 
 def test_a_bare_equals_sign_is_a_string() -> None:
     assert parse("a: =\n---\n---\nb: [=, x]\n") == [{"a": "="}, {"b": ["=", "x"]}]
-
 
 
 def test_objects_are_parsed_once_and_kept_as_json(renderer: Renderer) -> None:

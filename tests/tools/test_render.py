@@ -46,8 +46,18 @@ def test_render_cli_refuses_a_broken_stack_file_naming_the_key(tmp_path: Path) -
     broken.write_text(text.replace("      maxSize: 2\n", "      maxSise: 2\n", 1))
     proc = subprocess.run(
         [sys.executable, "-m", "tools.render", "dev", "--stack-file", str(broken), "--out", str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("render: invalid stack config: triton-platform:nodeGroups.gpu-l4.maxSise: 2 is an unknown key; allowed:")
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "render: invalid stack config: triton-platform:nodeGroups.gpu-l4.maxSise: 2 is an unknown key; allowed:"
+        )
+    )
     assert not (tmp_path / "out").exists()

@@ -19,7 +19,7 @@ IAM_MIN_DURATION, IAM_MAX_DURATION = 900, 43200
 
 
 def _max_sessions() -> dict[str, int]:
-    """"<stack>:<role>" -> maxSessionDuration of every CI role every stack records."""
+    """ "<stack>:<role>" -> maxSessionDuration of every CI role every stack records."""
     out = {}
     for stack in STACKS:
         for r in stack_run(stack).of_type("aws:iam/role:Role"):
@@ -43,9 +43,18 @@ def credential_jobs() -> list[tuple[str, int, int, str | None]]:
                 (step,) = aws
                 variable = _render(step["with"]["role-to-assume"], scope).removeprefix("${{ vars.").removesuffix(" }}")
                 assert "timeout-minutes" in job, f"{name} {job_id}: no timeout"
-                assert "role-duration-seconds" in step["with"], f"{name} {job_id}: the action's default (1 h) is not sized to the job"
+                assert "role-duration-seconds" in step["with"], (
+                    f"{name} {job_id}: the action's default (1 h) is not sized to the job"
+                )
                 label = f"{name} {job_id}" + (f" ({leg['stack']})" if "stack" in leg else "")
-                out.append((label, int(job["timeout-minutes"]) * 60, int(step["with"]["role-duration-seconds"]), ROLE_VARIABLES[variable]))
+                out.append(
+                    (
+                        label,
+                        int(job["timeout-minutes"]) * 60,
+                        int(step["with"]["role-duration-seconds"]),
+                        ROLE_VARIABLES[variable],
+                    )
+                )
     return out
 
 
@@ -56,19 +65,26 @@ def max_sessions() -> dict[str, int]:
 
 def test_every_job_timeout_fits_its_credentials_and_its_roles_max_session(max_sessions: dict[str, int]) -> None:
     jobs = credential_jobs()
-    assert len(jobs) == 15, [j[0] for j in jobs]  # 3 up, 1 prod preview, 3 recoveries, 3 PR previews, 2 promote, 2 rollback, 1 image
+    assert len(jobs) == 15, [
+        j[0] for j in jobs
+    ]  # 3 up, 1 prod preview, 3 recoveries, 3 PR previews, 2 promote, 2 rollback, 1 image
     assert set(max_sessions) == {r for r in ROLE_VARIABLES.values() if r}
     for label, timeout, duration, role in jobs:
         role_max = max_sessions[role] if role else IAM_DEFAULT_MAX_SESSION
         assert IAM_MIN_DURATION <= duration <= IAM_MAX_DURATION, label
-        assert timeout <= duration <= role_max, (f"{label}: timeout {timeout} s, credentials {duration} s, {role or 'image publisher'} max session " f"{role_max} s")
+        assert timeout <= duration <= role_max, (
+            f"{label}: timeout {timeout} s, credentials {duration} s, {role or 'image publisher'} max session "
+            f"{role_max} s"
+        )
 
 
 def test_the_long_jobs_are_the_deploys_and_only_the_deployer_allows_long_sessions(max_sessions: dict[str, int]) -> None:
     """An EKS upgrade rolling GPU node groups runs past an hour; a pull request's preview credentials
     stay at IAM's default, so a PR's code holds them no longer than before."""
     longest = {label: duration for label, _, duration, _ in credential_jobs() if duration > 3600}
-    assert set(longest) == {f"deploy.yml {j}" for j in ("up-dev", "up-staging", "up-prod", "recover-dev", "recover-staging", "recover-prod")}
+    assert set(longest) == {
+        f"deploy.yml {j}" for j in ("up-dev", "up-staging", "up-prod", "recover-dev", "recover-staging", "recover-prod")
+    }
     assert {r: s for r, s in max_sessions.items() if s > 3600} == {f"{s}:deployer": 10800 for s in STACKS}
 
 
@@ -76,4 +92,7 @@ def test_the_old_one_hour_credentials_would_fail(max_sessions: dict[str, int]) -
     """Today's main: no role-duration-seconds (the action's 3600 s), roles capped at 3600 s, up jobs
     allowed 90-120 minutes: the same rule rejects it."""
     old = [("deploy.yml up-dev", 90 * 60, 3600, 3600), ("deploy.yml up-prod", 120 * 60, 3600, 3600)]
-    assert [label for label, timeout, duration, role_max in old if not timeout <= duration <= role_max] == ["deploy.yml up-dev", "deploy.yml up-prod"]
+    assert [label for label, timeout, duration, role_max in old if not timeout <= duration <= role_max] == [
+        "deploy.yml up-dev",
+        "deploy.yml up-prod",
+    ]

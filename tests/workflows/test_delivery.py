@@ -45,7 +45,15 @@ def index(job: dict[str, Any], name: str) -> int:
 
 def bash(script: str, cwd: Path, env: dict[str, str], path: Path | None = None) -> subprocess.CompletedProcess[str]:
     search = f"{path}:/usr/bin:/bin" if path else "/usr/bin:/bin"
-    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env={"PATH": search, **env}, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=cwd,
+        env={"PATH": search, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def stub(bin_dir: Path, name: str, script: str) -> None:
@@ -86,7 +94,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if m:
             items = [{"id": i, "body": b} for i, b in sorted(self.server.comments.items())]
             page = int(m.group(1))
-            return self._send(200, items[(page - 1) * 100: page * 100])
+            return self._send(200, items[(page - 1) * 100 : page * 100])
         return self._send(404, {"message": "Not Found"})
 
     def _body(self) -> str:
@@ -128,7 +136,9 @@ def api_env(server: FakeGitHub) -> dict[str, str]:
 
 def pulumi_glob(pattern: str) -> re.Pattern[str]:
     """The Pulumi engine's URN glob (pkg/resource/deploy: `**` any text, `*` any text without ':')."""
-    return re.compile("^" + ".*".join("[^:]*".join(re.escape(p) for p in seg.split("*")) for seg in pattern.split("**")) + "$")
+    return re.compile(
+        "^" + ".*".join("[^:]*".join(re.escape(p) for p in seg.split("*")) for seg in pattern.split("**")) + "$"
+    )
 
 
 def real_urn(stack: str, resource: Any, by_urn: dict[str, Any]) -> str:
@@ -141,7 +151,10 @@ def real_urn(stack: str, resource: Any, by_urn: dict[str, Any]) -> str:
 
 
 def preview_excludes() -> list[str]:
-    script = step(load("pull-request.yml")["jobs"]["preview"], "pulumi preview (cloud resources; the cluster side comes from the offline render)")["run"]
+    script = step(
+        load("pull-request.yml")["jobs"]["preview"],
+        "pulumi preview (cloud resources; the cluster side comes from the offline render)",
+    )["run"]
     [line] = [ln for ln in script.replace("\\\n", " ").splitlines() if re.match(r"\s*pulumi preview ", ln)]
     assert " --exclude-dependents" in line
     return re.findall(r"--exclude '([^']+)'", line)
@@ -179,7 +192,12 @@ def test_the_preview_job_records_its_outcome_instead_of_stopping_before_the_comm
 def test_the_preview_step_saves_output_and_exit_code_and_never_stops_the_job(tmp_path: Path, rc: int) -> None:
     preview = load("pull-request.yml")["jobs"]["preview"]
     script = step(preview, "pulumi preview (cloud resources; the cluster side comes from the offline render)")["run"]
-    stub(tmp_path / "bin", "pulumi", 'printf "%s\\n" "$*" > "$ARGV_LOG"\necho "Policy Violations:"\necho "    [mandatory]  s3-encrypted"\nexit ' f'{rc}\n')
+    stub(
+        tmp_path / "bin",
+        "pulumi",
+        'printf "%s\\n" "$*" > "$ARGV_LOG"\necho "Policy Violations:"\necho "    [mandatory]  s3-encrypted"\nexit '
+        f"{rc}\n",
+    )
     out = tmp_path / "out"
     env = {"STACK": "prod", "GITHUB_OUTPUT": str(out), "ARGV_LOG": str(tmp_path / "argv")}
     proc = bash(script, tmp_path, env, tmp_path / "bin")
@@ -206,13 +224,28 @@ def test_the_comment_job_runs_after_every_preview_whatever_its_result() -> None:
 
 
 def _comment_env(server: FakeGitHub, artifacts: Path, result: str = "failure") -> dict[str, str]:
-    return {**api_env(server), "GH_TOKEN": "t0ken", "PR_NUMBER": "7", "PREVIEW_RESULT": result, "STACKS": "dev staging prod", "ARTIFACTS": str(artifacts)}
+    return {
+        **api_env(server),
+        "GH_TOKEN": "t0ken",
+        "PR_NUMBER": "7",
+        "PREVIEW_RESULT": result,
+        "STACKS": "dev staging prod",
+        "ARTIFACTS": str(artifacts),
+    }
 
 
-def test_the_comment_carries_the_cloud_diff_and_the_render_and_is_edited_in_place(tmp_path: Path, github: FakeGitHub) -> None:
-    script = step(load("pull-request.yml")["jobs"]["comment"], "Post or update one comment per stack (cloud diff + offline render)")["run"]
+def test_the_comment_carries_the_cloud_diff_and_the_render_and_is_edited_in_place(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    script = step(
+        load("pull-request.yml")["jobs"]["comment"],
+        "Post or update one comment per stack (cloud diff + offline render)",
+    )["run"]
     art = tmp_path / "artifacts"
-    for stack, rc, text in (("dev", "0", "+ aws:s3/bucket:Bucket create"), ("staging", "255", "Policy Violations:\n  [mandatory] eks-endpoint-not-public")):
+    for stack, rc, text in (
+        ("dev", "0", "+ aws:s3/bucket:Bucket create"),
+        ("staging", "255", "Policy Violations:\n  [mandatory] eks-endpoint-not-public"),
+    ):
         (art / "preview" / stack).mkdir(parents=True)
         (art / "preview" / stack / "rc").write_text(rc + "\n")
         (art / "preview" / stack / "preview.txt").write_text(text + "\n")
@@ -243,7 +276,10 @@ def test_the_comment_carries_the_cloud_diff_and_the_render_and_is_edited_in_plac
 
 
 def test_a_huge_preview_is_cut_to_fit_a_comment_keeping_both_ends(tmp_path: Path, github: FakeGitHub) -> None:
-    script = step(load("pull-request.yml")["jobs"]["comment"], "Post or update one comment per stack (cloud diff + offline render)")["run"]
+    script = step(
+        load("pull-request.yml")["jobs"]["comment"],
+        "Post or update one comment per stack (cloud diff + offline render)",
+    )["run"]
     art = tmp_path / "artifacts"
     (art / "preview" / "dev").mkdir(parents=True)
     (art / "preview" / "dev" / "rc").write_text("255\n")
@@ -259,24 +295,44 @@ def test_a_huge_preview_is_cut_to_fit_a_comment_keeping_both_ends(tmp_path: Path
 
 
 def test_the_render_summary_lists_what_the_pull_request_changes_on_the_cluster(tmp_path: Path) -> None:
-    script = step(load("pull-request.yml")["jobs"]["render"], "Summarise the cluster side of each stack against the base branch")["run"]
+    script = step(
+        load("pull-request.yml")["jobs"]["render"], "Summarise the cluster side of each stack against the base branch"
+    )["run"]
     head, base = tmp_path / "build" / "dev", tmp_path / ".base" / "build" / "dev"
     for root, replicas, extra in ((base, 1, "old"), (head, 2, "new")):
         (root / "manifests").mkdir(parents=True)
         (root / "charts").mkdir()
         (root / "helm").mkdir()
-        (root / "manifests" / "001-deployment-triton-a.yaml").write_text(yaml.safe_dump(
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "namespace": "triton"}, "spec": {"replicas": replicas}}))
-        (root / "manifests" / f"002-configmap-triton-{extra}.yaml").write_text(yaml.safe_dump(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": extra, "namespace": "triton"}}))
-        (root / "charts" / "traefik.yaml").write_text("---\napiVersion: v1\nkind: Service\nmetadata: {name: traefik, namespace: ingress}\n")
-        (root / "helm" / "traefik.yaml").write_text(yaml.safe_dump({"chart": "traefik", "version": "37.1.0" if root == base else "37.2.0"}))
+        (root / "manifests" / "001-deployment-triton-a.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": "a", "namespace": "triton"},
+                    "spec": {"replicas": replicas},
+                }
+            )
+        )
+        (root / "manifests" / f"002-configmap-triton-{extra}.yaml").write_text(
+            yaml.safe_dump(
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": extra, "namespace": "triton"}}
+            )
+        )
+        (root / "charts" / "traefik.yaml").write_text(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {name: traefik, namespace: ingress}\n"
+        )
+        (root / "helm" / "traefik.yaml").write_text(
+            yaml.safe_dump({"chart": "traefik", "version": "37.1.0" if root == base else "37.2.0"})
+        )
     # The step runs `.venv/bin/python` of the checkout: the repository's own venv here.
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     proc = bash(script.replace(" dev staging prod <<'PY'", " dev <<'PY'"), tmp_path, {})
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "build" / "render-summary" / "dev.md").read_text()
-    assert "3 Kubernetes objects: 2 created by the program, 1 rendered by 1 Helm releases (traefik: traefik 37.2.0)" in text
+    assert (
+        "3 Kubernetes objects: 2 created by the program, 1 rendered by 1 Helm releases (traefik: traefik 37.2.0)"
+        in text
+    )
     assert "1 added, 1 removed, 1 changed" in text
     assert "- chart traefik: traefik 37.1.0 -> traefik 37.2.0" in text
     assert "- added `ConfigMap triton/new (program)`" in text
@@ -309,28 +365,55 @@ def test_prod_is_previewed_then_applied_by_the_same_run_in_the_gated_environment
     assert "--skip-preview" not in yaml.safe_dump(jobs)
 
 
-@pytest.mark.parametrize(("previewed", "now", "ok"), [("STATE-A", "STATE-A", True), ("STATE-A", "STATE-B", False), (None, "STATE-A", False)])
-def test_up_prod_refuses_when_the_stack_changed_since_the_preview(tmp_path: Path, previewed: str | None, now: str, ok: bool) -> None:
+@pytest.mark.parametrize(
+    ("previewed", "now", "ok"), [("STATE-A", "STATE-A", True), ("STATE-A", "STATE-B", False), (None, "STATE-A", False)]
+)
+def test_up_prod_refuses_when_the_stack_changed_since_the_preview(
+    tmp_path: Path, previewed: str | None, now: str, ok: bool
+) -> None:
     """Run preview-prod's recording step against one state and up-prod's check against another."""
     jobs = load("deploy.yml")["jobs"]
     out = tmp_path / "out"
     digest = ""
     if previewed is not None:
-        stub(tmp_path / "a", "pulumi", f'[[ "$*" == "stack export --stack prod" ]] && echo \'{{"deployment": "{previewed}"}}\'\n')
-        proc = bash(step(jobs["preview-prod"], "Record the state this preview is computed against")["run"], tmp_path, {"STACK": "prod", "GITHUB_OUTPUT": str(out)}, tmp_path / "a")
+        stub(
+            tmp_path / "a",
+            "pulumi",
+            f'[[ "$*" == "stack export --stack prod" ]] && echo \'{{"deployment": "{previewed}"}}\'\n',
+        )
+        proc = bash(
+            step(jobs["preview-prod"], "Record the state this preview is computed against")["run"],
+            tmp_path,
+            {"STACK": "prod", "GITHUB_OUTPUT": str(out)},
+            tmp_path / "a",
+        )
         assert proc.returncode == 0, proc.stderr
         digest = out.read_text().strip().removeprefix("digest=")
         assert re.fullmatch(r"[0-9a-f]{64}", digest)
     stub(tmp_path / "b", "pulumi", f'[[ "$*" == "stack export --stack prod" ]] && echo \'{{"deployment": "{now}"}}\'\n')
-    proc = bash(step(jobs["up-prod"], DIGEST_STEP)["run"], tmp_path, {"STACK": "prod", "PREVIEWED_DIGEST": digest}, tmp_path / "b")
+    proc = bash(
+        step(jobs["up-prod"], DIGEST_STEP)["run"],
+        tmp_path,
+        {"STACK": "prod", "PREVIEWED_DIGEST": digest},
+        tmp_path / "b",
+    )
     assert (proc.returncode == 0) == ok, proc.stdout + proc.stderr
     if not ok:
-        assert proc.stdout.startswith("::error title=Stack changed since the approved preview::" if previewed else "::error title=No approved preview::")
+        assert proc.stdout.startswith(
+            "::error title=Stack changed since the approved preview::"
+            if previewed
+            else "::error title=No approved preview::"
+        )
 
 
 def test_a_failing_stack_export_refuses_rather_than_comparing_nothing(tmp_path: Path) -> None:
     stub(tmp_path / "b", "pulumi", "echo 'error: [403] Forbidden' >&2\nexit 255\n")
-    proc = bash(step(load("deploy.yml")["jobs"]["up-prod"], DIGEST_STEP)["run"], tmp_path, {"STACK": "prod", "PREVIEWED_DIGEST": "a" * 64}, tmp_path / "b")
+    proc = bash(
+        step(load("deploy.yml")["jobs"]["up-prod"], DIGEST_STEP)["run"],
+        tmp_path,
+        {"STACK": "prod", "PREVIEWED_DIGEST": "a" * 64},
+        tmp_path / "b",
+    )
     assert proc.returncode != 0
 
 
@@ -342,7 +425,11 @@ NEWEST = "Refuse a commit that is not the newest on main"
 
 def test_every_up_is_preceded_by_the_newest_commit_check() -> None:
     jobs = load("deploy.yml")["jobs"]
-    ups = {job_id: job for job_id, job in jobs.items() if any(re.search(r"^\s*pulumi up ", s.get("run", ""), flags=re.M) for s in job["steps"])}
+    ups = {
+        job_id: job
+        for job_id, job in jobs.items()
+        if any(re.search(r"^\s*pulumi up ", s.get("run", ""), flags=re.M) for s in job["steps"])
+    }
     assert set(ups) == {"up-dev", "up-staging", "up-prod"}
     scripts = {step(job, NEWEST)["run"] for job in ups.values()}
     assert len(scripts) == 1  # one check, spelled once per job
@@ -355,20 +442,31 @@ def test_every_up_is_preceded_by_the_newest_commit_check() -> None:
 
 
 @pytest.mark.parametrize(("head", "ok"), [(SHA, True), (OTHER_SHA, False), ("<html>rate limited</html>", False)])
-def test_the_newest_commit_check_refuses_an_older_commit(tmp_path: Path, github: FakeGitHub, head: str, ok: bool) -> None:
+def test_the_newest_commit_check_refuses_an_older_commit(
+    tmp_path: Path, github: FakeGitHub, head: str, ok: bool
+) -> None:
     github.main_head = head
     script = step(load("deploy.yml")["jobs"]["up-prod"], NEWEST)["run"]
     proc = bash(script, tmp_path, {**api_env(github), "GITHUB_TOKEN": "t0ken", "GITHUB_SHA": SHA, "STACK": "prod"})
     assert (proc.returncode == 0) == ok, proc.stdout + proc.stderr
     if head == OTHER_SHA:
-        assert proc.stdout.startswith(f"::error title=Not the newest commit on main::this run would deploy {SHA} to prod, but main is at " f"{OTHER_SHA}.")
+        assert proc.stdout.startswith(
+            f"::error title=Not the newest commit on main::this run would deploy {SHA} to prod, but main is at "
+            f"{OTHER_SHA}."
+        )
     elif not ok:
         assert proc.stdout.startswith("::error title=Cannot read the head of main::")
 
 
 def test_the_newest_commit_check_refuses_when_github_cannot_be_read(tmp_path: Path, github: FakeGitHub) -> None:
     script = step(load("deploy.yml")["jobs"]["up-dev"], NEWEST)["run"]
-    env = {**api_env(github), "GITHUB_REPOSITORY": "o/missing", "GITHUB_TOKEN": "t0ken", "GITHUB_SHA": SHA, "STACK": "dev"}
+    env = {
+        **api_env(github),
+        "GITHUB_REPOSITORY": "o/missing",
+        "GITHUB_TOKEN": "t0ken",
+        "GITHUB_SHA": SHA,
+        "STACK": "dev",
+    }
     proc = bash(script.replace("--retry 3", "--retry 0"), tmp_path, env)
     assert proc.returncode == 1
     assert proc.stdout.startswith("::error title=Cannot read the head of main::")
@@ -381,23 +479,43 @@ def test_a_dispatch_of_deploy_yml_recovers_one_stack_in_its_deploy_environment()
     wf = load("deploy.yml")
     inputs = wf["on"]["workflow_dispatch"]["inputs"]
     assert inputs["stack"]["options"] == list(STACKS)
-    assert inputs["clear-pending-creates"] == {"description": inputs["clear-pending-creates"]["description"], "required": False, "type": "boolean", "default": False}
+    assert inputs["clear-pending-creates"] == {
+        "description": inputs["clear-pending-creates"]["description"],
+        "required": False,
+        "type": "boolean",
+        "default": False,
+    }
     for stack in STACKS:
         job = wf["jobs"][f"recover-{stack}"]
         assert job["if"] == f"github.event_name == 'workflow_dispatch' && inputs.stack == '{stack}'"
         assert job["environment"] == f"deploy-{stack}"
         assert job["runs-on"] == ["self-hosted", f"triton-platform-{stack}"]
         # The stack's update group: a recovery never runs beside (or cancels) a CI `up` of the stack.
-        assert job["concurrency"] == wf["jobs"][f"up-{stack}"]["concurrency"] == {"group": f"pulumi-up-{stack}", "cancel-in-progress": False}
+        assert (
+            job["concurrency"]
+            == wf["jobs"][f"up-{stack}"]["concurrency"]
+            == {"group": f"pulumi-up-{stack}", "cancel-in-progress": False}
+        )
         assert job["steps"][0]["name"] == "Check the inputs"
 
 
 @pytest.mark.parametrize(("clear", "cancel_rc"), [("false", 0), ("true", 255)])
 def test_the_recovery_cancels_then_refreshes(tmp_path: Path, clear: str, cancel_rc: int) -> None:
     job = load("deploy.yml")["jobs"]["recover-staging"]
-    stub(tmp_path / "bin", "pulumi", f'printf "%s\\n" "$*" >> "$LOG"\n[[ "$1" == cancel ]] && exit {cancel_rc}\nexit 0\n')
-    env = {"STACK": "staging", "CLEAR_PENDING_CREATES": clear, "GITHUB_REF": "refs/heads/main", "LOG": str(tmp_path / "log")}
-    for name in ("Check the inputs", "pulumi cancel (the lock of the interrupted update)", "pulumi refresh (state <- what really exists; pending operations)"):
+    stub(
+        tmp_path / "bin", "pulumi", f'printf "%s\\n" "$*" >> "$LOG"\n[[ "$1" == cancel ]] && exit {cancel_rc}\nexit 0\n'
+    )
+    env = {
+        "STACK": "staging",
+        "CLEAR_PENDING_CREATES": clear,
+        "GITHUB_REF": "refs/heads/main",
+        "LOG": str(tmp_path / "log"),
+    }
+    for name in (
+        "Check the inputs",
+        "pulumi cancel (the lock of the interrupted update)",
+        "pulumi refresh (state <- what really exists; pending operations)",
+    ):
         proc = bash(step(job, name)["run"], tmp_path, env, tmp_path / "bin")
         assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = (tmp_path / "log").read_text().splitlines()
@@ -429,7 +547,9 @@ def test_every_job_reading_a_secret_runs_in_an_environment_of_its_purpose(name: 
         assert secrets == {"PULUMI_ACCESS_TOKEN"}, f"{name} {job_id}: {secrets}"
         env = str(job["environment"])
         assert (name, re.sub(r"\$\{\{ matrix.stack \}\}|dev|staging|prod", "<stack>", env)) in {
-            ("pull-request.yml", "preview-<stack>"), ("deploy.yml", "deploy-<stack>")}, f"{name} {job_id}: {env}"
+            ("pull-request.yml", "preview-<stack>"),
+            ("deploy.yml", "deploy-<stack>"),
+        }, f"{name} {job_id}: {env}"
 
 
 # ---- 5. a rollback never waits behind, or is cancelled by, a promotion ----------------------------
@@ -468,19 +588,38 @@ REUSE = "Reuse the image of this commit if it was pushed before"
 REPO = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/triton-platform/model-sync-agent"
 
 
-@pytest.mark.parametrize(("aws_script", "rc", "digest"), [
-    ('echo "sha256:' + "ab" * 32 + '"', 0, "sha256:" + "ab" * 32),
-    ("echo 'An error occurred (ImageNotFoundException) when calling the DescribeImages operation' >&2; exit 254", 0, None),
-    ("echo 'An error occurred (AccessDeniedException)' >&2; exit 254", 1, None),
-])
+@pytest.mark.parametrize(
+    ("aws_script", "rc", "digest"),
+    [
+        ('echo "sha256:' + "ab" * 32 + '"', 0, "sha256:" + "ab" * 32),
+        (
+            "echo 'An error occurred (ImageNotFoundException) when calling the DescribeImages operation' >&2; exit 254",
+            0,
+            None,
+        ),
+        ("echo 'An error occurred (AccessDeniedException)' >&2; exit 254", 1, None),
+    ],
+)
 def test_an_existing_tag_is_reused_never_rebuilt(tmp_path: Path, aws_script: str, rc: int, digest: str | None) -> None:
     stub(tmp_path / "bin", "aws", f'printf "%s\\n" "$*" > "$LOG"\n{aws_script}\n')
     out = tmp_path / "out"
     env = {"IMAGE_REPOSITORY": REPO, "GITHUB_SHA": SHA, "GITHUB_OUTPUT": str(out), "LOG": str(tmp_path / "log")}
     proc = bash(step(_agent_job(), REUSE)["run"], tmp_path, env, tmp_path / "bin")
     assert proc.returncode == rc, proc.stdout + proc.stderr
-    assert (tmp_path / "log").read_text().split() == ["ecr", "describe-images", "--region", "eu-west-1", "--repository-name", "triton-platform/model-sync-agent",
-                                                      "--image-ids", f"imageTag={SHA}", "--query", "imageDetails[0].imageDigest", "--output", "text"]
+    assert (tmp_path / "log").read_text().split() == [
+        "ecr",
+        "describe-images",
+        "--region",
+        "eu-west-1",
+        "--repository-name",
+        "triton-platform/model-sync-agent",
+        "--image-ids",
+        f"imageTag={SHA}",
+        "--query",
+        "imageDetails[0].imageDigest",
+        "--output",
+        "text",
+    ]
     assert (out.read_text() if out.exists() else "") == (f"digest={digest}\n" if digest else "")
 
 
@@ -489,15 +628,21 @@ def test_the_build_is_skipped_when_the_tag_exists_and_the_summary_uses_its_diges
     build = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("docker/build-push-action@"))
     assert build["if"] == "steps.existing.outputs.digest == ''"
     assert index(job, REUSE) < job["steps"].index(build)
-    assert step(job, "Print the pushed digest")["env"]["DIGEST"] == "${{ steps.existing.outputs.digest || steps.build.outputs.digest }}"
+    assert (
+        step(job, "Print the pushed digest")["env"]["DIGEST"]
+        == "${{ steps.existing.outputs.digest || steps.build.outputs.digest }}"
+    )
 
 
-@pytest.mark.parametrize(("dockerfile", "ok"), [
-    ("FROM python:3.11.13-slim-bookworm\n", False),
-    ("# FROM python:3.11\nFROM python:3.11.13-slim-bookworm@sha256:" + "0" * 64 + "\n", True),
-    ("FROM --platform=linux/amd64 python:3.11.13-slim-bookworm@sha256:" + "0" * 64 + " AS base\n", True),
-    ("FROM python:3.11.13-slim-bookworm@sha256:abc\n", False),
-])
+@pytest.mark.parametrize(
+    ("dockerfile", "ok"),
+    [
+        ("FROM python:3.11.13-slim-bookworm\n", False),
+        ("# FROM python:3.11\nFROM python:3.11.13-slim-bookworm@sha256:" + "0" * 64 + "\n", True),
+        ("FROM --platform=linux/amd64 python:3.11.13-slim-bookworm@sha256:" + "0" * 64 + " AS base\n", True),
+        ("FROM python:3.11.13-slim-bookworm@sha256:abc\n", False),
+    ],
+)
 def test_the_build_refuses_a_base_image_not_pinned_by_digest(tmp_path: Path, dockerfile: str, ok: bool) -> None:
     (tmp_path / "docker").mkdir()
     (tmp_path / "docker" / "agent.Dockerfile").write_text(dockerfile)
@@ -507,7 +652,9 @@ def test_the_build_refuses_a_base_image_not_pinned_by_digest(tmp_path: Path, doc
     assert (proc.returncode == 0) == ok, proc.stdout
     if not ok:
         assert proc.stdout.startswith("::error file=docker/agent.Dockerfile,title=Base image not pinned by digest::")
-    build = next(i for i, s in enumerate(job["steps"]) if str(s.get("uses", "")).startswith("docker/build-push-action@"))
+    build = next(
+        i for i, s in enumerate(job["steps"]) if str(s.get("uses", "")).startswith("docker/build-push-action@")
+    )
     assert index(job, guard) < build
 
 

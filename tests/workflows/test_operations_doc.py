@@ -71,7 +71,9 @@ def test_the_subject_template_command_applies_the_template_the_roles_expect() ->
     from components.identities import GITHUB_SUB_CLAIM_KEYS
 
     [line] = [ln.strip() for ln in CODE.splitlines() if "actions/oidc/customization/sub --input -" in ln]
-    m = re.fullmatch(r"echo '(\{.*\})' \| gh api --method PUT repos/OWNER/REPO/actions/oidc/customization/sub --input -", line)
+    m = re.fullmatch(
+        r"echo '(\{.*\})' \| gh api --method PUT repos/OWNER/REPO/actions/oidc/customization/sub --input -", line
+    )
     assert m, line
     assert json.loads(m.group(1)) == {"use_default": False, "include_claim_keys": list(GITHUB_SUB_CLAIM_KEYS)}
 

