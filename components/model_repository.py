@@ -327,8 +327,10 @@ class ModelRepository(pulumi.ComponentResource):
             bucket=bucket.id,
             rules=[
                 aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                        sse_algorithm="aws:kms", kms_master_key_id=key.arn
+                    apply_server_side_encryption_by_default=(
+                        aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                            sse_algorithm="aws:kms", kms_master_key_id=key.arn
+                        )
                     ),
                     bucket_key_enabled=True,
                 )

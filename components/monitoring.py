@@ -128,11 +128,13 @@ class MonitoringArgs:
             raise ValueError("MonitoringArgs.deployments: () is not allowed; allowed: at least one Triton deployment")
         if not 1 <= self.prometheus_retention_days <= 365:
             raise ValueError(
-                f"MonitoringArgs.prometheus_retention_days: {self.prometheus_retention_days!r} is out of range; allowed: 1 to 365"
+                f"MonitoringArgs.prometheus_retention_days: {self.prometheus_retention_days!r} is out of range; "
+                "allowed: 1 to 365"
             )
         if not 10 <= self.prometheus_storage_gib <= 10_000:
             raise ValueError(
-                f"MonitoringArgs.prometheus_storage_gib: {self.prometheus_storage_gib!r} is out of range; allowed: 10 to 10000"
+                f"MonitoringArgs.prometheus_storage_gib: {self.prometheus_storage_gib!r} is out of range; "
+                "allowed: 10 to 10000"
             )
         if not 1 <= self.replicas <= 5:
             raise ValueError(f"MonitoringArgs.replicas: {self.replicas!r} is out of range; allowed: 1 to 5")
@@ -142,7 +144,8 @@ class MonitoringArgs:
             and not self.slack_webhook_url.startswith("https://hooks.slack.com/")
         ):
             raise ValueError(
-                "MonitoringArgs.slack_webhook_url: '<secret>' is not a Slack webhook URL; allowed: https://hooks.slack.com/... or ''"
+                "MonitoringArgs.slack_webhook_url: '<secret>' is not a Slack webhook URL; "
+                "allowed: https://hooks.slack.com/... or ''"
             )
 
     @property
@@ -189,7 +192,8 @@ def queue_time_query(
 
     measured = f"{increase('nv_inference_queue_duration_us')} / ({increase('nv_inference_request_success')} > 0)"
     pending = (
-        f"sum(avg_over_time(nv_inference_pending_request_count{{{matchers}}}[{window}])) by ({group_by}) * {_seconds(window) * 1_000_000} / "
+        f"sum(avg_over_time(nv_inference_pending_request_count{{{matchers}}}[{window}])) by ({group_by}) "
+        f"* {_seconds(window) * 1_000_000} / "
         f"clamp_min({increase('nv_inference_request_success')} + {increase('nv_inference_request_failure')}, 1)"
     )
     return f"({measured}) or ({pending})"
@@ -377,7 +381,8 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
             "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
             # The chart's context plus a read-only root: Grafana writes to /var/lib/grafana and
             # /var/lib/grafana-search (the chart's emptyDirs) and to /tmp (an emptyDir here).
-            # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml (containerSecurityContext, extraEmptyDirMounts)
+            # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml
+            # (containerSecurityContext, extraEmptyDirMounts)
             "containerSecurityContext": {
                 "allowPrivilegeEscalation": False,
                 "privileged": False,
@@ -465,7 +470,9 @@ def log_queries(triton_namespace: str, deployments: tuple[MonitoredDeployment, .
     ref: https://grafana.com/docs/loki/latest/query/log_queries/"""
     ns = f'namespace="{triton_namespace}"'
     queries = {
-        f"Triton logs: deployment {d.name}": f'{{{ns}, container="{TRITON_CONTAINER}", pod=~"{naming.triton_app_name(d.name)}-.*"}} |~ "$model"'
+        f"Triton logs: deployment {d.name}": (
+            f'{{{ns}, container="{TRITON_CONTAINER}", pod=~"{naming.triton_app_name(d.name)}-.*"}} |~ "$model"'
+        )
         for d in deployments
     }
     queries["Agent logs (model sync, every deployment)"] = (
@@ -503,7 +510,10 @@ def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...
         _panel(
             5,
             "Compute time per request by model",
-            f"sum by (model) (rate(nv_inference_compute_infer_duration_us{{{ns}}}[5m])) / clamp_min(sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9)",
+            (
+                f"sum by (model) (rate(nv_inference_compute_infer_duration_us{{{ns}}}[5m])) / "
+                f"clamp_min(sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9)"
+            ),
             "µs",
             16,
             0,
@@ -582,15 +592,20 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
         triton.append(
             {
                 "alert": "TritonQueueLatencyP99High",
-                "expr": f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}',
+                "expr": (
+                    f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}'
+                ),
                 "for": "10m",
                 "labels": {"severity": "warning", "deployment": d.name},
                 "annotations": {
-                    "summary": f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs (5x the HPA target) for 10 minutes",
+                    "summary": (
+                        f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs "
+                        "(5x the HPA target) for 10 minutes"
+                    ),
                     "description": (
-                        "Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, or batching is "
-                        "misconfigured. (Triton times successful requests only: while every request fails, "
-                        "TritonInferenceFailureRatioHigh fires instead.)"
+                        "Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, "
+                        "or batching is misconfigured. (Triton times successful requests only: "
+                        "while every request fails, TritonInferenceFailureRatioHigh fires instead.)"
                     ),
                 },
             }
@@ -603,7 +618,9 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
             "for": "10m",
             "labels": {"severity": "critical"},
             "annotations": {
-                "summary": "Triton: more than 5 % of requests to {{ $labels.model }} fail (up to all of them) for 10 minutes"
+                "summary": (
+                    "Triton: more than 5 % of requests to {{ $labels.model }} fail (up to all of them) for 10 minutes"
+                )
             },
         },
         {
@@ -648,13 +665,18 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
             # window's edges (2 restarts read 2.06 and fired). A pod's restart count never goes
             # down; a new pod is a new series.
             "expr": (
-                f'max_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) - '
-                f'min_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m]) > 2'
+                f'max_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m])'
+                " - "
+                f'min_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m])'
+                " > 2"
             ),
             "for": "0m",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "tritonserver in {{ $labels.pod }} restarted more than twice in 30 minutes (startup budget exceeded or crash)"
+                "summary": (
+                    "tritonserver in {{ $labels.pod }} restarted more than twice in 30 minutes "
+                    "(startup budget exceeded or crash)"
+                )
             },
         },
     ]
@@ -681,7 +703,10 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
             "for": "30m",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 95 % utilisation (5-minute average) for 30 minutes"
+                "summary": (
+                    "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 95 % utilisation (5-minute average) "
+                    "for 30 minutes"
+                )
             },
         },
     ]

@@ -268,7 +268,9 @@ class NodeGroup(pulumi.ComponentResource):
         self.node_role_name = role.name
         self.launch_template_id = template.id
         # The managed group's Auto Scaling group (scale-from-zero tags go on it).
-        self.autoscaling_group_name = group.resources.apply(lambda res: res[0].autoscaling_groups[0].name)  # type: ignore[index]
+        self.autoscaling_group_name = group.resources.apply(
+            lambda res: res[0].autoscaling_groups[0].name  # type: ignore[index]
+        )
         self.register_outputs(
             {
                 "groupName": self.group_name,

@@ -98,7 +98,8 @@ class ExportOptions:
                 )
         if len(self.dtypes) not in (1, len(self.shapes)):
             raise errors.usage(
-                f"--example-dtype: {len(self.dtypes)} given for {len(self.shapes)} inputs; allowed: one for all, or one per --example-shape"
+                f"--example-dtype: {len(self.dtypes)} given for {len(self.shapes)} inputs; "
+                "allowed: one for all, or one per --example-shape"
             )
         for d in self.dtypes:
             if d not in TRITON_DTYPES:
@@ -109,18 +110,21 @@ class ExportOptions:
             for s in self.shapes:
                 if s[0] > self.max_batch_size:
                     raise errors.usage(
-                        f"--example-shape: batch {s[0]} > --max-batch-size {self.max_batch_size}; allowed: a batch dimension <= max_batch_size"
+                        f"--example-shape: batch {s[0]} > --max-batch-size {self.max_batch_size}; "
+                        "allowed: a batch dimension <= max_batch_size"
                     )
             if len({s[0] for s in self.shapes}) != 1:
                 raise errors.usage(
-                    f"--example-shape: batch dimensions {[s[0] for s in self.shapes]} differ; allowed: the same first dimension for every input"
+                    f"--example-shape: batch dimensions {[s[0] for s in self.shapes]} differ; "
+                    "allowed: the same first dimension for every input"
                 )
         for b in self.preferred_batch_sizes:
             if not 1 <= b <= max(self.max_batch_size, 1):
                 raise errors.usage(f"--preferred-batch-size: {b}; allowed: 1..max_batch_size ({self.max_batch_size})")
         if self.preferred_batch_sizes and (not self.dynamic_batching or self.max_batch_size == 0):
             raise errors.usage(
-                "--preferred-batch-size: set without dynamic batching; allowed: only with --max-batch-size > 0 and dynamic batching on"
+                "--preferred-batch-size: set without dynamic batching; "
+                "allowed: only with --max-batch-size > 0 and dynamic batching on"
             )
         if self.max_queue_delay_us < 0:
             raise errors.usage(f"--max-queue-delay-us: {self.max_queue_delay_us}; allowed: >= 0")
@@ -201,10 +205,13 @@ def _run(model: Any, inputs: list[Any], what: str, check: str = "") -> tuple[Any
         if check:
             raise errors.SyncError(
                 errors.CHECK_FAILED,
-                f"export check ({check}): the TorchScript model failed where eager did not on {shapes} ({' '.join(str(e).split())[:160]}); allowed: shapes not baked in by tracing (try --method script)",
+                f"export check ({check}): the TorchScript model failed where eager did not on {shapes} "
+                f"({' '.join(str(e).split())[:160]}); "
+                "allowed: shapes not baked in by tracing (try --method script)",
             ) from None
         raise errors.usage(
-            f"example inputs: {shapes} rejected by the {what} model ({' '.join(str(e).split())[:200]}); allowed: shapes/dtypes its forward accepts"
+            f"example inputs: {shapes} rejected by the {what} model ({' '.join(str(e).split())[:200]}); "
+            "allowed: shapes/dtypes its forward accepts"
         ) from None
 
 
@@ -214,7 +221,8 @@ def compare(expected: tuple[Any, ...], actual: tuple[Any, ...], rtol: float, ato
     if len(expected) != len(actual):
         raise errors.SyncError(
             errors.CHECK_FAILED,
-            f"export check ({what}): TorchScript returned {len(actual)} outputs, eager {len(expected)}; allowed: the same outputs",
+            f"export check ({what}): TorchScript returned {len(actual)} outputs, eager {len(expected)}; "
+            "allowed: the same outputs",
         )
     for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         try:
@@ -223,7 +231,8 @@ def compare(expected: tuple[Any, ...], actual: tuple[Any, ...], rtol: float, ato
             detail = " ".join(str(err).split())[:240]
             raise errors.SyncError(
                 errors.CHECK_FAILED,
-                f"export check ({what}): OUTPUT__{i} TorchScript differs from eager ({detail}); allowed: within --rtol {rtol} --atol {atol}",
+                f"export check ({what}): OUTPUT__{i} TorchScript differs from eager ({detail}); "
+                f"allowed: within --rtol {rtol} --atol {atol}",
             ) from None
 
 
@@ -247,7 +256,9 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
             raise errors.usage(f"model output OUTPUT__{i} dtype: {dtype!r}; allowed: {', '.join(TRITON_DTYPES)}")
         if strip and (t.dim() == 0 or t.shape[0] != inputs[0].shape[0]):
             raise errors.usage(
-                f"model output OUTPUT__{i} shape: {tuple(t.shape)}; allowed: batch dimension {inputs[0].shape[0]} first when --max-batch-size > 0 (or use --max-batch-size 0)"
+                f"model output OUTPUT__{i} shape: {tuple(t.shape)}; "
+                f"allowed: batch dimension {inputs[0].shape[0]} first when --max-batch-size > 0 "
+                "(or use --max-batch-size 0)"
             )
         io = cfg.output.add()
         io.name = f"OUTPUT__{i}"
@@ -289,7 +300,9 @@ def export(opts: ExportOptions) -> dict[str, Any]:
     except Exception as e:
         raise errors.SyncError(
             errors.CHECK_FAILED,
-            f"torch.jit.{opts.method}: failed ({' '.join(str(e).split())[:240]}); allowed: a module {opts.method}-able by TorchScript (try --method {'script' if opts.method == 'trace' else 'trace'})",
+            f"torch.jit.{opts.method}: failed ({' '.join(str(e).split())[:240]}); "
+            f"allowed: a module {opts.method}-able by TorchScript "
+            f"(try --method {'script' if opts.method == 'trace' else 'trace'})",
         ) from None
     os.makedirs(opts.output, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{opts.name}.export-", dir=opts.output)
@@ -311,7 +324,8 @@ def export(opts: ExportOptions) -> dict[str, Any]:
             )
         if notes:
             error(
-                f"warning: torch.jit.{opts.method}: {len(notes)} warning(s) while tracing, first: {' '.join(notes[0].split())[:200]}; "
+                f"warning: torch.jit.{opts.method}: {len(notes)} warning(s) while tracing, "
+                f"first: {' '.join(notes[0].split())[:200]}; "
                 "the outputs matched eager on every example, so the export stands"
             )
         cfg = build_config(opts, inputs, eager_out)

@@ -154,7 +154,8 @@ def check(cfg: Any, source: str, model_name: str | None = None) -> None:
             raise ConfigPbtxtError(f"{source}: {e}") from None
     if not cfg.backend and not cfg.platform:
         raise ConfigPbtxtError(
-            f'{source}: neither backend nor platform set; allowed: e.g. backend: "python" or platform: "pytorch_libtorch"'
+            f"{source}: neither backend nor platform set; "
+            'allowed: e.g. backend: "python" or platform: "pytorch_libtorch"'
         )
     if cfg.max_batch_size < 0:
         raise ConfigPbtxtError(f"{source} max_batch_size: {cfg.max_batch_size}; allowed: >= 0")

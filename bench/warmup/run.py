@@ -49,7 +49,8 @@ def _export(
 ) -> None:
     from model_sync.cli import main
 
-    args = ["export", factory, "--name", name, "--output", str(repo), "--example-shape", ",".join(map(str, (2, *shape))), "--target", "local",
+    args = ["export", factory, "--name", name, "--output", str(repo),
+            "--example-shape", ",".join(map(str, (2, *shape))), "--target", "local",
             "--max-batch-size", str(max_batch), "--preferred-batch-size", str(preferred), "--quiet"]  # fmt: skip
     if not warmup:
         args.append("--no-warmup")
@@ -189,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
                     batch = _infer_ms(client, name, big)
                     steady = [_infer_ms(client, name, one) for _ in range(args.steady)]
                     time.sleep(1.5)  # let Triton unload the previous version before the next reload
-                    run = {"version": version, "ready_s": round(ready - placed, 3), "load_s": _load_s(server.log_path.read_text(), name, version),
-                           "first_ms": [round(x, 2) for x in first], "batch_ms": round(batch, 2), "steady_ms": [round(x, 2) for x in steady]}  # fmt: skip
+                    run = {"version": version, "ready_s": round(ready - placed, 3),
+                           "load_s": _load_s(server.log_path.read_text(), name, version),
+                           "first_ms": [round(x, 2) for x in first], "batch_ms": round(batch, 2),
+                           "steady_ms": [round(x, 2) for x in steady]}  # fmt: skip
                     runs[scenario].append(run)
                     print(scenario, json.dumps(run), flush=True)
         finally:
@@ -198,16 +201,20 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "benchmark": "warm-up: first requests after a hot reload, model_warmup (export default) vs --no-warmup",
         "scenario": (
-            f"{args.factory} exported --target local (python-backend wrapper, KIND_CPU, 1 instance, max batch {args.max_batch_size}, "
-            f"preferred {args.preferred}); warm-up samples batch 1 and {args.preferred}, zero_data; a new version renamed into the "
-            f"repository + pin rewritten, poll 1 s; {args.first} batch-1 requests then one batch-{args.preferred} then "
+            f"{args.factory} exported --target local (python-backend wrapper, KIND_CPU, 1 instance, "
+            f"max batch {args.max_batch_size}, preferred {args.preferred}); warm-up samples batch 1 and "
+            f"{args.preferred}, zero_data; a new version renamed into the repository + pin rewritten, poll 1 s; "
+            f"{args.first} batch-1 requests then one batch-{args.preferred} then "
             f"{args.steady} batch-1, sequential, HTTP binary"
         ),
         "repetitions": args.repeat,
         "summary": {scenario: _summary(rs) for scenario, rs in runs.items()},
         "runs": runs,
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": f"CPU only: {os.cpu_count()} shared cores (other jobs running), tritonserver {TRITONSERVER_VERSION} from nvidia-pytriton; the GPU run is pending",
+        "machine": (
+            f"CPU only: {os.cpu_count()} shared cores (other jobs running), tritonserver {TRITONSERVER_VERSION} "
+            "from nvidia-pytriton; the GPU run is pending"
+        ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -97,7 +97,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--no-warmup",
         dest="warmup",
         action="store_false",
-        help="write no model_warmup (default: zero-filled warm-up samples at batch 1 and the largest preferred batch size, run before READY)",
+        help=(
+            "write no model_warmup (default: zero-filled warm-up samples at batch 1 and the largest preferred "
+            "batch size, run before READY)"
+        ),
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing DIR/NAME atomically")
     _common.add_quiet(p)
@@ -130,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     )
     meta = export.export(opts)
     Console(args.quiet).line(
-        f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}"
+        f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, "
+        f"TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}"
     )
     return errors.OK

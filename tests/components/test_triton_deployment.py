@@ -151,7 +151,10 @@ class _Restricted:
 
 
 @pytest.fixture(scope="module")
-def restricted_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Restricted]:  # noqa: F811
+def restricted_triton(
+    triton_runtime: TritonRuntime,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[_Restricted]:
     """The real tritonserver with exactly the Deployment's restricted-API flags (the key the
     kubelet would expand from the Secret substituted), on loopback ports, no models."""
     tmp = tmp_path_factory.mktemp("restricted")

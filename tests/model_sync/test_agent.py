@@ -248,7 +248,12 @@ def _repo(server: object, bucket: str, key: str, secret: str) -> object:
 
     session = botocore.session.get_session()
     session.set_credentials(key, secret)
-    env = environments.Environment("test", layout.Root(bucket), server.endpoint, "us-east-1")  # type: ignore[attr-defined]
+    env = environments.Environment(
+        "test",
+        layout.Root(bucket),
+        server.endpoint,  # type: ignore[attr-defined]
+        "us-east-1",
+    )
     return Repo(env, s3client.AGENT, session=session)
 
 
@@ -285,7 +290,11 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
         # Credentials fixed (e.g. the bucket policy restored): the same loop reports again.
         agent.s3 = _repo(rclone_s3, bucket, KEY, SECRET)  # type: ignore[assignment]
         key = layout.status_key("default", "replica-0")
-        wait_until(lambda: key in rclone_s3.keys(bucket), 20, what="status written after recovery")  # type: ignore[attr-defined]
+        wait_until(
+            lambda: key in rclone_s3.keys(bucket),  # type: ignore[attr-defined]
+            20,
+            what="status written after recovery",
+        )
         assert agent.s3_ok is True
     finally:
         stop.set()
@@ -300,7 +309,10 @@ def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rc
     from tests.support.s3_servers import KEY, SECRET
 
     bucket = rclone_s3.make_bucket("models-once")  # type: ignore[attr-defined]
-    denied = ag.RepositoryAgent(_adopted(tmp_path / "a", bucket), _repo(rclone_s3, bucket, KEY, "wrong-secret"))  # type: ignore[arg-type]
+    denied = ag.RepositoryAgent(
+        _adopted(tmp_path / "a", bucket),
+        _repo(rclone_s3, bucket, KEY, "wrong-secret"),  # type: ignore[arg-type]
+    )
     assert denied.run(once=True) == errors.S3
     assert denied.last_error is not None
     missing = ag.RepositoryAgent(
@@ -337,9 +349,15 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
         "created_by": "t",
         "created_at": manifest.now(),
     }
-    client.put_object(Bucket=bucket, Key=layout.version_file_key("new", 1, "model.py"), Body=data)  # type: ignore[attr-defined]
-    client.put_object(Bucket=bucket, Key=layout.manifest_key("new", 1), Body=manifest.dumps(doc))  # type: ignore[attr-defined]
-    client.put_object(Bucket=bucket, Key=layout.config_key("new"), Body=pinned_config("new", 1).encode())  # type: ignore[attr-defined]
+    client.put_object(  # type: ignore[attr-defined]
+        Bucket=bucket, Key=layout.version_file_key("new", 1, "model.py"), Body=data
+    )
+    client.put_object(  # type: ignore[attr-defined]
+        Bucket=bucket, Key=layout.manifest_key("new", 1), Body=manifest.dumps(doc)
+    )
+    client.put_object(  # type: ignore[attr-defined]
+        Bucket=bucket, Key=layout.config_key("new"), Body=pinned_config("new", 1).encode()
+    )
     s = _adopted(tmp_path, bucket)
     a = ag.RepositoryAgent(s, _repo(rclone_s3, bucket, KEY, SECRET))  # type: ignore[arg-type]
     calls = []
@@ -354,7 +372,11 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
     assert a.last_error is not None
     assert "No space left on device" in a.last_error
     assert not (s.repository / "new").exists()
-    status = json.loads(client.get_object(Bucket=bucket, Key=layout.status_key("default", "replica-0"))["Body"].read())  # type: ignore[attr-defined]
+    status = json.loads(
+        client.get_object(  # type: ignore[attr-defined]
+            Bucket=bucket, Key=layout.status_key("default", "replica-0")
+        )["Body"].read()
+    )
     assert "No space left" in status["last_error"]
     assert "No space left" in status["models"]["new"]["error"]
     assert status["models"]["add"]["serving"] == [3]  # the other model is untouched
@@ -393,14 +415,23 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     from model_sync.s3 import Repo
     from tests.model_sync.helpers import python_model, run_cli, write_config
 
-    cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"})  # type: ignore[arg-type]
+    cfg = write_config(
+        tmp_path / "model-sync.yaml",
+        moto_s3,  # type: ignore[arg-type]
+        {"staging": f"s3://{s3_bucket}"},
+    )
     for name in ("a", "b", "c"):
         for version in ("1", "2"):  # two versions each: the full listing holds every one of their files
             model = python_model(
                 tmp_path / f"src-{name}-{version}", name, {"model.py": f"# {name} {version}\n".encode()}
             )
             assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    env = environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1")  # type: ignore[attr-defined]
+    env = environments.Environment(
+        "staging",
+        layout.Root(s3_bucket),
+        moto_s3.endpoint,  # type: ignore[attr-defined]
+        "us-east-1",
+    )
     agent = ag.RepositoryAgent(
         settings(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0),
         Repo(env, s3client.AGENT),
@@ -426,7 +457,11 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     assert agent.models["b"].serving == (3,)
     assert not any("prefix=repository/" in r for r in pushed)
     # A pin rewritten without its index entry (another writer): unseen until the full resync.
-    pin_a1 = moto_s3.client().get_object(Bucket=s3_bucket, Key="manifests/a/1.json")["Body"].read()  # type: ignore[attr-defined]
+    pin_a1 = (
+        moto_s3.client()  # type: ignore[attr-defined]
+        .get_object(Bucket=s3_bucket, Key="manifests/a/1.json")["Body"]
+        .read()
+    )
     moto_s3.client().put_object(
         Bucket=s3_bucket, Key="repository/a/config.pbtxt", Body=json.loads(pin_a1)["config_pbtxt"].encode()
     )  # type: ignore[attr-defined]
@@ -469,7 +504,11 @@ def test_a_version_without_its_backends_files_is_never_placed(tmp_path: Path, rc
     assert not (s.repository / "add" / "4").exists()
     assert not (s.repository / "new").exists()
     assert not (s.repository / "lt").exists()
-    status = json.loads(client.get_object(Bucket=bucket, Key=layout.status_key("default", "replica-0"))["Body"].read())  # type: ignore[attr-defined]
+    status = json.loads(
+        client.get_object(  # type: ignore[attr-defined]
+            Bucket=bucket, Key=layout.status_key("default", "replica-0")
+        )["Body"].read()
+    )
     for name, version, missing in (("add", 4, "model.py"), ("new", 1, "model.py"), ("lt", 1, "net.pt")):
         entry = status["models"][name]
         assert entry["state"] == "FAILED", entry

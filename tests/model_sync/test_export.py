@@ -86,8 +86,9 @@ def test_export_local_round_trip(factories, capsys) -> None:
     import torch
 
     r = run_cli(
-        capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "4,4", "--example-shape", "4,5",
-        "--example-dtype", "float32", "--example-dtype", "int64", "--target", "local", "--preferred-batch-size", "4", "--max-queue-delay-us", "500",
+        capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories),
+        "--example-shape", "4,4", "--example-shape", "4,5", "--example-dtype", "float32", "--example-dtype", "int64",
+        "--target", "local", "--preferred-batch-size", "4", "--max-queue-delay-us", "500",
     )  # fmt: skip
     assert r.code == 0, r.err
     assert r.err == ""  # torch's TorchScript deprecation notice is not repeated on every export (issue 17, item 15)
@@ -145,15 +146,18 @@ def test_a_tracer_warning_is_reported_on_one_line(factories, capsys) -> None:
     )
     assert r.code == 0, r.err
     assert re.match(
-        r"model-sync: warning: torch.jit.trace: \d warning\(s\) while tracing, first: Converting a tensor to a Python boolean",
+        r"model-sync: warning: torch.jit.trace: \d warning\(s\) while tracing, "
+        r"first: Converting a tensor to a Python boolean",
         r.err,
     ), r.err
     assert len(r.err.strip().splitlines()) == 1
 
 
 def test_export_cloud_script_without_batching(factories, capsys) -> None:
-    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "4", "--example-shape", "5",
-                "--example-dtype", "float32", "--example-dtype", "int64", "--method", "script", "--max-batch-size", "0", "--instance-count", "2")  # fmt: skip
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories),
+                "--example-shape", "4", "--example-shape", "5", "--example-dtype", "float32",
+                "--example-dtype", "int64", "--method", "script", "--max-batch-size", "0",
+                "--instance-count", "2")  # fmt: skip
     assert r.code == 0, r.err
     cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
     assert (cfg.platform, cfg.max_batch_size, cfg.HasField("dynamic_batching")) == ("pytorch_libtorch", 0, False)
@@ -190,8 +194,8 @@ def test_no_warmup_writes_no_model_warmup(factories, capsys) -> None:
 
 
 def test_warmup_without_preferred_sizes_uses_max_batch_size(factories, capsys) -> None:
-    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories), "--example-shape", "2,4", "--example-shape", "2,5",
-                "--max-batch-size", "16")  # fmt: skip
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "two", "--output", str(factories),
+                "--example-shape", "2,4", "--example-shape", "2,5", "--max-batch-size", "16")  # fmt: skip
     assert r.code == 0, r.err
     cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
     assert [(w.name, w.batch_size) for w in cfg.model_warmup] == [("batch_1", 1), ("batch_16", 16)]
@@ -278,14 +282,19 @@ class _VerboseTriton(TritonServer):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
-def test_the_real_tritonserver_runs_the_warmup_before_ready(factories, capsys, triton_runtime: TritonRuntime) -> None:  # noqa: F811
+def test_the_real_tritonserver_runs_the_warmup_before_ready(
+    factories,
+    capsys,
+    triton_runtime: TritonRuntime,  # noqa: F811
+) -> None:
     """`export --target local`, then the real tritonserver: it runs both warm-up samples through
     the python-backend wrapper on the model's instance before the model is READY, and serves."""
     import numpy as np
 
     repo = factories / "repository"
-    r = run_cli(capsys, "export", "exportfactories:two", "--name", "warm", "--output", str(repo), "--example-shape", "4,4", "--example-shape", "4,5",
-                "--example-dtype", "float32", "--example-dtype", "int64", "--target", "local", "--preferred-batch-size", "4")  # fmt: skip
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "warm", "--output", str(repo),
+                "--example-shape", "4,4", "--example-shape", "4,5", "--example-dtype", "float32",
+                "--example-dtype", "int64", "--target", "local", "--preferred-batch-size", "4")  # fmt: skip
     assert r.code == 0, r.err
     server = _VerboseTriton(repo, factories / "triton.log", runtime=triton_runtime)
     try:

@@ -53,9 +53,11 @@ def test_write_file_is_atomic_and_parses(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "files"),
-    [('platform: "pytorch"', ("model.pt",)), ('platform: "onnxruntime"', ("model.onnx",)), ('platform: "tensorrt_plan"', ("model.plan",)),
-     ('platform: "tensorrt"\ndefault_model_filename: "e.plan"', ("e.plan",)), ('backend: "python"\ndefault_model_filename: "x.py"', ("model.py",)),
-     ('backend: "custom"', ()), ('backend: "custom"\ndefault_model_filename: "lib.so"', ("lib.so",)), ('backend: "onnxruntime"', ("model.onnx",))],
+    [('platform: "pytorch"', ("model.pt",)), ('platform: "onnxruntime"', ("model.onnx",)),
+     ('platform: "tensorrt_plan"', ("model.plan",)),
+     ('platform: "tensorrt"\ndefault_model_filename: "e.plan"', ("e.plan",)),
+     ('backend: "python"\ndefault_model_filename: "x.py"', ("model.py",)), ('backend: "custom"', ()),
+     ('backend: "custom"\ndefault_model_filename: "lib.so"', ("lib.so",)), ('backend: "onnxruntime"', ("model.onnx",))],
 )  # fmt: skip
 def test_required_files_per_backend(text: str, files: tuple[str, ...]) -> None:
     assert model_config.required_files(model_config.parse(text)) == files
@@ -127,7 +129,10 @@ def _warmups(cfg) -> list[tuple[str, int, list[tuple[str, str, list[int], str | 
     ]
 
 
-IO = 'input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [3, 8] }, { name: "INPUT__1" data_type: TYPE_INT64 dims: [5] }]\n'
+IO = (
+    'input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [3, 8] }, '
+    '{ name: "INPUT__1" data_type: TYPE_INT64 dims: [5] }]\n'
+)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +161,8 @@ def test_warmup_samples_cover_batch_one_and_the_largest_batch(batching: str, siz
 
 def test_warmup_refuses_variable_dims() -> None:
     cfg = model_config.parse(
-        'name: "m"\nbackend: "python"\nmax_batch_size: 4\ninput [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [-1, 3] }]\n'
+        'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
+        'input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [-1, 3] }]\n'
     )
     with pytest.raises(
         model_config.ConfigPbtxtError, match=r"input INPUT__0 dims: \[-1, 3\]; allowed: fixed dims for model_warmup"

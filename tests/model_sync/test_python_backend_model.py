@@ -15,7 +15,11 @@ from tests.model_sync.helpers import python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server
 
 WRAPPER = Path(__file__).resolve().parents[2] / "model_sync" / "python_backend_model.py"
-CONFIG = 'name: "double"\nbackend: "python"\nmax_batch_size: 4\ninput [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [3] }]\noutput [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]\n'
+CONFIG = (
+    'name: "double"\nbackend: "python"\nmax_batch_size: 4\n'
+    'input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [3] }]\n'
+    'output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]\n'
+)
 
 
 class _Tensor:

@@ -117,7 +117,12 @@ CASES = {
     "unknown key id": Case("rclone", lambda c, b: c.list_objects_v2(Bucket=b), "InvalidAccessKeyId", Kind.DENIED,
                            errors.S3, True,
                            "S3 credentials/access: InvalidAccessKeyId on ", key="AKIDNOSUCHKEY"),
-    "body differs from Content-MD5": Case("rclone", lambda c, b: c.put_object(Bucket=b, Key=KEY_REL, Body=b"data", ContentMD5=base64.b64encode(hashlib.md5(b"other").digest()).decode()),  # noqa: S324
+    "body differs from Content-MD5": Case("rclone",
+                                          lambda c, b: c.put_object(
+                                              Bucket=b, Key=KEY_REL, Body=b"data",
+                                              ContentMD5=base64.b64encode(
+                                                  hashlib.md5(b"other").digest()  # noqa: S324
+                                              ).decode()),
                                           "BadDigest", Kind.DIGEST, errors.S3, False,
                                           "S3 request on s3://{bucket}/repository/m/config.pbtxt: BadDigest ("),
     "unsatisfiable range": Case("moto", lambda c, b: (_etag(c, b),

@@ -110,7 +110,9 @@ class PrometheusServer:
         return http_status(self.url + "/-/ready") == 200
 
     def api(self, path: str, **params: str) -> Any:
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}", timeout=10) as resp:  # noqa: S310
+        with urllib.request.urlopen(  # noqa: S310
+            f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}", timeout=10
+        ) as resp:
             doc = json.loads(resp.read())
         assert doc["status"] == "success", doc
         return doc["data"]
