@@ -75,3 +75,15 @@ def test_the_check_finds_a_missing_document_and_a_missing_heading(tmp_path: Path
 def test_the_design_of_record_has_the_sections_the_code_cites(ref: str) -> None:
     doc, anchor = ref.split("#")
     assert anchor in anchors(ROOT / doc)
+
+
+# A repository path to a source file named in the docs: `components/x.py`, tests/model_sync/test_x.py::case.
+PY_REF = re.compile(r"(?<![\w/.-])((?:[\w-]+/)+[\w-]+\.py)\b")
+
+
+def test_every_source_file_the_docs_name_exists() -> None:
+    known = set(tracked())
+    docs = [p for p in known if p.endswith(".md")]
+    named = [(doc, m.group(1)) for doc in docs for m in PY_REF.finditer((ROOT / doc).read_text())]
+    assert len(named) > 50  # the docs name the modules they describe (the check has something to check)
+    assert [f"{doc}: {path}" for doc, path in named if path not in known and not path.startswith(GENERATED)] == []
