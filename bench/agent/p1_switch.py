@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from model_sync.local.runtime import ensure_tritonserver
-from tests.support.triton import BUCKET, LoadGenerator, Serving, flip_pin, publish
+from tests.support.triton import LoadGenerator, Serving, flip_pin, publish
 
 
 def switch_seconds(load: LoadGenerator, flipped_at: float, version: int, timeout: float = 30) -> float:
@@ -52,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             stack.s3.start()
             stack.triton.start()
-            client = stack.client
             publish(stack, "add")  # version 1, through model_sync.push.push
             stack.start_agent()
             stack.wait_served("add", 1)
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                     samples.append(
                         {"cycle": cycle, "action": "push", "version": new, "seconds": switch_seconds(load, t, new)}
                     )
-                    flip_pin(client, BUCKET, "add", current)  # rollback
+                    flip_pin(stack, "add", current)  # rollback
                     t = time.monotonic()
                     samples.append(
                         {
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                         }
                     )
                     current = new
-                    flip_pin(client, BUCKET, "add", current)
+                    flip_pin(stack, "add", current)
                     switch_seconds(load, time.monotonic(), current)
             secs = sorted(float(s["seconds"]) for s in samples)
             result = {

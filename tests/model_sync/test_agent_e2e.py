@@ -67,7 +67,7 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
         assert publish(serving, "add") == 2
         serving.wait_served("add", 2)
         serving.wait_status(_ready_on(2), what="status READY on 2")
-        flip_pin(client, BUCKET, "add", 1)  # rollback = flip the pin back
+        flip_pin(serving, "add", 1)  # rollback = flip the pin back
         serving.wait_served("add", 1)
         serving.wait_status(_ready_on(1), what="status READY on 1 after rollback")
         time.sleep(0.5)
@@ -211,7 +211,7 @@ def test_missing_or_corrupted_version_is_never_placed_nor_pinned(serving: Servin
         client.delete_object(Bucket=BUCKET, Key=key)
     else:
         client.delete_object(Bucket=BUCKET, Key=layout.manifest_key("add", 2))
-    flip_pin(client, BUCKET, "add", 2)
+    flip_pin(serving, "add", 2)
     doc = serving.wait_status(lambda d: _model_state(d).get("state") == "FAILED", what="status FAILED")
     reason = _model_state(doc)["error"]
     expected = {"corrupted": "sha256", "missing": "missing in the bucket", "no-manifest": "manifest"}[damage]
@@ -245,7 +245,6 @@ def test_s3_outage_of_60s_under_load_fails_no_request_and_agent_catches_up(servi
 
 
 def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving: Serving) -> None:
-    client = serving.client
     publish(serving, "add")
     serving.start_agent()
     serving.wait_served("add", 1)
@@ -270,7 +269,7 @@ def test_agent_killed_or_stopped_mid_download_leaves_no_partial_version(serving:
         return True
 
     # 1. SIGKILL mid-download: the partial file stays in staging only, never in the repository.
-    flip_pin(client, BUCKET, "add", 2)
+    flip_pin(serving, "add", 2)
     wait_until(downloading, 60, interval=0.02, what="weights.bin download in staging")
     assert serving.agent is not None
     serving.agent.kill()
@@ -397,7 +396,7 @@ def test_pins_of_one_pass_are_all_placed_before_any_is_confirmed(serving: Servin
     for name in names:
         push_version(serving, name, fail=name == "m2")
     for name in names:  # before the agent starts: its first pass sees all four
-        flip_pin(serving.client, BUCKET, name, 1)
+        flip_pin(serving, name, 1)
     serving.start_agent()
     doc = serving.wait_status(
         lambda d: all(_model_state(d, n).get("state") in ("READY", "FAILED") for n in names), what="every model settled"

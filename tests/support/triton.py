@@ -163,18 +163,27 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
     return version
 
 
-def flip_pin(client: Any, bucket: str, name: str, version: int) -> None:
-    """The commit point, as push / rollback write it: one PUT of the manifest's pinned config text."""
-    doc = manifest.read_manifest(
-        client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read(), name, version
+def flip_pin(stack: Serving, name: str, version: int, bucket: str = BUCKET) -> None:
+    """The commit point through the product's own code (model_sync.repository.flip_pin, what push
+    and rollback run): the pinned config text of the version's manifest, written conditionally on
+    the current pin, then the pin history and the pin-index entry agents list."""
+    from model_sync import environments, repository
+    from model_sync.s3 import Repo
+
+    body = stack.client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read()
+    doc = manifest.read_manifest(body, name, version)
+    env = environments.Environment(
+        "serving", layout.Root(bucket), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region
     )
-    client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=doc["config_pbtxt"].encode())
+    with _s3_env(stack):
+        repo = Repo(env)
+        repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", "tests", repository.read_pin(repo, name))
 
 
 def publish(stack: Serving, name: str, fail: bool = False, extra: dict[str, bytes] | None = None) -> int:
     """push + pin: returns the new version."""
     version = push_version(stack, name, fail, extra)
-    flip_pin(stack.client, BUCKET, name, version)
+    flip_pin(stack, name, version)
     return version
 
 
