@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,16 +31,12 @@ from typing import Any
 
 import pytest
 
+from model_sync.local.procs import free_port  # one free-port helper, the product's (re-exported for tests)
+
 KEY = "testing-key"
 SECRET = "testing-secret"
 REGION = "us-east-1"
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def aws_environ(base: dict[str, str] | None = None) -> dict[str, str]:
