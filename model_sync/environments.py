@@ -14,6 +14,14 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         unenforcedConditionalWrites: accepted   # optional: the endpoint ignores If-None-Match /
                                                 # If-Match (rclone serve s3) and has one writer:
                                                 # no race warning on every push/promote
+        # The gray release's figures (model-sync canary, promote to prod): one of
+        prometheusUrl: https://...                # Prometheus (its /api/v1/query), e.g. through
+        eksCluster: triton-platform-prod        #   the EKS API's service proxy, with a token from
+                                                #   the AWS credentials for this cluster
+        tritonMetricsUrls:                      # or each replica's Triton /metrics (locally)
+          - http://127.0.0.1:8002/metrics
+        canaryPolicies:                         # optional, per model: steps and thresholds
+          resnet: {steps: [25, 50], stepSeconds: 120}   # (model_sync/canary_policy.py; default: its defaults)
       prod:
         pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
         pulumiCwd: ../infra                     # optional, relative to the config file
@@ -21,7 +29,8 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
 With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI binary: $PULUMI or
 `pulumi` on PATH) and its outputs `modelRepositoryBucket` (the repository root; else
 `modelRepositoryUri` without its trailing `/repository`, the Triton tree), `region`,
-`tritonEndpoints` (`{http, grpc}`: tritonUrl and grpcUrl) and `tritonImage` fill in what the file
+`tritonEndpoints` (`{http, grpc}`: tritonUrl and grpcUrl), `tritonImage`, `prometheusUrl`,
+`clusterName` (eksCluster) and `canaryPolicies` fill in what the file
 does not set (what __main__.py exports: docs/stack-outputs.md). Explicit flags (--bucket,
 --endpoint-url, --region, --triton-url, --grpc-url, --triton-image) override both. Without an endpoint from either,
 AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL apply (sdk_endpoint); a profile's `endpoint_url` is not read. Credentials are
@@ -37,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model_sync import errors, layout
+from model_sync.canary_policy import CanaryPolicy, CanaryPolicyError
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 ENV_KEYS = (
@@ -49,7 +59,12 @@ ENV_KEYS = (
     "unenforcedConditionalWrites",
     "pulumiStack",
     "pulumiCwd",
+    "prometheusUrl",
+    "eksCluster",
+    "tritonMetricsUrls",
+    "canaryPolicies",
 )
+_STRUCTURED_KEYS = ("tritonMetricsUrls", "canaryPolicies")  # not strings: checked by _metrics_urls / _policies
 CONFIG_NAME = "model-sync.yaml"
 
 
@@ -63,6 +78,10 @@ class Environment:
     grpc_url: str | None = None  # HOST:PORT
     triton_image: str | None = None  # e.g. nvcr.io/nvidia/tritonserver:25.10-py3 (model_sync.compat)
     unenforced_writes_accepted: bool = False  # unenforcedConditionalWrites: accepted
+    prometheus_url: str | None = None  # the gray release's Prometheus (model_sync.canary_metrics)
+    eks_cluster: str | None = None  # the EKS cluster whose API server proxies prometheus_url (bearer token)
+    metrics_urls: tuple[str, ...] = ()  # or each replica's Triton /metrics (locally)
+    canary_policies: tuple[tuple[str, CanaryPolicy], ...] = ()  # model -> its gray release policy
     source: str = "flags"  # where it was resolved from (config path, pulumi stack)
 
     @property
@@ -72,6 +91,10 @@ class Environment:
     @property
     def uri(self) -> str:
         return self.root.uri().rstrip("/")
+
+    def canary_policy(self, model: str) -> CanaryPolicy:
+        """The model's gray release policy (canaryPolicies), else the defaults."""
+        return dict(self.canary_policies).get(model) or CanaryPolicy()
 
 
 def find_config(explicit: str | None) -> str | None:
@@ -111,6 +134,8 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
         for key, value in body.items():
             if key not in ENV_KEYS:
                 raise errors.usage(f"{path} environments.{name}.{key}: unknown key; allowed: {', '.join(ENV_KEYS)}")
+            if key in _STRUCTURED_KEYS:
+                continue
             if not isinstance(value, str) or not value:
                 raise errors.usage(f"{path} environments.{name}.{key}: {value!r}; allowed: a non-empty string")
         if body.get("unenforcedConditionalWrites", "accepted") != "accepted":
@@ -118,11 +143,42 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
                 f"{path} environments.{name}.unenforcedConditionalWrites: "
                 f"{body['unenforcedConditionalWrites']!r}; allowed: 'accepted' (or leave it out)"
             )
+        body["tritonMetricsUrls"] = _metrics_urls(f"{path} environments.{name}", body.get("tritonMetricsUrls"))
+        body["canaryPolicies"] = _policies(f"{path} environments.{name}", body.get("canaryPolicies"))
         if "bucket" not in body and "pulumiStack" not in body:
             raise errors.usage(
                 f"{path} environments.{name}: no bucket; allowed: set 'bucket' (s3://bucket[/prefix]) or 'pulumiStack'"
             )
     return envs
+
+
+def _metrics_urls(where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+        isinstance(u, str) and re.match(r"^https?://[^\s/]+/\S*$", u) for u in value
+    ):
+        raise errors.usage(f"{where}.tritonMetricsUrls: {value!r}; allowed: a list of http(s)://host:port/metrics URLs")
+    return tuple(value)
+
+
+def _policies(where: str, value: Any) -> tuple[tuple[str, CanaryPolicy], ...]:
+    """canaryPolicies (model -> policy mapping; a `deployment` key, as the stack exports it, is
+    allowed and ignored) -> ((model, CanaryPolicy), ...)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise errors.usage(f"{where}.canaryPolicies: {value!r}; allowed: a mapping of model name -> policy")
+    out = []
+    for model, policy in value.items():
+        if not isinstance(model, str) or not layout.MODEL_NAME_RE.match(model):
+            raise errors.usage(f"{where}.canaryPolicies: {model!r}; allowed: model names ({layout.MODEL_NAME_ALLOWED})")
+        body = {k: v for k, v in policy.items() if k != "deployment"} if isinstance(policy, dict) else policy
+        try:
+            out.append((model, CanaryPolicy.from_mapping(body, f"{where}.canaryPolicies.{model}")))
+        except CanaryPolicyError as e:
+            raise errors.usage(str(e)) from None
+    return tuple(sorted(out))
 
 
 def pulumi_outputs(stack: str, cwd: str | None) -> dict[str, Any]:
@@ -223,9 +279,13 @@ def resolve(
             found = outs.get("tritonEndpoints")
             endpoints: dict[str, Any] = found if isinstance(found, dict) else {}
             for key, value in (("region", outs.get("region")), ("tritonImage", outs.get("tritonImage")),
-                               ("tritonUrl", endpoints.get("http")), ("grpcUrl", endpoints.get("grpc"))):  # fmt: skip
+                               ("tritonUrl", endpoints.get("http")), ("grpcUrl", endpoints.get("grpc")),
+                               ("prometheusUrl", outs.get("prometheusUrl")),
+                               ("eksCluster", outs.get("clusterName"))):  # fmt: skip
                 if isinstance(value, str) and value:
                     body.setdefault(key, value)
+            if not body.get("canaryPolicies") and outs.get("canaryPolicies"):
+                body["canaryPolicies"] = _policies(f"pulumi stack {body['pulumiStack']}", outs["canaryPolicies"])
             source = f"pulumi stack {body['pulumiStack']}"
     uri = bucket or body.get("bucket")
     if not uri:
@@ -249,5 +309,9 @@ def resolve(
         grpc_url=grpc_url or body.get("grpcUrl"),
         triton_image=triton_image or body.get("tritonImage"),
         unenforced_writes_accepted=body.get("unenforcedConditionalWrites") == "accepted",
+        prometheus_url=body.get("prometheusUrl"),
+        eks_cluster=body.get("eksCluster"),
+        metrics_urls=body.get("tritonMetricsUrls") or (),
+        canary_policies=body.get("canaryPolicies") or (),
         source=source,
     )

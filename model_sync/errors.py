@@ -13,6 +13,8 @@
                      that exported a pytorch_libtorch model, or either version is unknown
                      (`--allow-version-skew` overrides and is recorded); a `--target local`
                      model for an NGC tritonserver image (`--allow-local-target`, recorded)
+    8  INTERRUPTED   a gray release stopped (SIGINT) before its decision: the canary keeps its
+                     replicas; `status` shows it, a re-run resumes it, `canary --abort` ends it
 
 Every failure prints exactly one line to stderr:
     model-sync: <what>: <bad value>; <what is allowed or what to do>
@@ -30,6 +32,7 @@ REFUSED = 4
 S3 = 5
 CHECK_FAILED = 6
 INCOMPATIBLE = 7
+INTERRUPTED = 8
 
 EXIT_CODES = {
     OK: "ok",
@@ -40,6 +43,7 @@ EXIT_CODES = {
     S3: "S3 unreachable / credentials / access denied",
     CHECK_FAILED: "check failed",
     INCOMPATIBLE: "incompatible: target Triton cannot load the model (version skew)",
+    INTERRUPTED: "interrupted gray release (resume or abort it)",
 }
 
 

@@ -11,6 +11,10 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
     manifests/_pins/<model>.json           pin index: rewritten after every flip, so an agent
                                             lists one object per model to see what changed
                                             (`_` cannot start a model name: no collision)
+    manifests/_canary/<model>.json         the model's gray release (schema "model-sync.canary/v1"):
+                                            the canary version, the replicas serving it, each
+                                            step's verdict; rewritten (If-Match) at every step,
+                                            never deleted, state running | promoted | aborted
     manifests/<model>/<N>.json             per-version manifest (model_sync.manifest, schema
                                             "model-sync.manifest/v1"): sha256 + size of every
                                             file, the pinned config text, source, exporter and
@@ -29,6 +33,8 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
                                             (<N>.json: the single v1 record of older releases)
     audit/promotions/<model>/<N>.json      provenance of a promoted version N in the TARGET env
                                             (schema "model-sync.promotion/v1")
+    audit/canaries/<model>/<id>.json       the final record of one gray release (its decision,
+                                            thresholds and figures), written once at its end
     audit/.conditional-write-probe         constant key used to detect servers that ignore
                                             If-None-Match (rclone serve s3)
 
@@ -59,6 +65,10 @@ VERIFICATIONS_PREFIX = AUDIT_PREFIX + "verifications/"
 PROMOTIONS_PREFIX = AUDIT_PREFIX + "promotions/"
 PROBE_KEY = AUDIT_PREFIX + ".conditional-write-probe"
 PIN_INDEX_PREFIX = MANIFESTS_PREFIX + "_pins/"
+CANARY_PREFIX = MANIFESTS_PREFIX + "_canary/"  # read by the agents (serving reads manifests/)
+SIGNALS_PREFIX = MANIFESTS_PREFIX + "_"  # _pins/ and _canary/: what an agent lists every pass (one request)
+CANARY_AUDIT_PREFIX = AUDIT_PREFIX + "canaries/"
+CANARY_ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")  # <stamp>-<8 hex>: sorts in time
 
 # The contract between the stacks (components/) and model_sync, defined here once and imported by both:
 # the model-name rule, the agent's entry point and the prefixes above.
@@ -152,6 +162,24 @@ def model_from_pin_index_key(rel: str) -> str | None:
     leaf = rel[len(PIN_INDEX_PREFIX) :] if rel.startswith(PIN_INDEX_PREFIX) else ""
     name = leaf[:-5] if leaf.endswith(".json") else ""
     return name if MODEL_NAME_RE.match(name) else None
+
+
+def canary_key(model: str) -> str:
+    """manifests/_canary/<model>.json: the model's gray release, read by every agent."""
+    return f"{CANARY_PREFIX}{check_model_name(model)}.json"
+
+
+def model_from_canary_key(rel: str) -> str | None:
+    """'manifests/_canary/resnet.json' -> 'resnet'; anything else -> None."""
+    leaf = rel[len(CANARY_PREFIX) :] if rel.startswith(CANARY_PREFIX) else ""
+    name = leaf[:-5] if leaf.endswith(".json") else ""
+    return name if MODEL_NAME_RE.match(name) else None
+
+
+def canary_audit_key(model: str, canary_id: str) -> str:
+    if not isinstance(canary_id, str) or not CANARY_ID_RE.match(canary_id):
+        raise LayoutError(f"canary id: {canary_id!r}; allowed: UTC %Y%m%dT%H%M%S%fZ-<8 hex digits>")
+    return f"{_under(CANARY_AUDIT_PREFIX, model)}{canary_id}.json"
 
 
 def allocations_prefix(model: str) -> str:

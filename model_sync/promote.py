@@ -15,6 +15,9 @@
   5. target manifest and provenance (audit/promotions/<model>/<N'>.json) written, the pin flipped last,
      conditional on the target pin read at the start (If-Match): a rollback or push in the target
      meanwhile refuses the flip (exit 4; N' stays published, unpinned) instead of being undone.
+     To prod (by default; `--canary`/`--no-canary` choose, recorded in the provenance) the flip is
+     a gray release's (model_sync.canary): N' serves a growing share of the replicas first and
+     is pinned only when every step's analysis passed (exit 6 when it aborts).
 
 Version alignment (model_sync/compat.py) is checked right after step 1, before anything is
 written to the target: a pytorch_libtorch model whose exporting torch is newer than the LibTorch
@@ -24,9 +27,10 @@ manifest and the promotion record carry the `compatibility` verdict for the targ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from model_sync import compat, errors, layout, manifest, repository, transfer
+from model_sync import canary_record, compat, errors, layout, manifest, repository, transfer
 from model_sync.s3 import Repo, b64_sha256_to_hex
 from model_sync.s3client import aws_hosted
 from model_sync.s3errors import translate
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
 # servers without UploadPartCopy (rclone serve s3 answers it without an ETag) can promote big
 # files; bigger files are copied in 64 MiB parts, 16 at a time. The read-back (S3-compatible
 # servers) is one streamed GET per file, hashed as it arrives: nothing is written locally.
+# A gray release in the target: (target repo, target version, canary id or None) -> its summary.
+GrayRun = Callable[[Repo, int, str | None], dict[str, Any]]
+# Environments whose promotions go through a gray release unless --no-canary.
+CANARY_ENVS = ("prod",)
 COPY = transfer.TransferSettings(threshold=5 * 1024 * transfer.MB, chunksize=64 * transfer.MB, concurrency=16)
 
 
@@ -237,8 +245,10 @@ def promote(
     by: str,
     allow_version_skew: bool = False,
     allow_local_target: bool = False,
+    canary: GrayRun | None = None,
 ) -> int:
-    """Returns the target version number."""
+    """Returns the target version number. With `canary`, the target pin is flipped by a gray
+    release (canary(dst, target, canary id) runs it to its decision) instead of at once."""
     layout.check_model_name(model)
     doc, _raw, record_key = _check_source(src, model, version, skip_verification)
     compatibility = check_alignment(doc, dst, allow_version_skew, allow_local_target)
@@ -255,6 +265,9 @@ def promote(
                 return candidate
             existing = repository.read_manifest(dst, model, candidate)
             assert existing is not None
+            if canary is not None:
+                canary(dst, candidate, None)
+                return candidate
             repository.flip_pin(
                 dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin, warn=console.warn
             )
@@ -270,7 +283,8 @@ def promote(
                 f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to "
                 f"{dst.uri(layout.version_file_key(model, target, rel))}"
             )
-        console.line(f"(dryrun) pin: {model} version {target} ({dst.uri(layout.config_key(model))})")
+        how = "gray release, then pin" if canary is not None else "pin"
+        console.line(f"(dryrun) {how}: {model} version {target} ({dst.uri(layout.config_key(model))})")
         return target
     ignored = None if dst.env.unenforced_writes_accepted else dst.ignored_conditions()
     if ignored:
@@ -298,8 +312,9 @@ def promote(
             f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version "
             "(never overwritten)"
         )
+    canary_id = canary_record.new_id() if canary is not None else None
     record = {
-        "schema": manifest.PROMOTION_V2,
+        "schema": manifest.PROMOTION_V3,
         "model": model,
         "version": target,
         "source": {"env": src.env.name, "bucket_uri": src_uri, "version": version},
@@ -310,8 +325,13 @@ def promote(
         "compatibility": compatibility,
         "promoted_by": by,
         "promoted_at": manifest.now(),
+        "canary": {"skipped": canary is None, "id": canary_id},
     }
     dst.put_new(layout.promotion_key(model, target), manifest.dumps(record))
+    if canary is not None:
+        console.line(f"copied: {model} version {target} in {dst.env.name}; its gray release decides the pin")
+        canary(dst, target, canary_id)
+        return target
     repository.flip_pin(dst, model, target, new_doc["config_pbtxt"], "promote", by, target_pin, warn=console.warn)
     console.line(f"pinned: {model} version {target} in {dst.env.name} (promoted from {src.env.name} version {version})")
     return target
@@ -320,10 +340,11 @@ def promote(
 def promote_command(
     model: str, version: int, source: str, target: str, config: str | None, *, skip_verification: bool, dry_run: bool,
     allow_version_skew: bool,
-    allow_local_target: bool, quiet: bool, wait: Wait,
+    allow_local_target: bool, quiet: bool, wait: Wait, canary: bool | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """`model-sync promote`: the two environments (two different repositories), promote(), then
-    `wait` in the target; returns the JSON document."""
+    """`model-sync promote`: the two environments (two different repositories), promote() (through
+    a gray release when `canary`, None: when the target is one of CANARY_ENVS), then `wait` in the
+    target; returns the JSON document."""
     from model_sync import environments
     from model_sync.s3 import who
 
@@ -338,15 +359,27 @@ def promote_command(
         )
     dst = Repo(dst_env)
     console = Console(quiet)
+    by = who(dst_env, dst.session)
+    released: dict[str, Any] = {}
+    run: GrayRun | None = None
+    if canary or (canary is None and dst_env.name in CANARY_ENVS):
+        from model_sync import canary_command, canary_metrics
+
+        canary_metrics.for_environment(dst_env, model)  # exit 2 before anything is copied: no metrics, no analysis
+
+        def run(repo: Repo, target_version: int, canary_id: str | None) -> dict[str, Any]:
+            released.update(canary_command.gray_release(repo, model, target_version, console, by, canary_id))
+            return released
+
     pinned = promote(Repo(src_env), dst, model, version, skip_verification=skip_verification, dry_run=dry_run,
-                     console=console,
-                     by=who(dst_env, dst.session), allow_version_skew=allow_version_skew,
-                     allow_local_target=allow_local_target)  # fmt: skip
+                     console=console, by=by, allow_version_skew=allow_version_skew,
+                     allow_local_target=allow_local_target, canary=run)  # fmt: skip
     doc: dict[str, Any] = {
         "model": model,
         "from": {"env": src_env.name, "version": version},
         "to": {"env": dst_env.name, "version": pinned},
         "dry_run": dry_run,
+        "canary": released or None,
     }
     if not dry_run:
         doc["served"] = wait(dst, model, pinned, console)

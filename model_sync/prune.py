@@ -63,7 +63,7 @@ def prune(
 ) -> dict[str, Any]:
     """`model-sync prune`: delete what plan() dooms and abort stale unfinished uploads, after
     `confirm(env, question)`; returns the run's JSON document."""
-    from model_sync import repository
+    from model_sync import canary_record, repository
     from model_sync.s3 import Repo
     from model_sync.ui import Console
 
@@ -79,6 +79,9 @@ def prune(
     protected = {v for v in (pin.version,) if v is not None}
     if history.latest:
         protected |= set(history.stack[-1:]) | ({history.latest["previous"]} if history.latest["previous"] else set())
+    running = canary_record.read(repo, model)
+    if running.running and running.doc is not None:  # a gray release's canary and stable versions are served
+        protected |= {running.doc["canary_version"], running.doc["stable_version"]}
     target, _ = repository.rollback_target(repo, model, pin, history)
     if target is not None:  # what `rollback` (and `status` PREVIOUS) would return to
         protected.add(target)

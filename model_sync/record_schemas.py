@@ -48,7 +48,27 @@ promotion (audit/promotions/<model>/<N>.json in the TARGET env, "model-sync.prom
      "files": {"model.pt": {"sha256": "...", "size": 123}}, "checksums_verified": "s3-checksum" | "rehash",
      "compatibility": {... as in the manifest, against the TARGET's Triton image},
      "promoted_by": "...", "promoted_at": "RFC 3339 UTC"}
-  v1 (no `compatibility`) is still read.
+  v1 (no `compatibility`) is still read. v3 adds `"canary": {"skipped": false, "id": "<canary id>" | null}`:
+  whether the promotion went through a gray release (`--no-canary` skips it, recorded here) and which.
+
+canary (manifests/_canary/<model>.json, "model-sync.canary/v1"), the model's gray release, created
+with If-None-Match: * (or If-Match over an ended one) and rewritten If-Match at every change; the
+agents of the replicas it lists serve `canary_version`, every other replica the stable pin. Its
+final form is also written once to audit/canaries/<model>/<id>.json:
+    {"schema": "model-sync.canary/v1", "model": "resnet", "id": "<stamp>-<8 hex>",
+     "state": "running" | "promoted" | "aborted", "deployment": "default",
+     "stable_version": 3, "canary_version": 4,
+     "replicas": ["<replica>", ...],            # serving the canary now; [] once ended
+     "share_percent": 25,                        # the current step's configured share
+     "steps": [{"share_percent": 10, "replicas": 1, "fleet": 4, "effective_percent": 25.0,
+                "started_at": "RFC 3339 UTC", "ended_at": null | "...",
+                "verdict": null | "pass" | "fail" | "inconclusive", "reason": null | "one line",
+                "figures": null | {"canary": FIGURES, "stable": FIGURES}}],
+     "policy": {model_sync.canary_policy's camelCase mapping},
+     "started_by": "...", "started_at": "...", "deadline_at": "...", "updated_at": "...",
+     "decision": null | {"outcome": "promoted" | "aborted", "reason": "one line", "by": "...", "at": "..."}}
+  FIGURES = {"requests": 210, "errors": 0, "error_ratio": 0.0, "p99_ms": 12.5 | null,
+             "queue_us": 85.0 | null}      # over the step's window, one version's
 
 pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
     {"schema": "model-sync.pin/v1", "model": "resnet", "version": 4, "previous": 3 | null,
@@ -245,6 +265,16 @@ PROMOTION_SCHEMA = _obj(
     },
 )
 PROMOTION_V2 = "model-sync.promotion/v2"
+PROMOTION_V3 = "model-sync.promotion/v3"
+PROMOTION_SCHEMA_V2 = PROMOTION_SCHEMA
+PROMOTION_SCHEMA = _obj(
+    {
+        **PROMOTION_SCHEMA_V2["properties"],
+        "schema": {"const": PROMOTION_V3},
+        "canary": _obj({"skipped": {"type": "boolean"}, "id": _NULLABLE_STR}),
+    },
+)
+PROMOTION_SCHEMA_IDS = ("model-sync.promotion/v1", PROMOTION_V2, PROMOTION_V3)
 
 PIN_SCHEMA: dict[str, Any] = _obj(
     {
@@ -328,6 +358,69 @@ REPLICA_STATUS_SCHEMA: dict[str, Any] = _obj(
     },
 )
 
+CANARY = "model-sync.canary/v1"
+CANARY_STATES = ("running", "promoted", "aborted")
+VERDICTS = ("pass", "fail", "inconclusive")
+_COUNT = {"type": "integer", "minimum": 0}
+_NULLABLE_NUMBER = {"type": ["number", "null"], "minimum": 0}
+_FIGURES = _obj(
+    {
+        "requests": _COUNT,
+        "errors": _COUNT,
+        "error_ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "p99_ms": _NULLABLE_NUMBER,
+        "queue_us": _NULLABLE_NUMBER,
+    }
+)
+_PERCENT = {"type": "number", "minimum": 0, "maximum": 100}
+CANARY_SCHEMA: dict[str, Any] = _obj(
+    {
+        "schema": {"const": CANARY},
+        "model": {"type": "string", "pattern": NAME_RE},
+        "id": {"type": "string", "pattern": layout.CANARY_ID_RE.pattern},
+        "state": {"enum": list(CANARY_STATES)},
+        "deployment": {"type": "string", "minLength": 1},
+        "stable_version": _VERSION,
+        "canary_version": _VERSION,
+        "replicas": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
+        "share_percent": _PERCENT,
+        "steps": {
+            "type": "array",
+            "items": _obj(
+                {
+                    "share_percent": _PERCENT,
+                    "replicas": _COUNT,
+                    "fleet": _COUNT,
+                    "effective_percent": _PERCENT,
+                    "started_at": _TIME,
+                    "ended_at": _NULLABLE_TIME,
+                    "verdict": {"enum": [None, *VERDICTS]},
+                    "reason": _NULLABLE_STR,
+                    "figures": {"anyOf": [{"type": "null"}, _obj({"canary": _FIGURES, "stable": _FIGURES})]},
+                }
+            ),
+        },
+        "policy": {"type": "object"},
+        "started_by": {"type": "string", "minLength": 1},
+        "started_at": _TIME,
+        "deadline_at": _TIME,
+        "updated_at": _TIME,
+        "decision": {
+            "anyOf": [
+                {"type": "null"},
+                _obj(
+                    {
+                        "outcome": {"enum": ["promoted", "aborted"]},
+                        "reason": {"type": "string"},
+                        "by": {"type": "string", "minLength": 1},
+                        "at": _TIME,
+                    }
+                ),
+            ]
+        },
+    },
+)
+
 PIN_INDEX = "model-sync.pin-index/v1"
 PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
     {"schema": {"const": PIN_INDEX}, "model": {"type": "string", "pattern": NAME_RE}, "version": _VERSION, "at": _TIME},
@@ -339,7 +432,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     VERIFICATION_V1: VERIFICATION_SCHEMA_V1,
     VERIFICATION_V2: VERIFICATION_SCHEMA,
     "model-sync.promotion/v1": PROMOTION_SCHEMA_V1,
-    PROMOTION_V2: PROMOTION_SCHEMA,
+    PROMOTION_V2: PROMOTION_SCHEMA_V2,
+    PROMOTION_V3: PROMOTION_SCHEMA,
+    CANARY: CANARY_SCHEMA,
     "model-sync.pin/v1": PIN_SCHEMA,
     "model-sync.allocation/v1": ALLOCATION_SCHEMA,
     PIN_INDEX: PIN_INDEX_SCHEMA,

@@ -239,6 +239,7 @@ class Bench:
                             "staging",
                             "--to",
                             "prod",
+                            "--no-canary",
                             "--skip-verification",
                             "--config",
                             cfg,

@@ -6,6 +6,7 @@ docs/architecture.md#the-agents-pass). S3 failures come out as S3Unavailable / S
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from model_sync import errors, layout, manifest, transfer
+from model_sync import canary_record, errors, layout, manifest, transfer
 from model_sync.agent.exceptions import Abandoned, S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.pins import backend_files, pinned_versions
 from model_sync.agent.settings import AgentSettings
@@ -24,6 +25,7 @@ from model_sync.s3errors import Kind, translate
 AGENT_TRANSFER = transfer.TransferSettings()
 # Serving-wise the same as an outage: keep what is loaded, back off, report (exit 5 with --once).
 DENIED_KINDS = frozenset({Kind.DENIED, Kind.NO_BUCKET, Kind.CLOCK, Kind.WRONG_REGION})
+log = logging.getLogger("model_sync.agent")
 CHANGED = object()  # changed_pins(): the model's pin-index entry changed, re-read its pin
 
 
@@ -47,6 +49,10 @@ class Bucket:
         self.listed_at: float | None = None  # monotonic time of the last full listing of repository/
         self._index: dict[str, str] = {}  # model -> ETag of its pin-index entry, as last listed
         self._manager: Any = None  # s3transfer manager for big files, created by the first one
+        self._listed_canaries: list[dict[str, Any]] | None = (
+            None  # manifests/_canary/ objects, as changed_pins() listed
+        )
+        self._canaries: dict[str, tuple[str, dict[str, Any] | None]] = {}  # model -> (ETag, record) as last read
 
     def close(self) -> None:
         if self._manager is not None:
@@ -67,7 +73,7 @@ class Bucket:
         pin-index entry changed: re-read the pin); a model left out is unchanged.
 
         Steady state: ONE ListObjectsV2 of the pin index (manifests/_pins/, one object per model,
-        1,000 per page), whatever the number of versions or files. Every `resync` seconds, and
+        1,000 per page; with manifests/_canary/, the same listing), whatever the number of versions or files. Every `resync` seconds, and
         while the bucket has no index yet (a publisher older than the index), the full listing
         of repository/ (every version's files: one request per 1,000 objects) catches a pin
         written without its index entry (a crash between the two, a writer other than
@@ -76,7 +82,10 @@ class Bucket:
         wanted = self.settings.models
         if len(wanted) == 1:  # one model: its own prefix is small, list it every pass
             return self._list_pins(layout.model_prefix(wanted[0]))
-        objects, _ = self.call("list pin index", self.s3.list, layout.PIN_INDEX_PREFIX)
+        # manifests/_ holds exactly the pin index (_pins/) and the gray releases (_canary/): no
+        # model name starts with `_`, so one listing answers both (canaries() reads its share).
+        objects, _ = self.call("list pin index", self.s3.list, layout.SIGNALS_PREFIX)
+        self._listed_canaries = [o for o in objects if layout.model_from_canary_key(o["Key"])]
         index = {
             name: etag_of(o) or ""
             for o in objects
@@ -105,6 +114,38 @@ class Bucket:
             ):
                 etags[name] = etag_of(obj) or ""
         return etags
+
+    def canaries(self) -> dict[str, tuple[str, int]]:
+        """model -> (canary id, version) of every running gray release that lists this replica
+        (model_sync.canary_record.serving_canary), from the listing changed_pins() made (a
+        single-model agent lists manifests/_canary/), a GET only of a record whose ETag changed. A record that does not read is logged and
+        ignored: the replica keeps the stable pin."""
+        objects, self._listed_canaries = self._listed_canaries, None
+        if objects is None:  # changed_pins() listed a single model's prefix instead
+            objects, _ = self.call("list canaries", self.s3.list, layout.CANARY_PREFIX)
+        wanted, seen = self.settings.models, {}
+        for obj in objects:
+            name = layout.model_from_canary_key(obj["Key"])
+            if name is None or (wanted and name not in wanted):
+                continue
+            etag = etag_of(obj) or ""
+            held = self._canaries.get(name)
+            if held is None or held[0] != etag:
+                raw = self.call(f"get canary {name}", self.s3.get, layout.canary_key(name))
+                try:
+                    held = (etag, None if raw is None else manifest.read(raw, canary_record.CANARY, model=name))
+                except manifest.RecordError as e:
+                    log.error("canary record of %s ignored (serving the stable pin): %s", name, e)
+                    held = (etag, None)
+            seen[name] = held
+        self._canaries = seen
+        mine = {
+            name: (doc["id"], version)
+            for name, (_, doc) in seen.items()
+            if doc is not None
+            and (version := canary_record.serving_canary(doc, self.settings.deployment, self.settings.replica))
+        }
+        return mine
 
     def fetch_pin(self, name: str, listed_etag: str | object | None, held_etag: str | None) -> tuple[str, str] | None:
         """(etag, text) of `name`'s pin when the listing shows an ETag other than the one held
@@ -146,6 +187,18 @@ class Bucket:
                 f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend "
                 "needs (model_config.required_files)"
             )
+        return doc
+
+    def manifest_for_canary(self, name: str, version: int) -> dict[str, Any]:
+        """The canary version's manifest (its config_pbtxt is the pin the canary replicas follow);
+        VersionRejected when missing or invalid."""
+        mkey = self.settings.root.key(layout.manifest_key(name, version))
+        try:
+            doc = self.read_manifest(name, version)
+        except manifest.RecordError as e:
+            raise VersionRejected(str(e)) from None
+        if doc is None:
+            raise VersionRejected(f"manifest {mkey}: missing; allowed: a canary version published with its manifest")
         return doc
 
     def download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:

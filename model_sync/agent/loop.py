@@ -64,6 +64,8 @@ class RepositoryAgent:
         self.clock = clock
         self.models: dict[str, ModelState] = {}
         self.s3_ok: bool | None = None
+        self.canaries: dict[str, tuple[str, int]] = {}  # model -> (canary id, version) this replica serves
+        self._canary_texts: dict[str, str] = {}  # canary pin ETag -> the canary version's config text
         self.last_s3_ok_at: float | None = None
         self.last_error: str | None = None
         self.started_at = clock()
@@ -185,7 +187,8 @@ class RepositoryAgent:
         first_error: BaseException | None = None
         all_ok = True
         try:
-            etags = self.bucket.changed_pins()  # 1. read the pins
+            etags = self.bucket.changed_pins()  # 1. read the pins, and the gray releases that list this replica
+            self.canaries = self.bucket.canaries()
             for name in sorted(set(etags) | set(self.models)):
                 if self.stop.is_set():
                     raise Abandoned()
@@ -224,7 +227,11 @@ class RepositoryAgent:
 
     def _sync_model(self, name: str, listed_etag: str | object | None) -> bool:
         st = self.models.setdefault(name, ModelState())
-        pin = self.bucket.fetch_pin(name, listed_etag, st.pin_etag)
+        read = self.bucket.fetch_pin(name, listed_etag, st.bucket_pin[0] if st.bucket_pin else None)
+        if read is not None:
+            st.transition(bucket_pin=read)
+        pin = self._pin_to_follow(name, st)
+        pin = None if pin == (st.pin_etag, st.pin_text) else pin
         if pin is not None:
             st.transition(pin=pin)
         if st.pin_text is None:
@@ -246,6 +253,26 @@ class RepositoryAgent:
                 st.transition(serving=st.pinned)
             return True
         return self.staging.stage_pin(name, st)
+
+    def _pin_to_follow(self, name: str, st: ModelState) -> tuple[str, str] | None:
+        """The bucket's pin, or the canary version's config while a gray release lists this
+        replica (docs/architecture.md#gray-release). A canary whose manifest does not read is
+        reported failed and the bucket's pin kept: the gray release aborts on it."""
+        canary = self.canaries.get(name)
+        if canary is None:
+            return st.bucket_pin
+        canary_id, version = canary
+        etag = f"canary-{canary_id}-{version}"
+        if etag not in self._canary_texts:
+            try:
+                doc = self.bucket.manifest_for_canary(name, version)
+            except VersionRejected as e:
+                if version not in st.failed:
+                    log.error("%s canary version %d not followed: %s", name, version, e)
+                    st.transition(failed={version: str(e)})
+                return st.bucket_pin
+            self._canary_texts = {etag: doc["config_pbtxt"]}
+        return etag, self._canary_texts[etag]
 
     # -- status --
 

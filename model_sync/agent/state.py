@@ -16,9 +16,12 @@ _KEEP: Any = object()  # transition(): leave this field as it is (None is a valu
 class ModelState:
     """One model on this replica. Change it only through `transition`."""
 
-    pin_etag: str | None = None  # the ETag of the bucket's pin we hold
-    pin_text: str | None = None  # the bucket's pin (config.pbtxt text)
-    pinned: tuple[int, ...] = ()  # the versions the bucket's pin names
+    # The pin this replica follows: the bucket's pin (`bucket_pin`), or during a gray release that
+    # lists this replica the canary version's config (ETag "canary-<id>-<N>", model_sync.canary_record).
+    pin_etag: str | None = None  # the ETag of the pin we follow
+    pin_text: str | None = None  # its config.pbtxt text
+    pinned: tuple[int, ...] = ()  # the versions it names
+    bucket_pin: tuple[str, str] | None = None  # (ETag, text) of the bucket's pin, as last read
     serving: tuple[int, ...] = ()  # the local pin (what Triton is told to serve)
     state: ReplicaState = ReplicaState.PENDING
     error: str | None = None  # one line
@@ -34,6 +37,7 @@ class ModelState:
         *,
         error: str | None = _KEEP,
         pin: tuple[str, str] | None = None,
+        bucket_pin: tuple[str, str] | None = None,
         pinned: tuple[int, ...] | None = None,
         serving: tuple[int, ...] | None = None,
         failed: Mapping[int, str] | None = None,
@@ -43,7 +47,10 @@ class ModelState:
         smoke: dict[str, Any] | None = None,
     ) -> None:
         """The one way a model's state changes. Arguments left out keep their field as it is;
-        `pin` is (etag, text) of a newly read pin; `failed` adds version -> reason entries."""
+        `pin` is (etag, text) of the pin to follow, `bucket_pin` of a newly read bucket pin;
+        `failed` adds version -> reason entries."""
+        if bucket_pin is not None:
+            self.bucket_pin = bucket_pin
         if pin is not None:
             self.pin_etag, self.pin_text = pin
         if pinned is not None:

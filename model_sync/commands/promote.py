@@ -1,5 +1,6 @@
 """`model-sync promote NAME --model-version N --from staging --to prod [--skip-verification] [--dry-run]`:
-copy a verified version pinned in the source environment into the target and pin it there.
+copy a verified version pinned in the source environment into the target and pin it there; to prod,
+through a gray release (`model-sync canary`) unless --no-canary.
 The target keeps number N when it is free there, else gets the next one.
 A pytorch_libtorch version the TARGET's Triton image cannot load (its exporting torch is newer
 than the image's LibTorch) is refused with exit code 7, unless --allow-version-skew (recorded); so is
@@ -40,6 +41,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--config", default=None, help="model-sync.yaml path (default: $MODEL_SYNC_CONFIG, then ./model-sync.yaml)"
     )
     p.add_argument("--dry-run", action="store_true", help="print the copies and the pin flip; write nothing")
+    p.add_argument("--canary", action=argparse.BooleanOptionalAction, default=None,
+                   help="promote through a gray release (model-sync canary) in the target: the default for prod; "
+                        "--no-canary pins at once (recorded in the provenance)")  # fmt: skip
     _common.add_allow_version_skew(p)
     _common.add_allow_local_target(p)
     _common.add_wait(p)
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         args.model, args.version, args.source, args.target, args.config, skip_verification=args.skip_verification,
         dry_run=args.dry_run,
         allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target,
-        quiet=_common.quiet(args),
+        quiet=_common.quiet(args), canary=args.canary,
         wait=lambda repo, model, version, console: _common.wait(args, repo, model, version, console),
     )  # fmt: skip
     _common.emit(args, doc)

@@ -159,7 +159,7 @@ def test_version_failing_initialize_keeps_old_version_serving_and_is_reported(se
     assert record["passed"] is False
     assert record["smoke_inference"] is False
     # ... so promote refuses.
-    rc, out = serving.cli("promote", "add", "--model-version", "2", "--from", "test", "--to", "prod")
+    rc, out = serving.cli("promote", "add", "--model-version", "2", "--from", "test", "--to", "prod", "--no-canary")
     assert rc == 4, out
     assert "verification" in out
     assert "FAILED" in out

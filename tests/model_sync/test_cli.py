@@ -41,12 +41,12 @@ def test_push_keeps_triton_image_and_verify_has_quiet(capsys: pytest.CaptureFixt
 def test_commands_are_listed_in_the_order_of_a_models_life(capsys: pytest.CaptureFixture[str]) -> None:
     text = _help(capsys)
     listed = re.findall(r"^    ([a-z]+) ", text, re.MULTILINE)
-    assert listed == ["export", "push", "verify", "promote", "rollback", "status", "prune", "agent"], text
+    assert listed == ["export", "push", "verify", "canary", "promote", "rollback", "status", "prune", "agent"], text
 
 
 def test_an_option_means_one_thing_across_commands() -> None:
     """`--version` is model-sync's own version (top level) and nothing else; the version of a
-    model is `--model-version N` wherever a command takes one (verify, promote, rollback); `--to`
+    model is `--model-version N` wherever a command takes one (verify, canary, promote, rollback); `--to`
     is promote's target environment only."""
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.choices and "push" in a.choices)  # argparse keeps the subparsers there
@@ -56,6 +56,6 @@ def test_an_option_means_one_thing_across_commands() -> None:
             for opt in action.option_strings:
                 meanings.setdefault(opt, set()).add(f"{name}:{action.metavar or action.dest}")
     assert "--version" not in meanings
-    assert meanings["--model-version"] == {"verify:N", "promote:N", "rollback:N"}
+    assert meanings["--model-version"] == {"verify:N", "canary:N", "promote:N", "rollback:N"}
     assert meanings["--to"] == {"promote:ENV"}
     assert any(a.option_strings == ["--version"] for a in parser._actions)  # the tool's version, top level

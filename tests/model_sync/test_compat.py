@@ -429,6 +429,7 @@ def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(
         "staging",
         "--to",
         "prod",
+        "--no-canary",
         "--config",
         cfg,
         "--skip-verification",
@@ -454,6 +455,7 @@ def _skip_verification_promote(capsys, cfg: str, *extra: str):
         "staging",
         "--to",
         "prod",
+        "--no-canary",
         "--config",
         cfg,
         "--skip-verification",
@@ -509,7 +511,7 @@ def test_promote_checks_the_target_image_and_status_shows_it(
     assert r.code == 0, r.err
     assert pinned_version(moto_s3, prod, "cloud") == 1
     promotion = json.loads(moto_s3.get(prod, "audit/promotions/cloud/1.json"))
-    assert promotion["schema"] == "model-sync.promotion/v2"
+    assert promotion["schema"] == "model-sync.promotion/v3"
     assert (promotion["compatibility"]["triton_image"], promotion["compatibility"]["result"]) == (
         OLD_IMAGE,
         "skew-allowed",

@@ -24,8 +24,9 @@ def test_exit_codes_are_the_documented_numbers() -> None:
         errors.S3,
         errors.CHECK_FAILED,
         errors.INCOMPATIBLE,
-    ) == tuple(range(8))
-    assert sorted(errors.EXIT_CODES) == list(range(8))
+        errors.INTERRUPTED,
+    ) == tuple(range(9))
+    assert sorted(errors.EXIT_CODES) == list(range(9))
 
 
 def test_docs_table_lists_exactly_these_exit_codes() -> None:
@@ -76,9 +77,9 @@ def test_a_message_is_always_one_line() -> None:
     assert str(err) == "pin: m moved from 1 to 2; allowed: re-run"
 
 
-@pytest.mark.parametrize("code", [errors.OK, 8, -1, "2"])
+@pytest.mark.parametrize("code", [errors.OK, 9, -1, "2"])
 def test_ok_and_undocumented_codes_are_not_errors(code: object) -> None:
-    with pytest.raises(ValueError, match=r"^exit code: .*; allowed: one of \[1, 2, 3, 4, 5, 6, 7\]$"):
+    with pytest.raises(ValueError, match=r"^exit code: .*; allowed: one of \[1, 2, 3, 4, 5, 6, 7, 8\]$"):
         errors.SyncError(code, "x")  # type: ignore[arg-type]
 
 

@@ -50,28 +50,83 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     _push(capsys, tmp_path, cfg, "one")
     _push(capsys, tmp_path, cfg, "two")
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "2",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert r.code == 4
     assert "verification: simple 2 has no record in staging" in r.err
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert (r.code, "simple 1 is not pinned in staging (pinned: 2)" in r.err) == (4, True)
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "99", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "99",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert (r.code, "version: simple 99 does not exist in staging" in r.err) == (3, True), r.err  # issue 17, item 11
     _verify_record(moto_s3, staging, 2, passed=False)
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "2",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert (r.code, "FAILED in staging" in r.err) == (4, True)
     assert moto_s3.keys(prod) == []
     key = _verify_record(moto_s3, staging, 2)
     before = len(moto_s3.requests())
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "2",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert r.code == 0, r.err
     assert "pinned: simple version 2 in prod (promoted from staging version 2)" in r.out
@@ -85,11 +140,23 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     prov = json.loads(moto_s3.get(prod, "audit/promotions/simple/2.json"))
     assert prov["verification"] == {"skipped": False, "record_key": key}
     assert prov["checksums_verified"] == "rehash"
-    manifest.read(json.dumps(prov), "model-sync.promotion/v2")
+    manifest.read(json.dumps(prov), "model-sync.promotion/v3")
+    assert prov["canary"] == {"skipped": True, "id": None}  # --no-canary, recorded
     assert prov["compatibility"]["result"] == "exempt"  # python backend: not LibTorch
     # Idempotent re-run.
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "2",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert (r.code, "up to date" in r.out) == (0, True)
 
@@ -106,7 +173,18 @@ def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned
     assert len(moto_s3.keys(staging, "audit/verifications/simple/1/")) == 2
     assert moto_s3.get(staging, first)  # the passing record is still there
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "1", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "1",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert r.code == 0, r.err
     assert json.loads(moto_s3.get(prod, "audit/promotions/simple/1.json"))["verification"]["record_key"] == first
@@ -114,7 +192,18 @@ def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned
     _verify_record(moto_s3, staging, 2)
     _verify_record(moto_s3, staging, 2, passed=False)  # a later pinned attempt failed: it decides
     r = run_cli(
-        capsys, "promote", "simple", "--model-version", "2", "--from", "staging", "--to", "prod", "--config", cfg
+        capsys,
+        "promote",
+        "simple",
+        "--model-version",
+        "2",
+        "--from",
+        "staging",
+        "--to",
+        "prod",
+        "--no-canary",
+        "--config",
+        cfg,
     )
     assert (r.code, "FAILED in staging" in r.err) == (4, True), r.err
 
@@ -133,6 +222,7 @@ def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_pat
         "staging",
         "--to",
         "prod",
+        "--no-canary",
         "--config",
         cfg,
         "--skip-verification",
@@ -161,6 +251,7 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
         "staging",
         "--to",
         "prod",
+        "--no-canary",
         "--config",
         cfg,
         "--skip-verification",
@@ -189,6 +280,7 @@ def test_promote_dry_run_writes_nothing(tmp_path, capsys, moto_s3, envs) -> None
         "staging",
         "--to",
         "prod",
+        "--no-canary",
         "--config",
         cfg,
         "--skip-verification",
@@ -462,6 +554,7 @@ def test_promote_across_endpoints_translates_source_failures(
         "staging",
         "--to",
         "prod",
+        "--no-canary",
         "--config",
         str(cfg),
         "--skip-verification",

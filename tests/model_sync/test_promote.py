@@ -18,6 +18,7 @@ def _promote(cfg: str, source: str = "staging", target: str = "prod", **kw: bool
         "dry_run": False,
         "allow_version_skew": False,
         "allow_local_target": False,
+        "canary": False,
         **kw,
     }
     return promote.promote_command("simple", 1, source, target, cfg, quiet=True, wait=lambda *a: None, **flags)
@@ -46,6 +47,7 @@ def test_promote_copies_pins_and_is_idempotent(tmp_path, capsys, moto_s3, aws_en
         "from": {"env": "staging", "version": 1},
         "to": {"env": "prod", "version": 1},
         "dry_run": True,
+        "canary": None,
     }
     assert moto_s3.keys(prod) == []
     doc = _promote(cfg)
@@ -54,6 +56,7 @@ def test_promote_copies_pins_and_is_idempotent(tmp_path, capsys, moto_s3, aws_en
         "from": {"env": "staging", "version": 1},
         "to": {"env": "prod", "version": 1},
         "dry_run": False,
+        "canary": None,
         "served": None,
     }
     assert pinned_version(moto_s3, prod, "simple") == 1

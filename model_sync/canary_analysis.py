@@ -1,0 +1,94 @@
+"""The gray release's analysis: canary against stable over one step's window, judged against the
+policy (model_sync.canary_policy) into pass, fail or inconclusive. The same code judges figures from
+Prometheus (the cloud) and from each replica's Triton /metrics (locally): model_sync.canary_metrics
+produces `Figures` either way (docs/architecture.md#gray-release)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from model_sync.canary_policy import CanaryPolicy
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One version's traffic over a window, from Triton's metrics: requests answered (success +
+    failure), failures, p99 request latency (Triton's summary, ms; None without a sample) and mean
+    queue time per successful request (µs; None without one)."""
+
+    requests: int = 0
+    errors: int = 0
+    p99_ms: float | None = None
+    queue_us: float | None = None
+
+    @property
+    def error_ratio(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+    def record(self) -> dict[str, Any]:
+        """The canary record's FIGURES (model_sync.record_schemas)."""
+        rounded = {k: None if v is None else round(v, 3) for k, v in (("p99", self.p99_ms), ("q", self.queue_us))}
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "error_ratio": round(self.error_ratio, 6),
+            "p99_ms": rounded["p99"],
+            "queue_us": rounded["q"],
+        }
+
+    def describe(self) -> str:
+        p99 = "-" if self.p99_ms is None else f"{self.p99_ms:.1f} ms"
+        queue = "-" if self.queue_us is None else f"{self.queue_us:.0f} µs"
+        return f"{self.requests} requests, {100 * self.error_ratio:.2f} % errors, p99 {p99}, queue {queue}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # PASS, FAIL or INCONCLUSIVE
+    reason: str  # one line: the figure that decided, or why none could
+
+
+def judge(canary: Figures, stable: Figures, policy: CanaryPolicy) -> Verdict:
+    """Fail on the first threshold the canary breaks (error ratio, then p99, then queue time);
+    inconclusive while either track has fewer than `min_requests` requests in the window; else pass.
+    A failure needs the minimum too: a handful of requests decides nothing."""
+    low = min(canary.requests, stable.requests)
+    if low < policy.min_requests:
+        return Verdict(
+            INCONCLUSIVE,
+            f"requests: canary {canary.requests}, stable {stable.requests}; allowed: at least "
+            f"{policy.min_requests} each (minRequests)",
+        )
+    if canary.error_ratio > stable.error_ratio + policy.max_error_ratio_increase:
+        return Verdict(
+            FAIL,
+            f"error ratio: canary {100 * canary.error_ratio:.2f} % vs stable {100 * stable.error_ratio:.2f} %; "
+            f"allowed: at most {100 * policy.max_error_ratio_increase:g} points above (maxErrorRatioIncrease)",
+        )
+    if (
+        canary.p99_ms is not None
+        and stable.p99_ms is not None
+        and canary.p99_ms > stable.p99_ms * policy.max_p99_ratio
+        and canary.p99_ms - stable.p99_ms > policy.min_p99_delta_ms
+    ):
+        return Verdict(
+            FAIL,
+            f"p99 latency: canary {canary.p99_ms:.1f} ms vs stable {stable.p99_ms:.1f} ms; allowed: at most "
+            f"{policy.max_p99_ratio:g}x (maxP99Ratio) or {policy.min_p99_delta_ms:g} ms above (minP99DeltaMs)",
+        )
+    if (
+        canary.queue_us is not None
+        and stable.queue_us is not None
+        and canary.queue_us > stable.queue_us * policy.max_queue_ratio
+        and canary.queue_us - stable.queue_us > policy.min_queue_delta_us
+    ):
+        return Verdict(
+            FAIL,
+            f"queue time: canary {canary.queue_us:.0f} µs vs stable {stable.queue_us:.0f} µs; allowed: at most "
+            f"{policy.max_queue_ratio:g}x (maxQueueRatio) or {policy.min_queue_delta_us:g} µs above "
+            "(minQueueDeltaMicroseconds)",
+        )
+    return Verdict(PASS, f"canary {canary.describe()}; stable {stable.describe()}")

@@ -1,0 +1,236 @@
+"""Where the gray release's figures come from (docs/architecture.md#gray-release): Triton's own
+metrics, per `version` label, so each track is one version whichever replicas serve it.
+
+- `PrometheusMetrics` (the cloud): the in-cluster Prometheus's query API, reached through the EKS
+  API server's service proxy (the stack output `prometheusUrl`) with a bearer token made from the
+  caller's AWS credentials (`eks_token`, what `aws eks get-token` does, with botocore's signer).
+- `TritonMetrics` (locally): every replica's Triton /metrics, scraped and parsed with
+  prometheus_client's parser; a window's figures are the differences between two scrapes.
+
+Both answer `mark()` (the start of a window) and `figures(mark, versions)` (each version's
+`Figures` since then), so model_sync.canary_analysis judges them alike. Counters are summed over
+replicas (a replica's counter that went down restarted: its new value counts); p99 is the highest
+replica's (Triton's summaries cannot be merged).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from model_sync import errors
+from model_sync.canary_analysis import Figures
+
+SUCCESS = "nv_inference_request_success"
+FAILURE = "nv_inference_request_failure"
+QUEUE = "nv_inference_queue_duration_us"
+SUMMARY = "nv_inference_request_summary_us"  # --metrics-config summary_latencies=true
+TIMEOUT = 10.0
+log = logging.getLogger("model_sync.canary")
+
+
+class MetricsError(errors.SyncError):
+    """No figures: the metrics endpoint is unreachable or answered something else (exit 5)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errors.S3, message)
+
+
+class MetricsSource(Protocol):
+    def mark(self) -> Any: ...
+
+    def figures(self, mark: Any, versions: Sequence[int]) -> dict[int, Figures]: ...
+
+
+def _http() -> Any:
+    import urllib3
+
+    return urllib3.PoolManager(timeout=urllib3.Timeout(total=TIMEOUT), retries=urllib3.Retry(2, backoff_factor=0.5))
+
+
+# ---- locally: each replica's /metrics ----------------------------------------------------
+
+
+# (metric, version) -> value, one replica's scrape for one model
+Scrape = dict[tuple[str, int], float]
+
+
+def parse(text: str, model: str) -> Scrape:
+    """The model's counters and p99 (quantile 0.99, µs) per version from Triton's /metrics text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: Scrape = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.labels.get("model") != model or not s.labels.get("version", "").isdigit():
+                continue
+            key = None
+            if s.name in (SUCCESS, FAILURE, QUEUE):
+                key = s.name
+            elif s.name == SUMMARY and s.labels.get("quantile") == "0.99":
+                key = "p99"
+            if key is not None and not math.isnan(s.value):
+                version = int(s.labels["version"])
+                out[(key, version)] = out.get((key, version), 0.0) + s.value  # failures carry a `reason` label
+    return out
+
+
+@dataclass
+class TritonMetrics:
+    """The replicas' Triton metrics endpoints (http://HOST:PORT/metrics), scraped directly."""
+
+    model: str
+    urls: tuple[str, ...]
+    _pool: Any = field(default=None, init=False, repr=False)
+
+    def scrape(self) -> dict[str, Scrape]:
+        """url -> its scrape; a replica that does not answer is left out (restarting, scaled away)."""
+        self._pool = self._pool or _http()
+        found: dict[str, Scrape] = {}
+        for url in self.urls:
+            try:
+                reply = self._pool.request("GET", url)
+            except Exception as e:  # urllib3's errors: the replica is away this time
+                log.info("metrics %s: %s (left out of this scrape)", url, errors.one_line(str(e)))
+                continue
+            if reply.status == 200:
+                found[url] = parse(reply.data.decode(), self.model)
+        if not found:
+            raise MetricsError(
+                f"metrics: none of {', '.join(self.urls)} answered; allowed: reachable Triton /metrics endpoints "
+                "(tritonMetricsUrls)"
+            )
+        return found
+
+    def mark(self) -> dict[str, Scrape]:
+        return self.scrape()
+
+    def figures(self, mark: dict[str, Scrape], versions: Sequence[int]) -> dict[int, Figures]:
+        now = self.scrape()
+        out: dict[int, Figures] = {}
+        for v in versions:
+            totals = {SUCCESS: 0.0, FAILURE: 0.0, QUEUE: 0.0}
+            p99: float | None = None
+            for url, scrape in now.items():
+                before = mark.get(url, {})
+                for metric in totals:
+                    value, start = scrape.get((metric, v), 0.0), before.get((metric, v), 0.0)
+                    totals[metric] += value - start if value >= start else value  # went down: restarted
+                if ("p99", v) in scrape:
+                    p99 = max(p99 or 0.0, scrape[("p99", v)])
+            out[v] = _figures(totals[SUCCESS], totals[FAILURE], totals[QUEUE], p99)
+        return out
+
+
+def _figures(success: float, failure: float, queue_total_us: float, p99_us: float | None) -> Figures:
+    ok, failed = round(success), round(failure)
+    return Figures(
+        requests=ok + failed,
+        errors=failed,
+        p99_ms=None if p99_us is None else p99_us / 1000.0,
+        queue_us=queue_total_us / ok if ok else None,
+    )
+
+
+# ---- the cloud: Prometheus ---------------------------------------------------------------
+
+
+def eks_token(cluster: str, region: str | None, session: Any = None) -> str:
+    """A bearer token for the EKS API server, from the AWS default credential chain: a presigned
+    STS GetCallerIdentity URL bound to the cluster's name (header x-k8s-aws-id), valid 60 s, as
+    `aws eks get-token` and aws-iam-authenticator make it (botocore's signer)."""
+    import botocore.session
+    from botocore.signers import RequestSigner
+
+    session = session or botocore.session.get_session()
+    region = region or session.get_config_variable("region") or "us-east-1"
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise errors.s3("EKS token: no AWS credentials; allowed: the AWS default credential chain", "credentials")
+    sts = session.create_client("sts", region_name=region)
+    signer = RequestSigner(
+        sts.meta.service_model.service_id, region, "sts", "v4", credentials, session.get_component("event_emitter")
+    )
+    url = signer.generate_presigned_url(
+        {
+            "method": "GET",
+            "url": f"{sts.meta.endpoint_url}/?Action=GetCallerIdentity&Version=2011-06-15",
+            "body": {},
+            "headers": {"x-k8s-aws-id": cluster},
+            "context": {},
+        },
+        region_name=region,
+        expires_in=60,
+        operation_name="",
+    )
+    return "k8s-aws-v1." + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+@dataclass
+class PrometheusMetrics:
+    """Prometheus's instant-query API at `url` (`<url>/api/v1/query`); `token` makes the bearer
+    token of each query (None: no Authorization header, e.g. a port-forward)."""
+
+    model: str
+    url: str
+    token: Callable[[], str] | None = None
+    clock: Callable[[], float] = time.time
+    _pool: Any = field(default=None, init=False, repr=False)
+
+    def query(self, promql: str) -> dict[int, float]:
+        """version -> value of an instant query grouped `by (version)`."""
+        self._pool = self._pool or _http()
+        headers = {"Authorization": f"Bearer {self.token()}"} if self.token else {}
+        where = f"{self.url.rstrip('/')}/api/v1/query"
+        try:
+            reply = self._pool.request("GET", where, fields={"query": promql}, headers=headers)
+            doc = json.loads(reply.data) if reply.status == 200 else None
+        except Exception as e:  # urllib3's errors, a body that is not JSON
+            raise MetricsError(
+                f"prometheus {where}: {errors.one_line(str(e))}; allowed: a reachable Prometheus (prometheusUrl)"
+            ) from None
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            raise MetricsError(
+                f"prometheus {where}: HTTP {reply.status} {errors.one_line(reply.data.decode(errors='replace'))}; "
+                "allowed: Prometheus's query API answering with status success"
+            )
+        out: dict[int, float] = {}
+        for row in doc["data"]["result"]:
+            version = row["metric"].get("version", "")
+            if version.isdigit() and not math.isnan(float(row["value"][1])):
+                out[int(version)] = float(row["value"][1])
+        return out
+
+    def mark(self) -> float:
+        return self.clock()
+
+    def figures(self, mark: float, versions: Sequence[int]) -> dict[int, Figures]:
+        window = f"{max(1, math.ceil(self.clock() - mark))}s"
+        sel = f'model="{self.model}"'
+        success = self.query(f"sum by (version) (increase({SUCCESS}{{{sel}}}[{window}]))")
+        failure = self.query(f"sum by (version) (increase({FAILURE}{{{sel}}}[{window}]))")
+        queue = self.query(f"sum by (version) (increase({QUEUE}{{{sel}}}[{window}]))")
+        p99 = self.query(f'max by (version) ({SUMMARY}{{{sel},quantile="0.99"}})')
+        return {v: _figures(success.get(v, 0.0), failure.get(v, 0.0), queue.get(v, 0.0), p99.get(v)) for v in versions}
+
+
+def for_environment(env: Any, model: str, session: Any = None) -> MetricsSource:
+    """The environment's source of figures (model_sync.environments.Environment): Prometheus when
+    it has a prometheusUrl (a bearer token per query when it names its eksCluster), else the
+    replicas' Triton /metrics (tritonMetricsUrls). Exit 2 when it has neither."""
+    if env.prometheus_url:
+        cluster, region = env.eks_cluster, env.region
+        token = (lambda: eks_token(cluster, region, session)) if cluster else None
+        return PrometheusMetrics(model, env.prometheus_url, token)
+    if env.metrics_urls:
+        return TritonMetrics(model, tuple(env.metrics_urls))
+    raise errors.usage(
+        f"canary: environment {env.name!r} has no metrics for the analysis; allowed: prometheusUrl (a stack output) "
+        "or tritonMetricsUrls in model-sync.yaml, or promote --no-canary"
+    )

@@ -1,0 +1,53 @@
+"""model_sync.canary_analysis.judge: canary against stable, pass / fail / inconclusive, with the
+figure that decided on one line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from model_sync.canary_analysis import FAIL, INCONCLUSIVE, PASS, Figures, judge
+from model_sync.canary_policy import CanaryPolicy
+
+POLICY = CanaryPolicy(min_requests=100)
+STABLE = Figures(requests=1000, errors=0, p99_ms=20.0, queue_us=100.0)
+
+
+@pytest.mark.parametrize(
+    ("canary", "outcome", "reason"),
+    [
+        (Figures(requests=400, errors=0, p99_ms=21.0, queue_us=110.0), PASS, r"^canary 400 requests, 0\.00 % errors"),
+        (Figures(requests=99, errors=50, p99_ms=90.0), INCONCLUSIVE, r"^requests: canary 99, stable 1000; allowed: "),
+        (
+            Figures(requests=400, errors=20),
+            FAIL,
+            r"^error ratio: canary 5\.00 % vs stable 0\.00 %; allowed: at most 1 ",
+        ),
+        (Figures(requests=400, errors=4, p99_ms=20.0), PASS, r"^canary"),  # 1 point exactly: allowed
+        (Figures(requests=400, p99_ms=60.0, queue_us=100.0), FAIL, r"^p99 latency: canary 60\.0 ms vs stable 20\.0 ms"),
+        (Figures(requests=400, p99_ms=29.0, queue_us=100.0), PASS, r"^canary"),  # 1.45x: under the ratio
+        (Figures(requests=400, queue_us=5000.0), FAIL, r"^queue time: canary 5000 µs vs stable 100 µs"),
+        (Figures(requests=400, queue_us=900.0), PASS, r"^canary"),  # 9x, but under the 1000 µs floor
+        (Figures(requests=400, p99_ms=None, queue_us=None), PASS, r"^canary 400 requests, 0\.00 % errors, p99 -"),
+    ],
+)
+def test_judge(canary: Figures, outcome: str, reason: str) -> None:
+    verdict = judge(canary, STABLE, POLICY)
+    assert verdict.outcome == outcome, verdict
+    assert re.match(reason, verdict.reason), verdict.reason
+    assert "\n" not in verdict.reason
+
+
+def test_tiny_latencies_never_fail_on_the_ratio_alone() -> None:
+    stable = Figures(requests=500, p99_ms=0.4)
+    assert judge(Figures(requests=500, p99_ms=1.6), stable, POLICY).outcome == PASS  # 4x, 1.2 ms above
+    assert judge(Figures(requests=500, p99_ms=6.0), stable, POLICY).outcome == FAIL
+
+
+def test_figures_record_matches_the_canary_schema() -> None:
+    from model_sync import record_schemas
+
+    record = Figures(requests=3, errors=1, p99_ms=12.34567, queue_us=None).record()
+    assert record == {"requests": 3, "errors": 1, "error_ratio": 0.333333, "p99_ms": 12.346, "queue_us": None}
+    assert set(record) == set(record_schemas._FIGURES["properties"])
