@@ -153,7 +153,8 @@ class GrayRelease:
         chosen = canary_replicas(fleet, self.doc["replicas"], share, self.canary_id)
         step = {"share_percent": share, "replicas": len(chosen), "fleet": len(fleet),
                 "effective_percent": round(100 * len(chosen) / max(1, len(fleet)), 2),
-                "started_at": manifest.now(), "ended_at": None, "verdict": None, "reason": None, "figures": None}  # fmt: skip
+                "started_at": manifest.now(), "window_from": None, "ended_at": None, "verdict": None, "reason": None,
+                "figures": None}  # fmt: skip
         self._save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
         self.console.line(
             f"step: {share} % configured, {len(chosen)} of {len(fleet)} replicas ({step['effective_percent']:g} % of "
@@ -172,6 +173,9 @@ class GrayRelease:
                 return
             if self._mark is None:
                 self._mark, self._served_at = self.metrics.mark(), self.clock()
+                self._save(
+                    steps=[*self.doc["steps"][:-1], {**step, "window_from": manifest.format_time(self._served_at)}]
+                )
                 self.sleep(self.poll)
                 return
             figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])

@@ -45,11 +45,14 @@ def dry_run(repo: Repo, model: str, version: int, console: Console) -> dict[str,
 
 
 def gray_release(
-    repo: Repo, model: str, version: int, console: Console, by: str, canary_id: str | None = None, poll: float = 2.0
+    repo: Repo, model: str, version: int, console: Console, by: str, canary_id: str | None = None
 ) -> dict[str, Any]:
     """Run (or resume) the gray release of `version` to its decision; the summary. Exit 6 when it
-    aborts, 8 when interrupted (the record keeps running: re-run or abort)."""
-    release = canary.GrayRelease(repo, model, version, repo.env.canary_policy(model),
+    aborts, 8 when interrupted (the record keeps running: re-run or abort). It polls every 2 s, or
+    four times a step when steps are shorter than 8 s."""
+    policy = repo.env.canary_policy(model)
+    poll = min(2.0, max(0.25, policy.step_seconds / 4))
+    release = canary.GrayRelease(repo, model, version, policy,
                                  canary_metrics.for_environment(repo.env, model), console=console, by=by,
                                  canary_id=canary_id, poll=poll)  # fmt: skip
     try:
@@ -70,7 +73,6 @@ def canary_command(
     abort: bool,
     dry_run_only: bool,
     quiet: bool,
-    poll: float = 2.0,
 ) -> dict[str, Any]:
     """`model-sync canary`: run a gray release of `version`, or `abort` the running one."""
     from model_sync.s3 import who
@@ -94,4 +96,4 @@ def canary_command(
         raise errors.usage("--model-version: missing; allowed: the version to release (or --abort)")
     if dry_run_only:
         return {"model": model, **dry_run(repo, model, version, console)}
-    return {"model": model, "canary": gray_release(repo, model, version, console, by, poll=poll)}
+    return {"model": model, "canary": gray_release(repo, model, version, console, by)}

@@ -8,7 +8,10 @@ metrics, per `version` label, so each track is one version whichever replicas se
   prometheus_client's parser; a window's figures are the differences between two scrapes.
 
 Both answer `mark()` (the start of a window) and `figures(mark, versions)` (each version's
-`Figures` since then), so model_sync.canary_analysis judges them alike. Counters are summed over
+`Figures` since then), so model_sync.canary_analysis judges them alike. Errors are what Triton
+counts in nv_inference_request_failure: a failed execution (an exception in a python model, a
+backend error), not a python model's per-request error *response*, which Triton 2.51 counts as a
+success (measured: tests/model_sync/test_canary_metrics.py). Counters are summed over
 replicas (a replica's counter that went down restarted: its new value counts); p99 is the highest
 replica's (Triton's summaries cannot be merged).
 """
@@ -30,6 +33,7 @@ from model_sync.canary_analysis import Figures
 SUCCESS = "nv_inference_request_success"
 FAILURE = "nv_inference_request_failure"
 QUEUE = "nv_inference_queue_duration_us"
+DURATION = "nv_inference_request_duration_us"  # cumulative, successful requests
 SUMMARY = "nv_inference_request_summary_us"  # --metrics-config summary_latencies=true
 TIMEOUT = 10.0
 log = logging.getLogger("model_sync.canary")
@@ -70,9 +74,9 @@ def parse(text: str, model: str) -> Scrape:
         for s in family.samples:
             if s.labels.get("model") != model or not s.labels.get("version", "").isdigit():
                 continue
-            key = None
-            if s.name in (SUCCESS, FAILURE, QUEUE):
-                key = s.name
+            key, name = None, s.name.removesuffix("_total")  # the parser names a counter's sample <name>_total
+            if name in (SUCCESS, FAILURE, QUEUE, DURATION):
+                key = name
             elif s.name == SUMMARY and s.labels.get("quantile") == "0.99":
                 key = "p99"
             if key is not None and not math.isnan(s.value):
@@ -115,7 +119,7 @@ class TritonMetrics:
         now = self.scrape()
         out: dict[int, Figures] = {}
         for v in versions:
-            totals = {SUCCESS: 0.0, FAILURE: 0.0, QUEUE: 0.0}
+            totals = {SUCCESS: 0.0, FAILURE: 0.0, QUEUE: 0.0, DURATION: 0.0}
             p99: float | None = None
             for url, scrape in now.items():
                 before = mark.get(url, {})
@@ -124,17 +128,18 @@ class TritonMetrics:
                     totals[metric] += value - start if value >= start else value  # went down: restarted
                 if ("p99", v) in scrape:
                     p99 = max(p99 or 0.0, scrape[("p99", v)])
-            out[v] = _figures(totals[SUCCESS], totals[FAILURE], totals[QUEUE], p99)
+            out[v] = _figures(totals[SUCCESS], totals[FAILURE], totals[QUEUE], totals[DURATION], p99)
         return out
 
 
-def _figures(success: float, failure: float, queue_total_us: float, p99_us: float | None) -> Figures:
+def _figures(success: float, failure: float, queue_us: float, duration_us: float, p99_us: float | None) -> Figures:
     ok, failed = round(success), round(failure)
     return Figures(
         requests=ok + failed,
         errors=failed,
         p99_ms=None if p99_us is None else p99_us / 1000.0,
-        queue_us=queue_total_us / ok if ok else None,
+        queue_us=queue_us / success if success > 0 else None,
+        mean_ms=duration_us / success / 1000.0 if success > 0 else None,
     )
 
 
@@ -216,8 +221,12 @@ class PrometheusMetrics:
         success = self.query(f"sum by (version) (increase({SUCCESS}{{{sel}}}[{window}]))")
         failure = self.query(f"sum by (version) (increase({FAILURE}{{{sel}}}[{window}]))")
         queue = self.query(f"sum by (version) (increase({QUEUE}{{{sel}}}[{window}]))")
+        duration = self.query(f"sum by (version) (increase({DURATION}{{{sel}}}[{window}]))")
         p99 = self.query(f'max by (version) ({SUMMARY}{{{sel},quantile="0.99"}})')
-        return {v: _figures(success.get(v, 0.0), failure.get(v, 0.0), queue.get(v, 0.0), p99.get(v)) for v in versions}
+        return {
+            v: _figures(success.get(v, 0.0), failure.get(v, 0.0), queue.get(v, 0.0), duration.get(v, 0.0), p99.get(v))
+            for v in versions
+        }
 
 
 def for_environment(env: Any, model: str, session: Any = None) -> MetricsSource:

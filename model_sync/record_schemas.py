@@ -60,15 +60,16 @@ final form is also written once to audit/canaries/<model>/<id>.json:
      "stable_version": 3, "canary_version": 4,
      "replicas": ["<replica>", ...],            # serving the canary now; [] once ended
      "share_percent": 25,                        # the current step's configured share
+     # window_from: when every listed replica served the canary, the start of the figures' window
      "steps": [{"share_percent": 10, "replicas": 1, "fleet": 4, "effective_percent": 25.0,
-                "started_at": "RFC 3339 UTC", "ended_at": null | "...",
+                "started_at": "RFC 3339 UTC", "window_from": null | "...", "ended_at": null | "...",
                 "verdict": null | "pass" | "fail" | "inconclusive", "reason": null | "one line",
                 "figures": null | {"canary": FIGURES, "stable": FIGURES}}],
      "policy": {model_sync.canary_policy's camelCase mapping},
      "started_by": "...", "started_at": "...", "deadline_at": "...", "updated_at": "...",
      "decision": null | {"outcome": "promoted" | "aborted", "reason": "one line", "by": "...", "at": "..."}}
   FIGURES = {"requests": 210, "errors": 0, "error_ratio": 0.0, "p99_ms": 12.5 | null,
-             "queue_us": 85.0 | null}      # over the step's window, one version's
+             "mean_ms": 6.1 | null, "queue_us": 85.0 | null}   # over the step's window, one version's
 
 pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
     {"schema": "model-sync.pin/v1", "model": "resnet", "version": 4, "previous": 3 | null,
@@ -369,6 +370,7 @@ _FIGURES = _obj(
         "errors": _COUNT,
         "error_ratio": {"type": "number", "minimum": 0, "maximum": 1},
         "p99_ms": _NULLABLE_NUMBER,
+        "mean_ms": _NULLABLE_NUMBER,
         "queue_us": _NULLABLE_NUMBER,
     }
 )
@@ -393,6 +395,7 @@ CANARY_SCHEMA: dict[str, Any] = _obj(
                     "fleet": _COUNT,
                     "effective_percent": _PERCENT,
                     "started_at": _TIME,
+                    "window_from": _NULLABLE_TIME,
                     "ended_at": _NULLABLE_TIME,
                     "verdict": {"enum": [None, *VERDICTS]},
                     "reason": _NULLABLE_STR,

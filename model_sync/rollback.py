@@ -4,7 +4,8 @@ Without a version, the previous pin is taken from the pin history (audit/pins/<m
 flip records the stack of earlier pins, so repeated rollbacks walk back through them (3 -> 2 ->
 1), not back and forth; entries whose version was pruned are skipped. The target version must
 have a manifest and all its files present. The flip is conditional on the pin read (exit 4 if
-another writer moved it)."""
+another writer moved it). A running gray release of the model is aborted first: after a rollback
+every replica follows the pin."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def rollback(
 ) -> dict[str, Any]:
     """`model-sync rollback`: pin `to` (default: the newest existing entry of the pin-history
     stack, popped) after `confirm(env, question)`, then `wait`; returns the JSON document."""
-    from model_sync import repository
+    from model_sync import canary, repository
     from model_sync.s3 import Repo, who
     from model_sync.ui import Console
 
@@ -81,9 +82,11 @@ def rollback(
         console.line(f"(dryrun) pin: {model} version {target} ({repo.uri(layout.config_key(model))})")
         return out
     confirm(env, f"Pin {model} version {target} in {env.name} (now {pin.version})?")
-    repository.flip_pin(
-        repo, model, target, doc["config_pbtxt"], "rollback", who(env, repo.session), pin, pop=depth, warn=console.warn
-    )
+    by = who(env, repo.session)
+    ended = canary.abort(repo, model, by, f"rollback to version {target}")  # every replica follows the pin again
+    if ended is not None:
+        console.line(f"aborted: canary {ended['id']} of {model} version {ended['canary_version']} (rollback)")
+    repository.flip_pin(repo, model, target, doc["config_pbtxt"], "rollback", by, pin, pop=depth, warn=console.warn)
     console.line(f"pinned: {model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(model))})")
     out["served"] = wait(repo, model, target, console)
     return out

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from model_sync import errors, replicas, verify
+from model_sync import canary_record, errors, replicas, verify
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment
@@ -68,6 +68,10 @@ def model_status(
             replicas.read_status_docs(repo) if status_docs is None else status_docs, model, _dt.datetime.now(_dt.UTC)
         ),
     }
+    stored = canary_record.read(repo, model)  # the last gray release, running or ended
+    out["canary"] = None if stored.doc is None else {
+        k: stored.doc[k] for k in ("id", "state", "stable_version", "canary_version", "share_percent", "replicas",
+                                   "steps", "deadline_at", "decision")}  # fmt: skip
     # The pin is only what was asked for: flag it when no replica reports serving it READY.
     out["pin_served"] = (
         any(replicas.serves(r, pin.version) for r in out["replicas"].values()) if out["replicas"] else None
@@ -102,6 +106,36 @@ def served_cell(s: dict[str, Any]) -> str:
         return "-"
     ok = sum(1 for r in s["replicas"].values() if replicas.serves(r, s["pinned"]))
     return f"{ok}/{len(s['replicas'])}" + ("" if ok else " PIN NOT SERVED")
+
+
+def _print_canaries(report: dict[str, Any]) -> None:
+    """The gray releases: one row per step of each model's last one, with its verdict and figures."""
+    rows: list[tuple[str, ...]] = [("ENV", "MODEL", "CANARY", "STATE", "STEP", "REPLICAS", "VERDICT", "FIGURES")]
+    for name, body in report.items():
+        for s in body["models"]:
+            c = s["canary"]
+            if c is None:
+                continue
+            state = c["state"] if c["state"] != "running" else f"running (deadline {c['deadline_at']})"
+            for step in c["steps"] or [{}]:
+                figures = step.get("figures")
+                rows.append((name, s["model"], f"v{c['canary_version']} vs v{c['stable_version']}", state,
+                             f"{step.get('share_percent', '-')} %", f"{step.get('replicas', 0)}/{step.get('fleet', 0)}",
+                             step.get("verdict") or "-",
+                             "-" if not figures else _figures_cell(figures)))  # fmt: skip
+            if c["decision"]:
+                rows.append((name, s["model"], "", c["decision"]["outcome"], "", "", "", c["decision"]["reason"]))
+    if len(rows) > 1:
+        print()
+        _print_table(rows)
+
+
+def _figures_cell(figures: dict[str, Any]) -> str:
+    def one(f: dict[str, Any]) -> str:
+        p99 = "-" if f["p99_ms"] is None else f"{f['p99_ms']:g}ms"
+        return f"{f['requests']} req {100 * f['error_ratio']:.2f}% err p99 {p99}"
+
+    return f"canary {one(figures['canary'])} | stable {one(figures['stable'])}"
 
 
 def show(
@@ -165,6 +199,7 @@ def show(
     if len(replica_rows) > 1:
         print()
         _print_table(replica_rows)
+    _print_canaries(report)
     if any(s["pin_served"] is False for body in report.values() for s in body["models"]):
         print(
             "PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving "

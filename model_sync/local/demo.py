@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_sync.agent import AGENT_COMMAND
+from model_sync.local.fleet import agent_argv, subprocess_environ
 from model_sync.local.procs import Process, http_status, wait_until
 from model_sync.local.runtime import TritonServer, ensure_tritonserver
 from model_sync.local.s3server import RcloneS3Server
@@ -58,12 +58,7 @@ class LocalPlatform:
         return f"models-{env}"
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(self.s3.client_env())
-        env.update(
-            AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, MODEL_SYNC_CONFIG=str(self.config_path)
-        )
-        return env
+        return subprocess_environ(self.s3.client_env(), self.config_path)
 
     def start(self) -> None:
         runtime = ensure_tritonserver()
@@ -84,24 +79,9 @@ class LocalPlatform:
             triton = self.tritons[name]
             triton.start()
             say(f"{name}: tritonserver http {triton.http_url} grpc {triton.grpc_url} polling {triton.repository}")
-            argv = [
-                sys.executable,
-                *AGENT_COMMAND[1:],
-                "--env",
-                name,
-                "--repository",
-                str(triton.repository),
-                "--triton-url",
-                triton.http_url,
-                "--interval",
-                str(self.interval),
-                "--deployment",
-                "local",
-                "--replica-id",
-                f"{name}-0",
-                "--heartbeat",
-                "10",
-            ]
+            argv = agent_argv(
+                name, triton.repository, triton.http_url, "local", f"{name}-0", interval=self.interval, heartbeat=10
+            )
             self.agents[name] = Process(
                 f"agent-{name}", argv, self.root / "logs" / f"agent-{name}.log", env=self.env()
             ).start()

@@ -11,7 +11,7 @@ from model_sync.canary_analysis import FAIL, INCONCLUSIVE, PASS, Figures, judge
 from model_sync.canary_policy import CanaryPolicy
 
 POLICY = CanaryPolicy(min_requests=100)
-STABLE = Figures(requests=1000, errors=0, p99_ms=20.0, queue_us=100.0)
+STABLE = Figures(requests=1000, errors=0, p99_ms=20.0, queue_us=100.0, mean_ms=10.0)
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,12 @@ STABLE = Figures(requests=1000, errors=0, p99_ms=20.0, queue_us=100.0)
             r"^error ratio: canary 5\.00 % vs stable 0\.00 %; allowed: at most 1 ",
         ),
         (Figures(requests=400, errors=4, p99_ms=20.0), PASS, r"^canary"),  # 1 point exactly: allowed
-        (Figures(requests=400, p99_ms=60.0, queue_us=100.0), FAIL, r"^p99 latency: canary 60\.0 ms vs stable 20\.0 ms"),
+        (
+            Figures(requests=400, p99_ms=60.0, queue_us=100.0, mean_ms=30.0),
+            FAIL,
+            r"^p99 latency: canary 60\.0 ms vs stable 20\.0 ms \(mean 30\.0 vs 10\.0 ms\)",
+        ),
+        (Figures(requests=400, p99_ms=60.0, mean_ms=11.0), PASS, r"^canary"),  # a cold tail, not a slower version
         (Figures(requests=400, p99_ms=29.0, queue_us=100.0), PASS, r"^canary"),  # 1.45x: under the ratio
         (Figures(requests=400, queue_us=5000.0), FAIL, r"^queue time: canary 5000 µs vs stable 100 µs"),
         (Figures(requests=400, queue_us=900.0), PASS, r"^canary"),  # 9x, but under the 1000 µs floor
@@ -40,14 +45,16 @@ def test_judge(canary: Figures, outcome: str, reason: str) -> None:
 
 
 def test_tiny_latencies_never_fail_on_the_ratio_alone() -> None:
-    stable = Figures(requests=500, p99_ms=0.4)
-    assert judge(Figures(requests=500, p99_ms=1.6), stable, POLICY).outcome == PASS  # 4x, 1.2 ms above
-    assert judge(Figures(requests=500, p99_ms=6.0), stable, POLICY).outcome == FAIL
+    stable = Figures(requests=500, p99_ms=0.4, mean_ms=0.2)
+    assert judge(Figures(requests=500, p99_ms=1.6, mean_ms=0.8), stable, POLICY).outcome == PASS  # 4x, 1.2 ms above
+    assert judge(Figures(requests=500, p99_ms=6.0, mean_ms=3.0), stable, POLICY).outcome == FAIL
 
 
 def test_figures_record_matches_the_canary_schema() -> None:
     from model_sync import record_schemas
 
-    record = Figures(requests=3, errors=1, p99_ms=12.34567, queue_us=None).record()
-    assert record == {"requests": 3, "errors": 1, "error_ratio": 0.333333, "p99_ms": 12.346, "queue_us": None}
+    record = Figures(requests=3, errors=1, p99_ms=12.34567, queue_us=None, mean_ms=4.0).record()
+    assert record == {
+        "requests": 3, "errors": 1, "error_ratio": 0.333333, "p99_ms": 12.346, "mean_ms": 4.0, "queue_us": None
+    }  # fmt: skip
     assert set(record) == set(record_schemas._FIGURES["properties"])

@@ -1,0 +1,183 @@
+"""model_sync.canary_metrics on real processes: two real tritonservers (the cloud Deployment's
+metrics flags) serving two versions of one model under load, the figures of each version read
+from their /metrics (TritonMetrics) and through a real Prometheus scraping them
+(PrometheusMetrics) against what the client counted; and the EKS token, a presigned STS
+GetCallerIdentity bound to the cluster's name."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from model_sync import canary_metrics
+from model_sync.canary_metrics import PrometheusMetrics, TritonMetrics
+from model_sync.local.procs import wait_until
+from model_sync.local.runtime import TritonRuntime, TritonServer
+from tests.support.prometheus import PrometheusServer
+from tests.support.s3_servers import S3Server
+from tests.support.triton import triton_runtime  # noqa: F401
+
+MODEL_PY = """\
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            time.sleep({sleep})
+            if x[0] < 0:  # an exception: Triton counts it in nv_inference_request_failure, reason BACKEND
+                raise pb_utils.TritonModelException("negative input")
+            if x[0] == 0:  # an error response: Triton 2.51 counts it as a success
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError("zero input")))
+            else:
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x * 2)]))
+        return responses
+"""
+CONFIG = """name: "m"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+version_policy { specific { versions: [ %d ] } }
+"""
+SLEEP = {1: 0.002, 2: 0.02}  # version 2 is ten times slower
+
+
+def _server(tmp: Path, runtime: TritonRuntime, version: int) -> TritonServer:
+    repo = tmp / f"v{version}" / "repository"
+    (repo / "m" / str(version)).mkdir(parents=True)
+    (repo / "m" / "config.pbtxt").write_text(CONFIG % version)
+    (repo / "m" / str(version) / "model.py").write_text(MODEL_PY.format(sleep=SLEEP[version]))
+    return TritonServer(repo, tmp / f"v{version}" / "triton.log", runtime=runtime)
+
+
+def _load(server: TritonServer, requests: int, fail_every: int, value: float = -1.0) -> tuple[int, int]:
+    """`requests` sequential inferences, every `fail_every`-th with input `value` (-1: the model
+    raises, 0: an error response): (sent, failed as the client sees it)."""
+    failed = 0
+    for n in range(requests):
+        x = value if n % fail_every == 0 else 1.0
+        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [x]}]})
+        req = urllib.request.Request(f"{server.http_url}/v2/models/m/infer", data=body.encode(), method="POST")  # noqa: S310
+        try:
+            urllib.request.urlopen(req, timeout=30).read()  # noqa: S310
+        except urllib.error.HTTPError:
+            failed += 1
+    return requests, failed
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRuntime) -> Iterator[list[TritonServer]]:  # noqa: F811
+    tmp = tmp_path_factory.mktemp("canary-metrics")
+    started = [_server(tmp, triton_runtime, v) for v in (1, 2)]
+    try:
+        threads = [threading.Thread(target=s.start) for s in started]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for version, s in zip((1, 2), started, strict=True):
+            s.wait_version_ready("m", version)
+        yield started
+    finally:
+        for s in started:
+            with contextlib.suppress(Exception):
+                s.stop()
+
+
+def _metrics_url(s: TritonServer) -> str:
+    return f"http://127.0.0.1:{s.metrics_port}/metrics"
+
+
+def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) -> None:
+    source = TritonMetrics("m", (*map(_metrics_url, servers), "http://127.0.0.1:9/metrics"))  # one replica away
+    mark = source.mark()
+    stable, canary = _load(servers[0], 60, fail_every=1000), _load(servers[1], 40, fail_every=10)
+    figures = source.figures(mark, [2, 1, 3])
+    assert (figures[1].requests, figures[1].errors) == stable == (60, 1)  # request 0 fails too
+    assert (figures[2].requests, figures[2].errors) == canary == (40, 4)
+    assert figures[3] == canary_metrics.Figures()  # a version nobody serves: nothing, no figures
+    assert figures[1].p99_ms is not None and figures[2].p99_ms is not None  # noqa: PT018
+    assert figures[2].p99_ms > 2.5 * figures[1].p99_ms, figures  # Triton's own summary sees the slower version
+    assert figures[1].queue_us is not None and figures[1].queue_us >= 0  # noqa: PT018
+    # A python model's error *response* fails the request, and Triton counts it as a success.
+    mark = source.mark()
+    assert _load(servers[0], 10, fail_every=5, value=0.0) == (10, 2)
+    assert (source.figures(mark, [1])[1].requests, source.figures(mark, [1])[1].errors) == (10, 0)
+    with pytest.raises(canary_metrics.MetricsError, match=r"^metrics: none of http://127.0.0.1:9/metrics answered;"):
+        TritonMetrics("m", ("http://127.0.0.1:9/metrics",)).mark()
+
+
+def test_prometheus_metrics_give_the_same_figures(tmp_path: Path, servers: list[TritonServer]) -> None:
+    targets = {f"127.0.0.1:{s.metrics_port}": {"pod": f"triton-default-{i}"} for i, s in enumerate(servers)}
+    prom = PrometheusServer(tmp_path / "prometheus", targets, "groups: []\n").start()
+    try:
+        wait_until(lambda: len(prom.query("up == 1")) == 2, 30, what="both replicas scraped")
+        source = PrometheusMetrics("m", prom.url)
+        mark = source.mark()
+        time.sleep(3)  # a window that starts before the load, as a step's does
+        stable, canary = _load(servers[0], 60, fail_every=20), _load(servers[1], 40, fail_every=10)
+        time.sleep(3)
+        total = {1: stable, 2: canary}
+
+        def scraped() -> bool:
+            seen = {k: 0.0 for k in ("version=1", "version=2")}
+            for metric in ("nv_inference_request_success", "nv_inference_request_failure"):
+                for labels, value in prom.query(f'sum by (version) ({metric}{{model="m"}})').items():
+                    seen[labels] = seen.get(labels, 0.0) + value
+            return all(seen[f"version={v}"] >= sent for v, (sent, _) in total.items())
+
+        wait_until(scraped, 20, what="the final counters scraped")
+        figures = source.figures(mark, [1, 2])
+        for version, (sent, failed) in total.items():
+            # increase() extrapolates to the window's edges (by up to a scrape interval over a window of
+            # a few seconds here, over 300 s in the cloud); the error ratio is what the verdict reads.
+            assert abs(figures[version].requests - sent) <= 0.3 * sent, (version, figures)
+            assert abs(figures[version].error_ratio - failed / sent) <= 0.01, (version, figures)
+        assert figures[2].p99_ms and figures[1].p99_ms and figures[2].p99_ms > 2.5 * figures[1].p99_ms  # noqa: PT018
+    finally:
+        prom.stop()
+    with pytest.raises(canary_metrics.MetricsError, match=r"^prometheus http://127.0.0.1:9/api/v1/query: .*allowed:"):
+        PrometheusMetrics("m", "http://127.0.0.1:9").query("up")
+
+
+def test_eks_token_is_a_presigned_get_caller_identity(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No EKS API server runs here: the token is checked for what the server verifies (a
+    GetCallerIdentity presigned for STS, the cluster name among the signed headers, 60 s)."""
+    import botocore.session
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", moto_s3.endpoint)  # moto_server answers STS too
+    token = canary_metrics.eks_token("triton-platform-prod", "eu-west-1", botocore.session.Session())
+    assert token.startswith("k8s-aws-v1.")
+    url = base64.urlsafe_b64decode(token.removeprefix("k8s-aws-v1.") + "==").decode()
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    assert url.startswith(moto_s3.endpoint + "/?Action=GetCallerIdentity&Version=2011-06-15&")
+    assert query["X-Amz-Credential"][0].endswith("/eu-west-1/sts/aws4_request")
+    assert query["X-Amz-SignedHeaders"][0].split(";") == ["host", "x-k8s-aws-id"]  # the cluster name is signed
+    assert query["X-Amz-Expires"] == ["60"]
+    assert len(query["X-Amz-Signature"][0]) == 64
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(canary_metrics.errors.SyncError, match=r"^EKS token: no AWS credentials;"):
+        canary_metrics.eks_token("c", "eu-west-1", botocore.session.Session())

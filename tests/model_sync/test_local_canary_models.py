@@ -1,0 +1,203 @@
+"""model_sync/local/canary_models.py: the gray-release scenario models. Each kind is written as
+`push` reads a model directory (localmodel.load, what push validates) and then served by one real
+tritonserver, which shows what each kind does: good answers 2x, errors fails exactly the inputs
+`fails()` names (5 %), slow takes 3x good's time, broken never becomes READY."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from prometheus_client.parser import text_string_to_metric_families
+
+from model_sync import layout, localmodel, model_config, smoke
+from model_sync.agent.local_repository import precompile_python
+from model_sync.local import canary_models
+from model_sync.local.procs import wait_until
+from model_sync.local.runtime import TritonRuntime, TritonServer
+from model_sync.local.traffic import Records, RoundRobinTraffic
+from tests.support.triton import triton_runtime as triton_runtime_fixture
+
+triton_runtime = triton_runtime_fixture
+
+
+def _counting(seq: int) -> dict[str, np.ndarray]:
+    """INPUT0 = [seq, 1, 2, 3]: the `errors` kind fails seq % 20 == 13."""
+    return {canary_models.INPUT: np.array([seq, 1, 2, 3], dtype=np.float32)}
+
+
+# ---- the directories (no processes) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", canary_models.KINDS)
+def test_every_kind_is_a_model_directory_push_accepts_with_one_shared_config(tmp_path: Path, kind: str) -> None:
+    model_dir = canary_models.write_model(tmp_path, "scenario", kind, version_dir=3)
+    assert model_dir == tmp_path / "scenario"
+    assert sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*")) == ["3", "3/model.py", "config.pbtxt"]
+    m = localmodel.load(str(model_dir))  # push's own validation (config checks, the backend's files)
+    assert (m.name, m.backend, sorted(m.files)) == ("scenario", "python", ["model.py"])
+    cfg = model_config.read_file(str(model_dir / "config.pbtxt"))
+    assert model_config.dumps(cfg) == model_config.dumps(canary_models.config("scenario"))
+    assert (cfg.max_batch_size, [g.count for g in cfg.instance_group]) == (0, [1])
+    compile((model_dir / "3" / "model.py").read_text(), "model.py", "exec")
+
+
+def test_the_errors_kind_fails_one_input_in_twenty_and_never_the_smoke_inference() -> None:
+    failing = [seq for seq in range(1000) if canary_models.fails(_counting(seq)[canary_models.INPUT])]
+    assert len(failing) == 50  # 5 %
+    assert failing[:3] == [13, 33, 53]
+    specs, _ = smoke.tensor_specs(canary_models.config("scenario"))
+    (smoke_input,) = smoke.smoke_inputs(specs).values()
+    assert not canary_models.fails(smoke_input)
+
+
+def test_slow_sleeps_three_times_as_long_as_good() -> None:
+    assert canary_models.delay_s("slow") == pytest.approx(3 * canary_models.delay_s("good"))
+    assert canary_models.delay_s("errors") == canary_models.delay_s("good") == canary_models.GOOD_DELAY_S
+
+
+def test_write_model_rejects_an_unknown_kind_a_bad_name_or_version_and_an_existing_directory(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"kind: 'flaky'; allowed: good, errors, slow, broken"):
+        canary_models.write_model(tmp_path, "m", "flaky")
+    with pytest.raises(layout.LayoutError, match=r"model name: 'Bad Name'"):
+        canary_models.write_model(tmp_path, "Bad Name", "good")
+    with pytest.raises(layout.LayoutError, match=r"version: 0; allowed: an integer 1\.\."):
+        canary_models.write_model(tmp_path, "m", "good", version_dir=0)
+    canary_models.write_model(tmp_path, "m", "good")
+    with pytest.raises(FileExistsError, match=r"/m: exists; allowed: a new directory, or overwrite=True"):
+        canary_models.write_model(tmp_path, "m", "slow", version_dir=2)
+    canary_models.write_model(tmp_path, "m", "slow", version_dir=2, overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["2", "config.pbtxt"]  # one version dir for push
+    assert "KIND = 'slow'" in (tmp_path / "m" / "2" / "model.py").read_text()
+
+
+# ---- one real tritonserver serving every kind -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def triton(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRuntime) -> Iterator[TritonServer]:
+    root = tmp_path_factory.mktemp("canary-models")
+    for kind in canary_models.KINDS:
+        # Served straight from the directory push would upload, with its __pycache__ written first as
+        # the agent does before a version becomes visible: else the stub writes it on load, Triton's
+        # poller sees the change and loads the model again (the warm-up counted twice in /metrics).
+        precompile_python(canary_models.write_model(root / "models", kind, kind) / "1")
+    server = TritonServer(root / "models", root / "triton.log", runtime=triton_runtime)
+    try:
+        server.start()
+        for kind in ("good", "errors", "slow"):
+            server.wait_version_ready(kind, 1, timeout=60)
+        yield server
+    finally:
+        if server.process is not None:
+            server.process.kill()  # its graceful shutdown (~2.5 s) is not under test here
+
+
+def _traffic(server: TritonServer, model: str, requests: int) -> Records:
+    # One thread: requests never queue behind each other, so latency is the model's own.
+    traffic = RoundRobinTraffic([server.http_url], model, _counting, concurrency=1, limit=requests).start()
+    assert traffic.wait(60), f"{model}: {requests} requests not answered within 60 s"
+    return traffic.records()
+
+
+def _metric(server: TritonServer, name: str, model: str) -> float:
+    """`name` of `model` version 1 in the server's /metrics, summed over its other labels (reason)."""
+    return _scrape(f"http://127.0.0.1:{server.metrics_port}/metrics", name, model, 1)
+
+
+def _scrape(url: str, name: str, model: str, version: int) -> float:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()  # noqa: S310 - loopback
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name in (name, f"{name}_total")  # the parser names a counter's sample <name>_total
+        and s.labels.get("model") == model
+        and s.labels.get("version") == str(version)
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_good_doubles_its_input_and_never_fails(triton: TritonServer) -> None:
+    client = httpclient.InferenceServerClient(triton.http_url.split("://")[1])
+    tensor = httpclient.InferInput(canary_models.INPUT, [4], "FP32")
+    tensor.set_data_from_numpy(np.array([1.5, -2, 0, 7], dtype=np.float32))
+    result = client.infer("good", [tensor])
+    assert result.as_numpy(canary_models.OUTPUT).tolist() == [3.0, -4.0, 0.0, 14.0]
+    assert result.get_response()["model_version"] == "1"
+    client.close()
+    records = _traffic(triton, "good", 40)
+    assert len(records) == 40
+    assert not records.failed(), records.errors()
+    assert records.version_counts() == {1: 40}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_errors_fails_exactly_the_predicted_five_percent(triton: TritonServer) -> None:
+    failed_before = _metric(triton, "nv_inference_request_failure", "errors")
+    succeeded_before = _metric(triton, "nv_inference_request_success", "errors")
+    records = _traffic(triton, "errors", 200)
+    assert [r.seq for r in records] == list(range(200))
+    predicted = {r.seq for r in records if canary_models.fails(_counting(r.seq)[canary_models.INPUT])}
+    assert {r.seq for r in records.failed()} == predicted
+    assert len(predicted) == 10  # 5 %
+    errors = sorted(records.errors())
+    assert len(errors) == len(predicted), errors
+    for seq, error in zip(sorted(predicted, key=str), errors, strict=True):
+        assert error.startswith("InferenceServerException: [500] Failed to process the request(s) for model 'errors")
+        assert f"TritonModelException: canary model 'errors' version 1: input {seq} rejected on purpose" in error
+    assert records.version_counts() == {1: len(records) - len(predicted)}
+    # Triton counts them as failed requests of version 1 (what the canary analysis reads).
+    assert _metric(triton, "nv_inference_request_failure", "errors") - failed_before == len(predicted)
+    assert _metric(triton, "nv_inference_request_success", "errors") - succeeded_before == 200 - len(predicted)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_slow_takes_three_times_as_long_as_good(triton: TritonServer) -> None:
+    def compute_us() -> dict[str, tuple[float, float]]:
+        return {
+            m: (
+                _metric(triton, "nv_inference_compute_infer_duration_us", m),
+                _metric(triton, "nv_inference_exec_count", m),
+            )
+            for m in ("good", "slow")
+        }
+
+    before = compute_us()
+    good, slow = _traffic(triton, "good", 60), _traffic(triton, "slow", 30)
+    after = compute_us()
+    assert not good.failed(), good.errors()
+    assert not slow.failed(), slow.errors()
+    p50_good, p50_slow = good.latency_quantile(0.5), slow.latency_quantile(0.5)
+    assert p50_good is not None
+    assert p50_slow is not None
+    assert 2.0 <= p50_slow / p50_good <= 3.6, (p50_good, p50_slow)  # ~2.5 measured: dispatch adds ~3 ms to each
+    assert (slow.latency_quantile(0.01) or 0) >= 3 * canary_models.GOOD_DELAY_S  # it sleeps 30 ms, always
+    # Server side (the /metrics the canary analysis reads): compute time per execution of these requests.
+    per_exec = {m: (after[m][0] - before[m][0]) / (after[m][1] - before[m][1]) for m in ("good", "slow")}
+    assert 2.2 <= per_exec["slow"] / per_exec["good"] <= 3.3, per_exec
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_broken_fails_to_load_and_is_never_ready(triton: TritonServer) -> None:
+    client = httpclient.InferenceServerClient(triton.http_url.split("://")[1])
+    holder: dict[str, dict[str, str]] = {}
+
+    def settled() -> bool:
+        entry = {e["name"]: e for e in client.get_model_repository_index()}.get("broken", {})
+        holder["entry"] = entry
+        return entry.get("state") == "UNAVAILABLE"
+
+    wait_until(settled, 30, what="broken settled")
+    assert "initialize fails on purpose" in holder["entry"].get("reason", ""), holder
+    assert not triton.version_ready("broken", 1)
+    assert triton.version_ready("good", 1)  # the other models serve on
+    client.close()
