@@ -18,7 +18,7 @@ from components.ingress import Ingress, IngressArgs, TritonBackend
 from components.log_shipping import LogShipping, LogShippingArgs
 from components.model_repository import ModelRepository, ModelRepositoryArgs
 from components.monitoring import MonitoredDeployment, Monitoring, MonitoringArgs
-from components.naming import TRITON_NAMESPACE, triton_app_name
+from components.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
 from components.network import Network, NetworkArgs
 from components.node_group import build_node_groups
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
@@ -119,6 +119,8 @@ identities = Identities(
         github_oidc_provider_arn=config.github_oidc_provider_arn,
         promotion_source_bucket=config.promotion_source_bucket,
         promotion_source_kms_key_arn=config.promotion_source_kms_key_arn,
+        # The gray release's Prometheus queries (bound by Monitoring's Role), where monitoring runs.
+        prometheus_query_group=PROMETHEUS_QUERY_GROUP if config.monitoring_enabled else "",
         tags=aws_tags,
     ),
     opts=pulumi.ResourceOptions(depends_on=[cluster.addons]),
@@ -134,8 +136,11 @@ monitoring = (
         "monitoring",
         MonitoringArgs(
             deployments=tuple(
-                MonitoredDeployment(d.name, d.queue_time_target_microseconds) for d in config.triton_deployments
+                MonitoredDeployment(d.name, d.queue_time_target_microseconds, d.canary.deadline_seconds)
+                for d in config.triton_deployments
             ),
+            # The cluster's subnets (EksClusterArgs.subnet_ids): where the API server's proxy comes from.
+            control_plane_cidrs=tuple(network.private_subnet_cidrs),
             prometheus_retention_days=config.prometheus_retention_days,
             prometheus_storage_gib=config.prometheus_storage_gib,
             slack_webhook_url=config.alertmanager_slack_webhook_url,
@@ -258,5 +263,12 @@ pulumi.export(
     "tritonImage", config.triton_image
 )  # the image the pods run: model-sync version alignment (docs/stack-outputs.md)
 pulumi.export("ingressApiKeys", ingress.api_keys)  # secret: {client: API key}
+# Gray releases (model-sync canary / promote): each model's policy, from its deployment's `canary`.
+pulumi.export(
+    "canaryPolicies",
+    {m: {"deployment": d.name, **d.canary.to_mapping()} for d in config.triton_deployments for m in d.models},
+)
 if monitoring is not None:
     pulumi.export("grafanaAdminPassword", monitoring.grafana_admin_password)  # secret
+    # The canary analysis' Prometheus, through the API server's service proxy (private endpoint: from the VPC).
+    pulumi.export("prometheusUrl", pulumi.Output.concat(cluster.endpoint, monitoring.prometheus_proxy_path))

@@ -43,6 +43,12 @@
     staging bucket's promotion prefixes (bucket and KMS key named in the prod config; for
     another account the staging stack grants it read through
     `modelRepositoryReadPrincipalArns`), writes prod's PUBLISHER_WRITE_PREFIXES.
+  - The publisher and the promoter run gray releases (`model-sync canary`, and `promote --to prod`
+    by default), whose analysis reads Prometheus through the EKS API server's service proxy with
+    the role's IAM-derived bearer token (`aws eks get-token`). Each gets an EKS access entry with
+    no access policy, only the Kubernetes group `prometheus_query_group`, which the monitoring
+    namespace binds to `get` on Prometheus' service proxy and nothing else
+    (components/monitoring.py): no other Kubernetes read or write.
 - The GitHub OIDC provider is one per account and shared by the account's stacks (dev and
   staging share one): the account's bootstrap stack owns it (components/account_bootstrap.py,
   docs/bootstrap.md) and every stack names it (`github_oidc_provider_arn`, required).
@@ -77,8 +83,10 @@ ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS
 # duration (`role-duration-seconds`, itself >= `timeout-minutes`) of every workflow job that
 # assumes the role, so credentials outlast the job (tests/workflows/test_credentials.py): the
 # deployer's `up` jobs may run 3 h (an EKS upgrade rolling the GPU node groups); previews and
-# model jobs stay within the 1 h default, so a pull request's credentials live no longer.
-CI_SESSION_SECONDS: dict[str, int] = {"deployer": 10800, "preview": 3600, "publisher": 3600, "promoter": 3600}
+# model jobs stay within the 1 h default, so a pull request's credentials live no longer, except
+# the prod promotion: it runs a gray release (`model-sync promote --to prod`), up to its deadline
+# (1 h by default, tritonDeployments.<d>.canary.deadlineSeconds) after the copy and verification.
+CI_SESSION_SECONDS: dict[str, int] = {"deployer": 10800, "preview": 3600, "publisher": 3600, "promoter": 7200}
 
 # The repository's OIDC subject template (PUT /repos/{owner}/{repo}/actions/oidc/customization/sub
 # with {"use_default": false, "include_claim_keys": [...]}; docs/operations.md, "One-time setup").
@@ -126,6 +134,9 @@ class IdentitiesArgs:
         stack (components/account_bootstrap.py) (required).
     promotion_source_bucket / promotion_source_kms_key_arn: the staging bucket and its key,
         required in prod, refused elsewhere.
+    prometheus_query_group: the Kubernetes group the publisher (staging) / promoter (prod) access
+        entry carries, for the gray release's Prometheus queries (naming.PROMETHEUS_QUERY_GROUP
+        where monitoring runs); "" (default) gives those roles no access entry.
     tags: extra tags on every resource (default none).
     """
 
@@ -141,6 +152,7 @@ class IdentitiesArgs:
     github_oidc_provider_arn: str
     promotion_source_bucket: str = ""
     promotion_source_kms_key_arn: str = ""
+    prometheus_query_group: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -190,6 +202,11 @@ class IdentitiesArgs:
             raise ValueError(
                 f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC "
                 f"provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty"
+            )
+        if self.prometheus_query_group and not naming.KUBERNETES_GROUP.fullmatch(self.prometheus_query_group):
+            raise ValueError(
+                f"IdentitiesArgs.prometheus_query_group: {self.prometheus_query_group!r} is not allowed; allowed: "
+                f"{naming.KUBERNETES_GROUP_RULE}, or ''"
             )
         if self.environment == "prod":
             if not _BUCKET.match(self.promotion_source_bucket):
@@ -518,6 +535,23 @@ class Identities(pulumi.ComponentResource):
                 principal_arn=entry.principal_arn,
                 policy_arn=policy_arn,
                 access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=child,
+            )
+
+        # ---- the gray release's Prometheus queries (publisher / promoter) -------------------
+        # An access entry with no access policy: the role authenticates to the cluster as a
+        # member of `prometheus_query_group`, which only the monitoring namespace's Role binds.
+        canary_roles = {"publisher": self.publisher_role_arn, "promoter": self.promoter_role_arn}
+        for role_name, role_arn in canary_roles.items():
+            if role_arn is None or not args.prometheus_query_group:
+                continue
+            aws.eks.AccessEntry(
+                f"{name}-{role_name}-access",
+                cluster_name=args.cluster_name,
+                principal_arn=role_arn,
+                type="STANDARD",
+                kubernetes_groups=[args.prometheus_query_group],
+                tags=tags,
                 opts=child,
             )
 

@@ -15,13 +15,24 @@ the Triton HPAs scale on.
 - ConfigMap `triton-dashboard` (grafana_dashboard=1): Triton + GPU dashboard, with Loki log
   panels (tritonserver per deployment, the agent), filtered by a `model` variable.
 - PrometheusRule `triton-alerts`: queue p99, failure ratio (all requests failing included),
-  no ready replica, model load failures, restarts, GPU idle, GPU saturated. Each summary
+  no ready replica, model load failures, restarts, a gray release left running past its
+  deadline (two versions of a model taking requests), GPU idle, GPU saturated. Each summary
   states the wait the rule really has (tests/components/test_monitoring_rules.py checks it
   with promtool).
+- The canary analysis' access (`model-sync canary`, docs/architecture.md#gray-release): a CI job
+  queries Prometheus through the EKS API server's service proxy
+  (`<endpoint>/api/v1/namespaces/monitoring/services/http:kube-prometheus-stack-prometheus:9090/proxy`,
+  stack output `prometheusUrl`) with its IAM-derived bearer token. The Role `prometheus-query`
+  grants exactly `get` on `services/proxy` of that one name (the API server authorizes the proxy
+  path's whole `[scheme:]name[:port]` segment as the resource name) to the Kubernetes group the
+  CI roles' access entries carry (naming.PROMETHEUS_QUERY_GROUP, components/identities.py); the
+  API server proxies from the control plane's network interfaces in the cluster's subnets, which
+  Prometheus' NetworkPolicy admits on 9090 (`control_plane_cidrs`) and nothing wider.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -37,14 +48,24 @@ from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.triton_deployment import QUEUE_TIME_METRIC
 
 RELEASE = "kube-prometheus-stack"  # also the chart's fullname: services are `<RELEASE>-<component>`
-PROMETHEUS_URL = f"http://{RELEASE}-prometheus.{naming.MONITORING_NAMESPACE}.svc"
+# The Service the pinned chart renders for Prometheus (port 9090 `http-web`; tests/manifests checks it).
+PROMETHEUS_SERVICE = f"{RELEASE}-prometheus"
+PROMETHEUS_URL = f"http://{PROMETHEUS_SERVICE}.{naming.MONITORING_NAMESPACE}.svc"
 PROMETHEUS_PORT = 9090
+# The service proxy's `[scheme:]name[:port]` path segment, which is also the resource name the API
+# server authorizes (`get` on services/proxy): the URL must spell it exactly so.
+# ref: https://kubectl.docs.kubernetes.io/references/kubectl/proxy/ ("Literal Syntax": the proxy URL format)
+PROMETHEUS_PROXY_NAME = f"http:{PROMETHEUS_SERVICE}:{PROMETHEUS_PORT}"
+PROMETHEUS_QUERY_ROLE = "prometheus-query"
 GRAFANA_ADMIN_SECRET = "grafana-admin"  # noqa: S105 (a Secret name)
 SLACK_SECRET = "alertmanager-slack"  # noqa: S105 (a Secret name)
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 DATASOURCE_LABEL = {"grafana_datasource": "1"}
 QUEUE_WINDOW = "2m"
 FAILURE_WINDOW = "5m"
+# The rate window of the gray-release alert and panels: a version "takes requests" while its rate
+# over this window is above 0, so it still does for up to this long after its last request.
+CANARY_WINDOW = "5m"
 # The dashboard's log panels: the containers of a Triton pod (components/triton_deployment.py).
 TRITON_CONTAINER = "tritonserver"
 AGENT_CONTAINERS = ("agent-init", "agent")
@@ -93,17 +114,33 @@ POD_LABELS = {
 
 @dataclass(frozen=True)
 class MonitoredDeployment:
-    """A Triton deployment the alerts cover: its name and HPA queue-time target (µs)."""
+    """A Triton deployment the alerts cover: its name, HPA queue-time target (µs) and the
+    deadline of its gray releases (`tritonDeployments.<d>.canary.deadlineSeconds`, bounded by
+    model_sync/canary_policy.py), past which two versions taking requests is an alert."""
 
     name: str
     queue_time_target_microseconds: int
+    canary_deadline_seconds: int
+
+    def __post_init__(self) -> None:
+        d = self.canary_deadline_seconds
+        if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+            raise ValueError(
+                f"MonitoredDeployment.canary_deadline_seconds: {d!r} is not allowed; allowed: a positive number of "
+                "seconds (the deployment's canary.deadlineSeconds)"
+            )
 
 
 @dataclass(frozen=True)
 class MonitoringArgs:
     """Inputs of `Monitoring`.
 
-    deployments: the Triton deployments (required, >= 1): per-deployment queue alerts.
+    deployments: the Triton deployments (required, >= 1): per-deployment queue and canary alerts.
+    control_plane_cidrs: the CIDRs of the subnets the EKS control plane's network interfaces
+        live in (the cluster's subnets: Network.private_subnet_cidrs), inside vpc_cidr (required,
+        >= 1): the API server's service proxy reaches Prometheus (9090) from there.
+    query_group: the Kubernetes group granted `get` on Prometheus' service proxy (default
+        naming.PROMETHEUS_QUERY_GROUP, what the CI roles' access entries carry).
     prometheus_retention_days: 1-365 (default 15). prometheus_storage_gib: 10-10000 (default 50).
     slack_webhook_url: Alertmanager's Slack webhook (secret); "" (default) keeps alerts in Alertmanager.
     replicas: Prometheus/Alertmanager/adapter replicas (default 1; 2 in prod).
@@ -113,6 +150,8 @@ class MonitoringArgs:
     """
 
     deployments: tuple[MonitoredDeployment, ...]
+    control_plane_cidrs: tuple[str, ...]
+    query_group: str = naming.PROMETHEUS_QUERY_GROUP
     prometheus_retention_days: int = 15
     prometheus_storage_gib: int = 50
     slack_webhook_url: pulumi.Input[str] = ""
@@ -126,6 +165,28 @@ class MonitoringArgs:
         network_policies.check_vpc_cidr("MonitoringArgs", self.vpc_cidr)
         if not self.deployments:
             raise ValueError("MonitoringArgs.deployments: () is not allowed; allowed: at least one Triton deployment")
+        vpc = ipaddress.IPv4Network(self.vpc_cidr)
+        cidrs = tuple(self.control_plane_cidrs)
+        for c in cidrs:
+            try:
+                subnet = ipaddress.IPv4Network(c, strict=True)
+            except ValueError:
+                subnet = None
+            if subnet is None or not subnet.subnet_of(vpc):
+                raise ValueError(
+                    f"MonitoringArgs.control_plane_cidrs: {c!r} is not allowed; allowed: the CIDRs of the cluster's "
+                    f"subnets, inside the VPC {self.vpc_cidr}"
+                )
+        if not cidrs or len(set(cidrs)) != len(cidrs):
+            raise ValueError(
+                f"MonitoringArgs.control_plane_cidrs: {list(cidrs)!r} is empty or repeats a CIDR; allowed: the "
+                "distinct CIDRs of the cluster's subnets"
+            )
+        if not naming.KUBERNETES_GROUP.fullmatch(self.query_group):
+            raise ValueError(
+                f"MonitoringArgs.query_group: {self.query_group!r} is not allowed; allowed: "
+                f"{naming.KUBERNETES_GROUP_RULE}"
+            )
         if not 1 <= self.prometheus_retention_days <= 365:
             raise ValueError(
                 f"MonitoringArgs.prometheus_retention_days: {self.prometheus_retention_days!r} is out of range; "
@@ -428,13 +489,13 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
     }
 
 
-def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: str) -> dict[str, Any]:
+def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: str, w: int = 12) -> dict[str, Any]:
     return {
         "id": pid,
         "type": "timeseries",
         "title": title,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
-        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "gridPos": {"h": 8, "w": w, "x": x, "y": y},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
         "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
     }
@@ -459,6 +520,28 @@ def _log_panel(pid: int, title: str, expr: str, y: int, x: int) -> dict[str, Any
             "showCommonLabels": False,
         },
         "targets": [{"refId": "A", "expr": expr, "queryType": "range"}],
+    }
+
+
+def canary_queries(triton_namespace: str) -> dict[str, tuple[str, str]]:
+    """The "Canary vs stable" row (title -> (PromQL, unit)): every request, the failure ratio and
+    the request p99 of each model's versions side by side, as `model-sync canary` compares them
+    (a gray release serves the canary version on some replicas, the stable one on the rest),
+    filtered by the dashboard's `model` variable. The p99 is Triton's own summary quantile
+    (`--metrics-config summary_latencies=true`), the highest replica's."""
+    m = f'namespace="{triton_namespace}",model=~"$model"'
+    by = "model, version"
+    every = (
+        f"sum by ({by}) (rate(nv_inference_request_success{{{m}}}[{CANARY_WINDOW}])) + "
+        f"sum by ({by}) (rate(nv_inference_request_failure{{{m}}}[{CANARY_WINDOW}]))"
+    )
+    return {
+        "Canary vs stable: requests / s by version": (every, "reqps"),
+        "Canary vs stable: failure ratio by version": (failure_ratio_query(m, by, CANARY_WINDOW), "percentunit"),
+        "Canary vs stable: request p99 by version": (
+            f'max by ({by}) (nv_inference_request_summary_us{{{m},quantile="0.99"}})',
+            "µs",
+        ),
     }
 
 
@@ -547,8 +630,21 @@ def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...
             "{{Hostname}} gpu {{gpu}}",
         ),
     ]
+    # Canary vs stable: a row, then its three panels side by side.
+    panels.append(
+        {
+            "id": len(panels) + 1,
+            "type": "row",
+            "title": "Canary vs stable",
+            "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": 32},
+            "panels": [],
+        }
+    )
+    for i, (title, (expr, unit)) in enumerate(canary_queries(triton_namespace).items()):
+        panels.append(_panel(len(panels) + 1, title, expr, unit, 33, 8 * i, "{{model}} v{{version}}", w=8))
     for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
-        panels.append(_log_panel(len(panels) + 1, title, expr, 32 + 10 * (i // 2), 12 * (i % 2)))
+        panels.append(_log_panel(len(panels) + 1, title, expr, 41 + 10 * (i // 2), 12 * (i % 2)))
     return {
         "uid": "triton-platform",
         "title": "Triton inference + GPU",
@@ -583,6 +679,47 @@ def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...
     }
 
 
+def _duration(seconds: int) -> tuple[str, str]:
+    """(PromQL duration, words) of a whole number of seconds: minutes where they are whole."""
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m", f"{seconds // 60} minutes"
+    return f"{seconds}s", f"{seconds} seconds"
+
+
+def canary_stuck_rule(ns: str, d: MonitoredDeployment) -> dict[str, Any]:
+    """TritonCanaryStuck for deployment `d`: a model of its pods with two (or more) versions taking
+    requests, for longer than a gray release may run. The wait is the deadline plus CANARY_WINDOW:
+    a version's rate stays above 0 for that window after its last request, so a release that
+    promotes or aborts right at its deadline never fires (tests/components/test_monitoring_rules.py)."""
+    pods = f'{ns},pod=~"{naming.triton_app_name(d.name)}-.*"'
+    versions = (
+        f"count by (namespace, model, version) (rate(nv_inference_request_success{{{pods}}}[{CANARY_WINDOW}]) > 0)"
+    )
+    wait, wait_words = _duration(d.canary_deadline_seconds + _seconds(CANARY_WINDOW))
+    _, deadline_words = _duration(d.canary_deadline_seconds)
+    return {
+        "alert": "TritonCanaryStuck",
+        "expr": f"count by (namespace, model) ({versions}) > 1",
+        "for": wait,
+        "labels": {"severity": "warning", "deployment": d.name},
+        "annotations": {
+            "summary": (
+                f"Triton {d.name}: two versions of {{{{ $labels.model }}}} took requests at once for {wait_words} "
+                f"(the canary deadline, {deadline_words}, plus the {CANARY_WINDOW} rate window): a gray release "
+                "is stuck or was left behind; run `model-sync status` and `model-sync canary --abort`"
+            ),
+            "description": (
+                "A gray release serves a new version on some replicas and the stable one on the rest; "
+                "`model-sync canary` (or `model-sync promote --to prod`) promotes or aborts it by its deadline "
+                f"(tritonDeployments.{d.name}.canary.deadlineSeconds). Past it, the run that owns the canary "
+                "record died (a cancelled CI job, a lost runner) or cannot finish: `model-sync status` shows the "
+                "canary record and which replicas serve which version; `model-sync canary --abort` returns every "
+                "replica to the stable version."
+            ),
+        },
+    }
+
+
 def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
     ns = f'namespace="{args.triton_namespace}"'
     triton: list[dict[str, Any]] = []
@@ -610,6 +747,7 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
                 },
             }
         )
+    triton += [canary_stuck_rule(ns, d) for d in args.deployments]
     triton += [
         {
             "alert": "TritonInferenceFailureRatioHigh",
@@ -725,6 +863,9 @@ def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
             pods["prometheus"],
             ingress=[
                 rule([pods_in(ns, pods["grafana"]), pods_in(ns, pods["adapter"])], *tcp(PROMETHEUS_PORT)),
+                # The API server's service proxy (the canary analysis' queries, `prometheusUrl`), from
+                # the control plane's network interfaces in the cluster's subnets only.
+                rule([network_policies.cidr(c) for c in args.control_plane_cidrs], *tcp(PROMETHEUS_PORT)),
             ],
             egress=[
                 rule([pods_anywhere()], *tcp(*SCRAPE_PORTS)),
@@ -797,6 +938,22 @@ def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
     }
 
 
+def prometheus_proxy_path(namespace: str = naming.MONITORING_NAMESPACE) -> str:
+    """The API server path of Prometheus' service proxy (append it to the cluster endpoint; the
+    Prometheus HTTP API is below it: `<endpoint><path>/api/v1/query`)."""
+    return f"/api/v1/namespaces/{namespace}/services/{PROMETHEUS_PROXY_NAME}/proxy"
+
+
+def prometheus_query_rules() -> list[dict[str, Any]]:
+    """The Role `prometheus-query`: `get` (an HTTP GET through the proxy) on Prometheus' service
+    proxy, by the name the API server authorizes, and nothing else: no other Service or port, no
+    POST/PUT/DELETE (Prometheus' admin and write endpoints), no read of the Service itself.
+    ref: https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources"""
+    return [
+        {"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [PROMETHEUS_PROXY_NAME], "verbs": ["get"]}
+    ]
+
+
 # --------------------------------------------------------------------------------------
 # The component.
 # --------------------------------------------------------------------------------------
@@ -807,6 +964,7 @@ class Monitoring(pulumi.ComponentResource):
 
     namespace_name: pulumi.Output[str]
     grafana_admin_password: pulumi.Output[str]
+    prometheus_proxy_path: str  # append to the cluster endpoint: stack output prometheusUrl
 
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:Monitoring", name, None, opts)
@@ -885,7 +1043,27 @@ class Monitoring(pulumi.ComponentResource):
             opts=after_stack,
         )
 
+        # The canary analysis' read of Prometheus through the API server (module docstring).
+        query_rules: Any = prometheus_query_rules()
+        query_role = k8s.rbac.v1.Role(
+            f"{name}-prometheus-query-role", metadata=meta(PROMETHEUS_QUERY_ROLE), rules=query_rules, opts=after_ns
+        )
+        role_ref: Any = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PROMETHEUS_QUERY_ROLE}
+        subjects: Any = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": args.query_group}]
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-prometheus-query-binding",
+            metadata=meta(PROMETHEUS_QUERY_ROLE),
+            role_ref=role_ref,
+            subjects=subjects,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[query_role]),
+        )
+
         self.namespace_name = ns.namespace_name
+        self.prometheus_proxy_path = prometheus_proxy_path(args.namespace)
         self.register_outputs(
-            {"namespaceName": self.namespace_name, "grafanaAdminPassword": self.grafana_admin_password}
+            {
+                "namespaceName": self.namespace_name,
+                "grafanaAdminPassword": self.grafana_admin_password,
+                "prometheusProxyPath": self.prometheus_proxy_path,
+            }
         )

@@ -6,6 +6,8 @@ Kubernetes objects they bind can never drift apart.
 
 from __future__ import annotations
 
+import re
+
 TRITON_NAMESPACE = "triton"
 MONITORING_NAMESPACE = "monitoring"
 LOGGING_NAMESPACE = "logging"
@@ -17,6 +19,15 @@ GPU_OPERATORS_NAMESPACE = "gpu-operators"
 STORAGE_CLASS = "gp3-encrypted"
 # The encrypted gp3 StorageClass (EBS CSI driver) every persistent volume claim names.
 STORAGE_CLASS = "gp3-encrypted"
+# The Kubernetes group the CI roles that run gray releases (staging publisher, prod promoter) get
+# through their EKS access entries (components/identities.py); the monitoring namespace binds it
+# to `get` on Prometheus' service proxy and nothing else (components/monitoring.py).
+PROMETHEUS_QUERY_GROUP = "triton-platform-prometheus-query"
+# A Kubernetes group an EKS access entry may carry: no `:`, so never one of the prefixes EKS
+# reserves (system:, eks:, aws:, amazon:, iam:, ssm:).
+# ref: https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html
+KUBERNETES_GROUP = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?")
+KUBERNETES_GROUP_RULE = "a group name of a-z 0-9 . - (no ':': EKS reserves system:, eks:, aws:, amazon:, iam:, ssm:)"
 
 
 def triton_service_account(deployment: str) -> str:

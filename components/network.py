@@ -138,6 +138,10 @@ class Network(pulumi.ComponentResource):
 
     vpc_id: pulumi.Output[str]
     availability_zones: list[str]
+    # The private subnets' CIDRs, one per zone (known before any resource: `_build_subnet_cidrs`).
+    # The EKS control plane's network interfaces live in these subnets (the cluster is given
+    # `private_subnet_ids`), so the API server's calls into pods come from these addresses.
+    private_subnet_cidrs: list[str]
     private_subnet_ids: pulumi.Output[list[str]]
     public_subnet_ids: pulumi.Output[list[str]]
     private_route_table_ids: pulumi.Output[list[str]]
@@ -151,6 +155,7 @@ class Network(pulumi.ComponentResource):
 
         self.availability_zones = list(args.availability_zones)
         private_cidrs, public_cidrs = _build_subnet_cidrs(args.vpc_cidr, len(self.availability_zones))
+        self.private_subnet_cidrs = list(private_cidrs)
 
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
@@ -261,6 +266,7 @@ class Network(pulumi.ComponentResource):
             {
                 "vpcId": self.vpc_id,
                 "availabilityZones": self.availability_zones,
+                "privateSubnetCidrs": self.private_subnet_cidrs,
                 "privateSubnetIds": self.private_subnet_ids,
                 "publicSubnetIds": self.public_subnet_ids,
                 "privateRouteTableIds": self.private_route_table_ids,

@@ -33,6 +33,8 @@ from components import cidr_rules, node_fit, versions
 from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_account, role_identity
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
 from model_sync import layout
+from model_sync.canary_policy import KEYS as CANARY_KEYS
+from model_sync.canary_policy import CanaryPolicy, CanaryPolicyError
 from model_sync.compat import TRITON_RELEASES
 
 PROJECT = "triton-platform"
@@ -285,9 +287,10 @@ KEYS: tuple[Key, ...] = (
         "object",
         "Mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, "
         "modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, "
-        "scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds}. "
-        "Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, with the agent sidecar) must fit "
-        "one node of every instance type of its nodeGroup; shmSizeGiB below memory.",
+        "scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds, "
+        f"canary}}; canary: the gray release's policy {{{', '.join(CANARY_KEYS)}}} (model_sync/canary_policy.py; "
+        "a key left out takes its default). Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, "
+        "with the agent sidecar) must fit one node of every instance type of its nodeGroup; shmSizeGiB below memory.",
     ),
     Key(
         "tritonImage",
@@ -409,6 +412,9 @@ class TritonDeploymentConfig:
     startup_timeout_seconds: int
     termination_grace_period_seconds: int
     agent_interval_seconds: int
+    # The gray release's policy of this deployment's models (`canary`; absent: the defaults),
+    # exported per model as `canaryPolicies` for model-sync.
+    canary: CanaryPolicy = field(default_factory=CanaryPolicy)
 
 
 @dataclass(frozen=True)
@@ -756,12 +762,32 @@ _TRITON_FIELDS = {
     "startupTimeoutSeconds": False,
     "terminationGracePeriodSeconds": False,
     "agentIntervalSeconds": False,
+    "canary": False,
 }
 
 
 def _quantity(key: str, value: Any) -> str:
     value = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
     return _str(key, value, _QUANTITY, "a Kubernetes quantity such as 4, 500m, 16Gi")
+
+
+def _canary(key: str, value: Any) -> CanaryPolicy:
+    """`tritonDeployments.<d>.canary`: a gray release's policy (model_sync/canary_policy.py, the one
+    place its keys, defaults and bounds are written); absent or empty takes the defaults. Its
+    CanaryPolicyError (`<key path>: <value>; allowed: <what>`) becomes this module's one line."""
+    try:
+        return CanaryPolicy.from_mapping(value, where=key)
+    except CanaryPolicyError as e:
+        where, _, rest = str(e).partition(": ")
+        shown, _, allowed = rest.partition("; allowed: ")
+        name = where[len(key) + 1 :] if where.startswith(key + ".") else ""
+        if not name:  # not a mapping at all
+            raise ConfigError(key, value, "is not a mapping", allowed) from None
+        if shown == "unknown key":
+            raise ConfigError(where, value[name], "is an unknown key", allowed) from None
+        # The value as written; a key left out (its default broke a cross-check) as the default.
+        given = value.get(name, CanaryPolicy().to_mapping().get(name, shown))
+        raise ConfigError(where, given, "is not allowed", allowed) from None
 
 
 def _parse_triton(name: str, raw: Any, groups: Mapping[str, NodeGroupConfig]) -> TritonDeploymentConfig:
@@ -845,6 +871,7 @@ def _parse_triton(name: str, raw: Any, groups: Mapping[str, NodeGroupConfig]) ->
             f"{base}.terminationGracePeriodSeconds", m.get("terminationGracePeriodSeconds", 120), 10, 3600
         ),
         agent_interval_seconds=_int(f"{base}.agentIntervalSeconds", m.get("agentIntervalSeconds", 10), 1, 3600),
+        canary=_canary(f"{base}.canary", m.get("canary")),
     )
 
 

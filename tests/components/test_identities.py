@@ -325,6 +325,40 @@ def test_deployer_policies_and_cluster_access(any_stack: Run) -> None:
     assert assoc.inputs["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
 
 
+def test_the_canary_roles_authenticate_to_the_cluster_only_as_the_prometheus_query_group(any_stack: Run) -> None:
+    """The roles that run gray releases (staging publisher, prod promoter) get an EKS access entry
+    carrying one Kubernetes group, bound only to `get` on Prometheus' service proxy
+    (tests/components/test_monitoring.py), and no access policy: no other cluster right."""
+    role = {"dev": None, "staging": "publisher", "prod": "promoter"}[any_stack.stack]
+    entries = {e.name: e for e in any_stack.of_type("aws:eks/accessEntry:AccessEntry")}
+    associations = {a.name for a in any_stack.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
+    for other in {"publisher", "promoter"} - {role}:
+        assert f"identities-{other}-access" not in entries
+    if role is None:
+        return
+    entry = entries[f"identities-{role}-access"]
+    assert entry.inputs["principalArn"] == _role(any_stack, role).state["arn"]
+    assert entry.inputs["type"] == "STANDARD"
+    assert entry.inputs["kubernetesGroups"] == [naming.PROMETHEUS_QUERY_GROUP]
+    assert f"identities-{role}-access-policy" not in associations
+    assert not [a for a in associations if role in a]
+    # The other CI entries carry no group (their rights come from their access policies).
+    assert [e.name for e in entries.values() if e.inputs.get("kubernetesGroups")] == [entry.name]
+
+
+def test_the_promoter_session_covers_a_gray_release() -> None:
+    """`model-sync promote --to prod` runs a gray release up to its deadline after the copy:
+    the longest prod deadline plus 30 minutes (copy, verification, the canary's load) fits the
+    promoter's maximum session (the workflow's job and credentials: tests/workflows)."""
+    from components.stack_config import parse
+
+    prod = parse(stack_config("prod"), "prod")
+    longest = max(d.canary.deadline_seconds for d in prod.triton_deployments)
+    assert longest == 5400  # the `large` deployment's canary.deadlineSeconds
+    assert longest + 1800 <= CI_SESSION_SECONDS["promoter"] == 7200
+    assert CI_SESSION_SECONDS["publisher"] == 3600  # no workflow runs a staging canary
+
+
 def test_no_static_keys_anywhere(any_stack: Run) -> None:
     assert not [r for r in any_stack.resources if r.type in ("aws:iam/accessKey:AccessKey", "aws:iam/user:User")]
 
@@ -486,6 +520,11 @@ _BASE: dict[str, Any] = {
             {"environment": "prod", "promotion_source_bucket": "b-staging"},
             r"IdentitiesArgs.promotion_source_kms_key_arn: '' is not a KMS key ARN",
         ),
+        (
+            {"prometheus_query_group": "system:masters"},
+            r"IdentitiesArgs.prometheus_query_group: 'system:masters' is not allowed; allowed: a group name .* or ''",
+        ),
+        ({"prometheus_query_group": "Query Group"}, r"IdentitiesArgs.prometheus_query_group: 'Query Group' is not"),
     ],
 )
 def test_args_validation(changes: dict, match: str) -> None:

@@ -113,17 +113,21 @@ class Client:
             t.join()
 
 
-def _triton(tmp: Path, runtime: TritonRuntime, name: str, always_fail: bool) -> TritonServer:
+def _triton(tmp: Path, runtime: TritonRuntime, name: str, always_fail: bool, version: int = 1) -> TritonServer:
     repo = tmp / "repository"
-    (repo / name / "1").mkdir(parents=True)
+    (repo / name / str(version)).mkdir(parents=True)
     (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name))
-    (repo / name / "1" / "model.py").write_text(MODEL_PY.format(always_fail=always_fail, service_s=SERVICE_S))
+    (repo / name / str(version) / "model.py").write_text(MODEL_PY.format(always_fail=always_fail, service_s=SERVICE_S))
     return TritonServer(repo, tmp / "triton.log", runtime=runtime)
 
 
 @contextlib.contextmanager
-def _stack(tmp: Path, runtime: TritonRuntime, rules: str) -> Iterator[tuple[list[TritonServer], PrometheusServer]]:
-    servers = [_triton(tmp / "pod0", runtime, "resnet", False), _triton(tmp / "pod1", runtime, "broken", True)]
+def _stack(
+    tmp: Path, runtime: TritonRuntime, rules: str, models: tuple[tuple[str, bool, int], ...] | None = None
+) -> Iterator[tuple[list[TritonServer], PrometheusServer]]:
+    """Two "pods" of the default deployment; `models`: (model, always_fail, version) of each."""
+    models = models or (("resnet", False, 1), ("broken", True, 1))
+    servers = [_triton(tmp / f"pod{i}", runtime, *m) for i, m in enumerate(models)]
     labels = [
         {"namespace": NS, "pod": pod, "container": "tritonserver", "service": "triton-default", "endpoint": "metrics"}
         for pod in PODS
@@ -134,8 +138,8 @@ def _stack(tmp: Path, runtime: TritonRuntime, rules: str) -> Iterator[tuple[list
     try:
         for s in servers:
             s.start()
-        for s, model in zip(servers, ("resnet", "broken"), strict=True):
-            s.wait_version_ready(model, 1)
+        for s, (model, _, version) in zip(servers, models, strict=True):
+            s.wait_version_ready(model, version)
         prom.start()
         yield servers, prom
     finally:
@@ -241,3 +245,70 @@ def test_rules_dashboard_and_hpa_query_on_a_real_prometheus(
         assert panel["broken"] == alerting["broken"] == 1.0
         assert alerting["resnet"] == pytest.approx(seen, abs=0.01)
         assert set(pending) == {"resnet", "broken"}
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_canary_alert_and_panels_see_two_versions_on_a_real_prometheus(
+    tmp_path: Path,
+    triton_runtime: TritonRuntime,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """A gray release as the cluster has it: pod 0 serves `resnet` version 1 (stable), pod 1
+    version 2 (canary). While only version 1 takes requests (version 2 loaded, idle) the
+    TritonCanaryStuck condition is false; once both do it holds (pending: its `for:` is the
+    deadline), and the "Canary vs stable" panels give one series per version, with Triton's
+    real `version` label."""
+    prod = stack_run("prod")
+    groups = program_rules(prod)
+    rule = alert(groups, "TritonCanaryStuck", "default")
+    versions_taking_requests = rule["expr"].removesuffix(" > 1")
+    assert versions_taking_requests != rule["expr"]
+    panels = {
+        p["title"]: p["targets"][0]["expr"].replace("$model", "resnet")
+        for p in program_dashboard(prod)["panels"]
+        if p["title"].startswith("Canary vs stable:")
+    }
+    assert len(panels) == 3
+    models = (("resnet", False, 1), ("resnet", False, 2))
+    with _stack(tmp_path, triton_runtime, rules_file(groups), models) as (servers, prom):
+        wait_until(
+            lambda: len(prom.query('nv_inference_request_success{namespace="triton",model="resnet"}')) == 2,
+            20,
+            what="both versions scraped",
+        )
+        stable, canary = Client(servers[0].http_url, "resnet"), Client(servers[1].http_url, "resnet")
+        stable.run(4.0)  # version 1 only
+        wait_until(
+            lambda: prom.query(versions_taking_requests) == {"model=resnet,namespace=triton": 1.0},
+            20,
+            what="one version taking requests",
+        )
+        assert prom.query(rule["expr"]) == {}
+        threads = [threading.Thread(target=c.run, args=(6.0,)) for c in (stable, canary)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert stable.unexplained == canary.unexplained == []
+        assert len(canary.ok) > 20
+        wait_until(
+            lambda: prom.query(rule["expr"]) == {"model=resnet,namespace=triton": 2.0},
+            20,
+            what="two versions taking requests",
+        )
+        wait_until(
+            lambda: (
+                _by_label(prom.query('ALERTS{alertname="TritonCanaryStuck",alertstate="pending"}'), "model")
+                == {"resnet": 1.0}
+            ),
+            20,
+            what="TritonCanaryStuck pending",
+        )
+        for title, expr in panels.items():
+            got = _by_label(prom.query(expr), "version")
+            assert set(got) == {"1", "2"}, (title, got)
+            assert all(v > 0 for v in got.values()) or "failure" in title, (title, got)
+        # Every 7th request fails on both versions: the failure ratio panel reads it per version.
+        ratio = _by_label(prom.query(panels["Canary vs stable: failure ratio by version"]), "version")
+        assert ratio["1"] == pytest.approx(1 / FAIL_EVERY, abs=0.05)
+        assert ratio["2"] == pytest.approx(1 / FAIL_EVERY, abs=0.05)

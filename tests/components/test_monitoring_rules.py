@@ -145,6 +145,7 @@ def test_every_alert_states_the_wait_promtool_sees(prod: Run) -> None:
         "TritonNoReadyReplica",
         "TritonModelLoadFailure",
         "TritonServerRestarting",
+        "TritonCanaryStuck",
         "GpuIdle",
         "GpuSaturated",
     }
@@ -286,6 +287,156 @@ def test_restarts(prod: Run, tmp_path: Path) -> None:
         ],
         tmp_path,
     )
+
+
+def served(
+    version: str,
+    pod: str,
+    ok_per_min: int,
+    failed_per_min: int = 0,
+    minutes: int = 120,
+    *,
+    model: str = "resnet18",
+    stops_at: int | None = None,
+) -> list[dict[str, str]]:
+    """One model version's request counters on one pod (Triton 2.51's labels); `stops_at`: the
+    minute from which it takes no more requests (its counters stay where they are)."""
+    labels = f'model="{model}",version="{version}",{TRITON.replace(POD, pod)}'
+
+    def counter(per_min: int) -> str:
+        if stops_at is None:
+            return f"0+{per_min}x{minutes}"
+        return f"0+{per_min}x{stops_at} {per_min * stops_at}x{minutes - stops_at}"
+
+    out = [s(f"nv_inference_request_success{{{labels}}}", counter(ok_per_min))]
+    for reason in ("OTHER", "CANCELED", "REJECTED"):
+        out.append(s(f'nv_inference_request_failure{{{labels},reason="{reason}"}}', f"0x{minutes}"))
+    out.append(s(f'nv_inference_request_failure{{{labels},reason="BACKEND"}}', counter(failed_per_min)))
+    return out
+
+
+STABLE_POD, CANARY_POD = "triton-default-7c9d8-aaaaa", "triton-default-7c9d8-bbbbb"
+LARGE_POD = "triton-large-5f6d7-zyxwv"
+
+
+def test_canary_stuck_fires_with_two_versions_past_the_deadline_and_never_with_one(prod: Run, tmp_path: Path) -> None:
+    """A gray release serves version 2 on one replica and version 1 on the other. Left running (its
+    CI run died), the alert fires once the deadline (1 h for `default`) and the 5-minute rate window
+    have passed; one version on every replica never fires (an idle second version loaded beside it
+    neither), a release that promotes right at its deadline never fires, and another deployment's
+    two versions are that deployment's alert, after its own deadline (`large`: 90 minutes)."""
+    groups = program_rules(prod)
+    rule = alert(groups, "TritonCanaryStuck", "default")
+    large = alert(groups, "TritonCanaryStuck", "large")
+    labels = {"namespace": NS, "model": "resnet18"}
+    two = served("1", STABLE_POD, 90) + served("2", CANARY_POD, 10)
+    deadline_minutes = 60
+    assert claimed_wait_minutes(rule) == deadline_minutes + 5
+    run_tests(
+        groups,
+        [
+            # Counters start at 0: rate() has two samples (the condition holds) from minute 1.
+            fires_after_claim(rule, two, 1, labels),
+            # One version everywhere; version 2 loaded on the canary pod but taking no request.
+            never_fires(rule, served("1", STABLE_POD, 90) + served("1", CANARY_POD, 90), [66, 90, 119]),
+            never_fires(
+                rule, served("1", STABLE_POD, 90) + served("1", CANARY_POD, 90) + served("2", CANARY_POD, 0), [66, 119]
+            ),
+            # Promoted at the deadline (minute 60): version 1 stops; its 5-minute rate is above 0 up
+            # to minute 64, so two versions "took requests" for 64 minutes: below the wait.
+            never_fires(
+                rule, served("1", STABLE_POD, 90, stops_at=60) + served("2", CANARY_POD, 10), [61, 65, 66, 119]
+            ),
+            # The large deployment's pods: no alert after the default's wait (the alert name is shared: the
+            # large rule's fires only after its own 90 + 5 minutes).
+            never_fires(
+                rule,
+                served("1", LARGE_POD, 90, model="reranker-large")
+                + served("2", LARGE_POD.replace("zyxwv", "vwxyz"), 10, model="reranker-large"),
+                [66, 95],
+            ),
+            fires_after_claim(
+                large,
+                served("1", LARGE_POD, 90, model="reranker-large")
+                + served("2", LARGE_POD.replace("zyxwv", "vwxyz"), 10, model="reranker-large"),
+                1,
+                {"namespace": NS, "model": "reranker-large"},
+            ),
+        ],
+        tmp_path,
+    )
+
+
+def test_canary_vs_stable_panels_compare_the_versions(prod: Run, tmp_path: Path) -> None:
+    """The row's three panels on the series of a running gray release (stable version 1: 90
+    requests a minute, none failing, p99 20 ms; canary version 2: 10 a minute, one failing, p99
+    30 ms), with the dashboard's `model` variable at All (`.*`) and at one model: one series per
+    (model, version), another model's only under All."""
+    board = program_dashboard(prod)
+    (row,) = [p for p in board["panels"] if p["type"] == "row"]
+    panels = {
+        p["title"]: p["targets"][0]["expr"] for p in board["panels"] if p["title"].startswith("Canary vs stable:")
+    }
+    assert len(panels) == 3
+    p99 = "nv_inference_request_summary_us"
+    series = (
+        served("1", STABLE_POD, 81 + 9)
+        + served("2", CANARY_POD, 9, 1)
+        + served("1", STABLE_POD, 30, model="text-encoder")
+        + [
+            s(f'{p99}{{model="resnet18",version="1",quantile="0.99",{TRITON.replace(POD, STABLE_POD)}}}', "20000x40"),
+            s(f'{p99}{{model="resnet18",version="2",quantile="0.99",{TRITON.replace(POD, CANARY_POD)}}}', "30000x40"),
+            s(f'{p99}{{model="resnet18",version="1",quantile="0.5",{TRITON.replace(POD, STABLE_POD)}}}', "5000x40"),
+            s(
+                f'{p99}{{model="text-encoder",version="1",quantile="0.99",{TRITON.replace(POD, STABLE_POD)}}}',
+                "7000x40",
+            ),
+        ]
+    )
+    want = {
+        "Canary vs stable: requests / s by version": {"1": 90 / 60, "2": 10 / 60},
+        "Canary vs stable: failure ratio by version": {"1": 0.0, "2": 0.1},
+        "Canary vs stable: request p99 by version": {"1": 20_000.0, "2": 30_000.0},
+    }
+    other = {
+        "Canary vs stable: requests / s by version": 30 / 60,
+        "Canary vs stable: failure ratio by version": 0.0,
+        "Canary vs stable: request p99 by version": 7_000.0,
+    }
+    tests = []
+    for title, expr in panels.items():
+        for variable in (".*", "resnet18"):
+            query = expr.replace("$model", variable)  # Grafana's substitution (All is `.*`)
+            expected = {("resnet18", v): value for v, value in want[title].items()}
+            if variable == ".*":
+                expected[("text-encoder", "1")] = other[title]
+            # The expected values as a vector keyed by (model, version); compared within 0.1 %.
+            vector = " or ".join(
+                f'label_replace(label_replace(vector({value!r}), "model", "{m}", "", ""), "version", "{v}", "", "")'
+                for (m, v), value in expected.items()
+            )
+            tests.append(
+                {
+                    "interval": "1m",
+                    "input_series": series,
+                    "promql_expr_test": [
+                        {
+                            "expr": f"count({query})",
+                            "eval_time": "20m",
+                            "exp_samples": [{"labels": "{}", "value": len(expected)}],
+                        },
+                        {
+                            "expr": f"abs(({query}) - on (model, version) ({vector})) <= bool 1e-3 * ({vector})",
+                            "eval_time": "20m",
+                            "exp_samples": [
+                                {"labels": f'{{model="{m}",version="{v}"}}', "value": 1} for m, v in expected
+                            ],
+                        },
+                    ],
+                }
+            )
+    run_tests(program_rules(prod), tests, tmp_path)
+    assert row["title"] == "Canary vs stable"
 
 
 def _five_minute_average_crossing(values: list[float], below: float | None = None, above: float | None = None) -> int:

@@ -123,7 +123,16 @@ def test_component_shape(any_stack: Run) -> None:
         "natGatewayIds",
         "s3EndpointId",
         "availabilityZones",
+        "privateSubnetCidrs",
     }
+    # The CIDRs the component states are those of the private subnets it created (the EKS
+    # control plane's subnets: the monitoring NetworkPolicy admits the API server from them).
+    recorded = sorted(
+        r.inputs["cidrBlock"]
+        for r in any_stack.of_type("aws:ec2/subnet:Subnet")
+        if r.inputs["tags"]["tier"] == "private"
+    )
+    assert sorted(outputs["privateSubnetCidrs"]) == recorded
 
 
 # ---- builders -------------------------------------------------------------------------

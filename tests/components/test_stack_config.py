@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from components import stack_config as sc
+from model_sync.canary_policy import CanaryPolicy
 from tests.pulumi_kit import ROOT, Run
 from tests.pulumi_kit import stack_config as stack_file
 
@@ -445,6 +446,84 @@ def test_unknown_triton_field_rejected() -> None:
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["readynessProbe"] = {}
     fails(cfg, r"tritonDeployments\.default\.readynessProbe: .* is an unknown key")
+
+
+# ---- tritonDeployments.<d>.canary (model_sync/canary_policy.py) -------------------------
+
+
+def test_canary_policy_is_parsed_per_deployment_with_defaults_for_what_is_left_out() -> None:
+    cfg = sc.parse(stack_file("prod"), "prod")
+    policies = {d.name: d.canary for d in cfg.triton_deployments}
+    assert policies["default"] == CanaryPolicy()  # no `canary` key: the defaults
+    assert "canary" not in stack_file("prod")[K + "tritonDeployments"]["default"]
+    assert policies["large"] == CanaryPolicy(step_seconds=900, deadline_seconds=5400)
+    custom = raw("dev")
+    custom[K + "tritonDeployments"]["default"]["canary"] = {
+        "steps": [5, 20, 50],
+        "stepSeconds": 120,
+        "deadlineSeconds": 1800,
+        "minRequests": 50,
+        "maxP99Ratio": 1.2,
+    }
+    (d,) = parse(custom).triton_deployments
+    assert d.canary == CanaryPolicy(
+        steps=(5, 20, 50), step_seconds=120, deadline_seconds=1800, min_requests=50, max_p99_ratio=1.2
+    )
+    assert d.canary.to_mapping()["steps"] == [5, 20, 50]
+    # Pulumi's spelling (the map as a JSON string) reads the same.
+    from tests.pulumi_kit import to_pulumi_strings
+
+    (same,) = parse(to_pulumi_strings(custom)).triton_deployments
+    assert same.canary == d.canary
+    empty = raw("dev")
+    empty[K + "tritonDeployments"]["default"]["canary"] = {}
+    assert parse(empty).triton_deployments[0].canary == CanaryPolicy()
+
+
+@pytest.mark.parametrize(
+    ("canary", "match"),
+    [
+        (
+            {"stepSecond": 60},
+            r"^triton-platform:tritonDeployments\.default\.canary\.stepSecond: 60 is an unknown key; "
+            r"allowed: deadlineSeconds, .*stepSeconds, steps$",
+        ),
+        (
+            {"stepSeconds": 0},
+            r"^triton-platform:tritonDeployments\.default\.canary\.stepSeconds: 0 is not allowed; allowed: 1\.\.86400$",
+        ),
+        (
+            {"maxErrorRatioIncrease": 1.5},
+            r"canary\.maxErrorRatioIncrease: 1\.5 is not allowed; allowed: 0\.\.1$",
+        ),
+        (
+            {"steps": [25, 10]},
+            r"canary\.steps: \[25, 10\] is not allowed; allowed: increasing percentages 1\.\.50",
+        ),
+        (
+            {"steps": [10, 60]},
+            r"canary\.steps: \[10, 60\] is not allowed; allowed: increasing percentages 1\.\.50",
+        ),
+        (
+            {"minRequests": "many"},
+            r"canary\.minRequests: 'many' is not allowed; allowed: an integer$",
+        ),
+        # A cross-check broken by a key left out: the default it takes is named.
+        (
+            {"stepSeconds": 2000},
+            r"canary\.deadlineSeconds: 3600 is not allowed; allowed: at least len\(steps\) x stepSeconds \(6000\)$",
+        ),
+        (
+            "fast",
+            r"^triton-platform:tritonDeployments\.default\.canary: 'fast' is not a mapping; allowed: a mapping of ",
+        ),
+    ],
+)
+def test_canary_policy_refused_in_one_line(canary: Any, match: str) -> None:
+    cfg = raw("dev")
+    cfg[K + "tritonDeployments"]["default"]["canary"] = canary
+    err = fails(cfg, match)
+    assert err.key.startswith(K + "tritonDeployments.default.canary")
 
 
 def test_missing_required_key() -> None:

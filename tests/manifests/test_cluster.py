@@ -359,3 +359,35 @@ def test_every_dashboard_datasource_exists(stack: str) -> None:
     for v in board["templating"]["list"]:
         if v["type"] == "datasource":
             assert v["query"] in {"prometheus", "loki"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_prometheus_proxy_names_the_service_and_port_the_chart_renders(stack: str) -> None:
+    """`prometheusUrl` (the canary analysis' Prometheus, through the API server's service proxy)
+    and the Role that admits it name `http:<service>:<port>`: a Service the pinned
+    kube-prometheus-stack renders in the monitoring namespace, selecting the Prometheus pods, with
+    that port on Prometheus' web port (9090). The Role and its binding validate with the rest."""
+    from components.monitoring import PROMETHEUS_PROXY_NAME
+    from tests.conftest import stack_run
+
+    c = cluster(stack)
+    scheme, name, port = PROMETHEUS_PROXY_NAME.split(":")
+    assert scheme == "http"  # Prometheus serves plain HTTP on its web port (no TLS config here)
+    (svc,) = [
+        o
+        for o in c.of_kind("Service")
+        if o.source == "monitoring-kube-prometheus-stack" and o.name == name and o.namespace == "monitoring"
+    ]
+    (web,) = [p for p in svc.doc["spec"]["ports"] if str(p["port"]) == port or p.get("name") == port]
+    (prometheus,) = [o for o in c.of_kind("Prometheus") if o.namespace == "monitoring"]
+    assert selects(
+        {"matchLabels": svc.doc["spec"]["selector"]},
+        {"app.kubernetes.io/name": "prometheus", "operator.prometheus.io/name": prometheus.name},
+    )
+    assert prometheus.doc["spec"].get("portName", "web") == web["name"] == "http-web"
+    assert int(web.get("targetPort", web["port"])) == 9090
+    url = stack_run(stack).exports["prometheusUrl"]
+    assert url.endswith(f"/api/v1/namespaces/monitoring/services/{PROMETHEUS_PROXY_NAME}/proxy")
+    (role,) = [o for o in c.of_kind("Role") if o.source == "program" and o.name == "prometheus-query"]
+    assert role.doc["rules"][0]["resourceNames"] == [PROMETHEUS_PROXY_NAME]
+    assert [o.name for o in c.of_kind("RoleBinding") if o.source == "program"] == ["prometheus-query"]

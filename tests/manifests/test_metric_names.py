@@ -89,6 +89,9 @@ def queried(c: Cluster) -> dict[str, set[str]]:
             add(rule["expr"], f"alert {rule['alert']}")
     (board,) = [o for o in c.of_kind("ConfigMap") if o.source == "program" and o.name == "triton-dashboard"]
     for panel in json.loads(board.doc["data"]["triton.json"])["panels"]:
+        if panel["type"] == "row":  # a row only groups the panels below it
+            assert "targets" not in panel, panel["title"]
+            continue
         if panel["datasource"]["type"] != "prometheus":  # the Loki log panels: LogQL (test_monitoring_queries.py)
             continue
         for target in panel["targets"]:
@@ -164,9 +167,12 @@ def test_every_queried_metric_exists_where_it_comes_from(triton_metrics: set[str
     assert {
         "nv_inference_queue_duration_us",
         "nv_inference_request_success",
+        "nv_inference_request_summary_us",  # the "Canary vs stable" p99 (summary_latencies=true)
         "DCGM_FI_DEV_GPU_UTIL",
         "kube_deployment_status_replicas_available",
     } <= set(names)
+    assert "dashboard panel 'Canary vs stable: request p99 by version'" in names["nv_inference_request_summary_us"]
+    assert "alert TritonCanaryStuck" in names["nv_inference_request_success"]
     dcgm, ksm = dcgm_counters(c), chart_kube_state_metrics(c) | set(KUBE_STATE_METRICS)
     assert "DCGM_FI_DEV_GPU_UTIL" in dcgm
     assert "kube_pod_info" in ksm

@@ -234,6 +234,10 @@ def _flows(w: World) -> list[tuple[str, list[Endpoint], list[tuple[Endpoint, int
             svc = w.service(ref["name"], ref["namespace"])
             (port,) = [p for p in svc["spec"]["ports"] if int(p["port"]) == int(ref.get("port", 443))]
             flows.append((f"API server -> {o}", [w.api], w.backends(svc, port), "TCP"))
+    # The API server's service proxy to Prometheus: the canary analysis' queries (prometheusUrl).
+    svc = w.service("kube-prometheus-stack-prometheus", "monitoring")
+    (web,) = [p for p in svc["spec"]["ports"] if int(p["port"]) == 9090]
+    flows.append(("API server proxy -> prometheus", [w.api], w.backends(svc, web), "TCP"))
     # API-server clients; the outside world where a workload really goes there.
     for ns, labels in API_CLIENTS:
         flows.append((f"{ns} {labels} -> API server", w.select(ns, labels), [(w.api, 443)], "TCP"))
@@ -295,7 +299,17 @@ def test_what_no_workload_needs_is_denied(stack: str) -> None:
     dcgm = w.select("gpu-operators", {"app.kubernetes.io/name": "dcgm-exporter"})[0]
     webhook = w.select("cert-manager", {"app.kubernetes.io/component": "webhook"})[0]
     imds = Endpoint("instance metadata", "169.254.169.254")
+    prometheus = w.select("monitoring", {"app.kubernetes.io/name": "prometheus"})[0]
+    alertmanager = w.select("monitoring", {"app.kubernetes.io/name": "alertmanager"})[0]
+    # An address of the VPC outside the cluster's (private) subnets: a public subnet's load balancer.
+    vpc = ipaddress.ip_network(stack_config(stack)["triton-platform:vpcCidr"])
+    public = Endpoint("a public subnet", str(list(vpc.subnets(prefixlen_diff=3))[7][10]))
     denied = [
+        (public, prometheus, 9090),  # the proxy's rule admits the cluster's subnets only
+        (w.internet, prometheus, 9090),
+        (w.api, prometheus, 8080),  # the config reloader: not through the proxy's rule
+        (w.api, alertmanager, 9093),
+        (w.api, grafana, 3000),
         (w.internet, triton, 8000),
         (w.internet, grafana, 3000),
         (w.internet, loki, 3100),
@@ -317,7 +331,8 @@ def test_what_no_workload_needs_is_denied(stack: str) -> None:
 
 
 def test_api_server_and_node_rules_name_the_stack_vpc() -> None:
-    """The VPC CIDR reaches every component from the stack config (prod: 10.30.0.0/16)."""
+    """The VPC CIDR reaches every component from the stack config (prod: 10.30.0.0/16); the
+    service proxy's rule names the cluster's (private) subnets, the Network's own CIDRs."""
     run = stack_run("prod")
     vpc = stack_config("prod")["triton-platform:vpcCidr"]
     cidrs = {
@@ -330,4 +345,8 @@ def test_api_server_and_node_rules_name_the_stack_vpc() -> None:
         if "ipBlock" in peer
     }
     assert vpc == "10.30.0.0/16"
-    assert cidrs == {vpc, "0.0.0.0/0", "169.254.170.23/32"}
+    private = {
+        r.inputs["cidrBlock"] for r in run.of_type("aws:ec2/subnet:Subnet") if r.inputs["tags"]["tier"] == "private"
+    }
+    assert private == {"10.30.0.0/19", "10.30.32.0/19", "10.30.64.0/19"}
+    assert cidrs == {vpc, "0.0.0.0/0", "169.254.170.23/32"} | private

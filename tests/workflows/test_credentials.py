@@ -78,14 +78,40 @@ def test_every_job_timeout_fits_its_credentials_and_its_roles_max_session(max_se
         )
 
 
-def test_the_long_jobs_are_the_deploys_and_only_the_deployer_allows_long_sessions(max_sessions: dict[str, int]) -> None:
-    """An EKS upgrade rolling GPU node groups runs past an hour; a pull request's preview credentials
-    stay at IAM's default, so a PR's code holds them no longer than before."""
+def test_the_long_jobs_are_the_deploys_and_the_prod_promotion(max_sessions: dict[str, int]) -> None:
+    """An EKS upgrade rolling GPU node groups runs past an hour, and so does the prod promotion's
+    gray release; a pull request's preview credentials stay at IAM's default, so a PR's code holds
+    them no longer than before, and only the deployer and the promoter allow long sessions."""
     longest = {label: duration for label, _, duration, _ in credential_jobs() if duration > 3600}
     assert set(longest) == {
         f"deploy.yml {j}" for j in ("up-dev", "up-staging", "up-prod", "recover-dev", "recover-staging", "recover-prod")
+    } | {"model-promote.yml promote"}
+    assert {r: s for r, s in max_sessions.items() if s > 3600} == {
+        **{f"{s}:deployer": 10800 for s in STACKS},
+        "prod:promoter": 7200,
     }
-    assert {r: s for r, s in max_sessions.items() if s > 3600} == {f"{s}:deployer": 10800 for s in STACKS}
+
+
+# Copy + re-verify before the canary starts, the canary's load and its promotion or abort after it.
+PROMOTION_MARGIN_SECONDS = 1800
+
+
+def test_the_prod_promotion_outlasts_the_longest_prod_canary_deadline() -> None:
+    """`model-sync promote --to prod` runs a gray release up to its deadline
+    (tritonDeployments.<d>.canary.deadlineSeconds of the model's deployment): the promote job's
+    timeout, hence its credentials, covers the longest prod deadline plus the copy and the rest,
+    so no release is cut off by the job (it would be left behind: TritonCanaryStuck)."""
+    from components.stack_config import parse
+    from tests.pulumi_kit import stack_config
+
+    prod = parse(stack_config("prod"), "prod")
+    longest = max(d.canary.deadline_seconds for d in prod.triton_deployments)
+    exported = max(p["deadlineSeconds"] for p in stack_run("prod").exports["canaryPolicies"].values())
+    assert longest == exported
+    (job,) = [j for j in credential_jobs() if j[0] == "model-promote.yml promote"]
+    _, timeout, duration, role = job
+    assert role == "prod:promoter"
+    assert longest + PROMOTION_MARGIN_SECONDS <= timeout <= duration
 
 
 def test_the_old_one_hour_credentials_would_fail(max_sessions: dict[str, int]) -> None:

@@ -538,7 +538,8 @@ def test_the_recovery_refuses_other_branches_and_bad_inputs(tmp_path: Path, ref:
 @pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOW_DIR.glob("*.yml")))
 def test_every_job_reading_a_secret_runs_in_an_environment_of_its_purpose(name: str) -> None:
     """No repository-wide Pulumi token: the `PULUMI_ACCESS_TOKEN` a job gets is its environment's,
-    read-only in preview-<stack> (pull requests), write in deploy-<stack> (deploy.yml on main)."""
+    read-only in preview-<stack> (pull requests) and models-prod (the promotion's
+    `pulumi stack output`), write in deploy-<stack> (deploy.yml on main)."""
     for job_id, job in load(name)["jobs"].items():
         text = yaml.safe_dump(job)
         secrets = set(re.findall(r"secrets\.(\w+)", text))
@@ -549,6 +550,7 @@ def test_every_job_reading_a_secret_runs_in_an_environment_of_its_purpose(name: 
         assert (name, re.sub(r"\$\{\{ matrix.stack \}\}|dev|staging|prod", "<stack>", env)) in {
             ("pull-request.yml", "preview-<stack>"),
             ("deploy.yml", "deploy-<stack>"),
+            ("model-promote.yml", "models-<stack>"),
         }, f"{name} {job_id}: {env}"
 
 

@@ -7,6 +7,7 @@ config the workflow writes. Which job can assume which AWS role: test_trust_matr
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -173,6 +174,7 @@ def _runner_labels() -> set[str]:
 
 DEPLOY_LABELS = {f"triton-platform-{s}" for s in STACKS}
 PREVIEW_LABELS = {f"triton-platform-{s}-preview" for s in STACKS}
+MODELS_LABELS = {"triton-platform-prod-models"}  # the prod promotion's gray release (model-promote.yml)
 PULL_REQUEST_EVENTS = {
     "pull_request",
     "pull_request_target",
@@ -201,7 +203,8 @@ def _runner_labels_of(job: dict[str, Any]) -> list[set[str]]:
 @pytest.mark.parametrize("name", ALL)
 def test_cluster_jobs_run_self_hosted_in_the_stack_vpc_and_offline_jobs_on_github(name: str) -> None:
     """The EKS API is private (prod) or allow-listed (dev/staging): Pulumi runs on the stack's
-    runner: `up` on its deploy runner, `preview` (the pull request's code) on its preview runner."""
+    runner: `up` on its deploy runner, `preview` (the pull request's code) on its preview runner,
+    the prod promotion (a gray release: Prometheus through the API server) on prod's models runner."""
     wf = load(name)
     for job_id, job in wf["jobs"].items():
         if job_id not in pulumi_jobs(wf):
@@ -209,21 +212,43 @@ def test_cluster_jobs_run_self_hosted_in_the_stack_vpc_and_offline_jobs_on_githu
             continue
         legs = job.get("strategy", {}).get("matrix", {}).get("include", [{}])
         for leg, labels in zip(legs, _runner_labels_of(job), strict=True):
-            stack = str(job["env"]["STACK"]).replace("${{ matrix.stack }}", str(leg.get("stack")))
+            if name == "model-promote.yml":  # no STACK: the stack of its environment (models-<stack>)
+                stack = str(job["environment"]).removeprefix("models-")
+            else:
+                stack = str(job["env"]["STACK"]).replace("${{ matrix.stack }}", str(leg.get("stack")))
             assert stack in STACKS, job_id
-            kind = {"deploy.yml": "", "pull-request.yml": "-preview"}[name]  # main's code / a pull request's code
+            # main's code / a pull request's code / a model promotion's
+            kind = {"deploy.yml": "", "pull-request.yml": "-preview", "model-promote.yml": "-models"}[name]
             assert labels == {"self-hosted", f"triton-platform-{stack}{kind}"}, job_id
-            if not kind:
+            if kind != "-preview":
                 assert labels - {"self-hosted"} <= _runner_labels(), (
                     "declare the label in tools/actionlint/actionlint.yaml"
                 )
 
 
 def test_the_declared_runner_labels_are_the_stacks_runners() -> None:
-    # The deploy labels must be declared (actionlint checks them); the preview labels use a matrix
-    # expression, which actionlint does not check, and may be declared too.
-    assert DEPLOY_LABELS <= _runner_labels() <= DEPLOY_LABELS | PREVIEW_LABELS
+    # The deploy and models labels must be declared (actionlint checks them); the preview labels
+    # use a matrix expression, which actionlint does not check, and may be declared too.
+    assert DEPLOY_LABELS | MODELS_LABELS <= _runner_labels() <= DEPLOY_LABELS | PREVIEW_LABELS | MODELS_LABELS
     assert not DEPLOY_LABELS & PREVIEW_LABELS
+    assert not MODELS_LABELS & (DEPLOY_LABELS | PREVIEW_LABELS)
+
+
+def test_only_the_prod_promotion_runs_on_the_models_runner() -> None:
+    """The models runner (inside the prod VPC: the gray release's Prometheus queries go through
+    the private EKS endpoint) runs the promote job of model-promote.yml, nothing else: no pull
+    request's code, no deploy, no Pulumi write token (its environment holds a read token)."""
+    users = [
+        (name, job_id)
+        for name in ALL
+        for job_id, job in load(name)["jobs"].items()
+        for labels in _runner_labels_of(job)
+        if labels & MODELS_LABELS
+    ]
+    assert users == [("model-promote.yml", "promote")]
+    promote = load("model-promote.yml")["jobs"]["promote"]
+    assert promote["runs-on"] == ["self-hosted", "triton-platform-prod-models"]
+    assert promote["environment"] == "models-prod"
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -461,13 +486,28 @@ def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
 ) -> None:
     """Each job: run its config step with realistic repository variables, run its model-sync steps
     with a recording stub, then parse every call with the real CLI parser and resolve every
-    environment it names with the real model_sync.environments.resolve from that file."""
+    environment it names with the real model_sync.environments.resolve from that file. An
+    environment the file gives a `pulumiStack` (prod in the promotion: its gray release reads
+    `prometheusUrl` and `canaryPolicies`) is resolved through a stub `pulumi` answering with the
+    prod program's recorded exports, as `pulumi stack output --json` prints them."""
     from model_sync import environments
     from model_sync.cli import build_parser
+    from tests.conftest import stack_run
 
     parser = build_parser()
     monkeypatch.delenv("MODEL_SYNC_CONFIG", raising=False)
+    exports = {
+        k: "[secret]" if k in ("kubeconfig", "ingressApiKeys", "grafanaAdminPassword") else v
+        for k, v in stack_run("prod").exports.items()
+    }
+    (tmp_path / "outputs.json").write_text(json.dumps(exports))
+    pulumi = tmp_path / "bin" / "pulumi"
+    pulumi.parent.mkdir()
+    pulumi.write_text(f'#!/bin/bash\necho "$*" >> {tmp_path / "pulumi-calls"}\ncat {tmp_path / "outputs.json"}\n')
+    pulumi.chmod(0o755)
+    monkeypatch.setenv("PULUMI", str(pulumi))
     resolved: set[str] = set()
+    from_stack: set[str] = set()
     for job_id, job in load(name)["jobs"].items():
         cwd = tmp_path / job_id
         cwd.mkdir()
@@ -494,7 +534,16 @@ def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
                     getattr(args, "triton_image", None),
                 )
                 up = env_name.upper()
-                assert env.source == environments.CONFIG_NAME
+                stack = environments.load_config(environments.CONFIG_NAME)[env_name].get("pulumiStack")
+                if stack is not None:
+                    assert env.source == f"pulumi stack {stack}"
+                    from_stack.add(f"{job_id}:{argv[0]}:{env_name}")
+                    # The step has the environment's (read-only) Pulumi token for `pulumi stack output`.
+                    (step,) = [x for x in job["steps"] if f"model-sync {argv[0]} " in x.get("run", "")]
+                    assert step["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}", step["name"]
+                else:
+                    assert env.source == environments.CONFIG_NAME
+                # The file's values win over the stack's (the repository variables, validated).
                 assert env.uri == f"s3://{VARS[f'MODEL_REPOSITORY_BUCKET_{up}']}"
                 assert (env.region, env.triton_image, env.endpoint_url) == (
                     VARS[f"MODEL_REPOSITORY_REGION_{up}"],
@@ -517,6 +566,14 @@ def test_every_model_sync_call_resolves_its_environment_from_the_written_config(
         },
     }[name]
     assert resolved == expected
+    if name == "model-promote.yml":
+        # prod's gray release gets its Prometheus and its policy from the prod stack.
+        assert from_stack == {"promote:promote:prod", "promote:status:prod"}
+        assert set((tmp_path / "pulumi-calls").read_text().splitlines()) == {"stack output --json --stack prod"}
+        assert exports["prometheusUrl"].endswith("/services/http:kube-prometheus-stack-prometheus:9090/proxy")
+        assert exports["canaryPolicies"]["resnet18"]["deployment"] == "default"
+    else:
+        assert from_stack == set()
 
 
 def test_model_rollback_calls(tmp_path: Path) -> None:
