@@ -1,17 +1,21 @@
 """`make demo` = `python -m model_sync.local demo [--keep-running] [--dir .demo]`
 
 The whole data plane on one machine, no fakes: a persistent local S3 server (rclone serve s3,
-data in <dir>/s3) with a staging and a prod bucket; per environment the real tritonserver (CPU,
-from the pinned nvidia-pytriton wheel) polling a local repository filled by its own repository
-agent (`python -m model_sync agent`, the image's ENTRYPOINT). Then, through the model_sync CLI:
-export a small TorchScript model (--target local: python-backend wrapper), push it to staging,
-verify, promote to prod, verify prod, run an inference against prod and compare it with eager
-PyTorch, print `status`. Everything is stopped at the end unless --keep-running (then
-`python -m model_sync.local stop` stops it).
+data in <dir>/s3) with a staging and a prod bucket; the real tritonserver (CPU, from the pinned
+nvidia-pytriton wheel), one replica in staging and two in prod, each polling a local repository
+filled by its own repository agent (`python -m model_sync agent`, the image's ENTRYPOINT). Then,
+through the model_sync CLI: export a small TorchScript model (--target local: python-backend
+wrapper), push it to staging, verify, promote it to prod (the first version: `--no-canary`, there
+is nothing to compare it with); export its retrained successor, push and verify it, and promote
+it to prod through a gray release under traffic (one of the two prod replicas serves it first,
+canary and stable are compared from their /metrics, then it is pinned); verify prod, run an
+inference against prod and compare it with eager PyTorch, print `status`. Everything is stopped
+at the end unless --keep-running (then `python -m model_sync.local stop` stops it).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -27,9 +31,12 @@ from model_sync.local.runtime import TritonServer, ensure_tritonserver
 from model_sync.local.s3server import RcloneS3Server
 
 ENVS = ("staging", "prod")
+REPLICAS = {"staging": 1, "prod": 2}  # prod: one replica serves the canary, the other stable
 MODEL = "demo-mlp"
-SAMPLE_FACTORY = "model_sync.local.sample_model:build"
+SAMPLE_FACTORIES = ("model_sync.local.sample_model:build", "model_sync.local.sample_model:build_retrained")
 INPUT = [[0.5, -1.0, 2.0, 0.25]]
+# The demo's gray release: one step of 50 % (1 of 2 replicas), 5 s, judged on 20 requests a track.
+CANARY_POLICY = {"steps": [50], "stepSeconds": 5, "minRequests": 20, "deadlineSeconds": 120, "loadTimeoutSeconds": 60}
 
 
 def say(text: str) -> None:
@@ -38,7 +45,8 @@ def say(text: str) -> None:
 
 @dataclass
 class LocalPlatform:
-    """Staging + prod on this machine. `root` holds s3/, <env>/models, logs/, model-sync.yaml."""
+    """Staging + prod on this machine. `root` holds s3/, <replica>/models, logs/, model-sync.yaml;
+    `tritons` and `agents` are keyed by replica id (`<env>-<i>`)."""
 
     root: Path
     interval: float = 1.0
@@ -57,6 +65,12 @@ class LocalPlatform:
     def bucket(self, env: str) -> str:
         return f"models-{env}"
 
+    def first(self, env: str) -> TritonServer:
+        return self.tritons[f"{env}-0"]
+
+    def replicas(self, env: str) -> list[TritonServer]:
+        return [t for rid, t in self.tritons.items() if rid.startswith(f"{env}-")]
+
     def env(self) -> dict[str, str]:
         return subprocess_environ(self.s3.client_env(), self.config_path)
 
@@ -71,21 +85,23 @@ class LocalPlatform:
             "so concurrent pushes could race: fine for this one-writer demo (AWS S3 enforces both)"
         )
         for name in ENVS:
-            self.tritons[name] = TritonServer(
-                self.root / name / "models", self.root / "logs" / f"triton-{name}.log", runtime=runtime
-            )
+            for i in range(REPLICAS[name]):
+                rid = f"{name}-{i}"
+                self.tritons[rid] = TritonServer(
+                    self.root / rid / "models", self.root / "logs" / f"triton-{rid}.log", runtime=runtime
+                )
         self._write_config()
-        for name in ENVS:
-            triton = self.tritons[name]
+        for rid, triton in self.tritons.items():
             triton.start()
-            say(f"{name}: tritonserver http {triton.http_url} grpc {triton.grpc_url} polling {triton.repository}")
+            say(f"{rid}: tritonserver http {triton.http_url} grpc {triton.grpc_url} polling {triton.repository}")
+            env = rid.rsplit("-", 1)[0]
             argv = agent_argv(
-                name, triton.repository, triton.http_url, "local", f"{name}-0", interval=self.interval, heartbeat=10
+                env, triton.repository, triton.http_url, "local", rid, interval=self.interval, heartbeat=10
             )
-            self.agents[name] = Process(
-                f"agent-{name}", argv, self.root / "logs" / f"agent-{name}.log", env=self.env()
+            self.agents[rid] = Process(
+                f"agent-{rid}", argv, self.root / "logs" / f"agent-{rid}.log", env=self.env()
             ).start()
-            say(f"{name}: repository agent pid {self.agents[name].pid} (log {self.agents[name].log_path})")
+            say(f"{rid}: repository agent pid {self.agents[rid].pid} (log {self.agents[rid].log_path})")
         self._write_pids()
 
     def _write_config(self) -> None:
@@ -96,9 +112,13 @@ class LocalPlatform:
                 f"    bucket: s3://{self.bucket(name)}",
                 f"    endpointUrl: {self.s3.endpoint_url}",
                 f"    region: {self.s3.region}",
-                f"    tritonUrl: {self.tritons[name].http_url}",
+                f"    tritonUrl: {self.first(name).http_url}",
                 "    unenforcedConditionalWrites: accepted",  # said once at start, not on every push
             ]
+            if REPLICAS[name] > 1:  # the gray release's figures: every replica's /metrics
+                metrics = [f"http://127.0.0.1:{t.metrics_port}/metrics" for t in self.replicas(name)]
+                lines += [f"    tritonMetricsUrls: {json.dumps(metrics)}",
+                          f"    canaryPolicies: {json.dumps({MODEL: CANARY_POLICY})}"]  # fmt: skip
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("\n".join(lines) + "\n")
 
@@ -137,16 +157,18 @@ class LocalPlatform:
         return proc
 
     def wait_ready(self, env: str, version: int, timeout: float = 180) -> None:
-        triton = self.tritons[env]
-        wait_until(
-            lambda: http_status(f"{triton.http_url}/v2/models/{MODEL}/versions/{version}/ready") == 200,
-            timeout,
-            what=f"{env}: {MODEL} version {version} READY (agent log {self.agents[env].log_path})",
-        )
-        # verify reads the agent's status report: wait until it says READY too.
-        wait_until(lambda: self._status_ready(env, version), timeout, what=f"{env}: agent status READY on {version}")
+        for i, triton in enumerate(self.replicas(env)):
+            ready = f"{triton.http_url}/v2/models/{MODEL}/versions/{version}/ready"
+            wait_until(
+                functools.partial(lambda url: http_status(url) == 200, ready),
+                timeout,
+                what=f"{env}-{i}: {MODEL} version {version} READY (agent log {self.agents[f'{env}-{i}'].log_path})",
+            )
+            # verify reads the agent's status report: wait until it says READY too.
+            wait_until(functools.partial(self._status_ready, env, i, version), timeout,
+                       what=f"{env}-{i}: agent status READY on {version}")  # fmt: skip
 
-    def _status_ready(self, env: str, version: int) -> bool:
+    def _status_ready(self, env: str, index: int, version: int) -> bool:
         import botocore.session
 
         from model_sync import environments, layout
@@ -158,7 +180,7 @@ class LocalPlatform:
             environments.Environment(env, layout.Root(self.bucket(env)), self.s3.endpoint_url, self.s3.region),
             session=session,
         )
-        data = repo.get(layout.status_key("local", f"{env}-0"))
+        data = repo.get(layout.status_key("local", f"{env}-{index}"))
         if data is None:
             return False
         entry = json.loads(data)["models"].get(MODEL, {})
@@ -189,77 +211,67 @@ def infer(url: str, version: int) -> list[list[float]]:
     return [[float(x) for x in row] for row in out]
 
 
-def eager() -> list[list[float]]:
+def eager(factory: str) -> list[list[float]]:
+    import importlib
+
     import torch
 
-    from model_sync.local.sample_model import build
-
+    module, _, name = factory.partition(":")
     with torch.no_grad():
-        return [[float(x) for x in row] for row in build()(torch.tensor(INPUT, dtype=torch.float32))]
+        model = getattr(importlib.import_module(module), name)()
+        return [[float(x) for x in row] for row in model(torch.tensor(INPUT, dtype=torch.float32))]
+
+
+def publish(platform: LocalPlatform, root: Path, factory: str) -> int:
+    """Export `factory`, push it to staging, wait for and verify it there; its staging version."""
+    export_dir = root / "export"
+    platform.cli("export", factory, "--name", MODEL, "--output", str(export_dir), "--example-shape", "1,4",
+                 "--target", "local", "--max-batch-size", "8", "--overwrite")  # fmt: skip
+    # --output json says which version push allocated; --wait returns once the replica serves it.
+    pushed = platform.cli("push", str(export_dir / MODEL), "--env", "staging", "--output", "json", "--wait")
+    staged = int(json.loads(pushed.stdout)["models"][0]["version"])
+    platform.wait_ready("staging", staged)
+    say(f"staging serves {MODEL} version {staged}")
+    platform.cli("verify", MODEL, "--env", "staging", "--model-version", str(staged), "--grpc-url",
+                 platform.first("staging").grpc_url)  # fmt: skip
+    return staged
+
+
+def promote(platform: LocalPlatform, staged: int, *flags: str) -> int:
+    promoted = platform.cli("promote", MODEL, "--model-version", str(staged), "--from", "staging", "--to", "prod",
+                            "--output", "json", "--wait", *flags)  # fmt: skip
+    prod = int(json.loads(promoted.stdout)["to"]["version"])
+    platform.wait_ready("prod", prod)
+    return prod
 
 
 def demo(root: Path, keep_running: bool = False) -> int:
+    import numpy as np
+
+    from model_sync.local.traffic import RoundRobinTraffic
+
     platform = LocalPlatform(root)
     t0 = time.monotonic()
     try:
         platform.start()
-        export_dir = root / "export"
-        platform.cli(
-            "export",
-            SAMPLE_FACTORY,
-            "--name",
-            MODEL,
-            "--output",
-            str(export_dir),
-            "--example-shape",
-            "1,4",
-            "--target",
-            "local",
-            "--max-batch-size",
-            "8",
-            "--overwrite",
-        )
-        # --output json says which version push allocated; --wait returns once the replica serves it.
-        pushed = platform.cli("push", str(export_dir / MODEL), "--env", "staging", "--output", "json", "--wait")
-        staged = int(json.loads(pushed.stdout)["models"][0]["version"])
-        platform.wait_ready("staging", staged)
-        say(f"staging serves {MODEL} version {staged}")
-        platform.cli(
-            "verify",
-            MODEL,
-            "--env",
-            "staging",
-            "--model-version",
-            str(staged),
-            "--grpc-url",
-            platform.tritons["staging"].grpc_url,
-        )
-        promoted = platform.cli(
-            "promote",
-            MODEL,
-            "--model-version",
-            str(staged),
-            "--from",
-            "staging",
-            "--to",
-            "prod",
-            "--output",
-            "json",
-            "--wait",
-        )
-        prod = int(json.loads(promoted.stdout)["to"]["version"])
-        platform.wait_ready("prod", prod)
-        platform.cli(
-            "verify",
-            MODEL,
-            "--env",
-            "prod",
-            "--model-version",
-            str(prod),
-            "--grpc-url",
-            platform.tritons["prod"].grpc_url,
-        )
-        got, want = infer(platform.tritons["prod"].http_url, prod), eager()
+        say("prod's first version: nothing to compare it with, so it is pinned at once (--no-canary)")
+        first = promote(platform, publish(platform, root, SAMPLE_FACTORIES[0]), "--no-canary")
+        say(f"prod serves {MODEL} version {first} on both replicas; now its retrained successor")
+        staged = publish(platform, root, SAMPLE_FACTORIES[1])
+        say("prod: the successor goes through a gray release while clients send requests round-robin")
+        urls = [t.http_url for t in platform.replicas("prod")]
+        traffic = RoundRobinTraffic(urls, MODEL, lambda seq: {"INPUT__0": np.array(INPUT, dtype=np.float32)}).start()
+        try:
+            prod = promote(platform, staged)
+        finally:
+            records = traffic.stop()
+        counts = ", ".join(f"version {v}: {n}" for v, n in sorted(records.version_counts().items()))
+        say(f"traffic during the gray release: {len(records)} requests ({counts}), {len(records.failed())} failed")
+        if records.failed():
+            raise SystemExit(f"demo: requests failed during the gray release: {records.errors()}")
+        platform.cli("verify", MODEL, "--env", "prod", "--model-version", str(prod), "--grpc-url",
+                     platform.first("prod").grpc_url)  # fmt: skip
+        got, want = infer(platform.first("prod").http_url, prod), eager(SAMPLE_FACTORIES[1])
         diff = max(abs(a - b) for ra, rb in zip(got, want, strict=True) for a, b in zip(ra, rb, strict=True))
         say(f"prod inference {MODEL} v{prod}: {got} (eager PyTorch {want}, max |diff| {diff:.2e})")
         if diff > 1e-5:

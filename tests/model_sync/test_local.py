@@ -65,26 +65,34 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
         text=True,
         cwd=ROOT,
         env=env,
-        timeout=200,
+        timeout=300,
         check=False,
     )
     out = proc.stdout + proc.stderr
     pids = json.loads((state / "pids.json").read_text()) if (state / "pids.json").exists() else {}
     try:
         assert proc.returncode == 0, out[-3000:]
-        assert out.count("smoke inference http+grpc ok") == 2  # verified in staging and in prod
+        assert out.count("smoke inference http+grpc ok") == 3  # staging v1, staging v2, prod v2
         # push and promote print their JSON documents (--output json), one line each, after --wait.
         assert '"models": [{"action": "pushed", "error": null, "model": "demo-mlp", "version": 1}]' in out
-        assert '"to": {"env": "prod", "version": 1}' in out
-        assert '"served": {"local/prod-0": "READY"}' in out
+        assert '"models": [{"action": "pushed", "error": null, "model": "demo-mlp", "version": 2}]' in out
+        assert out.count('"served": {"local/prod-0": "READY", "local/prod-1": "READY"}') == 2
+        # prod's first version is pinned at once, its successor through a gray release under traffic.
+        assert '"canary": null, "dry_run": false, "from": {"env": "staging", "version": 1}' in out
+        assert '"outcome": "promoted", "reason": "every step passed (50 %)"' in out
+        assert '"to": {"env": "prod", "version": 2}' in out
+        assert re.search(
+            r"traffic during the gray release: \d+ requests \(version 1: \d+, version 2: \d+\), 0 failed", out
+        )
+        assert re.search(r"^    prod  demo-mlp  v2 vs v1  promoted  50 %  1/2       pass", out, re.M), out[-3000:]
         # Issue 17, item 15: nothing to act on is repeated; rclone's conditional writes are said once.
         assert "warning:" not in out, [line for line in out.splitlines() if "warning:" in line]
         assert out.count("ignores If-None-Match/If-Match") == 1
-        m = re.search(r"prod inference demo-mlp v1: .* max \|diff\| ([0-9.e+-]+)\)", out)
+        m = re.search(r"prod inference demo-mlp v2: .* max \|diff\| ([0-9.e+-]+)\)", out)
         assert m is not None, out[-2000:]
         assert float(m.group(1)) <= 1e-5
-        assert {"rclone-s3", "agent-staging", "agent-prod"} <= set(pids)
-        assert len(pids) == 5
+        assert {"rclone-s3", "agent-staging-0", "agent-prod-0", "agent-prod-1"} <= set(pids)
+        assert len(pids) == 7
         for pid in pids.values():
             os.kill(pid, 0)  # all still running with --keep-running
     finally:
