@@ -22,6 +22,7 @@ MODULES = [
     "bench.agent.ready_many",
     "bench.transfer.run",
     "bench.warmup.run",
+    "bench.canary.run",
 ]
 
 

@@ -181,3 +181,24 @@ def test_readme_many_models_row() -> None:
     new, live = grab(r"new pod ([\d.]+) s \(median of 3.*?running replica ([\d.]+) s", line)
     assert_rounds_to(new, doc["new-pod"]["median_ready_s"])
     assert_rounds_to(live, doc["live-pod"]["median_ready_s"])
+
+
+# ---- gray release (bench/results/canary.json) ----------------------------------------------------
+def test_architecture_gray_release_figures() -> None:
+    summary = result("canary.json")["summary"]
+    line = doc_line("docs/architecture.md", "**Measured** (`bench/canary/run.py`")
+    (points,) = grab(r"within ([0-9.]+) points of the configured one", line)
+    assert_rounds_to(points, max(s["share_points_abs"]["max"] for s in summary.values() if s["share_points_abs"]))
+    zero_max, errors_zero, slow_zero = grab(
+        r"took at most ([0-9.]+) s \(medians ([0-9.]+) s for 5 % errors, ([0-9.]+) s for 3x latency", line
+    )
+    assert_rounds_to(zero_max, max(summary[k]["seconds_to_zero_canary"]["max"] for k in ("errors", "slow")))
+    assert_rounds_to(errors_zero, summary["errors"]["seconds_to_zero_canary"]["median"])
+    assert_rounds_to(slow_zero, summary["slow"]["seconds_to_zero_canary"]["median"])
+    errors_answered, slow_answered = grab(r"a median of ([0-9]+) requests \(errors\) and ([0-9]+) \(slow\)", line)
+    assert_rounds_to(errors_answered, summary["errors"]["answered_by_canary"]["median"])
+    assert_rounds_to(slow_answered, summary["slow"]["answered_by_canary"]["median"])
+    assert summary["broken"]["answered_by_canary"]["max"] == 0
+    assert sum(s["failed_outside_canary"] for s in summary.values()) == 0
+    assert summary["good"]["outcomes"] == ["promoted"]
+    assert all(summary[k]["outcomes"] == ["aborted"] for k in ("errors", "slow", "broken"))
