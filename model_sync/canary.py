@@ -109,6 +109,7 @@ class GrayRelease:
                     f"allowed: one at a time (`model-sync canary {self.model} --abort` ends it)"
                 )
             self.canary_id = doc["id"]
+            self.policy = CanaryPolicy.from_mapping(doc["policy"], "canary record policy")  # the one it started with
             self.console.line(f"resuming: canary {doc['id']} of {self.model} version {self.version}")
             if doc["stable_version"] != stable:
                 self._abort(f"the stable pin moved from {doc['stable_version']} to {stable} during the gray release")
@@ -168,7 +169,11 @@ class GrayRelease:
             if self.clock() >= manifest.parse_time(self.doc["deadline_at"]).timestamp():
                 self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
                 return
-            if not self._canary_served(step):
+            served = self._canary_served(step)
+            step = self.doc["steps"][-1]  # re-balanced, or an abort ended the run
+            if self.doc["state"] != RUNNING:
+                return
+            if not served:
                 self.sleep(self.poll)
                 return
             if self._mark is None:
