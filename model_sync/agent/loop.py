@@ -65,7 +65,7 @@ class RepositoryAgent:
         self.models: dict[str, ModelState] = {}
         self.s3_ok: bool | None = None
         self.canaries: dict[str, tuple[str, int]] = {}  # model -> (canary id, version) this replica serves
-        self._canary_texts: dict[str, str] = {}  # canary pin ETag -> the canary version's config text
+        self._canary_texts: dict[str, tuple[str, str]] = {}  # model -> (canary pin ETag, its config text)
         self.last_s3_ok_at: float | None = None
         self.last_error: str | None = None
         self.started_at = clock()
@@ -263,7 +263,8 @@ class RepositoryAgent:
             return st.bucket_pin
         canary_id, version = canary
         etag = f"canary-{canary_id}-{version}"
-        if etag not in self._canary_texts:
+        held = self._canary_texts.get(name)
+        if held is None or held[0] != etag:
             try:
                 doc = self.bucket.manifest_for_canary(name, version)
             except VersionRejected as e:
@@ -271,8 +272,8 @@ class RepositoryAgent:
                     log.error("%s canary version %d not followed: %s", name, version, e)
                     st.transition(failed={version: str(e)})
                 return st.bucket_pin
-            self._canary_texts = {etag: doc["config_pbtxt"]}
-        return etag, self._canary_texts[etag]
+            held = self._canary_texts[name] = (etag, doc["config_pbtxt"])
+        return held
 
     # -- status --
 
