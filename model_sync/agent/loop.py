@@ -2,7 +2,8 @@
 with the pins in its environment's bucket, one pass every interval (the sidecar) or one pass
 (`--once`, the init container). The pass and its guarantees are docs/architecture.md#the-agents-pass;
 this module orders its steps, the others do them: bucket.py (pins, manifests, verified
-downloads), staging.py (a pass's builds, staged then committed), local_repository.py (stage,
+downloads), canaries.py (the gray releases that list this replica), staging.py (a pass's
+builds, staged then committed), local_repository.py (stage,
 rename in, flip, prune), loads.py and triton.py (confirmation, fallback, smoke inference),
 status.py (the report), state.py (one transition)."""
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.agent.bucket import Bucket
+from model_sync.agent.canaries import Canaries
 from model_sync.agent.exceptions import Abandoned, PassError, S3AccessDenied, S3Unavailable, VersionRejected, one_line
 from model_sync.agent.loads import Loads
 from model_sync.agent.local_repository import LocalRepository
@@ -64,8 +66,6 @@ class RepositoryAgent:
         self.clock = clock
         self.models: dict[str, ModelState] = {}
         self.s3_ok: bool | None = None
-        self.canaries: dict[str, tuple[str, int]] = {}  # model -> (canary id, version) this replica serves
-        self._canary_texts: dict[str, tuple[str, str]] = {}  # model -> (canary pin ETag, its config text)
         self.last_s3_ok_at: float | None = None
         self.last_error: str | None = None
         self.started_at = clock()
@@ -75,6 +75,7 @@ class RepositoryAgent:
         self.ready_file = ReadyFile(settings.ready_file)
         self.loads = Loads(settings, self.models, self.triton, self.local, self.bucket, self._report, clock, self.stop)
         self.staging = Staging(settings, self.models, self.bucket, self.local, self.loads)
+        self.canaries = Canaries(self.bucket)
 
     @property
     def s3(self) -> Repo:
@@ -188,7 +189,7 @@ class RepositoryAgent:
         all_ok = True
         try:
             etags = self.bucket.changed_pins()  # 1. read the pins, and the gray releases that list this replica
-            self.canaries = self.bucket.canaries()
+            self.canaries.refresh()
             for name in sorted(set(etags) | set(self.models)):
                 if self.stop.is_set():
                     raise Abandoned()
@@ -230,7 +231,7 @@ class RepositoryAgent:
         read = self.bucket.fetch_pin(name, listed_etag, st.bucket_pin[0] if st.bucket_pin else None)
         if read is not None:
             st.transition(bucket_pin=read)
-        pin = self._pin_to_follow(name, st)
+        pin = self.canaries.pin_to_follow(name, st)
         pin = None if pin == (st.pin_etag, st.pin_text) else pin
         if pin is not None:
             st.transition(pin=pin)
@@ -253,27 +254,6 @@ class RepositoryAgent:
                 st.transition(serving=st.pinned)
             return True
         return self.staging.stage_pin(name, st)
-
-    def _pin_to_follow(self, name: str, st: ModelState) -> tuple[str, str] | None:
-        """The bucket's pin, or the canary version's config while a gray release lists this
-        replica (docs/architecture.md#gray-release). A canary whose manifest does not read is
-        reported failed and the bucket's pin kept: the gray release aborts on it."""
-        canary = self.canaries.get(name)
-        if canary is None:
-            return st.bucket_pin
-        canary_id, version = canary
-        etag = f"canary-{canary_id}-{version}"
-        held = self._canary_texts.get(name)
-        if held is None or held[0] != etag:
-            try:
-                doc = self.bucket.manifest_for_canary(name, version)
-            except VersionRejected as e:
-                if version not in st.failed:
-                    log.error("%s canary version %d not followed: %s", name, version, e)
-                    st.transition(failed={version: str(e)})
-                return st.bucket_pin
-            held = self._canary_texts[name] = (etag, doc["config_pbtxt"])
-        return held
 
     # -- status --
 
