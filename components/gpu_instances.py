@@ -1,4 +1,5 @@
-"""What each supported GPU EC2 instance size carries: NVIDIA GPUs, vCPUs and memory.
+"""What each supported GPU EC2 instance size carries: NVIDIA GPUs, vCPUs and memory, and which GPU
+(its model and memory per GPU: `gpu_of`, the input of GPU memory planning, issue 20).
 
 Used by the capacity validation (a GPU node group must be able to hold the Triton
 replicas scheduled on it, and one replica must fit on one of its nodes: components/node_fit.py)
@@ -57,3 +58,33 @@ GPUS_PER_INSTANCE: dict[str, int] = {t: s.gpus for t, s in INSTANCE_SIZES.items(
 def gpus_per_node(instance_types: tuple[str, ...] | list[str]) -> int:
     """GPUs a node of a group is guaranteed to have: the smallest of its instance types."""
     return min(GPUS_PER_INSTANCE[t] for t in instance_types)
+
+
+class Gpu(NamedTuple):
+    model: str  # NVIDIA's name of the GPU
+    memory_gib: int  # memory of ONE GPU, GiB (AWS lists the instance's total: GPUs x this)
+
+
+# Per instance family (the part before the dot); the sizes of a family carry the same GPU, except
+# the two listed by type. From the "GPU memory" column of the accelerated computing table (ref above).
+_GPU_BY_FAMILY: dict[str, Gpu] = {
+    "g4dn": Gpu("T4", 16),
+    "g5": Gpu("A10G", 24),
+    "g6": Gpu("L4", 24),
+    "gr6": Gpu("L4", 24),
+    "g6e": Gpu("L40S", 48),
+    "p3": Gpu("V100", 16),
+    "p4d": Gpu("A100", 40),
+    "p4de": Gpu("A100", 80),
+    "p5": Gpu("H100", 80),
+    "p5e": Gpu("H200", 141),
+    "p5en": Gpu("H200", 141),
+}
+_GPU_BY_TYPE: dict[str, Gpu] = {"p3dn.24xlarge": Gpu("V100", 32)}
+
+
+def gpu_of(instance_type: str) -> Gpu:
+    """The GPU of a supported instance type (KeyError for one INSTANCE_SIZES does not list)."""
+    if instance_type not in INSTANCE_SIZES:
+        raise KeyError(instance_type)
+    return _GPU_BY_TYPE.get(instance_type) or _GPU_BY_FAMILY[instance_type.split(".", 1)[0]]
