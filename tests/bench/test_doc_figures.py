@@ -202,3 +202,17 @@ def test_architecture_gray_release_figures() -> None:
     assert sum(s["failed_outside_canary"] for s in summary.values()) == 0
     assert summary["good"]["outcomes"] == ["promoted"]
     assert all(summary[k]["outcomes"] == ["aborted"] for k in ("errors", "slow", "broken"))
+
+
+def test_readme_gray_release_row() -> None:
+    summary = result("canary.json")["summary"]
+    line = doc_line("README.md", "| Gray release on 4 CPU replicas")
+    points, zero, answered = grab(
+        r"within ([0-9.]+) points .* in at most ([0-9.]+) s .* a median of ([0-9]+) requests before a 5 %-errors abort",
+        line,
+    )
+    assert_rounds_to(points, max(s["share_points_abs"]["max"] for s in summary.values() if s["share_points_abs"]))
+    assert_rounds_to(zero, max(summary[k]["seconds_to_zero_canary"]["max"] for k in ("errors", "slow")))
+    assert_rounds_to(answered, summary["errors"]["answered_by_canary"]["median"])
+    assert summary["broken"]["answered_by_canary"]["max"] == 0
+    assert sum(s["failed_outside_canary"] for s in summary.values()) == 0
