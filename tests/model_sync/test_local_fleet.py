@@ -165,8 +165,6 @@ def test_write_config_replaces_the_fleets_environment_and_keeps_the_others(tmp_p
 
 
 def test_the_fleets_config_is_one_model_sync_reads(tmp_path: Path) -> None:
-    if "tritonMetricsUrls" not in environments.ENV_KEYS:
-        pytest.skip("model_sync/environments.py does not know tritonMetricsUrls yet (the canary change adds it)")
     fleet = LocalFleet(tmp_path, _target(), runtime=TritonRuntime(tmp_path / "rt"))
     env = environments.resolve("local", config=str(fleet.write_config(tmp_path / "model-sync.yaml")))
     assert (env.bucket, env.endpoint_url, env.region) == ("models-x", "http://127.0.0.1:9", "us-east-1")
