@@ -29,6 +29,14 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
     return CliResult(code, captured.out, captured.err)
 
 
+def promote_args(model: str, version: int | str, cfg: str, *extra: str, source: str = "staging",
+                 target: str = "prod") -> list[str]:  # fmt: skip
+    """The argv of `model-sync promote` of `model` `version` between two environments of `cfg`, pinned
+    at once (--no-canary: these tests are about the copy; the gray release has its own)."""
+    return ["promote", model, "--model-version", str(version), "--from", source, "--to", target, "--no-canary",
+            "--config", cfg, *extra]  # fmt: skip
+
+
 def write_config(path: Path, server: S3Server, envs: dict[str, str]) -> str:
     """envs: {env name: bucket URI}; all on `server`."""
     doc = {

@@ -19,7 +19,7 @@ import yaml
 
 from components import versions
 from model_sync import compat, errors
-from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli
+from tests.model_sync.helpers import manifest_doc, pinned_version, promote_args, python_model, run_cli
 from tests.pulumi_kit import Run
 from tests.support.s3_servers import S3Server
 
@@ -420,20 +420,7 @@ def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(
     record = manifest_doc(moto_s3, staging, "local", 1)["compatibility"]
     assert (record["triton_image"], record["result"]) == (OLD_IMAGE, "exempt")
     assert record["detail"].startswith("published with --allow-local-target: ")
-    promote = [
-        "promote",
-        "local",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-        "--skip-verification",
-    ]
+    promote = promote_args("local", 1, cfg, "--skip-verification")
     r = run_cli(capsys, *promote)
     assert r.code == errors.INCOMPATIBLE, r.err
     assert r.err.startswith("model-sync: local version 1 -> prod: local target: ")
@@ -445,22 +432,7 @@ def test_push_and_promote_refuse_a_local_target_model_for_an_ngc_image(
 
 
 def _skip_verification_promote(capsys, cfg: str, *extra: str):
-    return run_cli(
-        capsys,
-        "promote",
-        "cloud",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-        "--skip-verification",
-        *extra,
-    )
+    return run_cli(capsys, *promote_args("cloud", 1, cfg, "--skip-verification", *extra))
 
 
 def test_promote_checks_the_target_image_and_status_shows_it(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from model_sync import environments, push
 from model_sync.s3 import Repo
-from tests.model_sync.helpers import pinned_version, python_model, run_cli, write_config
+from tests.model_sync.helpers import pinned_version, promote_args, python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server, aws_environ
 
 
@@ -95,44 +95,14 @@ def test_server_killed_mid_promote_pins_nothing_and_a_rerun_completes(tmp_path, 
     model = _big_model(tmp_path / "a", b"# v1\n")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     env = {**aws_environ(), "AWS_MAX_ATTEMPTS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "model_sync",
-        "promote",
-        "big",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-        "--skip-verification",
-    ]
+    cmd = [sys.executable, "-m", "model_sync", *promote_args("big", 1, cfg, "--skip-verification")]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _kill_when(rclone_s3, Path(rclone_s3.data_dir or "") / prod / "audit" / "allocations" / "big" / "1.json", proc)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 5, (out, err)
     rclone_s3.start()
     assert pinned_version(rclone_s3, prod, "big") is None
-    r = run_cli(
-        capsys,
-        "promote",
-        "big",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-        "--skip-verification",
-    )
+    r = run_cli(capsys, *promote_args("big", 1, cfg, "--skip-verification"))
     assert r.code == 0, r.err
     assert pinned_version(rclone_s3, prod, "big") == 2
     assert rclone_s3.get(prod, "repository/big/2/model.pt") == (model / "1" / "model.pt").read_bytes()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from model_sync import manifest
-from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
+from tests.model_sync.helpers import manifest_doc, pinned_version, promote_args, python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server, aws_environ
 
 
@@ -49,85 +49,20 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
     _push(capsys, tmp_path, cfg, "two")
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "2",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 2, cfg))
     assert r.code == 4
     assert "verification: simple 2 has no record in staging" in r.err
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 1, cfg))
     assert (r.code, "simple 1 is not pinned in staging (pinned: 2)" in r.err) == (4, True)
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "99",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 99, cfg))
     assert (r.code, "version: simple 99 does not exist in staging" in r.err) == (3, True), r.err  # issue 17, item 11
     _verify_record(moto_s3, staging, 2, passed=False)
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "2",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 2, cfg))
     assert (r.code, "FAILED in staging" in r.err) == (4, True)
     assert moto_s3.keys(prod) == []
     key = _verify_record(moto_s3, staging, 2)
     before = len(moto_s3.requests())
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "2",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 2, cfg))
     assert r.code == 0, r.err
     assert "pinned: simple version 2 in prod (promoted from staging version 2)" in r.out
     # server-side copies (CopyObject carries x-amz-copy-source; no body goes through the client) then re-hash reads
@@ -144,20 +79,7 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     assert prov["canary"] == {"skipped": True, "id": None}  # --no-canary, recorded
     assert prov["compatibility"]["result"] == "exempt"  # python backend: not LibTorch
     # Idempotent re-run.
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "2",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 2, cfg))
     assert (r.code, "up to date" in r.out) == (0, True)
 
 
@@ -172,39 +94,13 @@ def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned
     _verify_record(moto_s3, staging, 1, passed=False, pinned=False)  # e.g. run after version 2 was pushed
     assert len(moto_s3.keys(staging, "audit/verifications/simple/1/")) == 2
     assert moto_s3.get(staging, first)  # the passing record is still there
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 1, cfg))
     assert r.code == 0, r.err
     assert json.loads(moto_s3.get(prod, "audit/promotions/simple/1.json"))["verification"]["record_key"] == first
     _push(capsys, tmp_path, cfg, "two")
     _verify_record(moto_s3, staging, 2)
     _verify_record(moto_s3, staging, 2, passed=False)  # a later pinned attempt failed: it decides
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "2",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-    )
+    r = run_cli(capsys, *promote_args("simple", 2, cfg))
     assert (r.code, "FAILED in staging" in r.err) == (4, True), r.err
 
 
@@ -212,21 +108,7 @@ def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_pat
     cfg, _staging, prod = envs
     _push(capsys, tmp_path, cfg, "prod-one", env="prod")  # prod already has its own version 1
     _push(capsys, tmp_path, cfg, "staging-one")
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-        "--skip-verification",
-    )
+    r = run_cli(capsys, *promote_args("simple", 1, cfg, "--skip-verification"))
     assert r.code == 0, r.err
     assert pinned_version(moto_s3, prod, "simple") == 2
     assert moto_s3.get(prod, "repository/simple/1/model.py") == b"prod-one"  # never overwritten
@@ -241,21 +123,7 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
     moto_s3.client().put_object(
         Bucket=staging, Key="repository/simple/1/model.pt", Body=b"x" * 300
     )  # same size as "one"*100
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-        "--skip-verification",
-    )
+    r = run_cli(capsys, *promote_args("simple", 1, cfg, "--skip-verification"))
     assert r.code == 4, r.err
     assert "checksum: s3://" in r.err
     assert "nothing was pinned" in r.err
@@ -270,22 +138,7 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
 def test_promote_dry_run_writes_nothing(tmp_path, capsys, moto_s3, envs) -> None:
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        cfg,
-        "--skip-verification",
-        "--dry-run",
-    )
+    r = run_cli(capsys, *promote_args("simple", 1, cfg, "--skip-verification", "--dry-run"))
     assert r.code == 0
     assert (
         f"(dryrun) copy: s3://{staging}/repository/simple/1/model.pt to s3://{prod}/repository/simple/1/model.pt"
@@ -544,21 +397,7 @@ def test_promote_across_endpoints_translates_source_failures(
         return version
 
     monkeypatch.setattr(repository, "allocate", allocate_then_fault)
-    r = run_cli(
-        capsys,
-        "promote",
-        "simple",
-        "--model-version",
-        "1",
-        "--from",
-        "staging",
-        "--to",
-        "prod",
-        "--no-canary",
-        "--config",
-        str(cfg),
-        "--skip-verification",
-    )
+    r = run_cli(capsys, *promote_args("simple", 1, str(cfg), "--skip-verification"))
     assert r.code == code, r.err
     assert len(r.err.strip().splitlines()) == 1, r.err
     assert __import__("re").search(message, r.err.strip()), r.err
