@@ -117,7 +117,7 @@ class GrayRelease:
                 self._begin_step(self.policy.steps[0])
             return
         now = self.clock()
-        fleet, deployment = self._fleet(None)
+        fleet, deployment, _ = self._fleet(None)
         if len(fleet) < 2:
             raise errors.refused(
                 f"canary: {len(fleet)} replica(s) report {self.model} in {self.repo.env.name}; allowed: at least 2 "
@@ -137,8 +137,9 @@ class GrayRelease:
         )
         self._begin_step(self.policy.steps[0])
 
-    def _fleet(self, deployment: str | None) -> tuple[list[str], str]:
-        """Replica ids reporting the model (recently), and their deployment."""
+    def _fleet(self, deployment: str | None) -> tuple[list[str], str, dict[str, dict[str, Any]]]:
+        """Replica ids of `deployment` (None: the one deployment) reporting the model recently, the
+        deployment, and what each reports (replica id -> model_sync.replicas.served's entry)."""
         found = replicas.served(replicas.read_status_docs(self.repo), self.model, _dt.datetime.now(_dt.UTC))
         deployments = sorted({key.split("/")[0] for key in found})
         if deployment is None:
@@ -147,10 +148,11 @@ class GrayRelease:
                     f"canary: {self.model} is served by deployments {', '.join(deployments)}; allowed: one"
                 )
             deployment = deployments[0] if deployments else "-"
-        return sorted(key.split("/", 1)[1] for key in found if key.startswith(deployment + "/")), deployment
+        mine = {key.split("/", 1)[1]: entry for key, entry in found.items() if key.startswith(deployment + "/")}
+        return sorted(mine), deployment, mine
 
     def _begin_step(self, share: int) -> None:
-        fleet, _ = self._fleet(self.doc["deployment"])
+        fleet, _, _ = self._fleet(self.doc["deployment"])
         chosen = canary_replicas(fleet, self.doc["replicas"], share, self.canary_id)
         step = {"share_percent": share, "replicas": len(chosen), "fleet": len(fleet),
                 "effective_percent": round(100 * len(chosen) / max(1, len(fleet)), 2),
@@ -208,9 +210,7 @@ class GrayRelease:
     def _canary_served(self, step: dict[str, Any]) -> bool:
         """True once every listed replica serves the canary READY; aborts on a load failure or
         past loadTimeoutSeconds; re-balances the list when the fleet changed."""
-        found = replicas.served(replicas.read_status_docs(self.repo), self.model, _dt.datetime.now(_dt.UTC))
-        prefix = self.doc["deployment"] + "/"
-        fleet = sorted(k.removeprefix(prefix) for k in found if k.startswith(prefix))
+        fleet, _, found = self._fleet(self.doc["deployment"])
         chosen = canary_replicas(fleet, self.doc["replicas"], step["share_percent"], self.canary_id)
         if chosen != self.doc["replicas"] and len(fleet) >= 2:
             self.console.line(f"re-balance: {len(fleet)} replicas now, canary on {', '.join(chosen)}")
@@ -218,11 +218,11 @@ class GrayRelease:
                     "effective_percent": round(100 * len(chosen) / len(fleet), 2)}  # fmt: skip
             self._save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
         for replica in chosen:
-            entry = found[prefix + replica]
+            entry = found[replica]
             if self.version in entry["failed"]:
                 self._abort(f"the canary failed to load on {replica}: {entry['error'] or entry['state']}")
                 return False
-        if all(replicas.serves(found[prefix + r], self.version) for r in chosen) and chosen:
+        if all(replicas.serves(found[r], self.version) for r in chosen) and chosen:
             return True
         waited = self.clock() - manifest.parse_time(step["started_at"]).timestamp()
         if waited > self.policy.load_timeout_seconds:

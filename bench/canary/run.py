@@ -30,7 +30,6 @@ import json
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +37,9 @@ KINDS = ("good", "errors", "slow", "broken")
 
 
 def _release(lab: Any, kind: str) -> dict[str, Any]:
-    from model_sync.local.canary_lab import measure
-
-    version = lab.publish(kind)
-    lab.start_traffic()
-    time.sleep(1)
-    started = time.monotonic()
-    done = lab.cli(*lab.promote_args(version))
-    seconds = time.monotonic() - started
-    time.sleep(2)
-    records = lab.stop_traffic()
-    figures = measure(records, lab.canary_record())
-    figures.update(kind=kind, exit_code=done.returncode, release_seconds=round(seconds, 2))
+    done = lab.release(kind)
+    figures: dict[str, Any] = done.figures
+    figures.update(kind=kind, exit_code=done.code, release_seconds=round(done.seconds, 2))
     for step in figures["steps"]:  # a step never judged (the canary did not load) took no traffic: no share
         observed = step["observed_percent"]
         judged = observed is not None and step["verdict"] is not None

@@ -46,6 +46,19 @@ def inputs(seq: int) -> dict[str, Any]:
     return {canary_models.INPUT: np.array([float(seq * 2654435761 % 1048573), 1.0, 2.0, 3.0], dtype=np.float32)}
 
 
+@dataclass(frozen=True)
+class Release:
+    """One gray release in the lab: the promote's exit code, stderr and duration, what the clients
+    saw, the final canary record and measure() of both."""
+
+    code: int
+    stderr: str
+    seconds: float
+    records: Records
+    doc: dict[str, Any]
+    figures: dict[str, Any]
+
+
 @dataclass
 class CanaryLab:
     """Staging (a bucket only) and prod (a bucket and `replicas` serving replicas) under `root`."""
@@ -131,16 +144,31 @@ class CanaryLab:
         return records
 
     def canary_record(self) -> dict[str, Any] | None:
+        """The prod canary record, through model_sync's strict reader."""
         import botocore.session
+
+        from model_sync import canary_record, environments
+        from model_sync.s3 import Repo
 
         session = botocore.session.get_session()
         session.set_credentials(self.s3.access_key, self.s3.secret_key)
-        client = session.create_client("s3", endpoint_url=self.s3.endpoint_url, region_name=self.s3.region)
-        try:
-            body = client.get_object(Bucket="models-prod", Key=layout.canary_key(MODEL))["Body"].read()
-        except client.exceptions.NoSuchKey:
-            return None
-        return manifest.read(body, "model-sync.canary/v1", model=MODEL)
+        env = environments.Environment("prod", layout.Root("models-prod"), self.s3.endpoint_url, self.s3.region)
+        return canary_record.read(Repo(env, session=session), MODEL).doc
+
+    def release(self, kind: str) -> Release:
+        """Publish `kind` and promote it to prod under traffic (a gray release), 2 s of traffic after
+        its decision included: the canary replicas are back on stable, or every replica on the new version."""
+        version = self.publish(kind)
+        self.start_traffic()
+        time.sleep(1)
+        started = time.monotonic()
+        done = self.cli(*self.promote_args(version))
+        seconds = time.monotonic() - started
+        time.sleep(2)
+        records = self.stop_traffic()
+        doc = self.canary_record()
+        assert doc is not None, done.stderr
+        return Release(done.returncode, done.stderr, seconds, records, doc, measure(records, doc))
 
     def wait_step(self, timeout: float = 60) -> dict[str, Any]:
         """Until the running record's replicas serve the canary and its first step judges it."""

@@ -41,16 +41,9 @@ def _stable(lab: CanaryLab) -> int:
 def _release(lab: CanaryLab, kind: str) -> tuple[int, dict, dict, str]:
     """Publish `kind`, promote it to prod under traffic: (exit code, measure(), final record, stderr)."""
     stable = _stable(lab)
-    version = lab.publish(kind)
-    lab.start_traffic()
-    time.sleep(1)
-    done = lab.cli(*lab.promote_args(version))
-    time.sleep(2)  # the canary replicas are back on stable (or every replica on the new version)
-    records = lab.stop_traffic()
-    doc = lab.canary_record()
-    assert doc is not None
-    assert doc["stable_version"] == stable
-    return done.returncode, measure(records, doc), doc, done.stderr
+    done = lab.release(kind)
+    assert done.doc["stable_version"] == stable
+    return done.code, done.figures, done.doc, done.stderr
 
 
 def test_a_good_version_is_promoted_with_its_share_within_3_points(lab: CanaryLab) -> None:
