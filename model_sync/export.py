@@ -15,8 +15,10 @@
   5. written to a temporary directory beside the destination, then renamed into place.
 
 Targets: cloud -> platform "pytorch_libtorch" + 1/model.pt; local -> backend "python" + 1/model.pt +
-1/model.py (model_sync/python_backend_model.py, a python-backend wrapper that torch.jit.load()s model.pt:
-the same artefact served by the local tritonserver, which has no libtorch backend).
+1/model.py (model_sync/torchscript_python_backend.py, the python-backend model that torch.jit.load()s
+model.pt and runs each dynamic batch through reused staging buffers: the same artefact served by the
+local tritonserver, which has no libtorch backend). A local KIND_GPU model also gets
+FORCE_CPU_ONLY_INPUT_TENSORS "no", so inputs Triton holds on the GPU reach it through DLPack.
 
 export.json (beside config.pbtxt, never uploaded) records what `push` copies into the manifest
 and checks against the target's Triton image (model_sync/compat.py): the exporting torch version,
@@ -272,6 +274,11 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
         opts.instance_kind or ("KIND_GPU" if opts.target == "cloud" else "KIND_CPU")
     )
     group.count = opts.instance_count
+    if opts.target == "local" and group.kind == model_config.pb2.ModelInstanceGroup.Kind.Value("KIND_GPU"):
+        # The python backend copies every input to the CPU unless told otherwise; the wrapper
+        # takes GPU inputs (CUDA shared-memory clients) through DLPack instead.
+        # ref: https://github.com/triton-inference-server/python_backend#input-tensor-device-placement
+        cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
     if opts.warmup:
         model_config.add_warmup(cfg)
     model_config.parse(model_config.dumps(cfg), "generated config.pbtxt")  # round-trips through the parser
@@ -331,9 +338,9 @@ def export(opts: ExportOptions) -> dict[str, Any]:
         cfg = build_config(opts, inputs, eager_out)
         model_config.write_file(os.path.join(tmp, layout.CONFIG_FILE), cfg)
         if opts.target == "local":
-            from model_sync import python_backend_model
+            from model_sync import torchscript_python_backend
 
-            shutil.copyfile(python_backend_model.__file__, os.path.join(tmp, "1", "model.py"))
+            shutil.copyfile(torchscript_python_backend.__file__, os.path.join(tmp, "1", "model.py"))
         meta = {
             "tool": f"model-sync {__version__}",
             "factory": opts.factory,
