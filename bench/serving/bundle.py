@@ -10,7 +10,8 @@ bench/serving/.dist/
                                                   to the server's bundled copies (its two missing libs)
                     exsite/tritonclient/          pure-Python package (model_config_pb2 for export)
     wheels/         numpy 1.26.4 cp312 (the python backend stub needs numpy<2), protobuf 6.33.6
-                    (runtime for tritonclient's generated model_config_pb2)
+                    (runtime for tritonclient's generated model_config_pb2), jsonschema 4.26.0 and
+                    its three dependencies (model_sync's record schemas, for bench.warmup)
 
 Every download is pinned by version AND sha256. `bench/serving/.dist` travels with the repository
 to the GPU host (which needs no network); it is kept under 60 MiB (checked here).
@@ -50,8 +51,32 @@ WHEELS = {
         "protobuf-6.33.6-cp39-abi3-manylinux2014_x86_64.whl",
         "e9db7e292e0ab79dd108d7f1a94fe31601ce1ee3f7b79e0692043423020b0593",
     ),
+    # model_sync's record schemas (bench.warmup imports the local runtime, which reads manifests);
+    # the same pins and hashes as requirements-dev.txt.
+    "jsonschema==4.26.0": (
+        "jsonschema-4.26.0-py3-none-any.whl",
+        "d489f15263b8d200f8387e64b4c3a75f06629559fb73deb8fdfb525f2dab50ce",
+    ),
+    "jsonschema-specifications==2025.9.1": (
+        "jsonschema_specifications-2025.9.1-py3-none-any.whl",
+        "98802fee3a11ee76ecaca44429fda8a41bff98b00a0f2838151b113f210cc6fe",
+    ),
+    "referencing==0.37.0": (
+        "referencing-0.37.0-py3-none-any.whl",
+        "381329a9f99628c9069361716891d34ad94af76e461dcb0335825aecc7692231",
+    ),
+    "rpds-py==2026.9.1": (
+        "rpds_py-2026.9.1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "addeda51556dac7c1a2f14cda62db8b621cd12afba3091d03a96c72932387eab",
+    ),
 }
-CARRIED = ("numpy==1.26.4", "protobuf==6.33.6")  # tritonclient's wheel only donates perf_analyzer
+SCHEMA_WHEELS = (
+    "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1",
+    "referencing==0.37.0",
+    "rpds-py==2026.9.1",
+)
+CARRIED = ("numpy==1.26.4", "protobuf==6.33.6", *SCHEMA_WHEELS)  # tritonclient's wheel only donates perf_analyzer
 PLATFORMS = ("manylinux1_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 
 

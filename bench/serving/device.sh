@@ -4,7 +4,8 @@
 #   .venv/bin/python -m bench.serving.bundle            # once: bench/serving/.dist (git-ignored)
 # copy the repository (with bench/serving/.dist) to the GPU host, then there, from its root:
 #   OUT=/tmp/bench-out bash bench/serving/device.sh [bench.serving.run options]
-# Results land in $OUT (serving.json + logs); copy serving.json to bench/results/ and run
+# (WARMUP_REPEAT=0 skips the GPU warm-up measurement that follows the sweep.)
+# Results land in $OUT (serving.json, warmup-gpu.json + logs); copy them to bench/results/ and run
 #   .venv/bin/python -m bench.serving.report
 set -euo pipefail
 if [[ " $* " == *" -h "* || " $* " == *" --help "* ]]; then
@@ -18,9 +19,21 @@ DIST=bench/serving/.dist
 rm -rf "$W" && mkdir -p "$W" "$OUT"
 tar -C "$W" -xJf "$DIST/bundle.tar.xz"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$W/np126" "$DIST"/wheels/numpy-1.26.4-*.whl
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$W/exsite" "$DIST"/wheels/protobuf-*.whl
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$W/exsite" "$DIST"/wheels/protobuf-*.whl \
+  "$DIST"/wheels/jsonschema-*.whl "$DIST"/wheels/jsonschema_specifications-*.whl "$DIST"/wheels/referencing-*.whl \
+  "$DIST"/wheels/rpds_py-*.whl
 nvidia-smi --query-gpu=name,driver_version,utilization.gpu,memory.used --format=csv
 export PYTHONUNBUFFERED=1
+status=0
 python3 -m bench.serving.run \
   --triton-root "$W/triton" --perf-analyzer "$W/triton/perf/bin/perf_analyzer" \
-  --stub-pythonpath "$W/np126" --export-pythonpath "$W/exsite" --out "$OUT" "$@"
+  --stub-pythonpath "$W/np126" --export-pythonpath "$W/exsite" --out "$OUT" "$@" || status=$?
+# Warm-up on the GPU: the first requests after a hot reload with model_warmup against without
+# (bench/warmup/run.py; KIND_GPU, max batch 32, warm-up at batch 1 and 16).
+if [[ "${WARMUP_REPEAT:-3}" != 0 ]]; then
+  PYTHONPATH="$PWD:$W/exsite" timeout "${WARMUP_TIMEOUT_S:-200}" python3 -m bench.warmup.run \
+    --instance-kind KIND_GPU --triton-root "$W/triton" --stub-pythonpath "$W/np126" \
+    --max-batch-size 32 --preferred 16 --repeat "${WARMUP_REPEAT:-3}" --timeout 90 \
+    --out "$OUT/warmup-gpu.json" || status=$?
+fi
+exit $status

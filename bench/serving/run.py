@@ -93,10 +93,12 @@ class Variant:
 
 
 DEFAULT_VARIANTS = (
-    "resnet18-i2-p32-64:2:32/64:2000:128",  # the earlier naive run's configuration (docs/gpu-benchmark.md)
-    "resnet18-i4-p16-32:4:16/32:1000:64",  # run 1: a python-backend instance needs ~0.4 ms per image, so
-    "resnet18-i8-p16-32:8:16/32:1000:64",  # smaller batches over more instances keep the p99 budget
-    "resnet18-i12-p16:12:16:1000:32",
+    # With the staging wrapper (issue 20) an instance pays less per image, so fewer instances with
+    # larger batches should keep the GPU busy with fewer CUDA contexts to switch between.
+    "resnet18-i2-p32:2:32:1000:64",
+    "resnet18-i4-p32:4:32:1000:64",
+    "resnet18-i6-p16-32:6:16/32:1000:64",
+    "resnet18-i12-p16:12:16:1000:32",  # the best point of the 2026-11-30 run, with the earlier wrapper
 )
 
 
@@ -112,11 +114,13 @@ def sh(cmd: list[str], timeout: float = 30) -> str:
 
 
 class GpuSampler:
-    """GPU utilisation (%) sampled every `interval` s through NVML (nvidia-ml-py) or nvidia-smi."""
+    """GPU utilisation (%) sampled every `interval` s through NVML (nvidia-ml-py) or nvidia-smi, and
+    the device's peak memory in use (MiB, NVML only)."""
 
     def __init__(self, interval: float = 0.25) -> None:
         self.interval = interval
         self.samples: list[float] = []
+        self.memory_mib: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml: Any = None
@@ -131,6 +135,7 @@ class GpuSampler:
     def _read(self) -> float | None:
         if self._nvml is not None:
             mod, handle = self._nvml
+            self.memory_mib.append(mod.nvmlDeviceGetMemoryInfo(handle).used / (1024 * 1024))
             return float(mod.nvmlDeviceGetUtilizationRates(handle).gpu)
         out = sh(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"], timeout=5)
         try:
@@ -146,6 +151,7 @@ class GpuSampler:
 
     def __enter__(self) -> GpuSampler:
         self.samples = []
+        self.memory_mib = []
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -159,6 +165,10 @@ class GpuSampler:
     @property
     def mean(self) -> float | None:
         return sum(self.samples) / len(self.samples) if self.samples else None
+
+    @property
+    def peak_memory_mib(self) -> float | None:
+        return round(max(self.memory_mib), 1) if self.memory_mib else None
 
 
 def session_cpu_seconds(sid: int) -> float:
@@ -304,6 +314,15 @@ class Bench:
         self.doc["raw"] = json.loads(proc.stdout.strip().splitlines()[-1])
         log(f"raw: {self.doc['raw']}")
 
+    def cuda_context(self) -> None:
+        """The per-instance CUDA context allowance of GPU memory planning (bench.serving.cuda_context)."""
+        cmd = [sys.executable, "-m", "bench.serving.cuda_context", "--model-pt", str(self.model_pt()), "--batch", "32"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=180, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"cuda_context: exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
+        self.doc["cuda_context"] = json.loads(proc.stdout.strip().splitlines()[-1])
+        log(f"cuda context: {self.doc['cuda_context']}")
+
     def baseline(self) -> None:
         port = free_port()
         srv = Process(
@@ -373,8 +392,10 @@ class Bench:
             "--exit-timeout-secs=15",
         ]
 
-    def perf_point(self, model: str, grpc: int, metrics: int, sid: int, c: int, measure_ms: int) -> dict[str, Any]:
-        csv_path = self.work / f"pa-{model}-{c}.csv"
+    def perf_point(
+        self, model: str, grpc: int, metrics: int, sid: int, c: int, measure_ms: int, shm: str = "system"
+    ) -> dict[str, Any]:
+        csv_path = self.work / f"pa-{model}-{c}-{shm}.csv"
         cmd = [
             self.a.perf_analyzer,
             "-m",
@@ -385,7 +406,7 @@ class Bench:
             "grpc",
             "--async",
             "--shared-memory",
-            "system",
+            shm,
             "--output-shared-memory-size",
             "65536",
             "--concurrency-range",
@@ -424,6 +445,7 @@ class Bench:
         point.update(stats.batch_stats(before, after, model))
         point.update(
             gpu_util_pct=gpu.mean,
+            gpu_memory_used_mib=gpu.peak_memory_mib,
             server_cpu_cores=(cpu1 - cpu0) / wall,
             client_cpu_cores=((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)) / wall,
             errors=0,
@@ -473,9 +495,35 @@ class Bench:
                             f"{p['client_cpu_cores']:.1f}"
                         )
                         entry["points"].append(p)
+            self.guard("cuda shared memory", lambda: self.cuda_shm(grpc, metrics, sid))
             self.guard("http cross-check", lambda: self.http_check(http, metrics))
         finally:
             srv.stop(timeout=20)
+
+    def cuda_shm(self, grpc: int, metrics: int, sid: int) -> None:
+        """The best variant again with the client's tensors in CUDA shared memory: Triton hands the
+        inputs to the wrapper on the GPU (FORCE_CPU_ONLY_INPUT_TENSORS "no", DLPack), no host copy."""
+        if not self.a.cuda_shm_concurrency or self.a.device != "cuda":
+            return
+        best = stats.summarize(self.doc).get("best") if self.doc["raw"] and self.doc["baseline"]["points"] else None
+        name = best["variant"] if best else self.variants[-1].name
+        entry = {
+            "name": name,
+            "variant": next((t["variant"] for t in self.doc["triton"] if t["name"] == name), None),
+            "config_pbtxt": next(t["config_pbtxt"] for t in self.doc["triton"] if t["name"] == name),
+            "client": stats.CUDA_SHM_CLIENT,
+            "points": [],
+        }
+        for c in self.a.cuda_shm_concurrency:
+            if self.left() < 25:
+                entry.setdefault("skipped_concurrency", []).append(c)
+                continue
+            p = self.perf_point(name, grpc, metrics, sid, c, self.a.measure_ms, shm="cuda")
+            log(
+                f"{name} cuda shm c={c}: {p['throughput']:.0f} req/s p99 {p['p99_ms']:.1f} ms batch {p['avg_batch']:.1f}"
+            )
+            entry["points"].append(p)
+        self.doc["triton"].append(entry)
 
     def http_check(self, http: int, metrics: int) -> None:
         """The best variant driven over HTTP by the baseline's own client (no shared memory)."""
@@ -525,6 +573,8 @@ class Bench:
         self.guard("export", self.export)
         if self.doc["triton"]:
             self.guard("raw", self.raw)
+            if self.a.device == "cuda":
+                self.guard("cuda context", self.cuda_context)
             self.guard("baseline", self.baseline)
             self.guard("triton", self.triton)
         path = self.write()
@@ -560,6 +610,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256, 512])
     p.add_argument("--measure-ms", type=int, default=3000, help="perf_analyzer measurement window")
+    p.add_argument(
+        "--cuda-shm-concurrency",
+        type=int,
+        nargs="*",
+        default=[256, 512],
+        help="the best variant again with perf_analyzer --shared-memory cuda at these concurrencies (none: skip)",
+    )
     p.add_argument("--baseline-concurrency", type=int, nargs="+", default=[1])
     p.add_argument("--baseline-seconds", type=float, default=8.0)
     p.add_argument("--raw-batch", type=int, nargs="+", default=[64, 256])

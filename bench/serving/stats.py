@@ -14,12 +14,15 @@ from typing import Any
 
 SCHEMA = "triton-platform/bench-serving/v1"
 
-# The benchmark's targets (docs/gpu-benchmark.md): Triton >= 10x the one-request baseline and >= 50 % of the raw
-# TorchScript limit
-# (batch 64), both at client-side p99 <= 80 ms.
+# The benchmark's targets (docs/gpu-benchmark.md): Triton >= 10x the one-request baseline (issue 8) and
+# >= 85 % of the raw TorchScript limit at batch 64 (issue 20; issue 8 asked 50 %), both at client-side
+# p99 <= 50 ms (issue 20; issue 8 allowed 80 ms).
 TARGET_SPEEDUP = 10.0
-TARGET_RAW_FRACTION = 0.5
-TARGET_P99_MS = 80.0
+TARGET_RAW_FRACTION = 0.85
+TARGET_P99_MS = 50.0
+# The comparison is over the same client as every earlier run: clients keeping their tensors in CUDA
+# shared memory (no host copy at all) are reported beside it, not counted as the best point.
+CUDA_SHM_CLIENT = "perf_analyzer grpc + CUDA shm"
 RAW_REFERENCE_BATCH = 64
 
 
@@ -242,6 +245,7 @@ def summarize(doc: Mapping[str, Any]) -> dict[str, Any]:
     candidates = [
         (float(p["throughput"]), v["name"], p)
         for v in doc["triton"]
+        if v.get("client") != CUDA_SHM_CLIENT
         for p in v["points"]
         if float(p["throughput"]) > 0
         and p.get("p99_ms") is not None

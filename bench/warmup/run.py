@@ -1,8 +1,9 @@
 """Warm-up (issue 20): the first requests after a hot reload, with `model_warmup` against without.
 
-One real tritonserver (CPU, the local runtime tests use: poll mode, 1 s) serves two models exported
+One real tritonserver (the local runtime tests use: poll mode, 1 s) serves two models exported
 from the same factory (default: bench.serving.resnet:build, ResNet-18, --target local, KIND_CPU,
-max batch 8, preferred batch 8): `warm` (export's default, warm-up samples at batch 1 and 8) and
+max batch 8, preferred batch 8; `--instance-kind KIND_GPU --triton-root W/triton` on a GPU host,
+from bench/serving/device.sh): `warm` (export's default, warm-up samples at batch 1 and 8) and
 `cold` (`--no-warmup`). Each repetition hot-reloads both, one after the other (the order alternates):
 a new version directory is renamed into the repository and config.pbtxt re-pinned to it, the way
 the agent places a version; then
@@ -15,7 +16,8 @@ the agent places a version; then
   batch_ms       then one request at the largest preferred batch (its first at that shape);
   steady_ms      then --steady more batch-1 requests: the warm latency to compare against.
 
-Latencies are client-side (tritonclient HTTP, binary tensors). Medians with min/max over the
+Latencies are client-side (KServe v2 HTTP with binary tensors, bench.serving.protocol over one
+keep-alive http.client connection: the GPU host has no tritonclient). Medians with min/max over the
 repetitions are reported per scenario.
 
     .venv/bin/python -m bench.warmup.run [--repeat 5] [--out bench/results/warmup.json]
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import http.client
 import json
 import os
 import re
@@ -35,9 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.serving import protocol
 from model_sync import model_config
-from model_sync.local.procs import http_status
-from model_sync.local.runtime import TRITONSERVER_VERSION, TritonServer, ensure_tritonserver
+from model_sync.local.procs import LOOPBACK, http_status
+from model_sync.local.runtime import TRITONSERVER_VERSION, TritonRuntime, TritonServer, ensure_tritonserver
 
 SCENARIOS = {"warmup": "warm", "no-warmup": "cold"}  # scenario -> model name
 # Triton's default log prefix: 'I1202 13:29:50.123456 <pid> <file>:<line>] "<message>"'
@@ -45,13 +49,14 @@ _LOG_TIME = r"^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?\] \""
 
 
 def _export(
-    factory: str, repo: Path, name: str, shape: tuple[int, ...], max_batch: int, preferred: int, warmup: bool
+    factory: str, repo: Path, name: str, shape: tuple[int, ...], max_batch: int, preferred: int, warmup: bool, kind: str
 ) -> None:
     from model_sync.cli import main
 
     args = ["export", factory, "--name", name, "--output", str(repo),
             "--example-shape", ",".join(map(str, (2, *shape))), "--target", "local",
-            "--max-batch-size", str(max_batch), "--preferred-batch-size", str(preferred), "--quiet"]  # fmt: skip
+            "--max-batch-size", str(max_batch), "--preferred-batch-size", str(preferred),
+            "--instance-kind", kind, "--quiet"]  # fmt: skip
     if not warmup:
         args.append("--no-warmup")
     rc = main(args)
@@ -92,14 +97,19 @@ def _load_s(log: str, name: str, version: int) -> float | None:
     return round(_log_seconds(done) - _log_seconds(start), 3) if start and done else None
 
 
-def _infer_ms(client: Any, name: str, batch: Any) -> float:
-    import tritonclient.http as http
-
-    inp = http.InferInput("INPUT__0", list(batch.shape), "FP32")
-    inp.set_data_from_numpy(batch, binary_data=True)
+def _infer_ms(conn: http.client.HTTPConnection, name: str, batch: Any) -> float:
+    body, header_length = protocol.encode_request(
+        protocol.Tensor("INPUT__0", tuple(batch.shape), batch.tobytes()), "OUTPUT__0"
+    )
+    headers = {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(header_length)}
     t0 = time.perf_counter()
-    client.infer(name, [inp], outputs=[http.InferRequestedOutput("OUTPUT__0", binary_data=True)])
-    return (time.perf_counter() - t0) * 1000
+    conn.request("POST", f"/v2/models/{name}/infer", body=body, headers=headers)
+    response = conn.getresponse()
+    data = response.read()
+    elapsed = (time.perf_counter() - t0) * 1000
+    if response.status != 200:
+        raise RuntimeError(f"{name}: HTTP {response.status}: {data[:300]!r}")
+    return elapsed
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -118,6 +128,21 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "first_batch_ms": _spread([r["batch_ms"] for r in runs]),
         "steady_median_ms": _spread([statistics.median(r["steady_ms"]) for r in runs]),
     }
+
+
+def _machine(kind: str) -> str:
+    if kind == "KIND_GPU":
+        import torch
+
+        gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
+        return (
+            f"{gpu} ({os.cpu_count()} vCPUs), torch {torch.__version__}, tritonserver {TRITONSERVER_VERSION} "
+            "python backend"
+        )
+    return (
+        f"CPU only: {os.cpu_count()} shared cores (other jobs running), tritonserver {TRITONSERVER_VERSION} "
+        "from nvidia-pytriton"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +172,15 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=180.0, help="seconds to wait for a version READY (default 180)"
     )
     parser.add_argument(
+        "--instance-kind", default="KIND_CPU", choices=("KIND_CPU", "KIND_GPU"), help="export --instance-kind"
+    )
+    parser.add_argument(
+        "--triton-root",
+        type=Path,
+        help="an extracted tritonserver (bench/serving/device.sh); default: the local runtime",
+    )
+    parser.add_argument("--stub-pythonpath", default="", help="PYTHONPATH for the python backend stub (numpy<2)")
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("bench/results/warmup.json"),
@@ -155,7 +189,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import numpy as np
-    import tritonclient.http as http
 
     shape = tuple(int(x) for x in args.shape.split(","))
     rng = np.random.default_rng(0)
@@ -166,20 +199,29 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         repo = tmp / "models"
         for scenario, name in SCENARIOS.items():
-            _export(args.factory, repo, name, shape, args.max_batch_size, args.preferred, scenario == "warmup")
+            _export(
+                args.factory,
+                repo,
+                name,
+                shape,
+                args.max_batch_size,
+                args.preferred,
+                scenario == "warmup",
+                args.instance_kind,
+            )
         for name in SCENARIOS.values():
             model_config.write_file(
                 str(repo / name / "config.pbtxt"),
                 model_config.pin(model_config.read_file(str(repo / name / "config.pbtxt")), 1),
             )
-        server = TritonServer(repo, tmp / "triton.log", runtime=ensure_tritonserver())
+        runtime = TritonRuntime(args.triton_root) if args.triton_root else ensure_tritonserver()
+        extra_env = {"PYTHONPATH": args.stub_pythonpath} if args.stub_pythonpath else {}
+        server = TritonServer(repo, tmp / "triton.log", runtime=runtime, extra_env=extra_env)
         try:
             server.start(timeout=args.timeout)
             for name in SCENARIOS.values():
                 _wait_ready(server, name, 1, args.timeout)
-            client = http.InferenceServerClient(
-                server.http_url.removeprefix("http://"), connection_timeout=120, network_timeout=120
-            )
+            client = http.client.HTTPConnection(LOOPBACK, server.http_port, timeout=120)
             for rep in range(args.repeat):
                 version = rep + 2
                 order = list(SCENARIOS.items()) if rep % 2 == 0 else list(SCENARIOS.items())[::-1]
@@ -198,10 +240,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(scenario, json.dumps(run), flush=True)
         finally:
             server.stop()
+            if args.triton_root:  # on the GPU host the log comes back beside the result
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(server.log_path, args.out.with_suffix(".triton.log"))
     doc = {
         "benchmark": "warm-up: first requests after a hot reload, model_warmup (export default) vs --no-warmup",
         "scenario": (
-            f"{args.factory} exported --target local (python-backend wrapper, KIND_CPU, 1 instance, "
+            f"{args.factory} exported --target local (python-backend wrapper, {args.instance_kind}, 1 instance, "
             f"max batch {args.max_batch_size}, preferred {args.preferred}); warm-up samples batch 1 and "
             f"{args.preferred}, zero_data; a new version renamed into the repository + pin rewritten, poll 1 s; "
             f"{args.first} batch-1 requests then one batch-{args.preferred} then "
@@ -211,10 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         "summary": {scenario: _summary(rs) for scenario, rs in runs.items()},
         "runs": runs,
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": (
-            f"CPU only: {os.cpu_count()} shared cores (other jobs running), tritonserver {TRITONSERVER_VERSION} "
-            "from nvidia-pytriton; the GPU run is pending"
-        ),
+        "machine": _machine(args.instance_kind),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

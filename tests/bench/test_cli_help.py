@@ -16,6 +16,7 @@ MODULES = [
     "bench.serving.run",
     "bench.serving.loadgen",
     "bench.serving.raw",
+    "bench.serving.cuda_context",
     "bench.serving.baseline_server",
     "bench.agent.p1_switch",
     "bench.agent.p2_requests",
