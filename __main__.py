@@ -11,7 +11,7 @@ from components.block_storage import BlockStorage, BlockStorageArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, GpuPool
 from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
-from components.gpu_instances import gpus_per_node
+from components.gpu_instances import gpus_per_node, guaranteed_gpu
 from components.gpu_operators import GpuOperators, GpuOperatorsArgs
 from components.identities import Identities, IdentitiesArgs
 from components.ingress import Ingress, IngressArgs, TritonBackend
@@ -267,6 +267,16 @@ pulumi.export("ingressApiKeys", ingress.api_keys)  # secret: {client: API key}
 pulumi.export(
     "canaryPolicies",
     {m: {"deployment": d.name, **d.canary.to_mapping()} for d in config.triton_deployments for m in d.models},
+)
+# GPU memory planning (model-sync push / promote refuse a version that would overcommit a card): each
+# deployment's GPU, the one its node group guarantees, and the models sharing it.
+pulumi.export(
+    "tritonGpus",
+    {
+        d.name: {"gpu": gpu.model, "memoryGiB": gpu.memory_gib, "models": list(d.models)}
+        for d in config.triton_deployments
+        for gpu in [guaranteed_gpu(config.node_group(d.node_group).instance_types)]
+    },
 )
 if monitoring is not None:
     pulumi.export("grafanaAdminPassword", monitoring.grafana_admin_password)  # secret

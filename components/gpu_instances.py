@@ -88,3 +88,12 @@ def gpu_of(instance_type: str) -> Gpu:
     if instance_type not in INSTANCE_SIZES:
         raise KeyError(instance_type)
     return _GPU_BY_TYPE.get(instance_type) or _GPU_BY_FAMILY[instance_type.split(".", 1)[0]]
+
+
+def guaranteed_gpu(instance_types: tuple[str, ...] | list[str]) -> Gpu:
+    """The GPU every node of a group is guaranteed to have: the one with the least memory among its
+    instance types (the node autoscaler may launch any of them). Its model names that GPU, or
+    every model that has that memory, joined by "|" (g5 with g6: "A10G|L4", both 24 GiB)."""
+    gpus = [gpu_of(t) for t in instance_types]
+    least = min(g.memory_gib for g in gpus)
+    return Gpu("|".join(sorted({g.model for g in gpus if g.memory_gib == least})), least)

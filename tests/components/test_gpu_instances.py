@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.gpu_instances import INSTANCE_SIZES, Gpu, gpu_of, gpus_per_node
+from components.gpu_instances import INSTANCE_SIZES, Gpu, gpu_of, gpus_per_node, guaranteed_gpu
 
 
 def test_every_supported_type_knows_its_gpu() -> None:
@@ -39,3 +39,9 @@ def test_an_unknown_type_is_a_key_error() -> None:
     with pytest.raises(KeyError):
         gpu_of("g7.xlarge")
     assert gpus_per_node(["g5.xlarge", "g5.12xlarge"]) == 1
+
+
+def test_the_guaranteed_gpu_of_a_group_is_the_one_with_the_least_memory() -> None:
+    assert guaranteed_gpu(["p5.48xlarge"]) == Gpu("H100", 80)
+    assert guaranteed_gpu(["g6e.xlarge", "g6.xlarge"]) == Gpu("L4", 24)
+    assert guaranteed_gpu(["g5.xlarge", "g6.2xlarge"]) == Gpu("A10G|L4", 24)  # both 24 GiB: both named
