@@ -22,6 +22,11 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
           - http://127.0.0.1:8002/metrics
         canaryPolicies:                         # optional, per model: steps and thresholds
           resnet: {steps: [25, 50], stepSeconds: 120}   # (model_sync/canary_policy.py; default: its defaults)
+        tritonGpus:                             # optional: each Triton deployment's GPU, for GPU memory
+          default:                              #   planning (model_sync/gpu_plan.py): push/promote refuse
+            gpu: H100                           #   a version that overcommits it (exit 7), status shows
+            memoryGiB: 80                       #   the plan; without it nothing is checked (and they say so)
+            models: [resnet, bert]              #   the models the deployment serves (a model in one only)
       prod:
         pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
         pulumiCwd: ../infra                     # optional, relative to the config file
@@ -30,7 +35,7 @@ With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI 
 `pulumi` on PATH) and its outputs `modelRepositoryBucket` (the repository root; else
 `modelRepositoryUri` without its trailing `/repository`, the Triton tree), `region`,
 `tritonEndpoints` (`{http, grpc}`: tritonUrl and grpcUrl), `tritonImage`, `prometheusUrl`,
-`clusterName` (eksCluster) and `canaryPolicies` fill in what the file
+`clusterName` (eksCluster), `canaryPolicies` and `tritonGpus` fill in what the file
 does not set (what __main__.py exports: docs/stack-outputs.md). Explicit flags (--bucket,
 --endpoint-url, --region, --triton-url, --grpc-url, --triton-image) override both. Without an endpoint from either,
 AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL apply (sdk_endpoint); a profile's `endpoint_url` is not read. Credentials are
@@ -63,9 +68,29 @@ ENV_KEYS = (
     "eksCluster",
     "tritonMetricsUrls",
     "canaryPolicies",
+    "tritonGpus",
 )
-_STRUCTURED_KEYS = ("tritonMetricsUrls", "canaryPolicies")  # not strings: checked by _metrics_urls / _policies
+# not strings: checked by _metrics_urls / _policies / _triton_gpus
+_STRUCTURED_KEYS = ("tritonMetricsUrls", "canaryPolicies", "tritonGpus")
 CONFIG_NAME = "model-sync.yaml"
+# A Triton deployment's name (the stack's `tritonDeployments` keys: components/stack_config.py).
+DEPLOYMENT_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
+GPU_KEYS = ("gpu", "memoryGiB", "models")  # tritonGpus.<deployment>: every key required
+MAX_GPU_MEMORY_GIB = 1024
+
+
+@dataclass(frozen=True)
+class DeploymentGpu:
+    """One Triton deployment's GPU (`tritonGpus.<deployment>`): what GPU memory planning fits it into."""
+
+    deployment: str
+    gpu: str  # the GPU's model, e.g. "H100" (components/gpu_instances.py names them)
+    memory_gib: float  # memory of ONE GPU, GiB
+    models: tuple[str, ...]  # the models the deployment serves
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * (1 << 30))
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,7 @@ class Environment:
     eks_cluster: str | None = None  # the EKS cluster whose API server proxies prometheus_url (bearer token)
     metrics_urls: tuple[str, ...] = ()  # or each replica's Triton /metrics (locally)
     canary_policies: tuple[tuple[str, CanaryPolicy], ...] = ()  # model -> its gray release policy
+    triton_gpus: tuple[DeploymentGpu, ...] | None = None  # tritonGpus; None: the environment does not know its GPUs
     source: str = "flags"  # where it was resolved from (config path, pulumi stack)
 
     @property
@@ -95,6 +121,10 @@ class Environment:
     def canary_policy(self, model: str) -> CanaryPolicy:
         """The model's gray release policy (canaryPolicies), else the defaults."""
         return dict(self.canary_policies).get(model) or CanaryPolicy()
+
+    def deployment_of(self, model: str) -> DeploymentGpu | None:
+        """The deployment of tritonGpus that serves `model` (None: in none, or no tritonGpus)."""
+        return next((d for d in self.triton_gpus or () if model in d.models), None)
 
 
 def find_config(explicit: str | None) -> str | None:
@@ -145,6 +175,7 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
             )
         body["tritonMetricsUrls"] = _metrics_urls(f"{path} environments.{name}", body.get("tritonMetricsUrls"))
         body["canaryPolicies"] = _policies(f"{path} environments.{name}", body.get("canaryPolicies"))
+        body["tritonGpus"] = _triton_gpus(f"{path} environments.{name}", body.get("tritonGpus"))
         if "bucket" not in body and "pulumiStack" not in body:
             raise errors.usage(
                 f"{path} environments.{name}: no bucket; allowed: set 'bucket' (s3://bucket[/prefix]) or 'pulumiStack'"
@@ -179,6 +210,58 @@ def _policies(where: str, value: Any) -> tuple[tuple[str, CanaryPolicy], ...]:
         except CanaryPolicyError as e:
             raise errors.usage(str(e)) from None
     return tuple(sorted(out))
+
+
+def _triton_gpus(where: str, value: Any) -> tuple[DeploymentGpu, ...] | None:
+    """tritonGpus (deployment -> {gpu, memoryGiB, models}, as the stack exports it) -> DeploymentGpus,
+    sorted by name; None when absent. Every key is required, no other is allowed, and a model is
+    served by one deployment."""
+    if value is None:
+        return None
+    key = f"{where}.tritonGpus"
+    if not isinstance(value, dict) or not value:
+        raise errors.usage(
+            f"{key}: {value!r}; allowed: a mapping of deployment name -> {{gpu, memoryGiB, models}}, at least one"
+        )
+    out: list[DeploymentGpu] = []
+    served: dict[str, str] = {}
+    for name, body in value.items():
+        if not isinstance(name, str) or not DEPLOYMENT_NAME_RE.match(name):
+            raise errors.usage(
+                f"{key}: {name!r}; allowed: deployment names (a DNS label: a-z 0-9 -, starting with a letter, at most "
+                "32 characters)"
+            )
+        if not isinstance(body, dict):
+            raise errors.usage(f"{key}.{name}: {body!r}; allowed: a mapping of {', '.join(GPU_KEYS)}")
+        unknown = [k for k in body if k not in GPU_KEYS]
+        if unknown:
+            raise errors.usage(f"{key}.{name}.{unknown[0]}: unknown key; allowed: {', '.join(GPU_KEYS)}")
+        missing = [k for k in GPU_KEYS if k not in body]
+        if missing:
+            raise errors.usage(f"{key}.{name}.{missing[0]}: missing; allowed: every one of {', '.join(GPU_KEYS)}")
+        gpu, memory, models = body["gpu"], body["memoryGiB"], body["models"]
+        if not isinstance(gpu, str) or not gpu.strip():
+            raise errors.usage(f"{key}.{name}.gpu: {gpu!r}; allowed: the GPU's model, e.g. H100")
+        if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory <= MAX_GPU_MEMORY_GIB:
+            raise errors.usage(
+                f"{key}.{name}.memoryGiB: {memory!r}; allowed: the memory of one GPU in GiB, a number in "
+                f"(0, {MAX_GPU_MEMORY_GIB}], e.g. 80"
+            )
+        if not isinstance(models, list) or not all(
+            isinstance(m, str) and layout.MODEL_NAME_RE.match(m) for m in models
+        ):
+            raise errors.usage(
+                f"{key}.{name}.models: {models!r}; allowed: a list of model names ({layout.MODEL_NAME_ALLOWED})"
+            )
+        for m in models:
+            if m in served:
+                raise errors.usage(
+                    f"{key}.{name}.models: {m!r} is also served by deployment {served[m]!r}; allowed: a model in one "
+                    "deployment"
+                )
+            served[m] = name
+        out.append(DeploymentGpu(name, gpu, float(memory), tuple(models)))
+    return tuple(sorted(out, key=lambda d: d.deployment))
 
 
 def pulumi_outputs(stack: str, cwd: str | None) -> dict[str, Any]:
@@ -286,6 +369,8 @@ def resolve(
                     body.setdefault(key, value)
             if not body.get("canaryPolicies") and outs.get("canaryPolicies"):
                 body["canaryPolicies"] = _policies(f"pulumi stack {body['pulumiStack']}", outs["canaryPolicies"])
+            if body.get("tritonGpus") is None and outs.get("tritonGpus") is not None:
+                body["tritonGpus"] = _triton_gpus(f"pulumi stack {body['pulumiStack']}", outs["tritonGpus"])
             source = f"pulumi stack {body['pulumiStack']}"
     uri = bucket or body.get("bucket")
     if not uri:
@@ -313,5 +398,6 @@ def resolve(
         eks_cluster=body.get("eksCluster"),
         metrics_urls=body.get("tritonMetricsUrls") or (),
         canary_policies=body.get("canaryPolicies") or (),
+        triton_gpus=body.get("tritonGpus"),
         source=source,
     )

@@ -8,11 +8,14 @@
                      in prune, incomplete version, content changed during push, pin moved by
                      another writer while push/promote/rollback ran (conditional pin flip)
     5  S3            S3 unreachable, credentials missing or rejected, access denied
-    6  CHECK_FAILED  a verification failed (export output differs from eager; `verify` not READY)
+    6  CHECK_FAILED  a verification failed (export output differs from eager, or the batch fails on the
+                     GPU export measures it on; `verify` not READY)
     7  INCOMPATIBLE  version alignment: the target Triton image's LibTorch is older than the torch
                      that exported a pytorch_libtorch model, or either version is unknown
                      (`--allow-version-skew` overrides and is recorded); a `--target local`
-                     model for an NGC tritonserver image (`--allow-local-target`, recorded)
+                     model for an NGC tritonserver image (`--allow-local-target`, recorded);
+                     and GPU memory planning: a version that does not fit the environment's
+                     GPUs, i.e. would overcommit its deployment's GPU (model_sync/gpu_plan.py)
     8  INTERRUPTED   a gray release stopped (SIGINT) before its decision: the canary keeps its
                      replicas; `status` shows it, a re-run resumes it, `canary --abort` ends it
 
@@ -42,7 +45,7 @@ EXIT_CODES = {
     REFUSED: "conflict / refused",
     S3: "S3 unreachable / credentials / access denied",
     CHECK_FAILED: "check failed",
-    INCOMPATIBLE: "incompatible: target Triton cannot load the model (version skew)",
+    INCOMPATIBLE: "incompatible: target Triton cannot load the model (version skew), or it does not fit the GPU",
     INTERRUPTED: "interrupted gray release (resume or abort it)",
 }
 

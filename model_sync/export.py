@@ -22,7 +22,9 @@ FORCE_CPU_ONLY_INPUT_TENSORS "no", so inputs Triton holds on the GPU reach it th
 
 export.json (beside config.pbtxt, never uploaded) records what `push` copies into the manifest
 and checks against the target's Triton image (model_sync/compat.py): the exporting torch version,
-the TorchScript file format version and the operators the graph uses (torch.jit.export_opnames).
+the TorchScript file format version and the operators the graph uses (torch.jit.export_opnames);
+and `gpu_memory`, one instance's GPU memory at the largest batch, measured on a GPU or estimated
+without one (model_sync/gpu_memory.py), which push and promote plan with (model_sync/gpu_plan.py).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model_sync import __version__, compat, errors, layout, model_config
+from model_sync import __version__, compat, errors, gpu_memory, layout, model_config
 from model_sync.ui import error
 
 TRITON_DTYPES = {
@@ -337,6 +339,11 @@ def export(opts: ExportOptions) -> dict[str, Any]:
             )
         cfg = build_config(opts, inputs, eager_out)
         model_config.write_file(os.path.join(tmp, layout.CONFIG_FILE), cfg)
+        gpu = gpu_memory.record(
+            pt, loaded, kind=model_config.pb2.ModelInstanceGroup.Kind.Name(cfg.instance_group[0].kind),
+            max_batch_size=opts.max_batch_size, inputs=inputs, outputs=eager_out,
+            make_inputs=lambda batch: example_inputs(opts, batch, opts.seed),
+        )  # fmt: skip
         if opts.target == "local":
             from model_sync import torchscript_python_backend
 
@@ -351,6 +358,9 @@ def export(opts: ExportOptions) -> dict[str, Any]:
             # Operators the graph calls: what the serving LibTorch must provide (version alignment).
             # ref: https://pytorch.org/docs/stable/jit.html (torch.jit.export_opnames)
             "operators": sorted(torch.jit.export_opnames(scripted)),
+            # One instance's GPU memory at the largest batch (model_sync/gpu_memory.py): the input
+            # of push/promote's GPU memory planning (model_sync/gpu_plan.py).
+            "gpu_memory": gpu,
             "example_shapes": [list(s) for s in opts.shapes],
             "example_dtypes": [opts.dtype_of(i) for i in range(len(opts.shapes))],
             "rtol": opts.rtol,

@@ -18,11 +18,14 @@ from jsonschema import Draft202012Validator, ValidationError, validators
 from model_sync import layout
 from model_sync.record_schemas import (
     CHECK_RESULTS,
+    GPU_MEMORY,
     MANIFEST_SCHEMA,
     MANIFEST_SCHEMA_IDS,
     MANIFEST_SCHEMA_V1,
+    MANIFEST_SCHEMA_V2,
     MANIFEST_V1,
     MANIFEST_V2,
+    MANIFEST_V3,
     PIN_INDEX,
     PROMOTION_V2,
     PROMOTION_V3,
@@ -39,11 +42,14 @@ from model_sync.record_schemas import (
 
 __all__ = [
     "CHECK_RESULTS",
+    "GPU_MEMORY",
     "MANIFEST_SCHEMA",
     "MANIFEST_SCHEMA_IDS",
     "MANIFEST_SCHEMA_V1",
+    "MANIFEST_SCHEMA_V2",
     "MANIFEST_V1",
     "MANIFEST_V2",
+    "MANIFEST_V3",
     "PIN_INDEX",
     "PROMOTION_V2",
     "PROMOTION_V3",
@@ -73,6 +79,7 @@ __all__ = [
     "stamp",
     "upgrade_manifest",
     "validate",
+    "validate_part",
 ]
 
 
@@ -125,9 +132,13 @@ def _one_line(error: ValidationError) -> str:
         "minLength": lambda: f"at least {want} characters",
         "minimum": lambda: f">= {want}",
         "maxItems": lambda: f"at most {want}",
+        "minItems": lambda: f"at least {want} items",
         "minProperties": lambda: f"at least {want} entries",
     }[str(rule)]()
-    shown = f"{len(value)} items" if rule == "maxItems" else "empty" if rule == "minProperties" else repr(value)
+    if rule in ("maxItems", "minItems"):
+        shown = f"{len(value)} items"
+    else:
+        shown = "empty" if rule == "minProperties" else repr(value)
     return f"{where}: {shown}; allowed: {allowed}"
 
 
@@ -139,6 +150,16 @@ def validate(doc: Any, schema_id: str) -> dict[str, Any]:
         raise RecordError(f"{schema_id} {_one_line(first)}")
     assert isinstance(doc, dict)
     return doc
+
+
+def validate_part(value: Any, schema: dict[str, Any], name: str) -> Any:
+    """`value` against one part of a record's schema (e.g. GPU_MEMORY, as export.json carries it),
+    with the same one-line `RecordError` (`<name>.<field>: <bad value>; allowed: ...`)."""
+    first = next(iter(_Validator(schema).iter_errors(value)), None)
+    if first is not None:
+        line = _one_line(first)
+        raise RecordError(f"{name}{'' if line.startswith('(document)') else '.'}{line.removeprefix('(document)')}")
+    return value
 
 
 def read(
@@ -181,15 +202,20 @@ def read_manifest(data: bytes | str, model: str | None = None, version: int | No
     return read(data, MANIFEST_SCHEMA_IDS, model=model, version=version)
 
 
-def upgrade_manifest(doc: dict[str, Any], compatibility: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a v1 or v2 manifest as v2 with the given compatibility record (promote)."""
+def upgrade_manifest(
+    doc: dict[str, Any], compatibility: dict[str, Any], instance_groups: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A copy of a v1, v2 or v3 manifest as v3 with the given compatibility record and instance
+    groups (promote: both for the target). A v1/v2 source has no GPU memory: null (unknown)."""
     out = {
         **doc,
-        "schema": MANIFEST_V2,
+        "schema": MANIFEST_V3,
         "exporter": {"operators": None, **doc["exporter"]},
         "compatibility": dict(compatibility),
+        "gpu_memory": doc.get("gpu_memory"),
+        "instance_groups": [dict(g) for g in instance_groups],
     }
-    validate(out, MANIFEST_V2)
+    validate(out, MANIFEST_V3)
     return out
 
 

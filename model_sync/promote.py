@@ -23,6 +23,10 @@ Version alignment (model_sync/compat.py) is checked right after step 1, before a
 written to the target: a pytorch_libtorch model whose exporting torch is newer than the LibTorch
 in the TARGET's Triton image is refused (exit 7) unless --allow-version-skew; the target
 manifest and the promotion record carry the `compatibility` verdict for the target image.
+GPU memory planning (model_sync/gpu_plan.py) comes next, against the TARGET's `tritonGpus` and
+the versions pinned there: a version that would overcommit its deployment's GPU is refused
+(exit 7). The target manifest is schema v3 and keeps the source's GPU memory record (a v1/v2
+source: null, unknown) with the config's instance groups.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from model_sync import canary_record, compat, errors, layout, manifest, repository, transfer
+from model_sync import canary_record, compat, errors, gpu_plan, layout, manifest, repository, transfer
 from model_sync.s3 import Repo, b64_sha256_to_hex
 from model_sync.s3client import aws_hosted
 from model_sync.s3errors import translate
@@ -212,6 +216,14 @@ def check_alignment(
         raise errors.incompatible(f"{doc['model']} version {doc['version']} -> {dst.env.name}: {e}") from None
 
 
+def check_gpu_memory(doc: dict[str, Any], dst: Repo) -> list[str]:
+    """GPU memory planning of the source version `doc` in the TARGET (exit 7 when it would overcommit
+    its deployment's GPU there); the lines to print."""
+    new = gpu_plan.Need.from_manifest(doc, f"{doc['model']} (promoted v{doc['version']})")
+    return gpu_plan.check(dst, [doc["model"]], lambda _model: new, lambda _models: f"{doc['model']} version "
+                          f"{doc['version']}")  # fmt: skip
+
+
 def _discard_copies(dst: Repo, model: str, target: int, console: Console) -> None:
     """After a failed copy or checksum check: delete what was copied into repository/<m>/<target>/
     (nothing references it: no manifest, no pin). The allocation marker stays (a version number is
@@ -252,6 +264,7 @@ def promote(
     layout.check_model_name(model)
     doc, _raw, record_key = _check_source(src, model, version, skip_verification)
     compatibility = check_alignment(doc, dst, allow_version_skew, allow_local_target)
+    notes = check_gpu_memory(doc, dst)  # before anything is written to the target
     src_uri = src.env.uri
     target_pin = repository.read_pin(dst, model)
     for candidate in {version, target_pin.version} - {None}:
@@ -260,6 +273,8 @@ def promote(
             if target_pin.version == candidate:
                 console.line(f"up to date: {model} version {candidate} already promoted and pinned in {dst.env.name}")
                 return candidate
+            for line in notes:
+                console.line(line)
             if dry_run:
                 console.line(f"(dryrun) pin: {model} version {candidate} ({dst.uri(layout.config_key(model))})")
                 return candidate
@@ -273,6 +288,8 @@ def promote(
             )
             console.line(f"pinned: {model} version {candidate} in {dst.env.name} (already copied)")
             return candidate
+    for line in notes:
+        console.line(line)
     if dry_run:
         free = dst.get(layout.allocation_key(model, version)) is None and version not in repository.list_versions(
             dst, model
@@ -299,7 +316,7 @@ def promote(
     from model_sync import model_config
 
     cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))
-    new_doc = manifest.upgrade_manifest(doc, compatibility)
+    new_doc = manifest.upgrade_manifest(doc, compatibility, gpu_plan.instance_groups(cfg))
     new_doc.update(
         version=target,
         config_pbtxt=model_config.pinned_text(cfg, target, model),

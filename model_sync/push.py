@@ -3,7 +3,10 @@
 Before any S3 request, every model is checked against the target environment's Triton image
 (version alignment, model_sync/compat.py): a pytorch_libtorch model exported with a newer torch
 than the image's LibTorch is refused (exit 7) and nothing is written, unless
---allow-version-skew (recorded in the manifest's `compatibility`).
+--allow-version-skew (recorded in the manifest's `compatibility`). Then, before any write, GPU
+memory planning (model_sync/gpu_plan.py): new versions that would overcommit their deployment's
+GPU (the environment's `tritonGpus`) are refused (exit 7); the plan, or why it was not checked,
+is printed once, when the first model is about to be published.
 
 Per model, in this order; the pin flip is the only commit point:
   1. validate the local directory (localmodel.load) and sha256 every file (reused from the local
@@ -45,11 +48,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model_sync import cache, compat, errors, layout, manifest, repository
+from model_sync import cache, compat, errors, gpu_plan, layout, manifest, repository
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
 from model_sync.parallel import Background, parallel_map
-from model_sync.push_manifest import build_manifest, file_entries
+from model_sync.push_manifest import build_manifest, file_entries, gpu_memory_of
 from model_sync.push_options import PushOptions
 from model_sync.s3 import Repo
 from model_sync.s3errors import translate
@@ -91,6 +94,24 @@ def check_alignment(
     return records
 
 
+def check_gpu_memory(repo: Repo, models: list[LocalModel]) -> list[str]:
+    """GPU memory planning of the new versions (model_sync/gpu_plan.py): export.json's gpu_memory
+    of every model read strictly (exit 2, before any request), then exit 7 when one would
+    overcommit its deployment's GPU; else the lines to print. Reads the other models' pins only
+    for an environment with `tritonGpus`, and parses config.pbtxt only for models it plans."""
+    for m in models:
+        gpu_memory_of(m)
+    local = {m.name: m for m in models}
+
+    def need(name: str) -> gpu_plan.Need:
+        m = local[name]
+        known = gpu_memory_of(m)
+        return gpu_plan.Need(name, f"{name} (this push)", known["bytes_per_instance"] if known else None,
+                             tuple(gpu_plan.instance_groups(m.cfg)))  # fmt: skip
+
+    return gpu_plan.check(repo, list(local), need, ", ".join)
+
+
 class Publisher:
     def __init__(
         self,
@@ -114,6 +135,7 @@ class Publisher:
         self.hashing: Background | None = None  # hash_files of the models, running while pins are read
         self.uploader = Uploader(repo, console, options)  # the file transfers, shared by every model
         self.warned = False
+        self.notes: list[str] = []  # printed once, before the first model publishes (the GPU memory plan)
         self._lock = threading.Lock()
 
     @property
@@ -194,6 +216,7 @@ class Publisher:
         reuse = {rel for rel, e in entries.items() if pinned and pinned["files"].get(rel) == e}
         m.cfg  # noqa: B018 - parse + check now (the config cache may have spared load() the parse): bad input fails before any write
         self._check_stop(m)
+        self._print_notes()
         if self.options.dry_run:
             return self._dry_run(m, repository.highest_allocated(repo, name) + 1, reuse, pin.version)
         ignored = None if repo.env.unenforced_writes_accepted else repo.ignored_conditions()
@@ -225,6 +248,12 @@ class Publisher:
                 self.pins.put(name, flip.etag, head[1], version, doc["config_pbtxt"], doc)
         self.console.line(f"pinned: {name} version {version} ({repo.uri(layout.config_key(name))})")
         return result
+
+    def _print_notes(self) -> None:
+        with self._lock:
+            notes, self.notes = self.notes, []
+        for line in notes:
+            self.console.line(line)
 
     def _check_stop(self, m: LocalModel) -> None:
         if self.stop.is_set():
@@ -274,10 +303,12 @@ def push(
                 f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, "
                 "recorded in the manifest)"
             )
+    notes = check_gpu_memory(repo, models)  # before any write (exit 7 on an overcommitted GPU)
     directory = cache.cache_dir() if options.use_cache else None
     hashes = cache.HashCache(directory)
     publisher = Publisher(repo, console, options, by, cache.PinCache(directory, repo.identity))
     publisher.compatibility = compatibility
+    publisher.notes = notes
     results: list[PushResult] = []
     publisher.hashing = Background(hash_files, models, 4, hashes, name="model-sync-hash")
     try:

@@ -1,7 +1,9 @@
 """The manifest `push` writes for a version (manifests/<model>/<N>.json, schema
-manifest.MANIFEST_V2): every file's sha256 and size (`file_entries`, also what the no-op decision
+manifest.MANIFEST_V3): every file's sha256 and size (`file_entries`, also what the no-op decision
 compares with the pinned manifest), the pinned config text, source, exporter, compatibility with
-the target image, who and when (`build_manifest`, validated before it is returned)."""
+the target image, export.json's GPU memory per instance and the config's instance groups (GPU
+memory planning, model_sync/gpu_plan.py), who and when (`build_manifest`, validated before it is
+returned)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import os
 import socket
 from typing import Any
 
-from model_sync import __version__, compat, manifest
-from model_sync.localmodel import LocalModel
+from model_sync import __version__, compat, gpu_memory, gpu_plan, manifest
+from model_sync.localmodel import EXPORT_META, LocalModel
 
 
 def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
@@ -18,10 +20,15 @@ def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
     return {rel: {"sha256": m.hashes[rel], "size": f.size} for rel, f in sorted(m.files.items())}
 
 
+def gpu_memory_of(m: LocalModel) -> dict[str, Any] | None:
+    """export.json's `gpu_memory`, strictly (exit 2 naming the file); None when it has none."""
+    return gpu_memory.read_record(m.export_meta.get("gpu_memory"), os.path.join(m.dir, EXPORT_META))
+
+
 def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
     meta = m.export_meta
     doc = {
-        "schema": manifest.MANIFEST_V2,
+        "schema": manifest.MANIFEST_V3,
         "model": m.name,
         "version": version,
         "files": file_entries(m),
@@ -50,8 +57,10 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
             image=None,
             allow_skew=True,
         ),
+        "gpu_memory": gpu_memory_of(m),
+        "instance_groups": gpu_plan.instance_groups(m.cfg),
         "created_by": by,
         "created_at": manifest.now(),
     }
-    manifest.validate(doc, manifest.MANIFEST_V2)
+    manifest.validate(doc, manifest.MANIFEST_V3)
     return doc

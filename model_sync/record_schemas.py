@@ -5,9 +5,9 @@ Every record is UTF-8 JSON with a `schema` field naming its format and version. 
 reject unknown fields, wrong types and inconsistent values with one-line `RecordError`s
 (`<record> <field>: <bad value>; <allowed>`); writers produce sorted, indented JSON.
 
-manifest (manifests/<model>/<N>.json, "model-sync.manifest/v2"), written once per version
+manifest (manifests/<model>/<N>.json, "model-sync.manifest/v3"), written once per version
 after every version file is uploaded and before the pin flips:
-    {"schema": "model-sync.manifest/v2", "model": "resnet", "version": 3,
+    {"schema": "model-sync.manifest/v3", "model": "resnet", "version": 3,
      "files": {"model.pt": {"sha256": "<64 hex>", "size": 123}, ...},   # relative to <N>/
      "config_pbtxt": "<the config.pbtxt text pinned to N, as written to the pin>",
      "backend": "python" | "pytorch" | ..., "platform": "pytorch_libtorch" | "",
@@ -22,8 +22,16 @@ after every version file is uploaded and before the pin flips:
                        "result": "compatible" | "exempt" | "skew-allowed",
                        "detail": "why (the skew / exemption message)" | null},   # model_sync.compat
      "created_by": "arn:aws:sts::...:assumed-role/... | unix user", "created_at": "RFC 3339 UTC"}
-  v1 ("model-sync.manifest/v1": no `exporter.operators`, no `compatibility`) is still read;
-  model-sync writes v2 only. Readers dispatch on `schema` (MANIFEST_SCHEMA_IDS).
+  v1 ("model-sync.manifest/v1": no `exporter.operators`, no `compatibility`) and v2
+  ("model-sync.manifest/v2": no `gpu_memory`, no `instance_groups`) are still read. v3 (what
+  model-sync writes) adds GPU memory planning (model_sync/gpu_plan.py), both fields required:
+     "gpu_memory": null | {"bytes_per_instance": 123, "method": "measured" | "estimated" | "cpu",
+                           "batch": 8, "device": "NVIDIA H100 80GB HBM3" | null,
+                           "basis": "one line: what the figure counts"},   # export.json's, model_sync/gpu_memory.py
+     "instance_groups": [{"kind": "KIND_GPU" | "KIND_CPU" | "KIND_AUTO" | "KIND_MODEL", "count": 2,
+                          "gpus": [] | [0, 1]}]   # config.pbtxt's, as Triton places them (gpu_plan.instance_groups)
+  null gpu_memory (a directory export did not write) and v1/v2 manifests mean "unknown": the
+  planner counts nothing for them and says so. Readers dispatch on `schema` (MANIFEST_SCHEMA_IDS).
 
 verification (audit/verifications/<model>/<N>/<stamp>-<hex>.json, "model-sync.verification/v2"),
 one record per `model-sync verify` attempt in the environment it verified, never overwritten;
@@ -199,10 +207,48 @@ def _manifest_v2(v1: dict[str, Any]) -> dict[str, Any]:
     return _obj(props)
 
 
+GPU_MEMORY_METHODS = ("measured", "estimated", "cpu")
+# export.json's `gpu_memory` and the manifest's (v3): one model instance's GPU memory (model_sync/gpu_memory.py).
+GPU_MEMORY: dict[str, Any] = _obj(
+    {
+        "bytes_per_instance": {"type": "integer", "minimum": 0},
+        "method": {"enum": list(GPU_MEMORY_METHODS)},
+        "batch": {"type": "integer", "minimum": 1},  # the batch it was measured or estimated at
+        "device": _NULLABLE_STR,  # the GPU it was measured on (measured only)
+        "basis": {"type": "string", "minLength": 1},  # one line: what the figure counts
+    }
+)
+INSTANCE_KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")  # ModelInstanceGroup.Kind
+INSTANCE_GROUPS: dict[str, Any] = {
+    "type": "array",
+    "minItems": 1,
+    "items": _obj(
+        {
+            "kind": {"enum": list(INSTANCE_KINDS)},
+            "count": {"type": "integer", "minimum": 1},
+            "gpus": {"type": "array", "items": {"type": "integer", "minimum": 0}},  # []: every visible GPU
+        }
+    ),
+}
+
+
+def _manifest_v3(v2: dict[str, Any]) -> dict[str, Any]:
+    """v3 = v2 + gpu_memory (nullable: unknown) + instance_groups (both required)."""
+    return _obj(
+        {
+            **v2["properties"],
+            "schema": {"const": "model-sync.manifest/v3"},
+            "gpu_memory": {"anyOf": [{"type": "null"}, GPU_MEMORY]},
+            "instance_groups": INSTANCE_GROUPS,
+        }
+    )
+
+
 MANIFEST_SCHEMA_V1 = MANIFEST_SCHEMA
-MANIFEST_SCHEMA = _manifest_v2(MANIFEST_SCHEMA_V1)
-MANIFEST_V1, MANIFEST_V2 = "model-sync.manifest/v1", "model-sync.manifest/v2"
-MANIFEST_SCHEMA_IDS = (MANIFEST_V1, MANIFEST_V2)
+MANIFEST_SCHEMA_V2 = _manifest_v2(MANIFEST_SCHEMA_V1)
+MANIFEST_SCHEMA = _manifest_v3(MANIFEST_SCHEMA_V2)
+MANIFEST_V1, MANIFEST_V2, MANIFEST_V3 = "model-sync.manifest/v1", "model-sync.manifest/v2", "model-sync.manifest/v3"
+MANIFEST_SCHEMA_IDS = (MANIFEST_V1, MANIFEST_V2, MANIFEST_V3)
 
 VERIFICATION_SCHEMA: dict[str, Any] = _obj(
     {
@@ -431,7 +477,8 @@ PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     MANIFEST_V1: MANIFEST_SCHEMA_V1,
-    MANIFEST_V2: MANIFEST_SCHEMA,
+    MANIFEST_V2: MANIFEST_SCHEMA_V2,
+    MANIFEST_V3: MANIFEST_SCHEMA,
     VERIFICATION_V1: VERIFICATION_SCHEMA_V1,
     VERIFICATION_V2: VERIFICATION_SCHEMA,
     "model-sync.promotion/v1": PROMOTION_SCHEMA_V1,

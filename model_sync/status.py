@@ -3,7 +3,9 @@ report: version, state and the one-line reason of a failed load; a pin no replic
 is flagged PIN NOT SERVED; model_sync.replicas), the available versions (complete = manifest +
 every file), the previous pin, provenance and whether it was verified; per version, the torch
 that exported it and whether each shown environment's Triton image can load it
-(model_sync.compat.loadable)."""
+(model_sync.compat.loadable); per Triton deployment of the environment's `tritonGpus`, the GPU
+memory its pinned versions plan on one GPU against what the card allows (model_sync/gpu_plan.py),
+or that the environment does not know its GPUs."""
 
 from __future__ import annotations
 
@@ -93,6 +95,37 @@ def model_status(
     return out
 
 
+def gpu_memory(repo: Any) -> dict[str, Any]:
+    """The environment's GPU memory plan per deployment (gpu_plan.environment_plans, the versions
+    pinned now), or why there is none."""
+    from model_sync import gpu_plan
+
+    plans = gpu_plan.environment_plans(repo)
+    if plans is None:
+        return {"known": False, "detail": gpu_plan.NO_GPUS, "deployments": []}
+    return {"known": True, "detail": None, "deployments": [p.to_json() for p in plans]}
+
+
+def _print_gpu_memory(report: dict[str, Any]) -> None:
+    """Per deployment: planned GPU memory on one GPU against what the card allows."""
+    from model_sync.gpu_plan import NO_GPUS, human
+
+    rows: list[tuple[str, ...]] = [("ENV", "DEPLOYMENT", "GPU", "PLANNED", "ALLOWED", "FITS", "NOT COUNTED (unknown)")]
+    unknown_envs = []
+    for name, body in report.items():
+        if not body["gpu_memory"]["known"]:
+            unknown_envs.append(name)
+        for d in body["gpu_memory"]["deployments"]:
+            rows.append((name, d["deployment"], f"{d['gpu']} {human(d['memory_bytes'])}", human(d["planned_bytes"]),
+                         human(d["allowed_bytes"]), "yes" if d["fits"] else "NO", ", ".join(d["unknown"]) or "-"))  # fmt: skip
+    print()
+    if len(rows) > 1:
+        _print_table(rows)
+        print("PLANNED = on one GPU: instances x (GPU memory per instance + CUDA context allowance), pinned versions")
+    for name in unknown_envs:
+        print(f"gpu memory: not planned in {name}: {NO_GPUS}")
+
+
 def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
     """Columns padded to their widest cell, two spaces apart (kubectl get style)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -166,6 +199,7 @@ def show(
             "bucket": environment.uri,
             "triton_image": environment.triton_image,
             "models": [model_status(repo, m, images, docs) for m in shown],
+            "gpu_memory": gpu_memory(repo),
         }
     if output == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
@@ -221,3 +255,4 @@ def show(
         print()
         _print_table(details)
         print("VERSION* = pinned; NO = exported with a newer torch than the image's LibTorch (exit 7 on push/promote)")
+    _print_gpu_memory(report)

@@ -72,8 +72,8 @@ class TritonPythonModel:
         self.inputs = [i["name"] for i in cfg["input"]]
         self.outputs = [(o["name"], pb_utils.triton_string_to_numpy(o["data_type"])) for o in cfg["output"]]
         self.host = _Staging("cpu", pinned=gpu)  # inputs gathered here (pinned on a GPU instance)
-        self.dev = _Staging(self.device, pinned=False) if gpu else None  # the batch on the GPU
-        self.out = _Staging("cpu", pinned=gpu) if gpu else None  # the batch's outputs, back on the host
+        self.dev = _Staging(self.device, pinned=False)  # the batch on the GPU (a GPU instance only)
+        self.out = _Staging("cpu", pinned=gpu)  # the batch's outputs, back on the host (a GPU instance only)
         # Triton hands inputs as read-only views of its shared memory; they are only ever read.
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 

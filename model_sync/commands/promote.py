@@ -4,7 +4,9 @@ through a gray release (`model-sync canary`) unless --no-canary.
 The target keeps number N when it is free there, else gets the next one.
 A pytorch_libtorch version the TARGET's Triton image cannot load (its exporting torch is newer
 than the image's LibTorch) is refused with exit code 7, unless --allow-version-skew (recorded); so is
-a `--target local` version for an NGC tritonserver image, unless --allow-local-target (recorded)."""
+a `--target local` version for an NGC tritonserver image, unless --allow-local-target (recorded);
+and so is a version that would overcommit its deployment's GPU in the target (`tritonGpus`: GPU
+memory planning, docs/model-sync.md)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,11 @@ manifest's `compatibility`). A model exported with `--target local` (python back
 torch.jit.load) is refused the same way (exit 7) for an NGC tritonserver image, whose python
 backend has no torch, unless --allow-local-target (recorded); an environment without
 `tritonImage` (the local demo) accepts it.
+
+GPU memory planning: where the environment names its deployments' GPUs (`tritonGpus`), a version
+that would overcommit its deployment's GPU (instances x GPU memory per instance from export.json,
+plus a CUDA context allowance each, over 90 % of one GPU) is refused with exit code 7 before
+anything is written; otherwise one line says how much it plans, or why it was not checked.
 """
 
 from __future__ import annotations

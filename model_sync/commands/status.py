@@ -5,7 +5,9 @@ manifest + every file), the previous pin, provenance (who/when
 published or promoted it, from where) and whether it was verified; per version, the torch that
 exported it and whether each shown environment's Triton image can load it (version alignment:
 yes / NO / exempt for python-backend models / ? when the torch version or
-the image is unknown). Without --env: every environment in model-sync.yaml."""
+the image is unknown); per Triton deployment of the environment's `tritonGpus`, the GPU memory its
+pinned versions plan on one GPU against what the card allows (or that the environment does not
+know its GPUs). Without --env: every environment in model-sync.yaml."""
 
 from __future__ import annotations
 

@@ -216,3 +216,12 @@ def test_readme_gray_release_row() -> None:
     assert_rounds_to(answered, summary["errors"]["answered_by_canary"]["median"])
     assert summary["broken"]["answered_by_canary"]["max"] == 0
     assert sum(s["failed_outside_canary"] for s in summary.values()) == 0
+
+
+# ---- GPU memory planning's allowance (bench/results/serving.json, cuda_context) ------------------
+def test_the_cuda_context_allowance_is_the_measured_one() -> None:
+    from model_sync import gpu_plan
+
+    measured = result("serving.json")["cuda_context"]
+    assert measured["gpu"] == "NVIDIA H200"
+    assert gpu_plan.CUDA_CONTEXT_BYTES == round(measured["context_mib"]) * gpu_plan.MIB

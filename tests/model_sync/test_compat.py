@@ -294,7 +294,7 @@ def test_push_refuses_skew_and_writes_nothing(tmp_path, capsys, moto_s3, aws_env
     assert moto_s3.requests()[before:] == []  # refused before the first S3 request
     assert moto_s3.keys(bucket) == keys
     local_doc = manifest_doc(moto_s3, bucket, "local", 1)
-    assert local_doc["schema"] == "model-sync.manifest/v2"
+    assert local_doc["schema"] == "model-sync.manifest/v3"
     assert local_doc["compatibility"]["result"] == "exempt"
     assert (
         local_doc["exporter"]["operators"] == json.loads((exported["local"] / "export.json").read_text())["operators"]

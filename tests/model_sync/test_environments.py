@@ -4,6 +4,7 @@ printing JSON: the thing under test is model_sync's parsing), flag overrides, ba
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -209,3 +210,108 @@ def test_sdk_endpoint_variables_fill_in_a_missing_endpoint(tmp_path, monkeypatch
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "ftp://nope")
     with pytest.raises(errors.SyncError, match=r"^endpoint URL: 'ftp://nope'; allowed: http\(s\)://host\[:port\]$"):
         resolve()
+
+
+# ---- tritonGpus: each deployment's GPU, for GPU memory planning (model_sync/gpu_plan.py) ------------
+
+GPUS_YAML = (
+    "environments:\n  prod:\n    bucket: s3://models-p\n    tritonGpus:\n"
+    "      default: {gpu: H100, memoryGiB: 80, models: [resnet, bert]}\n"
+    "      small: {gpu: L4, memoryGiB: 22.5, models: []}\n"
+)
+
+
+def test_triton_gpus_from_the_config_file(tmp_path) -> None:
+    env = environments.resolve("prod", _yaml(tmp_path / "m.yaml", GPUS_YAML))
+    assert env.triton_gpus == (
+        environments.DeploymentGpu("default", "H100", 80.0, ("resnet", "bert")),
+        environments.DeploymentGpu("small", "L4", 22.5, ()),
+    )
+    assert env.triton_gpus[0].memory_bytes == 80 * 2**30
+    assert env.triton_gpus[1].memory_bytes == int(22.5 * 2**30)
+    assert (env.deployment_of("bert").deployment, env.deployment_of("t5")) == ("default", None)
+    bare = environments.resolve("prod", _yaml(tmp_path / "b.yaml", "environments:\n  prod:\n    bucket: s3://m-p\n"))
+    assert (bare.triton_gpus, bare.deployment_of("resnet")) == (None, None)  # does not know its GPUs
+
+
+def test_triton_gpus_from_the_stack_output_unless_the_file_sets_them(tmp_path, monkeypatch) -> None:
+    import json
+
+    outputs = {
+        "modelRepositoryBucket": "tp-prod-models-1",
+        "tritonGpus": {"default": {"gpu": "H200", "memoryGiB": 141, "models": ["resnet"]}},
+    }
+    monkeypatch.setenv("PULUMI", str(_stub_pulumi(tmp_path, json.dumps(outputs)) / "pulumi"))
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n")
+    env = environments.resolve("prod", cfg)
+    assert env.triton_gpus == (environments.DeploymentGpu("default", "H200", 141.0, ("resnet",)),)
+    cfg = _yaml(
+        tmp_path / "m.yaml",
+        "environments:\n  prod:\n    pulumiStack: acme/p/prod\n    tritonGpus:\n"
+        "      default: {gpu: L4, memoryGiB: 24, models: [resnet]}\n",
+    )
+    assert environments.resolve("prod", cfg).triton_gpus[0].gpu == "L4"  # the file wins, as for canaryPolicies
+    outputs["tritonGpus"] = {"default": {"gpu": "H200", "memoryGiB": "141", "models": ["resnet"]}}
+    monkeypatch.setenv("PULUMI", str(_stub_pulumi(tmp_path, json.dumps(outputs)) / "pulumi"))
+    cfg = _yaml(tmp_path / "m.yaml", "environments:\n  prod:\n    pulumiStack: acme/p/prod\n")
+    with pytest.raises(
+        errors.SyncError, match=r"^pulumi stack acme/p/prod\.tritonGpus\.default\.memoryGiB: '141'; "
+    ) as info:
+        environments.resolve("prod", cfg)
+    assert info.value.code == errors.USAGE
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ("[H100]", r"\.tritonGpus: \['H100'\]; allowed: a mapping of deployment name -> \{gpu, memoryGiB, models\}"),
+        ("{}", r"\.tritonGpus: \{\}; allowed: a mapping of deployment name -> .*, at least one$"),
+        (
+            "{Default: {gpu: H100, memoryGiB: 80, models: []}}",
+            r"\.tritonGpus: 'Default'; allowed: deployment names \(a DNS label",
+        ),
+        ("{default: H100}", r"\.tritonGpus\.default: 'H100'; allowed: a mapping of gpu, memoryGiB, models$"),
+        (
+            "{default: {gpu: H100, memoryGiB: 80, models: [], count: 2}}",
+            r"\.tritonGpus\.default\.count: unknown key; allowed: gpu, memoryGiB, models$",
+        ),
+        (
+            "{default: {gpu: H100, models: []}}",
+            r"\.tritonGpus\.default\.memoryGiB: missing; allowed: every one of gpu, memoryGiB, models$",
+        ),
+        (
+            "{default: {gpu: '', memoryGiB: 80, models: []}}",
+            r"\.tritonGpus\.default\.gpu: ''; allowed: the GPU's model",
+        ),
+        (
+            "{default: {gpu: H100, memoryGiB: 0, models: []}}",
+            r"\.tritonGpus\.default\.memoryGiB: 0; allowed: the memory of one GPU in GiB, a number in \(0, 1024\]",
+        ),
+        ("{default: {gpu: H100, memoryGiB: true, models: []}}", r"\.tritonGpus\.default\.memoryGiB: True; allowed:"),
+        ("{default: {gpu: H100, memoryGiB: 2048, models: []}}", r"\.tritonGpus\.default\.memoryGiB: 2048; allowed:"),
+        (
+            "{default: {gpu: H100, memoryGiB: 80, models: resnet}}",
+            r"\.tritonGpus\.default\.models: 'resnet'; allowed: a list of model names \(1-63 characters",
+        ),
+        ("{default: {gpu: H100, memoryGiB: 80, models: [ResNet]}}", r"\.tritonGpus\.default\.models: \['ResNet'\]"),
+        (
+            "{a: {gpu: H100, memoryGiB: 80, models: [resnet]}, b: {gpu: L4, memoryGiB: 24, models: [resnet]}}",
+            r"\.tritonGpus\.b\.models: 'resnet' is also served by deployment 'a'; allowed: a model in one deployment$",
+        ),
+    ],
+)
+def test_bad_triton_gpus_are_usage_errors_naming_the_key(tmp_path, body, match) -> None:
+    path = _yaml(tmp_path / "m.yaml", f"environments:\n  prod:\n    bucket: s3://models-p\n    tritonGpus: {body}\n")
+    with pytest.raises(errors.SyncError, match=rf"^{re.escape(path)} environments\.prod{match}") as info:
+        environments.resolve("prod", path)
+    assert info.value.code == errors.USAGE
+    assert "\n" not in str(info.value)
+
+
+def test_the_documented_model_sync_yaml_is_valid(tmp_path) -> None:
+    """docs/model-sync.md's example model-sync.yaml, its tritonGpus included, passes the strict reader."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "model-sync.md").read_text()
+    section = doc[doc.index("## Environments (`model-sync.yaml`)") :]
+    start = section.index("```yaml\n") + len("```yaml\n")
+    envs = environments.load_config(_yaml(tmp_path / "model-sync.yaml", section[start : section.index("\n```", start)]))
+    assert envs["local"]["tritonGpus"] == (environments.DeploymentGpu("default", "L4", 24.0, ("resnet",)),)

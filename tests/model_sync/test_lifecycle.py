@@ -358,7 +358,13 @@ def test_status_table_and_json(tmp_path, capsys, moto_s3, envs) -> None:
         True,
     )
     assert s["provenance"]["promoted_from"] is None
-    assert doc["prod"] == {"bucket": f"s3://{prod}", "triton_image": None, "models": []}
+    no_gpus = "the environment does not name its GPUs (tritonGpus in model-sync.yaml or the stack output)"
+    assert doc["prod"] == {
+        "bucket": f"s3://{prod}",
+        "triton_image": None,
+        "models": [],
+        "gpu_memory": {"known": False, "detail": no_gpus, "deployments": []},
+    }
     r = run_cli(capsys, "status", "--env", "staging", "--config", cfg)
     lines = r.out.splitlines()
     assert lines[0].split()[:7] == ["ENV", "MODEL", "PINNED", "SERVED", "PREVIOUS", "VERSIONS", "VERIFIED"]

@@ -13,7 +13,7 @@ from model_sync import manifest
 
 def _manifest() -> dict:
     return {
-        "schema": "model-sync.manifest/v2",
+        "schema": "model-sync.manifest/v3",
         "model": "resnet",
         "version": 3,
         "files": {"model.pt": {"sha256": "a" * 64, "size": 10}},
@@ -35,9 +35,23 @@ def _manifest() -> dict:
             "result": "skew-allowed",
             "detail": "version skew: ...",
         },
+        "gpu_memory": {
+            "bytes_per_instance": 123_456_789,
+            "method": "measured",
+            "batch": 8,
+            "device": "NVIDIA H200",
+            "basis": "torch.cuda.max_memory_reserved() over one inference at batch 8 on NVIDIA H200",
+        },
+        "instance_groups": [{"kind": "KIND_GPU", "count": 2, "gpus": []}, {"kind": "KIND_CPU", "count": 1, "gpus": []}],
         "created_by": "alice",
         "created_at": "2026-01-01T00:00:00.000000Z",
     }
+
+
+def _as_v2(doc: dict) -> dict:
+    """The same version as model-sync wrote it before GPU memory planning (manifest v2)."""
+    out = {k: v for k, v in doc.items() if k not in ("gpu_memory", "instance_groups")}
+    return {**out, "schema": "model-sync.manifest/v2"}
 
 
 MUTATIONS = [
@@ -51,8 +65,9 @@ MUTATIONS = [
     (lambda d: d["exporter"].update(method="jit"), r"exporter\.method: 'jit'; allowed: one of"),
     (lambda d: d.update(created_at="yesterday"), r"created_at: 'yesterday'"),
     (
-        lambda d: d.update(schema="model-sync.manifest/v3"),
-        r"schema: 'model-sync.manifest/v3'; allowed: one of \['model-sync.manifest/v1', 'model-sync.manifest/v2'\]",
+        lambda d: d.update(schema="model-sync.manifest/v4"),
+        r"schema: 'model-sync.manifest/v4'; allowed: one of \['model-sync.manifest/v1', 'model-sync.manifest/v2', "
+        r"'model-sync.manifest/v3'\]",
     ),
     (lambda d: d.pop("compatibility"), r"compatibility: missing"),
     (lambda d: d["compatibility"].update(result="maybe"), r"compatibility\.result: 'maybe'; allowed: one of"),
@@ -61,6 +76,21 @@ MUTATIONS = [
         r"exporter\.operators: 'aten::linear'; allowed: array or null",
     ),
     (lambda d: d["exporter"].pop("operators"), r"exporter\.operators: missing"),
+    (lambda d: d.pop("gpu_memory"), r"^model-sync.manifest/v3 gpu_memory: missing"),
+    (lambda d: d.pop("instance_groups"), r"instance_groups: missing"),
+    (lambda d: d.update(instance_groups=[]), r"instance_groups: 0 items; allowed: at least 1 items"),
+    (
+        lambda d: d["instance_groups"][0].update(kind="KIND_TPU"),
+        r"instance_groups\[0\]\.kind: 'KIND_TPU'; allowed: one of \['KIND_AUTO', 'KIND_GPU', 'KIND_CPU', 'KIND_MODEL'\]",
+    ),
+    (lambda d: d["instance_groups"][1].update(count=0), r"instance_groups\[1\]\.count: 0; allowed: >= 1"),
+    (lambda d: d["instance_groups"][0].update(gpus=[-1]), r"instance_groups\[0\]\.gpus\[0\]: -1; allowed: >= 0"),
+    (lambda d: d["gpu_memory"].update(method="guessed"), r"gpu_memory\.method: 'guessed'; allowed: one of"),
+    (
+        lambda d: d["gpu_memory"].update(bytes_per_instance=1.5),
+        r"gpu_memory\.bytes_per_instance: 1\.5; allowed: integer",
+    ),
+    (lambda d: d["gpu_memory"].update(extra=1), r"gpu_memory\.extra: unknown field"),
 ]
 
 
@@ -76,23 +106,75 @@ def test_manifest_reader_is_strict_and_agrees_with_jsonschema(mutate, match) -> 
         jsonschema.validate(doc, manifest.MANIFEST_SCHEMA)
 
 
+EXEMPT = {"triton_image": None, "libtorch_version": None, "result": "exempt", "detail": None}
+GROUPS = [{"kind": "KIND_GPU", "count": 1, "gpus": [0]}]
+
+
+def test_v3_manifest_round_trips_with_gpu_memory_and_instance_groups() -> None:
+    doc = _manifest()
+    back = manifest.read_manifest(manifest.dumps(doc), "resnet", 3)
+    assert back == doc
+    assert (back["gpu_memory"]["bytes_per_instance"], back["instance_groups"][0]["count"]) == (123_456_789, 2)
+    doc["gpu_memory"] = None  # a directory `export` did not write: unknown, still a valid v3
+    assert manifest.read_manifest(manifest.dumps(doc))["gpu_memory"] is None
+
+
 def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
     """Manifests written before version alignment (no operators, no compatibility) stay readable;
     a v1 document carrying v2-only fields is rejected (the schema field decides)."""
-    doc = _manifest()
+    doc = _as_v2(_manifest())
     doc["schema"] = "model-sync.manifest/v1"
     doc.pop("compatibility")
     doc["exporter"].pop("operators")
     jsonschema.validate(doc, manifest.MANIFEST_SCHEMA_V1)
     assert manifest.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v1"
-    upgraded = manifest.upgrade_manifest(
-        doc, {"triton_image": None, "libtorch_version": None, "result": "exempt", "detail": None}
-    )
+    upgraded = manifest.upgrade_manifest(doc, EXEMPT, GROUPS)
     jsonschema.validate(upgraded, manifest.MANIFEST_SCHEMA)
-    assert (upgraded["schema"], upgraded["exporter"]["operators"]) == ("model-sync.manifest/v2", None)
+    assert (upgraded["schema"], upgraded["exporter"]["operators"], upgraded["gpu_memory"]) == (
+        "model-sync.manifest/v3",
+        None,
+        None,
+    )
+    assert upgraded["instance_groups"] == GROUPS
     doc["compatibility"] = upgraded["compatibility"]
     with pytest.raises(manifest.RecordError, match=r"^model-sync.manifest/v1 compatibility: unknown field"):
         manifest.read_manifest(json.dumps(doc))
+
+
+def test_v2_manifests_still_read_upgrade_as_unknown_and_stay_strict() -> None:
+    """Manifests written before GPU memory planning stay readable (their GPU memory is unknown); a
+    v2 document carrying v3-only fields is rejected; promote upgrades them to v3 with a null
+    gpu_memory, and a v3 source keeps its own."""
+    doc = _as_v2(_manifest())
+    jsonschema.validate(doc, manifest.MANIFEST_SCHEMA_V2)
+    assert manifest.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v2"
+    upgraded = manifest.upgrade_manifest(doc, EXEMPT, GROUPS)
+    assert (upgraded["schema"], upgraded["gpu_memory"], upgraded["instance_groups"]) == (
+        "model-sync.manifest/v3",
+        None,
+        GROUPS,
+    )
+    assert upgraded["exporter"]["operators"] == ["aten::linear", "aten::relu"]
+    assert manifest.upgrade_manifest(_manifest(), EXEMPT, GROUPS)["gpu_memory"] == _manifest()["gpu_memory"]
+    doc["gpu_memory"] = None
+    with pytest.raises(manifest.RecordError, match=r"^model-sync.manifest/v2 gpu_memory: unknown field"):
+        manifest.read_manifest(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("lots", r"^gpu_memory: 'lots'; allowed: object$"),
+        ({"method": "cpu"}, r"^gpu_memory\.bytes_per_instance: missing; allowed: a required field$"),
+        (
+            {"bytes_per_instance": -1, "method": "cpu", "batch": 1, "device": None, "basis": "x"},
+            r"^gpu_memory\.bytes_per_instance: -1; allowed: >= 0$",
+        ),
+    ],
+)
+def test_a_part_of_a_record_is_validated_with_the_same_one_line_errors(value, match) -> None:
+    with pytest.raises(manifest.RecordError, match=match):
+        manifest.validate_part(value, manifest.GPU_MEMORY, "gpu_memory")
 
 
 def test_manifest_reader_checks_key_identity_and_paths() -> None:

@@ -14,8 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
+from tests.model_sync.helpers import (
+    TOY_GPUS,
+    gpu_config,
+    gpu_export,
+    gpu_factories,
+    manifest_doc,
+    pinned_version,
+    python_model,
+    run_cli,
+    write_config,
+)
 from tests.support.s3_servers import S3Server, aws_environ
+
+DOC_TEXT = " ".join((Path(__file__).resolve().parents[2] / "docs" / "model-sync.md").read_text().split())
+NOT_CHECKED = (
+    "gpu memory: not checked in staging: the environment does not name its GPUs (tritonGpus in model-sync.yaml or "
+    "the stack output)"
+)
 
 
 @pytest.fixture
@@ -119,6 +135,7 @@ def test_dry_run_prints_and_writes_nothing(tmp_path, capsys, moto_s3, s3_bucket,
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg, "--dry-run")
     assert r.code == 0
     assert r.out.splitlines() == [
+        NOT_CHECKED,  # GPU memory planning: staging has no tritonGpus
         f"(dryrun) upload: {model}/1/model.pt to s3://{s3_bucket}/repository/simple/1/model.pt",
         f"(dryrun) upload: {model}/1/model.py to s3://{s3_bucket}/repository/simple/1/model.py",
         f"(dryrun) pin: simple version 1 (s3://{s3_bucket}/repository/simple/config.pbtxt)",
@@ -449,3 +466,90 @@ def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_buck
     assert "model.pt" in r.err
     assert pinned_version(moto_s3, s3_bucket, "simple") is None
     assert moto_s3.keys(s3_bucket, "manifests/") == []
+
+
+# ---- GPU memory planning (model_sync/gpu_plan.py): refused before anything is written -------------
+
+
+@pytest.fixture
+def gpu_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    gpu_factories(tmp_path / "src", monkeypatch)
+    return tmp_path / "out"
+
+
+def _writes(server: S3Server, since: int) -> list[str]:
+    return [q for q in server.requests()[since:] if q.split()[0] in ("PUT", "POST", "DELETE")]
+
+
+def test_push_refuses_a_version_that_overcommits_its_deployments_gpu(tmp_path, capsys, moto_s3, s3_bucket, aws_env,
+                                                                     gpu_out) -> None:  # fmt: skip
+    cfg = gpu_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"}, {"staging": TOY_GPUS})
+    a = gpu_export(capsys, gpu_out, "a", "narrow", 2)
+    r = run_cli(capsys, "push", str(a), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert (
+        "gpu memory: deployment default in staging plans 1.3 GiB of the 2.4 GiB allowed on one toy (2.7 GiB)\n" in r.out
+    )
+    b = gpu_export(capsys, gpu_out, "b", "wide", 2)
+    keys, before = moto_s3.keys(s3_bucket), len(moto_s3.requests())
+    for extra in ([], ["--dry-run"], ["--output", "json"]):
+        r = run_cli(capsys, "push", str(b), "--env", "staging", "--config", cfg, *extra)
+        assert r.code == 7, r.err
+        assert r.err.splitlines() == [
+            "model-sync: b -> staging: gpu memory: deployment default would plan 2.7 GiB on one toy (2.7 GiB), more "
+            "than the 2.4 GiB allowed (90% of it); largest: b (this push) 2 x 686.0 MiB = 1.3 GiB, a v1 2 x 686.0 MiB "
+            "= 1.3 GiB (each instance + 686.0 MiB CUDA context allowance); allowed: fewer GPU instances "
+            "(instance_group count), a smaller max_batch_size, or a bigger GPU"
+        ]
+        assert r.out == ""
+    assert moto_s3.keys(s3_bucket) == keys  # nothing written: not even an allocation marker
+    assert _writes(moto_s3, before) == []
+    assert f"`{r.err.strip()}`" in DOC_TEXT  # docs/model-sync.md quotes this very line
+    # One instance fewer fits, and its manifest carries what export recorded and the instance groups.
+    b = gpu_export(capsys, gpu_out, "b", "wide", 1)
+    r = run_cli(capsys, "push", str(b), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    fits = "gpu memory: deployment default in staging plans 2.0 GiB of the 2.4 GiB allowed on one toy (2.7 GiB)"
+    assert f"{fits}\n" in r.out
+    assert f"`{fits}`" in DOC_TEXT
+    assert pinned_version(moto_s3, s3_bucket, "b") == 1
+    doc = manifest_doc(moto_s3, s3_bucket, "b", 1)
+    assert doc["schema"] == "model-sync.manifest/v3"
+    assert doc["gpu_memory"] == json.loads((b / "export.json").read_text())["gpu_memory"]
+    assert doc["gpu_memory"]["method"] == "estimated"
+    assert doc["instance_groups"] == [{"kind": "KIND_GPU", "count": 1, "gpus": []}]
+
+
+def test_push_names_the_unknown_and_the_unchecked(tmp_path, capsys, moto_s3, aws_env, gpu_out) -> None:
+    staging, dev = moto_s3.make_bucket(), moto_s3.make_bucket()
+    cfg = gpu_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{staging}", "dev": f"s3://{dev}"},
+                     {"staging": TOY_GPUS})  # fmt: skip
+    c = python_model(tmp_path / "hand", "c")  # no export.json: its GPU memory is unknown, never guessed
+    r = run_cli(capsys, "push", str(c), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    assert (
+        "gpu memory: deployment default in staging plans 0 B of the 2.4 GiB allowed on one toy (2.7 GiB); not counted "
+        "(GPU memory unknown): c (this push)\n"
+    ) in r.out
+    assert manifest_doc(moto_s3, staging, "c", 1)["gpu_memory"] is None
+    a = gpu_export(capsys, gpu_out, "a", "narrow", 3)
+    r = run_cli(capsys, "push", str(a), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err  # 1.5 GiB fits; c does not count, and is not a reason to refuse
+    assert r.out.splitlines()[0] == (
+        "gpu memory: deployment default in staging plans 2.0 GiB of the 2.4 GiB allowed on one toy (2.7 GiB); not "
+        "counted (GPU memory unknown): c v1"
+    )
+    d = gpu_export(capsys, gpu_out, "d", "narrow", 8)
+    r = run_cli(capsys, "push", str(d), "--env", "staging", "--config", cfg)
+    assert (r.code, r.out.splitlines()[0]) == (
+        0,
+        "gpu memory: not checked for d: in no deployment of staging's tritonGpus",
+    )
+    r = run_cli(capsys, "push", str(a), "--env", "dev", "--config", cfg)
+    assert (r.code, r.out.splitlines()[0]) == (0, NOT_CHECKED.replace("in staging", "in dev"))
+    assert "gpu memory" not in run_cli(capsys, "push", str(a), "--env", "dev", "--config", cfg).out  # up to date
+    for quiet in (["--quiet"], ["--output", "json"]):
+        (a / "1" / "model.py").write_text(f"# {quiet}\n")
+        r = run_cli(capsys, "push", str(a), "--env", "dev", "--config", cfg, *quiet)
+        assert r.code == 0, r.err
+        assert "gpu memory" not in r.out + r.err

@@ -33,12 +33,14 @@ def test_the_manifest_round_trips_through_the_strict_reader(
     }
     doc = build_manifest(m, 3, "tester")
     assert (doc["schema"], doc["model"], doc["version"], doc["files"], doc["created_by"]) == (
-        manifest.MANIFEST_V2,
+        manifest.MANIFEST_V3,
         "simple",
         3,
         entries,
         "tester",
     )
+    # No export.json: GPU memory unknown; no instance_group: Triton's default, one instance per GPU.
+    assert (doc["gpu_memory"], doc["instance_groups"]) == (None, [{"kind": "KIND_AUTO", "count": 1, "gpus": []}])
     assert doc["config_pbtxt"] == m.pinned_text(3)
     repo = _repo(moto_s3, s3_bucket)
     assert repo.put_new(layout.manifest_key("simple", 3), manifest.dumps(doc)) is True

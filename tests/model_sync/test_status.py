@@ -1,11 +1,25 @@
 """model_sync.status against a real moto_server: the pinned, previous and available versions,
 what each replica reports serving (model_sync.replicas) and the pin flagged when no replica
-serves it READY. The tables and JSON of `model-sync status` are in test_lifecycle.py."""
+serves it READY; each deployment's planned GPU memory against its card (model_sync/gpu_plan.py).
+The tables and JSON of `model-sync status` are in test_lifecycle.py."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
+from model_sync.gpu_plan import CUDA_CONTEXT_BYTES, human
+from tests.model_sync.helpers import (
+    TOY_GPUS,
+    gpu_config,
+    gpu_export,
+    gpu_factories,
+    manifest_doc,
+    python_model,
+    run_cli,
+)
 from tests.model_sync.test_replicas import _report, two_versions
 
 
@@ -31,3 +45,36 @@ def test_model_status_shows_what_each_replica_serves(pushed) -> None:
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [2]))
     s = status.model_status(repo, "simple")
     assert (s["pin_served"], status.served_cell(s)) == (True, "1/1")
+
+
+def test_status_shows_each_deployments_planned_gpu_memory(tmp_path, capsys, moto_s3, aws_env, monkeypatch) -> None:
+    gpu_factories(tmp_path / "src", monkeypatch)
+    staging, prod = moto_s3.make_bucket(), moto_s3.make_bucket()
+    cfg = gpu_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{staging}", "prod": f"s3://{prod}"},
+                     {"staging": TOY_GPUS})  # fmt: skip
+    for model in (gpu_export(capsys, tmp_path / "out", "a", "narrow", 2), python_model(tmp_path / "hand", "c")):
+        assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    r = run_cli(capsys, "status", "--config", cfg, "--output", "json")
+    assert r.code == 0, r.err
+    report = json.loads(r.out)
+    per_instance = manifest_doc(moto_s3, staging, "a", 1)["gpu_memory"]["bytes_per_instance"]
+    card, planned = 4 * CUDA_CONTEXT_BYTES, 2 * (per_instance + CUDA_CONTEXT_BYTES)  # TOY_GPUS; 2 instances of a
+    assert report["staging"]["gpu_memory"] == {
+        "known": True,
+        "detail": None,
+        "deployments": [
+            {
+                "deployment": "default", "gpu": "toy", "memory_bytes": card, "allowed_bytes": int(0.9 * card),
+                "planned_bytes": planned, "fits": True, "headroom": 0.9, "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+                "unknown": ["c v1"],
+                "models": [{"model": "a", "version": 1, "instances_per_gpu": 2, "bytes_per_instance": per_instance,
+                            "bytes": planned}],
+            }
+        ],
+    }  # fmt: skip
+    no_gpus = "the environment does not name its GPUs (tritonGpus in model-sync.yaml or the stack output)"
+    assert report["prod"]["gpu_memory"] == {"known": False, "detail": no_gpus, "deployments": []}
+    text = run_cli(capsys, "status", "--config", cfg).out
+    row = ["staging", "default", f"toy {human(card)}", human(planned), human(int(0.9 * card)), "yes", "c v1"]
+    assert re.search("^" + r"\s+".join(map(re.escape, row)) + "$", text, re.M), text
+    assert f"gpu memory: not planned in prod: {no_gpus}\n" in text
