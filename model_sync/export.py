@@ -75,6 +75,7 @@ class ExportOptions:
     max_queue_delay_us: int = 100
     instance_kind: str | None = None  # default: KIND_GPU for cloud, KIND_CPU for local
     instance_count: int = 1
+    profile: str | None = None  # the export --profile the batching/instance defaults came from (export_profiles)
     warmup: bool = True  # model_warmup in config.pbtxt (model_config.add_warmup); --no-warmup turns it off
     overwrite: bool = False
     seed: int = 0
@@ -365,6 +366,7 @@ def export(opts: ExportOptions) -> dict[str, Any]:
             "example_dtypes": [opts.dtype_of(i) for i in range(len(opts.shapes))],
             "rtol": opts.rtol,
             "atol": opts.atol,
+            "profile": opts.profile,
             "git_commit": os.environ.get("GITHUB_SHA"),
         }
         with open(os.path.join(tmp, "export.json"), "w") as f:

@@ -6,7 +6,12 @@ config.pbtxt carries model_warmup by default: zero-filled samples of every input
 and dtypes) at batch 1 and at the largest preferred batch size (max_batch_size without preferred
 sizes; one sample at batch 1 with --max-batch-size 0). Triton runs them on every instance before
 the model is READY, so the first requests after a load or hot reload are not cold.
---no-warmup writes none."""
+--no-warmup writes none.
+
+--profile NAME presets the batching and instance flags from a measured configuration (flags given
+explicitly win); --target cloud without --profile takes gpu-throughput. The presets and the
+measurements they come from:
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import argparse
 from typing import Any
 
 from model_sync import errors
+from model_sync import export_profiles as _profiles
 from model_sync.commands import _common
 
 NAME = "export"
@@ -30,7 +36,10 @@ def _shape(text: str) -> tuple[int, ...]:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        NAME, help="TorchScript a PyTorch module and write a Triton model directory", description=__doc__
+        NAME,
+        help="TorchScript a PyTorch module and write a Triton model directory",
+        description=__doc__ + "\n".join(f"  {p.measured()}" for p in _profiles.PROFILES.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "factory", metavar="MODULE:FACTORY", help="callable returning a torch.nn.Module, e.g. mypkg.models:build"
@@ -66,7 +75,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance TorchScript vs eager (default 1e-5)")
     p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance TorchScript vs eager (default 1e-6)")
     p.add_argument(
-        "--max-batch-size", type=int, default=8, help="Triton max_batch_size; 0 disables batching (default 8)"
+        "--profile",
+        choices=tuple(_profiles.PROFILES),
+        default=None,
+        help="batching/instance presets measured by the serving benchmark (listed above); "
+        "default: gpu-throughput for --target cloud, none for local",
+    )
+    p.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=None,
+        help="Triton max_batch_size; 0 disables batching (default: the profile's, else 8)",
     )
     p.add_argument(
         "--no-dynamic-batching", dest="dynamic_batching", action="store_false", help="do not enable the dynamic batcher"
@@ -83,16 +102,18 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-queue-delay-us",
         type=int,
-        default=100,
-        help="dynamic batching max queue delay in microseconds (default 100)",
+        default=None,
+        help="dynamic batching max queue delay in microseconds (default: the profile's, else 100)",
     )
     p.add_argument(
         "--instance-kind",
         choices=("KIND_AUTO", "KIND_CPU", "KIND_GPU"),
         default=None,
-        help="instance group kind (default KIND_GPU for cloud, KIND_CPU for local)",
+        help="instance group kind (default: the profile's, else KIND_GPU for cloud, KIND_CPU for local)",
     )
-    p.add_argument("--instance-count", type=int, default=1, help="instances per device (default 1)")
+    p.add_argument(
+        "--instance-count", type=int, default=None, help="instances per device (default: the profile's, else 1)"
+    )
     p.add_argument(
         "--no-warmup",
         dest="warmup",
@@ -112,6 +133,16 @@ def run(args: argparse.Namespace) -> int:
     from model_sync import export
     from model_sync.ui import Console
 
+    preset = _profiles.resolve(
+        args.target,
+        args.profile,
+        max_batch_size=args.max_batch_size,
+        preferred_batch_sizes=tuple(args.preferred),
+        max_queue_delay_us=args.max_queue_delay_us,
+        instance_kind=args.instance_kind,
+        instance_count=args.instance_count,
+        dynamic_batching=args.dynamic_batching,
+    )
     opts = export.ExportOptions(
         factory=args.factory,
         output=args.output,
@@ -122,14 +153,10 @@ def run(args: argparse.Namespace) -> int:
         target=args.target,
         rtol=args.rtol,
         atol=args.atol,
-        max_batch_size=args.max_batch_size,
         dynamic_batching=args.dynamic_batching,
-        preferred_batch_sizes=tuple(args.preferred),
-        max_queue_delay_us=args.max_queue_delay_us,
-        instance_kind=args.instance_kind,
-        instance_count=args.instance_count,
         warmup=args.warmup,
         overwrite=args.overwrite,
+        **preset,
     )
     meta = export.export(opts)
     Console(args.quiet).line(

@@ -189,7 +189,8 @@ def test_no_warmup_writes_no_model_warmup(factories, capsys) -> None:
     )
     assert r.code == 0, r.err
     cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
-    assert (len(cfg.model_warmup), cfg.max_batch_size, list(cfg.input[0].dims)) == (0, 8, [4])
+    # --target cloud's default profile is gpu-throughput (max batch 32: model_sync/export_profiles.py)
+    assert (len(cfg.model_warmup), cfg.max_batch_size, list(cfg.input[0].dims)) == (0, 32, [4])
     assert "model_warmup" not in (factories / "two" / "config.pbtxt").read_text()
 
 
@@ -226,7 +227,11 @@ def test_warmup_without_preferred_sizes_uses_max_batch_size(factories, capsys) -
         ),
         (["exportfactories:missing", "--example-shape", "4,2"], 2, r"has no attribute 'missing'"),
         (["nosuchmodule_x:f", "--example-shape", "4,2"], 2, r"cannot be imported"),
-        (["exportfactories:two", "--example-shape", "16,4"], 2, r"batch 16 > --max-batch-size 8"),
+        (
+            ["exportfactories:two", "--example-shape", "16,4", "--max-batch-size", "8"],
+            2,
+            r"batch 16 > --max-batch-size 8",
+        ),
         (["exportfactories:two", "--example-shape", "4,0"], 2, r"--example-shape: '4,0'"),
         (["exportfactories:two", "--example-shape", "4,x"], 2, r"'4,x' is not a shape"),
         (
@@ -235,7 +240,7 @@ def test_warmup_without_preferred_sizes_uses_max_batch_size(factories, capsys) -
             r"--example-dtype: 'complex64'",
         ),
         (
-            ["exportfactories:two", "--example-shape", "4,4", "--preferred-batch-size", "9"],
+            ["exportfactories:two", "--example-shape", "4,4", "--max-batch-size", "8", "--preferred-batch-size", "9"],
             2,
             r"--preferred-batch-size: 9; allowed: 1\.\.max_batch_size",
         ),

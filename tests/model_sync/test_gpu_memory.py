@@ -34,8 +34,8 @@ def _record(model: Path) -> dict:
 def test_export_estimates_without_a_gpu_from_the_real_tensors(out, capsys) -> None:
     weights = _eager_weight_bytes("narrow")
     assert weights == (16 * 8 + 8) * 4 + 2 * 8 * 4 + 2 * 8 * 4 + 8  # fc, bn affine, running stats, batches tracked
-    io = 8 * 16 * 4 + 8 * 8 * 4  # input and output at batch 8, the default max_batch_size (the example has 2)
-    assert _record(export_model(capsys, out, "narrow", "narrow")) == {
+    io = 8 * 16 * 4 + 8 * 8 * 4  # input and output at batch 8, the max_batch_size (the example has 2)
+    assert _record(export_model(capsys, out, "narrow", "narrow", "--max-batch-size", "8")) == {
         "bytes_per_instance": weights + io,
         "method": "estimated",
         "batch": 8,
