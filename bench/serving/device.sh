@@ -25,6 +25,15 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 nvidia-smi --query-gpu=name,driver_version,utilization.gpu,memory.used --format=csv
 export PYTHONUNBUFFERED=1
 status=0
+# MPS=1: the sweep under the CUDA Multi-Process Service, so the instances' stub processes (one CUDA
+# context each) share the GPU concurrently instead of being time-sliced.
+if [[ "${MPS:-0}" == 1 ]]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d
+  trap 'echo quit | nvidia-cuda-mps-control; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$OUT/mps-log" 2>/dev/null || true' EXIT
+  set -- "$@" --label mps
+fi
 python3 -m bench.serving.run \
   --triton-root "$W/triton" --perf-analyzer "$W/triton/perf/bin/perf_analyzer" \
   --stub-pythonpath "$W/np126" --export-pythonpath "$W/exsite" --out "$OUT" "$@" || status=$?

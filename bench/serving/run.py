@@ -258,6 +258,8 @@ class Bench:
             kernel=platform.release(),
             triton="not started",
             perf_analyzer=self.a.perf_analyzer,
+            label=self.a.label or None,
+            mps=bool(os.environ.get("CUDA_MPS_PIPE_DIRECTORY")),
         )
         env["dev_shm"] = sh(["df", "-h", "/dev/shm"]).splitlines()[-1:]
         log(f"environment: {json.dumps(env)}")
@@ -600,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
         "--export-pythonpath", default="", help="extra PYTHONPATH for model-sync export (tritonclient, protobuf)"
     )
     p.add_argument("--out", required=True)
+    p.add_argument("--label", default="", help="what is special about this run (e.g. mps), recorded in environment")
     p.add_argument("--work", default="/tmp/bench-serving")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"))

@@ -225,3 +225,19 @@ def test_the_cuda_context_allowance_is_the_measured_one() -> None:
     measured = result("serving.json")["cuda_context"]
     assert measured["gpu"] == "NVIDIA H200"
     assert gpu_plan.CUDA_CONTEXT_BYTES == round(measured["context_mib"]) * gpu_plan.MIB
+
+
+def test_gpu_benchmark_warmup_table() -> None:
+    """docs/gpu-benchmark.md's warm-up rows equal bench/results/warmup-gpu.json's medians."""
+    summary = result("warmup-gpu.json")["summary"]
+    for scenario, label in (("warmup", "| warm-up (the default) |"), ("no-warmup", "| `--no-warmup` |")):
+        first, second, batch, steady, ready = grab(
+            r"\| ([\d.]+) ms \| ([\d.]+) ms \| ([\d.]+) ms \| ([\d.]+) ms \| ([\d.]+) s \|",
+            doc_line("docs/gpu-benchmark.md", label),
+        )
+        s = summary[scenario]
+        assert_rounds_to(first, s["first_request_ms"]["median"])
+        assert_rounds_to(second, s["first_requests_ms_by_index"][1]["median"])
+        assert_rounds_to(batch, s["first_batch_ms"]["median"])
+        assert_rounds_to(steady, s["steady_median_ms"]["median"])
+        assert_rounds_to(ready, s["ready_s"]["median"])
