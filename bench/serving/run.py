@@ -502,12 +502,19 @@ class Bench:
         finally:
             srv.stop(timeout=20)
 
+    def best(self) -> dict[str, Any] | None:
+        """The summary's best point so far (None before the raw limit and the baseline are measured)."""
+        if not (self.doc["raw"] and self.doc["baseline"]["points"]):
+            return None
+        best: dict[str, Any] | None = stats.summarize(self.doc).get("best")
+        return best
+
     def cuda_shm(self, grpc: int, metrics: int, sid: int) -> None:
         """The best variant again with the client's tensors in CUDA shared memory: Triton hands the
         inputs to the wrapper on the GPU (FORCE_CPU_ONLY_INPUT_TENSORS "no", DLPack), no host copy."""
         if not self.a.cuda_shm_concurrency or self.a.device != "cuda":
             return
-        best = stats.summarize(self.doc).get("best") if self.doc["raw"] and self.doc["baseline"]["points"] else None
+        best = self.best()
         name = best["variant"] if best else self.variants[-1].name
         entry = {
             "name": name,
@@ -529,7 +536,7 @@ class Bench:
 
     def http_check(self, http: int, metrics: int) -> None:
         """The best variant driven over HTTP by the baseline's own client (no shared memory)."""
-        best = stats.summarize(self.doc).get("best") if self.doc["raw"] and self.doc["baseline"]["points"] else None
+        best = self.best()
         name = best["variant"] if best else self.variants[-1].name
         c = int(best["concurrency"]) if best else 64
         if self.left() < self.a.baseline_seconds + 20:
