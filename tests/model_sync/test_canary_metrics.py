@@ -105,11 +105,25 @@ def _metrics_url(s: TritonServer) -> str:
     return f"http://127.0.0.1:{s.metrics_port}/metrics"
 
 
+def _settled(source: TritonMetrics, mark: object, sent: dict[int, int]) -> dict[int, canary_metrics.Figures]:
+    """The figures once each version's counters reach what the client sent. Triton counts a request
+    when it releases it, which can come a moment after the client has its response, so a scrape
+    taken right after the last response may still miss that one request."""
+    versions = sorted({*sent, 3})
+
+    def counted() -> bool:
+        figures = source.figures(mark, versions)
+        return all(figures[v].requests >= n for v, n in sent.items())
+
+    wait_until(counted, 10, what=f"Triton's counters to reach {sent}")
+    return source.figures(mark, versions)
+
+
 def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) -> None:
     source = TritonMetrics("m", (*map(_metrics_url, servers), "http://127.0.0.1:9/metrics"))  # one replica away
     mark = source.mark()
     stable, canary = _load(servers[0], 60, fail_every=1000), _load(servers[1], 40, fail_every=10)
-    figures = source.figures(mark, [2, 1, 3])
+    figures = _settled(source, mark, {1: 60, 2: 40})
     assert (figures[1].requests, figures[1].errors) == stable == (60, 1)  # request 0 fails too
     assert (figures[2].requests, figures[2].errors) == canary == (40, 4)
     assert figures[3] == canary_metrics.Figures()  # a version nobody serves: nothing, no figures
@@ -119,7 +133,8 @@ def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) 
     # A python model's error *response* fails the request, and Triton counts it as a success.
     mark = source.mark()
     assert _load(servers[0], 10, fail_every=5, value=0.0) == (10, 2)
-    assert (source.figures(mark, [1])[1].requests, source.figures(mark, [1])[1].errors) == (10, 0)
+    settled = _settled(source, mark, {1: 10})
+    assert (settled[1].requests, settled[1].errors) == (10, 0)
     with pytest.raises(canary_metrics.MetricsError, match=r"^metrics: none of http://127.0.0.1:9/metrics answered;"):
         TritonMetrics("m", ("http://127.0.0.1:9/metrics",)).mark()
 
