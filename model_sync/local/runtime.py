@@ -129,9 +129,9 @@ def stub_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYTHONPATH", None)
-    # No __pycache__ inside version directories: Triton's poller would see the model directory
-    # change and reload the model (measured: one extra reload per new version).
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The stub's embedded interpreter runs isolated (sys.flags.ignore_environment == 1, measured on
+    # 2.51), so no PYTHON* variable reaches it: a version keeps its __pycache__ out of Triton's
+    # poller only by having it written first (agent.local_repository.precompile_python).
     return env
 
 

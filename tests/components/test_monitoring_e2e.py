@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from model_sync.agent.local_repository import precompile_python
 from model_sync.local.procs import wait_until
 from model_sync.local.runtime import TritonRuntime, TritonServer
 from tests.components.test_monitoring_rules import alert, program_dashboard, program_rules
@@ -118,6 +119,7 @@ def _triton(tmp: Path, runtime: TritonRuntime, name: str, always_fail: bool, ver
     (repo / name / str(version)).mkdir(parents=True)
     (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name))
     (repo / name / str(version) / "model.py").write_text(MODEL_PY.format(always_fail=always_fail, service_s=SERVICE_S))
+    precompile_python(repo / name / str(version))  # as the agent does: else the stub's pyc makes Triton reload it
     return TritonServer(repo, tmp / "triton.log", runtime=runtime)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from model_sync import canary_metrics
+from model_sync.agent.local_repository import precompile_python
 from model_sync.canary_metrics import PrometheusMetrics, TritonMetrics
 from model_sync.local.procs import wait_until
 from model_sync.local.runtime import TritonRuntime, TritonServer
@@ -64,6 +65,7 @@ def _server(tmp: Path, runtime: TritonRuntime, version: int) -> TritonServer:
     (repo / "m" / str(version)).mkdir(parents=True)
     (repo / "m" / "config.pbtxt").write_text(CONFIG % version)
     (repo / "m" / str(version) / "model.py").write_text(MODEL_PY.format(sleep=SLEEP[version]))
+    precompile_python(repo / "m" / str(version))  # as the agent does: else the stub's pyc makes Triton reload it
     return TritonServer(repo, tmp / f"v{version}" / "triton.log", runtime=runtime)
 
 
