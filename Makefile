@@ -115,9 +115,10 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy bootstrap/__main__.py  # the account bootstrap program (another __main__: its own run)
 
 # --dist loadscope: a module's tests run in one worker, so a module-scoped stack (four tritonservers
-# and their agents for the gray release) is started once, not once per worker.
+# and their agents for the gray release) is started once, not once per worker. --no-loadscope-reorder:
+# modules go out in tests/conftest.py's order (end-to-end modules first), not by test count.
 unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP) $(PROMETHEUS) $(LOGQL)
-	$(VENV)/bin/pytest -n 2 --dist loadscope $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # From nothing, the three virtualenvs, the npm packages and Prometheus install side by side (mostly
 # downloads and unpacking): `make test` then waits for the slowest, not for their sum.
