@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         help="result JSON (default bench/results/agent-ready.json)",
     )
     args = parser.parse_args(argv)
+    load_before = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure: recorded
     runs: dict[str, list[dict[str, Any]]] = {}
     for _ in range(args.repeat):
         for scenario, fn in (("new-pod", new_pod), ("live-pod", live_pod)):
@@ -152,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         "scenarios": results,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": (
-            "2 shared cores (other jobs running), CPU tritonserver 2.51 (--model-load-thread-count 4, its default), "
-            "rclone serve s3"
+            f"{os.cpu_count()} cores, CPU tritonserver 2.51 (--model-load-thread-count 4, its default), rclone serve s3"
         ),
+        "load_average_1m": {"before": load_before, "after": round(os.getloadavg()[0], 2)},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
