@@ -326,6 +326,38 @@ def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving)
     assert _model_state(doc)["smoke"]["ok"] is True
 
 
+def test_a_version_without_its_backends_files_never_reaches_a_running_triton(serving: Serving) -> None:
+    """Issue 17, item 1, on a running replica: a manifest written past `push` lists only model.pt
+    for the python-backend `add`. tritonserver 2.51 would stay LOADING on it and its poller would
+    stop, so a good push of another model would never load. The agent refuses the version before
+    a byte reaches Triton: `add` keeps serving 1 under load, `other` loads, and `status` says why."""
+    from tests.support.triton import pinned_config, upload_version
+
+    publish(serving, "add")
+    serving.start_agent()
+    serving.wait_served("add", 1)
+    with LoadGenerator(serving.triton.http_url, "add") as load:
+        upload_version(serving.client, BUCKET, "add", 2, {"model.pt": b"weights"}, pinned_config("add", 2))
+        flip_pin(serving, "add", 2, config_text=pinned_config("add", 2))
+        assert publish(serving, "other") == 1
+        serving.wait_served("other", 1, timeout=60)
+        doc = serving.wait_status(lambda d: _model_state(d).get("state") == "FAILED", what="add FAILED")
+    assert load.failed == 0, load.errors
+    assert {v for _, v in load.versions} == {1}
+    assert served_version(serving.triton.http_url, "add") == 1
+    assert not (serving.repository / "add" / "2").exists()
+    assert "versions: 1" in (serving.repository / "add" / "config.pbtxt").read_text()
+    reason = _model_state(doc)["error"]
+    assert "version 2 rejected: manifest manifests/add/2.json: lists no model.py" in reason, reason
+    assert _model_state(doc, "other")["state"] == "READY"
+    rc, out = serving.cli("status", "--env", "test")
+    assert rc == 0, out
+    row = next(line for line in out.splitlines() if "default/replica-0" in line and " add " in line)
+    assert row.split()[:5] == ["test", "add", "default/replica-0", "1", "FAILED"], row
+    assert "lists no model.py" in row
+    assert "0/1 PIN NOT SERVED" in out
+
+
 def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(serving: Serving) -> None:
     """A NEW model (no previous version) whose initialize() raises must not stay in the repository
     (Triton would retry loading it, and it would stay in the index as UNAVAILABLE); the other model

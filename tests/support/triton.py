@@ -163,21 +163,23 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
     return version
 
 
-def flip_pin(stack: Serving, name: str, version: int, bucket: str = BUCKET) -> None:
+def flip_pin(stack: Serving, name: str, version: int, bucket: str = BUCKET, config_text: str | None = None) -> None:
     """The commit point through the product's own code (model_sync.repository.flip_pin, what push
-    and rollback run): the pinned config text of the version's manifest, written conditionally on
-    the current pin, then the pin history and the pin-index entry agents list."""
+    and rollback run): the pinned config text of the version's manifest (or `config_text`, for a
+    version written past push), written conditionally on the current pin, then the pin history and
+    the pin-index entry agents list."""
     from model_sync import environments, repository
     from model_sync.s3 import Repo
 
-    body = stack.client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read()
-    doc = manifest.read_manifest(body, name, version)
+    if config_text is None:
+        body = stack.client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read()
+        config_text = manifest.read_manifest(body, name, version)["config_pbtxt"]
     env = environments.Environment(
         "serving", layout.Root(bucket), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region
     )
     with _s3_env(stack):
         repo = Repo(env)
-        repository.flip_pin(repo, name, version, doc["config_pbtxt"], "push", "tests", repository.read_pin(repo, name))
+        repository.flip_pin(repo, name, version, config_text, "push", "tests", repository.read_pin(repo, name))
 
 
 def publish(stack: Serving, name: str, fail: bool = False, extra: dict[str, bytes] | None = None) -> int:
