@@ -186,7 +186,7 @@ class CanaryLab:
 def measure(records: Records, doc: dict[str, Any]) -> dict[str, Any]:
     """The figures of one gray release from what the clients saw and the final canary record."""
     canary, stable = doc["canary_version"], doc["stable_version"]
-    failures = records.failures(stable, canary)
+    failures = records.failures(stable, canary, canary_models.injected_version)
     steps = []
     for step in doc["steps"]:
         start = manifest.parse_time(step["window_from"] or step["started_at"]).timestamp()
@@ -203,6 +203,12 @@ def measure(records: Records, doc: dict[str, Any]) -> dict[str, Any]:
         "failed_canary": failures.canary,
         "failed_other": failures.other,
         "answered_by_canary": records.version_counts().get(canary, 0),
+        # The failures the canary model did not inject (up to 10): what a `failed_stable` or `failed_other` was.
+        "unexpected_failures": [
+            {"replica": r.replica, "attributed_version": records.attributed_version(r), "error": r.error}
+            for r in records.failed()
+            if r.error is not None and canary_models.injected_version(r.error) is None
+        ][:10],
         "steps": steps,
     }
     if doc["decision"] and doc["decision"]["outcome"] == "aborted":

@@ -27,6 +27,7 @@ measured latency is ~2.6x good's (p50 ~33 ms vs ~12.5 ms), its added 20 ms well 
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +43,12 @@ GOOD_DELAY_S = 0.010  # seconds each request of `good` and `errors` sleeps in ex
 SLOW_FACTOR = 3  # `slow` sleeps SLOW_FACTOR x GOOD_DELAY_S
 ERROR_MODULUS = 20  # `errors` fails the inputs whose first value, rounded, is ERROR_RESIDUE mod 20 ...
 ERROR_RESIDUE = 13  # ... i.e. 1 request in 20 (5 %) when INPUT0[0] counts 0, 1, 2, ...; never the smoke's 1.0
+# What `errors` raises; it names the version that failed, so a client can attribute the failure exactly
+# (injected_version) instead of by the replica's nearest answer in time.
+INJECTED_MESSAGE = "canary model 'errors' version {version}: input {first:g} rejected on purpose"
+_INJECTED = re.compile(
+    re.escape(INJECTED_MESSAGE).replace(r"\{version\}", r"(?P<version>[0-9]+)").replace(r"\{first:g\}", r"\S+")
+)
 
 # The model.py of every kind; the kind's constants are filled in. It runs inside tritonserver's
 # python backend stub: numpy<2 and the standard library only.
@@ -56,6 +63,7 @@ import triton_python_backend_utils as pb_utils
 KIND = {kind!r}
 DELAY_S = {delay!r}
 ERROR_MODULUS = {modulus!r}
+MESSAGE = {message!r}
 ERROR_RESIDUE = {residue!r}
 
 
@@ -74,9 +82,7 @@ class TritonPythonModel:
             if KIND == "errors" and int(round(first)) % ERROR_MODULUS == ERROR_RESIDUE:
                 # Raised, not returned as InferenceResponse(error=...): Triton 2.51 counts a returned
                 # error response as a success in /metrics; a raised one as a BACKEND failure.
-                raise pb_utils.TritonModelException(
-                    f"canary model 'errors' version {{self.version}}: input {{first:g}} rejected on purpose"
-                )
+                raise pb_utils.TritonModelException(MESSAGE.format(version=self.version, first=first))
             out = (x * np.float32(2)).astype(np.float32)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor({output!r}, out)]))
         return responses
@@ -93,6 +99,13 @@ def fails(values: Iterable[float]) -> bool:
     """Whether the `errors` kind answers an input whose INPUT0 holds `values` with a TritonError."""
     first = float(next(iter(values)))
     return round(first) % ERROR_MODULUS == ERROR_RESIDUE
+
+
+def injected_version(error: str) -> int | None:
+    """The version an `errors` failure names (INJECTED_MESSAGE, anywhere in the client's error
+    line); None for any other failure."""
+    found = _INJECTED.search(error)
+    return int(found["version"]) if found else None
 
 
 def config(name: str) -> Any:
@@ -121,6 +134,7 @@ def model_py(kind: str) -> str:
         kind=kind,
         delay=delay_s(kind),
         modulus=ERROR_MODULUS,
+        message=INJECTED_MESSAGE,
         residue=ERROR_RESIDUE,
         input=INPUT,
         output=OUTPUT,

@@ -31,6 +31,8 @@ from typing import Any
 # The request's inputs, by name, from its sequence number (0, 1, 2, ... in the order requests are
 # sent): deterministic inputs let a test predict which requests a model fails.
 InputsFactory = Callable[[int], Mapping[str, Any]]
+# Reads the version a failure's error line names, if it names one (Records.attributed_version).
+VersionNamer = Callable[[str], int | None]
 
 DEFAULT_TIMEOUT_S = 10.0  # per request: connect and network timeout of each tritonclient
 FAILURE_PAUSE_S = 0.01  # a thread pauses this long after a failure: a fleet that is down is not spun on
@@ -106,10 +108,15 @@ class Records(Sequence[Request]):
         """Failure lines and how often each occurred."""
         return Counter(r.error for r in self.failed() if r.error is not None)
 
-    def attributed_version(self, request: Request) -> int | None:
-        """The version `request`'s replica was serving when it failed: that of the replica's
-        successful answer nearest in time (Triton's error responses do not name a version);
-        None when the replica never answered successfully."""
+    def attributed_version(self, request: Request, named: VersionNamer | None = None) -> int | None:
+        """The version that failed `request`: the one its error line names when `named` reads one
+        from it (a model that says which version refused), otherwise the version its replica was
+        serving, that of the replica's successful answer nearest in time (Triton's error responses
+        do not name a version); None when neither is known."""
+        if named is not None and request.error is not None:
+            version = named(request.error)
+            if version is not None:
+                return version
         answers = self._answers_by_replica().get(request.replica)
         if not answers:
             return None
@@ -118,9 +125,9 @@ class Records(Sequence[Request]):
         candidates = [answers[j] for j in (i - 1, i) if 0 <= j < len(answers)]
         return min(candidates, key=lambda tv: abs(tv[0] - request.answered))[1]
 
-    def failures(self, stable: int, canary: int) -> Failures:
+    def failures(self, stable: int, canary: int, named: VersionNamer | None = None) -> Failures:
         """Failed requests split between the `stable` and the `canary` version (attributed_version)."""
-        counts = Counter(self.attributed_version(r) for r in self.failed())
+        counts = Counter(self.attributed_version(r, named) for r in self.failed())
         return Failures(
             stable=counts[stable],
             canary=counts[canary],

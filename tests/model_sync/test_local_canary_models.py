@@ -152,6 +152,7 @@ def test_errors_fails_exactly_the_predicted_five_percent(triton: TritonServer) -
     for seq, error in zip(sorted(predicted, key=str), errors, strict=True):
         assert error.startswith("InferenceServerException: [500] Failed to process the request(s) for model 'errors")
         assert f"TritonModelException: canary model 'errors' version 1: input {seq} rejected on purpose" in error
+        assert canary_models.injected_version(error) == 1  # what the gray release's figures attribute by
     assert records.version_counts() == {1: len(records) - len(predicted)}
     # Triton counts them as failed requests of version 1 (what the canary analysis reads).
     assert _metric(triton, "nv_inference_request_failure", "errors") - failed_before == len(predicted)

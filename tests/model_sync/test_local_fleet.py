@@ -5,6 +5,7 @@ environment, which the demo uses too."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -192,6 +193,12 @@ class Pushed:
         doc: dict[str, Any] = json.loads(body)
         return doc
 
+    def smoked(self, replica_id: str, version: int) -> bool:
+        """Whether `replica_id`'s status record reports MODEL READY and its smoke of `version` passed."""
+        model = ((self.status(replica_id) or {}).get("models") or {}).get(MODEL) or {}
+        smoke = model.get("smoke") or {}
+        return model.get("state") == "READY" and smoke.get("ok") is True and smoke.get("version") == version
+
 
 @pytest.fixture(scope="module")
 def pushed(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRuntime) -> Iterator[Pushed]:
@@ -223,7 +230,16 @@ def pushed(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRunti
         assert proc.returncode == 0, proc.stdout + proc.stderr + fleet.logs()
         doc = json.loads(proc.stdout)
         fleet.wait_ready(MODEL, 1, timeout=60)
-        yield Pushed(fleet, s3, int(doc["models"][0]["version"]), doc, started_s)
+        pushed = Pushed(fleet, s3, int(doc["models"][0]["version"]), doc, started_s)
+        # Triton READY comes before each agent's report of it and its one smoke inference (a request
+        # Triton counts): the tests start once both agents have reported the smoke of version 1.
+        for replica_id in fleet.replica_ids:
+            wait_until(
+                functools.partial(pushed.smoked, replica_id, 1),
+                60,
+                what=f"{replica_id}'s report of its smoke inference of {MODEL} 1",
+            )
+        yield pushed
     finally:
         fleet.stop()
         s3.stop()

@@ -59,6 +59,26 @@ def test_failures_are_split_by_the_version_their_replica_was_answering_with() ->
     assert never.failures(stable=1, canary=2).total == 5
 
 
+def test_a_failure_whose_error_names_its_version_is_attributed_to_that_version() -> None:
+    # Replica 1 switches back from the canary 2 to 1 at t=20; a canary failure answered just after the
+    # switch is nearest in time to a stable answer, and only the version its error names says otherwise.
+    def named(error: str) -> int | None:
+        return int(error.rsplit(" ", 1)[1]) if error.startswith("refused by version ") else None
+
+    switch = Records(
+        [
+            ok(0, 1, 10.0, 2),
+            failed(1, 1, 20.0, "refused by version 2"),
+            ok(2, 1, 20.0, 1),
+            failed(3, 1, 30.0),  # names nothing: the replica's nearest answer (version 1)
+        ]
+    )
+    assert switch.failures(stable=1, canary=2) == Failures(stable=2, canary=0, other=0)
+    assert switch.failures(stable=1, canary=2, named=named) == Failures(stable=1, canary=1, other=0)
+    assert switch.attributed_version(switch[1], named) == 2
+    assert switch.attributed_version(switch[3], named) == 1
+
+
 def test_fraction_of_a_version_over_a_window_counts_successful_answers_by_answer_time() -> None:
     assert CANARY_RUN.fraction(2) == pytest.approx(2 / 7)
     assert CANARY_RUN.fraction(2, start=10.0) == pytest.approx(2 / 4)
