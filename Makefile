@@ -134,12 +134,15 @@ checks: lint typecheck policy-test workflow-lint scan
 # idle CPU, measured), and `checks` beside it under `nice -n 19`, so that it takes the idle CPU
 # only: at normal priority its contention starved the e2e tests' servers (a GET racing rclone's
 # in-place rewrite of a status record outlasted botocore's three attempts). unit's progress
-# streams; the checks' output lands in .cache/checks.log and is printed after it. Either failing fails.
+# streams; the checks' output goes to a file of this run's own (a recipe with $(MAKE) runs even
+# under `make -n test`, which tests do: a fixed name was truncated by them) and is printed after
+# unit, then kept as .cache/checks.log. Either failing fails.
 test: bootstrap
-	@mkdir -p .cache; nice -n 19 $(MAKE) --no-print-directory checks > .cache/checks.log 2>&1 & lane=$$!; \
+	@mkdir -p .cache; log=$$(mktemp .cache/checks.XXXXXX); \
+	  nice -n 19 $(MAKE) --no-print-directory checks > $$log 2>&1 & lane=$$!; \
 	  $(MAKE) --no-print-directory unit; unit=$$?; wait $$lane; checks=$$?; \
-	  echo "---- make checks (lint typecheck policy-test workflow-lint scan), from .cache/checks.log:"; \
-	  cat .cache/checks.log; echo "---- unit: exit $$unit, checks: exit $$checks"; \
+	  echo "---- make checks (lint typecheck policy-test workflow-lint scan):"; \
+	  cat $$log; mv -f $$log .cache/checks.log; echo "---- unit: exit $$unit, checks: exit $$checks"; \
 	  exit $$(( unit || checks ))
 
 render: $(STAMP) $(CHARTS_STAMP)
