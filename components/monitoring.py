@@ -69,6 +69,7 @@ CANARY_WINDOW = "5m"
 # The dashboard's log panels: the containers of a Triton pod (components/triton_deployment.py).
 TRITON_CONTAINER = "tritonserver"
 AGENT_CONTAINERS = ("agent-init", "agent")
+AGENT_SIDECAR = AGENT_CONTAINERS[1]  # the native sidecar (an init container with restartPolicy Always)
 # node-exporter reads the node's network interfaces, processes and filesystems: hostNetwork,
 # hostPID and hostPath, which only the `privileged` Pod Security level admits. It runs in a
 # namespace of its own so that `monitoring` (Prometheus, Grafana, Alertmanager, ...) enforces
@@ -720,6 +721,20 @@ def canary_stuck_rule(ns: str, d: MonitoredDeployment) -> dict[str, Any]:
     }
 
 
+def restarting_rule(alert: str, restarts: str, who: str, why: str) -> dict[str, Any]:
+    """`alert`: the container whose restart count is the series `restarts` restarted more than twice
+    within 30 minutes. Restarts seen within the window, counted exactly: increase() extrapolates to
+    the window's edges (2 restarts read 2.06 and fired). A pod's restart count never goes down; a
+    new pod is a new series."""
+    return {
+        "alert": alert,
+        "expr": f"max_over_time({restarts}[30m]) - min_over_time({restarts}[30m]) > 2",
+        "for": "0m",
+        "labels": {"severity": "warning"},
+        "annotations": {"summary": f"{who} restarted more than twice in 30 minutes ({why})"},
+    }
+
+
 def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
     ns = f'namespace="{args.triton_namespace}"'
     triton: list[dict[str, Any]] = []
@@ -785,7 +800,7 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
             # kube-state-metrics reports its readiness as kube_pod_init_container_status_ready.
             # ref: https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md
             "expr": (
-                f'(kube_pod_init_container_status_ready{{{ns},container="agent"}} == 0) and on (namespace, pod) '
+                f'(kube_pod_init_container_status_ready{{{ns},container="{AGENT_SIDECAR}"}} == 0) and on (namespace, pod) '
                 f'(kube_pod_container_status_ready{{{ns},container="{TRITON_CONTAINER}"}} == 1)'
             ),
             "for": "15m",
@@ -797,26 +812,22 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
                 )
             },
         },
-        {
-            "alert": "TritonServerRestarting",
-            # Restarts seen within the window, counted exactly: increase() extrapolates to the
-            # window's edges (2 restarts read 2.06 and fired). A pod's restart count never goes
-            # down; a new pod is a new series.
-            "expr": (
-                f'max_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m])'
-                " - "
-                f'min_over_time(kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}[30m])'
-                " > 2"
-            ),
-            "for": "0m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": (
-                    "tritonserver in {{ $labels.pod }} restarted more than twice in 30 minutes "
-                    "(startup budget exceeded or crash)"
-                )
-            },
-        },
+        restarting_rule(
+            "TritonServerRestarting",
+            f'kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}',
+            "tritonserver in {{ $labels.pod }}",
+            "startup budget exceeded or crash",
+        ),
+        # The agent is a native sidecar: kube-state-metrics counts its restarts as an init
+        # container's. While it crash-loops no new pin is placed, and tritonserver (which a sidecar's
+        # restart leaves running) keeps serving what it has; its readiness alert
+        # (TritonModelLoadFailure) would name a model load instead.
+        restarting_rule(
+            "TritonAgentRestarting",
+            f'kube_pod_init_container_status_restarts_total{{{ns},container="{AGENT_SIDECAR}"}}',
+            "the model-sync agent in {{ $labels.pod }}",
+            "no new pin is placed while it crash-loops; tritonserver keeps serving what it loaded; see the agent's log",
+        ),
     ]
     gpu = [
         # The wait is the `for:` over a short (5-minute) average: a long averaging window

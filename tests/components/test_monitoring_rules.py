@@ -145,13 +145,14 @@ def test_every_alert_states_the_wait_promtool_sees(prod: Run) -> None:
         "TritonNoReadyReplica",
         "TritonModelLoadFailure",
         "TritonServerRestarting",
+        "TritonAgentRestarting",
         "TritonCanaryStuck",
         "GpuIdle",
         "GpuSaturated",
     }
     for g in groups:
         for r in g["rules"]:
-            if r["alert"] != "TritonServerRestarting":  # a window, not a wait: test_restarts
+            if not r["alert"].endswith("Restarting"):  # a window, not a wait: test_restarts
                 assert claimed_wait_minutes(r) == int(r["for"][:-1]) * (HOUR if r["for"].endswith("h") else 1), r
 
 
@@ -255,17 +256,32 @@ def test_model_load_failure_reads_the_native_sidecars_readiness(prod: Run, tmp_p
     )
 
 
-def test_restarts(prod: Run, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "restarts", "container"),
+    [
+        ("TritonServerRestarting", "kube_pod_container_status_restarts_total", "tritonserver"),
+        # The agent is a native sidecar: kube-state-metrics counts it among the init containers.
+        ("TritonAgentRestarting", "kube_pod_init_container_status_restarts_total", "agent"),
+    ],
+)
+def test_restarts(prod: Run, tmp_path: Path, name: str, restarts: str, container: str) -> None:
     """ "More than twice in 30 minutes": the third restart within 30 minutes fires at once;
     two never do. (increase() extrapolates to the window's edges: evaluated between two
-    scrapes, as a real Prometheus is, 2 restarts read 2.07 and fired.)"""
+    scrapes, as a real Prometheus is, 2 restarts read 2.07 and fired.) Another container's
+    restarts in the same pod never fire it."""
     groups = program_rules(prod)
-    rule = alert(groups, "TritonServerRestarting")
+    rule = alert(groups, name)
     assert "more than twice in 30 minutes" in rule["annotations"]["summary"]
-    series = (
-        f'kube_pod_container_status_restarts_total{{namespace="{NS}",pod="{POD}",uid="0f1e2d3c",'
-        f'container="tritonserver",{KSM}}}'
-    )
+    series = f'{restarts}{{namespace="{NS}",pod="{POD}",uid="0f1e2d3c",container="{container}",{KSM}}}'
+    others = [
+        f'{metric}{{namespace="{NS}",pod="{POD}",uid="0f1e2d3c",container="{other}",{KSM}}}'
+        for metric, other in (
+            ("kube_pod_container_status_restarts_total", "tritonserver"),
+            ("kube_pod_init_container_status_restarts_total", "agent"),
+            ("kube_pod_init_container_status_restarts_total", "agent-init"),
+        )
+        if (metric, other) != (restarts, container)
+    ]
     labels = labels_of(series)
     three = s(series, "0x4 1x9 2x9 3x15")  # restarts at minutes 5, 15 and 25
     run_tests(
@@ -284,6 +300,7 @@ def test_restarts(prod: Run, tmp_path: Path) -> None:
             never_fires(
                 rule, [s(series, "0x4 1x14 2x19 3x20")], [f"{m}m30s" for m in range(0, 60, 3)]
             ),  # 5, 20, 40: never 3 in 30 min
+            never_fires(rule, [s(other, "0x4 1x9 2x9 3x15") for other in others], [f"{m}m" for m in range(20, 40, 2)]),
         ],
         tmp_path,
     )

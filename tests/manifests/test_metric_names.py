@@ -44,6 +44,10 @@ KUBE_STATE_METRICS: dict[str, str] = {
         "kube-state-metrics, "
         "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"
     ),
+    "kube_pod_init_container_status_restarts_total": (
+        "kube-state-metrics, "
+        "https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/pod-metrics.md (STABLE)"
+    ),
 }
 
 
