@@ -4,7 +4,8 @@ Runs the real program for STACK under the test kit's recording mocks (no cloud, 
 Pulumi CLI) and writes, for reviewers and scanners:
 
   build/<stack>/manifests/NNN-<kind>-<namespace>-<name>.yaml  every Kubernetes object the
-                                                             program creates itself
+                                                             program creates itself, numbered
+                                                             in Helm's install order
   build/<stack>/helm/<release>.yaml                          every Helm release: chart,
                                                              version, repository, values
   build/<stack>/inventory.json                               every resource: type, logical
@@ -15,6 +16,9 @@ Pulumi CLI) and writes, for reviewers and scanners:
                                                              values, CRDs apart
                                                              (tools/helm_template.py; needs
                                                              `make helm charts`)
+
+Two renders of one commit are the same files byte for byte (keys sorted, objects ordered), so
+a render diffs cleanly against another.
 
 Exit codes: 0 rendered; 2 the stack config is invalid (one-line error on stderr);
 3 with --charts, helm refuses a release (one line naming it and helm's reason); 1 anything else.
@@ -34,9 +38,61 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Helm's install order (kind_sorter.go in helm's pkg/releaseutil): the manifests are numbered in
+# it, then by namespace and name, so `kubectl apply -f` of the folder in file order creates what
+# others need first, and two renders of one commit are the same files byte for byte (the program
+# registers its resources in no fixed order, and the mocks record inputs in no fixed key order).
+# Kinds it does not list (custom resources) come after it.
+INSTALL_ORDER = (
+    "PriorityClass",
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodSecurityPolicy",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "SecretList",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "Role",
+    "RoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+)
+
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-")
+
+
+def _install_key(doc: dict[str, Any]) -> tuple[int, str, str, str]:
+    kind, meta = doc["kind"], doc["metadata"]
+    rank = INSTALL_ORDER.index(kind) if kind in INSTALL_ORDER else len(INSTALL_ORDER)
+    return rank, kind, meta.get("namespace") or "", meta["name"]
 
 
 def write_render(run: Any, out_dir: Path) -> dict[str, int]:
@@ -47,7 +103,7 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
     helm = out_dir / "helm"
     manifests.mkdir(parents=True)
     helm.mkdir()
-    count = 0
+    docs = []
     for r in run.kubernetes_objects():
         doc = {
             k: v
@@ -77,14 +133,17 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
                 "allowedTopologies",
             )
         }
-        meta = doc.get("metadata") or {}
-        if not meta.get("name"):
+        if not (doc.get("metadata") or {}).get("name"):
             raise SystemExit(
                 f"render: {r.type} {r.name} has no metadata.name; components must name Kubernetes objects explicitly"
             )
-        count += 1
+        docs.append(doc)
+    docs.sort(key=_install_key)
+    for count, doc in enumerate(docs, start=1):
+        meta = doc["metadata"]
         fname = f"{count:03d}-{_slug(doc['kind'])}-{_slug(meta.get('namespace', 'cluster'))}-{_slug(meta['name'])}.yaml"
-        (manifests / fname).write_text(yaml.safe_dump(doc, sort_keys=False))
+        (manifests / fname).write_text(yaml.safe_dump(doc, sort_keys=True))
+    count = len(docs)
     releases = 0
     for r in run.of_type("kubernetes:helm.sh/v3:Release"):
         releases += 1
@@ -102,7 +161,7 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
                 "timeout",
             )
         }
-        (helm / f"{_slug(r.name)}.yaml").write_text(yaml.safe_dump(keep, sort_keys=False))
+        (helm / f"{_slug(r.name)}.yaml").write_text(yaml.safe_dump(keep, sort_keys=True))
     inventory = [
         {
             "type": r.type,
@@ -112,7 +171,7 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
             "provider": r.provider_name,
             "inputs": r.inputs,
         }
-        for r in run.resources
+        for r in sorted(run.resources, key=lambda r: (r.type, r.name, r.parent_name or ""))
     ]
     (out_dir / "inventory.json").write_text(json.dumps(inventory, indent=1, sort_keys=True, default=str))
     (out_dir / "exports.json").write_text(json.dumps(run.exports, indent=1, sort_keys=True, default=str))
