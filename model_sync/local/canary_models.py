@@ -4,7 +4,8 @@ so that any two of them can be versions N and N+1 of the same name.
     good     OUTPUT0 = INPUT0 * 2, after GOOD_DELAY_S (10 ms) per request
     errors   as good, but the request whose INPUT0[0] rounds to r with r % ERROR_MODULUS ==
              ERROR_RESIDUE (1 in 20: 5 %) fails: execute() raises TritonModelException; `fails(values)`
-             says which, so a test can predict every failure from the inputs it sent
+             says which, so a test can predict every failure from the inputs it sent, and the
+             message names the version (`injected_version(error)` reads it back)
     slow     as good, after SLOW_FACTOR x GOOD_DELAY_S (30 ms): its p99 is far above CPU noise
     broken   initialize() raises: the load fails and the version is never READY
 
