@@ -9,7 +9,10 @@ of a replica:
 
 `bytes_per_instance` is export's record (model_sync/gpu_memory.py), carried by the manifest
 (schema v3). Each model counts the version its pin serves, except the one being pushed or
-promoted, which counts the new version. Instances per GPU follow Triton's placement of
+promoted, which counts the new version. While a new version loads, the version it replaces is
+still loaded (Triton unloads it once the new one is READY): when the plan with both does not fit,
+the plan's line says that the load may run out of GPU memory (not a refusal: the replicas keep
+serving the old version when it does). Instances per GPU follow Triton's placement of
 `instance_group` (config.pbtxt, recorded in the manifest as `instance_groups`):
   - KIND_GPU: `count` instances on EACH GPU the replica sees, or on each GPU of `gpus` when the
     group lists them;
@@ -136,12 +139,22 @@ class Plan:
     def _unknown_text(self) -> str:
         return f"; not counted (GPU memory unknown): {', '.join(self.unknown)}" if self.unknown else ""
 
-    def summary(self, env: str) -> str:
-        """The line push and promote print when the plan fits."""
-        return (
+    def summary(self, env: str, switch: Plan | None = None) -> str:
+        """The line push and promote print when the plan fits; with `switch` (the same plan with
+        the versions served now still loaded) that does not fit, it says so: Triton unloads a
+        version only once the version that replaces it is READY (docs/agent.md, P1: 0 failed
+        requests over the flips), so both are resident while the new one loads."""
+        text = (
             f"gpu memory: deployment {self.deployment.deployment} in {env} plans {human(self.planned)} of the "
             f"{human(self.allowed)} allowed on one {self._card()}{self._unknown_text()}"
         )
+        if switch is not None and not switch.fits:
+            text += (
+                f"; but {human(switch.planned)} while the new version loads beside the one served now (Triton "
+                "unloads the old one only once the new one is READY): that load may run out of GPU memory and "
+                "fail, and the replicas then keep serving the old version"
+            )
+        return text
 
     def refusal(self, who: str, env: str) -> str:
         """The one-line exit-7 message: the deployment, its GPU, planned vs allowed and the largest shares."""
@@ -212,11 +225,14 @@ def check(
         mine = [m for m in models if m in deployment.models]
         if not mine:
             continue
-        others = pinned_needs(repo, [m for m in deployment.models if m not in mine])
-        result = plan(deployment, [*others, *(need_of(m) for m in mine)])
+        pinned = pinned_needs(repo, deployment.models)
+        others = [n for n in pinned if n.model not in mine]
+        new = [need_of(m) for m in mine]
+        result = plan(deployment, [*others, *new])
         if not result.fits:
             raise errors.incompatible(result.refusal(who(mine), env.name))
-        lines.append(result.summary(env.name))
+        served = [n for n in pinned if n.model in mine]  # what the new versions replace, resident until they load
+        lines.append(result.summary(env.name, plan(deployment, [*others, *new, *served]) if served else None))
     return lines
 
 

@@ -518,6 +518,20 @@ def test_push_refuses_a_version_that_overcommits_its_deployments_gpu(tmp_path, c
     assert doc["gpu_memory"] == json.loads((b / "export.json").read_text())["gpu_memory"]
     assert doc["gpu_memory"]["method"] == "estimated"
     assert doc["instance_groups"] == [{"kind": "KIND_GPU", "count": 1, "gpus": []}]
+    # A new version of b fits, but not beside b v1, which stays loaded until it is READY: the plan's
+    # line says so, and the version is published all the same (a load that fails keeps v1 serving).
+    with (b / "1" / "model.py").open("a") as f:
+        f.write("# version 2\n")
+    r = run_cli(capsys, "push", str(b), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    switch = (
+        f"{fits}; but 2.7 GiB while the new version loads beside the one served now (Triton unloads the old one "
+        "only once the new one is READY): that load may run out of GPU memory and fail, and the replicas then keep "
+        "serving the old version"
+    )
+    assert f"{switch}\n" in r.out
+    assert f"`{switch}`" in DOC_TEXT
+    assert pinned_version(moto_s3, s3_bucket, "b") == 2
 
 
 def test_push_names_the_unknown_and_the_unchecked(tmp_path, capsys, moto_s3, aws_env, gpu_out) -> None:
