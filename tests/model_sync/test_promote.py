@@ -112,6 +112,20 @@ def test_promote_refuses_a_version_that_overcommits_the_targets_gpu(tmp_path, ca
     assert moto_s3.keys(prod) == keys
     assert [q for q in moto_s3.requests()[before:] if q.split()[0] in ("PUT", "POST", "DELETE")] == []
     assert pinned_version(moto_s3, prod, "b") is None
+    # a version 2 fits prod alone, not beside a v1 while it loads there: the plan's line says so, and
+    # the promotion goes on (such a load fails safe: v1 keeps serving).
+    a = tmp_path / "out" / "a"
+    with (a / "1" / "model.py").open("a") as f:
+        f.write("# version 2\n")
+    assert run_cli(capsys, "push", str(a), "--env", "staging", "--config", cfg).code == 0
+    r = run_cli(capsys, *promote_args("a", 2, cfg, "--skip-verification"))
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0] == (
+        "gpu memory: deployment default in prod plans 1.3 GiB of the 2.4 GiB allowed on one toy (2.7 GiB); but 2.7 GiB "
+        "while the new version loads beside the one served now (Triton unloads the old one only once the new one is "
+        "READY): that load may run out of GPU memory and fail, and the replicas then keep serving the old version"
+    )
+    assert pinned_version(moto_s3, prod, "a") == 2
 
 
 def test_promote_of_a_v2_manifest_writes_v3_with_its_gpu_memory_unknown(tmp_path, capsys, moto_s3, aws_env) -> None:
