@@ -139,11 +139,12 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
             )
         docs.append(doc)
     docs.sort(key=_install_key)
-    for count, doc in enumerate(docs, start=1):
+    for number, doc in enumerate(docs, start=1):
         meta = doc["metadata"]
-        fname = f"{count:03d}-{_slug(doc['kind'])}-{_slug(meta.get('namespace', 'cluster'))}-{_slug(meta['name'])}.yaml"
+        fname = (
+            f"{number:03d}-{_slug(doc['kind'])}-{_slug(meta.get('namespace', 'cluster'))}-{_slug(meta['name'])}.yaml"
+        )
         (manifests / fname).write_text(yaml.safe_dump(doc, sort_keys=True))
-    count = len(docs)
     releases = 0
     for r in run.of_type("kubernetes:helm.sh/v3:Release"):
         releases += 1
@@ -175,7 +176,7 @@ def write_render(run: Any, out_dir: Path) -> dict[str, int]:
     ]
     (out_dir / "inventory.json").write_text(json.dumps(inventory, indent=1, sort_keys=True, default=str))
     (out_dir / "exports.json").write_text(json.dumps(run.exports, indent=1, sort_keys=True, default=str))
-    return {"resources": len(run.resources), "manifests": count, "helmReleases": releases}
+    return {"resources": len(run.resources), "manifests": len(docs), "helmReleases": releases}
 
 
 def main(argv: list[str] | None = None) -> int:
