@@ -4,8 +4,12 @@ and ends in one decision:
 
 1. The canary record (model_sync.canary_record) names the replicas that serve the canary version;
    their agents follow it, every other replica keeps the stable pin. The share is replica-based:
-   k of the N replicas reporting the model (k = round(share x N), at least 1, at most N/2), k/N
-   of the traffic a Service spreads evenly. It is re-balanced at every poll as the HPA scales N.
+   k of the N live replicas reporting the model (model_sync.canary_fleet: k = floor(share x N),
+   at least 1, at most N/2), k/N of the traffic a Service spreads evenly. At every poll the list
+   follows the live fleet: a listed replica that stopped reporting (3 of its heartbeats) is
+   replaced by a live one, the HPA's scaling re-balances it, and either restarts the step's
+   window, so that a window holds one share on live replicas. With fewer than 2 live replicas
+   the run aborts at once.
 2. Each step waits until its replicas serve the canary READY (a canary that fails to load, or
    takes longer than loadTimeoutSeconds, aborts the run: its replicas keep serving stable), then
    compares canary and stable from Triton's metrics over the step (model_sync.canary_metrics,
@@ -15,6 +19,12 @@ and ends in one decision:
    flip) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
    stable. Past the record's deadline the run aborts. The final record is the audit record.
 
+Every poll re-reads the stable pin and the record: a release whose stable pin moved (a
+`promote --no-canary`, a `rollback`) or whose record another writer changed (`canary --abort`,
+`rollback`) is over. The run ends it (a moved pin: the record ends aborted, naming the move, and
+every replica follows the pin as it now is) or leaves it as the other writer left it, and exits 4
+naming what moved.
+
 S3 or metrics failures during the run are retried at every poll until the deadline. An
 interrupted run (SIGINT, SIGKILL) leaves the record running with its share: `status` shows it,
 a re-run of the same version resumes it and `abort` ends it.
@@ -23,30 +33,23 @@ a re-run of the same version resumes it and `abort` ends it.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
 
-from model_sync import canary_record, errors, layout, manifest, replicas, repository
-from model_sync.canary_analysis import FAIL, PASS, judge
+from model_sync import canary_fleet, canary_record, errors, layout, manifest, replicas, repository
+from model_sync.canary_analysis import FAIL, PASS, Figures, judge
+from model_sync.canary_fleet import canary_replicas
 from model_sync.canary_metrics import MetricsSource
-from model_sync.canary_policy import MAX_STEP_PERCENT, CanaryPolicy
+from model_sync.canary_policy import CanaryPolicy
 from model_sync.canary_record import ABORTED, PROMOTED, RUNNING, Stored
 from model_sync.s3 import Repo
 from model_sync.ui import Console
 
 EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not load, the deadline
+EXIT_MOVED = errors.REFUSED  # the stable pin or the record moved under the run: another writer decided
 
-
-def canary_replicas(fleet: list[str], current: list[str], share: int, canary_id: str) -> list[str]:
-    """The replicas (of `fleet`, replica ids) to serve the canary at `share` percent: k of them,
-    k = round(share x N / 100) clamped to 1..N // 2; those already serving it first, then in an
-    order fixed per canary (sha256 of id and replica), so a re-balance moves as few as possible."""
-    n = len(fleet)
-    k = min(max(1, round(share * n / 100)), n * MAX_STEP_PERCENT // 100)
-    ranked = sorted(fleet, key=lambda r: (r not in current, hashlib.sha256(f"{canary_id}/{r}".encode()).digest()))
-    return sorted(ranked[:k])
+__all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease", "abort", "end_running"]
 
 
 class GrayRelease:
@@ -61,11 +64,14 @@ class GrayRelease:
         self.stored = Stored(None, None)
         self._mark: Any = None  # the metrics at the start of the step's window (once its replicas serve it)
         self._served_at: float | None = None
+        self._s3_back: _dt.datetime | None = None  # when S3 answered again after the run saw it fail
+        self._s3_failed = False
 
     # -- the run --
 
     def run(self) -> dict[str, Any]:
-        """Promote or abort; the final record. Exit 6 (SyncError) when aborted."""
+        """Promote or abort; the final record. Exit 6 (SyncError) when aborted, 4 when the pin or
+        the record moved under it."""
         pin = repository.read_pin(self.repo, self.model)
         self.stored = canary_record.read(self.repo, self.model)
         if pin.version == self.version:
@@ -76,14 +82,14 @@ class GrayRelease:
                 "to compare with (promote --no-canary pins a first version)"
             )
         config_text = repository.read_manifest(self.repo, self.model, self.version)["config_pbtxt"]  # type: ignore[index]
-        self._start_or_resume(pin.version)
+        self._start_or_resume(pin)
         while self.doc["state"] == RUNNING:
             step = self.doc["steps"][-1]
             if step["ended_at"] is not None:  # passed: the next step, or promote after the last
                 later = [s for s in self.policy.steps if s > step["share_percent"]]
                 self._begin_step(later[0]) if later else self._promote(pin, config_text)
                 continue
-            self._poll_step(step)
+            pin = self._poll_step(step) or pin
         return self.doc
 
     @property
@@ -100,7 +106,7 @@ class GrayRelease:
             "allowed: an unpinned version"
         )
 
-    def _start_or_resume(self, stable: int) -> None:
+    def _start_or_resume(self, pin: repository.Pin) -> None:
         doc = self.stored.doc
         if self.stored.running and doc is not None:
             if doc["canary_version"] != self.version:
@@ -111,94 +117,89 @@ class GrayRelease:
             self.canary_id = doc["id"]
             self.policy = CanaryPolicy.from_mapping(doc["policy"], "canary record policy")  # the one it started with
             self.console.line(f"resuming: canary {doc['id']} of {self.model} version {self.version}")
-            if doc["stable_version"] != stable:
-                self._abort(f"the stable pin moved from {doc['stable_version']} to {stable} during the gray release")
+            if doc["stable_version"] != pin.version:
+                self._pin_moved(pin)
             if not doc["steps"]:
                 self._begin_step(self.policy.steps[0])
             return
         now = self.clock()
-        fleet, deployment, _ = self._fleet(None)
-        if len(fleet) < 2:
+        fleet = canary_fleet.observe(self.repo, self.model, None)
+        if len(fleet.live) < 2:
             raise errors.refused(
-                f"canary: {len(fleet)} replica(s) report {self.model} in {self.repo.env.name}; allowed: at least 2 "
-                "(one keeps serving stable), or promote --no-canary"
+                f"canary: {len(fleet.live)} live replica(s) report {self.model} in {self.repo.env.name}; allowed: at "
+                "least 2 (one keeps serving stable), or promote --no-canary"
             )
         self.stored = canary_record.write(self.repo, self.stored, {
             "schema": "model-sync.canary/v1", "model": self.model, "id": self.canary_id, "state": RUNNING,
-            "deployment": deployment, "stable_version": stable, "canary_version": self.version, "replicas": [],
-            "share_percent": 0, "steps": [], "policy": self.policy.to_mapping(), "started_by": self.by,
-            "started_at": manifest.format_time(now), "deadline_at": manifest.format_time(now + self.policy.deadline_seconds),
+            "deployment": fleet.deployment, "stable_version": pin.version, "canary_version": self.version,
+            "replicas": [], "share_percent": 0, "steps": [], "policy": self.policy.to_mapping(),
+            "started_by": self.by, "started_at": manifest.format_time(now),
+            "deadline_at": manifest.format_time(now + self.policy.deadline_seconds),
             "updated_at": manifest.format_time(now), "decision": None,
         })  # fmt: skip
         self.console.line(
-            f"canary: {self.model} version {self.version} against stable {stable} on {len(fleet)} replicas of "
-            f"{deployment} (steps {list(self.policy.steps)} %, {self.policy.step_seconds}s each, deadline "
+            f"canary: {self.model} version {self.version} against stable {pin.version} on {len(fleet.live)} replicas "
+            f"of {fleet.deployment} (steps {list(self.policy.steps)} %, {self.policy.step_seconds}s each, deadline "
             f"{self.doc['deadline_at']})"
         )
         self._begin_step(self.policy.steps[0])
 
-    def _fleet(self, deployment: str | None) -> tuple[list[str], str, dict[str, dict[str, Any]]]:
-        """Replica ids of `deployment` (None: the one deployment) reporting the model recently, the
-        deployment, and what each reports (replica id -> model_sync.replicas.served's entry)."""
-        found = replicas.served(replicas.read_status_docs(self.repo), self.model, _dt.datetime.now(_dt.UTC))
-        deployments = sorted({key.split("/")[0] for key in found})
-        if deployment is None:
-            if len(deployments) > 1:
-                raise errors.refused(
-                    f"canary: {self.model} is served by deployments {', '.join(deployments)}; allowed: one"
-                )
-            deployment = deployments[0] if deployments else "-"
-        mine = {key.split("/", 1)[1]: entry for key, entry in found.items() if key.startswith(deployment + "/")}
-        return sorted(mine), deployment, mine
-
     def _begin_step(self, share: int) -> None:
-        fleet, _, _ = self._fleet(self.doc["deployment"])
-        chosen = canary_replicas(fleet, self.doc["replicas"], share, self.canary_id)
-        step = {"share_percent": share, "replicas": len(chosen), "fleet": len(fleet),
-                "effective_percent": round(100 * len(chosen) / max(1, len(fleet)), 2),
-                "started_at": manifest.now(), "window_from": None, "ended_at": None, "verdict": None, "reason": None,
-                "figures": None}  # fmt: skip
+        fleet = canary_fleet.observe(self.repo, self.model, self.doc["deployment"])
+        chosen = canary_replicas(fleet.ids, self.doc["replicas"], share, self.canary_id)
+        now = manifest.now()
+        step = {"share_percent": share, "replicas": len(chosen), "fleet": len(fleet.live),
+                "effective_percent": canary_fleet.effective_percent(len(chosen), len(fleet.live)),
+                "started_at": now, "listed_at": now, "restarts": 0, "window_from": None, "ended_at": None,
+                "verdict": None, "reason": None, "figures": None, "observed_percent": None}  # fmt: skip
         self._save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
         self.console.line(
-            f"step: {share} % configured, {len(chosen)} of {len(fleet)} replicas ({step['effective_percent']:g} % of "
-            f"the traffic): {', '.join(chosen)}"
+            f"step: {share} % configured, {len(chosen)} of {len(fleet.live)} live replicas "
+            f"({step['effective_percent']:g} % of the traffic): {', '.join(chosen)}"
         )
         self._mark, self._served_at = None, None
 
-    def _poll_step(self, step: dict[str, Any]) -> None:
-        """One poll of the running step: deadline, load, re-balance, figures, verdict."""
+    def _poll_step(self, step: dict[str, Any]) -> repository.Pin | None:
+        """One poll of the running step: deadline, moved pin or record, liveness and load,
+        figures, verdict. The stable pin as read (None when S3 did not answer)."""
         try:
             if self.clock() >= manifest.parse_time(self.doc["deadline_at"]).timestamp():
                 self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
-                return
+            pin = self._unmoved()
+            if self._s3_failed:
+                self._s3_back, self._s3_failed = _dt.datetime.now(_dt.UTC), False
             served = self._canary_served(step)
-            step = self.doc["steps"][-1]  # re-balanced, or an abort ended the run
-            if self.doc["state"] != RUNNING:
-                return
+            step = self.doc["steps"][-1]  # re-balanced
             if not served:
                 self.sleep(self.poll)
-                return
+                return pin
             if self._mark is None:
                 self._mark, self._served_at = self.metrics.mark(), self.clock()
                 self._save(
                     steps=[*self.doc["steps"][:-1], {**step, "window_from": manifest.format_time(self._served_at)}]
                 )
                 self.sleep(self.poll)
-                return
+                return pin
             figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])
         except errors.SyncError as e:
             if e.code not in (errors.S3,):
                 raise
+            self._s3_failed = True
             self.console.warn(f"canary: {e}; retrying until the deadline {self.doc['deadline_at']}")
             self.sleep(self.poll)
-            return
-        canary, stable = figures[self.version], figures[self.doc["stable_version"]]
+            return None
+        self._judge(step, figures[self.version], figures[self.doc["stable_version"]])
+        return pin
+
+    def _judge(self, step: dict[str, Any], canary: Figures, stable: Figures) -> None:
         verdict = judge(canary, stable, self.policy)
         done = verdict.outcome == FAIL or (
             verdict.outcome == PASS and self.clock() - (self._served_at or 0) >= self.policy.step_seconds
         )
+        both = canary.requests + stable.requests
         update = {"verdict": verdict.outcome, "reason": verdict.reason, "ended_at": manifest.now() if done else None,
-                  "figures": {"canary": canary.record(), "stable": stable.record()}}  # fmt: skip
+                  "figures": {"canary": canary.record(), "stable": stable.record()},
+                  "observed_percent": round(100 * canary.requests / both, 2) if both else None}  # fmt: skip
         if step["verdict"] != verdict.outcome or done:
             self.console.line(f"step {step['share_percent']} %: {verdict.outcome}: {verdict.reason}")
         self._save(steps=[*self.doc["steps"][:-1], {**step, **update}])
@@ -207,27 +208,59 @@ class GrayRelease:
         elif not done:
             self.sleep(self.poll)
 
+    def _unmoved(self) -> repository.Pin:
+        """The stable pin, once the record and the pin are as this run left them; else the run
+        ends here (exit 4): another writer moved one of them."""
+        now = canary_record.read(self.repo, self.model)
+        if now.etag != self.stored.etag:
+            self._record_moved(now)
+        pin = repository.read_pin(self.repo, self.model)
+        if pin.version != self.doc["stable_version"]:
+            self._pin_moved(pin)
+        return pin
+
     def _canary_served(self, step: dict[str, Any]) -> bool:
-        """True once every listed replica serves the canary READY; aborts on a load failure or
-        past loadTimeoutSeconds; re-balances the list when the fleet changed."""
-        fleet, _, found = self._fleet(self.doc["deployment"])
-        chosen = canary_replicas(fleet, self.doc["replicas"], step["share_percent"], self.canary_id)
-        if chosen != self.doc["replicas"] and len(fleet) >= 2:
-            self.console.line(f"re-balance: {len(fleet)} replicas now, canary on {', '.join(chosen)}")
-            step = {**step, "replicas": len(chosen), "fleet": len(fleet),
-                    "effective_percent": round(100 * len(chosen) / len(fleet), 2)}  # fmt: skip
-            self._save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
+        """True once every listed replica serves the canary READY; first re-lists the live fleet
+        (a replica that stopped reporting is replaced, a scaled fleet re-balanced: the window
+        restarts), and aborts with fewer than 2 live replicas, on a load failure or past
+        loadTimeoutSeconds."""
+        fleet = canary_fleet.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._s3_back)
+        listed = self.doc["replicas"]
+        gone = fleet.describe_gone(listed)
+        if len(fleet.live) < 2:
+            self._abort(
+                f"no live replica can take the canary: {len(fleet.live)} live replica(s) of {self.doc['deployment']} "
+                f"report {self.model} (at least 2 are needed){'; ' + gone if gone else ''}"
+            )
+        chosen = canary_replicas(fleet.ids, [r for r in listed if r in fleet.live], step["share_percent"],
+                                 self.canary_id)  # fmt: skip
+        if chosen != listed or len(fleet.live) != step["fleet"]:
+            self._relist(step, chosen, len(fleet.live), gone)
+            return False
         for replica in chosen:
-            entry = found[replica]
+            entry = fleet.live[replica]
             if self.version in entry["failed"]:
                 self._abort(f"the canary failed to load on {replica}: {entry['error'] or entry['state']}")
-                return False
-        if all(replicas.serves(found[r], self.version) for r in chosen) and chosen:
+        if all(replicas.serves(fleet.live[r], self.version) for r in chosen) and chosen:
             return True
-        waited = self.clock() - manifest.parse_time(step["started_at"]).timestamp()
+        waited = self.clock() - manifest.parse_time(step.get("listed_at") or step["started_at"]).timestamp()
         if waited > self.policy.load_timeout_seconds:
             self._abort(f"the canary is not served by {', '.join(chosen)} after {waited:.0f}s (loadTimeoutSeconds)")
         return False
+
+    def _relist(self, step: dict[str, Any], chosen: list[str], live: int, gone: str) -> None:
+        """The step's replicas become `chosen` of `live` replicas; its window starts again."""
+        effective = canary_fleet.effective_percent(len(chosen), live)
+        why = gone or f"{live} live replicas now (was {step['fleet']})"
+        self.console.line(
+            f"re-balance: {why}; canary on {', '.join(chosen)}, {len(chosen)} of {live} ({effective:g} % of the "
+            "traffic); the step's window starts again"
+        )
+        step = {**step, "replicas": len(chosen), "fleet": live, "effective_percent": effective,
+                "listed_at": manifest.now(), "restarts": step.get("restarts", 0) + 1, "window_from": None,
+                "verdict": None, "reason": None, "figures": None, "observed_percent": None}  # fmt: skip
+        self._save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
+        self._mark, self._served_at = None, None
 
     # -- the decision --
 
@@ -238,7 +271,7 @@ class GrayRelease:
         except errors.SyncError as e:
             if e.code != errors.REFUSED:
                 raise
-            self._abort(f"the stable pin moved during the gray release ({e})")
+            self._pin_moved(repository.read_pin(self.repo, self.model))
         self._end(PROMOTED, f"every step passed ({', '.join(str(s) for s in self.policy.steps)} %)")
         self.console.line(f"promoted: {self.model} version {self.version} is the stable pin in {self.repo.env.name}")
 
@@ -251,13 +284,57 @@ class GrayRelease:
             f"{self.repo.uri(layout.canary_audit_key(self.model, self.doc['id']))})",
         )
 
+    def _pin_moved(self, pin: repository.Pin) -> None:
+        """The stable pin is no longer the one this release compares with: end it (its replicas
+        follow the pin as it is now), exit 4."""
+        moved_by = repository.read_history(self.repo, self.model).latest or {}
+        by = f" ({moved_by.get('action', 'a flip')} by {moved_by.get('by', 'someone')})" if moved_by else ""
+        now = "no pin" if pin.version is None else f"version {pin.version}"
+        reason = f"the stable pin moved from {self.doc['stable_version']} to {now} during the gray release{by}"
+        self._end(ABORTED, reason)  # the mover may have ended it first (rollback, promote --no-canary): _save
+        raise errors.SyncError(
+            EXIT_MOVED,
+            f"canary: {self.model} version {self.version} ended: {reason}; every replica follows the pin, now "
+            f"{now}; allowed: one writer of the pin at a time (the record is "
+            f"{self.repo.uri(layout.canary_audit_key(self.model, self.doc['id']))})",
+        )
+
+    def _record_moved(self, now: Stored) -> None:
+        """Another writer changed the record (an abort, a rollback): it decided; nothing is
+        written back. Exit 4 naming what it did and where the replicas went."""
+        doc = now.doc
+        if doc is None:
+            what, where = "deleted it", "the stable pin"
+        elif doc["id"] != self.doc["id"]:
+            what, where = f"started canary {doc['id']} of version {doc['canary_version']}", "that release"
+        elif doc["state"] == RUNNING:
+            what, where = f"rewrote it (replicas {', '.join(doc['replicas']) or 'none'})", "that record"
+        else:
+            decided = doc["decision"] or {}
+            what = f"ended it {doc['state']} ({decided.get('reason', 'no reason')}, by {decided.get('by', '?')})"
+            where = "the stable pin"
+        pin = repository.read_pin(self.repo, self.model).version if where == "the stable pin" else None
+        where = f"the stable pin, now version {pin}" if pin is not None else where
+        raise errors.SyncError(
+            EXIT_MOVED,
+            f"canary: {self.model} version {self.version}: another writer {what}; this run stops and writes nothing; "
+            f"the replicas follow {where}; allowed: one gray release writer at a time (`model-sync status` shows it)",
+        )
+
     def _end(self, outcome: str, reason: str) -> None:
         decision = {"outcome": outcome, "reason": errors.one_line(reason), "by": self.by, "at": manifest.now()}
         self._save(state=outcome, replicas=[], decision=decision)
         canary_record.archive(self.repo, self.doc)
 
     def _save(self, **changes: Any) -> None:
-        self.stored = canary_record.write(self.repo, self.stored, {**self.doc, **changes})
+        """Rewrite the record (conditional on the ETag this run holds); another writer's change in
+        between ends the run here (_record_moved)."""
+        try:
+            self.stored = canary_record.write(self.repo, self.stored, {**self.doc, **changes})
+        except errors.SyncError as e:
+            if e.code != errors.REFUSED:
+                raise
+            self._record_moved(canary_record.read(self.repo, self.model))
 
 
 def abort(repo: Repo, model: str, by: str, reason: str = "aborted by an operator") -> dict[str, Any] | None:
@@ -271,3 +348,15 @@ def abort(repo: Repo, model: str, by: str, reason: str = "aborted by an operator
     assert stored.doc is not None
     canary_record.archive(repo, stored.doc)
     return stored.doc
+
+
+def end_running(repo: Repo, model: str, by: str, reason: str) -> dict[str, Any] | None:
+    """End a running gray release after the pin was flipped by someone else (`rollback`, `promote
+    --no-canary`): abort() that tolerates the run ending it first (it notices the moved pin at its
+    next poll). The record it ended, or None when none was running by the time it looked."""
+    try:
+        return abort(repo, model, by, reason)
+    except errors.SyncError as e:
+        if e.code != errors.REFUSED or canary_record.read(repo, model).running:
+            raise
+        return None

@@ -12,8 +12,9 @@ Both answer `mark()` (the start of a window) and `figures(mark, versions)` (each
 counts in nv_inference_request_failure: a failed execution (an exception in a python model, a
 backend error), not a python model's per-request error *response*, which Triton 2.51 counts as a
 success (measured: tests/model_sync/test_canary_metrics.py). Counters are summed over
-replicas (a replica's counter that went down restarted: its new value counts); p99 is the highest
-replica's (Triton's summaries cannot be merged).
+replicas (a replica's counter that went down restarted: its new value counts); p99 and p95 are the
+highest replica's (Triton's summaries cannot be merged). A replica endpoint that stops answering
+is left out of the scrape and named in a warning (once, and once more when it answers again).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ FAILURE = "nv_inference_request_failure"
 QUEUE = "nv_inference_queue_duration_us"
 DURATION = "nv_inference_request_duration_us"  # cumulative, successful requests
 SUMMARY = "nv_inference_request_summary_us"  # --metrics-config summary_latencies=true
+QUANTILES = {"0.99": "p99", "0.95": "p95"}  # Triton's summary quantiles the analysis reads
 TIMEOUT = 10.0
 log = logging.getLogger("model_sync.canary")
 
@@ -66,7 +68,8 @@ Scrape = dict[tuple[str, int], float]
 
 
 def parse(text: str, model: str) -> Scrape:
-    """The model's counters and p99 (quantile 0.99, µs) per version from Triton's /metrics text."""
+    """The model's counters, p99 and p95 (quantiles 0.99 and 0.95, µs) per version from Triton's
+    /metrics text."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: Scrape = {}
@@ -77,8 +80,8 @@ def parse(text: str, model: str) -> Scrape:
             key, name = None, s.name.removesuffix("_total")  # the parser names a counter's sample <name>_total
             if name in (SUCCESS, FAILURE, QUEUE, DURATION):
                 key = name
-            elif s.name == SUMMARY and s.labels.get("quantile") == "0.99":
-                key = "p99"
+            elif s.name == SUMMARY and s.labels.get("quantile") in QUANTILES:
+                key = QUANTILES[s.labels["quantile"]]
             if key is not None and not math.isnan(s.value):
                 version = int(s.labels["version"])
                 out[(key, version)] = out.get((key, version), 0.0) + s.value  # failures carry a `reason` label
@@ -92,6 +95,7 @@ class TritonMetrics:
     model: str
     urls: tuple[str, ...]
     _pool: Any = field(default=None, init=False, repr=False)
+    _away: set[str] = field(default_factory=set, init=False, repr=False)  # endpoints not answering now
 
     def scrape(self) -> dict[str, Scrape]:
         """url -> its scrape; a replica that does not answer is left out (restarting, scaled away)."""
@@ -100,11 +104,20 @@ class TritonMetrics:
         for url in self.urls:
             try:
                 reply = self._pool.request("GET", url)
+                status = reply.status
             except Exception as e:  # urllib3's errors: the replica is away this time
-                log.info("metrics %s: %s (left out of this scrape)", url, errors.one_line(str(e)))
+                status, why = 0, errors.one_line(str(e))
+            else:
+                why = f"HTTP {status}"
+            if status != 200:
+                if url not in self._away:
+                    log.warning("metrics %s: %s; left out of the figures while it does not answer", url, why)
+                self._away.add(url)
                 continue
-            if reply.status == 200:
-                found[url] = parse(reply.data.decode(), self.model)
+            if url in self._away:
+                log.warning("metrics %s: answers again", url)
+                self._away.discard(url)
+            found[url] = parse(reply.data.decode(), self.model)
         if not found:
             raise MetricsError(
                 f"metrics: none of {', '.join(self.urls)} answered; allowed: reachable Triton /metrics endpoints "
@@ -120,24 +133,31 @@ class TritonMetrics:
         out: dict[int, Figures] = {}
         for v in versions:
             totals = {SUCCESS: 0.0, FAILURE: 0.0, QUEUE: 0.0, DURATION: 0.0}
-            p99: float | None = None
+            tails: dict[str, float] = {}
             for url, scrape in now.items():
                 before = mark.get(url, {})
                 for metric in totals:
                     value, start = scrape.get((metric, v), 0.0), before.get((metric, v), 0.0)
                     totals[metric] += value - start if value >= start else value  # went down: restarted
-                if ("p99", v) in scrape:
-                    p99 = max(p99 or 0.0, scrape[("p99", v)])
-            out[v] = _figures(totals[SUCCESS], totals[FAILURE], totals[QUEUE], totals[DURATION], p99)
+                for q in QUANTILES.values():
+                    if (q, v) in scrape:
+                        tails[q] = max(tails.get(q, 0.0), scrape[(q, v)])
+            out[v] = _figures(totals[SUCCESS], totals[FAILURE], totals[QUEUE], totals[DURATION], tails)
         return out
 
 
-def _figures(success: float, failure: float, queue_us: float, duration_us: float, p99_us: float | None) -> Figures:
+def _figures(success: float, failure: float, queue_us: float, duration_us: float, tails: dict[str, float]) -> Figures:
+    """Figures from a window's counter increases and the quantiles (µs, by "p99"/"p95") known."""
     ok, failed = round(success), round(failure)
+
+    def ms(q: str) -> float | None:
+        return tails[q] / 1000.0 if q in tails else None
+
     return Figures(
         requests=ok + failed,
         errors=failed,
-        p99_ms=None if p99_us is None else p99_us / 1000.0,
+        p99_ms=ms("p99"),
+        p95_ms=ms("p95"),
         queue_us=queue_us / success if success > 0 else None,
         mean_ms=duration_us / success / 1000.0 if success > 0 else None,
     )
@@ -222,11 +242,13 @@ class PrometheusMetrics:
         failure = self.query(f"sum by (version) (increase({FAILURE}{{{sel}}}[{window}]))")
         queue = self.query(f"sum by (version) (increase({QUEUE}{{{sel}}}[{window}]))")
         duration = self.query(f"sum by (version) (increase({DURATION}{{{sel}}}[{window}]))")
-        p99 = self.query(f'max by (version) ({SUMMARY}{{{sel},quantile="0.99"}})')
-        return {
-            v: _figures(success.get(v, 0.0), failure.get(v, 0.0), queue.get(v, 0.0), duration.get(v, 0.0), p99.get(v))
-            for v in versions
-        }
+        tails = {q: self.query(f'max by (version) ({SUMMARY}{{{sel},quantile="{quantile}"}})')
+                 for quantile, q in QUANTILES.items()}  # fmt: skip
+        out = {}
+        for v in versions:
+            known = {q: by_version[v] for q, by_version in tails.items() if v in by_version}
+            out[v] = _figures(success.get(v, 0.0), failure.get(v, 0.0), queue.get(v, 0.0), duration.get(v, 0.0), known)
+        return out
 
 
 def for_environment(env: Any, model: str, session: Any = None) -> MetricsSource:

@@ -30,6 +30,8 @@ _BOUNDS: dict[str, tuple[str, type, float, float]] = {
     "maxErrorRatioIncrease": ("max_error_ratio_increase", float, 0.0, 1.0),
     "maxP99Ratio": ("max_p99_ratio", float, 1.0, 100.0),
     "minP99DeltaMs": ("min_p99_delta_ms", float, 0.0, 60_000.0),
+    "maxP95Ratio": ("max_p95_ratio", float, 0.0, 100.0),  # 0: p95 not judged
+    "minP95DeltaMs": ("min_p95_delta_ms", float, 0.0, 60_000.0),
     "maxQueueRatio": ("max_queue_ratio", float, 1.0, 100.0),
     "minQueueDeltaMicroseconds": ("min_queue_delta_us", float, 0.0, 60_000_000.0),
 }
@@ -48,7 +50,9 @@ class CanaryPolicy:
     min_requests: int = 200  # per track (canary, stable) within a step: fewer is inconclusive
     max_error_ratio_increase: float = 0.01  # fail: canary error ratio > stable's + this (0.01 = 1 point)
     max_p99_ratio: float = 1.5  # fail: canary p99 > stable p99 x this ...
-    min_p99_delta_ms: float = 5.0  # ... and at least this many ms above it (noise floor)
+    min_p99_delta_ms: float = 5.0  # ... and at least this many ms above it (noise floor), whatever the mean does
+    max_p95_ratio: float = 0.0  # fail: canary p95 > stable p95 x this (0: p95 is not judged) ...
+    min_p95_delta_ms: float = 5.0  # ... and at least this many ms above it
     max_queue_ratio: float = 2.0  # fail: canary mean queue time > stable's x this ...
     min_queue_delta_us: float = 1_000.0  # ... and at least this many µs above it
 
@@ -70,6 +74,8 @@ class CanaryPolicy:
                 raise CanaryPolicyError(f"{key}: {value!r}; allowed: {'an integer' if kind is int else 'a number'}")
             if not low <= value <= high:
                 raise CanaryPolicyError(f"{key}: {value!r}; allowed: {low:g}..{high:g}")
+        if 0 < self.max_p95_ratio < 1:
+            raise CanaryPolicyError(f"maxP95Ratio: {self.max_p95_ratio!r}; allowed: 0 (p95 not judged) or 1..100")
         if self.deadline_seconds < len(steps) * self.step_seconds:
             raise CanaryPolicyError(
                 f"deadlineSeconds: {self.deadline_seconds}; allowed: at least len(steps) x stepSeconds "

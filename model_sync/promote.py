@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from model_sync import canary_record, compat, errors, gpu_plan, layout, manifest, repository, transfer
+from model_sync import canary, canary_record, compat, errors, gpu_plan, layout, manifest, repository, transfer
 from model_sync.s3 import Repo, b64_sha256_to_hex
 from model_sync.s3client import aws_hosted
 from model_sync.s3errors import translate
@@ -286,6 +286,7 @@ def promote(
             repository.flip_pin(
                 dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin, warn=console.warn
             )
+            _end_gray_release(dst, model, candidate, by, console)
             console.line(f"pinned: {model} version {candidate} in {dst.env.name} (already copied)")
             return candidate
     for line in notes:
@@ -350,8 +351,20 @@ def promote(
         canary(dst, target, canary_id)
         return target
     repository.flip_pin(dst, model, target, new_doc["config_pbtxt"], "promote", by, target_pin, warn=console.warn)
+    _end_gray_release(dst, model, target, by, console)
     console.line(f"pinned: {model} version {target} in {dst.env.name} (promoted from {src.env.name} version {version})")
     return target
+
+
+def _end_gray_release(dst: Repo, model: str, version: int, by: str, console: Console) -> None:
+    """A pin flipped without a gray release ends the one running (as `rollback` does), after the
+    flip, so that the run, which notices at its next poll (exit 4), reads where the replicas went:
+    every replica follows the new pin."""
+    ended = canary.end_running(dst, model, by, f"promote --no-canary pinned version {version}")
+    if ended is not None:
+        console.line(
+            f"aborted: canary {ended['id']} of {model} version {ended['canary_version']} (promote --no-canary)"
+        )
 
 
 def promote_command(

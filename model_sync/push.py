@@ -6,7 +6,9 @@ than the image's LibTorch is refused (exit 7) and nothing is written, unless
 --allow-version-skew (recorded in the manifest's `compatibility`). Then, before any write, GPU
 memory planning (model_sync/gpu_plan.py): new versions that would overcommit their deployment's
 GPU (the environment's `tritonGpus`) are refused (exit 7); the plan, or why it was not checked,
-is printed once, when the first model is about to be published.
+is printed once, when the first model is about to be published. A python-backend model.py that
+answers with `InferenceResponse(error=...)` is named in a warning (model_sync/error_responses.py:
+Triton counts those responses as successes), never refused.
 
 Per model, in this order; the pin flip is the only commit point:
   1. validate the local directory (localmodel.load) and sha256 every file (reused from the local
@@ -48,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model_sync import cache, compat, errors, gpu_plan, layout, manifest, repository
+from model_sync import cache, compat, error_responses, errors, gpu_plan, layout, manifest, repository
 from model_sync.environments import Environment
 from model_sync.localmodel import LocalModel
 from model_sync.parallel import Background, parallel_map
@@ -303,6 +305,8 @@ def push(
                 f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, "
                 "recorded in the manifest)"
             )
+    for line in filter(None, map(error_responses.warning, models)):
+        console.warn(line)
     notes = check_gpu_memory(repo, models)  # before any write (exit 7 on an overcommitted GPU)
     directory = cache.cache_dir() if options.use_cache else None
     hashes = cache.HashCache(directory)

@@ -68,16 +68,21 @@ final form is also written once to audit/canaries/<model>/<id>.json:
      "stable_version": 3, "canary_version": 4,
      "replicas": ["<replica>", ...],            # serving the canary now; [] once ended
      "share_percent": 25,                        # the current step's configured share
-     # window_from: when every listed replica served the canary, the start of the figures' window
+     # window_from: when every listed replica served the canary, the start of the figures' window;
+     # fleet: the live replicas reporting the model; listed_at: when the list last changed (a
+     # replica stopped reporting, the fleet scaled): the window restarts then (restarts counts it)
      "steps": [{"share_percent": 10, "replicas": 1, "fleet": 4, "effective_percent": 25.0,
-                "started_at": "RFC 3339 UTC", "window_from": null | "...", "ended_at": null | "...",
+                "started_at": "RFC 3339 UTC", "listed_at": "...", "restarts": 0,
+                "window_from": null | "...", "ended_at": null | "...",
                 "verdict": null | "pass" | "fail" | "inconclusive", "reason": null | "one line",
-                "figures": null | {"canary": FIGURES, "stable": FIGURES}}],
+                "figures": null | {"canary": FIGURES, "stable": FIGURES},
+                "observed_percent": null | 24.6}],          # canary requests / both tracks', over the window
      "policy": {model_sync.canary_policy's camelCase mapping},
      "started_by": "...", "started_at": "...", "deadline_at": "...", "updated_at": "...",
      "decision": null | {"outcome": "promoted" | "aborted", "reason": "one line", "by": "...", "at": "..."}}
-  FIGURES = {"requests": 210, "errors": 0, "error_ratio": 0.0, "p99_ms": 12.5 | null,
+  FIGURES = {"requests": 210, "errors": 0, "error_ratio": 0.0, "p99_ms": 12.5 | null, "p95_ms": 9.8 | null,
              "mean_ms": 6.1 | null, "queue_us": 85.0 | null}   # over the step's window, one version's
+  (listed_at, restarts, observed_percent and p95_ms are absent from records written before them)
 
 pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
     {"schema": "model-sync.pin/v1", "model": "resnet", "version": 4, "previous": 3 | null,
@@ -418,7 +423,8 @@ _FIGURES = _obj(
         "p99_ms": _NULLABLE_NUMBER,
         "mean_ms": _NULLABLE_NUMBER,
         "queue_us": _NULLABLE_NUMBER,
-    }
+    },
+    {"p95_ms": _NULLABLE_NUMBER},  # since p95 can be judged: records written before lack it
 )
 _PERCENT = {"type": "number", "minimum": 0, "maximum": 100}
 CANARY_SCHEMA: dict[str, Any] = _obj(
@@ -446,7 +452,12 @@ CANARY_SCHEMA: dict[str, Any] = _obj(
                     "verdict": {"enum": [None, *VERDICTS]},
                     "reason": _NULLABLE_STR,
                     "figures": {"anyOf": [{"type": "null"}, _obj({"canary": _FIGURES, "stable": _FIGURES})]},
-                }
+                },
+                {  # written since the liveness of the canary track: records written before lack them
+                    "listed_at": _TIME,  # when the step's replica list last changed (its load timeout runs from it)
+                    "restarts": _COUNT,  # how often the window restarted (the replicas or the fleet changed)
+                    "observed_percent": {"type": ["number", "null"], "minimum": 0, "maximum": 100},
+                },
             ),
         },
         "policy": {"type": "object"},

@@ -83,10 +83,11 @@ def rollback(
         return out
     confirm(env, f"Pin {model} version {target} in {env.name} (now {pin.version})?")
     by = who(env, repo.session)
-    ended = canary.abort(repo, model, by, f"rollback to version {target}")  # every replica follows the pin again
+    repository.flip_pin(repo, model, target, doc["config_pbtxt"], "rollback", by, pin, pop=depth, warn=console.warn)
+    # Then every replica follows the pin: a running gray release ends (its run notices, exit 4).
+    ended = canary.end_running(repo, model, by, f"rollback to version {target}")
     if ended is not None:
         console.line(f"aborted: canary {ended['id']} of {model} version {ended['canary_version']} (rollback)")
-    repository.flip_pin(repo, model, target, doc["config_pbtxt"], "rollback", by, pin, pop=depth, warn=console.warn)
     console.line(f"pinned: {model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(model))})")
     out["served"] = wait(repo, model, target, console)
     return out

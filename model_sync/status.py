@@ -142,8 +142,11 @@ def served_cell(s: dict[str, Any]) -> str:
 
 
 def _print_canaries(report: dict[str, Any]) -> None:
-    """The gray releases: one row per step of each model's last one, with its verdict and figures."""
-    rows: list[tuple[str, ...]] = [("ENV", "MODEL", "CANARY", "STATE", "STEP", "REPLICAS", "VERDICT", "FIGURES")]
+    """The gray releases: one row per step of each model's last one: its configured share, the
+    replicas it ran on and the share they make (effective), the share of the window's requests the
+    canary answered (observed), its verdict and figures."""
+    rows: list[tuple[str, ...]] = [("ENV", "MODEL", "CANARY", "STATE", "STEP", "REPLICAS", "EFFECTIVE", "OBSERVED",
+                                    "VERDICT", "FIGURES")]  # fmt: skip
     for name, body in report.items():
         for s in body["models"]:
             c = s["canary"]
@@ -152,12 +155,18 @@ def _print_canaries(report: dict[str, Any]) -> None:
             state = c["state"] if c["state"] != "running" else f"running (deadline {c['deadline_at']})"
             for step in c["steps"] or [{}]:
                 figures = step.get("figures")
+                relisted = f" (relisted {step['restarts']}x)" if step.get("restarts") else ""
+                observed = step.get("observed_percent")
                 rows.append((name, s["model"], f"v{c['canary_version']} vs v{c['stable_version']}", state,
-                             f"{step.get('share_percent', '-')} %", f"{step.get('replicas', 0)}/{step.get('fleet', 0)}",
+                             f"{step.get('share_percent', '-')} %",
+                             f"{step.get('replicas', 0)}/{step.get('fleet', 0)}{relisted}",
+                             f"{step['effective_percent']:g} %" if "effective_percent" in step else "-",
+                             "-" if observed is None else f"{observed:g} %",
                              step.get("verdict") or "-",
                              "-" if not figures else _figures_cell(figures)))  # fmt: skip
             if c["decision"]:
-                rows.append((name, s["model"], "", c["decision"]["outcome"], "", "", "", c["decision"]["reason"]))
+                rows.append((name, s["model"], "", c["decision"]["outcome"], "", "", "", "", "",
+                             c["decision"]["reason"]))  # fmt: skip
     if len(rows) > 1:
         print()
         _print_table(rows)

@@ -20,6 +20,15 @@ one execute() call (a dynamic batch) run as one batch. What one batch costs beyo
   execute() reuses the buffers.
 
 Requests whose non-batch dims differ, and models without batching, run one request at a time.
+
+A failure of the model (or of reading the requests) RAISES pb_utils.TritonModelException, one line
+naming the model, its version and the exception (a TorchScript error's last line, its traceback
+left out), so Triton fails every request of that execute() call, which one forward failed for all
+of them anyway. Raised, not returned as `InferenceResponse(error=...)`: measured on tritonserver
+2.51, a returned error response reaches the client as HTTP 500 but is counted in
+nv_inference_request_success, so the gray release and every alert on nv_inference_request_failure
+would miss it; a raised exception is counted there (reason "BACKEND") and in the statistics API's
+`fail`.
 """
 
 import json
@@ -54,9 +63,21 @@ class _Staging:
         return buf[:numel].view(tuple(shape))
 
 
+def _one_line(e):
+    """The exception in one line: TorchScript's interpreter puts its tracebacks first and the
+    error itself ("builtins.ValueError: ...") on the last line; other exceptions get their type."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if lines and lines[0].startswith("The following operation failed in the TorchScript interpreter"):
+        text = lines[-1]
+    else:
+        text = f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
 class TritonPythonModel:
     def initialize(self, args):
         cfg = json.loads(args["model_config"])
+        self.name, self.version = args["model_name"], args["model_version"]
         gpu = args.get("model_instance_kind") == "GPU" and torch.cuda.is_available()
         self.device = torch.device(f"cuda:{args.get('model_instance_device_id', '0')}" if gpu else "cpu")
         self.gpu = gpu
@@ -142,7 +163,10 @@ class TritonPythonModel:
             else:
                 per_request = [self._single(t) for t in tensors]
         except Exception as e:
-            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(f"inference failed: {e}")) for _ in requests]
+            # from None: the line already carries the cause, no chained traceback beside it
+            raise pb_utils.TritonModelException(
+                f"model '{self.name}' version {self.version} failed: {_one_line(e)}"
+            ) from None
         return [
             pb_utils.InferenceResponse(
                 output_tensors=[

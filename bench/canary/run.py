@@ -1,7 +1,8 @@
-"""Gray release (issue 19): share accuracy, time to 0 % canary after a failing verdict, and what
-the canary answered before it was aborted, on the real local stack (model_sync.local.canary_lab:
-rclone serve s3, 4 real tritonserver replicas with their agents in prod, round-robin traffic over
-them standing in for the Service, the CLI as subprocesses).
+"""Gray release: share accuracy, time to 0 % canary after a failing verdict, what the canary
+answered before it was aborted, and how often the analysis aborts two identical versions (A/A)
+beside how it detects a tail-only regression, on the real local stack (model_sync.local.canary_lab:
+the local S3 server, 4 real tritonserver replicas with their agents in prod, round-robin traffic
+over them standing in for the Service, the CLI as subprocesses).
 
 Each repetition releases, one after another: `good` (promoted), `errors` (5 % of inputs fail),
 `slow` (3x the latency) and `broken` (fails to load), each `promote --to prod` with the lab's
@@ -19,7 +20,17 @@ The round robin sends exactly 1 of every N requests to each replica, so the obse
 measures that exactly the listed replicas serve the canary from the window's start, not a
 Service's randomness (kube-proxy's spread adds its own binomial noise). Medians with min/max.
 
-    .venv/bin/python -m bench.canary.run [--repeat 3] [--out bench/results/canary.json]
+Then `--aa` releases of `good` against a stable `good` (A/A: identical code, a new version each
+time) and `--tail` releases of `tail` (+150 ms on 3 % of the requests), one after another:
+
+  false_aborts           A/A releases the analysis aborted (any reason): the noise the rules let in
+  detected               tail releases aborted on p99 latency, and seconds_to_verdict: from the
+                         window's start (its replicas serve the canary) to the failing verdict
+  mean_rule_*            the rule before it (p99 beyond its bounds only when the window's mean is
+                         beyond them too), applied to the same figures each step recorded: what
+                         it would have decided on the same releases
+
+    .venv/bin/python -m bench.canary.run [--repeat 3] [--aa 20] [--tail 10] [--out bench/results/canary.json]
 """
 
 from __future__ import annotations
@@ -36,6 +47,24 @@ from typing import Any
 KINDS = ("good", "errors", "slow", "broken")
 
 
+def mean_rule_fails(step: dict[str, Any], policy: Any) -> bool:
+    """Whether the p99 rule as it was before (its failure confirmed by the window's mean beyond the
+    same ratio and half the floor) fails a step's recorded figures."""
+    figures = step.get("figures")
+    if not figures:
+        return False
+    canary, stable = figures["canary"], figures["stable"]
+
+    def beyond(mine: float | None, theirs: float | None, floor: float) -> bool:
+        return (
+            mine is not None and theirs is not None and mine > theirs * policy.max_p99_ratio and mine - theirs > floor
+        )
+
+    return beyond(canary["p99_ms"], stable["p99_ms"], policy.min_p99_delta_ms) and beyond(
+        canary["mean_ms"], stable["mean_ms"], policy.min_p99_delta_ms / 2
+    )
+
+
 def _release(lab: Any, kind: str) -> dict[str, Any]:
     done = lab.release(kind)
     figures: dict[str, Any] = done.figures
@@ -45,6 +74,53 @@ def _release(lab: Any, kind: str) -> dict[str, Any]:
         judged = observed is not None and step["verdict"] is not None
         step["share_points"] = round(observed - step["configured_percent"], 2) if judged else None
     return figures
+
+
+def _analysis(lab: Any, kind: str, count: int) -> list[dict[str, Any]]:
+    """`count` releases of `kind`: each one's outcome, reason, the seconds from its last step's
+    window start to its verdict, and what the mean-confirmed p99 rule said of its steps."""
+    from model_sync import manifest
+    from model_sync.canary_policy import CanaryPolicy
+
+    out = []
+    for i in range(count):
+        done = lab.release(kind)
+        policy = CanaryPolicy.from_mapping(done.doc["policy"])
+        last = done.doc["steps"][-1] if done.doc["steps"] else {}
+        verdict_s = None
+        if done.doc["decision"] and last.get("window_from"):
+            decided = manifest.parse_time(done.doc["decision"]["at"]).timestamp()
+            verdict_s = round(decided - manifest.parse_time(last["window_from"]).timestamp(), 2)
+        run = {"kind": kind, "i": i, "outcome": done.figures["outcome"], "exit_code": done.code,
+               "reason": done.figures["reason"], "seconds_to_verdict": verdict_s,
+               "mean_rule_fails": any(mean_rule_fails(s, policy) for s in done.doc["steps"]),
+               "failed_outside_canary": done.figures["failed_stable"] + done.figures["failed_other"],
+               "steps": [{k: s.get(k) for k in ("share_percent", "verdict", "figures")} for s in done.doc["steps"]]}  # fmt: skip
+        print(json.dumps({k: run[k] for k in ("kind", "i", "outcome", "reason", "mean_rule_fails")}), flush=True)
+        out.append(run)
+    return out
+
+
+def summarise_analysis(aa: list[dict[str, Any]], tail: list[dict[str, Any]]) -> dict[str, Any]:
+    def p99_abort(r: dict[str, Any]) -> bool:
+        return r["outcome"] == "aborted" and "p99 latency" in (r["reason"] or "")
+
+    return {
+        "aa": {
+            "releases": len(aa),
+            "false_aborts": sum(r["outcome"] == "aborted" for r in aa),
+            "false_abort_reasons": sorted({r["reason"] for r in aa if r["outcome"] == "aborted"}),
+            "mean_rule_false_aborts": sum(r["mean_rule_fails"] for r in aa),
+            "failed_outside_canary": sum(r["failed_outside_canary"] for r in aa),
+        },
+        "tail": {
+            "releases": len(tail),
+            "detected": sum(p99_abort(r) for r in tail),
+            "seconds_to_verdict": _spread([r["seconds_to_verdict"] for r in tail if p99_abort(r)]),
+            "mean_rule_detected": sum(r["mean_rule_fails"] for r in tail),
+            "failed_outside_canary": sum(r["failed_outside_canary"] for r in tail),
+        },
+    }
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:
@@ -74,11 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.canary.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of the four releases (default 3)")
+    parser.add_argument("--aa", type=int, default=20, help="A/A releases: good against good (default 20)")
+    parser.add_argument("--tail", type=int, default=10, help="tail-regression releases (default 10)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/canary.json"), help="the results file")
     args = parser.parse_args(argv)
     from model_sync.local.canary_lab import POLICY, CanaryLab
 
     runs: list[dict[str, Any]] = []
+    load = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="bench-canary-") as tmp:
         lab = CanaryLab(Path(tmp)).start()
         try:
@@ -91,12 +170,14 @@ def main(argv: list[str] | None = None) -> int:
                     print(json.dumps({k: run[k] for k in ("kind", "outcome", "exit_code", "answered_by_canary")}
                                      | {"steps": run["steps"], "zero_s": run.get("seconds_to_zero_canary")}),
                           flush=True)  # fmt: skip
+            aa, tail = _analysis(lab, "good", args.aa), _analysis(lab, "tail", args.tail)
         finally:
             lab.stop()
     doc = {
         "benchmark": "gray release on the local stack (bench/canary/run.py)",
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{os.cpu_count()} CPUs (shared, noisy), tritonserver 2.51 on CPU",
+        "load_average_before": load,
         "scenario": {
             "replicas": 4,
             "policy": POLICY,
@@ -105,11 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         },
         "targets": {"share_points_abs": "<= 3", "seconds_to_zero_canary": "<= 10"},
         "summary": summarise(runs),
+        "analysis": summarise_analysis(aa, tail),
         "runs": runs,
+        "analysis_runs": aa + tail,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(json.dumps(doc["summary"], indent=2))
+    print(json.dumps({"summary": doc["summary"], "analysis": doc["analysis"]}, indent=2))
     return 0
 
 

@@ -1,2 +1,3 @@
 """The local environment behind `make demo`: the real tritonserver from the nvidia-pytriton wheel,
-a persistent local S3 server (rclone serve s3), process supervision, and the demo itself."""
+a local S3 server (moto's, in memory; rclone serve s3 for the tests that want it), process
+supervision, and the demo itself."""

@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="export, push to staging, verify, promote to prod, serve: all locally")
     d.add_argument(
-        "--dir", type=Path, default=Path(".demo"), help="state directory (S3 data persists here; default .demo)"
+        "--dir", type=Path, default=Path(".demo"), help="state directory: repositories, logs (default .demo)"
     )
     d.add_argument("--keep-running", action="store_true", help="leave S3, tritonservers and agents running")
     s = sub.add_parser("stop", help="stop what `demo --keep-running` left running")

@@ -2,13 +2,19 @@
 shared by the e2e scenarios (tests/model_sync/test_canary_e2e.py), the benchmark (bench/canary/run.py)
 and what they measure. Nothing is faked:
 
-- one `rclone serve s3` with a staging and a prod bucket;
+- one local S3 server (model_sync.local.s3server.MotoS3Server: moto, atomic overwrites, enforced
+  conditional writes) with a staging and a prod bucket;
 - a prod fleet of real tritonserver replicas, each with its own repository agent
   (model_sync.local.fleet), reporting as `status/default/default-<i>.json`;
-- round-robin traffic over the replicas, standing in for the Service (model_sync.local.traffic);
+- round-robin traffic over the replicas, standing in for the Service (model_sync.local.traffic):
+  a replica that dies leaves it (`kill`), one that scales out joins it once READY (`scale_out`);
 - the CLI as its users run it (`python -m model_sync`, subprocesses): push to staging, then
   `promote --to prod`, which runs the gray release with the policy in model-sync.yaml
-  (canaryPolicies) and the replicas' /metrics (tritonMetricsUrls).
+  (canaryPolicies) and the replicas' /metrics (tritonMetricsUrls, the spares' included: the
+  replicas a scale-out starts, as Prometheus would find new pods).
+
+Two models: MODEL, the python-backend kinds of model_sync.local.canary_models, and TS_MODEL,
+TorchScript exported by the real `model-sync export --target local` (model_sync.local.torchscript_models).
 
 `measure()` turns the traffic's records and the final canary record into the figures the issue
 asks for: the observed canary share against the configured and the effective one, the time from
@@ -21,6 +27,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +36,14 @@ from typing import Any
 import numpy as np
 
 from model_sync import layout, manifest
-from model_sync.local import canary_models
+from model_sync.local import canary_models, torchscript_models
 from model_sync.local.fleet import LocalFleet, S3Target, subprocess_environ
 from model_sync.local.procs import wait_until
-from model_sync.local.s3server import RcloneS3Server
+from model_sync.local.s3server import MotoS3Server
 from model_sync.local.traffic import Records, RoundRobinTraffic
 
 MODEL = "canary-demo"
+TS_MODEL = "canary-ts"
 # Short steps for a 2-core machine: the shares map exactly onto 4 replicas (1 and 2 of them).
 POLICY = {"steps": [25, 50], "stepSeconds": 5, "deadlineSeconds": 90, "minRequests": 40, "loadTimeoutSeconds": 45}
 
@@ -46,10 +55,22 @@ def inputs(seq: int) -> dict[str, Any]:
     return {canary_models.INPUT: np.array([float(seq * 2654435761 % 1048573), 1.0, 2.0, 3.0], dtype=np.float32)}
 
 
+def ts_inputs(seq: int) -> dict[str, Any]:
+    """Request `seq`'s input for TS_MODEL: the same values, as its one batch-less [1, 4] tensor."""
+    return {torchscript_models.INPUT: inputs(seq)[canary_models.INPUT].reshape(1, 4)}
+
+
+INPUTS = {MODEL: inputs, TS_MODEL: ts_inputs}
+# The clients: 160 requests a second, half of what 4 replicas of one 10 ms instance each answer (so
+# 3 of them, after one died, still keep up), at most 8 in flight.
+TRAFFIC_RATE = 160.0
+TRAFFIC_THREADS = 8
+
+
 @dataclass(frozen=True)
 class Release:
     """One gray release in the lab: the promote's exit code, stderr and duration, what the clients
-    saw, the final canary record and measure() of both."""
+    saw, the final canary record and measure() of both, and the promote's stdout."""
 
     code: int
     stderr: str
@@ -57,6 +78,7 @@ class Release:
     records: Records
     doc: dict[str, Any]
     figures: dict[str, Any]
+    stdout: str = ""
 
 
 @dataclass
@@ -65,14 +87,16 @@ class CanaryLab:
 
     root: Path
     replicas: int = 4
+    spares: int = 2  # replicas `scale_out` can start (their metrics endpoints listed from the start)
     policy: dict[str, Any] = field(default_factory=lambda: dict(POLICY))
-    s3: RcloneS3Server = field(init=False)
+    s3: MotoS3Server = field(init=False)
     fleet: LocalFleet = field(init=False)
     traffic: RoundRobinTraffic | None = field(default=None, init=False)
+    _pending: list[Any] = field(default_factory=list, init=False, repr=False)  # prepared by prepare_scale_out
 
     def __post_init__(self) -> None:
         self.root = self.root.absolute()
-        self.s3 = RcloneS3Server(self.root / "s3", self.root / "logs" / "s3.log")
+        self.s3 = MotoS3Server(self.root / "s3", self.root / "logs" / "s3.log")
 
     @property
     def config(self) -> Path:
@@ -81,21 +105,20 @@ class CanaryLab:
     def start(self) -> CanaryLab:
         self.s3.create_buckets("models-staging")
         self.s3.start()
-        target = S3Target.rclone(self.s3, "models-prod")
+        target = S3Target.moto(self.s3, "models-prod")
         self.fleet = LocalFleet(self.root / "prod", target, replica_count=self.replicas, env="prod",
-                                interval=0.5, heartbeat=2.0)  # fmt: skip
+                                interval=0.5, heartbeat=2.0, spares=self.spares)  # fmt: skip
         self.fleet.start()
-        staging = {"bucket": "s3://models-staging", "endpointUrl": self.s3.endpoint_url, "region": self.s3.region,
-                   "unenforcedConditionalWrites": "accepted"}  # fmt: skip
+        staging = {"bucket": "s3://models-staging", "endpointUrl": self.s3.endpoint_url, "region": self.s3.region}
         self.config.write_text(json.dumps({"environments": {"staging": staging}}))  # YAML is a superset of JSON
-        self.fleet.write_config(self.config, {"canaryPolicies": {MODEL: self.policy}})
+        self.fleet.write_config(self.config, {"canaryPolicies": {MODEL: self.policy, TS_MODEL: self.policy}})
         return self
 
     def stop(self) -> None:
         if self.traffic is not None:
             self.traffic.stop()
         self.fleet.stop()
-        self.s3.stop()
+        self.s3.shutdown()
 
     # -- the CLI --
 
@@ -110,32 +133,93 @@ class CanaryLab:
         return subprocess.Popen([sys.executable, "-m", "model_sync", *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self.environ())  # fmt: skip
 
-    def publish(self, kind: str) -> int:
-        """Push a `kind` model (model_sync.local.canary_models) to staging; its staging version."""
+    def publish(self, kind: str, model: str = MODEL) -> int:
+        """Push a `kind` model to staging; its staging version. MODEL's kinds are
+        model_sync.local.canary_models', TS_MODEL's model_sync.local.torchscript_models' (exported)."""
         src = self.root / "src" / f"{kind}-{time.monotonic_ns()}"
-        model_py = canary_models.write_model(src, MODEL, kind) / "1" / "model.py"
-        with model_py.open("a") as f:  # a new version even of a kind published before
+        if model == TS_MODEL:
+            model_dir = torchscript_models.export_local(src, model, kind)
+        else:
+            model_dir = canary_models.write_model(src, model, kind)
+        with (model_dir / "1" / "model.py").open("a") as f:  # a new version even of a kind published before
             f.write(f"# published {manifest.now()}\n")
-        done = self.cli("push", str(src / MODEL), "--env", "staging", "--output", "json")
+        done = self.cli("push", str(model_dir), "--env", "staging", "--output", "json")
         assert done.returncode == 0, done.stderr
         return int(json.loads(done.stdout)["models"][0]["version"])
 
-    def promote_args(self, version: int, *extra: str) -> tuple[str, ...]:
-        return ("promote", MODEL, "--model-version", str(version), "--from", "staging", "--to", "prod",
+    def promote_args(self, version: int, *extra: str, model: str = MODEL) -> tuple[str, ...]:
+        return ("promote", model, "--model-version", str(version), "--from", "staging", "--to", "prod",
                 "--skip-verification", *extra)  # fmt: skip
 
-    def stable(self, kind: str = "good") -> int:
-        """A first prod version, pinned at once (--no-canary: nothing to compare with yet), served by all."""
-        done = self.cli(*self.promote_args(self.publish(kind), "--no-canary", "--output", "json"))
+    def pin(self, version: int, model: str = MODEL) -> int:
+        """Promote staging `version` to prod at once (--no-canary); its prod version."""
+        done = self.cli(*self.promote_args(version, "--no-canary", "--output", "json", model=model))
         assert done.returncode == 0, done.stderr
-        version = int(json.loads(done.stdout)["to"]["version"])
-        self.fleet.wait_ready(MODEL, version)
+        return int(json.loads(done.stdout)["to"]["version"])
+
+    def repin(self, version: int, model: str = MODEL) -> None:
+        """Pin prod `version` again (`rollback --model-version`), once every replica serves it."""
+        done = self.cli("rollback", model, "--env", "prod", "--model-version", str(version), "--yes")
+        assert done.returncode == 0, done.stderr
+        self.fleet.wait_ready(model, version)
+
+    def stable(self, kind: str = "good", model: str = MODEL) -> int:
+        """A first prod version, pinned at once (--no-canary: nothing to compare with yet), served by all."""
+        version = self.pin(self.publish(kind, model), model)
+        self.fleet.wait_ready(model, version)
         return version
+
+    # -- the fleet as Kubernetes changes it --
+
+    def kill(self, index: int) -> None:
+        """Replica `index`'s pod dies (agent and tritonserver SIGKILLed) and leaves the Service."""
+        if self.traffic is not None:
+            self.traffic.remove(self.fleet.replicas[index].http_url)
+        self.fleet.kill_replica(index)
+
+    def revive(self, index: int, model: str = MODEL) -> None:
+        """Replica `index` starts again; it rejoins the Service once it serves the pin READY."""
+        self.fleet.restart_replica(index)
+        self._join(self.fleet.replicas[index].http_url, index, model)
+
+    def prepare_scale_out(self, count: int) -> None:
+        """`count` more pods scheduled (the spares first): their tritonservers start, their agents
+        not yet, so they report nothing and take no traffic until `scale_out`."""
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            self._pending = list(pool.map(lambda _: self.fleet.add_replica(start_agent=False), range(count)))
+
+    def scale_out(self, model: str = MODEL) -> list[int]:
+        """The prepared pods' agents start: each loads what the bucket pins, reports, and joins the
+        Service once it serves the model's pin READY. Their indexes."""
+        added, self._pending = self._pending, []
+        for replica in added:
+            replica.agent.start()
+        for replica in added:
+            self._join(replica.http_url, self.fleet.replicas.index(replica), model)
+        return [r.index for r in added]
+
+    def scale_in(self, count: int) -> None:
+        """The last `count` replicas leave the Service, then stop (their agents delete their reports)."""
+        for _ in range(count):
+            if self.traffic is not None:
+                self.traffic.remove(self.fleet.replicas[-1].http_url)
+            self.fleet.remove_replica()
+
+    def _join(self, url: str, position: int, model: str) -> None:
+        pinned = json.loads(self.cli("status", "--env", "prod", model, "--output", "json").stdout)
+        version = int(pinned["prod"]["models"][0]["pinned"])
+        self.fleet.wait_ready(model, version, replicas=[position])
+        if self.traffic is not None:
+            self.traffic.add(url)
 
     # -- traffic and the record --
 
-    def start_traffic(self, concurrency: int = 4) -> RoundRobinTraffic:
-        self.traffic = RoundRobinTraffic(self.fleet.http_urls, MODEL, inputs, concurrency=concurrency).start()
+    def start_traffic(self, model: str = MODEL, rate: float = TRAFFIC_RATE) -> RoundRobinTraffic:
+        """Clients at `rate` requests a second over the Service's replicas, TRAFFIC_THREADS at most
+        in flight: an open loop, so a replica slower for a moment gets no more requests than the
+        others (a closed loop over fewer replicas than threads piles them onto it)."""
+        self.traffic = RoundRobinTraffic(self.fleet.http_urls, model, INPUTS[model], concurrency=TRAFFIC_THREADS,
+                                         rate=rate).start()  # fmt: skip
         return self.traffic
 
     def stop_traffic(self) -> Records:
@@ -143,7 +227,7 @@ class CanaryLab:
         records, self.traffic = self.traffic.stop(), None
         return records
 
-    def canary_record(self) -> dict[str, Any] | None:
+    def canary_record(self, model: str = MODEL) -> dict[str, Any] | None:
         """The prod canary record, through model_sync's strict reader."""
         import botocore.session
 
@@ -153,34 +237,59 @@ class CanaryLab:
         session = botocore.session.get_session()
         session.set_credentials(self.s3.access_key, self.s3.secret_key)
         env = environments.Environment("prod", layout.Root("models-prod"), self.s3.endpoint_url, self.s3.region)
-        return canary_record.read(Repo(env, session=session), MODEL).doc
+        return canary_record.read(Repo(env, session=session), model).doc
 
-    def release(self, kind: str) -> Release:
-        """Publish `kind` and promote it to prod under traffic (a gray release), 2 s of traffic after
-        its decision included: the canary replicas are back on stable, or every replica on the new version."""
-        version = self.publish(kind)
-        self.start_traffic()
+    def release(self, kind: str, model: str = MODEL, during: Callable[[], None] | None = None,
+                rate: float = TRAFFIC_RATE) -> Release:  # fmt: skip
+        """Publish `kind` and promote it to prod under traffic at `rate` (a gray release), 2 s of
+        traffic after its decision included: the canary replicas are back on stable, or every
+        replica on the new version. `during` runs once the promote has started (e.g. a replica dies)."""
+        version = self.publish(kind, model)
+        self.start_traffic(model=model, rate=rate)
         time.sleep(1)
         started = time.monotonic()
-        done = self.cli(*self.promote_args(version))
+        run = self.start_cli(*self.promote_args(version, model=model))
+        if during is not None:
+            during()
+        stdout, stderr = run.communicate(timeout=300)
         seconds = time.monotonic() - started
         time.sleep(2)
         records = self.stop_traffic()
-        doc = self.canary_record()
-        assert doc is not None, done.stderr
-        return Release(done.returncode, done.stderr, seconds, records, doc, measure(records, doc))
+        doc = self.canary_record(model)
+        assert doc is not None, stderr
+        return Release(run.returncode, stderr, seconds, records, doc, measure(records, doc), stdout)
 
-    def wait_step(self, timeout: float = 60) -> dict[str, Any]:
-        """Until the running record's replicas serve the canary and its first step judges it."""
+    def wait_record(self, done: Callable[[dict[str, Any]], bool], timeout: float = 60, what: str = "the canary record",
+                    model: str = MODEL) -> dict[str, Any]:  # fmt: skip
+        """Until the canary record satisfies `done`; the record."""
+        failed: list[AssertionError] = []
 
-        def judged() -> bool:
-            doc = self.canary_record()
-            return bool(doc and doc["state"] == "running" and doc["steps"] and doc["steps"][-1]["verdict"])
+        def check() -> bool:
+            try:
+                return bool((doc := self.canary_record(model)) and done(doc))
+            except AssertionError as e:  # `done` says waiting is over
+                failed.append(e)
+                return True
 
-        wait_until(judged, timeout, what="the canary's first verdict")
-        doc = self.canary_record()
+        wait_until(check, timeout, what=what)
+        if failed:
+            raise failed[0]
+        doc = self.canary_record(model)
         assert doc is not None
         return doc
+
+    def wait_step(
+        self, timeout: float = 60, model: str = MODEL, run: subprocess.Popen[str] | None = None
+    ) -> dict[str, Any]:
+        """Until the running record's replicas serve the canary and its first step judges it; with
+        `run` (the promote), an AssertionError with its stderr as soon as it exits."""
+
+        def judged(doc: dict[str, Any]) -> bool:
+            if run is not None and run.poll() is not None:
+                raise AssertionError(f"the release ended (exit {run.returncode}): {run.communicate()[1]}")
+            return doc["state"] == "running" and bool(doc["steps"]) and bool(doc["steps"][-1]["verdict"])
+
+        return self.wait_record(judged, timeout, "the canary's first verdict", model)
 
 
 def measure(records: Records, doc: dict[str, Any]) -> dict[str, Any]:

@@ -7,10 +7,15 @@ so that any two of them can be versions N and N+1 of the same name.
              says which, so a test can predict every failure from the inputs it sent, and the
              message names the version (`injected_version(error)` reads it back)
     slow     as good, after SLOW_FACTOR x GOOD_DELAY_S (30 ms): its p99 is far above CPU noise
+    tail     as slow, but the requests whose INPUT0[0] rounds to r with r % 100 < TAIL_PERCENT (3 %)
+             sleep TAIL_EXTRA_S (150 ms) more: against a stable `slow`, a regression of the slowest
+             requests only, which moves p99 ~5x and the mean by a sixth (`slowed(values)` says
+             which); it runs TAIL_INSTANCES instances, so a slowed request holds one and the
+             others answer on (with one, every request queued behind it would be slow too)
     broken   initialize() raises: the load fails and the version is never READY
 
 Every kind declares the same config (INPUT0 / OUTPUT0, TYPE_FP32, dims [4], max_batch_size 0, one
-CPU instance, zero-filled model_warmup as `export` writes it), written through ModelConfig (model_sync.model_config), and `model-sync push` takes the
+CPU instance but tail's TAIL_INSTANCES, zero-filled model_warmup as `export` writes it), written through ModelConfig (model_sync.model_config), and `model-sync push` takes the
 directory as it is: `<dest>/<name>/config.pbtxt` + `<dest>/<name>/<version_dir>/model.py`. Neither the
 warm-up (zeros) nor the smoke inference (model_sync.smoke: ones) is a failing input, so Triton, the
 agent and `verify` accept an `errors` version as a load that works.
@@ -36,7 +41,7 @@ from typing import Any
 
 from model_sync import layout, model_config
 
-KINDS = ("good", "errors", "slow", "broken")
+KINDS = ("good", "errors", "slow", "broken", "tail")
 INPUT = "INPUT0"
 OUTPUT = "OUTPUT0"
 DIMS = (4,)
@@ -44,6 +49,9 @@ GOOD_DELAY_S = 0.010  # seconds each request of `good` and `errors` sleeps in ex
 SLOW_FACTOR = 3  # `slow` sleeps SLOW_FACTOR x GOOD_DELAY_S
 ERROR_MODULUS = 20  # `errors` fails the inputs whose first value, rounded, is ERROR_RESIDUE mod 20 ...
 ERROR_RESIDUE = 13  # ... i.e. 1 request in 20 (5 %) when INPUT0[0] counts 0, 1, 2, ...; never the smoke's 1.0
+TAIL_PERCENT = 3  # `tail` slows the inputs whose first value, rounded, is below 3 mod 100 (never the smoke's 1.0 ...
+TAIL_EXTRA_S = 0.150  # ... nor the warm-up's 0: both are below 3, so `tail` skips values under 100) by this much
+TAIL_INSTANCES = 4  # `tail`'s CPU instances: as many as the lab's client threads, so no request waits for a slow one
 # What `errors` raises; it names the version that failed, so a client can attribute the failure exactly
 # (injected_version) instead of by the replica's nearest answer in time.
 INJECTED_MESSAGE = "canary model 'errors' version {version}: input {first:g} rejected on purpose"
@@ -66,6 +74,8 @@ DELAY_S = {delay!r}
 ERROR_MODULUS = {modulus!r}
 MESSAGE = {message!r}
 ERROR_RESIDUE = {residue!r}
+TAIL_PERCENT = {tail_percent!r}
+TAIL_EXTRA_S = {tail_extra!r}
 
 
 class TritonPythonModel:
@@ -80,6 +90,8 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, {input!r}).as_numpy()
             time.sleep(DELAY_S)
             first = float(x.flat[0])
+            if KIND == "tail" and first >= 100 and int(round(first)) % 100 < TAIL_PERCENT:
+                time.sleep(TAIL_EXTRA_S)
             if KIND == "errors" and int(round(first)) % ERROR_MODULUS == ERROR_RESIDUE:
                 # Raised, not returned as InferenceResponse(error=...): Triton 2.51 counts a returned
                 # error response as a success in /metrics; a raised one as a BACKEND failure.
@@ -93,13 +105,21 @@ class TritonPythonModel:
 def delay_s(kind: str) -> float:
     """Seconds one request of `kind` sleeps in execute() (0 for broken: it never executes)."""
     _check_kind(kind)
-    return {"slow": SLOW_FACTOR * GOOD_DELAY_S, "broken": 0.0}.get(kind, GOOD_DELAY_S)
+    return {"slow": SLOW_FACTOR * GOOD_DELAY_S, "tail": SLOW_FACTOR * GOOD_DELAY_S, "broken": 0.0}.get(
+        kind, GOOD_DELAY_S
+    )
 
 
 def fails(values: Iterable[float]) -> bool:
     """Whether the `errors` kind answers an input whose INPUT0 holds `values` with a TritonError."""
     first = float(next(iter(values)))
     return round(first) % ERROR_MODULUS == ERROR_RESIDUE
+
+
+def slowed(values: Iterable[float]) -> bool:
+    """Whether the `tail` kind adds TAIL_EXTRA_S to an input whose INPUT0 holds `values`."""
+    first = float(next(iter(values)))
+    return first >= 100 and round(first) % 100 < TAIL_PERCENT
 
 
 def injected_version(error: str) -> int | None:
@@ -109,8 +129,9 @@ def injected_version(error: str) -> int | None:
     return int(found["version"]) if found else None
 
 
-def config(name: str) -> Any:
-    """The ModelConfig every kind shares (the same tensors: they are versions of one model)."""
+def config(name: str, instances: int = 1) -> Any:
+    """The ModelConfig every kind shares (the same tensors: they are versions of one model), with
+    `instances` CPU instances."""
     layout.check_model_name(name)
     pb2 = model_config.pb2
     cfg = model_config.ModelConfig()
@@ -123,7 +144,7 @@ def config(name: str) -> Any:
         io.dims.extend(DIMS)
     group = cfg.instance_group.add()
     group.kind = pb2.ModelInstanceGroup.Kind.Value("KIND_CPU")
-    group.count = 1
+    group.count = instances
     # Zero-filled warm-up samples, as `export` writes them: the stub's first execution (~0.1-0.5 s
     # here) happens before READY, not in the first requests the canary analysis judges.
     return model_config.add_warmup(cfg)
@@ -137,6 +158,8 @@ def model_py(kind: str) -> str:
         modulus=ERROR_MODULUS,
         message=INJECTED_MESSAGE,
         residue=ERROR_RESIDUE,
+        tail_percent=TAIL_PERCENT,
+        tail_extra=TAIL_EXTRA_S,
         input=INPUT,
         output=OUTPUT,
     )
@@ -148,7 +171,7 @@ def write_model(dest_dir: Path | str, name: str, kind: str, version_dir: int = 1
     FileExistsError unless `overwrite` (then it is replaced: push wants exactly one version dir)."""
     _check_kind(kind)
     layout.check_version(version_dir)
-    cfg = config(name)
+    cfg = config(name, TAIL_INSTANCES if kind == "tail" else 1)
     model_dir = Path(dest_dir) / name
     if model_dir.exists():
         if not overwrite:

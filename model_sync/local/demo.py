@@ -1,16 +1,17 @@
 """`make demo` = `python -m model_sync.local demo [--keep-running] [--dir .demo]`
 
-The whole data plane on one machine, no fakes: a persistent local S3 server (rclone serve s3,
-data in <dir>/s3) with a staging and a prod bucket; the real tritonserver (CPU, from the pinned
-nvidia-pytriton wheel), one replica in staging and two in prod, each polling a local repository
-filled by its own repository agent (`python -m model_sync agent`, the image's ENTRYPOINT). Then,
-through the model_sync CLI: export a small TorchScript model (--target local: python-backend
-wrapper), push it to staging, verify, promote it to prod (the first version: `--no-canary`, there
-is nothing to compare it with); export its retrained successor, push and verify it, and promote
-it to prod through a gray release under traffic (one of the two prod replicas serves it first,
-canary and stable are compared from their /metrics, then it is pinned); verify prod, run an
-inference against prod and compare it with eager PyTorch, print `status`. Everything is stopped
-at the end unless --keep-running (then `python -m model_sync.local stop` stops it).
+The whole data plane on one machine, no fakes: a local S3 server (moto's S3 in a process of its own,
+in memory: model_sync.local.s3server.MotoS3Server) with a staging and a prod bucket; the real
+tritonserver (CPU, from the pinned nvidia-pytriton wheel), one replica in staging and two in prod,
+each polling a local repository filled by its own repository agent (`python -m model_sync agent`,
+the image's ENTRYPOINT). Then, through the model_sync CLI: export a small TorchScript model
+(--target local: python-backend wrapper), push it to staging, verify, promote it to prod (the first
+version: `--no-canary`, there is nothing to compare it with); export its retrained successor, push
+and verify it, and promote it to prod through a gray release under traffic (one of the two prod
+replicas serves it first, canary and stable are compared from their /metrics, then it is pinned);
+verify prod, run an inference against prod and compare it with eager PyTorch, print `status`.
+Everything is stopped at the end unless --keep-running (then `python -m model_sync.local stop` stops
+it).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from model_sync.local.fleet import agent_argv, subprocess_environ
 from model_sync.local.procs import Process, http_status, wait_until
 from model_sync.local.runtime import TritonServer, ensure_tritonserver
-from model_sync.local.s3server import RcloneS3Server
+from model_sync.local.s3server import MotoS3Server
 
 ENVS = ("staging", "prod")
 REPLICAS = {"staging": 1, "prod": 2}  # prod: one replica serves the canary, the other stable
@@ -45,18 +46,20 @@ def say(text: str) -> None:
 
 @dataclass
 class LocalPlatform:
-    """Staging + prod on this machine. `root` holds s3/, <replica>/models, logs/, model-sync.yaml;
-    `tritons` and `agents` are keyed by replica id (`<env>-<i>`)."""
+    """Staging + prod on this machine. `root` holds s3/ (the S3 server's state file), <replica>/models,
+    logs/, model-sync.yaml; `tritons` and `agents` are keyed by replica id (`<env>-<i>`).
+    `keep_running`: the processes outlive this one (stopped by `python -m model_sync.local stop`)."""
 
     root: Path
     interval: float = 1.0
-    s3: RcloneS3Server = field(init=False)
+    keep_running: bool = False
+    s3: MotoS3Server = field(init=False)
     tritons: dict[str, TritonServer] = field(default_factory=dict, init=False)
     agents: dict[str, Process] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.root = self.root.absolute()
-        self.s3 = RcloneS3Server(self.root / "s3", self.root / "logs" / "s3.log")
+        self.s3 = MotoS3Server(self.root / "s3", self.root / "logs" / "s3.log", exit_with_owner=not self.keep_running)
 
     @property
     def config_path(self) -> Path:
@@ -80,9 +83,8 @@ class LocalPlatform:
         self.s3.create_buckets(*(self.bucket(e) for e in ENVS))
         self.s3.start()
         say(
-            f"local S3 (rclone serve s3) on {self.s3.endpoint_url}, data in {self.s3.data_dir}; it ignores "
-            "If-None-Match/If-Match, "
-            "so concurrent pushes could race: fine for this one-writer demo (AWS S3 enforces both)"
+            f"local S3 (moto, in memory, pid {self.s3.process.pid if self.s3.process else None}) on "
+            f"{self.s3.endpoint_url}; it enforces If-None-Match/If-Match and replaces an object at once, as AWS S3 does"
         )
         for name in ENVS:
             for i in range(REPLICAS[name]):
@@ -113,7 +115,6 @@ class LocalPlatform:
                 f"    endpointUrl: {self.s3.endpoint_url}",
                 f"    region: {self.s3.region}",
                 f"    tritonUrl: {self.first(name).http_url}",
-                "    unenforcedConditionalWrites: accepted",  # said once at start, not on every push
             ]
             if REPLICAS[name] > 1:  # the gray release's figures: every replica's /metrics
                 metrics = [f"http://127.0.0.1:{t.metrics_port}/metrics" for t in self.replicas(name)]
@@ -191,7 +192,7 @@ class LocalPlatform:
             agent.stop(timeout=20)
         for triton in self.tritons.values():
             triton.stop()
-        self.s3.stop()
+        self.s3.shutdown()
         (self.root / "pids.json").unlink(missing_ok=True)
 
 
@@ -250,7 +251,7 @@ def demo(root: Path, keep_running: bool = False) -> int:
 
     from model_sync.local.traffic import RoundRobinTraffic
 
-    platform = LocalPlatform(root)
+    platform = LocalPlatform(root, keep_running=keep_running)
     t0 = time.monotonic()
     try:
         platform.start()

@@ -2,7 +2,8 @@
 real tritonserver (model_sync.local.runtime, its own local repository and log) and its own
 repository agent (`python -m model_sync agent`, the image's ENTRYPOINT) reporting as
 `status/<deployment>/<deployment>-<i>.json`, the way a Deployment's pods do. The bucket is any
-S3 endpoint (`S3Target`): typically a bucket of a running `rclone serve s3` (`S3Target.rclone`).
+S3 endpoint (`S3Target`): typically a bucket of the local moto server (`S3Target.moto`), or of a
+`rclone serve s3` (`S3Target.rclone`).
 
     root/<replica-id>/models            replica i's repository (tritonserver's --model-repository)
     root/<replica-id>/.models.staging   its agent's staging area (the agent's default, beside it)
@@ -31,7 +32,7 @@ from model_sync import layout
 from model_sync.agent import AGENT_COMMAND
 from model_sync.local.procs import LOOPBACK, Process, wait_until
 from model_sync.local.runtime import TritonRuntime, TritonServer, ensure_tritonserver
-from model_sync.local.s3server import RcloneS3Server
+from model_sync.local.s3server import MotoS3Server, RcloneS3Server
 
 
 def _seconds(value: float) -> str:
@@ -47,7 +48,7 @@ class S3Target:
     endpoint_url: str  # http(s)://host:port
     region: str
     credentials: Mapping[str, str] = field(default_factory=dict)
-    unenforced_conditional_writes: bool = False  # the endpoint ignores If-None-Match (rclone serve s3)
+    unenforced_conditional_writes: bool = False  # the endpoint ignores If-None-Match / If-Match (rclone serve s3)
 
     def __post_init__(self) -> None:
         layout.Root.parse(self.bucket)  # LayoutError naming the value and what is allowed
@@ -65,6 +66,13 @@ class S3Target:
             server.client_env(),
             unenforced_conditional_writes=True,
         )
+
+    @classmethod
+    def moto(cls, server: MotoS3Server, bucket: str) -> S3Target:
+        """A bucket (its name) of the local moto server, created if absent (now, or when it starts).
+        moto enforces If-None-Match and If-Match, as AWS S3 does."""
+        server.create_buckets(bucket)
+        return cls(f"s3://{bucket}", server.endpoint_url, server.region, server.client_env())
 
     def flags(self) -> list[str]:
         """The environment options every model_sync command takes, for this bucket."""
@@ -152,6 +160,8 @@ class LocalFleet:
     heartbeat   seconds between status writes when nothing changes (--heartbeat)
     agent_args  more flags for every agent (e.g. --ready-timeout 60)
     poll_secs   tritonserver's --repository-poll-secs
+    spares      replicas made ready to scale out to (`add_replica`), not started: their metrics
+                endpoints are in tritonMetricsUrls from the start, as Prometheus would find a new pod
     """
 
     root: Path
@@ -164,7 +174,9 @@ class LocalFleet:
     agent_args: tuple[str, ...] = ()
     poll_secs: int = 1
     runtime: TritonRuntime | None = None
+    spares: int = 0
     replicas: list[Replica] = field(default_factory=list, init=False)
+    _spare: list[Replica] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.replica_count < 1:
@@ -175,34 +187,38 @@ class LocalFleet:
             raise ValueError(f"LocalFleet.heartbeat: {self.heartbeat!r}; allowed: > 0 seconds")
         layout.status_key(self.deployment, f"{self.deployment}-{self.replica_count - 1}")  # LayoutError names it
         self.root = self.root.absolute()
-        runtime = self.runtime
         for i in range(self.replica_count):
-            replica_id = f"{self.deployment}-{i}"
-            home = self.root / replica_id
-            triton = TritonServer(
-                home / "models",
-                self.root / "logs" / f"triton-{replica_id}.log",
-                runtime=runtime,
-                poll_secs=self.poll_secs,
-            )
-            agent = Process(
-                f"agent-{replica_id}",
-                agent_argv(
-                    self.env,
-                    triton.repository,
-                    triton.http_url,
-                    self.deployment,
-                    replica_id,
-                    interval=self.interval,
-                    heartbeat=self.heartbeat,
-                    s3=self.s3,
-                    extra=self.agent_args,
-                ),
-                self.root / "logs" / f"agent-{replica_id}.log",
-                env=subprocess_environ(self.s3.credentials),
-                cwd=home,  # no ./model-sync.yaml there: the flags are the agent's only configuration
-            )
-            self.replicas.append(Replica(i, replica_id, triton, agent))
+            self.replicas.append(self._replica(i))
+        self._spare = [self._replica(self.replica_count + i) for i in range(self.spares)]
+
+    def _replica(self, i: int) -> Replica:
+        """Replica `i` (not started): its tritonserver and its agent, in root/<deployment>-<i>."""
+        replica_id = f"{self.deployment}-{i}"
+        home = self.root / replica_id
+        triton = TritonServer(
+            home / "models",
+            self.root / "logs" / f"triton-{replica_id}.log",
+            runtime=self.runtime,
+            poll_secs=self.poll_secs,
+        )
+        agent = Process(
+            f"agent-{replica_id}",
+            agent_argv(
+                self.env,
+                triton.repository,
+                triton.http_url,
+                self.deployment,
+                replica_id,
+                interval=self.interval,
+                heartbeat=self.heartbeat,
+                s3=self.s3,
+                extra=self.agent_args,
+            ),
+            self.root / "logs" / f"agent-{replica_id}.log",
+            env=subprocess_environ(self.s3.credentials),
+            cwd=home,  # no ./model-sync.yaml there: the flags are the agent's only configuration
+        )
+        return Replica(i, replica_id, triton, agent)
 
     # -- what the fleet serves on -------------------------------------------------------------
     @property
@@ -268,6 +284,41 @@ class LocalFleet:
         """Start replica `index`'s agent again (same flags; its log is appended to)."""
         return self.replicas[index].agent.start()
 
+    def kill_replica(self, index: int) -> None:
+        """SIGKILL replica `index`'s agent and tritonserver: a pod that died. Its last status report
+        stays behind and goes stale; its endpoints refuse connections."""
+        replica = self.replicas[index]
+        replica.agent.kill()
+        if replica.triton.process is not None:
+            replica.triton.process.kill()
+
+    def restart_replica(self, index: int, timeout: float = 90.0) -> None:
+        """Start replica `index` again after kill_replica (same ports, same local repository)."""
+        self._start_replica(self.replicas[index], timeout)
+
+    def add_replica(self, timeout: float = 90.0, start_agent: bool = True) -> Replica:
+        """Scale out by one: the next spare (else a new replica), started (tritonserver live, then
+        its agent, which loads what the bucket pins; `start_agent` False: not yet, `start_agent(i)`
+        later)."""
+        if self.runtime is None:
+            self.runtime = ensure_tritonserver()
+        replica = self._spare.pop(0) if self._spare else self._replica(max(r.index for r in self.replicas) + 1)
+        replica.triton.runtime = self.runtime
+        (self.root / replica.replica_id).mkdir(parents=True, exist_ok=True)
+        self.replicas.append(replica)
+        if start_agent:
+            self._start_replica(replica, timeout)
+        else:
+            replica.triton.start(timeout=timeout)
+        return replica
+
+    def remove_replica(self) -> None:
+        """Scale in by one: the last replica stops (its agent first: it deletes its status report)
+        and leaves the fleet."""
+        replica = self.replicas.pop()
+        replica.agent.stop(timeout=20)
+        replica.triton.stop()
+
     # -- readiness ----------------------------------------------------------------------------
     def version_ready(self, index: int, model: str, version: int) -> bool:
         """Triton's /v2/models/<model>/versions/<version>/ready on replica `index` says 200."""
@@ -304,7 +355,7 @@ class LocalFleet:
             "region": self.s3.region,
             "tritonUrl": self.replicas[0].http_url,
             "grpcUrl": self.replicas[0].grpc_url,
-            "tritonMetricsUrls": self.metrics_urls,
+            "tritonMetricsUrls": self.metrics_urls + [r.metrics_url for r in self._spare],
         }
         if self.s3.unenforced_conditional_writes:
             entry["unenforcedConditionalWrites"] = "accepted"

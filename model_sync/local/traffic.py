@@ -1,7 +1,8 @@
 """Client traffic for the local gray release: what a Kubernetes Service in front of a deployment's
 replicas would send them, without the Service. `RoundRobinTraffic` runs `concurrency` threads that
 send unversioned inference requests (`POST /v2/models/<m>/infer`, tritonclient.http, one client
-per thread and replica) round-robin over the replicas' HTTP URLs, and records every request: when
+per thread and replica) round-robin over the replicas' HTTP URLs (`remove`/`add` change them as a
+Service's endpoints change when a pod dies or the deployment scales), and records every request: when
 it was sent (time.monotonic()), to which replica, the `model_version` Triton says answered it, ok
 or the error's one line, and its latency. A refused connection, a timeout or an error response is
 a failure record; nothing a request does raises out of a thread.
@@ -42,7 +43,7 @@ FAILURE_PAUSE_S = 0.01  # a thread pauses this long after a failure: a fleet tha
 class Request:
     """One request as the client saw it."""
 
-    seq: int  # send order over all threads; the replica is seq % len(urls)
+    seq: int  # send order over all threads; the replica is the (seq % n)th of the n urls served then
     replica: int  # index into the traffic's urls
     sent: float  # time.monotonic() just before the request was sent
     latency: float  # seconds until the answer or the failure
@@ -218,6 +219,7 @@ class RoundRobinTraffic:
         self.limit = limit
         self.timeout = timeout
         self._lock = threading.Lock()
+        self._serving = list(range(len(self.urls)))  # indexes of the urls the round robin goes over
         self._seq = itertools.count()
         self._records: list[Request] = []
         self._stop = threading.Event()
@@ -258,6 +260,26 @@ class RoundRobinTraffic:
     def running(self) -> bool:
         return any(t.is_alive() for t in self._threads)
 
+    def remove(self, url: str) -> None:
+        """Stop sending to `url` (its pod is gone from the Service's endpoints); requests in flight
+        to it finish as they do."""
+        with self._lock:
+            index = self.urls.index(url)
+            if index in self._serving and len(self._serving) > 1:
+                self._serving.remove(index)
+
+    def add(self, url: str) -> int:
+        """Send to `url` too (a new or returning pod); its index in `urls`."""
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"url: {url!r}; allowed: http(s)://host:port")
+        with self._lock:
+            if url not in self.urls:
+                self.urls.append(url)
+            index = self.urls.index(url)
+            if index not in self._serving:
+                self._serving.append(index)
+            return index
+
     def records(self) -> Records:
         """A snapshot of every request recorded so far."""
         with self._lock:
@@ -269,22 +291,24 @@ class RoundRobinTraffic:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _next(self) -> int:
+    def _next(self) -> tuple[int, int]:
+        """The next request's sequence number and replica (an index into urls)."""
         with self._lock:
-            return next(self._seq)
+            seq = next(self._seq)
+            return seq, self._serving[seq % len(self._serving)]
 
     def _run(self) -> None:
         clients: dict[int, Any] = {}
         try:
             while not self._stop.is_set():
-                seq = self._next()
+                seq, replica = self._next()
                 if self.limit is not None and seq >= self.limit:
                     return
                 if self.rate is not None:
                     delay = self._started_at + seq / self.rate - time.monotonic()
                     if delay > 0 and self._stop.wait(delay):
                         return
-                record = self._send(clients, seq)
+                record = self._send(clients, seq, replica)
                 with self._lock:
                     self._records.append(record)
                 if not record.ok:
@@ -293,8 +317,7 @@ class RoundRobinTraffic:
             for client in clients.values():
                 _close(client)
 
-    def _send(self, clients: dict[int, Any], seq: int) -> Request:
-        replica = seq % len(self.urls)
+    def _send(self, clients: dict[int, Any], seq: int, replica: int) -> Request:
         sent = time.monotonic()
         version: int | None = None
         error: str | None = None

@@ -24,6 +24,7 @@ MODULES = [
     "bench.transfer.run",
     "bench.warmup.run",
     "bench.canary.run",
+    "bench.s3.race",
 ]
 
 

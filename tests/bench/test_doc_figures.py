@@ -1,6 +1,7 @@
 """The benchmark figures written by hand in the docs equal bench/results/*.json (to the rounding
 they are printed with): README's "Measured" rows, docs/gpu-benchmark.md's result table,
-docs/agent.md's P1/P2/P3 rows and pass cost, docs/model-sync.md's transfer table. A rerun that changes a JSON file
+docs/agent.md's P1/P2/P3 rows and pass cost, docs/model-sync.md's transfer table, the local S3
+servers' race (docs/agent.md's table, README's row). A rerun that changes a JSON file
 fails here until the prose is updated."""
 
 from __future__ import annotations
@@ -124,6 +125,48 @@ def test_agent_p2_row() -> None:
     )
     assert_rounds_to(inverse, p2["triton_s3_poll_requests_per_min"] / p2["agent_requests_per_min"])
     assert_rounds_to(target, 1 / p2["target_ratio"])
+
+
+# ---- the local S3 servers' race (bench/results/local-s3.json) -------------------------------------
+def _race_figures(line: str) -> tuple[int, int, int]:
+    """(GETs, failed, torn) printed in a row of docs/agent.md's race table."""
+    gets, failed, torn = grab(r"\| ([\d,]+) \| ([\d,]+)[^|]* \| ([\d,]+) \|", line)
+    return int(gets.replace(",", "")), int(failed.replace(",", "")), int(torn.replace(",", ""))
+
+
+def test_agent_doc_local_s3_race_table() -> None:
+    race = result("local-s3.json")
+    rows = (("rclone", "| `rclone serve s3` (the project's flags) |"), ("moto", "| moto (`MotoS3Server`) |"))
+    for kind, label in rows:
+        r, line = race["servers"][kind], doc_line("docs/agent.md", label)
+        assert _race_figures(line) == (r["gets"], r["get_errors"], r["torn"])
+        assert line.rstrip(" |").endswith(f"{r['puts']:,}")
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(r["get_errors_by_kind"].items(), key=lambda kv: -kv[1]))
+        assert (f"({kinds})" in line) == bool(kinds), line
+    text = " ".join((ROOT / "docs" / "agent.md").read_text().split())  # the setup sentence spans lines
+    n, low, high, seconds, load = grab(
+        r"`bench/results/local-s3\.json`: one writer rewriting one key with (\d+) JSON bodies of (\d+)\.\.([\d,]+) "
+        r"bytes, two readers GETting it, one attempt per request, (\d+) s per server, \d+ cores, load average "
+        r"([\d.]+) before",
+        text,
+    )
+    assert (int(n), int(low), int(high.replace(",", ""))) == (race["bodies"], *race["body_bytes"])
+    assert float(seconds) == race["seconds_each"]
+    assert_rounds_to(load, race["machine"]["load_average_before"][0])
+
+
+def test_readme_local_s3_row() -> None:
+    line = doc_line("README.md", "| The local S3 server: a GET racing a PUT")
+    rc_failed, rc_gets, rc_torn, m_failed, m_gets, m_torn = grab(
+        r"`rclone serve s3`: ([\d,]+) of ([\d,]+) GETs failed and ([\d,]+) returned torn bytes; "
+        r"moto \(the local environment's\): ([\d,]+) of ([\d,]+) failed, ([\d,]+) torn",
+        line,
+    )
+    servers = result("local-s3.json")["servers"]
+    for (failed, gets, torn), kind in (((rc_failed, rc_gets, rc_torn), "rclone"), ((m_failed, m_gets, m_torn), "moto")):
+        r = servers[kind]
+        assert [int(x.replace(",", "")) for x in (failed, gets, torn)] == [r["get_errors"], r["gets"], r["torn"]]
+    assert f"{result('local-s3.json')['seconds_each']:g} s each" in line
 
 
 # ---- transfers (bench/results/transfer.json) --------------------------------------------------

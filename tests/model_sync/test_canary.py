@@ -1,9 +1,12 @@
-"""model_sync.canary: which replicas serve the canary at a share (k of N, stable as the fleet
-changes), and the refusals a gray release makes before it lists any, against a real moto_server.
+"""model_sync.canary against a real moto_server: the refusals a gray release makes before it lists
+any replica, and what it does when a listed replica stops reporting (replicas' status records
+written as the agents write them; which replicas it lists: test_canary_fleet.py).
 The releases themselves run end to end in test_canary_e2e.py (real replicas, real traffic)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,33 +18,6 @@ from model_sync.s3 import Repo
 from model_sync.ui import Console
 from tests.model_sync.helpers import python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server
-
-FLEET = [f"default-{i}" for i in range(10)]
-
-
-@pytest.mark.parametrize(
-    ("n", "share", "k"),
-    [(10, 10, 1), (10, 25, 2), (10, 50, 5), (4, 10, 1), (4, 25, 1), (4, 50, 2), (3, 50, 1), (2, 10, 1), (2, 50, 1)],
-)
-def test_k_of_n_is_round_share_at_least_one_at_most_half(n: int, share: int, k: int) -> None:
-    chosen = canary.canary_replicas(FLEET[:n], [], share, "20261202T000000000000Z-00000000")
-    assert len(chosen) == k
-    assert set(chosen) <= set(FLEET[:n])
-    assert chosen == sorted(chosen)
-
-
-def test_a_rebalance_keeps_the_replicas_already_on_the_canary() -> None:
-    cid = "20261202T000000000000Z-0000beef"
-    first = canary.canary_replicas(FLEET[:4], [], 25, cid)
-    assert canary.canary_replicas(FLEET[:4], [], 25, cid) == first  # the same order for the same canary
-    grown = canary.canary_replicas(FLEET, first, 25, cid)  # the HPA adds 6 replicas: k 1 -> 2
-    assert len(grown) == 2
-    assert set(first) <= set(grown)
-    survivors = [r for r in FLEET if r != grown[0]]  # one canary replica is gone (a rollout, a scale-in)
-    again = canary.canary_replicas(survivors, grown, 25, cid)
-    assert grown[1] in again
-    assert len(again) == round(0.25 * 9)
-    assert canary.canary_replicas(FLEET[:1], [], 50, cid) == []  # one replica: none (it stays stable)
 
 
 def _release(tmp_path: Path, capsys, server: S3Server, bucket: str, aws_env, version: int) -> canary.GrayRelease:
@@ -59,7 +35,9 @@ def test_a_release_is_refused_before_it_lists_a_replica(
     tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
 ) -> None:
     release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
-    with pytest.raises(errors.SyncError, match=r"^canary: 0 replica\(s\) report m in prod; allowed: at least 2 ") as e:
+    with pytest.raises(
+        errors.SyncError, match=r"^canary: 0 live replica\(s\) report m in prod; allowed: at least 2 "
+    ) as e:
         release.run()  # no replica reports the model: nothing to compare on
     assert e.value.code == errors.REFUSED
     assert canary_record.read(release.repo, "m").doc is None  # nothing written
@@ -83,3 +61,126 @@ def test_a_release_is_refused_before_it_lists_a_replica(
     assert canary.abort(release.repo, "m", "tests") is None  # nothing running
     archived = moto_s3.get(s3_bucket, layout.canary_audit_key("m", other["id"]))
     assert manifest.read(archived, canary_record.CANARY)["state"] == "aborted"
+
+
+def _report(replica: str, serving: int, heartbeat: float) -> bytes:
+    """Replica `replica`'s status record, as its agent writes it: serving m `serving` READY, now."""
+    now = manifest.format_time(time.time())
+    entry = {"pinned": [serving], "serving": [serving], "state": "READY", "error": None, "failed": {},
+             "local_versions": [serving], "smoke": None}  # fmt: skip
+    return manifest.dumps({"schema": manifest.REPLICA_STATUS, "env": "prod", "deployment": "default",
+                           "replica": replica, "bucket_uri": "s3://b", "triton_url": None,
+                           "heartbeat_seconds": heartbeat, "s3_reachable": True, "last_s3_ok_at": now,
+                           "last_error": None, "agent_started_at": now, "reported_at": now,
+                           "models": {"m": entry}})  # fmt: skip
+
+
+class Agents:
+    """Heartbeats of replica status records (0.3 s) for `replicas`, each serving version 1, until
+    `silence(replica)` stops one: what a pod that died leaves behind."""
+
+    def __init__(self, server: S3Server, bucket: str, replicas: list[str]) -> None:
+        self.client, self.bucket, self.live = server.client(), bucket, set(replicas)
+        self._stop = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        for replica in sorted(self.live):
+            self.client.put_object(Bucket=self.bucket, Key=f"status/default/{replica}.json",
+                                   Body=_report(replica, 1, 0.3))  # fmt: skip
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.3):
+            self._beat()
+
+    def silence(self, replica: str) -> float:
+        self.live.discard(replica)
+        return time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _listed(release: canary.GrayRelease, count: int = 1, timeout: float = 10) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = canary_record.read(release.repo, "m").doc
+        if doc and len(doc["replicas"]) == count:
+            return doc
+        time.sleep(0.05)
+    raise AssertionError(f"no record listing {count} replica(s) within {timeout}s")
+
+
+def test_a_listed_replica_that_stops_reporting_is_replaced_and_the_window_restarts(
+    tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
+) -> None:
+    release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
+    release.policy = CanaryPolicy(steps=(25, 50), step_seconds=5, deadline_seconds=120, load_timeout_seconds=60)
+    agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1", "default-2"])
+    outcome: list[BaseException] = []
+    run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)
+    try:
+        run.start()
+        first = _listed(release)
+        silenced = agents.silence(first["replicas"][0])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            doc = canary_record.read(release.repo, "m").doc
+            assert doc is not None
+            if doc["replicas"] != first["replicas"]:
+                break
+            time.sleep(0.05)
+        took = time.monotonic() - silenced
+        step = doc["steps"][-1]
+        assert len(doc["replicas"]) == 1 and doc["replicas"][0] != first["replicas"][0], doc  # noqa: PT018
+        assert (step["fleet"], step["replicas"], step["restarts"], step["window_from"]) == (2, 1, 1, None), step
+        assert step["listed_at"] >= step["started_at"]
+        assert took <= 3 * 0.3 + 1.0, took  # 3 heartbeats, then the next poll (0.01 s)
+        assert canary.abort(release.repo, "m", "tests") is not None  # ends it: the run exits 4 at its next poll
+        run.join(10)
+    finally:
+        agents.stop()
+    assert len(outcome) == 1 and isinstance(outcome[0], errors.SyncError), outcome  # noqa: PT018
+    assert outcome[0].code == errors.REFUSED
+    assert str(outcome[0]).startswith(
+        "canary: m version 2: another writer ended it aborted (aborted by an operator, by"
+    )
+
+
+def test_with_fewer_than_two_live_replicas_the_run_aborts_at_once_naming_the_silent_one(
+    tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
+) -> None:
+    release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
+    release.policy = CanaryPolicy(steps=(25, 50), step_seconds=5, deadline_seconds=600, load_timeout_seconds=300)
+    agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1"])
+    try:
+        outcome: list[BaseException] = []
+        run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)
+        run.start()
+        victim = _listed(release)["replicas"][0]
+        silenced = agents.silence(victim)
+        run.join(15)
+        took = time.monotonic() - silenced
+    finally:
+        agents.stop()
+    assert len(outcome) == 1 and isinstance(outcome[0], errors.SyncError), outcome  # noqa: PT018
+    assert outcome[0].code == errors.CHECK_FAILED
+    assert took <= 3 * 0.3 + 2.0, took  # not the load timeout (300 s), not the deadline (600 s)
+    assert (
+        f"aborted (no live replica can take the canary: 1 live replica(s) of default report m (at least 2 are "
+        f"needed); {victim} stopped reporting ("
+    ) in str(outcome[0])
+    ended = canary_record.read(release.repo, "m").doc
+    assert ended is not None
+    assert (ended["state"], ended["replicas"]) == ("aborted", [])
+    assert ended["decision"]["reason"].startswith("no live replica can take the canary")
+
+
+def _catch(fn, into: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
+    try:
+        fn()
+    except BaseException as e:  # the run's exit, for the test to look at
+        into.append(e)

@@ -28,9 +28,11 @@ STABLE = Figures(requests=1000, errors=0, p99_ms=20.0, queue_us=100.0, mean_ms=1
         (
             Figures(requests=400, p99_ms=60.0, queue_us=100.0, mean_ms=30.0),
             FAIL,
-            r"^p99 latency: canary 60\.0 ms vs stable 20\.0 ms \(mean 30\.0 vs 10\.0 ms\)",
+            r"^p99 latency: canary 60\.0 ms vs stable 20\.0 ms; allowed: at most 1\.5x \(maxP99Ratio\) or 5 ms",
         ),
-        (Figures(requests=400, p99_ms=60.0, mean_ms=11.0), PASS, r"^canary"),  # a cold tail, not a slower version
+        # +150 ms on 3 % of requests: the mean barely moves (11 vs 10 ms), p99 alone fails it
+        (Figures(requests=400, p99_ms=160.7, mean_ms=11.0), FAIL, r"^p99 latency: canary 160\.7 ms vs stable 20\.0"),
+        (Figures(requests=400, p99_ms=24.0, p95_ms=90.0), PASS, r"^canary"),  # p95 is not judged by default
         (Figures(requests=400, p99_ms=29.0, queue_us=100.0), PASS, r"^canary"),  # 1.45x: under the ratio
         (Figures(requests=400, queue_us=5000.0), FAIL, r"^queue time: canary 5000 µs vs stable 100 µs"),
         (Figures(requests=400, queue_us=900.0), PASS, r"^canary"),  # 9x, but under the 1000 µs floor
@@ -50,11 +52,21 @@ def test_tiny_latencies_never_fail_on_the_ratio_alone() -> None:
     assert judge(Figures(requests=500, p99_ms=6.0, mean_ms=3.0), stable, POLICY).outcome == FAIL
 
 
+def test_p95_is_judged_on_its_own_when_the_policy_sets_its_ratio() -> None:
+    policy = POLICY.replace(max_p95_ratio=1.5, min_p95_delta_ms=10.0)
+    stable = Figures(requests=1000, p99_ms=40.0, p95_ms=15.0)
+    slow_p95 = judge(Figures(requests=400, p99_ms=41.0, p95_ms=38.0), stable, policy)
+    assert (slow_p95.outcome, slow_p95.reason.split(";")[0]) == (FAIL, "p95 latency: canary 38.0 ms vs stable 15.0 ms")
+    assert "(maxP95Ratio) or 10 ms above (minP95DeltaMs)" in slow_p95.reason
+    assert judge(Figures(requests=400, p99_ms=41.0, p95_ms=24.0), stable, policy).outcome == PASS  # 9 ms: the floor
+
+
 def test_figures_record_matches_the_canary_schema() -> None:
     from model_sync import record_schemas
 
     record = Figures(requests=3, errors=1, p99_ms=12.34567, queue_us=None, mean_ms=4.0).record()
     assert record == {
-        "requests": 3, "errors": 1, "error_ratio": 0.333333, "p99_ms": 12.346, "mean_ms": 4.0, "queue_us": None
+        "requests": 3, "errors": 1, "error_ratio": 0.333333, "p99_ms": 12.346, "p95_ms": None, "mean_ms": 4.0,
+        "queue_us": None,
     }  # fmt: skip
     assert set(record) == set(record_schemas._FIGURES["properties"])

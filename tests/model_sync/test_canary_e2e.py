@@ -1,10 +1,12 @@
-"""The gray release end to end on the real local stack (model_sync.local.canary_lab): rclone serve s3
+"""The gray release end to end on the real local stack (model_sync.local.canary_lab): the local S3 server
 with staging and prod, four real tritonserver replicas in prod each with its real agent, round-robin
 traffic over them standing in for the Service, and the CLI in subprocesses: push to staging, then
 `promote --to prod`, which runs the gray release (steps 25 and 50 %, 5 s each).
 
 One stack for every scenario (the time budget); each scenario starts from one stable version
-serving every replica. In every one, no request outside the canary share fails."""
+serving every replica (four of them; the scale-out scenario, last, adds two and removes them).
+In every one, no request outside the canary share fails, but those in flight to a replica that
+dies."""
 
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from model_sync import errors
-from model_sync.local.canary_lab import MODEL, CanaryLab, measure
+from model_sync.local.canary_lab import MODEL, TS_MODEL, CanaryLab, measure
 from model_sync.local.procs import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+TAIL_RATE = 80.0  # requests a second: 20 per replica, 60 % of what one instance of a 30 ms model answers
 
 
 @pytest.fixture(scope="module")
@@ -33,17 +36,21 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CanaryLab]:
         stack.stop()
 
 
-def _stable(lab: CanaryLab) -> int:
-    pinned = json.loads(lab.cli("status", "--env", "prod", MODEL, "--output", "json").stdout)
+def _stable(lab: CanaryLab, model: str = MODEL) -> int:
+    pinned = json.loads(lab.cli("status", "--env", "prod", model, "--output", "json").stdout)
     return int(pinned["prod"]["models"][0]["pinned"])
 
 
-def _release(lab: CanaryLab, kind: str) -> tuple[int, dict, dict, str]:
+def _release(lab: CanaryLab, kind: str, model: str = MODEL) -> tuple[int, dict, dict, str]:
     """Publish `kind`, promote it to prod under traffic: (exit code, measure(), final record, stderr)."""
-    stable = _stable(lab)
-    done = lab.release(kind)
+    stable = _stable(lab, model)
+    done = lab.release(kind, model)
     assert done.doc["stable_version"] == stable
     return done.code, done.figures, done.doc, done.stderr
+
+
+def _index(replica: str) -> int:
+    return int(replica.rsplit("-", 1)[1])
 
 
 def test_a_good_version_is_promoted_with_its_share_within_3_points(lab: CanaryLab) -> None:
@@ -71,6 +78,39 @@ def test_a_version_failing_5_percent_of_requests_is_aborted(lab: CanaryLab) -> N
     assert figures["seconds_to_zero_canary"] is not None
     assert figures["seconds_to_zero_canary"] <= 10, figures
     assert _stable(lab) == doc["stable_version"]
+
+
+def test_a_torchscript_version_failing_5_percent_of_requests_is_aborted(lab: CanaryLab) -> None:
+    """The failure mode of the platform's own wrapper: `export --target local` of a TorchScript
+    module whose forward raises on 1 input in 20. Clients see HTTP 500s; the analysis must too."""
+    if not lab.fleet.version_ready(0, TS_MODEL, 1):
+        lab.stable("good", TS_MODEL)
+    code, figures, doc, err = _release(lab, "errors", TS_MODEL)
+    assert code == errors.CHECK_FAILED, err
+    assert "error ratio: canary" in doc["decision"]["reason"], doc["decision"]
+    assert figures["failed_stable"] == figures["failed_other"] == 0, figures["unexpected_failures"]
+    assert figures["failed_canary"] > 0, figures
+    failing = doc["steps"][-1]["figures"]["canary"]
+    assert failing["errors"] > 0, failing  # what Triton counted, read by the analysis
+    assert _stable(lab, TS_MODEL) == doc["stable_version"]
+
+
+def test_a_tail_only_regression_is_aborted_on_p99(lab: CanaryLab) -> None:
+    """+150 ms on 3 % of the requests of a 30 ms model: p99 moves ~5x, the mean a sixth (at 80
+    requests a second, within what one instance of the stable answers). p99 alone decides."""
+    stable = _stable(lab)
+    lab.stable("slow")
+    try:
+        done = lab.release("tail", rate=TAIL_RATE)
+    finally:
+        lab.repin(stable)  # back to the good stable the other scenarios compare with
+    assert done.code == errors.CHECK_FAILED, done.stderr
+    assert done.doc["decision"]["reason"].startswith("step 25 %: p99 latency: canary"), done.doc["decision"]
+    canary, stable_figures = (done.doc["steps"][-1]["figures"][k] for k in ("canary", "stable"))
+    assert canary["p99_ms"] > 3 * stable_figures["p99_ms"], (canary, stable_figures)
+    assert (done.figures["failed_stable"], done.figures["failed_canary"], done.figures["failed_other"]) == (0, 0, 0), (
+        done.figures["unexpected_failures"]
+    )
 
 
 def test_a_version_three_times_slower_is_aborted_on_latency(lab: CanaryLab) -> None:
@@ -156,3 +196,104 @@ def test_an_interrupted_run_is_resumed_and_a_killed_one_aborted(lab: CanaryLab) 
         records = lab.stop_traffic()
     assert stable != version
     assert not records.failed(), records.errors()
+
+
+def test_a_dead_canary_replica_is_replaced_by_a_live_one_and_its_window_restarts(lab: CanaryLab) -> None:
+    """The only canary replica dies in step 1 (agent and tritonserver killed, gone from the
+    Service): within 3 of its heartbeats the run lists a live replica instead, restarts the
+    step's window and goes on; step 2 states the share of the 3 live replicas."""
+    victim: dict[str, int] = {}
+
+    def kill_the_canary() -> None:
+        doc = lab.wait_step()
+        victim["index"] = _index(doc["replicas"][0])
+        lab.kill(victim["index"])
+        victim["killed"] = time.monotonic()  # type: ignore[assignment]
+        lab.wait_record(lambda d: d["state"] != "running" or doc["replicas"][0] not in d["replicas"], 30,
+                        "the dead replica replaced")  # fmt: skip
+        victim["relisted"] = time.monotonic()  # type: ignore[assignment]
+
+    try:
+        done = lab.release("good", during=kill_the_canary)
+    finally:
+        if "index" in victim:
+            lab.revive(victim["index"])
+    dead = f"default-{victim['index']}"
+    assert done.code == errors.OK, done.stderr
+    assert victim["relisted"] - victim["killed"] <= 3 * 2.0 + 4, victim  # 3 heartbeats of 2 s, a poll, the reads
+    first, second = done.doc["steps"]
+    assert first["restarts"] >= 1 and first["fleet"] == 3, first  # noqa: PT018
+    assert f"re-balance: {dead} stopped reporting" in done.stdout, done.stdout
+    assert (second["replicas"], second["fleet"], second["effective_percent"]) == (1, 3, 33.33), second
+    assert abs(done.figures["steps"][1]["observed_percent"] - 33.33) <= 5, done.figures
+    # Only requests in flight to the dead replica when it died failed.
+    lost = [r for r in done.records.failed() if r.replica != victim["index"]]
+    assert lost == [], lost
+    assert len(done.records.failed()) <= 4, done.records.errors()
+    assert _stable(lab) == done.doc["canary_version"]
+    lab.fleet.wait_ready(MODEL, done.doc["canary_version"])
+
+
+def test_a_pin_moved_under_the_release_ends_it_within_one_poll(lab: CanaryLab) -> None:
+    """`promote --no-canary` of another version, then `rollback`, while a canary runs: the run
+    exits 4 within one poll, writes nothing back, and says where the replicas went."""
+    lab.start_traffic()
+    try:
+        for move in ("promote", "rollback"):
+            stable = _stable(lab)
+            run = lab.start_cli(*lab.promote_args(lab.publish("good")))
+            doc = lab.wait_step(run=run)
+            if move == "promote":
+                target = lab.pin(lab.publish("good"))  # promote pins what staging pins
+            else:
+                rolled = lab.cli("rollback", MODEL, "--env", "prod", "--yes", "--output", "json")
+                assert rolled.returncode == errors.OK, rolled.stderr
+                target = int(json.loads(rolled.stdout)["version"])
+            moved_at = time.monotonic()
+            _, err = run.communicate(timeout=60)
+            took = time.monotonic() - moved_at
+            assert run.returncode == errors.REFUSED, err
+            assert took <= 5, (move, took, err)  # one poll is 1.25 s here
+            line = err.strip().splitlines()[-1]
+            assert f"now version {target}" in line, line
+            assert "writes nothing" in line or "the stable pin moved" in line, line
+            ended = lab.canary_record()
+            assert ended is not None
+            assert (ended["id"], ended["state"], ended["replicas"]) == (doc["id"], "aborted", [])
+            assert f"version {target}" in ended["decision"]["reason"], ended["decision"]
+            assert _stable(lab) == target != stable
+            lab.fleet.wait_ready(MODEL, target)
+    finally:
+        records = lab.stop_traffic()
+    assert not records.failed(), records.errors()
+
+
+def test_scaling_out_never_takes_more_than_the_configured_share_and_restarts_the_window(lab: CanaryLab) -> None:
+    """4 -> 6 replicas in step 1 (25 %): the canary stays on 1 of 6 (floor, not round(1.5) = 2),
+    the step's window restarts on the new fleet, and the record and `status` state the configured,
+    effective and observed shares."""
+    added: list[int] = []
+
+    def scale_out() -> None:  # as soon as step 1 lists its replica: its window restarts on 6
+        lab.wait_record(lambda d: d["state"] == "running" and bool(d["steps"]), what="step 1")
+        added.extend(lab.scale_out())
+
+    lab.prepare_scale_out(2)  # two pods scheduled, their tritonservers up: they report once their agents start
+    try:
+        done = lab.release("good", during=scale_out)
+        shown = lab.cli("status", "--env", "prod", MODEL)
+    finally:
+        lab.scale_in(2)
+    assert done.code == errors.OK, done.stderr
+    first, second = done.doc["steps"]
+    assert (first["replicas"], first["fleet"], first["effective_percent"]) == (1, 6, 16.67), first
+    assert first["restarts"] >= 1, first
+    assert (second["replicas"], second["fleet"], second["effective_percent"]) == (3, 6, 50.0), second
+    for step in done.doc["steps"]:
+        assert step["effective_percent"] <= step["share_percent"], step
+        assert step["observed_percent"] is not None
+        assert abs(step["observed_percent"] - step["effective_percent"]) <= 5, step
+    for mine, theirs in zip(done.figures["steps"], done.doc["steps"], strict=True):
+        assert abs(mine["observed_percent"] - theirs["effective_percent"]) <= 5, (mine, theirs)  # as clients saw it
+    row = next(line for line in shown.stdout.splitlines() if line.startswith("prod") and " 25 % " in line)
+    assert "1/6 (relisted" in row and "16.67 %" in row, shown.stdout  # noqa: PT018

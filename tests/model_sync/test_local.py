@@ -1,5 +1,5 @@
 """The local environment: the pinned tritonserver fetch, and `python -m model_sync.local demo`
-end to end (real rclone S3, two real tritonservers, two agents, the model_sync CLI)."""
+end to end (the local moto S3 server, three real tritonservers with their agents, the model_sync CLI)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import boto3
 import pytest
+import yaml
 
 from model_sync.local import runtime
 
@@ -84,17 +86,27 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
         assert re.search(
             r"traffic during the gray release: \d+ requests \(version 1: \d+, version 2: \d+\), 0 failed", out
         )
-        assert re.search(r"^    prod  demo-mlp  v2 vs v1  promoted  50 %  1/2       pass", out, re.M), out[-3000:]
-        # Issue 17, item 15: nothing to act on is repeated; rclone's conditional writes are said once.
+        assert re.search(
+            r"^    prod  demo-mlp  v2 vs v1  promoted  50 %  1/2       50 %       [0-9.]+ %  +pass", out, re.M
+        ), out[-3000:]
+        # Nothing to act on is repeated. The local S3 enforces If-None-Match/If-Match:
+        # no push or promote warns that it ignores them.
         assert "warning:" not in out, [line for line in out.splitlines() if "warning:" in line]
-        assert out.count("ignores If-None-Match/If-Match") == 1
+        assert "ignores" not in out
+        assert out.count("it enforces If-None-Match/If-Match") == 1
         m = re.search(r"prod inference demo-mlp v2: .* max \|diff\| ([0-9.e+-]+)\)", out)
         assert m is not None, out[-2000:]
         assert float(m.group(1)) <= 1e-5
-        assert {"rclone-s3", "agent-staging-0", "agent-prod-0", "agent-prod-1"} <= set(pids)
+        assert {"moto-s3", "agent-staging-0", "agent-prod-0", "agent-prod-1"} <= set(pids)
         assert len(pids) == 7
         for pid in pids.values():
-            os.kill(pid, 0)  # all still running with --keep-running
+            os.kill(pid, 0)  # all still running with --keep-running, the demo process gone
+        prod = yaml.safe_load((state / "model-sync.yaml").read_text())["environments"]["prod"]
+        assert "unenforcedConditionalWrites" not in prod
+        client = boto3.client("s3", endpoint_url=prod["endpointUrl"], region_name=prod["region"],
+                              aws_access_key_id="local", aws_secret_access_key="local")  # fmt: skip
+        config = client.get_object(Bucket="models-prod", Key="repository/demo-mlp/config.pbtxt")["Body"].read()
+        assert b"demo-mlp" in config  # the S3 server still serves what the demo pushed
     finally:
         stop = subprocess.run(
             [sys.executable, "-m", "model_sync.local", "stop", "--dir", str(state)],
@@ -109,4 +121,3 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert not (state / "pids.json").exists()
-    assert (state / "s3" / "models-prod" / "repository" / "demo-mlp" / "config.pbtxt").exists()  # persistent S3 data

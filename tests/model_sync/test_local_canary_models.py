@@ -41,8 +41,9 @@ def test_every_kind_is_a_model_directory_push_accepts_with_one_shared_config(tmp
     m = localmodel.load(str(model_dir))  # push's own validation (config checks, the backend's files)
     assert (m.name, m.backend, sorted(m.files)) == ("scenario", "python", ["model.py"])
     cfg = model_config.read_file(str(model_dir / "config.pbtxt"))
-    assert model_config.dumps(cfg) == model_config.dumps(canary_models.config("scenario"))
-    assert (cfg.max_batch_size, [g.count for g in cfg.instance_group]) == (0, [1])
+    instances = canary_models.TAIL_INSTANCES if kind == "tail" else 1  # the tail's slow requests hold one each
+    assert model_config.dumps(cfg) == model_config.dumps(canary_models.config("scenario", instances))
+    assert (cfg.max_batch_size, [g.count for g in cfg.instance_group]) == (0, [instances])
     compile((model_dir / "3" / "model.py").read_text(), "model.py", "exec")
 
 
@@ -89,7 +90,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRunti
     server = TritonServer(root / "models", root / "triton.log", runtime=triton_runtime)
     try:
         server.start()
-        for kind in ("good", "errors", "slow"):
+        for kind in ("good", "errors", "slow", "tail"):
             server.wait_version_ready(kind, 1, timeout=60)
         yield server
     finally:
@@ -97,9 +98,9 @@ def triton(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRunti
             server.process.kill()  # its graceful shutdown (~2.5 s) is not under test here
 
 
-def _traffic(server: TritonServer, model: str, requests: int) -> Records:
-    # One thread: requests never queue behind each other, so latency is the model's own.
-    traffic = RoundRobinTraffic([server.http_url], model, _counting, concurrency=1, limit=requests).start()
+def _traffic(server: TritonServer, model: str, requests: int, concurrency: int = 1) -> Records:
+    # One thread by default: requests never queue behind each other, so latency is the model's own.
+    traffic = RoundRobinTraffic([server.http_url], model, _counting, concurrency=concurrency, limit=requests).start()
     assert traffic.wait(60), f"{model}: {requests} requests not answered within 60 s"
     return traffic.records()
 
@@ -184,6 +185,23 @@ def test_slow_takes_three_times_as_long_as_good(triton: TritonServer) -> None:
     # Server side (the /metrics the canary analysis reads): compute time per execution of these requests.
     per_exec = {m: (after[m][0] - before[m][0]) / (after[m][1] - before[m][1]) for m in ("good", "slow")}
     assert 2.2 <= per_exec["slow"] / per_exec["good"] <= 3.3, per_exec
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_tail_slows_exactly_the_predicted_inputs_by_150_ms(triton: TritonServer) -> None:
+    """The tail regression the gray release must catch: only the predicted inputs (INPUT0[0] >= 100
+    and 0..2 mod 100) take 150 ms more; every other request answers as fast as good's, also while a
+    slowed one holds an instance (four threads: no request waits behind it)."""
+    records = _traffic(triton, "tail", 300, concurrency=canary_models.TAIL_INSTANCES)
+    assert not records.failed(), records.errors()
+    slowed = {r.seq for r in records if canary_models.slowed(_counting(r.seq)[canary_models.INPUT])}
+    assert slowed == {100, 101, 102, 200, 201, 202}
+    for r in records:
+        if r.seq in slowed:
+            assert r.latency >= canary_models.TAIL_EXTRA_S, r
+        else:
+            assert r.latency < canary_models.TAIL_EXTRA_S, r
 
 
 @pytest.mark.e2e

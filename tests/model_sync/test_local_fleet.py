@@ -1,5 +1,5 @@
 """model_sync/local/fleet.py: a deployment's replicas on this machine. The e2e tests share one
-2-replica fleet (real rclone S3, two real tritonservers, two real agents) serving a `good` canary
+2-replica fleet (the local moto S3 server, two real tritonservers, two real agents) serving a `good` canary
 model pushed through `python -m model_sync push`; the others check the agent's command line and
 environment, which the demo uses too."""
 
@@ -28,7 +28,7 @@ from model_sync.local.demo import LocalPlatform
 from model_sync.local.fleet import LocalFleet, S3Target, agent_argv, subprocess_environ
 from model_sync.local.procs import wait_until
 from model_sync.local.runtime import TritonRuntime
-from model_sync.local.s3server import RcloneS3Server
+from model_sync.local.s3server import MotoS3Server, RcloneS3Server
 from model_sync.local.traffic import RoundRobinTraffic
 from tests.support.triton import s3_client
 from tests.support.triton import triton_runtime as triton_runtime_fixture
@@ -147,6 +147,24 @@ def test_s3_target_rejects_a_bad_bucket_or_endpoint() -> None:
         S3Target("s3://models-x", "127.0.0.1:9", "us-east-1")
 
 
+def test_s3_target_of_the_moto_server_enforces_conditional_writes_and_its_bucket_is_created_on_start(
+    tmp_path: Path,
+) -> None:
+    server = MotoS3Server(tmp_path / "s3", tmp_path / "s3.log")  # never started: nothing runs
+    target = S3Target.moto(server, BUCKET)
+    assert (target.bucket, target.endpoint_url, target.region) == (f"s3://{BUCKET}", server.endpoint_url, "us-east-1")
+    assert target.credentials == server.client_env()
+    assert target.unenforced_conditional_writes is False
+    assert server.buckets == [BUCKET]
+    assert server.process is None
+    rclone = S3Target.rclone(RcloneS3Server(tmp_path / "rclone", tmp_path / "rclone.log"), BUCKET)
+    assert rclone.unenforced_conditional_writes is True
+    fleet = LocalFleet(tmp_path, target, runtime=TritonRuntime(tmp_path / "rt"))
+    assert "unenforcedConditionalWrites" not in fleet.environment_entry()
+    rclone_entry = LocalFleet(tmp_path, rclone, runtime=TritonRuntime(tmp_path / "rt")).environment_entry()
+    assert rclone_entry["unenforcedConditionalWrites"] == "accepted"
+
+
 def test_write_config_replaces_the_fleets_environment_and_keeps_the_others(tmp_path: Path) -> None:
     fleet = LocalFleet(tmp_path, _target(), env="canary", runtime=TritonRuntime(tmp_path / "rt"))
     path = tmp_path / "model-sync.yaml"
@@ -179,7 +197,7 @@ def test_the_fleets_config_is_one_model_sync_reads(tmp_path: Path) -> None:
 @dataclass
 class Pushed:
     fleet: LocalFleet
-    s3: RcloneS3Server
+    s3: MotoS3Server
     version: int
     push_doc: dict[str, Any]
     started_s: float
@@ -202,10 +220,10 @@ class Pushed:
 
 @pytest.fixture(scope="module")
 def pushed(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRuntime) -> Iterator[Pushed]:
-    """rclone S3 + a 2-replica fleet, and `good` pushed through the CLI with --wait."""
+    """The local moto S3 + a 2-replica fleet, and `good` pushed through the CLI with --wait."""
     root = tmp_path_factory.mktemp("fleet")
-    s3 = RcloneS3Server(root / "s3", root / "logs" / "s3.log")
-    target = S3Target.rclone(s3, BUCKET)
+    s3 = MotoS3Server(root / "s3", root / "logs" / "s3.log")
+    target = S3Target.moto(s3, BUCKET)
     fleet = LocalFleet(root / "fleet", target, runtime=triton_runtime)
     try:
         s3.start()
@@ -228,6 +246,7 @@ def pushed(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRunti
             check=False,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr + fleet.logs()
+        assert "ignores If-None-Match" not in proc.stderr  # moto enforces both conditions: nothing to warn
         doc = json.loads(proc.stdout)
         fleet.wait_ready(MODEL, 1, timeout=60)
         pushed = Pushed(fleet, s3, int(doc["models"][0]["version"]), doc, started_s)
@@ -242,7 +261,7 @@ def pushed(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRunti
         yield pushed
     finally:
         fleet.stop()
-        s3.stop()
+        s3.shutdown()
 
 
 def _metric(url: str, name: str, model: str, version: int) -> float:

@@ -172,3 +172,28 @@ def test_rate_paces_the_requests_over_all_threads_and_stop_ends_them() -> None:
     assert 30 <= len(records) <= 45, len(records)  # 40/s for ~1 s
     sent = [r.sent - records[0].sent for r in records]
     assert all(t >= seq / 40 - 0.02 for seq, t in enumerate(sent)), sent  # never ahead of its schedule
+
+
+def test_a_removed_url_leaves_the_round_robin_and_an_added_one_joins_it() -> None:
+    """What a Service does when a pod dies or the deployment scales: requests stop going to the
+    removed endpoint and start going to the added one, in round-robin order over those served."""
+    urls = [f"http://127.0.0.1:{free_port()}" for _ in range(3)]
+    traffic = RoundRobinTraffic(urls[:2], "m", _inputs, concurrency=1, rate=200).start()
+    wait = time.monotonic() + 5
+    while len(traffic.records()) < 10 and time.monotonic() < wait:
+        time.sleep(0.01)
+    traffic.remove(urls[0])
+    cut = len(traffic.records()) + 1  # the one in flight may still go to urls[0]
+    assert traffic.add(urls[2]) == 2
+    time.sleep(0.3)
+    records = traffic.stop()
+    assert {r.replica for r in records[:10]} == {0, 1}
+    later = [r.replica for r in records[cut + 1 :]]
+    assert later, records
+    assert 0 not in later
+    assert set(later) == {1, 2}
+    traffic = RoundRobinTraffic(urls[:1], "m", _inputs)
+    traffic.remove(urls[0])  # the last one stays: a round robin over nothing sends nothing
+    assert traffic.urls == urls[:1]
+    with pytest.raises(ValueError, match=r"url: 'ftp://x'; allowed: http\(s\)://host:port"):
+        traffic.add("ftp://x")

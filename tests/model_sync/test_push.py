@@ -567,3 +567,39 @@ def test_push_names_the_unknown_and_the_unchecked(tmp_path, capsys, moto_s3, aws
         r = run_cli(capsys, "push", str(a), "--env", "dev", "--config", cfg, *quiet)
         assert r.code == 0, r.err
         assert "gpu memory" not in r.out + r.err
+
+
+def test_push_names_a_python_models_error_responses_and_still_publishes(tmp_path, capsys, moto_s3, s3_bucket,
+                                                                        cfg) -> None:  # fmt: skip
+    """Triton counts a python model's `InferenceResponse(error=...)` as a success, so no counter
+    the gray release or an alert reads sees it: push names the file and line on stderr (one line
+    per model), and publishes all the same. A model.py that raises instead, or one that does not
+    parse (Triton's load reports that one), gets no such line."""
+    responds = b"""\
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(error=pb_utils.TritonError("no")) for _ in requests]
+"""
+    model = python_model(tmp_path / "m", "responds", {"model.py": responds})
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 0, r.err
+    why = (
+        "answers requests with InferenceResponse(error=...): Triton counts those as successes, so the gray release "
+        "and every alert on nv_inference_request_failure miss them; raise pb_utils.TritonModelException instead"
+    )
+    assert [line for line in r.err.splitlines() if "error=" in line] == [
+        f"model-sync: warning: responds: {model}/1/model.py:6 {why}"
+    ]
+    assert f"`... {why}`" in DOC_TEXT  # docs/model-sync.md quotes it
+    assert pinned_version(moto_s3, s3_bucket, "responds") == 1
+    raises = responds.replace(b'return [pb_utils.InferenceResponse(error=pb_utils.TritonError("no")) for _ in requests]',
+                              b'raise pb_utils.TritonModelException("no")')  # fmt: skip
+    for name, source in (("raises", raises), ("unparsable", b"def execute(self, requests)\n")):
+        r = run_cli(capsys, "push", str(python_model(tmp_path / name, name, {"model.py": source})),
+                    "--env", "staging", "--config", cfg)  # fmt: skip
+        assert r.code == 0, r.err
+        assert "warning" not in r.err, r.err
+        assert pinned_version(moto_s3, s3_bucket, name) == 1

@@ -1,19 +1,24 @@
 """model_sync.torchscript_python_backend, the python-backend model `export --target local` ships as
 <model>/<N>/model.py: pushed to a real moto_server byte for byte, and served by the real
 tritonserver, which batches concurrent requests into one execute() (the staging buffers) and
-splits the outputs back per request."""
+splits the outputs back per request. A model that raises fails exactly the requests of its
+execute() call and Triton counts them as failures (what the gray release reads), exported through
+model_sync/local/torchscript_models.py (the real `model-sync export` in a subprocess)."""
 
 from __future__ import annotations
 
 import re
 import textwrap
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from model_sync import model_config
+from model_sync import localmodel, model_config, smoke
 from model_sync.agent.local_repository import precompile_python
+from model_sync.local import torchscript_models
 from model_sync.local.procs import wait_until
 from model_sync.local.runtime import TritonRuntime, TritonServer
 from tests.model_sync.helpers import run_cli, write_config
@@ -152,3 +157,189 @@ def test_the_real_tritonserver_batches_requests_and_every_request_gets_its_own_r
         assert 0 < executions < requests, (executions, requests)  # the dynamic batcher merged requests
     finally:
         server.stop()
+
+
+# ---- a TorchScript model that raises (model_sync/local/torchscript_models.py) ----------------
+
+LAB = {  # name: (kind, max_batch_size, export_local's other options)
+    "lab-errors": ("errors", 0, {}),
+    "lab-good": ("good", 0, {}),
+    # 8 concurrent requests fill one preferred batch well within the 200 ms window
+    "lab-batched": ("errors", 8, {"preferred_batch_sizes": (8,), "max_queue_delay_us": 200_000}),
+}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab models, each by the real `model-sync export --target local --method script`."""
+    repo = tmp_path_factory.mktemp("torchscript-lab") / "repository"
+    for name, (kind, max_batch_size, options) in LAB.items():
+        assert torchscript_models.export_local(repo, name, kind, max_batch_size, **options) == repo / name
+    return repo
+
+
+def test_export_local_writes_a_directory_push_takes_with_exports_tensor_names(
+    lab: Path, tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket, aws_env
+) -> None:
+    """export_local's output is what the lab pushes: config.pbtxt + 1/{model.pt,model.py} (this
+    wrapper), INPUT__0/OUTPUT__0 FP32 with [1, 4] unbatched or [4] batched, and push publishes it
+    without the error-response warning (the wrapper raises)."""
+    for name, (_, max_batch_size, _) in LAB.items():
+        m = localmodel.load(str(lab / name))
+        assert (m.backend, sorted(m.files), m.export_meta["method"]) == ("python", ["model.pt", "model.py"], "script")
+        assert (lab / name / "1" / "model.py").read_bytes() == WRAPPER.read_bytes()
+        cfg = model_config.read_file(str(lab / name / "config.pbtxt"))
+        dims = [4] if max_batch_size else [1, 4]
+        assert [(t.name, model_config.pb2.DataType.Name(t.data_type), list(t.dims)) for t in cfg.input] == [
+            ("INPUT__0", "TYPE_FP32", dims)
+        ]
+        assert [(t.name, list(t.dims)) for t in cfg.output] == [("OUTPUT__0", dims)]
+        assert cfg.max_batch_size == max_batch_size
+        specs, _ = smoke.tensor_specs(cfg)  # the agent's and verify's smoke inference (ones) never fails
+        assert not torchscript_models.fails(smoke.smoke_inputs(specs)["INPUT__0"])
+    conf = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{s3_bucket}"})
+    r = run_cli(capsys, "push", str(lab / "lab-errors"), "--env", "staging", "--config", conf)
+    assert r.code == 0, r.err
+    assert "error responses" not in r.err
+    assert moto_s3.get(s3_bucket, "repository/lab-errors/1/model.py") == WRAPPER.read_bytes()
+
+
+def test_the_errors_kind_fails_one_input_in_twenty_by_round_and_python_modulo() -> None:
+    failing = [seq for seq in range(-20, 100) if torchscript_models.fails([[seq, 1, 2, 3]])]
+    assert failing == [-7, 13, 33, 53, 73, 93]
+    assert torchscript_models.fails([[0, 0, 0, 0], [12.6, 0, 0, 0]])  # any row of a batch
+    assert not torchscript_models.fails([12.4, 0, 0, 0])
+    with pytest.raises(ValueError, match=r"kind: 'flaky'; allowed: good, errors"):
+        torchscript_models.export_local("/nonexistent", "m", "flaky")
+
+
+def _counter(server: TritonServer, name: str, model: str, **labels: str) -> float:
+    """Counter `name` of `model` version 1, summed over the labels not given."""
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(_metrics(server))
+        for s in family.samples
+        if s.name in (name, f"{name}_total")  # the parser names a counter's sample <name>_total
+        and s.labels.get("model") == model
+        and s.labels.get("version") == "1"
+        and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+@pytest.fixture(scope="module")
+def lab_triton(lab: Path, triton_runtime: TritonRuntime) -> Iterator[TritonServer]:  # noqa: F811
+    for name in LAB:
+        precompile_python(lab / name / "1")  # as the agent does: no reload when the stub would write it
+    server = TritonServer(lab, lab.parent / "triton.log", runtime=triton_runtime)
+    try:
+        server.start()
+        for name in LAB:
+            server.wait_version_ready(name, 1, timeout=90)
+        yield server
+    finally:
+        if server.process is not None:
+            server.process.kill()  # its graceful shutdown is not under test here
+
+
+def _infer(client, name: str, rows: list[list[float]]):  # type: ignore[no-untyped-def]
+    import numpy as np
+    import tritonclient.http as http
+
+    tensor = http.InferInput("INPUT__0", [len(rows), 4], "FP32")
+    tensor.set_data_from_numpy(np.array(rows, dtype=np.float32))
+    return client.async_infer(name, [tensor])
+
+
+def _settle(server: TritonServer, name: str, before: tuple[float, float], sent: int) -> tuple[float, float]:
+    """(successes, failures) of `name` since `before`, once Triton counted every request sent
+    (it counts a request when it releases it, which can trail the response)."""
+
+    def now() -> tuple[float, float]:
+        return (
+            _counter(server, "nv_inference_request_success", name) - before[0],
+            _counter(server, "nv_inference_request_failure", name) - before[1],
+        )
+
+    wait_until(lambda: sum(now()) >= sent, 10, what=f"Triton's counters of {name} to reach {sent}")
+    return now()
+
+
+def _before(server: TritonServer, name: str) -> tuple[float, float]:
+    return (
+        _counter(server, "nv_inference_request_success", name),
+        _counter(server, "nv_inference_request_failure", name),
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+def test_a_model_that_raises_fails_exactly_its_requests_and_triton_counts_them_as_backend_failures(
+    lab_triton: TritonServer,
+) -> None:
+    """What the gray release relies on (it reads nv_inference_request_failure): a TorchScript model
+    raising on 1 input in 20 fails exactly those requests with one line naming the model, its
+    version and the model's own error, Triton counts exactly them as BACKEND failures and the rest
+    as successes, and a good input still succeeds afterwards. The same inputs never fail `good`."""
+    import numpy as np
+    import tritonclient.http as http
+    from tritonclient.utils import InferenceServerException
+
+    client = http.InferenceServerClient(lab_triton.http_url.removeprefix("http://"))
+    seqs = list(range(40))  # one request at a time: each execute() holds one request
+    for name in ("lab-errors", "lab-good"):
+        before = _before(lab_triton, name)
+        failed: dict[int, str] = {}
+        for seq in seqs:
+            rows = [[seq, 1, 2, 3]]
+            try:
+                out = _infer(client, name, rows).get_result().as_numpy("OUTPUT__0")
+                np.testing.assert_array_equal(out, np.array(rows, dtype=np.float32) * 2)
+            except InferenceServerException as e:
+                failed[seq] = str(e)
+        expected = [13, 33] if name == "lab-errors" else []
+        assert sorted(failed) == expected, failed
+        ok = _infer(client, name, [[1.5, -2, 0, 7]]).get_result().as_numpy("OUTPUT__0")  # after the failures
+        assert ok.tolist() == [[3.0, -4.0, 0.0, 14.0]]
+        successes, failures = _settle(lab_triton, name, before, len(seqs) + 1)
+        assert (successes, failures) == (len(seqs) + 1 - len(expected), len(expected)), name
+        assert _counter(lab_triton, "nv_inference_request_failure", name, reason="BACKEND") - before[1] == len(expected)
+        for seq, message in failed.items():
+            assert f"model 'lab-errors' version 1 failed: builtins.ValueError: torchscript lab model 'errors': " \
+                f"an input rounding to {seq} rejected" in message, message  # fmt: skip
+            assert "Traceback of TorchScript" not in message, message
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+def test_a_raise_in_a_dynamic_batch_fails_the_batch_and_triton_counts_what_clients_saw(
+    lab_triton: TritonServer,
+) -> None:
+    """With dynamic batching one failing input fails every request of its execute() call (one
+    forward over the batch): clients see those failures and Triton counts the same number, so the
+    gray release's error ratio is the clients' own. A round without a failing input all succeeds."""
+    import tritonclient.http as http
+    from tritonclient.utils import InferenceServerException
+
+    name = "lab-batched"
+    client = http.InferenceServerClient(lab_triton.http_url.removeprefix("http://"), concurrency=8)
+    before = _before(lab_triton, name)
+    exec_before = _counter(lab_triton, "nv_inference_exec_count", name)
+    errors: dict[int, list[str]] = {}
+    sent = 0
+    for start in (0, 8, 16):  # seq 13 is in the second round only
+        pending = [_infer(client, name, [[seq, 1, 2, 3]]) for seq in range(start, start + 8)]  # all in flight
+        errors[start] = []
+        for p in pending:
+            try:
+                p.get_result()
+            except InferenceServerException as e:
+                errors[start].append(str(e))
+        sent += len(pending)
+    assert (errors[0], errors[16]) == ([], [])
+    assert all("model 'lab-batched' version 1 failed: builtins.ValueError: " in e for e in errors[8]), errors[8]
+    client_failed = len(errors[8])
+    executions = _counter(lab_triton, "nv_inference_exec_count", name) - exec_before
+    assert executions < sent, executions  # the batcher merged requests
+    assert client_failed > 1  # seq 13's batch-mates failed with it
+    successes, failures = _settle(lab_triton, name, before, sent)
+    assert (successes, failures) == (sent - client_failed, client_failed)

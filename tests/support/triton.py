@@ -31,7 +31,7 @@ from model_sync import layout, manifest, model_config
 from model_sync.agent import AGENT_COMMAND
 from model_sync.local.procs import Process, wait_until
 from model_sync.local.runtime import TritonRuntime, TritonServer, ensure_tritonserver
-from model_sync.local.s3server import RcloneS3Server
+from model_sync.local.s3server import LocalS3Server, RcloneS3Server
 
 BUCKET = "models-test"
 PROD_BUCKET = "models-prod"
@@ -82,7 +82,7 @@ def pinned_config(name: str, version: int) -> str:
     return str(model_config.pinned_text(model_config.parse(ADD_CONFIG.format(name=name)), version, name))
 
 
-def s3_client(server: RcloneS3Server) -> Any:
+def s3_client(server: LocalS3Server) -> Any:
     import boto3
     from botocore.config import Config
 
