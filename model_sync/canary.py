@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from model_sync import canary_fleet, canary_record, errors, layout, manifest, replicas, repository
+from model_sync import canary_end, canary_fleet, canary_record, errors, layout, manifest, replicas, repository
 from model_sync.canary_analysis import FAIL, PASS, Figures, judge
 from model_sync.canary_fleet import canary_replicas
 from model_sync.canary_metrics import MetricsSource
@@ -49,7 +49,7 @@ from model_sync.ui import Console
 EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not load, the deadline
 EXIT_MOVED = errors.REFUSED  # the stable pin or the record moved under the run: another writer decided
 
-__all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease", "abort", "end_running"]
+__all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
 
 
 class GrayRelease:
@@ -129,14 +129,10 @@ class GrayRelease:
                 f"canary: {len(fleet.live)} live replica(s) report {self.model} in {self.repo.env.name}; allowed: at "
                 "least 2 (one keeps serving stable), or promote --no-canary"
             )
-        self.stored = canary_record.write(self.repo, self.stored, {
-            "schema": "model-sync.canary/v1", "model": self.model, "id": self.canary_id, "state": RUNNING,
-            "deployment": fleet.deployment, "stable_version": pin.version, "canary_version": self.version,
-            "replicas": [], "share_percent": 0, "steps": [], "policy": self.policy.to_mapping(),
-            "started_by": self.by, "started_at": manifest.format_time(now),
-            "deadline_at": manifest.format_time(now + self.policy.deadline_seconds),
-            "updated_at": manifest.format_time(now), "decision": None,
-        })  # fmt: skip
+        assert pin.version is not None
+        doc = canary_record.new(self.model, self.canary_id, fleet.deployment, pin.version, self.version,
+                                self.policy.to_mapping(), self.by, now, self.policy.deadline_seconds)  # fmt: skip
+        self.stored = canary_record.write(self.repo, self.stored, doc)
         self.console.line(
             f"canary: {self.model} version {self.version} against stable {pin.version} on {len(fleet.live)} replicas "
             f"of {fleet.deployment} (steps {list(self.policy.steps)} %, {self.policy.step_seconds}s each, deadline "
@@ -147,11 +143,7 @@ class GrayRelease:
     def _begin_step(self, share: int) -> None:
         fleet = canary_fleet.observe(self.repo, self.model, self.doc["deployment"])
         chosen = canary_replicas(fleet.ids, self.doc["replicas"], share, self.canary_id)
-        now = manifest.now()
-        step = {"share_percent": share, "replicas": len(chosen), "fleet": len(fleet.live),
-                "effective_percent": canary_fleet.effective_percent(len(chosen), len(fleet.live)),
-                "started_at": now, "listed_at": now, "restarts": 0, "window_from": None, "ended_at": None,
-                "verdict": None, "reason": None, "figures": None, "observed_percent": None}  # fmt: skip
+        step = canary_record.new_step(share, len(chosen), len(fleet.live), manifest.now())
         self._save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
         self.console.line(
             f"step: {share} % configured, {len(chosen)} of {len(fleet.live)} live replicas "
@@ -250,15 +242,14 @@ class GrayRelease:
 
     def _relist(self, step: dict[str, Any], chosen: list[str], live: int, gone: str) -> None:
         """The step's replicas become `chosen` of `live` replicas; its window starts again."""
-        effective = canary_fleet.effective_percent(len(chosen), live)
+        effective = canary_fleet.effective_percent(len(chosen), live)  # what the step records
         why = gone or f"{live} live replicas now (was {step['fleet']})"
         self.console.line(
             f"re-balance: {why}; canary on {', '.join(chosen)}, {len(chosen)} of {live} ({effective:g} % of the "
             "traffic); the step's window starts again"
         )
-        step = {**step, "replicas": len(chosen), "fleet": live, "effective_percent": effective,
-                "listed_at": manifest.now(), "restarts": step.get("restarts", 0) + 1, "window_from": None,
-                "verdict": None, "reason": None, "figures": None, "observed_percent": None}  # fmt: skip
+        step = {**canary_record.new_step(step["share_percent"], len(chosen), live, step["started_at"]),
+                "listed_at": manifest.now(), "restarts": step.get("restarts", 0) + 1}  # fmt: skip
         self._save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
         self._mark, self._served_at = None, None
 
@@ -287,10 +278,7 @@ class GrayRelease:
     def _pin_moved(self, pin: repository.Pin) -> None:
         """The stable pin is no longer the one this release compares with: end it (its replicas
         follow the pin as it is now), exit 4."""
-        moved_by = repository.read_history(self.repo, self.model).latest or {}
-        by = f" ({moved_by.get('action', 'a flip')} by {moved_by.get('by', 'someone')})" if moved_by else ""
-        now = "no pin" if pin.version is None else f"version {pin.version}"
-        reason = f"the stable pin moved from {self.doc['stable_version']} to {now} during the gray release{by}"
+        reason, now = canary_end.pin_moved(self.repo, self.model, self.doc["stable_version"], pin)
         self._end(ABORTED, reason)  # the mover may have ended it first (rollback, promote --no-canary): _save
         raise errors.SyncError(
             EXIT_MOVED,
@@ -302,24 +290,7 @@ class GrayRelease:
     def _record_moved(self, now: Stored) -> None:
         """Another writer changed the record (an abort, a rollback): it decided; nothing is
         written back. Exit 4 naming what it did and where the replicas went."""
-        doc = now.doc
-        if doc is None:
-            what, where = "deleted it", "the stable pin"
-        elif doc["id"] != self.doc["id"]:
-            what, where = f"started canary {doc['id']} of version {doc['canary_version']}", "that release"
-        elif doc["state"] == RUNNING:
-            what, where = f"rewrote it (replicas {', '.join(doc['replicas']) or 'none'})", "that record"
-        else:
-            decided = doc["decision"] or {}
-            what = f"ended it {doc['state']} ({decided.get('reason', 'no reason')}, by {decided.get('by', '?')})"
-            where = "the stable pin"
-        pin = repository.read_pin(self.repo, self.model).version if where == "the stable pin" else None
-        where = f"the stable pin, now version {pin}" if pin is not None else where
-        raise errors.SyncError(
-            EXIT_MOVED,
-            f"canary: {self.model} version {self.version}: another writer {what}; this run stops and writes nothing; "
-            f"the replicas follow {where}; allowed: one gray release writer at a time (`model-sync status` shows it)",
-        )
+        raise errors.SyncError(EXIT_MOVED, canary_end.record_moved(self.repo, self.model, self.version, self.doc, now))
 
     def _end(self, outcome: str, reason: str) -> None:
         decision = {"outcome": outcome, "reason": errors.one_line(reason), "by": self.by, "at": manifest.now()}
@@ -335,28 +306,3 @@ class GrayRelease:
             if e.code != errors.REFUSED:
                 raise
             self._record_moved(canary_record.read(self.repo, self.model))
-
-
-def abort(repo: Repo, model: str, by: str, reason: str = "aborted by an operator") -> dict[str, Any] | None:
-    """End a running gray release of `model` (`model-sync canary --abort`): its replicas return to
-    stable. None when none is running."""
-    stored = canary_record.read(repo, model)
-    if not stored.running or stored.doc is None:
-        return None
-    decision = {"outcome": ABORTED, "reason": reason, "by": by, "at": manifest.now()}
-    stored = canary_record.write(repo, stored, {**stored.doc, "state": ABORTED, "replicas": [], "decision": decision})
-    assert stored.doc is not None
-    canary_record.archive(repo, stored.doc)
-    return stored.doc
-
-
-def end_running(repo: Repo, model: str, by: str, reason: str) -> dict[str, Any] | None:
-    """End a running gray release after the pin was flipped by someone else (`rollback`, `promote
-    --no-canary`): abort() that tolerates the run ending it first (it notices the moved pin at its
-    next poll). The record it ended, or None when none was running by the time it looked."""
-    try:
-        return abort(repo, model, by, reason)
-    except errors.SyncError as e:
-        if e.code != errors.REFUSED or canary_record.read(repo, model).running:
-            raise
-        return None

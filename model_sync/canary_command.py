@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from model_sync import canary, canary_metrics, canary_record, errors, layout, repository
+from model_sync import canary, canary_end, canary_metrics, canary_record, errors, layout, repository
 from model_sync.environments import Environment
 from model_sync.s3 import Repo
 from model_sync.ui import Console
@@ -85,7 +85,7 @@ def canary_command(
             stored = canary_record.read(repo, model)
             console.line(f"(dryrun) abort: {stored.doc['id'] if stored.running and stored.doc else 'nothing running'}")
             return {"model": model, "dry_run": True}
-        ended = canary.abort(repo, model, by)
+        ended = canary_end.abort(repo, model, by)
         if ended is None:
             console.line(f"no gray release of {model} is running in {env.name}: nothing to abort")
             return {"model": model, "canary": None}

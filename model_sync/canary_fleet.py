@@ -102,4 +102,5 @@ def canary_replicas(fleet: list[str], current: list[str], share: int, canary_id:
 
 
 def effective_percent(chosen: int, fleet: int) -> float:
+    """The share of the traffic `chosen` of `fleet` replicas take, in percent (2 decimals)."""
     return round(100 * chosen / max(1, fleet), 2)

@@ -12,16 +12,44 @@ from dataclasses import dataclass
 from typing import Any
 
 from model_sync import errors, layout, manifest
+from model_sync.canary_fleet import effective_percent
 from model_sync.record_schemas import CANARY
 from model_sync.s3 import Repo
 
-__all__ = ["ABORTED", "CANARY", "PROMOTED", "RUNNING", "Stored", "archive", "new_id", "read", "serving_canary", "write"]
+__all__ = [
+    "ABORTED", "CANARY", "PROMOTED", "RUNNING", "Stored", "archive", "new", "new_id", "new_step", "read",
+    "serving_canary", "write",
+]  # fmt: skip
 
 RUNNING, PROMOTED, ABORTED = "running", "promoted", "aborted"
 
 
 def new_id() -> str:
     return f"{manifest.stamp()}-{secrets.token_hex(4)}"
+
+
+def new(model: str, canary_id: str, deployment: str, stable: int, version: int, policy: dict[str, Any], by: str,
+        now: float, deadline_seconds: int) -> dict[str, Any]:  # fmt: skip
+    """A running record with no step yet: `version` against `stable` on `deployment`, started at
+    `now` (epoch seconds) by `by`, past its deadline `deadline_seconds` later."""
+    return {
+        "schema": CANARY, "model": model, "id": canary_id, "state": RUNNING, "deployment": deployment,
+        "stable_version": stable, "canary_version": version, "replicas": [], "share_percent": 0, "steps": [],
+        "policy": policy, "started_by": by, "started_at": manifest.format_time(now),
+        "deadline_at": manifest.format_time(now + deadline_seconds), "updated_at": manifest.format_time(now),
+        "decision": None,
+    }  # fmt: skip
+
+
+def new_step(share: int, replicas: int, fleet: int, started_at: str) -> dict[str, Any]:
+    """A step at `share` percent on `replicas` of `fleet` live replicas, started at `started_at`,
+    its replicas listed now (listed_at: started_at), not judged yet."""
+    return {
+        "share_percent": share, "replicas": replicas, "fleet": fleet,
+        "effective_percent": effective_percent(replicas, fleet), "started_at": started_at,
+        "listed_at": started_at, "restarts": 0, "window_from": None, "ended_at": None, "verdict": None,
+        "reason": None, "figures": None, "observed_percent": None,
+    }  # fmt: skip
 
 
 @dataclass

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from model_sync import canary, canary_record, compat, errors, gpu_plan, layout, manifest, repository, transfer
+from model_sync import canary_end, canary_record, compat, errors, gpu_plan, layout, manifest, repository, transfer
 from model_sync.s3 import Repo, b64_sha256_to_hex
 from model_sync.s3client import aws_hosted
 from model_sync.s3errors import translate
@@ -360,7 +360,7 @@ def _end_gray_release(dst: Repo, model: str, version: int, by: str, console: Con
     """A pin flipped without a gray release ends the one running (as `rollback` does), after the
     flip, so that the run, which notices at its next poll (exit 4), reads where the replicas went:
     every replica follows the new pin."""
-    ended = canary.end_running(dst, model, by, f"promote --no-canary pinned version {version}")
+    ended = canary_end.end_running(dst, model, by, f"promote --no-canary pinned version {version}")
     if ended is not None:
         console.line(
             f"aborted: canary {ended['id']} of {model} version {ended['canary_version']} (promote --no-canary)"

@@ -32,7 +32,7 @@ def rollback(
 ) -> dict[str, Any]:
     """`model-sync rollback`: pin `to` (default: the newest existing entry of the pin-history
     stack, popped) after `confirm(env, question)`, then `wait`; returns the JSON document."""
-    from model_sync import canary, repository
+    from model_sync import canary_end, repository
     from model_sync.s3 import Repo, who
     from model_sync.ui import Console
 
@@ -85,7 +85,7 @@ def rollback(
     by = who(env, repo.session)
     repository.flip_pin(repo, model, target, doc["config_pbtxt"], "rollback", by, pin, pop=depth, warn=console.warn)
     # Then every replica follows the pin: a running gray release ends (its run notices, exit 4).
-    ended = canary.end_running(repo, model, by, f"rollback to version {target}")
+    ended = canary_end.end_running(repo, model, by, f"rollback to version {target}")
     if ended is not None:
         console.line(f"aborted: canary {ended['id']} of {model} version {ended['canary_version']} (rollback)")
     console.line(f"pinned: {model} version {target} (was {pin.version}) ({repo.uri(layout.config_key(model))})")

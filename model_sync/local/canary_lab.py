@@ -206,9 +206,15 @@ class CanaryLab:
             self.fleet.remove_replica()
 
     def _join(self, url: str, position: int, model: str) -> None:
+        """The replica at `position` joins the Service once it serves a version of `model` READY:
+        the pin, or the canary version when a running gray release lists it already."""
         pinned = json.loads(self.cli("status", "--env", "prod", model, "--output", "json").stdout)
-        version = int(pinned["prod"]["models"][0]["pinned"])
-        self.fleet.wait_ready(model, version, replicas=[position])
+        versions = {int(pinned["prod"]["models"][0]["pinned"])}
+        doc = self.canary_record(model)
+        if doc is not None and doc["state"] == "running":
+            versions.add(int(doc["canary_version"]))
+        wait_until(lambda: any(self.fleet.version_ready(position, model, v) for v in versions), 90,
+                   what=f"{model} version {sorted(versions)} READY on replica {position}")  # fmt: skip
         if self.traffic is not None:
             self.traffic.add(url)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import canary, canary_record, environments, errors, layout, manifest
+from model_sync import canary, canary_end, canary_record, environments, errors, layout, manifest
 from model_sync.canary_metrics import TritonMetrics
 from model_sync.canary_policy import CanaryPolicy
 from model_sync.s3 import Repo
@@ -55,10 +55,10 @@ def test_a_release_is_refused_before_it_lists_a_replica(
     canary_record.write(release.repo, canary_record.Stored(None, None), other)
     with pytest.raises(errors.SyncError, match=r"^canary: m version 3 is in a gray release \(.*\); allowed: one at a"):
         release.run()
-    ended = canary.abort(release.repo, "m", "tests")
+    ended = canary_end.abort(release.repo, "m", "tests")
     assert ended is not None
     assert (ended["state"], ended["replicas"], ended["decision"]["by"]) == ("aborted", [], "tests")
-    assert canary.abort(release.repo, "m", "tests") is None  # nothing running
+    assert canary_end.abort(release.repo, "m", "tests") is None  # nothing running
     archived = moto_s3.get(s3_bucket, layout.canary_audit_key("m", other["id"]))
     assert manifest.read(archived, canary_record.CANARY)["state"] == "aborted"
 
@@ -139,7 +139,7 @@ def test_a_listed_replica_that_stops_reporting_is_replaced_and_the_window_restar
         assert (step["fleet"], step["replicas"], step["restarts"], step["window_from"]) == (2, 1, 1, None), step
         assert step["listed_at"] >= step["started_at"]
         assert took <= 3 * 0.3 + 1.0, took  # 3 heartbeats, then the next poll (0.01 s)
-        assert canary.abort(release.repo, "m", "tests") is not None  # ends it: the run exits 4 at its next poll
+        assert canary_end.abort(release.repo, "m", "tests") is not None  # ends it: the run exits 4 at its next poll
         run.join(10)
     finally:
         agents.stop()
