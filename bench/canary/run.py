@@ -21,7 +21,8 @@ measures that exactly the listed replicas serve the canary from the window's sta
 Service's randomness (kube-proxy's spread adds its own binomial noise). Medians with min/max.
 
 Then `--aa` releases of `good` against a stable `good` (A/A: identical code, a new version each
-time) and `--tail` releases of `tail` (+150 ms on 3 % of the requests), one after another:
+time) and `--tail` releases of `tail` against a stable `slow` (the same 30 ms model, +150 ms on
+3 % of its requests; at the lab's TAIL_RATE, 80 requests a second), one after another:
 
   false_aborts           A/A releases the analysis aborted (any reason): the noise the rules let in
   detected               tail releases aborted on p99 latency, and seconds_to_verdict: from the
@@ -76,15 +77,16 @@ def _release(lab: Any, kind: str) -> dict[str, Any]:
     return figures
 
 
-def _analysis(lab: Any, kind: str, count: int) -> list[dict[str, Any]]:
-    """`count` releases of `kind`: each one's outcome, reason, the seconds from its last step's
-    window start to its verdict, and what the mean-confirmed p99 rule said of its steps."""
+def _analysis(lab: Any, kind: str, count: int, rate: float) -> list[dict[str, Any]]:
+    """`count` releases of `kind` at `rate` requests a second: each one's outcome, reason, the
+    seconds from its last step's window start to its verdict, and what the mean-confirmed p99 rule
+    said of its steps."""
     from model_sync import manifest
     from model_sync.canary_policy import CanaryPolicy
 
     out = []
     for i in range(count):
-        done = lab.release(kind)
+        done = lab.release(kind, rate=rate)
         policy = CanaryPolicy.from_mapping(done.doc["policy"])
         last = done.doc["steps"][-1] if done.doc["steps"] else {}
         verdict_s = None
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tail", type=int, default=10, help="tail-regression releases (default 10)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/canary.json"), help="the results file")
     args = parser.parse_args(argv)
-    from model_sync.local.canary_lab import POLICY, CanaryLab
+    from model_sync.local.canary_lab import POLICY, TAIL_RATE, TRAFFIC_RATE, TRAFFIC_THREADS, CanaryLab
 
     runs: list[dict[str, Any]] = []
     load = [round(x, 2) for x in os.getloadavg()]
@@ -170,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(json.dumps({k: run[k] for k in ("kind", "outcome", "exit_code", "answered_by_canary")}
                                      | {"steps": run["steps"], "zero_s": run.get("seconds_to_zero_canary")}),
                           flush=True)  # fmt: skip
-            aa, tail = _analysis(lab, "good", args.aa), _analysis(lab, "tail", args.tail)
+            aa = _analysis(lab, "good", args.aa, TRAFFIC_RATE)
+            lab.stable("slow")  # the tail regression's stable: the same model without the tail
+            tail = _analysis(lab, "tail", args.tail, TAIL_RATE)
         finally:
             lab.stop()
     doc = {
@@ -181,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         "scenario": {
             "replicas": 4,
             "policy": POLICY,
-            "traffic": "round robin, 4 client threads",
+            "traffic": f"round robin, {TRAFFIC_RATE:g} requests a second ({TAIL_RATE:g} for the tail releases), "
+            f"at most {TRAFFIC_THREADS} in flight",
             "repeat": args.repeat,
         },
         "targets": {"share_points_abs": "<= 3", "seconds_to_zero_canary": "<= 10"},

@@ -65,6 +65,9 @@ INPUTS = {MODEL: inputs, TS_MODEL: ts_inputs}
 # 3 of them, after one died, still keep up), at most 8 in flight.
 TRAFFIC_RATE = 160.0
 TRAFFIC_THREADS = 8
+# The tail regression's traffic (`tail` against a stable `slow`, 30 ms): 20 requests a second per
+# replica, 60 % of what one instance of the stable answers.
+TAIL_RATE = 80.0
 
 
 @dataclass(frozen=True)

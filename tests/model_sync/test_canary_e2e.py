@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from model_sync import errors
-from model_sync.local.canary_lab import MODEL, TS_MODEL, CanaryLab, measure
+from model_sync.local.canary_lab import MODEL, TAIL_RATE, TS_MODEL, CanaryLab, measure
 from model_sync.local.procs import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
-TAIL_RATE = 80.0  # requests a second: 20 per replica, 60 % of what one instance of a 30 ms model answers
 
 
 @pytest.fixture(scope="module")
