@@ -180,11 +180,6 @@ class CanaryLab:
             self.traffic.remove(self.fleet.replicas[index].http_url)
         self.fleet.kill_replica(index)
 
-    def revive(self, index: int, model: str = MODEL) -> None:
-        """Replica `index` starts again; it rejoins the Service once it serves the pin READY."""
-        self.fleet.restart_replica(index)
-        self._join(self.fleet.replicas[index].http_url, index, model)
-
     def prepare_scale_out(self, count: int) -> None:
         """`count` more pods scheduled (the spares first): their tritonservers start, their agents
         not yet, so they report nothing and take no traffic until `scale_out`."""

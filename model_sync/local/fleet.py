@@ -292,10 +292,6 @@ class LocalFleet:
         if replica.triton.process is not None:
             replica.triton.process.kill()
 
-    def restart_replica(self, index: int, timeout: float = 90.0) -> None:
-        """Start replica `index` again after kill_replica (same ports, same local repository)."""
-        self._start_replica(self.replicas[index], timeout)
-
     def add_replica(self, timeout: float = 90.0, start_agent: bool = True) -> Replica:
         """Scale out by one: the next spare (else a new replica), started (tritonserver live, then
         its agent, which loads what the bucket pins; `start_agent` False: not yet, `start_agent(i)`

@@ -284,3 +284,32 @@ def test_gpu_benchmark_warmup_table() -> None:
         assert_rounds_to(batch, s["first_batch_ms"]["median"])
         assert_rounds_to(steady, s["steady_median_ms"]["median"])
         assert_rounds_to(ready, s["ready_s"]["median"])
+
+
+def test_architecture_gray_release_analysis_figures() -> None:
+    """The A/A false-abort rate and the tail regression's detection quoted in the design of record
+    are the results file's, and the file holds what the issue asked to measure."""
+    data = result("canary.json")["analysis"]
+    line = doc_line("docs/architecture.md", "**Measured** (`bench/canary/run.py`")
+    aa_releases, aa_aborts, aa_mean = grab(
+        r"A/A \(([0-9]+) releases of identical versions[^)]*\): ([0-9]+) aborted, and the mean-confirmed rule "
+        r"would have aborted ([0-9]+)",
+        line,
+    )
+    assert (int(aa_releases), int(aa_aborts), int(aa_mean)) == (
+        data["aa"]["releases"], data["aa"]["false_aborts"], data["aa"]["mean_rule_false_aborts"]
+    )  # fmt: skip
+    tail_releases, detected, median, low, high, mean_detected = grab(
+        r"tail regression \([^)]*, ([0-9]+) releases\): ([0-9]+) aborted on p99, a median of ([0-9.]+) s "
+        r"\(([0-9.]+)\.\.([0-9.]+)\) after the window's start; the mean-confirmed rule would have caught ([0-9]+)",
+        line,
+    )
+    assert (int(tail_releases), int(detected), int(mean_detected)) == (
+        data["tail"]["releases"], data["tail"]["detected"], data["tail"]["mean_rule_detected"]
+    )  # fmt: skip
+    spread = data["tail"]["seconds_to_verdict"]
+    assert_rounds_to(median, spread["median"])
+    assert_rounds_to(low, spread["min"])
+    assert_rounds_to(high, spread["max"])
+    assert data["aa"]["releases"] >= 20 and data["tail"]["releases"] >= 10  # noqa: PT018
+    assert data["aa"]["failed_outside_canary"] == data["tail"]["failed_outside_canary"] == 0
