@@ -249,8 +249,7 @@ class CanaryLab:
         traffic after its decision included: the canary replicas are back on stable, or every
         replica on the new version. `during` runs once the promote has started (e.g. a replica dies)."""
         version = self.publish(kind, model)
-        self.start_traffic(model=model, rate=rate)
-        time.sleep(1)
+        self.start_traffic(model=model, rate=rate)  # before the promote: its copy takes seconds
         started = time.monotonic()
         run = self.start_cli(*self.promote_args(version, model=model))
         if during is not None:
@@ -294,6 +293,17 @@ class CanaryLab:
             return doc["state"] == "running" and bool(doc["steps"]) and bool(doc["steps"][-1]["verdict"])
 
         return self.wait_record(judged, timeout, "the canary's first verdict", model)
+
+    def wait_listed(self, run: subprocess.Popen[str], timeout: float = 60, model: str = MODEL) -> dict[str, Any]:
+        """Until the running record lists the first step's replicas (before its verdict: the release
+        has its whole first step ahead); an AssertionError with the promote's stderr if it exits."""
+
+        def listed(doc: dict[str, Any]) -> bool:
+            if run.poll() is not None:
+                raise AssertionError(f"the release ended (exit {run.returncode}): {run.communicate()[1]}")
+            return doc["state"] == "running" and bool(doc["steps"]) and bool(doc["replicas"])
+
+        return self.wait_record(listed, timeout, "the canary's first step", model)
 
 
 def measure(records: Records, doc: dict[str, Any]) -> dict[str, Any]:

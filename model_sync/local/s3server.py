@@ -49,8 +49,9 @@ def client_env(access_key: str, secret_key: str, region: str) -> dict[str, str]:
 
 
 @dataclass
-class RcloneS3Server:
-    """`rclone serve s3 DATA_DIR` on 127.0.0.1:`port` (0 = pick a free port once)."""
+class _Endpoint:
+    """What both local servers are: a process on 127.0.0.1:`port` (0 = pick a free port once) with
+    local-only credentials, its log at `log_path`, its files under `data_dir`."""
 
     data_dir: Path
     log_path: Path
@@ -58,7 +59,7 @@ class RcloneS3Server:
     access_key: str = LOCAL_ACCESS_KEY
     secret_key: str = LOCAL_SECRET_KEY
     region: str = LOCAL_REGION
-    verbose: bool = False
+    verbose: bool = False  # log every request
     process: Process | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -68,6 +69,15 @@ class RcloneS3Server:
     @property
     def endpoint_url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
+
+    def client_env(self) -> dict[str, str]:
+        """Environment for boto3 / tritonserver / model_sync subprocesses talking to this server."""
+        return client_env(self.access_key, self.secret_key, self.region)
+
+
+@dataclass
+class RcloneS3Server(_Endpoint):
+    """`rclone serve s3 DATA_DIR` on 127.0.0.1:`port` (0 = pick a free port once)."""
 
     def create_buckets(self, *names: str) -> None:
         """Buckets are top-level directories of data_dir (works with the server up or down)."""
@@ -116,13 +126,9 @@ class RcloneS3Server:
     def running(self) -> bool:
         return self.process is not None and self.process.running
 
-    def client_env(self) -> dict[str, str]:
-        """Environment for boto3 / tritonserver / model_sync subprocesses talking to this server."""
-        return client_env(self.access_key, self.secret_key, self.region)
-
 
 @dataclass
-class MotoS3Server:
+class MotoS3Server(_Endpoint):
     """moto's S3 in one process (`python -m model_sync.local.moto_s3`) on 127.0.0.1:`port` (0 = pick
     a free port once). It accepts any credentials (client_env() gives the local ones).
 
@@ -134,25 +140,10 @@ class MotoS3Server:
     leaves nothing running once the owner exits.
     """
 
-    data_dir: Path  # the launcher's state file only (`state`): the objects live in memory
-    log_path: Path
-    port: int = 0
-    access_key: str = LOCAL_ACCESS_KEY
-    secret_key: str = LOCAL_SECRET_KEY
-    region: str = LOCAL_REGION
-    verbose: bool = False  # log every request
+    # data_dir holds the launcher's state file only (`state`): the objects live in memory
     exit_with_owner: bool = True  # the server exits when the process that started it has
-    process: Process | None = field(default=None, init=False)
     buckets: list[str] = field(default_factory=list, init=False)  # every name given to create_buckets
     _serving: bool = field(default=False, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.port == 0:
-            self.port = free_port()
-
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
 
     @property
     def state_file(self) -> Path:
@@ -201,10 +192,6 @@ class MotoS3Server:
     def running(self) -> bool:
         """Serving: the process is up and listening (False between stop() and start())."""
         return self._serving and self.process is not None and self.process.running
-
-    def client_env(self) -> dict[str, str]:
-        """Environment for boto3 / tritonserver / model_sync subprocesses talking to this server."""
-        return client_env(self.access_key, self.secret_key, self.region)
 
     def _state(self) -> str:
         try:

@@ -1,7 +1,7 @@
 """The gray release end to end on the real local stack (model_sync.local.canary_lab): the local S3 server
 with staging and prod, four real tritonserver replicas in prod each with its real agent, round-robin
 traffic over them standing in for the Service, and the CLI in subprocesses: push to staging, then
-`promote --to prod`, which runs the gray release (steps 25 and 50 %, 3 s each).
+`promote --to prod`, which runs the gray release (steps 25 and 50 %, 5 s each).
 
 One stack for every scenario (the time budget); each scenario starts from one stable version
 serving every replica (four of them; the scale-out scenario adds two and removes them, the last
@@ -19,20 +19,15 @@ from pathlib import Path
 import pytest
 
 from model_sync import errors
-from model_sync.local.canary_lab import MODEL, POLICY, TAIL_RATE, TS_MODEL, CanaryLab, measure
+from model_sync.local.canary_lab import MODEL, TAIL_RATE, TS_MODEL, CanaryLab, measure
 from model_sync.local.procs import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
-# The lab's policy with 3 s steps (the benchmark's are 5 s): verdicts need 40 requests a track,
-# which the canary's quarter of 160 requests a second gives in 1 s.
-E2E_POLICY = {**POLICY, "stepSeconds": 3}
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CanaryLab]:
-    stack = CanaryLab(Path(tmp_path_factory.mktemp("canary")), policy=dict(E2E_POLICY)).start()
+    stack = CanaryLab(Path(tmp_path_factory.mktemp("canary"))).start()
     try:
         stack.stable()
         yield stack
@@ -165,7 +160,7 @@ def test_an_interrupted_run_is_resumed_and_a_killed_one_aborted(lab: CanaryLab) 
         # SIGINT: exit 8, the record stays running with its share; status shows it; a re-run resumes it.
         version = lab.publish("good")
         run = lab.start_cli(*lab.promote_args(version))
-        lab.wait_step()
+        lab.wait_listed(run)
         run.send_signal(signal.SIGINT)
         _, err = run.communicate(timeout=60)
         assert run.returncode == errors.INTERRUPTED, err
@@ -183,7 +178,7 @@ def test_an_interrupted_run_is_resumed_and_a_killed_one_aborted(lab: CanaryLab) 
         lab.fleet.wait_ready(MODEL, version)
         killed = lab.publish("good")
         run = lab.start_cli(*lab.promote_args(killed))
-        lab.wait_step()
+        lab.wait_listed(run)
         run.kill()
         run.wait(timeout=30)
         doc = lab.canary_record()
@@ -210,7 +205,7 @@ def test_a_pin_moved_under_the_release_ends_it_within_one_poll(lab: CanaryLab) -
         for move in ("promote", "rollback"):
             stable = _stable(lab)
             run = lab.start_cli(*lab.promote_args(lab.publish("good")))
-            doc = lab.wait_step(run=run)
+            doc = lab.wait_listed(run)
             if move == "promote":
                 target = lab.pin(lab.publish("good"))  # promote pins what staging pins
             else:
