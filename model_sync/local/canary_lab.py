@@ -1,5 +1,5 @@
 """A gray release on this machine (`CanaryLab`): the real local stack of docs/architecture.md#gray-release,
-shared by the e2e scenarios (tests/model_sync/test_canary_e2e.py), the benchmark (bench/canary/run.py)
+shared by the e2e scenarios (tests/model_sync/test_canary_e2e.py, test_canary_lifecycle_e2e.py), the benchmark (bench/canary/run.py)
 and what they measure. Nothing is faked:
 
 - one local S3 server (model_sync.local.s3server.MotoS3Server: moto, atomic overwrites, enforced
@@ -96,6 +96,7 @@ class CanaryLab:
     fleet: LocalFleet = field(init=False)
     traffic: RoundRobinTraffic | None = field(default=None, init=False)
     _pending: list[Any] = field(default_factory=list, init=False, repr=False)  # prepared by prepare_scale_out
+    _prod_repo: Any = field(default=None, init=False, repr=False)  # the lab's reader of the prod bucket
 
     def __post_init__(self) -> None:
         self.root = self.root.absolute()
@@ -232,16 +233,23 @@ class CanaryLab:
         return records
 
     def canary_record(self, model: str = MODEL) -> dict[str, Any] | None:
-        """The prod canary record, through model_sync's strict reader."""
-        import botocore.session
+        """The prod canary record, through model_sync's strict reader (one client for the lab)."""
+        from model_sync import canary_record
 
-        from model_sync import canary_record, environments
-        from model_sync.s3 import Repo
+        return canary_record.read(self._prod(), model).doc
 
-        session = botocore.session.get_session()
-        session.set_credentials(self.s3.access_key, self.s3.secret_key)
-        env = environments.Environment("prod", layout.Root("models-prod"), self.s3.endpoint_url, self.s3.region)
-        return canary_record.read(Repo(env, session=session), model).doc
+    def _prod(self) -> Any:
+        if self._prod_repo is None:
+            import botocore.session
+
+            from model_sync import environments
+            from model_sync.s3 import Repo
+
+            session = botocore.session.get_session()
+            session.set_credentials(self.s3.access_key, self.s3.secret_key)
+            env = environments.Environment("prod", layout.Root("models-prod"), self.s3.endpoint_url, self.s3.region)
+            self._prod_repo = Repo(env, session=session)
+        return self._prod_repo
 
     def release(self, kind: str, model: str = MODEL, during: Callable[[], None] | None = None,
                 rate: float = TRAFFIC_RATE) -> Release:  # fmt: skip
