@@ -1,5 +1,5 @@
 """A gray release on this machine (`CanaryLab`): the real local stack of docs/architecture.md#gray-release,
-shared by the e2e scenarios (tests/model_sync/test_canary_e2e.py, test_canary_lifecycle_e2e.py), the benchmark (bench/canary/run.py)
+shared by the e2e scenarios (tests/model_sync/test_canary_e2e.py), the benchmark (bench/canary/run.py)
 and what they measure. Nothing is faked:
 
 - one local S3 server (model_sync.local.s3server.MotoS3Server: moto, atomic overwrites, enforced
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -302,16 +303,26 @@ class CanaryLab:
 
         return self.wait_record(judged, timeout, "the canary's first verdict", model)
 
-    def wait_listed(self, run: subprocess.Popen[str], timeout: float = 60, model: str = MODEL) -> dict[str, Any]:
-        """Until the running record lists the first step's replicas (before its verdict: the release
-        has its whole first step ahead); an AssertionError with the promote's stderr if it exits."""
+    def wait_output(self, run: subprocess.Popen[str], prefix: str, timeout: float = 60) -> str:
+        """Read the promote's stdout until a line starting with `prefix` (its progress: "step: "
+        once a step has listed its replicas), as it is printed, without a bucket read in between;
+        that line. An AssertionError with its stderr when the run ends first or `timeout` passes."""
+        assert run.stdout is not None
+        stdout, found = run.stdout, []
 
-        def listed(doc: dict[str, Any]) -> bool:
-            if run.poll() is not None:
-                raise AssertionError(f"the release ended (exit {run.returncode}): {run.communicate()[1]}")
-            return doc["state"] == "running" and bool(doc["steps"]) and bool(doc["replicas"])
+        def read() -> None:
+            for line in stdout:
+                if line.startswith(prefix):
+                    found.append(line)
+                    return
 
-        return self.wait_record(listed, timeout, "the canary's first step", model)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if found:
+            return found[0]
+        run.kill()
+        raise AssertionError(f"no {prefix!r} line (exit {run.wait()}): {run.stderr.read() if run.stderr else ''}")
 
 
 def measure(records: Records, doc: dict[str, Any]) -> dict[str, Any]:
