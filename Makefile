@@ -133,10 +133,11 @@ bootstrap:
 # pulumi_aws is 43 s of its ~110 s; checkov).
 checks: lint typecheck policy-test workflow-lint scan
 
-# Two lanes: `unit`, whose two workers spend about half their time waiting on real servers (52 %
-# idle CPU, measured), and `checks` beside it under `nice -n 19`, so that it takes the idle CPU
+# Two lanes: `unit`, whose workers spend much of their time waiting on real servers (52 % idle
+# CPU with two, measured), and `checks` beside it under `nice -n 19`, so that it takes the idle CPU
 # only: at normal priority its contention starved the e2e tests' servers (a GET racing rclone's
-# in-place rewrite of a status record outlasted botocore's three attempts). unit's progress
+# in-place rewrite of a status record outlasted botocore's three attempts, before the local S3 moved
+# to moto). unit's progress
 # streams; the checks' output goes to a file of this run's own (a recipe with $(MAKE) runs even
 # under `make -n test`, which tests do: a fixed name was truncated by them) and is printed after
 # unit, then kept as .cache/checks.log. Either failing fails.

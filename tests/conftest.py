@@ -16,7 +16,7 @@ STACKS = ("dev", "staging", "prod")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Modules with end-to-end tests first, the most end-to-end tests first, then the rest with
     the most tests first (stable within a module). `make unit` runs `--dist loadscope
-    --no-loadscope-reorder`, which hands modules to the two workers in this order: the modules
+    --no-loadscope-reorder`, which hands modules to the workers in this order: the modules
     that hold real tritonservers for tens of seconds start at once, and the many short modules
     fill the end. xdist's own reorder (by test count alone) sent them last and left one worker
     idle for minutes (measured: the last 9 % of the tests took 5 of the 8.7 minutes)."""

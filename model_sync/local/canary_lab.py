@@ -62,6 +62,11 @@ def ts_inputs(seq: int) -> dict[str, Any]:
 
 
 INPUTS = {MODEL: inputs, TS_MODEL: ts_inputs}
+# `python -m model_sync` with SIGINT handled as Python handles it by default (CanaryLab.start_cli).
+INTERRUPTIBLE_CLI = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'model-sync'; runpy.run_module('model_sync', run_name='__main__', alter_sys=True)"
+)
 # The clients: 160 requests a second, half of what 4 replicas of one 10 ms instance each answer (so
 # 3 of them, after one died, still keep up), at most 8 in flight.
 TRAFFIC_RATE = 160.0
@@ -135,7 +140,11 @@ class CanaryLab:
                               env=self.environ(), timeout=timeout, check=False)  # fmt: skip
 
     def start_cli(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "model_sync", *args], stdout=subprocess.PIPE,
+        """`model-sync ARGS` in the background, as from a terminal: Ctrl-C (SIGINT) reaches it. A
+        parent that ignores SIGINT passes that on (a background job of a non-interactive shell,
+        `make test &` in a script, does), and Python then never raises KeyboardInterrupt: measured,
+        the interrupted release ran to its end. So the child takes Python's handler back first."""
+        return subprocess.Popen([sys.executable, "-c", INTERRUPTIBLE_CLI, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self.environ())  # fmt: skip
 
     def publish(self, kind: str, model: str = MODEL) -> int:
