@@ -118,11 +118,11 @@ typecheck: $(STAMP)
 # --dist loadscope: a module's tests run in one worker, so a module-scoped stack (four tritonservers
 # and their agents for the gray release) is started once, not once per worker. --no-loadscope-reorder:
 # modules go out in tests/conftest.py's order (end-to-end modules first), not by test count.
-# Three workers on two cores: the end-to-end modules mostly wait on real servers (sleeping models,
-# step windows, a 60 s outage), so a third worker fills that time. Measured from a clean clone on
-# this 2-core machine with the gray release's eleven scenarios: unit 566 s with -n 2, 473 s with -n 3.
+# Two workers on two cores. Three would fill the e2e modules' waits (unit 447-486 s against 546-566 s,
+# measured on clean clones) but their contention made a fresh canary replica of identical code read
+# p99 52.9-91.2 ms against stable's 17-22 ms in the gray release's first scenario (a false abort).
 unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP) $(PROMETHEUS) $(LOGQL)
-	$(VENV)/bin/pytest -n 3 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # From nothing, the three virtualenvs, the npm packages and Prometheus install side by side (mostly
 # downloads and unpacking): `make test` then waits for the slowest, not for their sum.
