@@ -242,14 +242,13 @@ class GrayRelease:
 
     def _relist(self, step: dict[str, Any], chosen: list[str], live: int, gone: str) -> None:
         """The step's replicas become `chosen` of `live` replicas; its window starts again."""
-        effective = canary_fleet.effective_percent(len(chosen), live)  # what the step records
         why = gone or f"{live} live replicas now (was {step['fleet']})"
-        self.console.line(
-            f"re-balance: {why}; canary on {', '.join(chosen)}, {len(chosen)} of {live} ({effective:g} % of the "
-            "traffic); the step's window starts again"
-        )
         step = {**canary_record.new_step(step["share_percent"], len(chosen), live, step["started_at"]),
                 "listed_at": manifest.now(), "restarts": step.get("restarts", 0) + 1}  # fmt: skip
+        self.console.line(
+            f"re-balance: {why}; canary on {', '.join(chosen)}, {len(chosen)} of {live} "
+            f"({step['effective_percent']:g} % of the traffic); the step's window starts again"
+        )
         self._save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
         self._mark, self._served_at = None, None
 
