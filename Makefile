@@ -278,7 +278,7 @@ charts: $(STAMP) $(HELM)
 	@touch $(CHARTS_STAMP)
 
 demo: $(STAMP)
-	$(PY) -m model_sync.local demo $(DEMO_ARGS)
+	$(PY) -m model_sync.sandbox demo $(DEMO_ARGS)
 
 clean:
 	rm -rf build .cache .pytest_cache .mypy_cache .ruff_cache

@@ -71,7 +71,7 @@ from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
 from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
 from components.pod_identity import pod_identity_principal_condition, pod_identity_trust
 from components.stack_config import ENVIRONMENTS, GIT_REF, GITHUB_OIDC_ARN, GITHUB_REPO
-from model_sync import layout
+from model_sync.contract import layout
 
 CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 # ref: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/ViewOnlyAccess.html

@@ -47,7 +47,7 @@ from components.helm import pinned_release as _release
 from components.network_policies import from_api_server_rule, pods_in, rule, tcp
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.triton_deployment import ADMIN_HEADER, GRPC_ADMIN_HEADER, GRPC_PORT, HTTP_PORT
-from model_sync import layout
+from model_sync.contract import layout
 
 ACME_SERVERS = {
     "letsencrypt": "https://acme-v02.api.letsencrypt.org/directory",

@@ -37,7 +37,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.stack_config import ENVIRONMENTS
-from model_sync import layout
+from model_sync.contract import layout
 
 # What a promoter must read in the source (staging) bucket: the versions and their
 # manifests, the replicas' status and the verification records.

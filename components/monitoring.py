@@ -117,7 +117,7 @@ POD_LABELS = {
 class MonitoredDeployment:
     """A Triton deployment the alerts cover: its name, HPA queue-time target (µs) and the
     deadline of its gray releases (`tritonDeployments.<d>.canary.deadlineSeconds`, bounded by
-    model_sync/canary_policy.py), past which two versions taking requests is an alert."""
+    model_sync/contract/canary_policy.py), past which two versions taking requests is an alert."""
 
     name: str
     queue_time_target_microseconds: int

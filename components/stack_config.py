@@ -32,10 +32,10 @@ import yaml
 from components import cidr_rules, node_fit, versions
 from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_account, role_identity
 from components.gpu_instances import GPUS_PER_INSTANCE, gpus_per_node
-from model_sync import layout
-from model_sync.canary_policy import KEYS as CANARY_KEYS
-from model_sync.canary_policy import CanaryPolicy, CanaryPolicyError
-from model_sync.compat import TRITON_RELEASES
+from model_sync.contract import layout
+from model_sync.contract.canary_policy import KEYS as CANARY_KEYS
+from model_sync.contract.canary_policy import CanaryPolicy, CanaryPolicyError
+from model_sync.contract.compat import TRITON_RELEASES
 
 PROJECT = "triton-platform"
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -288,7 +288,7 @@ KEYS: tuple[Key, ...] = (
         "Mapping of deployment name -> {nodeGroup, models, minReplicas, maxReplicas, gpusPerReplica, cpu, memory, "
         "modelVolumeGiB, shmSizeGiB, queueTimeTargetMicroseconds, scaleUpStabilizationSeconds, "
         "scaleDownStabilizationSeconds, startupTimeoutSeconds, terminationGracePeriodSeconds, agentIntervalSeconds, "
-        f"canary}}; canary: the gray release's policy {{{', '.join(CANARY_KEYS)}}} (model_sync/canary_policy.py; "
+        f"canary}}; canary: the gray release's policy {{{', '.join(CANARY_KEYS)}}} (model_sync/contract/canary_policy.py; "
         "a key left out takes its default). Each model in one deployment; one replica (cpu, memory, modelVolumeGiB, "
         "with the agent sidecar) must fit one node of every instance type of its nodeGroup; shmSizeGiB below memory.",
     ),
@@ -296,7 +296,7 @@ KEYS: tuple[Key, ...] = (
         "tritonImage",
         "string",
         "Triton server image: NGC `nvcr.io/nvidia/tritonserver:<YY.MM>-py3` or a registry mirror of it, release "
-        "listed in model_sync/compat.py; prod and staging require `@sha256:<digest>`.",
+        "listed in model_sync/contract/compat.py; prod and staging require `@sha256:<digest>`.",
         versions.TRITON_IMAGE,
     ),
     Key(
@@ -648,7 +648,7 @@ def _triton_image(value: Any, environment: str) -> str:
         raise ConfigError(
             key,
             value,
-            f"has release {m.group('release')} with no LibTorch entry in model_sync/compat.py",
+            f"has release {m.group('release')} with no LibTorch entry in model_sync/contract/compat.py",
             f"releases {', '.join(TRITON_RELEASES)}",
         )
     if environment != "dev" and not m.group("digest"):
@@ -772,7 +772,7 @@ def _quantity(key: str, value: Any) -> str:
 
 
 def _canary(key: str, value: Any) -> CanaryPolicy:
-    """`tritonDeployments.<d>.canary`: a gray release's policy (model_sync/canary_policy.py, the one
+    """`tritonDeployments.<d>.canary`: a gray release's policy (model_sync/contract/canary_policy.py, the one
     place its keys, defaults and bounds are written); absent or empty takes the defaults. Its
     CanaryPolicyError (`<key path>: <value>; allowed: <what>`) becomes this module's one line."""
     try:

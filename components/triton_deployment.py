@@ -31,7 +31,7 @@ import pulumi_random as random
 
 from components import gpu_contract, naming, network_policies, node_fit, versions
 from components.stack_config import ENVIRONMENTS, TritonDeploymentConfig
-from model_sync import layout
+from model_sync.contract import layout
 
 HTTP_PORT = 8000
 GRPC_PORT = 8001

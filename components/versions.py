@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # NVIDIA Triton Inference Server container (NGC). 25.10 ships Triton 2.62 and
-# PyTorch/LibTorch 2.9 (see model_sync/compat.py for the release -> LibTorch table).
+# PyTorch/LibTorch 2.9 (see model_sync/contract/compat.py for the release -> LibTorch table).
 # ref: https://docs.nvidia.com/deeplearning/frameworks/support-matrix/index.html
 TRITON_IMAGE_REPOSITORY = "nvcr.io/nvidia/tritonserver"
 TRITON_IMAGE_TAG = "25.10-py3"

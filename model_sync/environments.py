@@ -21,9 +21,9 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         tritonMetricsUrls:                      # or each replica's Triton /metrics (locally)
           - http://127.0.0.1:8002/metrics
         canaryPolicies:                         # optional, per model: steps and thresholds
-          resnet: {steps: [25, 50], stepSeconds: 120}   # (model_sync/canary_policy.py; default: its defaults)
+          resnet: {steps: [25, 50], stepSeconds: 120}   # (model_sync/contract/canary_policy.py; default: its defaults)
         tritonGpus:                             # optional: each Triton deployment's GPU, for GPU memory
-          default:                              #   planning (model_sync/gpu_plan.py): push/promote refuse
+          default:                              #   planning (model_sync/serving/gpu_plan.py): push/promote refuse
             gpu: H100                           #   a version that overcommits it (exit 7), status shows
             memoryGiB: 80                       #   the plan; without it nothing is checked (and they say so)
             models: [resnet, bert]              #   the models the deployment serves (a model in one only)
@@ -39,7 +39,7 @@ With `pulumiStack`, `pulumi stack output --json --stack <stack>` is run (PULUMI 
 does not set (what __main__.py exports: docs/stack-outputs.md). Explicit flags (--bucket,
 --endpoint-url, --region, --triton-url, --grpc-url, --triton-image) override both. Without an endpoint from either,
 AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL apply (sdk_endpoint); a profile's `endpoint_url` is not read. Credentials are
-never configured here: the AWS default chain only (model_sync/s3.py).
+never configured here: the AWS default chain only (model_sync/s3/bucket.py).
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from model_sync import errors, layout
-from model_sync.canary_policy import CanaryPolicy, CanaryPolicyError
+from model_sync import errors
+from model_sync.contract import layout
+from model_sync.contract.canary_policy import CanaryPolicy, CanaryPolicyError
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 ENV_KEYS = (
@@ -101,9 +102,9 @@ class Environment:
     region: str | None = None
     triton_url: str | None = None
     grpc_url: str | None = None  # HOST:PORT
-    triton_image: str | None = None  # e.g. nvcr.io/nvidia/tritonserver:25.10-py3 (model_sync.compat)
+    triton_image: str | None = None  # e.g. nvcr.io/nvidia/tritonserver:25.10-py3 (model_sync.contract.compat)
     unenforced_writes_accepted: bool = False  # unenforcedConditionalWrites: accepted
-    prometheus_url: str | None = None  # the gray release's Prometheus (model_sync.canary_metrics)
+    prometheus_url: str | None = None  # the gray release's Prometheus (model_sync.canary.metrics)
     eks_cluster: str | None = None  # the EKS cluster whose API server proxies prometheus_url (bearer token)
     metrics_urls: tuple[str, ...] = ()  # or each replica's Triton /metrics (locally)
     canary_policies: tuple[tuple[str, CanaryPolicy], ...] = ()  # model -> its gray release policy

@@ -15,7 +15,7 @@
                      (`--allow-version-skew` overrides and is recorded); a `--target local`
                      model for an NGC tritonserver image (`--allow-local-target`, recorded);
                      and GPU memory planning: a version that does not fit the environment's
-                     GPUs, i.e. would overcommit its deployment's GPU (model_sync/gpu_plan.py)
+                     GPUs, i.e. would overcommit its deployment's GPU (model_sync/serving/gpu_plan.py)
     8  INTERRUPTED   a gray release stopped (SIGINT) before its decision: the canary keeps its
                      replicas; `status` shows it, a re-run resumes it, `canary --abort` ends it
 
@@ -59,8 +59,8 @@ class SyncError(Exception):
         super().__init__(" ".join(message.split()))
         self.code = code
         self.message_kind = ""  # what failed, where callers branch on it ("credentials", "unreachable")
-        self.run_wide = False  # every request of this run would fail alike (model_sync.s3errors.translate)
-        self.s3_kind: Any = None  # an S3 failure's model_sync.s3errors.Kind (set by s3errors.translate)
+        self.run_wide = False  # every request of this run would fail alike (model_sync.s3.failures.translate)
+        self.s3_kind: Any = None  # an S3 failure's model_sync.s3.failures.Kind (set by s3errors.translate)
 
 
 def usage(message: str) -> SyncError:

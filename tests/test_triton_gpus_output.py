@@ -1,4 +1,4 @@
-"""`tritonGpus`, the stack output model-sync's GPU memory planning reads (model_sync/gpu_plan.py):
+"""`tritonGpus`, the stack output model-sync's GPU memory planning reads (model_sync/serving/gpu_plan.py):
 every Triton deployment of every stack with the GPU its node group guarantees and its models, as
 recorded by the real __main__.py under Pulumi's mocks."""
 

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from model_sync.local.runtime import ensure_tritonserver
+from model_sync.sandbox.runtime import ensure_tritonserver
 from tests.support.triton import LoadGenerator, Serving, flip_pin, publish
 
 
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             stack.s3.start()
             stack.triton.start()
-            publish(stack, "add")  # version 1, through model_sync.push.push
+            publish(stack, "add")  # version 1, through model_sync.push.publish.push
             stack.start_agent()
             stack.wait_served("add", 1)
             samples: list[dict[str, float | int | str]] = []

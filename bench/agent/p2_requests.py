@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from model_sync.local.procs import Process, http_status, wait_until
-from model_sync.local.runtime import TritonServer, ensure_tritonserver, stub_environment
+from model_sync.sandbox.procs import Process, http_status, wait_until
+from model_sync.sandbox.runtime import TritonServer, ensure_tritonserver, stub_environment
 from tests.support.s3_servers import S3Server, aws_environ
 
 MODELS, VERSIONS = 20, 3

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from model_sync import layout
-from model_sync.local.runtime import ensure_tritonserver
+from model_sync.contract import layout
+from model_sync.sandbox.runtime import ensure_tritonserver
 from tests.support.triton import BUCKET, Serving, add_model_files, pinned_config, upload_version
 
 TARGET_S = 30.0

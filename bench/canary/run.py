@@ -1,6 +1,6 @@
 """Gray release: share accuracy, time to 0 % canary after a failing verdict, what the canary
 answered before it was aborted, and how often the analysis aborts two identical versions (A/A)
-beside how it detects a tail-only regression, on the real local stack (model_sync.local.canary_lab:
+beside how it detects a tail-only regression, on the real local stack (model_sync.sandbox.canary_lab:
 the local S3 server, 4 real tritonserver replicas with their agents in prod, round-robin traffic
 over them standing in for the Service, the CLI as subprocesses).
 
@@ -81,8 +81,8 @@ def _analysis(lab: Any, kind: str, count: int, rate: float) -> list[dict[str, An
     """`count` releases of `kind` at `rate` requests a second: each one's outcome, reason, the
     seconds from its last step's window start to its verdict, and what the mean-confirmed p99 rule
     said of its steps."""
-    from model_sync import manifest
-    from model_sync.canary_policy import CanaryPolicy
+    from model_sync.contract.canary_policy import CanaryPolicy
+    from model_sync.records import codec
 
     out = []
     for i in range(count):
@@ -91,8 +91,8 @@ def _analysis(lab: Any, kind: str, count: int, rate: float) -> list[dict[str, An
         last = done.doc["steps"][-1] if done.doc["steps"] else {}
         verdict_s = None
         if done.doc["decision"] and last.get("window_from"):
-            decided = manifest.parse_time(done.doc["decision"]["at"]).timestamp()
-            verdict_s = round(decided - manifest.parse_time(last["window_from"]).timestamp(), 2)
+            decided = codec.parse_time(done.doc["decision"]["at"]).timestamp()
+            verdict_s = round(decided - codec.parse_time(last["window_from"]).timestamp(), 2)
         run = {"kind": kind, "i": i, "outcome": done.figures["outcome"], "exit_code": done.code,
                "reason": done.figures["reason"], "seconds_to_verdict": verdict_s,
                "mean_rule_fails": any(mean_rule_fails(s, policy) for s in done.doc["steps"]),
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tail", type=int, default=10, help="tail-regression releases (default 10)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/canary.json"), help="the results file")
     args = parser.parse_args(argv)
-    from model_sync.local.canary_lab import POLICY, TAIL_RATE, TRAFFIC_RATE, TRAFFIC_THREADS, CanaryLab
+    from model_sync.sandbox.canary_lab import POLICY, TAIL_RATE, TRAFFIC_RATE, TRAFFIC_THREADS, CanaryLab
 
     runs: list[dict[str, Any]] = []
     load = [round(x, 2) for x in os.getloadavg()]

@@ -1,5 +1,5 @@
 """A GET racing a PUT of the same key, on the local environment's two S3 servers side by side:
-`rclone serve s3` (model_sync.local.s3server.RcloneS3Server, the project's flags) and moto
+`rclone serve s3` (model_sync.sandbox.s3server.RcloneS3Server, the project's flags) and moto
 (MotoS3Server, the local environment's server).
 
 For --seconds on each server, one after the other on this machine: one writer rewrites one key
@@ -122,7 +122,7 @@ def race(endpoint_url: str, credentials: dict[str, str], seconds: float, readers
 
 def measure(kind: str, work: Path, seconds: float) -> dict[str, Any]:
     """race() against a fresh server of `kind` ("rclone" or "moto") under `work`."""
-    from model_sync.local.s3server import MotoS3Server, RcloneS3Server, rclone_binary
+    from model_sync.sandbox.s3server import MotoS3Server, RcloneS3Server, rclone_binary
 
     server: RcloneS3Server | MotoS3Server
     if kind == "rclone":

@@ -29,8 +29,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from model_sync.local import runtime
-from model_sync.manifest import sha256_file
+from model_sync.records.codec import sha256_file
+from model_sync.sandbox import runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "bench" / "serving" / ".dist"
@@ -138,7 +138,7 @@ def needed_libs(libdir: Path, roots: list[Path]) -> set[str]:
 
 def build(dist: Path = DIST) -> Path:
     wheels = dist / "wheels"
-    pytriton = runtime.fetch_wheel()  # sha256-pinned in model_sync/local/runtime.py
+    pytriton = runtime.fetch_wheel()  # sha256-pinned in model_sync/sandbox/runtime.py
     client = fetch("tritonclient==2.51.0", ROOT / ".cache" / "wheels")
     for spec in CARRIED:
         src = fetch(spec, ROOT / ".cache" / "wheels")

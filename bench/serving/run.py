@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving import loadgen, stats
-from model_sync.local.procs import LOOPBACK, Process, free_port, http_status, wait_until
+from model_sync.sandbox.procs import LOOPBACK, Process, free_port, http_status, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 INPUT_SHAPE = (3, 224, 224)

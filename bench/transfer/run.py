@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from model_sync.local.s3server import RcloneS3Server  # noqa: E402
+from model_sync.sandbox.s3server import RcloneS3Server  # noqa: E402
 
 BIN = Path(sys.executable).parent
 DOC = ROOT / "docs" / "model-sync.md"
@@ -327,8 +327,12 @@ class Bench:
 def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str, Any]:
     """Requests of one agent pass over models x versions, counted in moto's request log."""
     from model_sync import agent as ag
-    from model_sync import environments, layout, manifest, model_config, s3client
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.contract import layout
+    from model_sync.records import codec
+    from model_sync.s3 import clients
+    from model_sync.s3.bucket import Repo
+    from model_sync.triton_model import model_config
     from tests.support.s3_servers import S3Server, aws_environ
     from tests.support.triton import upload_version
 
@@ -346,7 +350,7 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
                 text = model_config.pinned_text(model_config.parse(base.format(m=name)), v, name)
                 upload_version(client, bucket, name, v, {"model.py": f"# {name} {v}\n".encode()}, text)
             client.put_object(Bucket=bucket, Key=layout.config_key(name), Body=text.encode())
-            client.put_object(Bucket=bucket, Key=layout.pin_index_key(name), Body=manifest.pin_index(name, versions))
+            client.put_object(Bucket=bucket, Key=layout.pin_index_key(name), Body=codec.pin_index(name, versions))
 
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(publish, range(models)))
@@ -355,7 +359,7 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
         settings = ag.AgentSettings(root=layout.Root(bucket), repository=work / "agent" / "models",
                                     staging=work / "agent" / ".staging",
                                     deployment="bench", replica="r0", heartbeat=1e9, resync=1e9)  # fmt: skip
-        agent = ag.RepositoryAgent(settings, Repo(env, s3client.AGENT))
+        agent = ag.RepositoryAgent(settings, Repo(env, clients.AGENT))
         agent.prepare()
 
         def one() -> list[str]:

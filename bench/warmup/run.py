@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving import protocol
-from model_sync import model_config
-from model_sync.local.procs import LOOPBACK, http_status
-from model_sync.local.runtime import TRITONSERVER_VERSION, TritonRuntime, TritonServer, ensure_tritonserver
+from model_sync.sandbox.procs import LOOPBACK, http_status
+from model_sync.sandbox.runtime import TRITONSERVER_VERSION, TritonRuntime, TritonServer, ensure_tritonserver
+from model_sync.triton_model import model_config
 
 SCENARIOS = {"warmup": "warm", "no-warmup": "cold"}  # scenario -> model name
 # Triton's default log prefix: 'I1202 13:29:50.123456 <pid> <file>:<line>] "<message>"'

@@ -3,7 +3,7 @@ its environment's bucket. Runs as the init container (`--once`) and as the sidec
 its guarantees: docs/architecture.md#the-agents-pass; the operator's side: docs/agent.md.
 
 One module per concern: settings (AgentSettings, the defaults), exceptions, state (ModelState
-and its one transition), pins, bucket, staging, local_repository, triton, loads, status, and
+and its one transition), pins, bucket, staging, pod_disk, triton, loads, replica_record, and
 loop (RepositoryAgent). The names below are re-exported, loaded on first use: the CLI reads the
 settings' defaults when it builds its parser without importing the S3 layer or the records."""
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from model_sync.layout import AGENT_COMMAND as AGENT_COMMAND
+from model_sync.contract.layout import AGENT_COMMAND as AGENT_COMMAND
 
 if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
     from model_sync.agent.bucket import AGENT_TRANSFER as AGENT_TRANSFER
@@ -27,25 +27,25 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
     from model_sync.agent.exceptions import VersionRejected as VersionRejected
     from model_sync.agent.loads import Load as Load
     from model_sync.agent.loads import Loads as Loads
-    from model_sync.agent.local_repository import LocalRepository as LocalRepository
-    from model_sync.agent.local_repository import atomic_write as atomic_write
-    from model_sync.agent.local_repository import local_versions as local_versions
-    from model_sync.agent.local_repository import precompile_python as _precompile_python  # noqa: F401
-    from model_sync.agent.local_repository import read_local_pin as read_local_pin
     from model_sync.agent.loop import RepositoryAgent as RepositoryAgent
     from model_sync.agent.loop import backoff_delay as backoff_delay
     from model_sync.agent.loop import serve as serve
     from model_sync.agent.pins import backend_files as backend_files
     from model_sync.agent.pins import pinned_versions as pinned_versions
+    from model_sync.agent.pod_disk import LocalRepository as LocalRepository
+    from model_sync.agent.pod_disk import atomic_write as atomic_write
+    from model_sync.agent.pod_disk import local_versions as local_versions
+    from model_sync.agent.pod_disk import precompile_python as _precompile_python  # noqa: F401
+    from model_sync.agent.pod_disk import read_local_pin as read_local_pin
+    from model_sync.agent.replica_record import STATUS_SCHEMA as STATUS_SCHEMA
+    from model_sync.agent.replica_record import ReadyFile as ReadyFile
+    from model_sync.agent.replica_record import StatusReport as StatusReport
     from model_sync.agent.settings import AgentSettings as AgentSettings
     from model_sync.agent.settings import default_replica_id as default_replica_id
     from model_sync.agent.settings import default_staging as default_staging
     from model_sync.agent.state import ModelState as ModelState
-    from model_sync.agent.status import STATUS_SCHEMA as STATUS_SCHEMA
-    from model_sync.agent.status import ReadyFile as ReadyFile
-    from model_sync.agent.status import StatusReport as StatusReport
     from model_sync.agent.triton import TritonProbe as TritonProbe
-    from model_sync.manifest import ReplicaState
+    from model_sync.records.codec import ReplicaState
 
     READY, LOADING, FAILED, PLACED, PENDING = (
         ReplicaState.READY,
@@ -63,21 +63,21 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         for n in ("Abandoned", "AgentError", "PassError", "S3AccessDenied", "S3Unavailable", "VersionRejected")
     },
     **{n: ("loads", n) for n in ("Load", "Loads")},
-    **{n: ("local_repository", n) for n in ("LocalRepository", "atomic_write", "local_versions", "read_local_pin")},
-    "_precompile_python": ("local_repository", "precompile_python"),
+    **{n: ("pod_disk", n) for n in ("LocalRepository", "atomic_write", "local_versions", "read_local_pin")},
+    "_precompile_python": ("pod_disk", "precompile_python"),
     **{n: ("loop", n) for n in ("RepositoryAgent", "backoff_delay", "serve")},
     **{n: ("pins", n) for n in ("backend_files", "pinned_versions")},
     **{n: ("settings", n) for n in ("AgentSettings", "default_replica_id", "default_staging")},
     "ModelState": ("state", "ModelState"),
-    **{n: ("status", n) for n in ("STATUS_SCHEMA", "ReadyFile", "StatusReport")},
+    **{n: ("replica_record", n) for n in ("STATUS_SCHEMA", "ReadyFile", "StatusReport")},
     "TritonProbe": ("triton", "TritonProbe"),
 }
-_STATES = ("READY", "LOADING", "FAILED", "PLACED", "PENDING")  # model_sync.manifest.ReplicaState members
+_STATES = ("READY", "LOADING", "FAILED", "PLACED", "PENDING")  # model_sync.records.codec.ReplicaState members
 
 
 def __getattr__(name: str) -> Any:
     if name in _STATES:
-        from model_sync.manifest import ReplicaState
+        from model_sync.records.codec import ReplicaState
 
         return ReplicaState[name]
     if name not in _EXPORTS:

@@ -1,4 +1,4 @@
-"""The bucket side of the agent, on the S3 layer (model_sync.s3, transfer, s3errors): list the
+"""The bucket side of the agent, on the S3 layer (model_sync.s3.bucket, transfer, s3errors): list the
 pins cheaply (the pin index, a full listing every `resync`), fetch a pin conditionally, read a
 version's manifest strictly and download its files verified (steps 1 and 2 of
 docs/architecture.md#the-agents-pass). S3 failures come out as S3Unavailable / S3AccessDenied
@@ -14,12 +14,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from model_sync import canary_record, errors, layout, manifest, transfer
+from model_sync import errors
 from model_sync.agent.exceptions import Abandoned, S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.pins import backend_files, pinned_versions
 from model_sync.agent.settings import AgentSettings
-from model_sync.s3 import NOT_MODIFIED, Repo, etag_of
-from model_sync.s3errors import Kind, translate
+from model_sync.contract import layout
+from model_sync.records import canary_record, codec
+from model_sync.s3 import transfer
+from model_sync.s3.bucket import NOT_MODIFIED, Repo, etag_of
+from model_sync.s3.failures import Kind, translate
 
 # Files of at least 16 MiB come down in 16 MiB ranges, 16 at a time (bench/transfer).
 AGENT_TRANSFER = transfer.TransferSettings()
@@ -117,7 +120,7 @@ class Bucket:
 
     def canaries(self) -> dict[str, tuple[str, int]]:
         """model -> (canary id, version) of every running gray release that lists this replica
-        (model_sync.canary_record.serving_canary), from the listing changed_pins() made (a
+        (model_sync.records.canary_record.serving_canary), from the listing changed_pins() made (a
         single-model agent lists manifests/_canary/), a GET only of a record whose ETag changed. A record that does not read is logged and
         ignored: the replica keeps the stable pin."""
         objects, self._listed_canaries = self._listed_canaries, None
@@ -133,8 +136,8 @@ class Bucket:
             if held is None or held[0] != etag:
                 raw = self.call(f"get canary {name}", self.s3.get, layout.canary_key(name))
                 try:
-                    held = (etag, None if raw is None else manifest.read(raw, canary_record.CANARY, model=name))
-                except manifest.RecordError as e:
+                    held = (etag, None if raw is None else codec.read(raw, canary_record.CANARY, model=name))
+                except codec.RecordError as e:
                     log.error("canary record of %s ignored (serving the stable pin): %s", name, e)
                     held = (etag, None)
             seen[name] = held
@@ -163,7 +166,7 @@ class Bucket:
     def read_manifest(self, name: str, version: int) -> dict[str, Any] | None:
         """The version's manifest, read strictly (manifest.RecordError); None when it is missing."""
         raw = self.call(f"get manifest {name}/{version}", self.s3.get, layout.manifest_key(name, version))
-        return None if raw is None else manifest.read_manifest(raw, model=name, version=version)
+        return None if raw is None else codec.read_manifest(raw, model=name, version=version)
 
     def manifest_for_pin(self, name: str, version: int, pin_text: str) -> dict[str, Any]:
         """The manifest of a pinned version, checked against the pin before anything is
@@ -172,7 +175,7 @@ class Bucket:
         mkey = self.settings.root.key(layout.manifest_key(name, version))
         try:
             doc = self.read_manifest(name, version)
-        except manifest.RecordError as e:
+        except codec.RecordError as e:
             raise VersionRejected(str(e)) from None
         if doc is None:
             raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest")
@@ -195,7 +198,7 @@ class Bucket:
         mkey = self.settings.root.key(layout.manifest_key(name, version))
         try:
             doc = self.read_manifest(name, version)
-        except manifest.RecordError as e:
+        except codec.RecordError as e:
             raise VersionRejected(str(e)) from None
         if doc is None:
             raise VersionRejected(f"manifest {mkey}: missing; allowed: a canary version published with its manifest")

@@ -12,14 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_sync import errors, layout
+from model_sync import errors
 from model_sync.agent import triton
 from model_sync.agent.bucket import Bucket
 from model_sync.agent.exceptions import Abandoned, VersionRejected, one_line
-from model_sync.agent.local_repository import LocalRepository
+from model_sync.agent.pod_disk import LocalRepository
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
-from model_sync.manifest import ReplicaState
+from model_sync.contract import layout
+from model_sync.records.codec import ReplicaState
 
 log = logging.getLogger("model_sync.agent")
 
@@ -212,7 +213,7 @@ class Loads:
 
     def _config_for(self, name: str, version: int, fallback_text: str | None) -> str | None:
         """config.pbtxt pinning `version`: its manifest's config (S3), else the local config re-pinned."""
-        from model_sync import model_config
+        from model_sync.triton_model import model_config
 
         try:
             doc = self.bucket.read_manifest(name, version)

@@ -24,15 +24,15 @@ from model_sync.agent.bucket import Bucket
 from model_sync.agent.canaries import Canaries
 from model_sync.agent.exceptions import Abandoned, PassError, S3AccessDenied, S3Unavailable, VersionRejected, one_line
 from model_sync.agent.loads import Loads
-from model_sync.agent.local_repository import LocalRepository
 from model_sync.agent.pins import pinned_versions
+from model_sync.agent.pod_disk import LocalRepository
+from model_sync.agent.replica_record import ReadyFile, StatusReport, document
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.staging import Staging, reject
 from model_sync.agent.state import ModelState
-from model_sync.agent.status import ReadyFile, StatusReport, document
 from model_sync.agent.triton import TritonProbe, serving_ready
-from model_sync.manifest import ReplicaState
-from model_sync.s3 import Repo
+from model_sync.records.codec import ReplicaState
+from model_sync.s3.bucket import Repo
 
 log = logging.getLogger("model_sync.agent")
 

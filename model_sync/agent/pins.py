@@ -12,7 +12,7 @@ def pinned_versions(config_text: str) -> tuple[int, ...]:
 
     Parsed through Triton's protobuf model config (a misspelled field is an error).
     """
-    from model_sync import model_config
+    from model_sync.triton_model import model_config
 
     try:
         cfg = model_config.parse(config_text)
@@ -28,7 +28,7 @@ def pinned_versions(config_text: str) -> tuple[int, ...]:
 def backend_files(config_text: str) -> tuple[str, ...]:
     """The files the pinned config's backend needs in the version directory: model.py for the
     python backend, model.pt (or default_model_filename) for libtorch, ... (model_config)."""
-    from model_sync import model_config
+    from model_sync.triton_model import model_config
 
     try:
         return model_config.required_files(model_config.parse(config_text))

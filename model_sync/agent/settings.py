@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model_sync import layout
 from model_sync.agent.exceptions import AgentError
+from model_sync.contract import layout
 
 _SECONDS = ("interval", "ready_timeout", "heartbeat", "backoff_max", "resync")
 

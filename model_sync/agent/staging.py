@@ -9,14 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from model_sync import layout
 from model_sync.agent.bucket import Bucket
 from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.loads import Loads
-from model_sync.agent.local_repository import LocalRepository
+from model_sync.agent.pod_disk import LocalRepository
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
-from model_sync.manifest import ReplicaState
+from model_sync.contract import layout
+from model_sync.records.codec import ReplicaState
 
 log = logging.getLogger("model_sync.agent")
 

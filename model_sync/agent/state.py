@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from model_sync.manifest import ReplicaState
+from model_sync.records.codec import ReplicaState
 
 _KEEP: Any = object()  # transition(): leave this field as it is (None is a value)
 
@@ -17,7 +17,7 @@ class ModelState:
     """One model on this replica. Change it only through `transition`."""
 
     # The pin this replica follows: the bucket's pin (`bucket_pin`), or during a gray release that
-    # lists this replica the canary version's config (ETag "canary-<id>-<N>", model_sync.canary_record).
+    # lists this replica the canary version's config (ETag "canary-<id>-<N>", model_sync.records.canary_record).
     pin_etag: str | None = None  # the ETag of the pin we follow
     pin_text: str | None = None  # its config.pbtxt text
     pinned: tuple[int, ...] = ()  # the versions it names

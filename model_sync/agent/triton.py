@@ -17,7 +17,7 @@ from typing import Any
 
 from model_sync.agent.exceptions import VersionRejected, one_line
 from model_sync.agent.state import ModelState
-from model_sync.manifest import ReplicaState, format_time
+from model_sync.records.codec import ReplicaState, format_time
 
 log = logging.getLogger("model_sync.agent")
 
@@ -168,8 +168,8 @@ def smoke(
     probe: TritonProbe, name: str, version: int, config_text: str | None, clock: Callable[[], float]
 ) -> dict[str, Any]:
     """Smoke inference of `name`/`version` on loopback, inputs from the pinned config
-    (model_sync.smoke): the record kept as ModelState.smoke (`_at`: not reported)."""
-    from model_sync import smoke as smoke_inference
+    (model_sync.serving.smoke): the record kept as ModelState.smoke (`_at`: not reported)."""
+    from model_sync.serving import smoke as smoke_inference
 
     try:
         if config_text is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from model_sync import environments, errors, layout
+from model_sync import environments, errors
+from model_sync.contract import layout
 from model_sync.environments import Environment
 
 
@@ -145,10 +146,10 @@ def emit(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def wait(args: argparse.Namespace, repo: Any, model: str, version: int, console: Any) -> dict[str, str] | None:
-    """--wait: block until every replica serves `version` (model_sync.replicas.wait_served); None without --wait."""
+    """--wait: block until every replica serves `version` (model_sync.serving.replicas.wait_served); None without --wait."""
     if not getattr(args, "wait", False):
         return None
-    from model_sync import replicas
+    from model_sync.serving import replicas
 
     if args.wait_timeout <= 0:
         raise errors.usage(f"--wait-timeout: {args.wait_timeout:g}; allowed: seconds > 0")

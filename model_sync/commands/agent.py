@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from model_sync import errors, layout
+from model_sync import errors
 from model_sync.agent.exceptions import AgentError
 from model_sync.agent.settings import AgentSettings, default_replica_id, default_staging, defaults
 from model_sync.commands import _common
+from model_sync.contract import layout
 
 NAME = "agent"
 HELP = "keep a replica's local Triton repository in step with the bucket's pins (init container / sidecar)"
@@ -174,9 +175,9 @@ def build_settings(args: argparse.Namespace, env: Any) -> AgentSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import s3client
     from model_sync.agent.loop import serve
-    from model_sync.s3 import Repo
+    from model_sync.s3 import clients
+    from model_sync.s3.bucket import Repo
 
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -184,6 +185,6 @@ def run(args: argparse.Namespace) -> int:
     env = _common.resolve(args)
     settings = build_settings(args, env)
     try:
-        return serve(settings, Repo(env, s3client.AGENT), once=args.once)
+        return serve(settings, Repo(env, clients.AGENT), once=args.once)
     except AgentError as e:
         raise errors.usage(str(e)) from None

@@ -19,8 +19,8 @@ import argparse
 from typing import Any
 
 from model_sync import errors
-from model_sync import export_profiles as _profiles
 from model_sync.commands import _common
+from model_sync.export import profiles as _profiles
 
 NAME = "export"
 
@@ -130,7 +130,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import export
+    from model_sync.export import torchscript
     from model_sync.ui import Console
 
     preset = _profiles.resolve(
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         instance_count=args.instance_count,
         dynamic_batching=args.dynamic_batching,
     )
-    opts = export.ExportOptions(
+    opts = torchscript.ExportOptions(
         factory=args.factory,
         output=args.output,
         name=args.name,
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         **preset,
     )
-    meta = export.export(opts)
+    meta = torchscript.export(opts)
     Console(args.quiet).line(
         f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, "
         f"TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}"

@@ -56,7 +56,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import promote
+    from model_sync.lifecycle import promote
 
     _common.check_names(args.model, version=args.version)
     doc = promote.promote_command(

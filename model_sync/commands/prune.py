@@ -56,7 +56,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import prune
+    from model_sync.lifecycle import prune
 
     _common.check_names(args.model)
     doc = prune.prune(args.model, lambda: _common.resolve(args), keep=args.keep, stale_hours=args.stale_hours,

@@ -60,8 +60,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import push
-    from model_sync.push_options import cli_options
+    from model_sync.push import publish
+    from model_sync.push.push_options import cli_options
 
     options = cli_options(
         concurrency=args.concurrency, multipart_threshold_mb=args.multipart_threshold_mb, dry_run=args.dry_run,
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     wait = (
         (lambda repo, model, version, console: _common.wait(args, repo, model, version, console)) if args.wait else None
     )
-    doc, failure = push.push_directory(
+    doc, failure = publish.push_directory(
         args.model_dir, args.name, lambda: _common.resolve(args), options, quiet=_common.quiet(args), wait=wait
     )
     _common.emit(args, doc)

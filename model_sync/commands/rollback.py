@@ -40,7 +40,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync import rollback
+    from model_sync.lifecycle import rollback
 
     _common.check_names(args.model, version=args.to)
     doc = rollback.rollback(args.model, args.to, lambda: _common.resolve(args), dry_run=args.dry_run,

@@ -23,7 +23,7 @@ from components.identities import (
     github_subject,
 )
 from components.stack_config import ConfigError
-from model_sync import layout
+from model_sync.contract import layout
 from tests.components._helpers import (
     as_list,
     assert_children_prefixed,

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from model_sync.agent.local_repository import precompile_python
-from model_sync.local.procs import wait_until
-from model_sync.local.runtime import TritonRuntime, TritonServer
+from model_sync.agent.pod_disk import precompile_python
+from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 from tests.components.test_monitoring_rules import alert, program_dashboard, program_rules
 from tests.conftest import stack_run
 from tests.support.prometheus import PrometheusServer, rules_file

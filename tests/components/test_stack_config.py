@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components import stack_config as sc
-from model_sync.canary_policy import CanaryPolicy
+from model_sync.contract.canary_policy import CanaryPolicy
 from tests.pulumi_kit import ROOT, Run
 from tests.pulumi_kit import stack_config as stack_file
 
@@ -176,7 +176,7 @@ def test_triton_image_release_must_be_known_to_model_sync() -> None:
     fails(
         cfg,
         r"tritonImage: 'nvcr.io/nvidia/tritonserver:23.01-py3' has release 23.01 with no LibTorch entry in "
-        r"model_sync/compat.py; allowed: releases 24.01, ",
+        r"model_sync/contract/compat.py; allowed: releases 24.01, ",
     )
 
 
@@ -448,7 +448,7 @@ def test_unknown_triton_field_rejected() -> None:
     fails(cfg, r"tritonDeployments\.default\.readynessProbe: .* is an unknown key")
 
 
-# ---- tritonDeployments.<d>.canary (model_sync/canary_policy.py) -------------------------
+# ---- tritonDeployments.<d>.canary (model_sync/contract/canary_policy.py) -------------------------
 
 
 def test_canary_policy_is_parsed_per_deployment_with_defaults_for_what_is_left_out() -> None:
@@ -1015,9 +1015,9 @@ def test_every_stack_names_its_accounts_oidc_provider() -> None:
 
 @pytest.mark.parametrize("name", ["ResNet", "m" * 64, "-m", "a.b", "resnet-18_v2", "m" * 63])
 def test_a_stack_accepts_exactly_the_model_names_model_sync_accepts(name: str) -> None:
-    """One rule for a stack's models and every bucket key (model_sync.layout): a stack never lists
+    """One rule for a stack's models and every bucket key (model_sync.contract.layout): a stack never lists
     a model that `push` refuses, nor the other way round."""
-    from model_sync import layout
+    from model_sync.contract import layout
 
     cfg = raw("dev")
     cfg[K + "tritonDeployments"]["default"]["models"] = [name]

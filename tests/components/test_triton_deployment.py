@@ -30,8 +30,8 @@ from components.triton_deployment import (
     rollout_timeout_seconds,
     triton_args,
 )
-from model_sync.local.procs import LOOPBACK, Process, free_port, wait_until
-from model_sync.local.runtime import TritonRuntime, stub_environment
+from model_sync.sandbox.procs import LOOPBACK, Process, free_port, wait_until
+from model_sync.sandbox.runtime import TritonRuntime, stub_environment
 from tests.components._helpers import assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Resource, Run, stack_config
 from tests.support.triton import triton_runtime  # noqa: F401 (fixture)

@@ -23,8 +23,8 @@ from typing import Any
 import promql_parser
 import pytest
 
-from model_sync.local.procs import wait_until
-from model_sync.local.runtime import TritonRuntime, TritonServer
+from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 from tests.manifests._cluster import Cluster, cluster
 from tests.support.triton import ADD_CONFIG, add_model_files, infer_http, triton_runtime  # noqa: F401
 

@@ -1,5 +1,5 @@
 """Fixtures for model_sync tests: real S3 server processes (tests/support/s3_servers.py), and a
-private model-sync cache directory per test (model_sync/cache.py) so no test reads another's
+private model-sync cache directory per test (model_sync/push/skip_cache.py) so no test reads another's
 (or the developer's) cached hashes or pinned manifests."""
 
 import pytest

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from model_sync import layout, manifest, model_config
 from model_sync.cli import main
-from model_sync.gpu_plan import CUDA_CONTEXT_BYTES
+from model_sync.contract import layout
+from model_sync.records import codec
+from model_sync.serving.gpu_plan import CUDA_CONTEXT_BYTES
+from model_sync.triton_model import model_config
 from tests.support.s3_servers import S3Server
 
 
@@ -70,7 +72,7 @@ def python_model(
 
 
 def pinned_version(server: S3Server, bucket: str, model: str, prefix: str = "") -> int | None:
-    """The version the pin of `model` names, read back from the server (keys through model_sync.layout)."""
+    """The version the pin of `model` names, read back from the server (keys through model_sync.contract.layout)."""
     root = layout.Root(bucket, prefix.strip("/"))
     try:
         return model_config.pinned_version(model_config.parse(server.get(bucket, root.key(layout.config_key(model)))))
@@ -82,10 +84,10 @@ def pinned_version(server: S3Server, bucket: str, model: str, prefix: str = "") 
 
 def manifest_doc(server: S3Server, bucket: str, model: str, version: int) -> dict:
     """The manifest of `model` version `version` on the server, through the strict reader."""
-    return manifest.read_manifest(server.get(bucket, layout.manifest_key(model, version)), model, version)
+    return codec.read_manifest(server.get(bucket, layout.manifest_key(model, version)), model, version)
 
 
-# Two small models for GPU memory planning (model_sync/gpu_memory.py, gpu_plan.py): `narrow` and `wide`.
+# Two small models for GPU memory planning (model_sync/serving/gpu_memory.py, gpu_plan.py): `narrow` and `wide`.
 GPU_FACTORIES = textwrap.dedent(
     """
     import torch

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from model_sync import agent as ag
-from model_sync import layout
 from model_sync.cli import build_parser
 from model_sync.commands import agent as agent_cmd
+from model_sync.contract import layout
 from tests.support.triton import pinned_config
 
 
@@ -243,8 +243,9 @@ def _repo(server: object, bucket: str, key: str, secret: str) -> object:
     """The agent's view of `bucket`: model_sync's own S3 layer (s3client.AGENT) with these credentials."""
     import botocore.session
 
-    from model_sync import environments, s3client
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.s3 import clients
+    from model_sync.s3.bucket import Repo
 
     session = botocore.session.get_session()
     session.set_credentials(key, secret)
@@ -254,7 +255,7 @@ def _repo(server: object, bucket: str, key: str, secret: str) -> object:
         server.endpoint,  # type: ignore[attr-defined]
         "us-east-1",
     )
-    return Repo(env, s3client.AGENT, session=session)
+    return Repo(env, clients.AGENT, session=session)
 
 
 def _adopted(tmp_path: Path, bucket: str, **overrides: object) -> ag.AgentSettings:
@@ -276,7 +277,7 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
     thread = threading.Thread(target=lambda: codes.append(agent.run()), daemon=True)
     thread.start()
     try:
-        from model_sync.local.procs import wait_until
+        from model_sync.sandbox.procs import wait_until
 
         wait_until(
             lambda: agent.last_error is not None and "list pin index" in agent.last_error, 20, what="a denied pass"
@@ -325,7 +326,8 @@ def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rc
 
 def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, rclone_s3: object) -> None:
     """ENOSPC-like failures while staging: logged, last_error, backoff; --once gives up with 1."""
-    from model_sync import errors, manifest
+    from model_sync import errors
+    from model_sync.records import codec
     from tests.support.s3_servers import KEY, SECRET
 
     bucket = rclone_s3.make_bucket("models-enospc")  # type: ignore[attr-defined]
@@ -335,7 +337,7 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
         "schema": "model-sync.manifest/v1",
         "model": "new",
         "version": 1,
-        "files": {"model.py": {"sha256": manifest.sha256_bytes(data), "size": len(data)}},
+        "files": {"model.py": {"sha256": codec.sha256_bytes(data), "size": len(data)}},
         "config_pbtxt": pinned_config("new", 1),
         "backend": "python",
         "platform": "",
@@ -348,13 +350,13 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
             "target": "local",
         },
         "created_by": "t",
-        "created_at": manifest.now(),
+        "created_at": codec.now(),
     }
     client.put_object(  # type: ignore[attr-defined]
         Bucket=bucket, Key=layout.version_file_key("new", 1, "model.py"), Body=data
     )
     client.put_object(  # type: ignore[attr-defined]
-        Bucket=bucket, Key=layout.manifest_key("new", 1), Body=manifest.dumps(doc)
+        Bucket=bucket, Key=layout.manifest_key("new", 1), Body=codec.dumps(doc)
     )
     client.put_object(  # type: ignore[attr-defined]
         Bucket=bucket, Key=layout.config_key("new"), Body=pinned_config("new", 1).encode()
@@ -396,7 +398,7 @@ def test_once_exit_code_places_what_verified_and_fails_only_when_nothing_is_plac
 
 
 def test_etags_compare_unquoted() -> None:
-    from model_sync.s3 import etag_of
+    from model_sync.s3.bucket import etag_of
 
     assert etag_of({"ETag": '"abc"'}) == etag_of({"ETag": "abc"}) == "abc"
     assert etag_of({"ETag": None}) is None
@@ -412,8 +414,9 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     """A pass lists manifests/_pins/ (one object per model) instead of repository/ (every
     version's files); a pin flipped by a writer that skips the index is picked up by the next
     full listing (--full-resync), not lost."""
-    from model_sync import environments, s3client
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.s3 import clients
+    from model_sync.s3.bucket import Repo
     from tests.model_sync.helpers import python_model, run_cli, write_config
 
     cfg = write_config(
@@ -435,7 +438,7 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     )
     agent = ag.RepositoryAgent(
         settings(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0),
-        Repo(env, s3client.AGENT),
+        Repo(env, clients.AGENT),
     )
     agent.prepare()
 
@@ -480,7 +483,8 @@ def test_a_version_without_its_backends_files_is_never_placed(tmp_path: Path, rc
     python-backend model, or model.pt where the libtorch config names net.pt: tritonserver 2.51
     would stay LOADING on it and stop loading anything else. The agent refuses the version before
     a byte reaches Triton, reports why, and the previous version keeps serving."""
-    from model_sync import errors, model_config
+    from model_sync import errors
+    from model_sync.triton_model import model_config
     from tests.support.s3_servers import KEY, SECRET
     from tests.support.triton import upload_version
 

@@ -1,7 +1,7 @@
 """model_sync.agent.bucket against real S3 servers (moto_server, rclone serve s3): which pins
 changed (the pin index, a full listing of repository/ when due), conditional pin GETs, strict
 manifests checked against the pin, verified downloads, and S3 failures sorted the way the agent
-treats them. The bucket is written by `push` (model_sync.push.push) and model_sync.layout keys."""
+treats them. The bucket is written by `push` (model_sync.push.publish.push) and model_sync.contract.layout keys."""
 
 from __future__ import annotations
 
@@ -11,11 +11,16 @@ from typing import Any
 
 import pytest
 
-from model_sync import environments, layout, localmodel, manifest, push, s3client
+from model_sync import environments
 from model_sync.agent.bucket import CHANGED, Bucket
 from model_sync.agent.exceptions import S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.settings import AgentSettings
-from model_sync.s3 import Repo
+from model_sync.contract import layout
+from model_sync.push import publish
+from model_sync.records import codec
+from model_sync.s3 import clients
+from model_sync.s3.bucket import Repo
+from model_sync.triton_model import model_directory
 from model_sync.ui import Console
 from tests.model_sync.helpers import python_model
 from tests.support.s3_servers import KEY, SECRET, S3Server
@@ -37,17 +42,17 @@ def _bucket(tmp_path: Path, server: S3Server, name: str, repo: Repo | None = Non
         replica="replica-0",
         **overrides,
     )
-    return Bucket(repo or Repo(_env(server, name), s3client.AGENT), settings, threading.Event())
+    return Bucket(repo or Repo(_env(server, name), clients.AGENT), settings, threading.Event())
 
 
 def _push(tmp_path: Path, server: S3Server, bucket: str, name: str, files: dict[str, bytes]) -> int:
     """`push` (the CLI's code path) of a python model: files, manifest, pin and pin-index entry."""
     src = python_model(tmp_path / "src" / f"{name}-{len(list(tmp_path.glob('src/*')))}", name, files)
-    results = push.push(
+    results = publish.push(
         Repo(_env(server, bucket)),
-        localmodel.discover(str(src), name),
+        model_directory.discover(str(src), name),
         Console(quiet=True),
-        push.PushOptions(use_cache=False),
+        publish.PushOptions(use_cache=False),
         "tests",
     )
     assert [(r.action, r.error) for r in results] == [("pushed", None)], results
@@ -148,14 +153,14 @@ def test_read_manifest_is_strict_and_none_when_missing(
     doc = bucket.read_manifest("a", version)
     assert doc is not None
     assert (doc["files"]["model.py"]["sha256"], doc["files"]["model.py"]["size"]) == (
-        manifest.sha256_bytes(b"# a\n"),
+        codec.sha256_bytes(b"# a\n"),
         4,
     )
     assert bucket.read_manifest("a", version + 1) is None
     moto_s3.client().put_object(
         Bucket=s3_bucket, Key=layout.manifest_key("a", 9), Body=b'{"schema": "model-sync.manifest/v2"}'
     )
-    with pytest.raises(manifest.RecordError):
+    with pytest.raises(codec.RecordError):
         bucket.read_manifest("a", 9)
 
 
@@ -238,7 +243,7 @@ def _repo_as(server: S3Server, bucket: str, key: str, secret: str) -> Repo:
 
     session = botocore.session.get_session()
     session.set_credentials(key, secret)
-    return Repo(_env(server, bucket), s3client.AGENT, session=session)
+    return Repo(_env(server, bucket), clients.AGENT, session=session)
 
 
 def test_denied_and_unreachable_buckets_keep_serving_errors_apart(tmp_path: Path, rclone_s3: S3Server) -> None:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from model_sync import layout
-from model_sync.local.procs import wait_until
+from model_sync.contract import layout
+from model_sync.sandbox.procs import wait_until
 from tests.support.triton import (
     BUCKET,
     LoadGenerator,
@@ -309,7 +309,7 @@ def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving)
     argv = [a for a in serving.agent_argv("--once") if True]
     i = argv.index("--triton-url")
     del argv[i : i + 2]
-    from model_sync.local.procs import Process
+    from model_sync.sandbox.procs import Process
 
     proc = Process("init", argv, serving.tmp / "logs" / "init.log", env=serving.agent_env()).start()
     assert proc.popen is not None
@@ -372,7 +372,7 @@ def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(servin
     has failed, /v2/health/ready stays 400 even after the model directory is removed (and after a
     failed version is pinned back); only a restart clears it. So the replica's readiness must not
     rest on Triton's strict readiness alone: docs/agent.md, "Readiness"."""
-    from model_sync.local.procs import http_status
+    from model_sync.sandbox.procs import http_status
 
     ready_file = serving.tmp / "agent-ready"  # what the pod's readiness probe checks
     publish(serving, "add")

@@ -13,15 +13,17 @@ from pathlib import Path
 import botocore.session
 import pytest
 
-from model_sync import environments, layout, s3client
+from model_sync import environments
 from model_sync.agent.bucket import Bucket
 from model_sync.agent.loads import Loads
-from model_sync.agent.local_repository import LocalRepository
+from model_sync.agent.pod_disk import LocalRepository
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
 from model_sync.agent.triton import TritonProbe
-from model_sync.manifest import ReplicaState
-from model_sync.s3 import Repo
+from model_sync.contract import layout
+from model_sync.records.codec import ReplicaState
+from model_sync.s3 import clients
+from model_sync.s3.bucket import Repo
 from tests.support.triton import BUCKET, DEPLOYMENT, REPLICA, Serving, add_model_files, pinned_config, served_version
 from tests.support.triton import serving as serving_fixture
 from tests.support.triton import triton_runtime as triton_runtime_fixture
@@ -85,7 +87,7 @@ def _bucket(stack: Serving) -> Bucket:
         deployment=DEPLOYMENT,
         replica=REPLICA,
     )
-    return Bucket(Repo(env, s3client.AGENT, session=session), settings, threading.Event())
+    return Bucket(Repo(env, clients.AGENT, session=session), settings, threading.Event())
 
 
 @pytest.mark.e2e

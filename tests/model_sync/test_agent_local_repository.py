@@ -1,4 +1,4 @@
-"""model_sync.agent.local_repository on real directories: the single-agent lock, staging a
+"""model_sync.agent.pod_disk on real directories: the single-agent lock, staging a
 version (verified download, byte-compile, one rename), placing it and flipping the local pin
 atomically, removing a model, pruning, and atomic_write."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import layout
 from model_sync.agent.exceptions import Abandoned, AgentError
-from model_sync.agent.local_repository import LocalRepository, atomic_write, local_versions, read_local_pin
+from model_sync.agent.pod_disk import LocalRepository, atomic_write, local_versions, read_local_pin
+from model_sync.contract import layout
 from tests.support.triton import pinned_config
 
 

@@ -1,13 +1,13 @@
 """model_sync.agent.pins: the versions a config.pbtxt pins and the files its backend needs, on
-real config texts parsed through model_sync.model_config (Triton's protobuf model config)."""
+real config texts parsed through model_sync.triton_model.model_config (Triton's protobuf model config)."""
 
 from __future__ import annotations
 
 import pytest
 
-from model_sync import model_config
 from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.pins import backend_files, pinned_versions
+from model_sync.triton_model import model_config
 
 PYTHON = 'name: "add"\nbackend: "python"\nmax_batch_size: 0\n'
 LIBTORCH = 'name: "lt"\nplatform: "pytorch_libtorch"\nmax_batch_size: 0\n'

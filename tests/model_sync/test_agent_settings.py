@@ -47,7 +47,7 @@ def test_every_re_exported_name_resolves_to_its_module(name: str) -> None:
 
 
 def test_states_are_the_replica_status_states() -> None:
-    from model_sync.manifest import ReplicaState
+    from model_sync.records.codec import ReplicaState
 
     assert [ag.READY, ag.LOADING, ag.FAILED, ag.PLACED, ag.PENDING] == [
         ReplicaState[s] for s in ("READY", "LOADING", "FAILED", "PLACED", "PENDING")

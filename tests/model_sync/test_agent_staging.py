@@ -6,13 +6,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from model_sync import layout
 from model_sync.agent.exceptions import VersionRejected
-from model_sync.agent.local_repository import LocalRepository
+from model_sync.agent.pod_disk import LocalRepository
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.staging import Staging, reject
 from model_sync.agent.state import ModelState
-from model_sync.manifest import ReplicaState
+from model_sync.contract import layout
+from model_sync.records.codec import ReplicaState
 
 
 class RejectingBucket:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from model_sync.agent.state import ModelState
-from model_sync.manifest import ReplicaState
+from model_sync.records.codec import ReplicaState
 
 
 def test_a_transition_sets_what_it_names_and_keeps_the_rest() -> None:

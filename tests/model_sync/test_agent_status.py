@@ -1,5 +1,5 @@
-"""model_sync.agent.status: the replica status record (validated by the strict reader
-model_sync.manifest.read_replica_status), written to status/<deployment>/<replica>.json on a real
+"""model_sync.agent.replica_record: the replica status record (validated by the strict reader
+model_sync.records.codec.read_replica_status), written to status/<deployment>/<replica>.json on a real
 S3 server when it changes and every heartbeat, deleted on a clean exit; and the readiness file."""
 
 from __future__ import annotations
@@ -12,13 +12,16 @@ from typing import Any
 import botocore.session
 import pytest
 
-from model_sync import environments, layout, manifest, s3client
+from model_sync import environments
 from model_sync.agent.bucket import Bucket
+from model_sync.agent.replica_record import STATUS_SCHEMA, ReadyFile, StatusReport, document
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
-from model_sync.agent.status import STATUS_SCHEMA, ReadyFile, StatusReport, document
-from model_sync.manifest import ReplicaState
-from model_sync.s3 import Repo
+from model_sync.contract import layout
+from model_sync.records import codec
+from model_sync.records.codec import ReplicaState
+from model_sync.s3 import clients
+from model_sync.s3.bucket import Repo
 from tests.support.s3_servers import KEY, SECRET, S3Server
 
 T0 = 1_790_000_000.0  # the agent's clock in these tests (POSIX seconds)
@@ -50,7 +53,7 @@ def _report(tmp_path: Path, server: S3Server, bucket: str, secret: str = SECRET)
     session.set_credentials(KEY, secret)
     repo = Repo(
         environments.Environment("test", layout.Root(bucket), server.endpoint, "us-east-1"),
-        s3client.AGENT,
+        clients.AGENT,
         session=session,
     )
     settings = _settings(tmp_path, bucket)
@@ -59,7 +62,7 @@ def _report(tmp_path: Path, server: S3Server, bucket: str, secret: str = SECRET)
 
 
 def _models() -> dict[str, ModelState]:
-    smoke = {"ok": True, "version": 2, "at": manifest.format_time(T0), "detail": "ok", "_at": T0}
+    smoke = {"ok": True, "version": 2, "at": codec.format_time(T0), "detail": "ok", "_at": T0}
     return {
         "add": ModelState(pin_etag="e2", pinned=(2,), serving=(2,), state=ReplicaState.READY, smoke=smoke),
         "bad": ModelState(
@@ -88,7 +91,7 @@ def _status_puts(server: S3Server, bucket: str, since: int) -> int:
 
 def _read_back(server: S3Server, bucket: str) -> dict[str, Any]:
     body = server.client().get_object(Bucket=bucket, Key=layout.status_key("default", "replica-0"))["Body"].read()
-    return manifest.read_replica_status(body)
+    return codec.read_replica_status(body)
 
 
 def test_the_report_written_is_a_valid_replica_status_record(tmp_path: Path, moto_s3: S3Server, s3_bucket: str) -> None:
@@ -105,7 +108,7 @@ def test_the_report_written_is_a_valid_replica_status_record(tmp_path: Path, mot
     )
     assert (doc["triton_url"], doc["heartbeat_seconds"], doc["s3_reachable"]) == ("http://127.0.0.1:8000", 30.0, True)
     assert (doc["reported_at"], doc["last_s3_ok_at"], doc["agent_started_at"]) == tuple(
-        manifest.format_time(t) for t in (T0, T0, T0 - 60)
+        codec.format_time(t) for t in (T0, T0, T0 - 60)
     )
     assert doc["models"]["add"] == {
         "pinned": [2],
@@ -114,7 +117,7 @@ def test_the_report_written_is_a_valid_replica_status_record(tmp_path: Path, mot
         "error": None,
         "failed": {},
         "local_versions": [1, 2],
-        "smoke": {"ok": True, "version": 2, "at": manifest.format_time(T0), "detail": "ok"},
+        "smoke": {"ok": True, "version": 2, "at": codec.format_time(T0), "detail": "ok"},
     }
     assert doc["models"]["bad"]["state"] == "FAILED"
     assert doc["models"]["bad"]["failed"] == {"5": "boom\n  Traceback ..."}
@@ -130,7 +133,7 @@ def test_an_unchanged_report_is_written_once_per_heartbeat(tmp_path: Path, moto_
     moved = _doc(tmp_path, s3_bucket, models, last_s3_ok_at=clock.now)  # only the last contact moved
     report.report(moved, force=False)
     assert _status_puts(moto_s3, s3_bucket, before) == 1
-    assert _read_back(moto_s3, s3_bucket)["reported_at"] == manifest.format_time(T0)
+    assert _read_back(moto_s3, s3_bucket)["reported_at"] == codec.format_time(T0)
     report.report(_doc(tmp_path, s3_bucket, models), force=True)
     assert _status_puts(moto_s3, s3_bucket, before) == 2
     clock.now += 5
@@ -141,7 +144,7 @@ def test_an_unchanged_report_is_written_once_per_heartbeat(tmp_path: Path, moto_
     clock.now += 30  # a heartbeat later, nothing changed
     report.report(_doc(tmp_path, s3_bucket, models), force=False)
     assert _status_puts(moto_s3, s3_bucket, before) == 4
-    assert _read_back(moto_s3, s3_bucket)["reported_at"] == manifest.format_time(clock.now)
+    assert _read_back(moto_s3, s3_bucket)["reported_at"] == codec.format_time(clock.now)
 
 
 def test_delete_removes_the_replicas_status_object(tmp_path: Path, moto_s3: S3Server, s3_bucket: str) -> None:
@@ -172,12 +175,10 @@ def test_a_denied_write_never_raises_and_is_retried_on_the_next_report(tmp_path:
 def test_document_is_rejected_by_the_strict_reader_without_reported_at(tmp_path: Path) -> None:
     """`document` leaves `reported_at` to the writer: the record is only valid as written."""
     doc = _doc(tmp_path, "models-test", _models())
-    with pytest.raises(manifest.RecordError, match="reported_at"):
-        manifest.read_replica_status(json.dumps(doc))
-    doc["reported_at"] = manifest.format_time(T0)
-    assert (
-        manifest.read_replica_status(json.dumps(doc))["models"]["bad"]["error"] == "version(s) [5] failed to load: boom"
-    )
+    with pytest.raises(codec.RecordError, match="reported_at"):
+        codec.read_replica_status(json.dumps(doc))
+    doc["reported_at"] = codec.format_time(T0)
+    assert codec.read_replica_status(json.dumps(doc))["models"]["bad"]["error"] == "version(s) [5] failed to load: boom"
 
 
 def test_the_ready_file_exists_exactly_while_the_check_passes(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from model_sync import layout
 from model_sync.agent import triton
 from model_sync.agent.state import ModelState
-from model_sync.manifest import ReplicaState
+from model_sync.contract import layout
+from model_sync.records.codec import ReplicaState
 from tests.support.triton import Serving, add_model_files, pinned_config
 from tests.support.triton import serving as serving_fixture
 from tests.support.triton import triton_runtime as triton_runtime_fixture

@@ -1,4 +1,4 @@
-"""model_sync.canary against a real moto_server: the refusals a gray release makes before it lists
+"""model_sync.canary.gray_release against a real moto_server: the refusals a gray release makes before it lists
 any replica, and what it does when a listed replica stops reporting (replicas' status records
 written as the agents write them; which replicas it lists: test_canary_fleet.py).
 The releases themselves run end to end in test_canary_e2e.py (real replicas, real traffic)."""
@@ -11,23 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import canary, canary_end, canary_record, environments, errors, layout, manifest
-from model_sync.canary_metrics import TritonMetrics
-from model_sync.canary_policy import CanaryPolicy
-from model_sync.s3 import Repo
+from model_sync import environments, errors
+from model_sync.canary import ending, gray_release
+from model_sync.canary.metrics import TritonMetrics
+from model_sync.contract import layout
+from model_sync.contract.canary_policy import CanaryPolicy
+from model_sync.records import canary_record, codec
+from model_sync.s3.bucket import Repo
 from model_sync.ui import Console
 from tests.model_sync.helpers import python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server
 
 
-def _release(tmp_path: Path, capsys, server: S3Server, bucket: str, aws_env, version: int) -> canary.GrayRelease:
+def _release(tmp_path: Path, capsys, server: S3Server, bucket: str, aws_env, version: int) -> gray_release.GrayRelease:
     cfg = write_config(tmp_path / "model-sync.yaml", server, {"prod": f"s3://{bucket}"})
     for tag in ("1", "2"):
         src = python_model(tmp_path / f"src{tag}", "m", {"model.py": f"# {tag}\n".encode()})
         assert run_cli(capsys, "push", str(src), "--env", "prod", "--config", cfg).code == 0
     assert run_cli(capsys, "rollback", "m", "--env", "prod", "--config", cfg, "--yes").code == 0  # pin 1; 2 published
     repo = Repo(environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1"))
-    return canary.GrayRelease(repo, "m", version, CanaryPolicy(), TritonMetrics("m", ("http://127.0.0.1:9/metrics",)),
+    return gray_release.GrayRelease(repo, "m", version, CanaryPolicy(), TritonMetrics("m", ("http://127.0.0.1:9/metrics",)),
                               console=Console(quiet=True), by="tests", poll=0.01)  # fmt: skip
 
 
@@ -41,11 +44,11 @@ def test_a_release_is_refused_before_it_lists_a_replica(
         release.run()  # no replica reports the model: nothing to compare on
     assert e.value.code == errors.REFUSED
     assert canary_record.read(release.repo, "m").doc is None  # nothing written
-    pinned = canary.GrayRelease(release.repo, "m", 1, release.policy, release.metrics, console=release.console,
+    pinned = gray_release.GrayRelease(release.repo, "m", 1, release.policy, release.metrics, console=release.console,
                                 by="tests")  # fmt: skip
     with pytest.raises(errors.SyncError, match=r"^canary: m version 1 is already the stable pin in prod; allowed: "):
         pinned.run()
-    now = manifest.now()
+    now = codec.now()
     other = {
         "schema": canary_record.CANARY, "model": "m", "id": canary_record.new_id(), "state": "running",
         "deployment": "default", "stable_version": 1, "canary_version": 3, "replicas": ["default-0"],
@@ -55,20 +58,20 @@ def test_a_release_is_refused_before_it_lists_a_replica(
     canary_record.write(release.repo, canary_record.Stored(None, None), other)
     with pytest.raises(errors.SyncError, match=r"^canary: m version 3 is in a gray release \(.*\); allowed: one at a"):
         release.run()
-    ended = canary_end.abort(release.repo, "m", "tests")
+    ended = ending.abort(release.repo, "m", "tests")
     assert ended is not None
     assert (ended["state"], ended["replicas"], ended["decision"]["by"]) == ("aborted", [], "tests")
-    assert canary_end.abort(release.repo, "m", "tests") is None  # nothing running
+    assert ending.abort(release.repo, "m", "tests") is None  # nothing running
     archived = moto_s3.get(s3_bucket, layout.canary_audit_key("m", other["id"]))
-    assert manifest.read(archived, canary_record.CANARY)["state"] == "aborted"
+    assert codec.read(archived, canary_record.CANARY)["state"] == "aborted"
 
 
 def _report(replica: str, serving: int, heartbeat: float) -> bytes:
     """Replica `replica`'s status record, as its agent writes it: serving m `serving` READY, now."""
-    now = manifest.format_time(time.time())
+    now = codec.format_time(time.time())
     entry = {"pinned": [serving], "serving": [serving], "state": "READY", "error": None, "failed": {},
              "local_versions": [serving], "smoke": None}  # fmt: skip
-    return manifest.dumps({"schema": manifest.REPLICA_STATUS, "env": "prod", "deployment": "default",
+    return codec.dumps({"schema": codec.REPLICA_STATUS, "env": "prod", "deployment": "default",
                            "replica": replica, "bucket_uri": "s3://b", "triton_url": None,
                            "heartbeat_seconds": heartbeat, "s3_reachable": True, "last_s3_ok_at": now,
                            "last_error": None, "agent_started_at": now, "reported_at": now,
@@ -104,7 +107,7 @@ class Agents:
         self._thread.join(5)
 
 
-def _listed(release: canary.GrayRelease, count: int = 1, timeout: float = 10) -> dict:
+def _listed(release: gray_release.GrayRelease, count: int = 1, timeout: float = 10) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         doc = canary_record.read(release.repo, "m").doc
@@ -139,7 +142,7 @@ def test_a_listed_replica_that_stops_reporting_is_replaced_and_the_window_restar
         assert (step["fleet"], step["replicas"], step["restarts"], step["window_from"]) == (2, 1, 1, None), step
         assert step["listed_at"] >= step["started_at"]
         assert took <= 3 * 0.3 + 1.0, took  # 3 heartbeats, then the next poll (0.01 s)
-        assert canary_end.abort(release.repo, "m", "tests") is not None  # ends it: the run exits 4 at its next poll
+        assert ending.abort(release.repo, "m", "tests") is not None  # ends it: the run exits 4 at its next poll
         run.join(10)
     finally:
         agents.stop()

@@ -1,4 +1,4 @@
-"""model_sync.canary_analysis.judge: canary against stable, pass / fail / inconclusive, with the
+"""model_sync.canary.analysis.judge: canary against stable, pass / fail / inconclusive, with the
 figure that decided on one line."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from model_sync.canary_analysis import FAIL, INCONCLUSIVE, PASS, Figures, judge
-from model_sync.canary_policy import CanaryPolicy
+from model_sync.canary.analysis import FAIL, INCONCLUSIVE, PASS, Figures, judge
+from model_sync.contract.canary_policy import CanaryPolicy
 
 POLICY = CanaryPolicy(min_requests=100)
 STABLE = Figures(requests=1000, errors=0, p99_ms=20.0, queue_us=100.0, mean_ms=10.0)
@@ -62,11 +62,11 @@ def test_p95_is_judged_on_its_own_when_the_policy_sets_its_ratio() -> None:
 
 
 def test_figures_record_matches_the_canary_schema() -> None:
-    from model_sync import record_schemas
+    from model_sync.records import schemas
 
     record = Figures(requests=3, errors=1, p99_ms=12.34567, queue_us=None, mean_ms=4.0).record()
     assert record == {
         "requests": 3, "errors": 1, "error_ratio": 0.333333, "p99_ms": 12.346, "p95_ms": None, "mean_ms": 4.0,
         "queue_us": None,
     }  # fmt: skip
-    assert set(record) == set(record_schemas._FIGURES["properties"])
+    assert set(record) == set(schemas._FIGURES["properties"])

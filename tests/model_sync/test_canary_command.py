@@ -1,4 +1,4 @@
-"""`model-sync canary` (model_sync.canary_command, commands/canary.py) through the CLI against a real
+"""`model-sync canary` (model_sync.canary.launch, commands/canary.py) through the CLI against a real
 moto_server: usage errors, --dry-run, --abort, and promote refusing a gray release it cannot
 analyse before it copies anything."""
 

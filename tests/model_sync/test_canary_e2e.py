@@ -1,4 +1,4 @@
-"""The gray release end to end on the real local stack (model_sync.local.canary_lab): the local S3
+"""The gray release end to end on the real local stack (model_sync.sandbox.canary_lab): the local S3
 server with staging and prod, four real tritonserver replicas in prod each with its real agent,
 round-robin traffic over them standing in for the Service, and the CLI in subprocesses: push to
 staging, then `promote --to prod`, which runs the gray release (steps 25 and 50 %, 5 s each). Its
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from model_sync import errors
-from model_sync.local.canary_lab import MODEL, POLICY, TAIL_RATE, TS_MODEL, CanaryLab, measure
-from model_sync.local.procs import wait_until
+from model_sync.sandbox.canary_lab import MODEL, POLICY, TAIL_RATE, TS_MODEL, CanaryLab, measure
+from model_sync.sandbox.procs import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

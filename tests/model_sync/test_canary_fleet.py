@@ -1,4 +1,4 @@
-"""model_sync.canary_fleet: which replicas of the fleet a gray release lists: k of the N live ones
+"""model_sync.canary.placement: which replicas of the fleet a gray release lists: k of the N live ones
 for a share (never above it, but for the one replica it needs), stable as the fleet changes, and
 which replicas are live (their status records, on a real moto_server)."""
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from model_sync import manifest
-from model_sync.canary_fleet import LIVE_HEARTBEATS, canary_replicas, observe, share_count
+from model_sync.canary.placement import LIVE_HEARTBEATS, canary_replicas, observe, share_count
+from model_sync.records import codec
 from tests.support.s3_servers import S3Server
 
 FLEET = [f"default-{i}" for i in range(10)]
@@ -66,19 +66,20 @@ def test_share_count_is_never_above_the_share_but_for_one_replica() -> None:
 
 
 def _doc(replica: str, age: float, heartbeat: float) -> bytes:
-    at = manifest.format_time(time.time() - age)
+    at = codec.format_time(time.time() - age)
     entry = {"pinned": [1], "serving": [1], "state": "READY", "error": None, "failed": {}, "local_versions": [1],
              "smoke": None}  # fmt: skip
-    doc = {"schema": manifest.REPLICA_STATUS, "env": "prod", "deployment": "default", "replica": replica,
+    doc = {"schema": codec.REPLICA_STATUS, "env": "prod", "deployment": "default", "replica": replica,
            "bucket_uri": "s3://b", "triton_url": None, "heartbeat_seconds": heartbeat, "s3_reachable": True,
            "last_s3_ok_at": at, "last_error": None, "agent_started_at": at, "reported_at": at,
            "models": {"m": entry}}  # fmt: skip
-    return manifest.dumps(doc)
+    return codec.dumps(doc)
 
 
 def test_a_replica_is_live_within_three_of_its_own_heartbeats(moto_s3: S3Server, s3_bucket: str, aws_env) -> None:
-    from model_sync import environments, layout
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.contract import layout
+    from model_sync.s3.bucket import Repo
 
     client = moto_s3.client()
     for replica, age, heartbeat in (("default-0", 1, 30), ("default-1", 89, 30), ("default-2", 91, 30),
@@ -102,8 +103,9 @@ def test_after_an_s3_outage_no_report_is_older_than_s3_has_been_back(
 ) -> None:
     """No agent can write its report while S3 is away: right after the outage every report is old,
     and none of those replicas is dead for that."""
-    from model_sync import environments, layout
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.contract import layout
+    from model_sync.s3.bucket import Repo
 
     client = moto_s3.client()
     for replica in ("default-0", "default-1"):

@@ -1,4 +1,4 @@
-"""model_sync.canary_metrics on real processes: two real tritonservers (the cloud Deployment's
+"""model_sync.canary.metrics on real processes: two real tritonservers (the cloud Deployment's
 metrics flags) serving two versions of one model under load, the figures of each version read
 from their /metrics (TritonMetrics) and through a real Prometheus scraping them
 (PrometheusMetrics) against what the client counted; and the EKS token, a presigned STS
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import canary_metrics
-from model_sync.agent.local_repository import precompile_python
-from model_sync.canary_metrics import PrometheusMetrics, TritonMetrics
-from model_sync.local.procs import wait_until
-from model_sync.local.runtime import TritonRuntime, TritonServer
+from model_sync.agent.pod_disk import precompile_python
+from model_sync.canary import metrics
+from model_sync.canary.metrics import PrometheusMetrics, TritonMetrics
+from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 from tests.support.prometheus import PrometheusServer
 from tests.support.s3_servers import S3Server
 from tests.support.triton import triton_runtime  # noqa: F401
@@ -107,7 +107,7 @@ def _metrics_url(s: TritonServer) -> str:
     return f"http://127.0.0.1:{s.metrics_port}/metrics"
 
 
-def _settled(source: TritonMetrics, mark: object, sent: dict[int, int]) -> dict[int, canary_metrics.Figures]:
+def _settled(source: TritonMetrics, mark: object, sent: dict[int, int]) -> dict[int, metrics.Figures]:
     """The figures once each version's counters reach what the client sent. Triton counts a request
     when it releases it, which can come a moment after the client has its response, so a scrape
     taken right after the last response may still miss that one request."""
@@ -128,7 +128,7 @@ def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) 
     figures = _settled(source, mark, {1: 60, 2: 40})
     assert (figures[1].requests, figures[1].errors) == stable == (60, 1)  # request 0 fails too
     assert (figures[2].requests, figures[2].errors) == canary == (40, 4)
-    assert figures[3] == canary_metrics.Figures()  # a version nobody serves: nothing, no figures
+    assert figures[3] == metrics.Figures()  # a version nobody serves: nothing, no figures
     assert figures[1].p99_ms is not None and figures[2].p99_ms is not None  # noqa: PT018
     assert figures[2].p99_ms > 2.5 * figures[1].p99_ms, figures  # Triton's own summary sees the slower version
     assert figures[1].queue_us is not None and figures[1].queue_us >= 0  # noqa: PT018
@@ -137,7 +137,7 @@ def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) 
     assert _load(servers[0], 10, fail_every=5, value=0.0) == (10, 2)
     settled = _settled(source, mark, {1: 10})
     assert (settled[1].requests, settled[1].errors) == (10, 0)
-    with pytest.raises(canary_metrics.MetricsError, match=r"^metrics: none of http://127.0.0.1:9/metrics answered;"):
+    with pytest.raises(metrics.MetricsError, match=r"^metrics: none of http://127.0.0.1:9/metrics answered;"):
         TritonMetrics("m", ("http://127.0.0.1:9/metrics",)).mark()
 
 
@@ -170,7 +170,7 @@ def test_prometheus_metrics_give_the_same_figures(tmp_path: Path, servers: list[
         assert figures[2].p99_ms and figures[1].p99_ms and figures[2].p99_ms > 2.5 * figures[1].p99_ms  # noqa: PT018
     finally:
         prom.stop()
-    with pytest.raises(canary_metrics.MetricsError, match=r"^prometheus http://127.0.0.1:9/api/v1/query: .*allowed:"):
+    with pytest.raises(metrics.MetricsError, match=r"^prometheus http://127.0.0.1:9/api/v1/query: .*allowed:"):
         PrometheusMetrics("m", "http://127.0.0.1:9").query("up")
 
 
@@ -182,7 +182,7 @@ def test_eks_token_is_a_presigned_get_caller_identity(moto_s3: S3Server, monkeyp
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_ENDPOINT_URL_STS", moto_s3.endpoint)  # moto_server answers STS too
-    token = canary_metrics.eks_token("triton-platform-prod", "eu-west-1", botocore.session.Session())
+    token = metrics.eks_token("triton-platform-prod", "eu-west-1", botocore.session.Session())
     assert token.startswith("k8s-aws-v1.")
     url = base64.urlsafe_b64decode(token.removeprefix("k8s-aws-v1.") + "==").decode()
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
@@ -196,5 +196,5 @@ def test_eks_token_is_a_presigned_get_caller_identity(moto_s3: S3Server, monkeyp
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    with pytest.raises(canary_metrics.errors.SyncError, match=r"^EKS token: no AWS credentials;"):
-        canary_metrics.eks_token("c", "eu-west-1", botocore.session.Session())
+    with pytest.raises(metrics.errors.SyncError, match=r"^EKS token: no AWS credentials;"):
+        metrics.eks_token("c", "eu-west-1", botocore.session.Session())

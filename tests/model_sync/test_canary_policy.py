@@ -1,11 +1,11 @@
-"""model_sync.canary_policy: the gray release's policy, read from its camelCase mapping (the stack
+"""model_sync.contract.canary_policy: the gray release's policy, read from its camelCase mapping (the stack
 config, the stack output, model-sync.yaml) with one-line errors naming the key."""
 
 from __future__ import annotations
 
 import pytest
 
-from model_sync.canary_policy import KEYS, CanaryPolicy, CanaryPolicyError
+from model_sync.contract.canary_policy import KEYS, CanaryPolicy, CanaryPolicyError
 
 
 def test_defaults_are_safe_and_round_trip_through_the_mapping() -> None:

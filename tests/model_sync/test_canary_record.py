@@ -1,4 +1,4 @@
-"""model_sync.canary_record on a real moto_server: a record created once and rewritten If-Match,
+"""model_sync.records.canary_record on a real moto_server: a record created once and rewritten If-Match,
 refused when another writer moved it, archived create-only, and which version a replica serves
 for it. The agents that follow it: test_agent_canaries.py."""
 
@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from model_sync import canary_record, environments, errors, layout, manifest
-from model_sync.s3 import Repo
+from model_sync import environments, errors
+from model_sync.contract import layout
+from model_sync.records import canary_record, codec
+from model_sync.s3.bucket import Repo
 from tests.support.s3_servers import S3Server
 
 
 def _doc(model: str, replicas: list[str], state: str = "running", canary_version: int = 2) -> dict:
-    now = manifest.now()
+    now = codec.now()
     return {
         "schema": canary_record.CANARY, "model": model, "id": canary_record.new_id(), "state": state,
         "deployment": "default", "stable_version": 1, "canary_version": canary_version, "replicas": replicas,
@@ -40,7 +42,7 @@ def test_the_record_is_written_conditionally_and_archived_once(moto_s3: S3Server
     assert canary_record.read(repo, "m").doc == second.doc
     key = canary_record.archive(repo, second.doc)  # type: ignore[arg-type]
     assert key == layout.canary_audit_key("m", second.doc["id"])  # type: ignore[index]
-    assert manifest.read(moto_s3.get(s3_bucket, key), canary_record.CANARY) == second.doc
+    assert codec.read(moto_s3.get(s3_bucket, key), canary_record.CANARY) == second.doc
     assert not repo.put_new(key, b"{}")  # create-only: never overwritten
     repo.put(layout.canary_key("m"), b'{"schema": "model-sync.canary/v1"}')
     with pytest.raises(errors.SyncError, match=r"^canary record s3://.*: model-sync.canary/v1 model: missing"):

@@ -1,6 +1,6 @@
 """Version alignment (issue 10): never publish a TorchScript model the target Triton cannot load.
 
-Unit rules of model_sync/compat.py, the stacks' pinned image against its table, and push /
+Unit rules of model_sync/contract/compat.py, the stacks' pinned image against its table, and push /
 promote / status against a real moto_server with models REALLY exported by the installed torch
 (2.13). No real table row is newer than 2.13, so the accepted case uses a row added by the test
 for a HYPOTHETICAL release (`HYPOTHETICAL_RELEASE`, monkeypatched, never shipped).
@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from components import versions
-from model_sync import compat, errors
+from model_sync import errors
+from model_sync.contract import compat
 from tests.model_sync.helpers import manifest_doc, pinned_version, promote_args, python_model, run_cli
 from tests.pulumi_kit import Run
 from tests.support.s3_servers import S3Server
@@ -87,7 +88,7 @@ def test_triton_release_parses_tags(image: str, release: str) -> None:
         (
             "nvcr.io/nvidia/tritonserver:26.01-py3",
             r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11 \(add it to "
-            r"model_sync/compat\.py\)",
+            r"model_sync/contract/compat\.py\)",
         ),
         ("nvcr.io/nvidia/tritonserver:25.07-py3", r"release 25\.07 has no LibTorch entry"),  # NGC skipped 25.07
     ],
@@ -213,7 +214,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     backend) directory of the same module, exported by the installed torch."""
     import sys
 
-    from model_sync import export
+    from model_sync.export import torchscript
 
     src = tmp_path_factory.mktemp("factory")
     (src / "compatfactory.py").write_text(FACTORY)
@@ -221,8 +222,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("exported")
     try:
         for target in ("cloud", "local"):
-            export.export(
-                export.ExportOptions(
+            torchscript.export(
+                torchscript.ExportOptions(
                     factory="compatfactory:build",
                     output=str(out),
                     name=target,

@@ -1,4 +1,4 @@
-"""model_sync/error_responses.py: which InferenceResponse calls of a model.py answer with an error
+"""model_sync/push/error_responses.py: which InferenceResponse calls of a model.py answer with an error
 (Triton counts those as successes), read from the syntax tree, and the one warning line push prints
 for a model (tests/model_sync/test_push.py runs it through a real push)."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import error_responses, localmodel
+from model_sync.push import error_responses
+from model_sync.triton_model import model_directory
 from tests.model_sync.helpers import python_model
 
 SOURCE = textwrap.dedent(
@@ -52,17 +53,23 @@ def test_source_that_does_not_parse_raises_for_the_caller() -> None:
 def test_the_warning_names_file_and_lines_and_only_for_a_python_models_model_py(tmp_path: Path) -> None:
     """One line per model naming model.py's path and every line; other files of the version, a
     model.py that does not parse and a model of another backend give none."""
-    m = localmodel.load(str(python_model(tmp_path, "m", {"model.py": SOURCE.encode(), "helper.py": SOURCE.encode()})))
+    m = model_directory.load(
+        str(python_model(tmp_path, "m", {"model.py": SOURCE.encode(), "helper.py": SOURCE.encode()}))
+    )
     assert error_responses.warning(m) == (
         f"m: {tmp_path}/m/1/model.py:5 (and lines 6, 7, 8) answers requests with InferenceResponse(error=...): "
         "Triton counts those as successes, so the gray release and every alert on nv_inference_request_failure "
         "miss them; raise pb_utils.TritonModelException instead"
     )
-    two = localmodel.load(str(python_model(tmp_path, "two", {"model.py": b"InferenceResponse(error=e)\n" * 2})))
+    two = model_directory.load(str(python_model(tmp_path, "two", {"model.py": b"InferenceResponse(error=e)\n" * 2})))
     assert str(error_responses.warning(two)).startswith(f"two: {tmp_path}/two/1/model.py:1 (and line 2) answers ")
     # helper.py is not scanned; neither is a model.py that does not parse, nor another backend's files
-    helper = localmodel.load(str(python_model(tmp_path, "h", {"model.py": b"# ok\n", "helper.py": SOURCE.encode()})))
-    broken = localmodel.load(str(python_model(tmp_path, "b", {"model.py": b"def execute(self\n" + SOURCE.encode()})))
+    helper = model_directory.load(
+        str(python_model(tmp_path, "h", {"model.py": b"# ok\n", "helper.py": SOURCE.encode()}))
+    )
+    broken = model_directory.load(
+        str(python_model(tmp_path, "b", {"model.py": b"def execute(self\n" + SOURCE.encode()}))
+    )
     onnx = python_model(tmp_path, "o", {"model.onnx": b"x", "model.py": SOURCE.encode()},
                         config='name: "o"\nplatform: "onnxruntime_onnx"\n')  # fmt: skip
-    assert [error_responses.warning(x) for x in (helper, broken, localmodel.load(str(onnx)))] == [None, None, None]
+    assert [error_responses.warning(x) for x in (helper, broken, model_directory.load(str(onnx)))] == [None, None, None]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import model_config
-from model_sync.local.runtime import TritonRuntime, TritonServer
+from model_sync.sandbox.runtime import TritonRuntime, TritonServer
+from model_sync.triton_model import model_config
 from tests.model_sync.helpers import run_cli
 from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
@@ -127,9 +127,9 @@ def test_export_local_round_trip(factories, capsys) -> None:
         torch.testing.assert_close(a, b)
     assert "triton_python_backend_utils" in (d / "1" / "model.py").read_text()
     # The directory is a valid push input (localmodel validation).
-    from model_sync import localmodel
+    from model_sync.triton_model import model_directory
 
-    assert sorted(localmodel.load(str(d)).files) == ["model.pt", "model.py"]
+    assert sorted(model_directory.load(str(d)).files) == ["model.pt", "model.py"]
 
 
 def test_a_tracer_warning_is_reported_on_one_line(factories, capsys) -> None:
@@ -189,7 +189,7 @@ def test_no_warmup_writes_no_model_warmup(factories, capsys) -> None:
     )
     assert r.code == 0, r.err
     cfg = model_config.read_file(str(factories / "two" / "config.pbtxt"))
-    # --target cloud's default profile is gpu-throughput (max batch 32: model_sync/export_profiles.py)
+    # --target cloud's default profile is gpu-throughput (max batch 32: model_sync/export/profiles.py)
     assert (len(cfg.model_warmup), cfg.max_batch_size, list(cfg.input[0].dims)) == (0, 32, [4])
     assert "model_warmup" not in (factories / "two" / "config.pbtxt").read_text()
 

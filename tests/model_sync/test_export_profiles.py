@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import export_profiles, model_config
+from model_sync.export import profiles
+from model_sync.triton_model import model_config
 from tests.model_sync.helpers import run_cli
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
@@ -25,9 +26,9 @@ FACTORY = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("name", sorted(export_profiles.PROFILES))
+@pytest.mark.parametrize("name", sorted(profiles.PROFILES))
 def test_every_preset_is_a_measured_point_of_its_results_file(name: str) -> None:
-    p = export_profiles.PROFILES[name]
+    p = profiles.PROFILES[name]
     doc = json.loads((RESULTS / p.results).read_text())
     (entry,) = [t for t in doc["triton"] if t["name"] == p.variant and t.get("client", "").endswith("system shm")]
     v = entry["variant"]
@@ -46,7 +47,7 @@ def test_every_preset_is_a_measured_point_of_its_results_file(name: str) -> None
 
 def test_gpu_throughput_is_the_best_point_of_the_committed_sweep() -> None:
     summary = json.loads((RESULTS / "serving.json").read_text())["summary"]["best"]
-    p = export_profiles.PROFILES["gpu-throughput"]
+    p = profiles.PROFILES["gpu-throughput"]
     assert (summary["variant"], summary["concurrency"], summary["throughput"]) == (
         p.variant,
         p.concurrency,
@@ -110,6 +111,6 @@ def test_an_unknown_profile_is_a_usage_error(factory: Path, capsys) -> None:
 
 def test_the_help_says_where_each_preset_comes_from(capsys) -> None:
     r = run_cli(capsys, "export", "--help")
-    for p in export_profiles.PROFILES.values():
+    for p in profiles.PROFILES.values():
         assert p.measured() in " ".join(r.out.split()) or p.measured() in r.out
     assert "bench/results/serving.json" in r.out

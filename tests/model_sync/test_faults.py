@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from model_sync import environments, push
-from model_sync.s3 import Repo
+from model_sync import environments
+from model_sync.push import publish
+from model_sync.s3.bucket import Repo
 from tests.model_sync.helpers import pinned_version, promote_args, python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server, aws_environ
 
@@ -175,4 +176,4 @@ def test_an_unreachable_endpoint_fails_a_repository_push_once(tmp_path, capsys, 
     # At most one wave of model workers (16) tried; the rest never started and are named.
     skipped = re.search(r"\((\d+) more not started: (m\d\d(?:, m\d\d){4}), \.\.\.\)$", lines[0])
     assert skipped is not None, lines[0]
-    assert int(skipped.group(1)) >= 40 - push.PushOptions.model_workers
+    assert int(skipped.group(1)) >= 40 - publish.PushOptions.model_workers

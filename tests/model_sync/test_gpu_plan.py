@@ -1,4 +1,4 @@
-"""model_sync/gpu_plan.py: Triton's placement of instance groups on the GPUs of a replica, the sum
+"""model_sync/serving/gpu_plan.py: Triton's placement of instance groups on the GPUs of a replica, the sum
 over a deployment's models against the headroom of one GPU, unknown models, the lines it prints,
 and reading the pinned versions from a real moto_server. The refusals of `push`, `promote` and the
 plan in `status` are in test_push.py, test_promote.py and test_status.py."""
@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import errors, gpu_plan, model_config
+from model_sync import errors
 from model_sync.environments import DeploymentGpu
-from model_sync.gpu_plan import CUDA_CONTEXT_BYTES, HEADROOM, Need, human
+from model_sync.serving import gpu_plan
+from model_sync.serving.gpu_plan import CUDA_CONTEXT_BYTES, HEADROOM, Need, human
+from model_sync.triton_model import model_config
 
 GIB, MIB = 1 << 30, 1 << 20
 CARD = DeploymentGpu("default", "H100", 80, ("resnet", "bert", "tok", "pinned0"))
@@ -116,7 +118,7 @@ def test_check_reads_the_pinned_versions_of_the_other_models(tmp_path, capsys, m
     """Against a real bucket: `pinned0` (pinned, a v3 manifest without GPU memory) is unknown, `bert`
     (never pushed) serves nothing, and the new version is counted with the check's own need."""
     from model_sync import environments
-    from model_sync.s3 import Repo
+    from model_sync.s3.bucket import Repo
     from tests.model_sync.helpers import python_model, run_cli, write_config
 
     bucket = moto_s3.make_bucket()

@@ -1,11 +1,11 @@
-"""model_sync/layout.py: the repository's key builders and parsers, the name/version/path rules
+"""model_sync/contract/layout.py: the repository's key builders and parsers, the name/version/path rules
 and the repository root (`Root`), shared by the stacks (components/) and model_sync."""
 
 from __future__ import annotations
 
 import pytest
 
-from model_sync import layout
+from model_sync.contract import layout
 
 
 def test_key_builders_follow_the_documented_layout() -> None:

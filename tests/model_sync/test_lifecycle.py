@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import manifest
+from model_sync.records import codec
 from tests.model_sync.helpers import manifest_doc, pinned_version, promote_args, python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server, aws_environ
 
@@ -32,13 +32,13 @@ def _push(capsys, tmp_path: Path, cfg: str, content: str, env: str = "staging") 
 def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = True, pinned: bool = True) -> str:
     """One verify attempt of simple `version`, written by verify.record (the one writer)."""
     from model_sync import environments
-    from model_sync import verify as vf
-    from model_sync.s3 import Repo
+    from model_sync.s3.bucket import Repo
+    from model_sync.serving import verify as vf
 
     raw = server.get(bucket, f"manifests/simple/{version}.json")
     result = vf.Verification("simple", version, replicas={"triton/pod-0": "READY" if passed else "FAILED: boom"},
                              smoke_inference=passed,
-                             manifest_sha256=manifest.sha256_bytes(raw), pinned=pinned,
+                             manifest_sha256=codec.sha256_bytes(raw), pinned=pinned,
                              problems=[] if passed else ["replica triton/pod-0: FAILED: boom"])  # fmt: skip
     result.checks["replicas"] = "passed" if passed else "failed"
     env = environments.resolve(None, None, f"s3://{bucket}", server.endpoint, "us-east-1")
@@ -75,7 +75,7 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     prov = json.loads(moto_s3.get(prod, "audit/promotions/simple/2.json"))
     assert prov["verification"] == {"skipped": False, "record_key": key}
     assert prov["checksums_verified"] == "rehash"
-    manifest.read(json.dumps(prov), "model-sync.promotion/v3")
+    codec.read(json.dumps(prov), "model-sync.promotion/v3")
     assert prov["canary"] == {"skipped": True, "id": None}  # --no-canary, recorded
     assert prov["compatibility"]["result"] == "exempt"  # python backend: not LibTorch
     # Idempotent re-run.
@@ -380,7 +380,7 @@ def test_promote_across_endpoints_translates_source_failures(
 ) -> None:
     """staging on rclone, prod on moto: the files are streamed GET -> upload; a source object gone
     (exit 3) or the source endpoint down (exit 5) after the checks is one line, never exit 1."""
-    from model_sync import repository
+    from model_sync.lifecycle import catalog
 
     src, dst = rclone_s3.make_bucket("src"), moto_s3.make_bucket()
     cfg = tmp_path / "model-sync.yaml"
@@ -391,7 +391,7 @@ def test_promote_across_endpoints_translates_source_failures(
     cfg.write_text(json.dumps(doc))
     _push(capsys, tmp_path, str(cfg), "a")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
-    real = repository.allocate
+    real = catalog.allocate
 
     def allocate_then_fault(repo, *args, **kwargs):  # after every check of the source, before the copy
         version = real(repo, *args, **kwargs)
@@ -402,7 +402,7 @@ def test_promote_across_endpoints_translates_source_failures(
             rclone_s3.stop()
         return version
 
-    monkeypatch.setattr(repository, "allocate", allocate_then_fault)
+    monkeypatch.setattr(catalog, "allocate", allocate_then_fault)
     r = run_cli(capsys, *promote_args("simple", 1, str(cfg), "--skip-verification"))
     assert r.code == code, r.err
     assert len(r.err.strip().splitlines()) == 1, r.err

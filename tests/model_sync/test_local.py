@@ -1,4 +1,4 @@
-"""The local environment: the pinned tritonserver fetch, and `python -m model_sync.local demo`
+"""The local environment: the pinned tritonserver fetch, and `python -m model_sync.sandbox demo`
 end to end (the local moto S3 server, three real tritonservers with their agents, the model_sync CLI)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import boto3
 import pytest
 import yaml
 
-from model_sync.local import runtime
+from model_sync.sandbox import runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
     state = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "model_sync.local", "demo", "--dir", str(state), "--keep-running"],
+        [sys.executable, "-m", "model_sync.sandbox", "demo", "--dir", str(state), "--keep-running"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -109,7 +109,7 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
         assert b"demo-mlp" in config  # the S3 server still serves what the demo pushed
     finally:
         stop = subprocess.run(
-            [sys.executable, "-m", "model_sync.local", "stop", "--dir", str(state)],
+            [sys.executable, "-m", "model_sync.sandbox", "stop", "--dir", str(state)],
             capture_output=True,
             text=True,
             cwd=ROOT,

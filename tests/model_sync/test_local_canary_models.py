@@ -1,4 +1,4 @@
-"""model_sync/local/canary_models.py: the gray-release scenario models. Each kind is written as
+"""model_sync/sandbox/canary_models.py: the gray-release scenario models. Each kind is written as
 `push` reads a model directory (localmodel.load, what push validates) and then served by one real
 tritonserver, which shows what each kind does: good answers 2x, errors fails exactly the inputs
 `fails()` names (5 %), slow takes 3x good's time, broken never becomes READY."""
@@ -14,12 +14,14 @@ import pytest
 import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 
-from model_sync import layout, localmodel, model_config, smoke
-from model_sync.agent.local_repository import precompile_python
-from model_sync.local import canary_models
-from model_sync.local.procs import wait_until
-from model_sync.local.runtime import TritonRuntime, TritonServer
-from model_sync.local.traffic import Records, RoundRobinTraffic
+from model_sync.agent.pod_disk import precompile_python
+from model_sync.contract import layout
+from model_sync.sandbox import canary_models
+from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.runtime import TritonRuntime, TritonServer
+from model_sync.sandbox.traffic import Records, RoundRobinTraffic
+from model_sync.serving import smoke
+from model_sync.triton_model import model_config, model_directory
 from tests.support.triton import triton_runtime as triton_runtime_fixture
 
 triton_runtime = triton_runtime_fixture
@@ -38,7 +40,7 @@ def test_every_kind_is_a_model_directory_push_accepts_with_one_shared_config(tmp
     model_dir = canary_models.write_model(tmp_path, "scenario", kind, version_dir=3)
     assert model_dir == tmp_path / "scenario"
     assert sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*")) == ["3", "3/model.py", "config.pbtxt"]
-    m = localmodel.load(str(model_dir))  # push's own validation (config checks, the backend's files)
+    m = model_directory.load(str(model_dir))  # push's own validation (config checks, the backend's files)
     assert (m.name, m.backend, sorted(m.files)) == ("scenario", "python", ["model.py"])
     cfg = model_config.read_file(str(model_dir / "config.pbtxt"))
     instances = canary_models.TAIL_INSTANCES if kind == "tail" else 1  # the tail's slow requests hold one each

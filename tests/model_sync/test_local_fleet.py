@@ -1,4 +1,4 @@
-"""model_sync/local/fleet.py: a deployment's replicas on this machine. The e2e tests share one
+"""model_sync/sandbox/fleet.py: a deployment's replicas on this machine. The e2e tests share one
 2-replica fleet (the local moto S3 server, two real tritonservers, two real agents) serving a `good` canary
 model pushed through `python -m model_sync push`; the others check the agent's command line and
 environment, which the demo uses too."""
@@ -22,14 +22,15 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from model_sync import environments, layout
-from model_sync.local import canary_models
-from model_sync.local.demo import LocalPlatform
-from model_sync.local.fleet import LocalFleet, S3Target, agent_argv, subprocess_environ
-from model_sync.local.procs import wait_until
-from model_sync.local.runtime import TritonRuntime
-from model_sync.local.s3server import MotoS3Server, RcloneS3Server
-from model_sync.local.traffic import RoundRobinTraffic
+from model_sync import environments
+from model_sync.contract import layout
+from model_sync.sandbox import canary_models
+from model_sync.sandbox.demo import LocalPlatform
+from model_sync.sandbox.fleet import LocalFleet, S3Target, agent_argv, subprocess_environ
+from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.runtime import TritonRuntime
+from model_sync.sandbox.s3server import MotoS3Server, RcloneS3Server
+from model_sync.sandbox.traffic import RoundRobinTraffic
 from tests.support.triton import s3_client
 from tests.support.triton import triton_runtime as triton_runtime_fixture
 

@@ -1,4 +1,4 @@
-"""model_sync/local/s3server.py's MotoS3Server (and its launcher, model_sync/local/moto_s3.py), on real
+"""model_sync/sandbox/s3server.py's MotoS3Server (and its launcher, model_sync/sandbox/moto_s3.py), on real
 processes on 127.0.0.1: it answers S3 over HTTP and enforces both conditional writes; stop() is an
 outage (connections refused, the one in flight cut) after which start() serves the same objects on
 the same port; shutdown() and its owner's exit end the process; a GET racing a PUT of one key never
@@ -18,10 +18,12 @@ import botocore.exceptions
 import pytest
 
 from bench.s3.race import BUCKET, race
-from model_sync import environments, layout, s3client
-from model_sync.local.procs import LOOPBACK, wait_until
-from model_sync.local.s3server import MotoS3Server
-from model_sync.s3 import Repo
+from model_sync import environments
+from model_sync.contract import layout
+from model_sync.s3 import clients
+from model_sync.s3.bucket import Repo
+from model_sync.sandbox.procs import LOOPBACK, wait_until
+from model_sync.sandbox.s3server import MotoS3Server
 from tests.support.triton import s3_client
 
 pytestmark = pytest.mark.timeout(120)
@@ -64,7 +66,7 @@ def test_it_answers_s3_over_http_creates_the_buckets_named_before_start_and_enfo
     assert {b["Name"] for b in client.list_buckets()["Buckets"]} == {"models-early", "models-late"}
     client.put_object(Bucket="models-early", Key="a/b.json", Body=b"{}")
     assert client.get_object(Bucket="models-early", Key="a/b.json")["Body"].read() == b"{}"
-    session = s3client.new_session(moto.region)
+    session = clients.new_session(moto.region)
     session.set_credentials("any", "any")  # moto accepts any
     repo = Repo(
         environments.Environment("m", layout.Root("models-late"), moto.endpoint_url, moto.region), session=session
@@ -130,7 +132,7 @@ def test_shutdown_ends_the_process_and_a_later_start_begins_empty_with_the_named
 
 def test_a_stopped_server_exits_with_the_process_that_started_it(tmp_path: Path) -> None:
     script = (
-        "import sys; from pathlib import Path; from model_sync.local.s3server import MotoS3Server\n"
+        "import sys; from pathlib import Path; from model_sync.sandbox.s3server import MotoS3Server\n"
         "s = MotoS3Server(Path(sys.argv[1]), Path(sys.argv[1]) / 'log').start(); s.stop(); print(s.process.pid)\n"
     )
     owner = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
@@ -151,7 +153,7 @@ def test_an_object_replaced_while_a_request_holds_it_still_reads_its_bytes() -> 
     script = (
         "from moto.s3.models import FakeKey\n"
         "from moto.s3.utils import _VersionedKeyStore\n"
-        "from model_sync.local import moto_s3\n"
+        "from model_sync.sandbox import moto_s3\n"
         "def key(value):\n"
         "    return FakeKey('k', value, account_id='123456789012', region_name='us-east-1')\n"
         "def overwrite():\n"

@@ -1,4 +1,4 @@
-"""model_sync/local/traffic.py: the round-robin client traffic and its summaries. Summaries are
+"""model_sync/sandbox/traffic.py: the round-robin client traffic and its summaries. Summaries are
 checked on records written out by hand (what the threads record); the threads on loopback ports
 where nothing listens (every request refused: failure records, never an exception). Traffic over
 real tritonservers: tests/model_sync/test_local_fleet.py (two replicas) and
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from model_sync.local.procs import free_port
-from model_sync.local.traffic import Failures, Records, Request, RoundRobinTraffic, one_line
+from model_sync.sandbox.procs import free_port
+from model_sync.sandbox.traffic import Failures, Records, Request, RoundRobinTraffic, one_line
 
 
 def ok(seq: int, replica: int, sent: float, version: int, latency: float = 0.01) -> Request:

@@ -1,4 +1,4 @@
-"""model_sync/localmodel.py: discover() and load() on real model and repository directories in
+"""model_sync/triton_model/model_directory.py: discover() and load() on real model and repository directories in
 tmp_path: what is scanned, what is skipped, and every refusal (one line, exit 2)."""
 
 from __future__ import annotations
@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import cache, errors, layout, localmodel, model_config
+from model_sync import errors
+from model_sync.contract import layout
+from model_sync.push import skip_cache
+from model_sync.triton_model import model_config, model_directory
 from tests.model_sync.helpers import python_model
 
 
 def refused(path: Path | str, match: str, name: str | None = None) -> errors.SyncError:
     with pytest.raises(errors.SyncError, match=match) as e:
-        localmodel.discover(str(path), name)
+        model_directory.discover(str(path), name)
     assert e.value.code == errors.USAGE
     assert "\n" not in str(e.value)
     return e.value
@@ -23,14 +26,14 @@ def refused(path: Path | str, match: str, name: str | None = None) -> errors.Syn
 
 def test_one_model_directory_is_scanned_with_its_stat_fields(tmp_path: Path) -> None:
     d = python_model(tmp_path, "simple", files={"model.py": b"# m\n", "sub/dir/w.bin": b"1234"})
-    models = localmodel.discover(str(d))
+    models = model_directory.discover(str(d))
     assert [m.name for m in models] == ["simple"]
     m = models[0]
     assert (m.dir, m.version_dir, m.backend, m.platform, m.export_meta) == (str(d), str(d / "1"), "python", "", {})
     assert sorted(m.files) == ["model.py", "sub/dir/w.bin"]
     f = m.files["sub/dir/w.bin"]
     st = os.stat(d / "1" / "sub" / "dir" / "w.bin")
-    assert (f.path, f.size, f.stat_key) == (str(d / "1" / "sub" / "dir" / "w.bin"), 4, cache.stat_key(st))
+    assert (f.path, f.size, f.stat_key) == (str(d / "1" / "sub" / "dir" / "w.bin"), 4, skip_cache.stat_key(st))
     assert m.config == (d / layout.CONFIG_FILE).read_bytes()
     assert model_config.pinned_version(model_config.parse(m.pinned_text(5))) == 5
 
@@ -39,7 +42,7 @@ def test_a_repository_directory_yields_every_model_in_name_order(tmp_path: Path)
     for name in ("zeta", "alpha", "mid"):
         python_model(tmp_path / "repo", name)
     (tmp_path / "repo" / "notes").mkdir()  # no config.pbtxt: not a model
-    assert [m.name for m in localmodel.discover(str(tmp_path / "repo"))] == ["alpha", "mid", "zeta"]
+    assert [m.name for m in model_directory.discover(str(tmp_path / "repo"))] == ["alpha", "mid", "zeta"]
     refused(
         tmp_path / "repo",
         r"^--name: 'x' with a repository directory of 3 models; allowed: --name only with one model directory$",
@@ -49,7 +52,7 @@ def test_a_repository_directory_yields_every_model_in_name_order(tmp_path: Path)
 
 def test_name_overrides_the_directory_name_and_is_checked(tmp_path: Path) -> None:
     d = python_model(tmp_path, "Dir_Name", config='backend: "python"\n')
-    assert localmodel.discover(str(d), "simple")[0].name == "simple"
+    assert model_directory.discover(str(d), "simple")[0].name == "simple"
     refused(d, r"^model name: 'Dir_Name'; allowed: .* \(from the directory name\)$")
     refused(d, r"^model name: 'a b'; allowed: .* \(from --name\)$", name="a b")
 
@@ -67,18 +70,18 @@ def test_dot_files_dot_dirs_pycache_and_dot_symlinks_are_skipped(tmp_path: Path)
         },
     )
     (d / "1" / ".link").symlink_to(d / "1" / "model.py")
-    assert sorted(localmodel.discover(str(d))[0].files) == ["model.py"]
+    assert sorted(model_directory.discover(str(d))[0].files) == ["model.py"]
 
 
 def test_the_config_cache_spares_the_parse_of_known_bytes(tmp_path: Path) -> None:
     d = python_model(tmp_path, "simple")
-    configs = cache.ConfigCache(str(tmp_path / "cache"))
-    first = localmodel.load(str(d), configs=configs)
+    configs = skip_cache.ConfigCache(str(tmp_path / "cache"))
+    first = model_directory.load(str(d), configs=configs)
     assert first._cfg is not None  # parsed
     assert first.pinned_text(2) == model_config.pinned_text(first.cfg, 2, "simple")
     configs.save()
-    again = cache.ConfigCache(str(tmp_path / "cache"))
-    second = localmodel.load(str(d), configs=again)
+    again = skip_cache.ConfigCache(str(tmp_path / "cache"))
+    second = model_directory.load(str(d), configs=again)
     assert second._cfg is None  # from the cache: not parsed
     assert (second.platform, second.backend) == ("", "python")
     assert again.pinned("simple", second.config_digest, 2) == first.pinned_text(2)
@@ -95,16 +98,18 @@ def test_export_meta_is_read_and_checked(tmp_path: Path) -> None:
         "target": "cloud",
         "operators": ["aten::relu"],
     }
-    (d / localmodel.EXPORT_META).write_text(json.dumps(meta))
-    assert localmodel.discover(str(d))[0].export_meta == meta
-    assert localmodel.EXPORT_META not in localmodel.discover(str(d))[0].files  # beside the version, never uploaded
-    (d / localmodel.EXPORT_META).write_text(json.dumps({**meta, "torchscript_format_version": True}))
+    (d / model_directory.EXPORT_META).write_text(json.dumps(meta))
+    assert model_directory.discover(str(d))[0].export_meta == meta
+    assert (
+        model_directory.EXPORT_META not in model_directory.discover(str(d))[0].files
+    )  # beside the version, never uploaded
+    (d / model_directory.EXPORT_META).write_text(json.dumps({**meta, "torchscript_format_version": True}))
     refused(d, r"export.json torchscript_format_version: True; allowed: an integer \(or absent\)$")
-    (d / localmodel.EXPORT_META).write_text(json.dumps({**meta, "target": "edge"}))
+    (d / model_directory.EXPORT_META).write_text(json.dumps({**meta, "target": "edge"}))
     refused(d, r"export.json target: 'edge'; allowed: 'cloud' or 'local' \(or absent\)$")
-    (d / localmodel.EXPORT_META).write_text("[]")
+    (d / model_directory.EXPORT_META).write_text("[]")
     refused(d, r"export.json: list; allowed: the JSON object `model-sync export` writes$")
-    (d / localmodel.EXPORT_META).write_text("{nope")
+    (d / model_directory.EXPORT_META).write_text("{nope")
     refused(d, r"export.json: not JSON \(.*\); allowed: the export.json `model-sync export` writes$")
 
 
@@ -186,7 +191,7 @@ def test_symlinked_version_config_and_model_directories_are_refused(tmp_path: Pa
     (c / "configs" / "main.pbtxt").write_text('backend: "python"\n')
     (c / layout.CONFIG_FILE).unlink()
     (c / layout.CONFIG_FILE).symlink_to(c / "configs" / "main.pbtxt")  # inside: accepted
-    assert localmodel.discover(str(c))[0].backend == "python"
+    assert model_directory.discover(str(c))[0].backend == "python"
     repo = tmp_path / "repo"
     python_model(repo, "alpha")
     (repo / "beta").symlink_to(real)

@@ -1,4 +1,4 @@
-"""The manifest/record schemas and their strict reader (model_sync/manifest.py)."""
+"""The manifest/record schemas and their strict reader (model_sync/records/codec.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import jsonschema
 import pytest
 
-from model_sync import manifest
+from model_sync.records import codec
 
 
 def _manifest() -> dict:
@@ -97,13 +97,13 @@ MUTATIONS = [
 @pytest.mark.parametrize(("mutate", "match"), MUTATIONS)
 def test_manifest_reader_is_strict_and_agrees_with_jsonschema(mutate, match) -> None:
     doc = _manifest()
-    jsonschema.validate(doc, manifest.MANIFEST_SCHEMA)
-    assert manifest.read_manifest(json.dumps(doc), "resnet", 3)["version"] == 3
+    jsonschema.validate(doc, codec.MANIFEST_SCHEMA)
+    assert codec.read_manifest(json.dumps(doc), "resnet", 3)["version"] == 3
     mutate(doc)
-    with pytest.raises(manifest.RecordError, match=match):
-        manifest.read_manifest(json.dumps(doc))
+    with pytest.raises(codec.RecordError, match=match):
+        codec.read_manifest(json.dumps(doc))
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(doc, manifest.MANIFEST_SCHEMA)
+        jsonschema.validate(doc, codec.MANIFEST_SCHEMA)
 
 
 EXEMPT = {"triton_image": None, "libtorch_version": None, "result": "exempt", "detail": None}
@@ -112,11 +112,11 @@ GROUPS = [{"kind": "KIND_GPU", "count": 1, "gpus": [0]}]
 
 def test_v3_manifest_round_trips_with_gpu_memory_and_instance_groups() -> None:
     doc = _manifest()
-    back = manifest.read_manifest(manifest.dumps(doc), "resnet", 3)
+    back = codec.read_manifest(codec.dumps(doc), "resnet", 3)
     assert back == doc
     assert (back["gpu_memory"]["bytes_per_instance"], back["instance_groups"][0]["count"]) == (123_456_789, 2)
     doc["gpu_memory"] = None  # a directory `export` did not write: unknown, still a valid v3
-    assert manifest.read_manifest(manifest.dumps(doc))["gpu_memory"] is None
+    assert codec.read_manifest(codec.dumps(doc))["gpu_memory"] is None
 
 
 def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
@@ -126,10 +126,10 @@ def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
     doc["schema"] = "model-sync.manifest/v1"
     doc.pop("compatibility")
     doc["exporter"].pop("operators")
-    jsonschema.validate(doc, manifest.MANIFEST_SCHEMA_V1)
-    assert manifest.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v1"
-    upgraded = manifest.upgrade_manifest(doc, EXEMPT, GROUPS)
-    jsonschema.validate(upgraded, manifest.MANIFEST_SCHEMA)
+    jsonschema.validate(doc, codec.MANIFEST_SCHEMA_V1)
+    assert codec.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v1"
+    upgraded = codec.upgrade_manifest(doc, EXEMPT, GROUPS)
+    jsonschema.validate(upgraded, codec.MANIFEST_SCHEMA)
     assert (upgraded["schema"], upgraded["exporter"]["operators"], upgraded["gpu_memory"]) == (
         "model-sync.manifest/v3",
         None,
@@ -137,8 +137,8 @@ def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
     )
     assert upgraded["instance_groups"] == GROUPS
     doc["compatibility"] = upgraded["compatibility"]
-    with pytest.raises(manifest.RecordError, match=r"^model-sync.manifest/v1 compatibility: unknown field"):
-        manifest.read_manifest(json.dumps(doc))
+    with pytest.raises(codec.RecordError, match=r"^model-sync.manifest/v1 compatibility: unknown field"):
+        codec.read_manifest(json.dumps(doc))
 
 
 def test_v2_manifests_still_read_upgrade_as_unknown_and_stay_strict() -> None:
@@ -146,19 +146,19 @@ def test_v2_manifests_still_read_upgrade_as_unknown_and_stay_strict() -> None:
     v2 document carrying v3-only fields is rejected; promote upgrades them to v3 with a null
     gpu_memory, and a v3 source keeps its own."""
     doc = _as_v2(_manifest())
-    jsonschema.validate(doc, manifest.MANIFEST_SCHEMA_V2)
-    assert manifest.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v2"
-    upgraded = manifest.upgrade_manifest(doc, EXEMPT, GROUPS)
+    jsonschema.validate(doc, codec.MANIFEST_SCHEMA_V2)
+    assert codec.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v2"
+    upgraded = codec.upgrade_manifest(doc, EXEMPT, GROUPS)
     assert (upgraded["schema"], upgraded["gpu_memory"], upgraded["instance_groups"]) == (
         "model-sync.manifest/v3",
         None,
         GROUPS,
     )
     assert upgraded["exporter"]["operators"] == ["aten::linear", "aten::relu"]
-    assert manifest.upgrade_manifest(_manifest(), EXEMPT, GROUPS)["gpu_memory"] == _manifest()["gpu_memory"]
+    assert codec.upgrade_manifest(_manifest(), EXEMPT, GROUPS)["gpu_memory"] == _manifest()["gpu_memory"]
     doc["gpu_memory"] = None
-    with pytest.raises(manifest.RecordError, match=r"^model-sync.manifest/v2 gpu_memory: unknown field"):
-        manifest.read_manifest(json.dumps(doc))
+    with pytest.raises(codec.RecordError, match=r"^model-sync.manifest/v2 gpu_memory: unknown field"):
+        codec.read_manifest(json.dumps(doc))
 
 
 @pytest.mark.parametrize(
@@ -173,25 +173,25 @@ def test_v2_manifests_still_read_upgrade_as_unknown_and_stay_strict() -> None:
     ],
 )
 def test_a_part_of_a_record_is_validated_with_the_same_one_line_errors(value, match) -> None:
-    with pytest.raises(manifest.RecordError, match=match):
-        manifest.validate_part(value, manifest.GPU_MEMORY, "gpu_memory")
+    with pytest.raises(codec.RecordError, match=match):
+        codec.validate_part(value, codec.GPU_MEMORY, "gpu_memory")
 
 
 def test_manifest_reader_checks_key_identity_and_paths() -> None:
-    with pytest.raises(manifest.RecordError, match=r"model: 'resnet'; allowed: 'other'"):
-        manifest.read_manifest(json.dumps(_manifest()), "other", 3)
-    with pytest.raises(manifest.RecordError, match=r"version: 3; allowed: 4"):
-        manifest.read_manifest(json.dumps(_manifest()), "resnet", 4)
+    with pytest.raises(codec.RecordError, match=r"model: 'resnet'; allowed: 'other'"):
+        codec.read_manifest(json.dumps(_manifest()), "other", 3)
+    with pytest.raises(codec.RecordError, match=r"version: 3; allowed: 4"):
+        codec.read_manifest(json.dumps(_manifest()), "resnet", 4)
     doc = _manifest()
     doc["files"] = {"../x": {"sha256": "a" * 64, "size": 1}}
-    with pytest.raises(manifest.RecordError, match=r"file path: '\.\./x'"):
-        manifest.read_manifest(json.dumps(doc))
-    with pytest.raises(manifest.RecordError, match=r"not valid JSON"):
-        manifest.read_manifest(b"{nope")
+    with pytest.raises(codec.RecordError, match=r"file path: '\.\./x'"):
+        codec.read_manifest(json.dumps(doc))
+    with pytest.raises(codec.RecordError, match=r"not valid JSON"):
+        codec.read_manifest(b"{nope")
 
 
 def test_every_schema_is_valid_json_schema() -> None:
-    for schema in manifest.SCHEMAS.values():
+    for schema in codec.SCHEMAS.values():
         jsonschema.Draft202012Validator.check_schema(schema)
 
 
@@ -205,26 +205,26 @@ def test_verification_record_round_trip() -> None:
         "smoke_inference": True,
         "manifest_sha256": "b" * 64,
         "verified_by": "ci",
-        "verified_at": manifest.now(),
+        "verified_at": codec.now(),
     }
-    assert manifest.read_verification(manifest.dumps(rec), "resnet", 3)["passed"] is True
+    assert codec.read_verification(codec.dumps(rec), "resnet", 3)["passed"] is True
     rec["passed"] = "yes"
-    with pytest.raises(manifest.RecordError, match=r"passed: 'yes'; allowed: boolean"):
-        manifest.dumps(rec)
+    with pytest.raises(codec.RecordError, match=r"passed: 'yes'; allowed: boolean"):
+        codec.dumps(rec)
 
 
 def _replica_status(**model: object) -> dict:
     entry = {
         "pinned": [2],
         "serving": [1],
-        "state": manifest.ReplicaState.READY,
+        "state": codec.ReplicaState.READY,
         "error": None,
         "failed": {"2": "boom"},
         "local_versions": [1, 2],
-        "smoke": {"ok": True, "version": 1, "at": manifest.format_time(1.5), "detail": "ok"},
+        "smoke": {"ok": True, "version": 1, "at": codec.format_time(1.5), "detail": "ok"},
     }
     return {
-        "schema": manifest.REPLICA_STATUS,
+        "schema": codec.REPLICA_STATUS,
         "env": "prod",
         "deployment": "default",
         "replica": "pod-0",
@@ -232,19 +232,19 @@ def _replica_status(**model: object) -> dict:
         "triton_url": None,
         "heartbeat_seconds": 30,
         "s3_reachable": True,
-        "last_s3_ok_at": manifest.format_time(2.0),
+        "last_s3_ok_at": codec.format_time(2.0),
         "last_error": None,
-        "agent_started_at": manifest.format_time(1.0),
-        "reported_at": manifest.format_time(3.25),
+        "agent_started_at": codec.format_time(1.0),
+        "reported_at": codec.format_time(3.25),
         "models": {"add": {**entry, **model}},
     }
 
 
 def test_replica_status_record_round_trips_and_agrees_with_jsonschema() -> None:
     doc = _replica_status()
-    jsonschema.validate(json.loads(manifest.dumps(doc)), manifest.REPLICA_STATUS_SCHEMA)
-    assert manifest.read_replica_status(manifest.dumps(doc))["models"]["add"]["state"] == "READY"
-    assert manifest.read_replica_status(manifest.dumps(_replica_status(smoke=None)))["models"]["add"]["smoke"] is None
+    jsonschema.validate(json.loads(codec.dumps(doc)), codec.REPLICA_STATUS_SCHEMA)
+    assert codec.read_replica_status(codec.dumps(doc))["models"]["add"]["state"] == "READY"
+    assert codec.read_replica_status(codec.dumps(_replica_status(smoke=None)))["models"]["add"]["smoke"] is None
 
 
 @pytest.mark.parametrize(
@@ -260,14 +260,14 @@ def test_replica_status_record_round_trips_and_agrees_with_jsonschema() -> None:
 )
 def test_replica_status_reader_is_strict(model: dict, match: str) -> None:
     doc = _replica_status(**model)
-    with pytest.raises(manifest.RecordError, match=match):
-        manifest.read_replica_status(json.dumps(doc))
+    with pytest.raises(codec.RecordError, match=match):
+        codec.read_replica_status(json.dumps(doc))
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(doc, manifest.REPLICA_STATUS_SCHEMA)
+        jsonschema.validate(doc, codec.REPLICA_STATUS_SCHEMA)
 
 
 def test_one_timestamp_format_round_trips() -> None:
-    assert manifest.format_time(1.5) == "1970-01-01T00:00:01.500000Z"
-    assert manifest.parse_time(manifest.format_time(1.5)).timestamp() == 1.5
-    assert manifest.parse_time("1970-01-01T00:00:02Z").timestamp() == 2.0
-    assert re.match(manifest.TIME_RE, manifest.now())
+    assert codec.format_time(1.5) == "1970-01-01T00:00:01.500000Z"
+    assert codec.parse_time(codec.format_time(1.5)).timestamp() == 1.5
+    assert codec.parse_time("1970-01-01T00:00:02Z").timestamp() == 2.0
+    assert re.match(codec.TIME_RE, codec.now())

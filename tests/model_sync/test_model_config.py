@@ -1,11 +1,11 @@
-"""model_sync/model_config.py: config.pbtxt through Triton's ModelConfig protobuf: parsing, the
+"""model_sync/triton_model/model_config.py: config.pbtxt through Triton's ModelConfig protobuf: parsing, the
 rules model_sync adds, the pin (version_policy specific [N]) and the backend file contract."""
 
 from __future__ import annotations
 
 import pytest
 
-from model_sync import model_config
+from model_sync.triton_model import model_config
 
 
 def test_pin_round_trip_through_the_protobuf() -> None:
@@ -78,7 +78,7 @@ def test_pin_replaces_any_policy_leaves_the_input_alone_and_checks_the_version()
     assert list(pinned.version_policy.specific.versions) == [9]
     assert list(cfg.version_policy.specific.versions) == [1, 2]
     assert model_config.parse(model_config.pinned_text(cfg, 9, "renamed")).name == "renamed"
-    from model_sync import layout
+    from model_sync.contract import layout
 
     with pytest.raises(layout.LayoutError, match=r"version: 0"):
         model_config.pin(cfg, 0)

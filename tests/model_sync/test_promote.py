@@ -1,4 +1,4 @@
-"""model_sync.promote's command function against a real moto_server (staging and prod buckets):
+"""model_sync.lifecycle.promote's command function against a real moto_server (staging and prod buckets):
 two environments of one repository are refused, a promotion copies the pinned version and pins
 it in the target, and a re-run is a no-op; GPU memory planning against the TARGET's GPUs refuses a
 version that would overcommit them before anything is copied. The verification gate and the
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from model_sync import layout
+from model_sync.contract import layout
 from tests.model_sync.helpers import (
     TOY_GPUS,
     gpu_config,
@@ -26,7 +26,7 @@ from tests.model_sync.helpers import (
 
 
 def _promote(cfg: str, source: str = "staging", target: str = "prod", **kw: bool) -> dict:
-    from model_sync import promote
+    from model_sync.lifecycle import promote
 
     flags = {
         "skip_verification": True,

@@ -1,4 +1,4 @@
-"""model_sync.prune against a real moto_server: what plan() keeps (the newest K complete
+"""model_sync.lifecycle.prune against a real moto_server: what plan() keeps (the newest K complete
 versions, the pinned one, the previous pin), what prune() deletes (files first, manifest last),
 and a dry run that deletes nothing. The CLI's flags, prompts and the stale debris are in
 test_lifecycle.py."""
@@ -11,7 +11,7 @@ from tests.model_sync.helpers import python_model, run_cli, write_config
 
 
 def test_plan_keeps_the_newest_complete_and_the_protected_versions() -> None:
-    from model_sync import prune
+    from model_sync.lifecycle import prune
 
     assert prune.plan([1, 2, 3, 4, 5], 2, {1}) == [2, 3]
     assert prune.plan([1, 2, 3, 4, 5], 1, set(), complete={1, 2, 3, 5}, stale={4}) == [1, 2, 3, 4]
@@ -26,7 +26,8 @@ def test_plan_keeps_the_newest_complete_and_the_protected_versions() -> None:
 def test_prune_deletes_old_versions_and_keeps_the_pin_and_the_previous_one(
     tmp_path, capsys, moto_s3, aws_env, dry_run
 ) -> None:
-    from model_sync import environments, prune
+    from model_sync import environments
+    from model_sync.lifecycle import prune
 
     bucket = moto_s3.make_bucket()
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{bucket}"})

@@ -59,10 +59,10 @@ def test_push_publishes_files_manifest_and_pin_last(tmp_path, capsys, moto_s3, s
         ]
     )
     assert len(moto_s3.keys(s3_bucket, "audit/pins/simple/")) == 1
-    from model_sync import manifest
+    from model_sync.records import codec
 
     assert (
-        manifest.read_pin_index(moto_s3.get(s3_bucket, "manifests/_pins/simple.json"), "simple")["version"] == 1
+        codec.read_pin_index(moto_s3.get(s3_bucket, "manifests/_pins/simple.json"), "simple")["version"] == 1
     )  # what agents list
     doc = manifest_doc(moto_s3, s3_bucket, "simple", 1)
     for rel in ("model.pt", "model.py"):
@@ -217,7 +217,7 @@ def test_two_concurrent_pushes_get_distinct_versions_and_no_pin_is_lost(tmp_path
 def test_pin_moved_while_pushing_refuses_the_flip(tmp_path, capsys, request, aws_env, monkeypatch, server) -> None:
     """A rollback (or another push) between reading the pin and flipping it is never undone: moto
     enforces If-Match; rclone ignores it and the re-read just before the write catches it."""
-    from model_sync import push
+    from model_sync.push import publish
 
     s3: S3Server = request.getfixturevalue(f"{server}_s3")
     bucket = s3.make_bucket()
@@ -227,13 +227,13 @@ def test_pin_moved_while_pushing_refuses_the_flip(tmp_path, capsys, request, aws
     v1_pin = s3.get(bucket, "repository/simple/config.pbtxt")
     (model / "1" / "model.py").write_bytes(b"# b\n")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    real = push.Publisher._check_unchanged
+    real = publish.Publisher._check_unchanged
 
     def rolled_back_meanwhile(self, m):  # after the upload, before the manifest and the flip
         s3.client().put_object(Bucket=bucket, Key="repository/simple/config.pbtxt", Body=v1_pin)
         real(self, m)
 
-    monkeypatch.setattr(push.Publisher, "_check_unchanged", rolled_back_meanwhile)
+    monkeypatch.setattr(publish.Publisher, "_check_unchanged", rolled_back_meanwhile)
     (model / "1" / "model.py").write_bytes(b"# c\n")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
@@ -432,16 +432,16 @@ def test_file_changed_after_hashing_is_caught_by_the_restat(
 ) -> None:
     """moto stores a wrong ChecksumSHA256 without checking it, so here the local re-stat after the
     upload refuses; the S3 BadDigest branch (AWS S3) is covered by the unit test below."""
-    from model_sync import push
+    from model_sync.push import publish
 
     model = python_model(tmp_path / "m", "simple")
-    real = push.hash_files
+    real = publish.hash_files
 
     def hash_then_change(models, workers=4, hashes=None):
         real(models, workers, hashes)
         (model / "1" / "model.py").write_text("# edited while pushing\n")
 
-    monkeypatch.setattr(push, "hash_files", hash_then_change)
+    monkeypatch.setattr(publish, "hash_files", hash_then_change)
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
     assert "file changed during push" in r.err
@@ -450,16 +450,16 @@ def test_file_changed_after_hashing_is_caught_by_the_restat(
 
 
 def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
-    from model_sync import push
+    from model_sync.push import publish
 
     model = python_model(tmp_path / "m", "simple")
-    real = push.hash_files
+    real = publish.hash_files
 
     def hash_then_delete(models, workers=4, hashes=None):
         real(models, workers, hashes)
         (model / "1" / "model.pt").unlink()
 
-    monkeypatch.setattr(push, "hash_files", hash_then_delete)
+    monkeypatch.setattr(publish, "hash_files", hash_then_delete)
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
     assert "file vanished during push" in r.err
@@ -468,7 +468,7 @@ def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_buck
     assert moto_s3.keys(s3_bucket, "manifests/") == []
 
 
-# ---- GPU memory planning (model_sync/gpu_plan.py): refused before anything is written -------------
+# ---- GPU memory planning (model_sync/serving/gpu_plan.py): refused before anything is written -------------
 
 
 @pytest.fixture

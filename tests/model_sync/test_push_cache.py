@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import cache, environments, layout, localmodel, push
-from model_sync.s3 import Repo
+from model_sync import environments
+from model_sync.contract import layout
+from model_sync.push import publish, skip_cache
+from model_sync.s3.bucket import Repo
+from model_sync.triton_model import model_directory
 from model_sync.ui import Console
 from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server
@@ -70,23 +73,23 @@ def test_pin_cache_is_keyed_by_the_pin_etag(tmp_path, capsys, moto_s3, s3_bucket
     x = python_model(tmp_path / "x", "simple", {"model.py": b"# x\n", "model.pt": b"x" * 100})
     y = python_model(tmp_path / "y", "simple", {"model.py": b"# y\n", "model.pt": b"y" * 100})
 
-    def push(model: Path, cache_dir: str) -> str:
+    def publish(model: Path, cache_dir: str) -> str:
         monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", cache_dir)
         r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
         assert r.code == 0, r.err
         return r.out.strip()
 
-    assert push(x, mine).split("\n", 1)[1].startswith("upload:")  # after the GPU memory note (not checked)
+    assert publish(x, mine).split("\n", 1)[1].startswith("upload:")  # after the GPU memory note (not checked)
     assert pinned_version(moto_s3, s3_bucket, "simple") == 1
-    assert push(y, theirs).endswith(f"pinned: simple version 2 (s3://{s3_bucket}/repository/simple/config.pbtxt)")
+    assert publish(y, theirs).endswith(f"pinned: simple version 2 (s3://{s3_bucket}/repository/simple/config.pbtxt)")
     # Rolled back to 1 by them: the pin bytes (and so the ETag) are version 1's again -> a real no-op
     # (read from S3 when the rewrite's LastModified differs from the cached one).
     monkeypatch.setenv("MODEL_SYNC_CACHE_DIR", theirs)
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg).code == 0
-    assert push(x, mine).startswith("up to date: simple version 1")
+    assert publish(x, mine).startswith("up to date: simple version 1")
     # Pinned to 2 again: my cached entry (pin of version 1) must not make x look published.
     assert run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg, "--model-version", "2").code == 0
-    out = push(x, mine)
+    out = publish(x, mine)
     assert "pinned: simple version 3" in out, out
     assert manifest_doc(moto_s3, s3_bucket, "simple", 3)["files"]["model.py"]["size"] == len(b"# x\n")
 
@@ -128,13 +131,13 @@ def test_corrupt_or_foreign_cache_files_are_ignored(tmp_path, capsys, moto_s3, s
     repo = _repo(tmp_path, ("a", "b"))
     assert run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg).code == 0
     directory = Path(os.environ["MODEL_SYNC_CACHE_DIR"])
-    pins = list((directory / cache.PINS_DIR).iterdir())
+    pins = list((directory / skip_cache.PINS_DIR).iterdir())
     assert len(pins) == 1
     doc = json.loads(pins[0].read_text())
     doc["a"]["manifest"]["files"] = {"model.py": {"sha256": "0" * 64, "size": 1}}  # valid, but not what is pinned
     doc["b"]["manifest"]["schema"] = "bogus"
     pins[0].write_text(json.dumps(doc))
-    (directory / cache.HASHES_FILE).write_text("{not json")
+    (directory / skip_cache.HASHES_FILE).write_text("{not json")
     r = run_cli(capsys, "push", str(repo), "--env", "staging", "--config", cfg)
     assert r.code == 0, r.err
     # a's tampered entry differs from the local files: the full path reads the real pin and manifest,
@@ -149,7 +152,7 @@ def test_hash_cache_misses_on_a_same_size_rewrite_with_the_old_mtime(tmp_path, c
     old = pt.stat()
     time.sleep(0.15)  # older than cache.RACY_NS: the first push caches the digest
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    entries = json.loads((Path(os.environ["MODEL_SYNC_CACHE_DIR"]) / cache.HASHES_FILE).read_text())
+    entries = json.loads((Path(os.environ["MODEL_SYNC_CACHE_DIR"]) / skip_cache.HASHES_FILE).read_text())
     assert str(pt) in entries
     pt.write_bytes(b"b" * 64)  # same size ...
     os.utime(pt, ns=(old.st_atime_ns, old.st_mtime_ns))  # ... and the old mtime: only ctime moved
@@ -163,21 +166,21 @@ def test_hash_cache_rules(tmp_path) -> None:
     f = tmp_path / "f.bin"
     f.write_bytes(b"x")
     st = os.stat(f)
-    key = cache.stat_key(st)
+    key = skip_cache.stat_key(st)
     now = time.time_ns()
-    assert cache.is_racy(key, now)  # just written
-    assert not cache.is_racy(key, max(st.st_mtime_ns, st.st_ctime_ns) + cache.RACY_NS + 1)
+    assert skip_cache.is_racy(key, now)  # just written
+    assert not skip_cache.is_racy(key, max(st.st_mtime_ns, st.st_ctime_ns) + skip_cache.RACY_NS + 1)
     coarse = [key[0], 1_000_000_000_000_000_000, 1_000_000_000_000_000_000, key[3], key[4]]  # whole seconds
-    assert cache.is_racy(coarse, 1_000_000_000_000_000_000 + cache.RACY_NS + 1)
-    assert not cache.is_racy(coarse, 1_000_000_000_000_000_000 + cache.COARSE_RACY_NS + 1)
-    hashes = cache.HashCache(str(tmp_path / "c"))
+    assert skip_cache.is_racy(coarse, 1_000_000_000_000_000_000 + skip_cache.RACY_NS + 1)
+    assert not skip_cache.is_racy(coarse, 1_000_000_000_000_000_000 + skip_cache.COARSE_RACY_NS + 1)
+    hashes = skip_cache.HashCache(str(tmp_path / "c"))
     hashes.put(str(f), key, "a" * 64, now)  # racy: not kept
-    hashes.put(str(f), key, "b" * 64, now + cache.COARSE_RACY_NS * 10)
+    hashes.put(str(f), key, "b" * 64, now + skip_cache.COARSE_RACY_NS * 10)
     hashes.save()
-    again = cache.HashCache(str(tmp_path / "c"))
+    again = skip_cache.HashCache(str(tmp_path / "c"))
     assert again.get(str(f), key) == "b" * 64
     assert again.get(str(f), [key[0] + 1, *key[1:]]) is None
-    assert cache.HashCache(None).get(str(f), key) is None
+    assert skip_cache.HashCache(None).get(str(f), key) is None
 
 
 @pytest.mark.parametrize(
@@ -185,7 +188,7 @@ def test_hash_cache_rules(tmp_path) -> None:
 )
 def test_cache_dir_setting(monkeypatch, var, value, expected) -> None:
     monkeypatch.setenv(var, value)
-    assert cache.cache_dir() == expected
+    assert skip_cache.cache_dir() == expected
 
 
 def test_allocation_from_the_pin_never_writes_into_an_occupied_version(
@@ -214,16 +217,16 @@ def test_allocation_from_the_pin_never_writes_into_an_occupied_version(
 
 
 def test_noop_never_asks_who_is_publishing(tmp_path, moto_s3, s3_bucket, aws_env) -> None:
-    models = [localmodel.load(str(python_model(tmp_path, "m")))]
+    models = [model_directory.load(str(python_model(tmp_path, "m")))]
     repo = Repo(environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
-    first = push.push(repo, models, Console(quiet=True), push.PushOptions(), "tester")
+    first = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), "tester")
     assert [r.action for r in first] == ["pushed"]
 
     def no_identity() -> str:
         raise AssertionError("identity looked up for a no-op")
 
-    models = [localmodel.load(str(tmp_path / "m"))]
-    again = push.push(repo, models, Console(quiet=True), push.PushOptions(), no_identity)
+    models = [model_directory.load(str(tmp_path / "m"))]
+    again = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), no_identity)
     assert [(r.action, r.version) for r in again] == [("up-to-date", 1)]
 
 
@@ -272,11 +275,11 @@ def test_noop_loads_neither_s3transfer_nor_protobuf_text_format(tmp_path, capsys
 def test_config_cache_holds_the_pin_text_s3_got_and_misses_on_any_change(
     tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch
 ) -> None:
-    from model_sync import model_config
+    from model_sync.triton_model import model_config
 
     model = python_model(tmp_path, "simple")
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    configs = cache.ConfigCache(os.environ["MODEL_SYNC_CACHE_DIR"])
+    configs = skip_cache.ConfigCache(os.environ["MODEL_SYNC_CACHE_DIR"])
     digest = hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest()
     assert configs.get("simple", digest) == {
         "platform": "",
@@ -297,28 +300,30 @@ def test_config_cache_holds_the_pin_text_s3_got_and_misses_on_any_change(
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert (r.code, r.out.startswith("up to date"), parses) == (0, True, [])
     # Another parser (model-sync, protobuf or model_config.py changed): every entry is a miss.
-    real_fingerprint = cache.parser_fingerprint
-    monkeypatch.setattr(cache, "parser_fingerprint", lambda: "another-parser")
+    real_fingerprint = skip_cache.parser_fingerprint
+    monkeypatch.setattr(skip_cache, "parser_fingerprint", lambda: "another-parser")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert (r.code, r.out.startswith("up to date")) == (0, True)
     assert [p.endswith("config.pbtxt") for p in parses] == [True], parses
     # A corrupt cache file is a miss for everything, and is replaced by a good one.
-    monkeypatch.setattr(cache, "parser_fingerprint", real_fingerprint)
+    monkeypatch.setattr(skip_cache, "parser_fingerprint", real_fingerprint)
     directory = os.environ["MODEL_SYNC_CACHE_DIR"]
-    (Path(directory) / cache.CONFIGS_FILE).write_text("[1, 2")
+    (Path(directory) / skip_cache.CONFIGS_FILE).write_text("[1, 2")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert (r.code, r.out.startswith("up to date")) == (0, True)
-    assert cache.ConfigCache(directory).get("simple", digest) is not None
+    assert skip_cache.ConfigCache(directory).get("simple", digest) is not None
     # A config that does not parse is refused and never cached.
     (model / "config.pbtxt").write_text('name: "simple"\nbackend: "python"\nmax_batch_sise: 4\n')
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 2
     assert "does not parse" in r.err
     assert (
-        cache.ConfigCache(directory).get("simple", hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest())
+        skip_cache.ConfigCache(directory).get(
+            "simple", hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest()
+        )
         is None
     )
-    assert cache.ConfigCache(directory).get("simple", digest) is not None
+    assert skip_cache.ConfigCache(directory).get("simple", digest) is not None
 
 
 def test_a_cached_config_still_refuses_a_version_directory_without_its_backend_files(
@@ -402,7 +407,7 @@ def test_a_config_the_cache_vouches_for_is_still_parsed_before_any_write(
     hand-edited cache) spares load() the parse, but a model that needs publishing is parsed
     before its first write: exit 2 and an empty bucket."""
     model = python_model(tmp_path, "simple", config='name: "simple"\nbackend: "python"\nmax_batch_sise: 4\n')
-    configs = cache.ConfigCache(os.environ["MODEL_SYNC_CACHE_DIR"])
+    configs = skip_cache.ConfigCache(os.environ["MODEL_SYNC_CACHE_DIR"])
     configs.put("simple", hashlib.sha256((model / "config.pbtxt").read_bytes()).hexdigest(), "", "python", ["model.py"])
     configs.save()
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
@@ -412,15 +417,15 @@ def test_a_config_the_cache_vouches_for_is_still_parsed_before_any_write(
 
 
 def test_config_cache_keeps_the_newest_pin_texts_only(tmp_path) -> None:
-    configs = cache.ConfigCache(str(tmp_path))
+    configs = skip_cache.ConfigCache(str(tmp_path))
     configs.put("m", "d" * 64, "", "python", ["model.py"])
     for version in range(1, 13):
         configs.put_pinned("m", "d" * 64, version, f"pin {version}")
     configs.put_pinned("m", "d" * 64, 7, "pin 7 again")  # re-put moves it to the newest end
     configs.save()
-    entry = cache.ConfigCache(str(tmp_path)).get("m", "d" * 64)
+    entry = skip_cache.ConfigCache(str(tmp_path)).get("m", "d" * 64)
     assert entry is not None
-    assert cache.MAX_PINNED_TEXTS == 8
+    assert skip_cache.MAX_PINNED_TEXTS == 8
     assert list(entry["pinned"]) == ["5", "6", "8", "9", "10", "11", "12", "7"]
     assert entry["pinned"]["7"] == "pin 7 again"
     assert "1" not in entry["pinned"]

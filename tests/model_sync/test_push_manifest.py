@@ -1,4 +1,4 @@
-"""model_sync.push_manifest against a real moto_server: the manifest document of a version (every
+"""model_sync.records.version_manifest against a real moto_server: the manifest document of a version (every
 file's sha256 and size, the pinned config text, who) passes the strict reader once stored, and is
 what `push` itself writes."""
 
@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import hashlib
 
-from model_sync import layout, localmodel, manifest, push, repository
+from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.push_manifest import build_manifest, file_entries
-from model_sync.push_options import PushOptions
-from model_sync.s3 import Repo
+from model_sync.lifecycle import catalog
+from model_sync.push import publish
+from model_sync.push.push_options import PushOptions
+from model_sync.push.uploads import hash_files
+from model_sync.records import codec
+from model_sync.records.version_manifest import build_manifest, file_entries
+from model_sync.s3.bucket import Repo
+from model_sync.triton_model import model_directory
 from model_sync.ui import Console
-from model_sync.upload import hash_files
 from tests.model_sync.helpers import manifest_doc, python_model
 from tests.support.s3_servers import REGION, S3Server
 
@@ -24,7 +28,9 @@ def _repo(server: S3Server, bucket: str) -> Repo:
 def test_the_manifest_round_trips_through_the_strict_reader(
     tmp_path, moto_s3: S3Server, s3_bucket: str, aws_env
 ) -> None:
-    m = localmodel.load(str(python_model(tmp_path / "m", "simple", {"model.py": b"# a\n", "model.pt": b"weights"})))
+    m = model_directory.load(
+        str(python_model(tmp_path / "m", "simple", {"model.py": b"# a\n", "model.pt": b"weights"}))
+    )
     hash_files([m])
     entries = file_entries(m)
     assert entries == {
@@ -33,7 +39,7 @@ def test_the_manifest_round_trips_through_the_strict_reader(
     }
     doc = build_manifest(m, 3, "tester")
     assert (doc["schema"], doc["model"], doc["version"], doc["files"], doc["created_by"]) == (
-        manifest.MANIFEST_V3,
+        codec.MANIFEST_V3,
         "simple",
         3,
         entries,
@@ -43,13 +49,13 @@ def test_the_manifest_round_trips_through_the_strict_reader(
     assert (doc["gpu_memory"], doc["instance_groups"]) == (None, [{"kind": "KIND_AUTO", "count": 1, "gpus": []}])
     assert doc["config_pbtxt"] == m.pinned_text(3)
     repo = _repo(moto_s3, s3_bucket)
-    assert repo.put_new(layout.manifest_key("simple", 3), manifest.dumps(doc)) is True
-    assert repository.read_manifest(repo, "simple", 3) == doc
+    assert repo.put_new(layout.manifest_key("simple", 3), codec.dumps(doc)) is True
+    assert catalog.read_manifest(repo, "simple", 3) == doc
 
 
 def test_push_writes_the_manifest_build_manifest_builds(tmp_path, moto_s3: S3Server, s3_bucket: str, aws_env) -> None:
-    m = localmodel.load(str(python_model(tmp_path / "m", "simple")))
-    [result] = push.push(_repo(moto_s3, s3_bucket), [m], Console(quiet=True), PushOptions(use_cache=False), "tester")
+    m = model_directory.load(str(python_model(tmp_path / "m", "simple")))
+    [result] = publish.push(_repo(moto_s3, s3_bucket), [m], Console(quiet=True), PushOptions(use_cache=False), "tester")
     assert (result.action, result.version) == ("pushed", 1)
     stored = manifest_doc(moto_s3, s3_bucket, "simple", 1)
     expected = build_manifest(m, 1, "tester", stored["compatibility"])

@@ -1,14 +1,17 @@
-"""model_sync.push_options: PushOptions' bounds, and `model-sync push`'s flags through cli_options
+"""model_sync.push.push_options: PushOptions' bounds, and `model-sync push`'s flags through cli_options
 into a real push (moto_server: the multipart threshold decides single PutObject or parts)."""
 
 from __future__ import annotations
 
 import pytest
 
-from model_sync import errors, layout, localmodel, push
+from model_sync import errors
+from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.push_options import MAX_PART, MB, MIN_PART, PushOptions, cli_options
-from model_sync.s3 import Repo
+from model_sync.push import publish
+from model_sync.push.push_options import MAX_PART, MB, MIN_PART, PushOptions, cli_options
+from model_sync.s3.bucket import Repo
+from model_sync.triton_model import model_directory
 from model_sync.ui import Console
 from tests.model_sync.helpers import python_model
 from tests.support.s3_servers import REGION, S3Server
@@ -74,9 +77,9 @@ def test_cli_options_threshold_decides_parts(tmp_path, moto_s3: S3Server, s3_buc
         False,
     )
     big = bytes(range(256)) * (6 * 1024 * 4)
-    m = localmodel.load(str(python_model(tmp_path / "m", "simple", {"model.py": b"# a\n", "model.pt": big})))
+    m = model_directory.load(str(python_model(tmp_path / "m", "simple", {"model.py": b"# a\n", "model.pt": big})))
     repo = Repo(Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, REGION))
-    [result] = push.push(repo, [m], Console(quiet=True), options, "tester")
+    [result] = publish.push(repo, [m], Console(quiet=True), options, "tester")
     assert (result.action, result.version) == ("pushed", 1)
     client = moto_s3.client()
     assert client.head_object(Bucket=s3_bucket, Key="repository/simple/1/model.pt")["ETag"].strip('"').endswith("-2")

@@ -1,4 +1,4 @@
-"""model_sync.record_schemas: every record's schema is a valid JSON Schema (2020-12), names itself,
+"""model_sync.records.schemas: every record's schema is a valid JSON Schema (2020-12), names itself,
 and closes every object it describes (no record accepts a field nobody defined)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from model_sync import record_schemas
+from model_sync.records import schemas
 
 
 def _objects(schema: Any) -> list[dict[str, Any]]:
@@ -25,22 +25,22 @@ def _objects(schema: Any) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("schema_id", sorted(record_schemas.SCHEMAS))
+@pytest.mark.parametrize("schema_id", sorted(schemas.SCHEMAS))
 def test_each_schema_is_valid_and_names_its_record(schema_id: str) -> None:
-    schema = record_schemas.SCHEMAS[schema_id]
+    schema = schemas.SCHEMAS[schema_id]
     Draft202012Validator.check_schema(schema)
     assert schema["properties"]["schema"] == {"const": schema_id}
     assert "schema" in schema["required"]
 
 
-@pytest.mark.parametrize("schema_id", sorted(record_schemas.SCHEMAS))
+@pytest.mark.parametrize("schema_id", sorted(schemas.SCHEMAS))
 def test_every_object_of_a_record_is_closed(schema_id: str) -> None:
-    objects = _objects(record_schemas.SCHEMAS[schema_id])
+    objects = _objects(schemas.SCHEMAS[schema_id])
     assert objects
     assert [o for o in objects if o.get("additionalProperties") is not False] == []
 
 
 def test_replica_states_are_the_schemas_enum() -> None:
-    state = record_schemas.REPLICA_STATUS_SCHEMA["properties"]["models"]["additionalProperties"]["properties"]["state"]
+    state = schemas.REPLICA_STATUS_SCHEMA["properties"]["models"]["additionalProperties"]["properties"]["state"]
     assert state == {"enum": ["READY", "LOADING", "FAILED", "PLACED", "PENDING"]}
-    assert [s.value for s in record_schemas.ReplicaState] == state["enum"]
+    assert [s.value for s in schemas.ReplicaState] == state["enum"]

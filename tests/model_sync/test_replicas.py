@@ -1,4 +1,4 @@
-"""model_sync.replicas against a real moto_server: the replicas' status records read strictly
+"""model_sync.serving.replicas against a real moto_server: the replicas' status records read strictly
 (an unreadable one serves nothing), what each serves, and --wait's wait_served."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from model_sync import manifest
+from model_sync.records import codec
 from tests.model_sync.helpers import python_model, run_cli, write_config
 
 
@@ -16,19 +16,19 @@ def _report(model: str, serving: list[int], state: str = "READY", failed: dict[s
     entry = {"pinned": serving, "serving": serving, "state": state,
              "error": None if state == "READY" else "load failed:\nboom", "failed": failed or {},
              "local_versions": serving, "smoke": None}  # fmt: skip
-    return manifest.dumps({"schema": manifest.REPLICA_STATUS, "env": "staging", "deployment": "triton",
+    return codec.dumps({"schema": codec.REPLICA_STATUS, "env": "staging", "deployment": "triton",
                            "replica": "pod-0", "bucket_uri": "s3://b",
                            "triton_url": None, "heartbeat_seconds": 30, "s3_reachable": True, "last_s3_ok_at": None,
                            "last_error": None,
-                           "agent_started_at": manifest.format_time(time.time()),
-                           "reported_at": manifest.format_time(time.time()),
+                           "agent_started_at": codec.format_time(time.time()),
+                           "reported_at": codec.format_time(time.time()),
                            "models": {model: entry}})  # fmt: skip
 
 
 def two_versions(tmp_path, capsys, moto_s3):
     """(client, bucket, Repo) of a staging bucket where `simple` versions 1 and 2 were pushed (2 pinned)."""
     from model_sync import environments
-    from model_sync.s3 import Repo
+    from model_sync.s3.bucket import Repo
 
     bucket = moto_s3.make_bucket()
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{bucket}"})
@@ -46,7 +46,8 @@ def pushed(tmp_path, capsys, moto_s3, aws_env):
 
 
 def test_wait_served_returns_once_served_and_fails_on_a_failed_load(pushed) -> None:
-    from model_sync import errors, replicas
+    from model_sync import errors
+    from model_sync.serving import replicas
     from model_sync.ui import Console
 
     client, bucket, repo = pushed
@@ -67,7 +68,7 @@ def test_wait_served_returns_once_served_and_fails_on_a_failed_load(pushed) -> N
 
 
 def test_status_records_are_read_strictly(pushed) -> None:
-    from model_sync import replicas
+    from model_sync.serving import replicas
 
     client, bucket, repo = pushed
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [2]))
@@ -81,5 +82,5 @@ def test_status_records_are_read_strictly(pushed) -> None:
     assert sorted(docs) == ["triton/pod-0", "triton/pod-1"]
     assert docs["triton/pod-1"] == {}
     assert docs["triton/pod-0"]["models"]["simple"]["serving"] == [2]
-    assert replicas.reported_at(docs["triton/pod-0"]) == manifest.parse_time(docs["triton/pod-0"]["reported_at"])
+    assert replicas.reported_at(docs["triton/pod-0"]) == codec.parse_time(docs["triton/pod-0"]["reported_at"])
     assert replicas.read_status_docs(repo, ("other",)) == {}

@@ -1,4 +1,4 @@
-"""model_sync.rollback against a real moto_server: the pin walks back the pin history (popping
+"""model_sync.lifecycle.rollback against a real moto_server: the pin walks back the pin history (popping
 it), an explicit version is pinned with its own config, a dry run writes nothing, and nothing is
 ever deleted. The CLI's flags, prompts and exit codes are in test_lifecycle.py."""
 
@@ -21,7 +21,8 @@ def _pushed(tmp_path, capsys, moto_s3, *contents: str) -> tuple[str, str]:
 
 
 def _rollback(cfg: str, to: int | None = None, dry_run: bool = False) -> dict:
-    from model_sync import environments, rollback
+    from model_sync import environments
+    from model_sync.lifecycle import rollback
 
     asked: list[str] = []
     doc = rollback.rollback("simple", to, lambda: environments.resolve("staging", cfg), dry_run=dry_run, quiet=True,

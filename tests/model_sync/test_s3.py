@@ -17,10 +17,12 @@ import botocore.session
 import pytest
 from botocore.exceptions import ClientError
 
-from model_sync import errors, layout, s3client, transfer
+from model_sync import errors
+from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.s3 import NOT_MODIFIED, Repo
-from model_sync.s3errors import Kind, classify, translate
+from model_sync.s3 import clients, transfer
+from model_sync.s3.bucket import NOT_MODIFIED, Repo
+from model_sync.s3.failures import Kind, classify, translate
 from tests.support.relays import DroppingListener
 from tests.support.s3_servers import KEY, REGION, S3Server
 
@@ -47,7 +49,7 @@ def _credentials(aws_env: dict[str, str]) -> None:
     """Every Repo here resolves the test key through botocore's default chain (aws_env)."""
 
 
-def repo_for(endpoint: str, bucket: str, secret: str | None = None, purpose: s3client.Purpose = s3client.CLI) -> Repo:
+def repo_for(endpoint: str, bucket: str, secret: str | None = None, purpose: clients.Purpose = clients.CLI) -> Repo:
     session = None
     if secret is not None:
         session = botocore.session.get_session()
@@ -268,7 +270,7 @@ def test_a_wrong_region_is_a_usage_error_naming_the_buckets_region() -> None:
      ("https://amazonaws.com.evil.example", False)],
 )  # fmt: skip
 def test_aws_hosted_endpoints_keep_aws_behaviour(endpoint: str | None, hosted: bool) -> None:
-    assert s3client.aws_hosted(Environment("e", layout.Root("models"), endpoint, None)) is hosted
+    assert clients.aws_hosted(Environment("e", layout.Root("models"), endpoint, None)) is hosted
 
 
 def test_aws_clients_keep_virtual_hosting_and_checksums() -> None:
@@ -294,7 +296,7 @@ def test_big_download_comes_in_ranges_and_is_hashed_as_written(moto_s3: S3Server
     order of arrival varies; the digest is the whole file's either way."""
     data = os.urandom(80 * 64 * 1024 + 12345)
     moto_s3.client().put_object(Bucket=s3_bucket, Key="big.bin", Body=data)
-    repo = repo_for(moto_s3.endpoint, s3_bucket, purpose=s3client.AGENT)
+    repo = repo_for(moto_s3.endpoint, s3_bucket, purpose=clients.AGENT)
     settings = transfer.TransferSettings(
         threshold=64 * 1024, chunksize=64 * 1024, concurrency=8
     )  # 81 ranges (s3transfer has no 5 MiB floor for GETs)

@@ -1,4 +1,4 @@
-"""model_sync.s3conditional (the conditional writes of s3.Repo) against real S3-protocol server
+"""model_sync.s3.conditional (the conditional writes of s3.Repo) against real S3-protocol server
 processes: moto_server enforces If-None-Match / If-Match, `rclone serve s3` ignores both."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import threading
 
 import pytest
 
-from model_sync import layout, s3conditional
+from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.s3 import Repo
+from model_sync.s3 import conditional
+from model_sync.s3.bucket import Repo
 from tests.support.relays import LostResponseRelay
 from tests.support.s3_servers import REGION, S3Server
 
@@ -97,6 +98,6 @@ def test_etag_of_is_the_etag_if_match_names(moto_s3: S3Server, s3_bucket: str) -
     repo = repo_for(moto_s3.endpoint, s3_bucket)
     resp = repo.client.put_object(Bucket=s3_bucket, Key="audit/e.json", Body=b"e")
     assert resp["ETag"].startswith('"')
-    etag = s3conditional.etag_of(resp)
+    etag = conditional.etag_of(resp)
     assert etag == hashlib.md5(b"e").hexdigest()  # noqa: S324
     assert repo.put_if("audit/e.json", b"f", etag)[0] is True

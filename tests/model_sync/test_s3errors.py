@@ -1,4 +1,4 @@
-"""model_sync/s3errors.py: the one classification of S3 failures, fed with real botocore errors:
+"""model_sync/s3/failures.py: the one classification of S3 failures, fed with real botocore errors:
 answers of real S3 server processes (moto_server, `rclone serve s3`), of an HTTP server that is
 not S3, of a closed port, and a client with no credentials. Each is sorted into its Kind and
 translated into the documented exit code and one-line message."""
@@ -16,9 +16,11 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from model_sync import errors, layout, s3client, s3errors
+from model_sync import errors
+from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.s3errors import Kind
+from model_sync.s3 import clients, failures
+from model_sync.s3.failures import Kind
 from tests.support.relays import DroppingListener, LostResponseRelay, NotFoundEverywhere
 from tests.support.s3_servers import KEY, REGION, SECRET, S3Server
 
@@ -34,7 +36,7 @@ def _credentials(aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> No
 @functools.cache
 def _session(key: str | None, secret: str | None) -> Any:
     """One botocore session per credential pair for the whole module (a fresh one costs ~0.3 s here)."""
-    session = s3client.new_session(REGION)
+    session = clients.new_session(REGION)
     if key is not None or secret is not None:
         session.set_credentials(key or KEY, secret or SECRET)
     return session
@@ -42,7 +44,7 @@ def _session(key: str | None, secret: str | None) -> Any:
 
 def client_for(endpoint: str, key: str | None = None, secret: str | None = None) -> Any:
     """model_sync's own client (s3client) for a custom endpoint; `key`/`secret` override the chain's."""
-    return s3client.create_client(_session(key, secret), REGION, endpoint, s3client.CLI)
+    return clients.create_client(_session(key, secret), REGION, endpoint, clients.CLI)
 
 
 def new_bucket(server: S3Server) -> str:
@@ -136,8 +138,8 @@ def check(case: Case, server: S3Server) -> None:
     bucket = new_bucket(server)
     e = failure(lambda: case.call(client_for(server.endpoint, case.key, case.secret), bucket))
     assert isinstance(e, botocore.exceptions.ClientError)
-    assert (s3errors.code(e), s3errors.classify(e)) == (case.code, case.kind)
-    err = s3errors.translate(e, env_for(server.endpoint, bucket), KEY_REL)
+    assert (failures.code(e), failures.classify(e)) == (case.code, case.kind)
+    err = failures.translate(e, env_for(server.endpoint, bucket), KEY_REL)
     assert (err.code, err.s3_kind, err.run_wide) == (case.exit, case.kind, case.run_wide)
     assert str(err).startswith(case.message.format(bucket=bucket)), str(err)
     assert "\n" not in str(err)
@@ -162,8 +164,8 @@ def test_a_rejected_key_on_head_is_still_denied(rclone_s3: S3Server) -> None:
     """HEAD answers carry no error document: the bare 403 alone says denied."""
     bucket = new_bucket(rclone_s3)
     e = failure(lambda: client_for(rclone_s3.endpoint, key="AKIDNOSUCHKEY").head_object(Bucket=bucket, Key=KEY_REL))
-    assert (s3errors.code(e), s3errors.status(e), s3errors.classify(e)) == ("403", 403, Kind.DENIED)
-    assert s3errors.translate(e, env_for(rclone_s3.endpoint, bucket)).code == errors.S3
+    assert (failures.code(e), failures.status(e), failures.classify(e)) == ("403", 403, Kind.DENIED)
+    assert failures.translate(e, env_for(rclone_s3.endpoint, bucket)).code == errors.S3
 
 
 def test_the_status_and_retry_count_of_an_answer(
@@ -173,7 +175,7 @@ def test_the_status_and_retry_count_of_an_answer(
     answer lost on the way: LostResponseRelay) the refusal may be our own applied write."""
     client = client_for(moto_s3.endpoint)
     missing = failure(lambda: client.get_object(Bucket=s3_bucket, Key=KEY_REL))
-    assert (s3errors.status(missing), s3errors.retried(missing), s3errors.bucket_region(missing)) == (404, False, None)
+    assert (failures.status(missing), failures.retried(missing), failures.bucket_region(missing)) == (404, False, None)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
     relay = LostResponseRelay(moto_s3.port)
     try:
@@ -182,7 +184,7 @@ def test_the_status_and_retry_count_of_an_answer(
     finally:
         relay.close()
     assert relay.lost.startswith(b"HTTP/1.1 200")  # the first try was applied
-    assert (s3errors.classify(refused), s3errors.status(refused), s3errors.retried(refused)) == (
+    assert (failures.classify(refused), failures.status(refused), failures.retried(refused)) == (
         Kind.PRECONDITION,
         412,
         True,
@@ -200,13 +202,13 @@ def test_an_http_server_that_is_not_s3() -> None:
         head = failure(lambda: client_for(endpoint).head_object(Bucket="models", Key=KEY_REL))
     finally:
         web.close()
-    assert (s3errors.code(got), s3errors.not_s3(got), s3errors.classify(got)) == ("404", True, Kind.UNAVAILABLE)
-    err = s3errors.translate(got, env_for(endpoint, "models"), KEY_REL)
+    assert (failures.code(got), failures.not_s3(got), failures.classify(got)) == ("404", True, Kind.UNAVAILABLE)
+    err = failures.translate(got, env_for(endpoint, "models"), KEY_REL)
     assert (err.code, err.message_kind, err.run_wide) == (errors.S3, "unreachable", True)
     assert str(err) == (f"S3 endpoint: {endpoint} answered HTTP 404 without an S3 error to GetObject on "
                         "s3://models/repository/m/config.pbtxt; "
                         "allowed: an S3 API endpoint (endpointUrl / --endpoint-url)")  # fmt: skip
-    assert (s3errors.not_s3(head), s3errors.classify(head)) == (False, Kind.NOT_FOUND)
+    assert (failures.not_s3(head), failures.classify(head)) == (False, Kind.NOT_FOUND)
 
 
 def test_a_closed_port_and_a_dropped_connection_are_unavailable() -> None:
@@ -219,15 +221,15 @@ def test_a_closed_port_and_a_dropped_connection_are_unavailable() -> None:
     refused = failure(lambda: client_for(dropped_at).get_object(Bucket="models", Key=KEY_REL))  # nobody listens now
     for e in (dropped, refused):
         assert isinstance(e, botocore.exceptions.BotoCoreError)
-        assert (s3errors.code(e), s3errors.status(e), s3errors.classify(e)) == ("", 0, Kind.UNAVAILABLE)
-        err = s3errors.translate(e, env_for(dropped_at, "models"))
+        assert (failures.code(e), failures.status(e), failures.classify(e)) == ("", 0, Kind.UNAVAILABLE)
+        err = failures.translate(e, env_for(dropped_at, "models"))
         assert (err.code, err.message_kind, err.run_wide) == (errors.S3, "unreachable", True)
-    assert s3errors.root_cause(refused) == "ConnectionRefusedError"
+    assert failures.root_cause(refused) == "ConnectionRefusedError"
     assert (
-        str(s3errors.translate(refused, env_for(dropped_at, "models")))
+        str(failures.translate(refused, env_for(dropped_at, "models")))
         == f"S3 endpoint: {dropped_at} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
     )
-    assert s3errors.describe(refused).startswith("EndpointConnectionError: Could not connect to the endpoint URL: ")
+    assert failures.describe(refused).startswith("EndpointConnectionError: Could not connect to the endpoint URL: ")
 
 
 @pytest.mark.parametrize("partial", [False, True])
@@ -239,14 +241,14 @@ def test_no_credentials_in_the_chain_is_denied_and_run_wide(
         monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     # a fresh session resolves the (emptied) chain anew: when the client is made (partial) or signs (none)
     e = failure(
-        lambda: s3client.create_client(s3client.new_session(REGION), REGION, moto_s3.endpoint).get_object(
+        lambda: clients.create_client(clients.new_session(REGION), REGION, moto_s3.endpoint).get_object(
             Bucket=s3_bucket, Key=KEY_REL
         )
     )
     expected = botocore.exceptions.PartialCredentialsError if partial else botocore.exceptions.NoCredentialsError
     assert isinstance(e, expected)
-    assert s3errors.classify(e) is Kind.DENIED
-    err = s3errors.translate(e, env_for(moto_s3.endpoint, s3_bucket), KEY_REL)
+    assert failures.classify(e) is Kind.DENIED
+    err = failures.translate(e, env_for(moto_s3.endpoint, s3_bucket), KEY_REL)
     assert (err.code, err.message_kind, err.run_wide, err.s3_kind) == (errors.S3, "credentials", True, Kind.DENIED)
     assert str(err) == (f"AWS credentials: none found for s3://{s3_bucket}/repository/m/config.pbtxt; "
                         "allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)")  # fmt: skip
@@ -254,19 +256,19 @@ def test_no_credentials_in_the_chain_is_denied_and_run_wide(
 
 def test_a_sync_error_passes_through_with_its_kind() -> None:
     err = errors.s3("x: y; allowed: z")
-    assert s3errors.translate(err, env_for("http://127.0.0.1:9", "models")) is err
-    assert s3errors.classify(err) is Kind.OTHER
+    assert failures.translate(err, env_for("http://127.0.0.1:9", "models")) is err
+    assert failures.classify(err) is Kind.OTHER
     err.s3_kind = Kind.DENIED
-    assert s3errors.classify(err) is Kind.DENIED
+    assert failures.classify(err) is Kind.DENIED
 
 
 def test_the_repository_prefix_is_part_of_where(moto_s3: S3Server, s3_bucket: str) -> None:
     env = Environment("dev", layout.Root(s3_bucket, "team/a"), endpoint_url=moto_s3.endpoint, region=REGION)
     e = failure(lambda: client_for(moto_s3.endpoint).get_object(Bucket=s3_bucket, Key=env.root.key(KEY_REL)))
-    assert str(s3errors.translate(e, env, KEY_REL)).startswith(
+    assert str(failures.translate(e, env, KEY_REL)).startswith(
         f"object: s3://{s3_bucket}/team/a/repository/m/config.pbtxt does not exist"
     )
-    assert str(s3errors.translate(e, env)).startswith(
+    assert str(failures.translate(e, env)).startswith(
         f"object: s3://{s3_bucket} does not exist"
     )  # nothing named: the bucket
 
@@ -283,4 +285,4 @@ def test_the_repository_prefix_is_part_of_where(moto_s3: S3Server, s3_bucket: st
 )  # fmt: skip
 def test_kind_of_code(code: str, kind: Kind) -> None:
     """What an error code names by itself (also DeleteObjects' per-key errors, which carry only a code)."""
-    assert s3errors.kind_of_code(code) is kind
+    assert failures.kind_of_code(code) is kind

@@ -1,6 +1,6 @@
-"""model_sync.status against a real moto_server: the pinned, previous and available versions,
-what each replica reports serving (model_sync.replicas) and the pin flagged when no replica
-serves it READY; each deployment's planned GPU memory against its card (model_sync/gpu_plan.py).
+"""model_sync.serving.status against a real moto_server: the pinned, previous and available versions,
+what each replica reports serving (model_sync.serving.replicas) and the pin flagged when no replica
+serves it READY; each deployment's planned GPU memory against its card (model_sync/serving/gpu_plan.py).
 The tables and JSON of `model-sync status` are in test_lifecycle.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from model_sync.gpu_plan import CUDA_CONTEXT_BYTES, human
+from model_sync.serving.gpu_plan import CUDA_CONTEXT_BYTES, human
 from tests.model_sync.helpers import (
     TOY_GPUS,
     gpu_config,
@@ -29,7 +29,7 @@ def pushed(tmp_path, capsys, moto_s3, aws_env):
 
 
 def test_model_status_shows_what_each_replica_serves(pushed) -> None:
-    from model_sync import status
+    from model_sync.serving import status
 
     client, bucket, repo = pushed
     client.put_object(

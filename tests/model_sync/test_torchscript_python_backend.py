@@ -1,9 +1,9 @@
-"""model_sync.torchscript_python_backend, the python-backend model `export --target local` ships as
+"""model_sync.export.torchscript_python_backend, the python-backend model `export --target local` ships as
 <model>/<N>/model.py: pushed to a real moto_server byte for byte, and served by the real
 tritonserver, which batches concurrent requests into one execute() (the staging buffers) and
 splits the outputs back per request. A model that raises fails exactly the requests of its
 execute() call and Triton counts them as failures (what the gray release reads), exported through
-model_sync/local/torchscript_models.py (the real `model-sync export` in a subprocess)."""
+model_sync/sandbox/torchscript_models.py (the real `model-sync export` in a subprocess)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,17 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from model_sync import localmodel, model_config, smoke
-from model_sync.agent.local_repository import precompile_python
-from model_sync.local import torchscript_models
-from model_sync.local.procs import wait_until
-from model_sync.local.runtime import TritonRuntime, TritonServer
+from model_sync.agent.pod_disk import precompile_python
+from model_sync.sandbox import torchscript_models
+from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.runtime import TritonRuntime, TritonServer
+from model_sync.serving import smoke
+from model_sync.triton_model import model_config, model_directory
 from tests.model_sync.helpers import run_cli, write_config
 from tests.support.s3_servers import S3Server
 from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
-WRAPPER = Path(__file__).resolve().parents[2] / "model_sync" / "torchscript_python_backend.py"
+WRAPPER = Path(__file__).resolve().parents[2] / "model_sync" / "export" / "torchscript_python_backend.py"
 FACTORY = textwrap.dedent(
     """
     import torch
@@ -159,7 +160,7 @@ def test_the_real_tritonserver_batches_requests_and_every_request_gets_its_own_r
         server.stop()
 
 
-# ---- a TorchScript model that raises (model_sync/local/torchscript_models.py) ----------------
+# ---- a TorchScript model that raises (model_sync/sandbox/torchscript_models.py) ----------------
 
 LAB = {  # name: (kind, max_batch_size, export_local's other options)
     "lab-errors": ("errors", 0, {}),
@@ -185,7 +186,7 @@ def test_export_local_writes_a_directory_push_takes_with_exports_tensor_names(
     wrapper), INPUT__0/OUTPUT__0 FP32 with [1, 4] unbatched or [4] batched, and push publishes it
     without the error-response warning (the wrapper raises)."""
     for name, (_, max_batch_size, _) in LAB.items():
-        m = localmodel.load(str(lab / name))
+        m = model_directory.load(str(lab / name))
         assert (m.backend, sorted(m.files), m.export_meta["method"]) == ("python", ["model.pt", "model.py"], "script")
         assert (lab / name / "1" / "model.py").read_bytes() == WRAPPER.read_bytes()
         cfg = model_config.read_file(str(lab / name / "config.pbtxt"))

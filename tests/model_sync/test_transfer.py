@@ -1,4 +1,4 @@
-"""model_sync/transfer.py against a real moto_server: s3transfer managers tuned by
+"""model_sync/s3/transfer.py against a real moto_server: s3transfer managers tuned by
 TransferSettings uploading in parts, copying server-side and downloading (one streamed GET or
 ranged GETs into a file hashed as written), checked by moto's request log and by reading the
 objects back with a separate client. HashingFile's in-order hashing on a real file in tmp_path."""
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from model_sync import layout, s3client, s3errors, transfer
+from model_sync.contract import layout
+from model_sync.s3 import clients, failures, transfer
 from tests.support.s3_servers import REGION, S3Server
 
 KEY = layout.version_file_key("m", 1, "model.pt")
@@ -31,12 +32,12 @@ def _credentials(aws_env: dict[str, str]) -> None:
 
 @functools.cache
 def _session() -> Any:
-    return s3client.new_session(REGION)
+    return clients.new_session(REGION)
 
 
 def client_for(server: S3Server) -> Any:
     """model_sync's own client (s3client), the one every transfer runs on."""
-    return s3client.create_client(_session(), REGION, server.endpoint, s3client.AGENT)
+    return clients.create_client(_session(), REGION, server.endpoint, clients.AGENT)
 
 
 @functools.cache
@@ -57,7 +58,7 @@ def seen_since(server: S3Server, before: int) -> list[str]:
 def test_the_manager_carries_the_settings() -> None:
     settings = transfer.TransferSettings(threshold=8 * transfer.MB, chunksize=32 * transfer.MB, concurrency=4)
     mgr = transfer.manager(
-        s3client.create_client(_session(), REGION, "http://127.0.0.1:9"), settings
+        clients.create_client(_session(), REGION, "http://127.0.0.1:9"), settings
     )  # no request is sent
     try:
         c = mgr.config
@@ -178,7 +179,7 @@ def test_a_missing_object_raises_botocores_error_for_the_caller_to_classify(
     settings = transfer.TransferSettings(threshold=1024 if ranged else transfer.MB, chunksize=1024, concurrency=2)
     with open(tmp_path / "out", "w+b") as out, pytest.raises(ClientError) as e:
         transfer.download(client_for(moto_s3), s3_bucket, KEY, out, 4096, settings)
-    assert s3errors.classify(e.value) is s3errors.Kind.NOT_FOUND
+    assert failures.classify(e.value) is failures.Kind.NOT_FOUND
 
 
 def test_a_ranged_download_stops_when_asked(moto_s3: S3Server, s3_bucket: str, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""model_sync.upload against real S3 servers (moto_server and rclone serve s3): the local hashes,
+"""model_sync.push.uploads against real S3 servers (moto_server and rclone serve s3): the local hashes,
 the single-request and multipart uploads, the server-side copies of unchanged files, and the
 mapping of S3's digest rejection to "file changed during push"."""
 
@@ -13,8 +13,9 @@ from tests.support.s3_servers import S3Server
 
 
 def _repo(server: S3Server, bucket: str):
-    from model_sync import environments, layout
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.contract import layout
+    from model_sync.s3.bucket import Repo
 
     return Repo(environments.Environment("staging", layout.Root(bucket), server.endpoint, "us-east-1"))
 
@@ -23,28 +24,31 @@ def _repo(server: S3Server, bucket: str):
 def test_files_are_uploaded_then_unchanged_ones_copied(tmp_path, request, aws_env, server) -> None:
     """Version 1: every file uploaded (the big one in parts on moto); version 2: the unchanged files
     copied server-side from version 1, the changed one uploaded; the bytes are the local ones."""
-    from model_sync import localmodel, push, upload
-    from model_sync.push_options import MIN_PART
+    from model_sync.push import publish, uploads
+    from model_sync.push.push_options import MIN_PART
+    from model_sync.triton_model import model_directory
     from model_sync.ui import Console
 
     s3: S3Server = request.getfixturevalue(f"{server}_s3")
     bucket = s3.make_bucket()
     big = bytes(range(256)) * (6 * 1024 * 4)  # 6 MiB: above the 5 MiB threshold, two parts
-    m = localmodel.load(str(python_model(tmp_path / "a", "simple", {"model.py": b"# a\n", "model.pt": big})))
-    upload.hash_files([m])
+    m = model_directory.load(str(python_model(tmp_path / "a", "simple", {"model.py": b"# a\n", "model.pt": big})))
+    uploads.hash_files([m])
     assert m.hashes == {"model.py": hashlib.sha256(b"# a\n").hexdigest(), "model.pt": hashlib.sha256(big).hexdigest()}
     # moto: the big file in parts (UploadPartCopy for its copy); rclone answers UploadPartCopy
     # without an ETag, so there every file stays below the (default) threshold: single requests.
-    parts = MIN_PART if server == "moto" else push.PushOptions.multipart_threshold
-    options = push.PushOptions(multipart_threshold=parts, multipart_chunksize=parts)
-    uploader = upload.Uploader(_repo(s3, bucket), Console(quiet=True), options)
+    parts = MIN_PART if server == "moto" else publish.PushOptions.multipart_threshold
+    options = publish.PushOptions(multipart_threshold=parts, multipart_chunksize=parts)
+    uploader = uploads.Uploader(_repo(s3, bucket), Console(quiet=True), options)
     try:
-        first = push.PushResult("simple", "pushed", 1)
+        first = publish.PushResult("simple", "pushed", 1)
         uploader.transfer(m, 1, set(), None, first)
         assert (sorted(first.uploaded), first.copied) == (["model.pt", "model.py"], [])
-        changed = localmodel.load(str(python_model(tmp_path / "b", "simple", {"model.py": b"# b\n", "model.pt": big})))
-        upload.hash_files([changed])
-        second = push.PushResult("simple", "pushed", 2)
+        changed = model_directory.load(
+            str(python_model(tmp_path / "b", "simple", {"model.py": b"# b\n", "model.pt": big}))
+        )
+        uploads.hash_files([changed])
+        second = publish.PushResult("simple", "pushed", 2)
         uploader.transfer(changed, 2, {"model.pt"}, 1, second)
         assert (second.uploaded, second.copied) == (["model.py"], ["model.pt"])
     finally:
@@ -54,13 +58,15 @@ def test_files_are_uploaded_then_unchanged_ones_copied(tmp_path, request, aws_en
 
 
 def test_a_vanished_file_is_refused_before_anything_is_sent(tmp_path, moto_s3, s3_bucket, aws_env) -> None:
-    from model_sync import errors, localmodel, upload
+    from model_sync import errors
+    from model_sync.push import uploads
+    from model_sync.triton_model import model_directory
 
     model = python_model(tmp_path, "simple")
-    m = localmodel.load(str(model))
+    m = model_directory.load(str(model))
     (model / "1" / "model.pt").unlink()
     with pytest.raises(errors.SyncError, match=r"^file vanished during push: .*model\.pt; nothing was pinned") as e:
-        upload.hash_files([m])
+        uploads.hash_files([m])
     assert e.value.code == 4
     assert moto_s3.keys(s3_bucket) == []
 
@@ -72,13 +78,16 @@ def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
     type, which both single-request uploads and s3transfer's multipart ones raise)."""
     from botocore.exceptions import ClientError
 
-    from model_sync import environments, layout, localmodel, push, upload
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.contract import layout
+    from model_sync.push import publish, uploads
+    from model_sync.s3.bucket import Repo
+    from model_sync.triton_model import model_directory
     from model_sync.ui import Console
 
-    m = localmodel.load(str(python_model(tmp_path, "simple")))
+    m = model_directory.load(str(python_model(tmp_path, "simple")))
     repo = Repo(environments.Environment("staging", layout.Root("bkt"), "http://127.0.0.1:1", "us-east-1"))
-    publisher = upload.Uploader(repo, Console(quiet=True), push.PushOptions())
+    publisher = uploads.Uploader(repo, Console(quiet=True), publish.PushOptions())
     error = ClientError(
         {"Error": {"Code": code, "Message": "The SHA256 you specified did not match the calculated checksum."}},
         "PutObject",

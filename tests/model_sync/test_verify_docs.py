@@ -75,7 +75,7 @@ def test_documented_command_line_parses(where: str, line: str) -> None:
 def test_extractor_joins_continuations_and_skips_prose_and_the_local_module() -> None:
     text = (
         "model-sync verify x\n```\nmodel-sync verify m --env e \\\n    [--model-version 3]   # note\npython -m "
-        "model_sync.local demo\n```\n"
+        "model_sync.sandbox demo\n```\n"
     )
     assert command_lines(text) == [(3, "model-sync verify m --env e [--model-version 3]   # note")]
     assert argv_of(command_lines(text)[0][1]) == ["verify", "m", "--env", "e", "--model-version", "3"]

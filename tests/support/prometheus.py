@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from model_sync.local.procs import LOOPBACK, Process, http_status, wait_until
+from model_sync.sandbox.procs import LOOPBACK, Process, http_status, wait_until
 from tests.support.s3_servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

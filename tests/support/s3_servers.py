@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from model_sync.local.procs import free_port  # one free-port helper, the product's (re-exported for tests)
+from model_sync.sandbox.procs import free_port  # one free-port helper, the product's (re-exported for tests)
 
 KEY = "testing-key"
 SECRET = "testing-secret"

@@ -1,7 +1,7 @@
 """Serving-side test support: the REAL tritonserver (from the pinned nvidia-pytriton wheel), a
 local persistent S3 server (rclone serve s3), the repository agent as a subprocess running the
 same command as the agent image's ENTRYPOINT, and helpers that publish python-backend models
-through `model_sync.push.push` (what `model-sync push` runs: v2 manifests, pins, allocations),
+through `model_sync.push.publish.push` (what `model-sync push` runs: v2 manifests, pins, allocations),
 so the agent is tested against real push output.
 
 Fixtures (import into a test module: `from tests.support.triton import serving  # noqa: F401`):
@@ -27,11 +27,13 @@ from typing import Any
 
 import pytest
 
-from model_sync import layout, manifest, model_config
 from model_sync.agent import AGENT_COMMAND
-from model_sync.local.procs import Process, wait_until
-from model_sync.local.runtime import TritonRuntime, TritonServer, ensure_tritonserver
-from model_sync.local.s3server import LocalS3Server, RcloneS3Server
+from model_sync.contract import layout
+from model_sync.records import codec
+from model_sync.sandbox.procs import Process, wait_until
+from model_sync.sandbox.runtime import TritonRuntime, TritonServer, ensure_tritonserver
+from model_sync.sandbox.s3server import LocalS3Server, RcloneS3Server
+from model_sync.triton_model import model_config
 
 BUCKET = "models-test"
 PROD_BUCKET = "models-prod"
@@ -114,7 +116,7 @@ def upload_version(
         "schema": "model-sync.manifest/v1",
         "model": name,
         "version": version,
-        "files": {rel: {"sha256": manifest.sha256_bytes(data), "size": len(data)} for rel, data in files.items()},
+        "files": {rel: {"sha256": codec.sha256_bytes(data), "size": len(data)} for rel, data in files.items()},
         "config_pbtxt": config_text,
         "backend": "python",
         "platform": "",
@@ -127,17 +129,20 @@ def upload_version(
             "target": "local",
         },
         "created_by": "bench",
-        "created_at": manifest.now(),
+        "created_at": codec.now(),
     }
-    client.put_object(Bucket=bucket, Key=layout.manifest_key(name, version), Body=manifest.dumps(doc))
+    client.put_object(Bucket=bucket, Key=layout.manifest_key(name, version), Body=codec.dumps(doc))
 
 
 def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str, bytes] | None = None) -> int:
-    """`push` (model_sync.push.push, the CLI's code path) of the add model into PUBLISH_BUCKET,
+    """`push` (model_sync.push.publish.push, the CLI's code path) of the add model into PUBLISH_BUCKET,
     then a server-side copy of the version's files and manifest into BUCKET, without its pin.
     Returns the version push allocated (the model's output tells it: INPUT0 + N)."""
-    from model_sync import environments, localmodel, push, repository
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.lifecycle import catalog
+    from model_sync.push import publish
+    from model_sync.s3.bucket import Repo
+    from model_sync.triton_model import model_directory
     from model_sync.ui import Console
 
     env = environments.Environment(
@@ -146,14 +151,18 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
     stack.s3.create_buckets(BUCKET, PUBLISH_BUCKET)
     with _s3_env(stack):
         repo = Repo(env)
-        version = repository.highest_allocated(repo, name) + 1
+        version = catalog.highest_allocated(repo, name) + 1
         src = stack.tmp / "src" / f"{name}-{version}"
         (src / "1").mkdir(parents=True)
         (src / layout.CONFIG_FILE).write_text(ADD_CONFIG.format(name=name))
         for rel, data in {**add_model_files(version, fail), **(extra or {})}.items():
             (src / "1" / rel).write_bytes(data)
-        results = push.push(
-            repo, localmodel.discover(str(src), name), Console(quiet=True), push.PushOptions(use_cache=False), "tests"
+        results = publish.push(
+            repo,
+            model_directory.discover(str(src), name),
+            Console(quiet=True),
+            publish.PushOptions(use_cache=False),
+            "tests",
         )
     assert [(r.action, r.version, r.error) for r in results] == [("pushed", version, None)], results
     client = stack.client
@@ -164,22 +173,23 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
 
 
 def flip_pin(stack: Serving, name: str, version: int, bucket: str = BUCKET, config_text: str | None = None) -> None:
-    """The commit point through the product's own code (model_sync.repository.flip_pin, what push
+    """The commit point through the product's own code (model_sync.lifecycle.catalog.flip_pin, what push
     and rollback run): the pinned config text of the version's manifest (or `config_text`, for a
     version written past push), written conditionally on the current pin, then the pin history and
     the pin-index entry agents list."""
-    from model_sync import environments, repository
-    from model_sync.s3 import Repo
+    from model_sync import environments
+    from model_sync.lifecycle import catalog
+    from model_sync.s3.bucket import Repo
 
     if config_text is None:
         body = stack.client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read()
-        config_text = manifest.read_manifest(body, name, version)["config_pbtxt"]
+        config_text = codec.read_manifest(body, name, version)["config_pbtxt"]
     env = environments.Environment(
         "serving", layout.Root(bucket), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region
     )
     with _s3_env(stack):
         repo = Repo(env)
-        repository.flip_pin(repo, name, version, config_text, "push", "tests", repository.read_pin(repo, name))
+        catalog.flip_pin(repo, name, version, config_text, "push", "tests", catalog.read_pin(repo, name))
 
 
 def publish(stack: Serving, name: str, fail: bool = False, extra: dict[str, bytes] | None = None) -> int:

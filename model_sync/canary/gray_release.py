@@ -1,0 +1,310 @@
+"""The gray release (docs/architecture.md#gray-release): `GrayRelease.run` takes a published,
+unpinned version of a model through its policy's steps on the replicas serving the model, unattended,
+and ends in one decision:
+
+1. The canary record (model_sync.records.canary_record) names the replicas that serve the canary version;
+   their agents follow it, every other replica keeps the stable pin. The share is replica-based:
+   k of the N live replicas reporting the model (model_sync.canary.placement: k = floor(share x N),
+   at least 1, at most N/2), k/N of the traffic a Service spreads evenly. At every poll the list
+   follows the live fleet: a listed replica that stopped reporting (3 of its heartbeats) is
+   replaced by a live one, the HPA's scaling re-balances it, and either restarts the step's
+   window, so that a window holds one share on live replicas. With fewer than 2 live replicas
+   the run aborts at once.
+2. Each step waits until its replicas serve the canary READY (a canary that fails to load, or
+   takes longer than loadTimeoutSeconds, aborts the run: its replicas keep serving stable), then
+   compares canary and stable from Triton's metrics over the step (model_sync.canary.metrics,
+   canary_analysis) at every poll. A failing verdict aborts at once; a pass after stepSeconds
+   moves to the next step; inconclusive keeps the step going.
+3. After the last step the stable pin is flipped to the canary version (conditional, as every
+   flip) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
+   stable. Past the record's deadline the run aborts. The final record is the audit record.
+
+Every poll re-reads the stable pin and the record: a release whose stable pin moved (a
+`promote --no-canary`, a `rollback`) or whose record another writer changed (`canary --abort`,
+`rollback`) is over. The run ends it (a moved pin: the record ends aborted, naming the move, and
+every replica follows the pin as it now is) or leaves it as the other writer left it, and exits 4
+naming what moved.
+
+S3 or metrics failures during the run are retried at every poll until the deadline. An
+interrupted run (SIGINT, SIGKILL) leaves the record running with its share: `status` shows it,
+a re-run of the same version resumes it and `abort` ends it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from typing import Any
+
+from model_sync import errors
+from model_sync.canary import ending, placement
+from model_sync.canary.analysis import FAIL, PASS, Figures, judge
+from model_sync.canary.metrics import MetricsSource
+from model_sync.canary.placement import canary_replicas
+from model_sync.contract import layout
+from model_sync.contract.canary_policy import CanaryPolicy
+from model_sync.lifecycle import catalog
+from model_sync.records import canary_record, codec
+from model_sync.records.canary_record import ABORTED, PROMOTED, RUNNING, Stored
+from model_sync.s3.bucket import Repo
+from model_sync.serving import replicas
+from model_sync.ui import Console
+
+EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not load, the deadline
+EXIT_MOVED = errors.REFUSED  # the stable pin or the record moved under the run: another writer decided
+
+__all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
+
+
+class GrayRelease:
+    """One model's gray release in one environment (see the module docstring)."""
+
+    def __init__(self, repo: Repo, model: str, version: int, policy: CanaryPolicy, metrics: MetricsSource, *,
+                 console: Console, by: str, canary_id: str | None = None, poll: float = 2.0,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
+        self.repo, self.model, self.version, self.policy, self.metrics = repo, model, version, policy, metrics
+        self.console, self.by, self.poll, self.clock, self.sleep = console, by, poll, clock, sleep
+        self.canary_id = canary_id or canary_record.new_id()
+        self.stored = Stored(None, None)
+        self._mark: Any = None  # the metrics at the start of the step's window (once its replicas serve it)
+        self._served_at: float | None = None
+        self._s3_back: _dt.datetime | None = None  # when S3 answered again after the run saw it fail
+        self._s3_failed = False
+
+    # -- the run --
+
+    def run(self) -> dict[str, Any]:
+        """Promote or abort; the final record. Exit 6 (SyncError) when aborted, 4 when the pin or
+        the record moved under it."""
+        pin = catalog.read_pin(self.repo, self.model)
+        self.stored = canary_record.read(self.repo, self.model)
+        if pin.version == self.version:
+            return self._already_pinned()
+        if pin.version is None:
+            raise errors.refused(
+                f"canary: {self.model} has no stable pin in {self.repo.env.name}; allowed: a pinned stable version "
+                "to compare with (promote --no-canary pins a first version)"
+            )
+        config_text = catalog.read_manifest(self.repo, self.model, self.version)["config_pbtxt"]  # type: ignore[index]
+        self._start_or_resume(pin)
+        while self.doc["state"] == RUNNING:
+            step = self.doc["steps"][-1]
+            if step["ended_at"] is not None:  # passed: the next step, or promote after the last
+                later = [s for s in self.policy.steps if s > step["share_percent"]]
+                self._begin_step(later[0]) if later else self._promote(pin, config_text)
+                continue
+            pin = self._poll_step(step) or pin
+        return self.doc
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        assert self.stored.doc is not None
+        return self.stored.doc
+
+    def _already_pinned(self) -> dict[str, Any]:
+        if self.stored.running and self.stored.doc and self.stored.doc["canary_version"] == self.version:
+            self._end(PROMOTED, "the stable pin already names the canary version (a run interrupted after its flip)")
+            return self.doc
+        raise errors.refused(
+            f"canary: {self.model} version {self.version} is already the stable pin in {self.repo.env.name}; "
+            "allowed: an unpinned version"
+        )
+
+    def _start_or_resume(self, pin: catalog.Pin) -> None:
+        doc = self.stored.doc
+        if self.stored.running and doc is not None:
+            if doc["canary_version"] != self.version:
+                raise errors.refused(
+                    f"canary: {self.model} version {doc['canary_version']} is in a gray release ({doc['id']}); "
+                    f"allowed: one at a time (`model-sync canary {self.model} --abort` ends it)"
+                )
+            self.canary_id = doc["id"]
+            self.policy = CanaryPolicy.from_mapping(doc["policy"], "canary record policy")  # the one it started with
+            self.console.line(f"resuming: canary {doc['id']} of {self.model} version {self.version}")
+            if doc["stable_version"] != pin.version:
+                self._pin_moved(pin)
+            if not doc["steps"]:
+                self._begin_step(self.policy.steps[0])
+            return
+        now = self.clock()
+        fleet = placement.observe(self.repo, self.model, None)
+        if len(fleet.live) < 2:
+            raise errors.refused(
+                f"canary: {len(fleet.live)} live replica(s) report {self.model} in {self.repo.env.name}; allowed: at "
+                "least 2 (one keeps serving stable), or promote --no-canary"
+            )
+        assert pin.version is not None
+        doc = canary_record.new(self.model, self.canary_id, fleet.deployment, pin.version, self.version,
+                                self.policy.to_mapping(), self.by, now, self.policy.deadline_seconds)  # fmt: skip
+        self.stored = canary_record.write(self.repo, self.stored, doc)
+        self.console.line(
+            f"canary: {self.model} version {self.version} against stable {pin.version} on {len(fleet.live)} replicas "
+            f"of {fleet.deployment} (steps {list(self.policy.steps)} %, {self.policy.step_seconds}s each, deadline "
+            f"{self.doc['deadline_at']})"
+        )
+        self._begin_step(self.policy.steps[0])
+
+    def _begin_step(self, share: int) -> None:
+        fleet = placement.observe(self.repo, self.model, self.doc["deployment"])
+        chosen = canary_replicas(fleet.ids, self.doc["replicas"], share, self.canary_id)
+        step = canary_record.new_step(share, len(chosen), len(fleet.live), codec.now())
+        self._save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
+        self.console.line(
+            f"step: {share} % configured, {len(chosen)} of {len(fleet.live)} live replicas "
+            f"({step['effective_percent']:g} % of the traffic): {', '.join(chosen)}"
+        )
+        self._mark, self._served_at = None, None
+
+    def _poll_step(self, step: dict[str, Any]) -> catalog.Pin | None:
+        """One poll of the running step: deadline, moved pin or record, liveness and load,
+        figures, verdict. The stable pin as read (None when S3 did not answer)."""
+        try:
+            if self.clock() >= codec.parse_time(self.doc["deadline_at"]).timestamp():
+                self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
+            pin = self._unmoved()
+            if self._s3_failed:
+                self._s3_back, self._s3_failed = _dt.datetime.now(_dt.UTC), False
+            served = self._canary_served(step)
+            step = self.doc["steps"][-1]  # re-balanced
+            if not served:
+                self.sleep(self.poll)
+                return pin
+            if self._mark is None:
+                self._mark, self._served_at = self.metrics.mark(), self.clock()
+                self._save(steps=[*self.doc["steps"][:-1], {**step, "window_from": codec.format_time(self._served_at)}])
+                self.sleep(self.poll)
+                return pin
+            figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])
+        except errors.SyncError as e:
+            if e.code not in (errors.S3,):
+                raise
+            self._s3_failed = True
+            self.console.warn(f"canary: {e}; retrying until the deadline {self.doc['deadline_at']}")
+            self.sleep(self.poll)
+            return None
+        self._judge(step, figures[self.version], figures[self.doc["stable_version"]])
+        return pin
+
+    def _judge(self, step: dict[str, Any], canary: Figures, stable: Figures) -> None:
+        verdict = judge(canary, stable, self.policy)
+        done = verdict.outcome == FAIL or (
+            verdict.outcome == PASS and self.clock() - (self._served_at or 0) >= self.policy.step_seconds
+        )
+        both = canary.requests + stable.requests
+        update = {"verdict": verdict.outcome, "reason": verdict.reason, "ended_at": codec.now() if done else None,
+                  "figures": {"canary": canary.record(), "stable": stable.record()},
+                  "observed_percent": round(100 * canary.requests / both, 2) if both else None}  # fmt: skip
+        if step["verdict"] != verdict.outcome or done:
+            self.console.line(f"step {step['share_percent']} %: {verdict.outcome}: {verdict.reason}")
+        self._save(steps=[*self.doc["steps"][:-1], {**step, **update}])
+        if verdict.outcome == FAIL:
+            self._abort(f"step {step['share_percent']} %: {verdict.reason}")
+        elif not done:
+            self.sleep(self.poll)
+
+    def _unmoved(self) -> catalog.Pin:
+        """The stable pin, once the record and the pin are as this run left them; else the run
+        ends here (exit 4): another writer moved one of them."""
+        now = canary_record.read(self.repo, self.model)
+        if now.etag != self.stored.etag:
+            self._record_moved(now)
+        pin = catalog.read_pin(self.repo, self.model)
+        if pin.version != self.doc["stable_version"]:
+            self._pin_moved(pin)
+        return pin
+
+    def _canary_served(self, step: dict[str, Any]) -> bool:
+        """True once every listed replica serves the canary READY; first re-lists the live fleet
+        (a replica that stopped reporting is replaced, a scaled fleet re-balanced: the window
+        restarts), and aborts with fewer than 2 live replicas, on a load failure or past
+        loadTimeoutSeconds."""
+        fleet = placement.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._s3_back)
+        listed = self.doc["replicas"]
+        gone = fleet.describe_gone(listed)
+        if len(fleet.live) < 2:
+            self._abort(
+                f"no live replica can take the canary: {len(fleet.live)} live replica(s) of {self.doc['deployment']} "
+                f"report {self.model} (at least 2 are needed){'; ' + gone if gone else ''}"
+            )
+        chosen = canary_replicas(fleet.ids, [r for r in listed if r in fleet.live], step["share_percent"],
+                                 self.canary_id)  # fmt: skip
+        if chosen != listed or len(fleet.live) != step["fleet"]:
+            self._relist(step, chosen, len(fleet.live), gone)
+            return False
+        for replica in chosen:
+            entry = fleet.live[replica]
+            if self.version in entry["failed"]:
+                self._abort(f"the canary failed to load on {replica}: {entry['error'] or entry['state']}")
+        if all(replicas.serves(fleet.live[r], self.version) for r in chosen) and chosen:
+            return True
+        waited = self.clock() - codec.parse_time(step.get("listed_at") or step["started_at"]).timestamp()
+        if waited > self.policy.load_timeout_seconds:
+            self._abort(f"the canary is not served by {', '.join(chosen)} after {waited:.0f}s (loadTimeoutSeconds)")
+        return False
+
+    def _relist(self, step: dict[str, Any], chosen: list[str], live: int, gone: str) -> None:
+        """The step's replicas become `chosen` of `live` replicas; its window starts again."""
+        why = gone or f"{live} live replicas now (was {step['fleet']})"
+        step = {**canary_record.new_step(step["share_percent"], len(chosen), live, step["started_at"]),
+                "listed_at": codec.now(), "restarts": step.get("restarts", 0) + 1}  # fmt: skip
+        self.console.line(
+            f"re-balance: {why}; canary on {', '.join(chosen)}, {len(chosen)} of {live} "
+            f"({step['effective_percent']:g} % of the traffic); the step's window starts again"
+        )
+        self._save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
+        self._mark, self._served_at = None, None
+
+    # -- the decision --
+
+    def _promote(self, pin: catalog.Pin, config_text: str) -> None:
+        try:
+            catalog.flip_pin(self.repo, self.model, self.version, config_text, "promote", self.by, pin,
+                                warn=self.console.warn)  # fmt: skip
+        except errors.SyncError as e:
+            if e.code != errors.REFUSED:
+                raise
+            self._pin_moved(catalog.read_pin(self.repo, self.model))
+        self._end(PROMOTED, f"every step passed ({', '.join(str(s) for s in self.policy.steps)} %)")
+        self.console.line(f"promoted: {self.model} version {self.version} is the stable pin in {self.repo.env.name}")
+
+    def _abort(self, reason: str) -> None:
+        self._end(ABORTED, reason)
+        raise errors.SyncError(
+            EXIT_ABORTED,
+            f"canary: {self.model} version {self.version} aborted ({reason}); allowed: a version that passes the "
+            f"analysis (its replicas are back on stable {self.doc['stable_version']}; the record is "
+            f"{self.repo.uri(layout.canary_audit_key(self.model, self.doc['id']))})",
+        )
+
+    def _pin_moved(self, pin: catalog.Pin) -> None:
+        """The stable pin is no longer the one this release compares with: end it (its replicas
+        follow the pin as it is now), exit 4."""
+        reason, now = ending.pin_moved(self.repo, self.model, self.doc["stable_version"], pin)
+        self._end(ABORTED, reason)  # the mover may have ended it first (rollback, promote --no-canary): _save
+        raise errors.SyncError(
+            EXIT_MOVED,
+            f"canary: {self.model} version {self.version} ended: {reason}; every replica follows the pin, now "
+            f"{now}; allowed: one writer of the pin at a time (the record is "
+            f"{self.repo.uri(layout.canary_audit_key(self.model, self.doc['id']))})",
+        )
+
+    def _record_moved(self, now: Stored) -> None:
+        """Another writer changed the record (an abort, a rollback): it decided; nothing is
+        written back. Exit 4 naming what it did and where the replicas went."""
+        raise errors.SyncError(EXIT_MOVED, ending.record_moved(self.repo, self.model, self.version, self.doc, now))
+
+    def _end(self, outcome: str, reason: str) -> None:
+        decision = {"outcome": outcome, "reason": errors.one_line(reason), "by": self.by, "at": codec.now()}
+        self._save(state=outcome, replicas=[], decision=decision)
+        canary_record.archive(self.repo, self.doc)
+
+    def _save(self, **changes: Any) -> None:
+        """Rewrite the record (conditional on the ETag this run holds); another writer's change in
+        between ends the run here (_record_moved)."""
+        try:
+            self.stored = canary_record.write(self.repo, self.stored, {**self.doc, **changes})
+        except errors.SyncError as e:
+            if e.code != errors.REFUSED:
+                raise
+            self._record_moved(canary_record.read(self.repo, self.model))

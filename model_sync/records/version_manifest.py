@@ -1,0 +1,69 @@
+"""The manifest `push` writes for a version (manifests/<model>/<N>.json, schema
+manifest.MANIFEST_V3): every file's sha256 and size (`file_entries`, also what the no-op decision
+compares with the pinned manifest), the pinned config text, source, exporter, compatibility with
+the target image, export.json's GPU memory per instance and the config's instance groups (GPU
+memory planning, model_sync/serving/gpu_plan.py), who and when (`build_manifest`, validated before it is
+returned)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from model_sync import __version__
+from model_sync.contract import compat
+from model_sync.records import codec
+from model_sync.serving import gpu_memory, gpu_plan
+from model_sync.triton_model.model_directory import EXPORT_META, LocalModel
+
+
+def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
+    assert m.hashes is not None
+    return {rel: {"sha256": m.hashes[rel], "size": f.size} for rel, f in sorted(m.files.items())}
+
+
+def gpu_memory_of(m: LocalModel) -> dict[str, Any] | None:
+    """export.json's `gpu_memory`, strictly (exit 2 naming the file); None when it has none."""
+    return gpu_memory.read_record(m.export_meta.get("gpu_memory"), os.path.join(m.dir, EXPORT_META))
+
+
+def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = m.export_meta
+    doc = {
+        "schema": codec.MANIFEST_V3,
+        "model": m.name,
+        "version": version,
+        "files": file_entries(m),
+        "config_pbtxt": m.pinned_text(version),
+        "backend": m.backend,
+        "platform": m.platform,
+        "source": {
+            "path": m.dir,
+            "host": socket.gethostname(),
+            "git_commit": os.environ.get("GITHUB_SHA") or meta.get("git_commit"),
+            "promoted_from": None,
+        },
+        "exporter": {
+            "tool": f"model-sync {__version__}",
+            "method": meta.get("method"),
+            "torch_version": meta.get("torch_version"),
+            "torchscript_format_version": meta.get("torchscript_format_version"),
+            "target": meta.get("target"),
+            "operators": meta.get("operators"),
+        },
+        "compatibility": compatibility
+        or compat.assess(
+            platform=m.platform,
+            backend=m.backend,
+            exporter_torch=meta.get("torch_version"),
+            image=None,
+            allow_skew=True,
+        ),
+        "gpu_memory": gpu_memory_of(m),
+        "instance_groups": gpu_plan.instance_groups(m.cfg),
+        "created_by": by,
+        "created_at": codec.now(),
+    }
+    codec.validate(doc, codec.MANIFEST_V3)
+    return doc

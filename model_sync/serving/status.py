@@ -1,0 +1,272 @@
+"""`status`: per model, the pinned version, what each replica serves (from its agent's status
+report: version, state and the one-line reason of a failed load; a pin no replica serves READY
+is flagged PIN NOT SERVED; model_sync.serving.replicas), the available versions (complete = manifest +
+every file), the previous pin, provenance and whether it was verified; per version, the torch
+that exported it and whether each shown environment's Triton image can load it
+(model_sync.contract.compat.loadable); per Triton deployment of the environment's `tritonGpus`, the GPU
+memory its pinned versions plan on one GPU against what the card allows (model_sync/serving/gpu_plan.py),
+or that the environment does not know its GPUs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from model_sync import errors
+from model_sync.records import canary_record
+from model_sync.serving import replicas, verify
+
+if TYPE_CHECKING:
+    from model_sync.environments import Environment
+
+
+def version_details(
+    repo: Any, model: str, versions: list[int], manifests: set[int], images: dict[str, str | None]
+) -> list[dict[str, Any]]:
+    """Per version: exporting torch, platform, and compat.loadable() for each environment's image."""
+    from model_sync.contract import compat
+    from model_sync.lifecycle import catalog
+
+    out = []
+    for v in versions:
+        doc = catalog.read_manifest(repo, model, v, required=False) if v in manifests else None
+        torch = doc["exporter"]["torch_version"] if doc else None
+        platform, backend = (doc["platform"], doc["backend"]) if doc else ("", "")
+        target = doc["exporter"].get("target") if doc else None
+        loads = {
+            env: (compat.loadable(platform, backend, torch, image, target) if doc else "unknown")
+            for env, image in sorted(images.items())
+        }
+        out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
+                    "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
+    return out
+
+
+def model_status(
+    repo: Any,
+    model: str,
+    images: dict[str, str | None] | None = None,
+    status_docs: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    from model_sync.lifecycle import catalog
+    from model_sync.records import codec
+
+    pin = catalog.read_pin(repo, model)
+    versions = catalog.list_versions(repo, model)
+    manifests = set(catalog.list_manifests(repo, model))
+    history = catalog.read_history(repo, model)
+    out: dict[str, Any] = {
+        "model": model,
+        "pinned": pin.version,
+        "versions": versions,
+        "incomplete": sorted(v for v in versions if v not in manifests),
+        "previous_pin": catalog.rollback_target(repo, model, pin, history, manifests)[
+            0
+        ],  # what `rollback` would pin: it exists
+        "provenance": None,
+        "verified": None,
+        "version_details": version_details(
+            repo, model, versions, manifests, images if images is not None else {repo.env.name: repo.env.triton_image}
+        ),
+        "replicas": replicas.served(
+            replicas.read_status_docs(repo) if status_docs is None else status_docs, model, _dt.datetime.now(_dt.UTC)
+        ),
+    }
+    stored = canary_record.read(repo, model)  # the last gray release, running or ended
+    out["canary"] = None if stored.doc is None else {
+        k: stored.doc[k] for k in ("id", "state", "stable_version", "canary_version", "share_percent", "replicas",
+                                   "steps", "deadline_at", "decision")}  # fmt: skip
+    # The pin is only what was asked for: flag it when no replica reports serving it READY.
+    out["pin_served"] = (
+        any(replicas.serves(r, pin.version) for r in out["replicas"].values()) if out["replicas"] else None
+    )
+    if pin.version is not None:
+        doc = catalog.read_manifest(repo, model, pin.version, required=False)
+        if doc is not None:
+            out["provenance"] = {
+                "by": doc["created_by"],
+                "at": doc["created_at"],
+                "promoted_from": doc["source"]["promoted_from"],
+                "exporter": doc["exporter"]["tool"],
+            }
+        try:
+            found = verify.gate_record(repo, model, pin.version)
+            out["verified"] = found[1]["passed"] if found else None
+        except codec.RecordError:
+            out["verified"] = False
+    return out
+
+
+def gpu_memory(repo: Any) -> dict[str, Any]:
+    """The environment's GPU memory plan per deployment (gpu_plan.environment_plans, the versions
+    pinned now), or why there is none."""
+    from model_sync.serving import gpu_plan
+
+    plans = gpu_plan.environment_plans(repo)
+    if plans is None:
+        return {"known": False, "detail": gpu_plan.NO_GPUS, "deployments": []}
+    return {"known": True, "detail": None, "deployments": [p.to_json() for p in plans]}
+
+
+def _print_gpu_memory(report: dict[str, Any]) -> None:
+    """Per deployment: planned GPU memory on one GPU against what the card allows."""
+    from model_sync.serving.gpu_plan import NO_GPUS, human
+
+    rows: list[tuple[str, ...]] = [("ENV", "DEPLOYMENT", "GPU", "PLANNED", "ALLOWED", "FITS", "NOT COUNTED (unknown)")]
+    unknown_envs = []
+    for name, body in report.items():
+        if not body["gpu_memory"]["known"]:
+            unknown_envs.append(name)
+        for d in body["gpu_memory"]["deployments"]:
+            rows.append((name, d["deployment"], f"{d['gpu']} {human(d['memory_bytes'])}", human(d["planned_bytes"]),
+                         human(d["allowed_bytes"]), "yes" if d["fits"] else "NO", ", ".join(d["unknown"]) or "-"))  # fmt: skip
+    print()
+    if len(rows) > 1:
+        _print_table(rows)
+        print("PLANNED = on one GPU: instances x (GPU memory per instance + CUDA context allowance), pinned versions")
+    for name in unknown_envs:
+        print(f"gpu memory: not planned in {name}: {NO_GPUS}")
+
+
+def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
+    """Columns padded to their widest cell, two spaces apart (kubectl get style)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def served_cell(s: dict[str, Any]) -> str:
+    """`2/2` (replicas serving the pin READY / replicas reporting), `0/2 PIN NOT SERVED`, `-` (no report)."""
+    if not s["replicas"]:
+        return "-"
+    ok = sum(1 for r in s["replicas"].values() if replicas.serves(r, s["pinned"]))
+    return f"{ok}/{len(s['replicas'])}" + ("" if ok else " PIN NOT SERVED")
+
+
+def _print_canaries(report: dict[str, Any]) -> None:
+    """The gray releases: one row per step of each model's last one: its configured share, the
+    replicas it ran on and the share they make (effective), the share of the window's requests the
+    canary answered (observed), its verdict and figures."""
+    rows: list[tuple[str, ...]] = [("ENV", "MODEL", "CANARY", "STATE", "STEP", "REPLICAS", "EFFECTIVE", "OBSERVED",
+                                    "VERDICT", "FIGURES")]  # fmt: skip
+    for name, body in report.items():
+        for s in body["models"]:
+            c = s["canary"]
+            if c is None:
+                continue
+            state = c["state"] if c["state"] != "running" else f"running (deadline {c['deadline_at']})"
+            for step in c["steps"] or [{}]:
+                figures = step.get("figures")
+                relisted = f" (relisted {step['restarts']}x)" if step.get("restarts") else ""
+                observed = step.get("observed_percent")
+                rows.append((name, s["model"], f"v{c['canary_version']} vs v{c['stable_version']}", state,
+                             f"{step.get('share_percent', '-')} %",
+                             f"{step.get('replicas', 0)}/{step.get('fleet', 0)}{relisted}",
+                             f"{step['effective_percent']:g} %" if "effective_percent" in step else "-",
+                             "-" if observed is None else f"{observed:g} %",
+                             step.get("verdict") or "-",
+                             "-" if not figures else _figures_cell(figures)))  # fmt: skip
+            if c["decision"]:
+                rows.append((name, s["model"], "", c["decision"]["outcome"], "", "", "", "", "",
+                             c["decision"]["reason"]))  # fmt: skip
+    if len(rows) > 1:
+        print()
+        _print_table(rows)
+
+
+def _figures_cell(figures: dict[str, Any]) -> str:
+    def one(f: dict[str, Any]) -> str:
+        p99 = "-" if f["p99_ms"] is None else f"{f['p99_ms']:g}ms"
+        return f"{f['requests']} req {100 * f['error_ratio']:.2f}% err p99 {p99}"
+
+    return f"canary {one(figures['canary'])} | stable {one(figures['stable'])}"
+
+
+def show(
+    env: str | None, config: str | None, models: list[str], resolve: Callable[[str], Environment], output: str
+) -> None:
+    """`model-sync status`: `models` (default: every model) of `env` (default: every environment
+    of the config), printed as tables or (`output` json) one JSON document."""
+    from model_sync import environments
+    from model_sync.lifecycle import catalog
+    from model_sync.s3.bucket import Repo
+
+    names = [env] if env else []
+    if not names:
+        path = environments.find_config(config)
+        if path is None:
+            raise errors.usage(
+                f"--env: missing and no {environments.CONFIG_NAME} found; allowed: --env NAME or a config "
+                "listing environments"
+            )
+        names = sorted(environments.load_config(path))
+    report: dict[str, Any] = {}
+    envs = {name: resolve(name) for name in names}
+    images = {name: env.triton_image for name, env in envs.items()}
+    for name, environment in envs.items():
+        repo = Repo(environment)
+        shown = models or catalog.list_models(repo)
+        docs = replicas.read_status_docs(repo)
+        report[name] = {
+            "bucket": environment.uri,
+            "triton_image": environment.triton_image,
+            "models": [model_status(repo, m, images, docs) for m in shown],
+            "gpu_memory": gpu_memory(repo),
+        }
+    if output == "json":
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return
+    rows = [("ENV", "MODEL", "PINNED", "SERVED", "PREVIOUS", "VERSIONS", "VERIFIED", "PUBLISHED BY / AT", "FROM")]
+    for name, body in report.items():
+        for s in body["models"]:
+            prov = s["provenance"] or {}
+            origin = prov.get("promoted_from")
+            rows.append(
+                (
+                    name,
+                    s["model"],
+                    str(s["pinned"] or "-"),
+                    served_cell(s),
+                    str(s["previous_pin"] or "-"),
+                    ",".join(str(v) + ("*" if v in s["incomplete"] else "") for v in s["versions"]) or "-",
+                    {True: "yes", False: "FAILED", None: "-"}[s["verified"]],
+                    f"{prov.get('by', '-')} {prov.get('at', '')}".strip(),
+                    f"{origin['env']} v{origin['version']}" if origin else "-",
+                )
+            )
+    _print_table(rows)
+    replica_rows: list[tuple[str, ...]] = [("ENV", "MODEL", "REPLICA", "SERVING", "STATE", "REASON")]
+    for name, body in report.items():
+        for s in body["models"]:
+            for key, r in s["replicas"].items():
+                replica_rows.append(
+                    (name, s["model"], key, ",".join(map(str, r["serving"])) or "-", r["state"], r["error"] or "")
+                )
+    if len(replica_rows) > 1:
+        print()
+        _print_table(replica_rows)
+    _print_canaries(report)
+    if any(s["pin_served"] is False for body in report.values() for s in body["models"]):
+        print(
+            "PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving "
+            "what they had)"
+        )
+    if any(s["incomplete"] for body in report.values() for s in body["models"]):
+        print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
+    label = {"yes": "yes", "no": "NO", "exempt": "exempt", "unknown": "?"}
+    details: list[tuple[str, ...]] = [
+        ("ENV", "MODEL", "VERSION", "TORCH", "LOADABLE (Triton image of each environment)")
+    ]
+    for name, body in report.items():
+        for s in body["models"]:
+            for d in s["version_details"]:
+                pinned = "*" if d["version"] == s["pinned"] else ""
+                loads = " ".join(f"{env}={label[v]}" for env, v in d["loadable"].items())
+                details.append((name, s["model"], f"{d['version']}{pinned}", d["torch_version"] or "-", loads))
+    if len(details) > 1:
+        print()
+        _print_table(details)
+        print("VERSION* = pinned; NO = exported with a newer torch than the image's LibTorch (exit 7 on push/promote)")
+    _print_gpu_memory(report)
