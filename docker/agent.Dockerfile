@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The repository agent (model_sync agent): init container (--once) and sidecar of every Triton pod.
 # Build from the repository root:  docker build -f docker/agent.Dockerfile -t triton-platform/model-sync-agent:0.1.0 .
-# Invariants checked by tests/model_sync/test_agent_image.py: pinned base, USER 1000, no torch,
+# Invariants checked by tests/model_sync/agent/test_image.py: pinned base, USER 1000, no torch,
 # ENTRYPOINT == model_sync.agent.AGENT_COMMAND (what the tests run).
 
 # The official image by tag AND digest: the tag says what it is, the digest is what is pulled (a

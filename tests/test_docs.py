@@ -87,3 +87,15 @@ def test_every_source_file_the_docs_name_exists() -> None:
     named = [(doc, m.group(1)) for doc in docs for m in PY_REF.finditer((ROOT / doc).read_text())]
     assert len(named) > 50  # the docs name the modules they describe (the check has something to check)
     assert [f"{doc}: {path}" for doc, path in named if path not in known and not path.startswith(GENERATED)] == []
+
+
+def test_no_test_cites_a_tracker_issue() -> None:
+    """A test's docstring and comments say what it protects: an issue number is nothing a reader of
+    the repository can open."""
+    cited = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\b[Ii]ssue \d+", line)
+    ]
+    assert cited == []

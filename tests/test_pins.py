@@ -1,4 +1,4 @@
-"""Supply chain (issue 21): the five pin files are pip-compile's hashed output and are installed
+"""Supply chain: the five pin files are pip-compile's hashed output and are installed
 with hash checking. Every entry is `name==version` with at least one sha256; requirements.txt
 (what `pulumi up` installs) is the whole closure of the program's dependencies, as the installed
 distributions' metadata declares it, at requirements-dev.txt's versions; the Makefile installs
@@ -192,7 +192,7 @@ def test_the_makefile_installs_every_virtualenv_with_require_hashes() -> None:
     assert any("--no-deps" in ln and " -e ." in ln and "--require-hashes" not in ln for ln in dry.splitlines())
 
 
-# ---- the checks catch what they are for (the files before issue 21 failed each) --------
+# ---- the checks catch what they are for (each fails on the files it guards against) --------
 
 UNHASHED = "# header\npulumi==3.272.0\npyyaml==6.0.3\n"
 HASHED = "pyyaml==6.0.3 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via -r requirements.in\n"

@@ -11,7 +11,7 @@ Both answer `mark()` (the start of a window) and `figures(mark, versions)` (each
 `Figures` since then), so model_sync.canary.analysis judges them alike. Errors are what Triton
 counts in nv_inference_request_failure: a failed execution (an exception in a python model, a
 backend error), not a python model's per-request error *response*, which Triton 2.51 counts as a
-success (measured: tests/model_sync/test_canary_metrics.py). Counters are summed over
+success (measured: tests/model_sync/canary/test_metrics.py). Counters are summed over
 replicas (a replica's counter that went down restarted: its new value counts); p99 and p95 are the
 highest replica's (Triton's summaries cannot be merged). A replica endpoint that stops answering
 is left out of the scrape and named in a warning (once, and once more when it answers again).

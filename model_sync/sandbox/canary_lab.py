@@ -1,5 +1,5 @@
 """A gray release on this machine (`CanaryLab`): the real local stack of docs/architecture.md#gray-release,
-shared by the e2e scenarios (tests/model_sync/test_canary_e2e.py), the benchmark (bench/canary/run.py)
+shared by the e2e scenarios (tests/model_sync/canary/test_e2e.py), the benchmark (bench/canary/run.py)
 and what they measure. Nothing is faked:
 
 - one local S3 server (model_sync.sandbox.s3server.MotoS3Server: moto, atomic overwrites, enforced

@@ -94,7 +94,7 @@ def test_perf_analyzer_csv_microseconds_to_ms() -> None:
 
 
 def test_committed_result_is_valid_and_its_summary_is_recomputed_from_its_points() -> None:
-    """The committed run meets issue 8's speedup and NOT issue 20's 85 % of the raw limit (the python
+    """The committed run meets the speedup target and NOT the 85 % of the raw limit (the python
     backend's bound: docs/gpu-benchmark.md); the recorded summary is what its points give."""
     doc = json.loads(RESULT.read_text())
     stats.validate_result(doc)

@@ -300,7 +300,7 @@ def test_model_listed_twice() -> None:
     "cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2"], ["16.0.0.0/7"]]
 )
 def test_world_open_endpoint_refused_by_default(cidrs: list[str]) -> None:
-    """Issue 15: judged by the union of the CIDRs, not their spelling."""
+    """judged by the union of the CIDRs, not their spelling."""
     cfg = raw("dev")
     cfg[K + "clusterEndpointPublicAccessCidrs"] = cidrs
     fails(
@@ -718,7 +718,7 @@ def test_triton_image_reaches_the_pods_and_the_export(any_stack: Run) -> None:
 
 
 def test_a_name_given_twice_in_the_yaml_maps_is_refused_not_kept_last() -> None:
-    """Issue 15: in staging a second `gpu-l4:` entry (spot, minSize 0) silently replaced the
+    """in staging a second `gpu-l4:` entry (spot, minSize 0) silently replaced the
     on-demand one; YAML keeps the last copy, the stack model refuses it."""
     # The older spelling, a string holding the YAML mapping: the stack model refuses the copy.
     cfg = stack_file("staging")
@@ -787,7 +787,7 @@ def test_structured_maps_are_edited_with_config_set_path() -> None:
     ("devices", "prod", True),
 ])  # fmt: skip
 def test_a_stack_named_after_another_environment_is_refused(stack: str, environment: str, ok: bool) -> None:
-    """Issue 15: a stack called `dev` whose file says `environment: prod` was accepted."""
+    """a stack called `dev` whose file says `environment: prod` was accepted."""
     cfg = raw(environment)
     if ok:
         assert sc.parse(cfg, stack).environment == environment
@@ -802,7 +802,7 @@ def test_a_stack_named_after_another_environment_is_refused(stack: str, environm
         sc.parse(cfg, stack)
 
 
-# ---- issue 15: every rule a component enforces is a rule of the stack model ------------------
+# ---- every rule a component enforces is a rule of the stack model ------------------
 
 
 def test_config_error_is_a_run_error() -> None:
@@ -931,7 +931,7 @@ def test_a_plaintext_secret_is_refused_and_the_fix_named() -> None:
     assert run_program("prod", {K + "alertmanagerSlackWebhookUrl": {"secure": "v1:AAAA"}}).resources
 
 
-# ---- issue 15: a replica that cannot fit its node group is a config error ---------------------
+# ---- a replica that cannot fit its node group is a config error ---------------------
 
 
 @pytest.mark.parametrize(

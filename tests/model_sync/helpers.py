@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from model_sync.agent.settings import AgentSettings
 from model_sync.cli import main
 from model_sync.contract import layout
 from model_sync.records import codec
@@ -153,3 +154,16 @@ def gpu_config(path: Path, server: S3Server, envs: dict[str, str], gpus: dict[st
             doc["environments"][name]["tritonGpus"] = value
     path.write_text(yaml.safe_dump(doc))
     return str(path)
+
+
+def settings_on(tmp_path: Path, **overrides: object) -> AgentSettings:
+    """An agent's settings on tmp_path (its pod disk and staging), `overrides` applied."""
+    base: dict[str, object] = {
+        "root": layout.Root("models-test"),
+        "repository": tmp_path / "models",
+        "staging": tmp_path / ".models.staging",
+        "deployment": "default",
+        "replica": "replica-0",
+    }
+    base.update(overrides)
+    return AgentSettings(**base)  # type: ignore[arg-type]

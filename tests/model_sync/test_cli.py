@@ -1,4 +1,4 @@
-"""The CLI's help text as users read it (issue 17, item 10): `model-sync COMMAND --help`."""
+"""The CLI's help text as users read it: `model-sync COMMAND --help`."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def test_pulumi_stack_outputs(tmp_path, monkeypatch) -> None:
 
 
 def test_pulumi_stack_outputs_of_the_real_program(tmp_path, monkeypatch, prod) -> None:
-    """Issue 17, item 14: what __main__.py really exports (the recorded prod run under mocks, as
+    """what __main__.py really exports (the recorded prod run under mocks, as
     `pulumi stack output --json` prints it) fills the environment: root, region, both Triton
     endpoints and the image."""
     import json

@@ -1,4 +1,4 @@
-"""Issue 21, delivery that works on day one, checked on the workflow files and by running their
+"""Delivery that works on day one, checked on the workflow files and by running their
 scripts: previews that succeed for the read-only identity and always post one comment per stack
 (cloud diff + offline render), the prod approval after a preview of the same commit and a
 refusal when the stack changed in between, a deploy refusing any commit but the newest on main,
@@ -680,7 +680,7 @@ def test_the_agent_image_build_is_reproducible() -> None:
 
 
 def test_every_pip_install_in_ci_checks_hashes() -> None:
-    """Issue 21: CI installs only hashed pins (`--require-hashes -r <hashed file>`); the project
+    """CI installs only hashed pins (`--require-hashes -r <hashed file>`); the project
     itself goes in with `--no-deps` (pip refuses an editable under hash checking)."""
     seen = 0
     for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):

@@ -286,7 +286,7 @@ def test_a_job_moved_to_another_environment_or_workflow_loses_its_role(roles: Ro
     assert matrix(roles, [other_file], GITHUB_SUB_CLAIM_KEYS, {MAIN}) == {up_dev.label: []}
 
 
-# ---- today's main, for contrast: the checker finds what issue 15 reported --------------------
+# ---- today's main, for contrast: the checker finds what it was written for --------------------
 
 # The trust documents the program recorded before this change (one subject list per role) ...
 _SUB = "token.actions.githubusercontent.com:sub"

@@ -27,7 +27,7 @@ from tests.model_sync.helpers import (
 )
 from tests.support.s3_servers import S3Server, aws_environ
 
-DOC_TEXT = " ".join((Path(__file__).resolve().parents[2] / "docs" / "model-sync.md").read_text().split())
+DOC_TEXT = " ".join((Path(__file__).resolve().parents[3] / "docs" / "model-sync.md").read_text().split())
 NOT_CHECKED = (
     "gpu memory: not checked in staging: the environment does not name its GPUs (tritonGpus in model-sync.yaml or "
     "the stack output)"
@@ -155,7 +155,7 @@ def test_repository_directory_pushes_every_model_under_a_prefix(tmp_path, capsys
     for name in names:
         assert pinned_version(moto_s3, s3_bucket, name, prefix="team-a/models") == 1
     assert all(k.startswith("team-a/models/") for k in moto_s3.keys(s3_bucket))
-    # Issue 17, item 13: the conditional-write probe runs once per run (3 writes), not once per worker.
+    # the conditional-write probe runs once per run (3 writes), not once per worker.
     probes = [
         q
         for q in moto_s3.requests()[before:]
@@ -392,7 +392,7 @@ def _link_model_dir_in_repository(model: Path) -> None:
 def test_symlinked_version_dir_config_or_model_dir_is_refused(
     tmp_path, capsys, moto_s3, s3_bucket, cfg, make, target, message
 ) -> None:
-    """Issue 17, item 3: a symlink would publish (and pin) whatever it points at."""
+    """a symlink would publish (and pin) whatever it points at."""
     model = python_model(tmp_path / "m", "simple")
     make(model)
     r = run_cli(capsys, "push", str(tmp_path / target), "--env", "staging", "--config", cfg)

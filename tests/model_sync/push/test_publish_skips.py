@@ -1,4 +1,4 @@
-"""Fast `push` (issue 5 benchmark targets) without weaker guarantees, against a real moto_server:
+"""Fast `push` (the push benchmark's targets) without weaker guarantees, against a real moto_server:
 one GET per pin for a repository no-op (never a listing of every version's files), the local pin cache (keyed by the
 pin's ETag + LastModified, never trusted
 for more than skipping), the local hash cache (keyed by size/mtime/ctime/inode/device), a stale

@@ -1,8 +1,8 @@
 """model_sync/sandbox/traffic.py: the round-robin client traffic and its summaries. Summaries are
 checked on records written out by hand (what the threads record); the threads on loopback ports
 where nothing listens (every request refused: failure records, never an exception). Traffic over
-real tritonservers: tests/model_sync/test_local_fleet.py (two replicas) and
-tests/model_sync/test_local_canary_models.py (each canary model kind)."""
+real tritonservers: tests/model_sync/sandbox/test_fleet.py (two replicas) and
+tests/model_sync/sandbox/test_canary_models.py (each canary model kind)."""
 
 from __future__ import annotations
 

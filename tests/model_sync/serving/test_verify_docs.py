@@ -13,7 +13,7 @@ import pytest
 
 from model_sync.cli import build_parser
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 PREFIX = re.compile(r"^(?:\$\s+)?(?:\.venv/bin/)?(?:model-sync|python -m model_sync)\s+(?!\.)")
 
 

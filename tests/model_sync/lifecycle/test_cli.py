@@ -55,7 +55,7 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
     r = run_cli(capsys, *promote_args("simple", 1, cfg))
     assert (r.code, "simple 1 is not pinned in staging (pinned: 2)" in r.err) == (4, True)
     r = run_cli(capsys, *promote_args("simple", 99, cfg))
-    assert (r.code, "version: simple 99 does not exist in staging" in r.err) == (3, True), r.err  # issue 17, item 11
+    assert (r.code, "version: simple 99 does not exist in staging" in r.err) == (3, True), r.err
     _verify_record(moto_s3, staging, 2, passed=False)
     r = run_cli(capsys, *promote_args("simple", 2, cfg))
     assert (r.code, "FAILED in staging" in r.err) == (4, True)
@@ -86,7 +86,7 @@ def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path
 def test_verification_attempts_are_appended_and_the_gate_reads_the_latest_pinned_one(
     tmp_path, capsys, moto_s3, envs
 ) -> None:
-    """Issue 17, item 4: verifying a version while it is not pinned never replaces the evidence of
+    """verifying a version while it is not pinned never replaces the evidence of
     an earlier pinned attempt; the latest attempt made while pinned decides."""
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
@@ -128,7 +128,7 @@ def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs)
     assert "checksum: s3://" in r.err
     assert "nothing was pinned" in r.err
     assert pinned_version(moto_s3, prod, "simple") is None
-    # Issue 17, item 7: the failed promote removed what it copied; only the allocation stays.
+    # the failed promote removed what it copied; only the allocation stays.
     assert moto_s3.keys(prod, "repository/") == []
     assert moto_s3.keys(prod, "manifests/") == []
     assert moto_s3.keys(prod, "audit/allocations/simple/") == ["audit/allocations/simple/1.json"]
@@ -220,7 +220,7 @@ def test_prune_keeps_newest_pinned_and_previous_pin(tmp_path, capsys, moto_s3, e
 def test_status_offers_and_rollback_takes_only_versions_that_still_exist_after_prune(
     tmp_path, capsys, moto_s3, envs
 ) -> None:
-    """Issue 17, item 6: pins 1 -> 2 -> 3 -> 4, prune --keep 1 keeps 4 and 3 (the rollback
+    """pins 1 -> 2 -> 3 -> 4, prune --keep 1 keeps 4 and 3 (the rollback
     target); after a rollback to 3 the older pins 1 and 2 are gone, so status offers no PREVIOUS
     and rollback refuses in one line (it used to offer 2 and fail with exit 3)."""
     cfg, staging, _ = envs
@@ -274,7 +274,7 @@ def _on_a_terminal(cfg: str, answer: bytes, *argv: str) -> tuple[int, str]:
 
 
 def test_rollback_and_prune_on_prod_ask_first_and_ci_passes_yes(tmp_path, capsys, moto_s3, envs) -> None:
-    """Issue 17, item 9: on prod, rollback and prune ask on a terminal; without one they refuse
+    """on prod, rollback and prune ask on a terminal; without one they refuse
     (exit 2) unless --yes; --dry-run never asks."""
     cfg, _, prod = envs
     for content in ("p1", "p2", "p3", "p4"):
@@ -308,7 +308,7 @@ def test_rollback_and_prune_on_prod_ask_first_and_ci_passes_yes(tmp_path, capsys
 def test_prune_removes_stale_incomplete_versions_and_unfinished_uploads_but_never_counts_them(
     tmp_path, capsys, rclone_s3, aws_env
 ) -> None:
-    """Issue 17, item 7: an interrupted push's version (files, no manifest) is not one of the K
+    """an interrupted push's version (files, no manifest) is not one of the K
     kept; it and an unfinished multipart upload are removed once older than --stale-hours, and
     left alone while younger (a push may still be writing them). On rclone: moto 5.2.5 reports
     every multipart upload as initiated in 2010."""

@@ -2,7 +2,7 @@
 server processes: moto_server (enforces If-None-Match / If-Match, not signatures) and `rclone serve
 s3` (verifies signatures and keys, ignores conditional headers). Neither checks a client-sent
 checksum against the body (AWS S3 does), so that rejection is tested on botocore's error type only
-(tests/model_sync/test_push.py)."""
+(tests/model_sync/push/test_publish.py)."""
 
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ def test_refused_connection_names_the_root_cause(monkeypatch: pytest.MonkeyPatch
 def test_a_web_server_answering_404_is_not_s3_not_a_missing_object(
     tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 17, item 11: an endpoint that is not S3 used to read as "audit/.conditional-write-probe
+    """an endpoint that is not S3 used to read as "audit/.conditional-write-probe
     does not exist" (exit 3); it is an endpoint error (exit 5) naming the endpoint."""
     from tests.model_sync.helpers import python_model, run_cli
     from tests.support.relays import NotFoundEverywhere

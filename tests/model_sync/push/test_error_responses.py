@@ -1,6 +1,6 @@
 """model_sync/push/error_responses.py: which InferenceResponse calls of a model.py answer with an error
 (Triton counts those as successes), read from the syntax tree, and the one warning line push prints
-for a model (tests/model_sync/test_push.py runs it through a real push)."""
+for a model (tests/model_sync/push/test_publish.py runs it through a real push)."""
 
 from __future__ import annotations
 

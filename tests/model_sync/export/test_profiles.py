@@ -14,7 +14,7 @@ from model_sync.export import profiles
 from model_sync.triton_model import model_config
 from tests.model_sync.helpers import run_cli
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results"
 FACTORY = textwrap.dedent(
     """
     import torch

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from model_sync.agent import AGENT_COMMAND
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = ROOT / "docker" / "agent.Dockerfile"
 REQUIREMENTS = ROOT / "docker" / "agent-requirements.txt"
 
@@ -41,7 +41,7 @@ def test_parser_reads_continuations_and_skips_comments() -> None:
 
 
 def test_base_image_is_pinned_to_an_exact_slim_tag_and_its_digest() -> None:
-    """A tag alone can be rebuilt under the same name: the digest is what is pulled (issue 21)."""
+    """A tag alone can be rebuilt under the same name: the digest is what is pulled."""
     froms = [a for op, a in instructions(DOCKERFILE.read_text()) if op == "FROM"]
     assert len(froms) == 1
     image = froms[0]

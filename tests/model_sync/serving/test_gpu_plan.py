@@ -28,7 +28,7 @@ def _need(model: str, bytes_per_instance: int | None, *groups: dict) -> Need:
 
 
 def test_the_docs_state_the_allowance_and_the_headroom_the_planner_uses() -> None:
-    doc = " ".join((Path(__file__).resolve().parents[2] / "docs" / "model-sync.md").read_text().split())
+    doc = " ".join((Path(__file__).resolve().parents[3] / "docs" / "model-sync.md").read_text().split())
     assert f"`CUDA_CONTEXT_BYTES`, {CUDA_CONTEXT_BYTES // MIB} MiB, measured on an H200" in doc
     assert f"`HEADROOM` ({HEADROOM:.0%})".replace("%", " %") in doc
 

@@ -1,4 +1,4 @@
-"""Version alignment (issue 10): never publish a TorchScript model the target Triton cannot load.
+"""Version alignment: never publish a TorchScript model the target Triton cannot load.
 
 Unit rules of model_sync/contract/compat.py, the stacks' pinned image against its table, and push /
 promote / status against a real moto_server with models REALLY exported by the installed torch
@@ -495,7 +495,7 @@ def test_promote_checks_the_target_image_and_status_shows_it(
 
 
 def test_exit_codes_table_in_the_docs_matches_errors() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "model-sync.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "model-sync.md").read_text()
     documented = {int(m) for m in re.findall(r"^\| (\d) \|", doc, re.M)}
     assert documented == set(errors.EXIT_CODES)
     assert "| 7 | incompatible:" in doc

@@ -91,7 +91,7 @@ def test_export_local_round_trip(factories, capsys) -> None:
         "--target", "local", "--preferred-batch-size", "4", "--max-queue-delay-us", "500",
     )  # fmt: skip
     assert r.code == 0, r.err
-    assert r.err == ""  # torch's TorchScript deprecation notice is not repeated on every export (issue 17, item 15)
+    assert r.err == ""  # torch's TorchScript deprecation notice is not repeated on every export
     d = factories / "two"
     assert sorted(p.name for p in (d / "1").iterdir()) == ["model.pt", "model.py"]
     cfg = model_config.read_file(str(d / "config.pbtxt"))

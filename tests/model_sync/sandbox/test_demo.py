@@ -16,7 +16,7 @@ import yaml
 
 from model_sync.sandbox import runtime
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_fetch_wheel_rejects_a_wheel_whose_sha256_differs_from_the_pin(tmp_path: Path) -> None:

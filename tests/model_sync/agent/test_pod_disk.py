@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from model_sync import agent as ag
 from model_sync.agent.exceptions import Abandoned, AgentError
 from model_sync.agent.pod_disk import LocalRepository, atomic_write, local_versions, read_local_pin
 from model_sync.contract import layout
+from tests.model_sync.helpers import settings_on
 from tests.support.triton import pinned_config
 
 
@@ -177,3 +179,51 @@ def test_atomic_write_replaces_the_target_and_leaves_no_temp_file(tmp_path: Path
     assert target.read_bytes() == b"two\n"
     assert list(scratch.iterdir()) == []
     assert [p.name for p in target.parent.iterdir()] == ["config.pbtxt"]
+
+
+def test_atomic_write_replaces_the_file_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "repo" / "config.pbtxt"
+    target.parent.mkdir()
+    target.write_text("old")
+    ag.atomic_write(target, b"new", tmp_path / "staging")
+    assert target.read_text() == "new"
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_prepare_discards_leftovers_and_locks_the_staging_area(tmp_path: Path) -> None:
+    s = settings_on(tmp_path)
+    (s.staging / "add.2.123.456").mkdir(parents=True)
+    (s.staging / "add.2.123.456" / "weights.bin").write_bytes(b"partial")
+    first = ag.RepositoryAgent(s, s3=None)  # type: ignore[arg-type]
+    first.prepare()
+    assert list(s.staging.iterdir()) == []
+    second = ag.RepositoryAgent(s, s3=None)  # type: ignore[arg-type]
+    with pytest.raises(
+        ag.AgentError, match=r"^staging: .* is locked by another agent; allowed: one agent per repository$"
+    ):
+        second.prepare()
+    first.close()
+    second.prepare()
+    second.close()
+
+
+def test_prepare_adopts_models_already_in_place(tmp_path: Path) -> None:
+    s = settings_on(tmp_path)
+    (s.repository / "add" / "3").mkdir(parents=True)
+    (s.repository / "add" / "config.pbtxt").write_text(pinned_config("add", 3))
+    a = ag.RepositoryAgent(s, s3=None, stop=threading.Event())  # type: ignore[arg-type]
+    a.prepare()
+    a.close()
+    doc = a.status_document()
+    assert doc["models"]["add"]["serving"] == [3]
+    assert doc["models"]["add"]["state"] == ag.PLACED
+    assert doc["models"]["add"]["local_versions"] == [3]
+    assert doc["schema"] == ag.STATUS_SCHEMA
+    assert doc["deployment"] == "default"
+    assert doc["replica"] == "replica-0"
+
+
+def test_precompile_writes_pycache_before_the_version_is_visible(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text("X = 1\n")
+    ag._precompile_python(tmp_path)
+    assert next(p.name for p in (tmp_path / "__pycache__").iterdir()).startswith("model.")

@@ -13,7 +13,7 @@ from model_sync.records import canary_record
 from model_sync.s3 import clients
 from model_sync.s3.bucket import Repo
 from tests.model_sync.helpers import python_model, run_cli, write_config
-from tests.model_sync.test_canary_record import _doc, _repo
+from tests.model_sync.records.test_canary_record import _doc, _repo
 from tests.support.s3_servers import S3Server
 
 

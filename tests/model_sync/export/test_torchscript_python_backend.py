@@ -26,7 +26,7 @@ from tests.model_sync.helpers import run_cli, write_config
 from tests.support.s3_servers import S3Server
 from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
-WRAPPER = Path(__file__).resolve().parents[2] / "model_sync" / "export" / "torchscript_python_backend.py"
+WRAPPER = Path(__file__).resolve().parents[3] / "model_sync" / "export" / "torchscript_python_backend.py"
 FACTORY = textwrap.dedent(
     """
     import torch

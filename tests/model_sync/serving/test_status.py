@@ -20,7 +20,7 @@ from tests.model_sync.helpers import (
     python_model,
     run_cli,
 )
-from tests.model_sync.test_replicas import _report, two_versions
+from tests.model_sync.serving.test_replicas import _report, two_versions
 
 
 @pytest.fixture

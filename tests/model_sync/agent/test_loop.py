@@ -1,5 +1,6 @@
-"""Unit tests of the agent's pure parts: settings validation, pin parsing, backoff, staging
-safety, status document. The S3/Triton behaviour is in test_agent_e2e.py (real servers)."""
+"""model_sync.agent.loop and the `agent` command: backoff, the CLI's options and exit codes, and the
+loop against a real S3 server (access denied, unclassified errors, the pin index, backend files).
+The agent with a real tritonserver is in tests/model_sync/agent/test_e2e.py."""
 
 from __future__ import annotations
 
@@ -14,96 +15,8 @@ from model_sync import agent as ag
 from model_sync.cli import build_parser
 from model_sync.commands import agent as agent_cmd
 from model_sync.contract import layout
+from tests.model_sync.helpers import settings_on
 from tests.support.triton import pinned_config
-
-
-def settings(tmp_path: Path, **overrides: object) -> ag.AgentSettings:
-    base: dict[str, object] = {
-        "root": layout.Root("models-test"),
-        "repository": tmp_path / "models",
-        "staging": tmp_path / ".models.staging",
-        "deployment": "default",
-        "replica": "replica-0",
-    }
-    base.update(overrides)
-    return ag.AgentSettings(**base)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("overrides", "match"),
-    [
-        ({"interval": 0}, r"^interval: 0; allowed: a number of seconds > 0$"),
-        ({"interval": True}, r"^interval: True; allowed"),
-        ({"ready_timeout": -1}, r"^ready_timeout: -1; allowed"),
-        ({"heartbeat": 0.0}, r"^heartbeat: 0.0; allowed"),
-        ({"backoff_max": "5"}, r"^backoff_max: '5'; allowed"),
-        ({"keep_versions": -1}, r"^keep_versions: -1; allowed: an integer >= 0$"),
-        ({"resync": 0}, r"^resync: 0; allowed: a number of seconds > 0$"),
-        (
-            {"triton_url": "127.0.0.1:8000"},
-            r"^triton_url: '127.0.0.1:8000'; allowed: http\(s\)://host:port without a path$",
-        ),
-        ({"triton_url": "http://h:8000/v2"}, r"^triton_url: .*allowed"),
-    ],
-)
-def test_settings_reject_bad_values(tmp_path: Path, overrides: dict[str, object], match: str) -> None:
-    with pytest.raises(ag.AgentError, match=match):
-        settings(tmp_path, **overrides)
-
-
-def test_staging_inside_or_equal_or_containing_the_repository_is_rejected(tmp_path: Path) -> None:
-    with pytest.raises(ag.AgentError, match=r"^staging: .*allowed: a directory outside the repository root"):
-        settings(tmp_path, staging=tmp_path / "models" / ".staging")
-    with pytest.raises(ag.AgentError, match=r"^staging: .*allowed: a directory outside the repository root"):
-        settings(tmp_path, staging=tmp_path / "models")
-    with pytest.raises(
-        ag.AgentError, match=r"^staging: .*allowed: a directory that does not contain the repository root"
-    ):
-        settings(tmp_path, staging=tmp_path)
-
-
-@pytest.mark.parametrize(
-    ("field", "value", "match"),
-    [("deployment", "Bad_Name", r"^deployment: 'Bad_Name'"), ("replica", "", r"^replica: ''")],
-)
-def test_status_names_must_be_dns_names(tmp_path: Path, field: str, value: str, match: str) -> None:
-    with pytest.raises(layout.LayoutError, match=match):
-        settings(tmp_path, **{field: value})
-
-
-def test_model_filter_names_are_validated(tmp_path: Path) -> None:
-    with pytest.raises(layout.LayoutError, match=r"^model name: '\.\./x'"):
-        settings(tmp_path, models=("../x",))
-
-
-def test_default_staging_is_a_hidden_sibling(tmp_path: Path) -> None:
-    assert ag.default_staging(tmp_path / "models") == tmp_path / ".models.staging"
-    settings(tmp_path, staging=ag.default_staging(tmp_path / "models"))  # accepted
-
-
-def test_default_replica_id_prefers_pod_name_and_is_dns_safe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POD_NAME", "Triton-Default_7f9c.X")
-    assert ag.default_replica_id() == "triton-default-7f9c.x"
-    monkeypatch.delenv("POD_NAME")
-    layout.status_key("default", ag.default_replica_id())  # hostname fallback is valid too
-
-
-def test_pinned_versions_reads_the_specific_policy() -> None:
-    assert ag.pinned_versions(pinned_config("add", 7)) == (7,)
-    assert ag.pinned_versions('name: "m"\nversion_policy { specific { versions: [3, 1] } }') == (1, 3)
-
-
-@pytest.mark.parametrize(
-    ("text", "match"),
-    [
-        ('name: "m"\nversion_policy { latest { num_versions: 1 } }', r"version_policy: not 'specific'"),
-        ('name: "m"', r"version_policy: not 'specific'"),
-        ('name: "m"\nversion_polcy { }', r"does not parse"),
-    ],
-)
-def test_pinned_versions_rejects_unpinned_or_invalid_configs(text: str, match: str) -> None:
-    with pytest.raises(ag.VersionRejected, match=match):
-        ag.pinned_versions(text)
 
 
 def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
@@ -112,54 +25,6 @@ def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
     assert highs == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
     assert lows == [h / 2 for h in highs]
     assert 15.0 <= ag.backoff_delay(10, 1.0, 30.0) <= 30.0
-
-
-def test_atomic_write_replaces_the_file_and_leaves_no_temp(tmp_path: Path) -> None:
-    target = tmp_path / "repo" / "config.pbtxt"
-    target.parent.mkdir()
-    target.write_text("old")
-    ag.atomic_write(target, b"new", tmp_path / "staging")
-    assert target.read_text() == "new"
-    assert list((tmp_path / "staging").iterdir()) == []
-
-
-def test_prepare_discards_leftovers_and_locks_the_staging_area(tmp_path: Path) -> None:
-    s = settings(tmp_path)
-    (s.staging / "add.2.123.456").mkdir(parents=True)
-    (s.staging / "add.2.123.456" / "weights.bin").write_bytes(b"partial")
-    first = ag.RepositoryAgent(s, s3=None)  # type: ignore[arg-type]
-    first.prepare()
-    assert list(s.staging.iterdir()) == []
-    second = ag.RepositoryAgent(s, s3=None)  # type: ignore[arg-type]
-    with pytest.raises(
-        ag.AgentError, match=r"^staging: .* is locked by another agent; allowed: one agent per repository$"
-    ):
-        second.prepare()
-    first.close()
-    second.prepare()
-    second.close()
-
-
-def test_prepare_adopts_models_already_in_place(tmp_path: Path) -> None:
-    s = settings(tmp_path)
-    (s.repository / "add" / "3").mkdir(parents=True)
-    (s.repository / "add" / "config.pbtxt").write_text(pinned_config("add", 3))
-    a = ag.RepositoryAgent(s, s3=None, stop=threading.Event())  # type: ignore[arg-type]
-    a.prepare()
-    a.close()
-    doc = a.status_document()
-    assert doc["models"]["add"]["serving"] == [3]
-    assert doc["models"]["add"]["state"] == ag.PLACED
-    assert doc["models"]["add"]["local_versions"] == [3]
-    assert doc["schema"] == ag.STATUS_SCHEMA
-    assert doc["deployment"] == "default"
-    assert doc["replica"] == "replica-0"
-
-
-def test_precompile_writes_pycache_before_the_version_is_visible(tmp_path: Path) -> None:
-    (tmp_path / "model.py").write_text("X = 1\n")
-    ag._precompile_python(tmp_path)
-    assert next(p.name for p in (tmp_path / "__pycache__").iterdir()).startswith("model.")
 
 
 def test_cli_parses_agent_options_and_rejects_bad_header(tmp_path: Path) -> None:
@@ -259,7 +124,7 @@ def _repo(server: object, bucket: str, key: str, secret: str) -> object:
 
 
 def _adopted(tmp_path: Path, bucket: str, **overrides: object) -> ag.AgentSettings:
-    s = settings(tmp_path, root=layout.Root(bucket), interval=0.05, backoff_max=0.1, heartbeat=0.05, **overrides)
+    s = settings_on(tmp_path, root=layout.Root(bucket), interval=0.05, backoff_max=0.1, heartbeat=0.05, **overrides)
     (s.repository / "add" / "3").mkdir(parents=True)
     (s.repository / "add" / "3" / "model.py").write_text("# serving\n")
     (s.repository / "add" / "config.pbtxt").write_text(pinned_config("add", 3))
@@ -388,7 +253,7 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
 def test_once_exit_code_places_what_verified_and_fails_only_when_nothing_is_placed(tmp_path: Path) -> None:
     from model_sync import errors
 
-    a = ag.RepositoryAgent(settings(tmp_path), s3=None)  # type: ignore[arg-type]
+    a = ag.RepositoryAgent(settings_on(tmp_path), s3=None)  # type: ignore[arg-type]
     assert a.once_exit_code() == errors.OK  # nothing pinned yet: Triton starts empty
     a.models["good"] = ag.ModelState(pin_text="x", pinned=(1,), serving=(1,), state=ag.PLACED)
     a.models["bad"] = ag.ModelState(pin_text="y", pinned=(2,), state=ag.FAILED, error="version 2 rejected")
@@ -437,7 +302,7 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
         "us-east-1",
     )
     agent = ag.RepositoryAgent(
-        settings(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0),
+        settings_on(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0),
         Repo(env, clients.AGENT),
     )
     agent.prepare()

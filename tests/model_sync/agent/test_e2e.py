@@ -86,7 +86,7 @@ def test_publish_second_version_and_rollback_are_served_without_failed_requests(
     assert record["smoke_inference"] is True
     assert record["evidence"] == "replica-smoke+direct-http-grpc"
     assert (record["pinned"], record["checks"]) == (True, {"replicas": "passed", "http": "passed", "grpc": "passed"})
-    # An HTTP endpoint without a gRPC one: gRPC is "not run", never "failed" (issue 17, item 4).
+    # An HTTP endpoint without a gRPC one: gRPC is "not run", never "failed".
     rc, out = serving.cli("verify", "add", "--env", "test", "--model-version", "1")
     assert rc == 0, out
     assert "checks: replicas passed, http passed, grpc not run" in out
@@ -329,7 +329,7 @@ def test_once_places_pins_without_triton_then_sidecar_confirms(serving: Serving)
 
 
 def test_a_version_without_its_backends_files_never_reaches_a_running_triton(serving: Serving) -> None:
-    """Issue 17, item 1, on a running replica: a manifest written past `push` lists only model.pt
+    """On a running replica: a manifest written past `push` lists only model.pt
     for the python-backend `add`. tritonserver 2.51 would stay LOADING on it and its poller would
     stop, so a good push of another model would never load. The agent refuses the version before
     a byte reaches Triton: `add` keeps serving 1 under load, `other` loads, and `status` says why."""
@@ -425,7 +425,7 @@ def test_new_model_failing_to_load_is_removed_and_the_replica_stays_ready(servin
 
 
 def test_pins_of_one_pass_are_all_placed_before_any_is_confirmed(serving: Serving) -> None:
-    """Issue 17, item 2: Triton loads the models of one pass concurrently. Every pin the pass saw is
+    """Triton loads the models of one pass concurrently. Every pin the pass saw is
     placed and pinned locally before the agent waits for the first READY (it used to place, wait
     and confirm one model after another); one model failing among them is rolled back alone."""
     names = ["m0", "m1", "m2", "m3"]
@@ -455,7 +455,7 @@ def test_pins_of_one_pass_are_all_placed_before_any_is_confirmed(serving: Servin
 
 
 def test_push_and_rollback_wait_for_every_replica_and_say_what_they_did_in_json(serving: Serving) -> None:
-    """Issue 17, item 8: `push --output json` prints the version it allocated; `--wait` returns
+    """`push --output json` prints the version it allocated; `--wait` returns
     once every replica serves it READY, or fails (exit 6) naming the replica that does not."""
     from tests.support.triton import ADD_CONFIG, add_model_files
 
