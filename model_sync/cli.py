@@ -1,7 +1,8 @@
 """`model-sync`: one module per command under model_sync/commands/<name>.py, each exposing
 `register(subparsers)` (adds its parser, whose default `func` is `run`) and `run(args) -> int`
-(the exit code; model_sync.errors): options, and one call of the library module that does the work.
-Add a command by appending its module name to COMMANDS.
+(the exit code; model_sync.errors): options, and one call of `command(...)` in the library module
+that does the work (`push` -> model_sync.push.publish.command, `canary` -> model_sync.canary.launch.command,
+`agent` -> model_sync.agent.loop.command, ...). Add a command by appending its module name to COMMANDS.
 
 Failures print ONE line to stderr, `model-sync: <what>: <bad value>; <allowed>`, and exit with
 the documented code (model_sync/errors.py). MODEL_SYNC_DEBUG=1 prints the traceback of

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
     from model_sync.agent.loads import Loads as Loads
     from model_sync.agent.loop import RepositoryAgent as RepositoryAgent
     from model_sync.agent.loop import backoff_delay as backoff_delay
-    from model_sync.agent.loop import serve as serve
+    from model_sync.agent.loop import command as command
     from model_sync.agent.pins import backend_files as backend_files
     from model_sync.agent.pins import pinned_versions as pinned_versions
     from model_sync.agent.pod_disk import LocalRepository as LocalRepository
@@ -65,7 +65,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     **{n: ("loads", n) for n in ("Load", "Loads")},
     **{n: ("pod_disk", n) for n in ("LocalRepository", "atomic_write", "local_versions", "read_local_pin")},
     "_precompile_python": ("pod_disk", "precompile_python"),
-    **{n: ("loop", n) for n in ("RepositoryAgent", "backoff_delay", "serve")},
+    **{n: ("loop", n) for n in ("RepositoryAgent", "backoff_delay", "command")},
     **{n: ("pins", n) for n in ("backend_files", "pinned_versions")},
     **{n: ("settings", n) for n in ("AgentSettings", "default_replica_id", "default_staging")},
     "ModelState": ("state", "ModelState"),

@@ -266,7 +266,7 @@ class RepositoryAgent:
         self.status.report(self.status_document(), force)
 
 
-def serve(settings: AgentSettings, repo: Repo, once: bool) -> int:
+def command(settings: AgentSettings, repo: Repo, once: bool) -> int:
     """`model-sync agent`: run the agent until SIGTERM/SIGINT (or one pass with `once`); the exit code."""
     stop = threading.Event()
 

@@ -70,7 +70,7 @@ def gray_release(
         ) from None
 
 
-def canary_command(
+def command(
     model: str,
     version: int | None,
     resolve: Callable[[], Environment],

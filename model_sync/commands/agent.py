@@ -175,7 +175,7 @@ def build_settings(args: argparse.Namespace, env: Any) -> AgentSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync.agent.loop import serve
+    from model_sync.agent import loop
     from model_sync.s3 import clients
     from model_sync.s3.bucket import Repo
 
@@ -185,6 +185,6 @@ def run(args: argparse.Namespace) -> int:
     env = _common.resolve(args)
     settings = build_settings(args, env)
     try:
-        return serve(settings, Repo(env, clients.AGENT), once=args.once)
+        return loop.command(settings, Repo(env, clients.AGENT), once=args.once)
     except AgentError as e:
         raise errors.usage(str(e)) from None

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.canary import launch
 
     _common.check_names(args.model, version=args.version)
-    doc = launch.canary_command(args.model, args.version, lambda: _common.resolve(args), abort=args.abort,
+    doc = launch.command(args.model, args.version, lambda: _common.resolve(args), abort=args.abort,
                                         dry_run_only=args.dry_run, quiet=_common.quiet(args))  # fmt: skip
     _common.emit(args, doc)
     return errors.OK

@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         **preset,
     )
-    meta = torchscript.export(opts)
+    meta = torchscript.command(opts)
     Console(args.quiet).line(
         f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, "
         f"TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}"

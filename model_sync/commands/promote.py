@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.lifecycle import promote
 
     _common.check_names(args.model, version=args.version)
-    doc = promote.promote_command(
+    doc = promote.command(
         args.model, args.version, args.source, args.target, args.config, skip_verification=args.skip_verification,
         dry_run=args.dry_run,
         allow_version_skew=args.allow_version_skew, allow_local_target=args.allow_local_target,

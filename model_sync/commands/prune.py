@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.lifecycle import prune
 
     _common.check_names(args.model)
-    doc = prune.prune(args.model, lambda: _common.resolve(args), keep=args.keep, stale_hours=args.stale_hours,
+    doc = prune.command(args.model, lambda: _common.resolve(args), keep=args.keep, stale_hours=args.stale_hours,
                       dry_run=args.dry_run, quiet=_common.quiet(args),
                       confirm=lambda env, question: _common.confirm(args, env, question))  # fmt: skip
     _common.emit(args, doc)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     wait = (
         (lambda repo, model, version, console: _common.wait(args, repo, model, version, console)) if args.wait else None
     )
-    doc, failure = publish.push_directory(
+    doc, failure = publish.command(
         args.model_dir, args.name, lambda: _common.resolve(args), options, quiet=_common.quiet(args), wait=wait
     )
     _common.emit(args, doc)

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.lifecycle import rollback
 
     _common.check_names(args.model, version=args.to)
-    doc = rollback.rollback(args.model, args.to, lambda: _common.resolve(args), dry_run=args.dry_run,
+    doc = rollback.command(args.model, args.to, lambda: _common.resolve(args), dry_run=args.dry_run,
                             quiet=_common.quiet(args),
                             confirm=lambda env, question: _common.confirm(args, env, question),
                             wait=lambda repo, model, version, console: _common.wait(

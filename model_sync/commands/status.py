@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.serving import status
 
     _common.check_names(*args.models)
-    status.show(args.env, args.config, args.models, lambda name: _common.resolve(args, name), args.output)
+    status.command(args.env, args.config, args.models, lambda name: _common.resolve(args, name), args.output)
     return errors.OK

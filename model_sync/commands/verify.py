@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from model_sync.serving import verify
 
     _common.check_names(args.model, version=args.version)
-    doc, failure = verify.verify_command(
+    doc, failure = verify.command(
         args.model, args.version, lambda: _common.resolve(args), triton_url=args.triton_url, grpc_url=args.grpc_url,
         deployments=tuple(args.deployment),
         staleness=args.staleness, departed=args.departed, record_attempt=not args.no_record, quiet=_common.quiet(args),

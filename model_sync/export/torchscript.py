@@ -291,7 +291,7 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
     return cfg
 
 
-def export(opts: ExportOptions) -> dict[str, Any]:
+def command(opts: ExportOptions) -> dict[str, Any]:
     import torch
 
     dest = os.path.join(opts.output, opts.name)

@@ -373,7 +373,7 @@ def _end_gray_release(dst: Repo, model: str, version: int, by: str, console: Con
         )
 
 
-def promote_command(
+def command(
     model: str, version: int, source: str, target: str, config: str | None, *, skip_verification: bool, dry_run: bool,
     allow_version_skew: bool,
     allow_local_target: bool, quiet: bool, wait: Wait, canary: bool | None = None,

@@ -52,7 +52,7 @@ def delete(repo: Any, model: str, keys: list[str]) -> None:
         raise
 
 
-def prune(
+def command(
     model: str,
     resolve: Callable[[], Environment],
     *,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from model_sync.serving.replicas import Wait
 
 
-def rollback(
+def command(
     model: str,
     to: int | None,
     resolve: Callable[[], Environment],

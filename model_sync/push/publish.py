@@ -352,7 +352,7 @@ def push(
     return results
 
 
-def push_directory(
+def command(
     model_dir: str,
     name: str | None,
     resolve: Callable[[], Environment],

@@ -184,7 +184,7 @@ def _figures_cell(figures: dict[str, Any]) -> str:
     return f"canary {one(figures['canary'])} | stable {one(figures['stable'])}"
 
 
-def show(
+def command(
     env: str | None, config: str | None, models: list[str], resolve: Callable[[str], Environment], output: str
 ) -> None:
     """`model-sync status`: `models` (default: every model) of `env` (default: every environment

@@ -253,7 +253,7 @@ def default_grpc_url(http_url: str | None) -> str | None:
     return f"{m.group(1)}:8001" if m else None
 
 
-def verify_command(
+def command(
     model: str, version: int, resolve: Callable[[], Environment], *, triton_url: str | None, grpc_url: str | None,
     deployments: tuple[str, ...],
     staleness: float | None, departed: float | None, record_attempt: bool, quiet: bool,

@@ -222,7 +222,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("exported")
     try:
         for target in ("cloud", "local"):
-            torchscript.export(
+            torchscript.command(
                 torchscript.ExportOptions(
                     factory="compatfactory:build",
                     output=str(out),

@@ -36,7 +36,7 @@ def _promote(cfg: str, source: str = "staging", target: str = "prod", **kw: bool
         "canary": False,
         **kw,
     }
-    return promote.promote_command("simple", 1, source, target, cfg, quiet=True, wait=lambda *a: None, **flags)
+    return promote.command("simple", 1, source, target, cfg, quiet=True, wait=lambda *a: None, **flags)
 
 
 def test_promote_copies_pins_and_is_idempotent(tmp_path, capsys, moto_s3, aws_env) -> None:

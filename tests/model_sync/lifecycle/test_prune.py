@@ -38,7 +38,7 @@ def test_prune_deletes_old_versions_and_keeps_the_pin_and_the_previous_one(
         assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
     before = moto_s3.keys(bucket)
     asked: list[str] = []
-    doc = prune.prune("simple", lambda: environments.resolve("staging", cfg), keep=1, stale_hours=24.0,
+    doc = prune.command("simple", lambda: environments.resolve("staging", cfg), keep=1, stale_hours=24.0,
                       dry_run=dry_run, quiet=True,
                       confirm=lambda env, question: asked.append(question))  # fmt: skip
     assert doc == {

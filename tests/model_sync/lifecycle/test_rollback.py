@@ -25,7 +25,7 @@ def _rollback(cfg: str, to: int | None = None, dry_run: bool = False) -> dict:
     from model_sync.lifecycle import rollback
 
     asked: list[str] = []
-    doc = rollback.rollback("simple", to, lambda: environments.resolve("staging", cfg), dry_run=dry_run, quiet=True,
+    doc = rollback.command("simple", to, lambda: environments.resolve("staging", cfg), dry_run=dry_run, quiet=True,
                             confirm=lambda env, question: asked.append(question), wait=lambda *a: None)  # fmt: skip
     assert len(asked) == (0 if dry_run else 1)
     return doc
