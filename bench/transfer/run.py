@@ -331,7 +331,7 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
     from model_sync.contract import layout
     from model_sync.records import codec
     from model_sync.s3 import clients
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from model_sync.triton_model import model_config
     from tests.support.s3_servers import S3Server, aws_environ
     from tests.support.triton import upload_version
@@ -359,7 +359,7 @@ def agent_pass(work: Path, models: int, versions: int, passes: int) -> dict[str,
         settings = ag.AgentSettings(root=layout.Root(bucket), repository=work / "agent" / "models",
                                     staging=work / "agent" / ".staging",
                                     deployment="bench", replica="r0", heartbeat=1e9, resync=1e9)  # fmt: skip
-        agent = ag.RepositoryAgent(settings, Repo(env, clients.AGENT))
+        agent = ag.RepositoryAgent(settings, Bucket(env, clients.AGENT))
         agent.prepare()
 
         def one() -> list[str]:

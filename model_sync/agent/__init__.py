@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
     from model_sync.agent.bucket import AGENT_TRANSFER as AGENT_TRANSFER
     from model_sync.agent.bucket import CHANGED as CHANGED
     from model_sync.agent.bucket import DENIED_KINDS as DENIED_KINDS
-    from model_sync.agent.bucket import Bucket as Bucket
+    from model_sync.agent.bucket import AgentBucket as AgentBucket
     from model_sync.agent.exceptions import Abandoned as Abandoned
     from model_sync.agent.exceptions import AgentError as AgentError
     from model_sync.agent.exceptions import PassError as PassError
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
     from model_sync.agent.loop import command as command
     from model_sync.agent.pins import backend_files as backend_files
     from model_sync.agent.pins import pinned_versions as pinned_versions
-    from model_sync.agent.pod_disk import LocalRepository as LocalRepository
+    from model_sync.agent.pod_disk import PodDisk as PodDisk
     from model_sync.agent.pod_disk import atomic_write as atomic_write
     from model_sync.agent.pod_disk import local_versions as local_versions
     from model_sync.agent.pod_disk import precompile_python as _precompile_python  # noqa: F401
@@ -57,13 +57,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
 
 # name -> (module, attribute)
 _EXPORTS: dict[str, tuple[str, str]] = {
-    **{n: ("bucket", n) for n in ("AGENT_TRANSFER", "CHANGED", "DENIED_KINDS", "Bucket")},
+    **{n: ("bucket", n) for n in ("AGENT_TRANSFER", "CHANGED", "DENIED_KINDS", "AgentBucket")},
     **{
         n: ("exceptions", n)
         for n in ("Abandoned", "AgentError", "PassError", "S3AccessDenied", "S3Unavailable", "VersionRejected")
     },
     **{n: ("loads", n) for n in ("Load", "Loads")},
-    **{n: ("pod_disk", n) for n in ("LocalRepository", "atomic_write", "local_versions", "read_local_pin")},
+    **{n: ("pod_disk", n) for n in ("PodDisk", "atomic_write", "local_versions", "read_local_pin")},
     "_precompile_python": ("pod_disk", "precompile_python"),
     **{n: ("loop", n) for n in ("RepositoryAgent", "backoff_delay", "command")},
     **{n: ("pins", n) for n in ("backend_files", "pinned_versions")},

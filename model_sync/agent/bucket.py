@@ -21,7 +21,7 @@ from model_sync.agent.settings import AgentSettings
 from model_sync.contract import layout
 from model_sync.records import canary_record, codec
 from model_sync.s3 import transfer
-from model_sync.s3.bucket import NOT_MODIFIED, Repo, etag_of
+from model_sync.s3.bucket import NOT_MODIFIED, Bucket, etag_of
 from model_sync.s3.failures import Kind, translate
 
 # Files of at least 16 MiB come down in 16 MiB ranges, 16 at a time (bench/transfer).
@@ -42,10 +42,10 @@ def serving_error(what: str, err: errors.SyncError) -> Exception:
     return err
 
 
-class Bucket:
+class AgentBucket:
     """The environment's bucket as one agent reads it (and writes its status object)."""
 
-    def __init__(self, s3: Repo, settings: AgentSettings, stop: threading.Event) -> None:
+    def __init__(self, s3: Bucket, settings: AgentSettings, stop: threading.Event) -> None:
         self.s3 = s3
         self.settings = settings
         self.stop = stop
@@ -63,7 +63,7 @@ class Bucket:
             self._manager = None
 
     def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """fn(*args, **kwargs), a Repo operation; its S3 failures sorted by s3errors' kind."""
+        """fn(*args, **kwargs), a Bucket operation; its S3 failures sorted by s3errors' kind."""
         try:
             return fn(*args, **kwargs)
         except errors.SyncError as e:

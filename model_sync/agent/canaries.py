@@ -1,5 +1,5 @@
 """The gray releases that list this replica (docs/architecture.md#gray-release): which pin each
-model follows, the bucket's or its canary version's. Read once per pass (Bucket.canaries, from the
+model follows, the bucket's or its canary version's. Read once per pass (AgentBucket.canaries, from the
 listing the pins came with); the canary version's config comes from its manifest, read once per
 release."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from model_sync.agent.bucket import Bucket
+from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.state import ModelState
 
@@ -15,7 +15,7 @@ log = logging.getLogger("model_sync.agent")
 
 
 class Canaries:
-    def __init__(self, bucket: Bucket) -> None:
+    def __init__(self, bucket: AgentBucket) -> None:
         self.bucket = bucket
         self.listed: dict[str, tuple[str, int]] = {}  # model -> (canary id, version) this replica serves
         self._texts: dict[str, tuple[str, str]] = {}  # model -> (canary pin ETag, its config text)

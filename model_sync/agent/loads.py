@@ -14,9 +14,9 @@ from pathlib import Path
 
 from model_sync import errors
 from model_sync.agent import triton
-from model_sync.agent.bucket import Bucket
+from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.exceptions import Abandoned, VersionRejected, one_line
-from model_sync.agent.pod_disk import LocalRepository
+from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
 from model_sync.contract import layout
@@ -44,8 +44,8 @@ class Loads:
         settings: AgentSettings,
         models: dict[str, ModelState],
         probe: triton.TritonProbe | None,
-        local: LocalRepository,
-        bucket: Bucket,
+        local: PodDisk,
+        bucket: AgentBucket,
         report: Callable[[], None],
         clock: Callable[[], float],
         stop: threading.Event,
@@ -65,7 +65,7 @@ class Loads:
 
     def place(self, name: str, st: ModelState, build: Path) -> None:
         """Move `name`'s versions staged in `build` into the repository and pin them locally
-        (LocalRepository.place); with Triton watched, a load begins, remembering what a failure
+        (PodDisk.place); with Triton watched, a load begins, remembering what a failure
         pins back: the version served before, or, when the pin changes again while a load is
         still in flight, what served before that load (or the load itself, if it did load)."""
         assert st.pin_text is not None

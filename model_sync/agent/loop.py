@@ -20,19 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from model_sync import errors
-from model_sync.agent.bucket import Bucket
+from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.canaries import Canaries
 from model_sync.agent.exceptions import Abandoned, PassError, S3AccessDenied, S3Unavailable, VersionRejected, one_line
 from model_sync.agent.loads import Loads
 from model_sync.agent.pins import pinned_versions
-from model_sync.agent.pod_disk import LocalRepository
+from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.replica_record import ReadyFile, StatusReport, document
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.staging import Staging, reject
 from model_sync.agent.state import ModelState
 from model_sync.agent.triton import TritonProbe, serving_ready
 from model_sync.records.codec import ReplicaState
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 
 log = logging.getLogger("model_sync.agent")
 
@@ -51,7 +51,7 @@ class RepositoryAgent:
     def __init__(
         self,
         settings: AgentSettings,
-        s3: Repo,
+        s3: Bucket,
         stop: threading.Event | None = None,
         triton: TritonProbe | None = None,
         clock: Callable[[], float] = time.time,
@@ -69,8 +69,8 @@ class RepositoryAgent:
         self.last_s3_ok_at: float | None = None
         self.last_error: str | None = None
         self.started_at = clock()
-        self.bucket = Bucket(s3, settings, self.stop)
-        self.local = LocalRepository(settings.repository, settings.staging, self.stop)
+        self.bucket = AgentBucket(s3, settings, self.stop)
+        self.local = PodDisk(settings.repository, settings.staging, self.stop)
         self.status = StatusReport(settings, self.bucket, clock)
         self.ready_file = ReadyFile(settings.ready_file)
         self.loads = Loads(settings, self.models, self.triton, self.local, self.bucket, self._report, clock, self.stop)
@@ -78,11 +78,11 @@ class RepositoryAgent:
         self.canaries = Canaries(self.bucket)
 
     @property
-    def s3(self) -> Repo:
+    def s3(self) -> Bucket:
         return self.bucket.s3
 
     @s3.setter
-    def s3(self, repo: Repo) -> None:
+    def s3(self, repo: Bucket) -> None:
         self.bucket.s3 = repo
 
     @property
@@ -266,7 +266,7 @@ class RepositoryAgent:
         self.status.report(self.status_document(), force)
 
 
-def command(settings: AgentSettings, repo: Repo, once: bool) -> int:
+def command(settings: AgentSettings, repo: Bucket, once: bool) -> int:
     """`model-sync agent`: run the agent until SIGTERM/SIGINT (or one pass with `once`); the exit code."""
     stop = threading.Event()
 

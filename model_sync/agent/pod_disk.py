@@ -22,7 +22,7 @@ from model_sync.contract import layout
 log = logging.getLogger("model_sync.agent")
 
 
-class LocalRepository:
+class PodDisk:
     """`repository`: the root Triton polls; `staging`: scratch on the same filesystem, outside it."""
 
     def __init__(self, repository: Path, staging: Path, stop: threading.Event) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from model_sync.agent.bucket import Bucket
+from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.exceptions import S3AccessDenied, S3Unavailable, one_line
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
@@ -69,7 +69,7 @@ def document(
 class StatusReport:
     """The one writer of this replica's status object."""
 
-    def __init__(self, settings: AgentSettings, bucket: Bucket, clock: Callable[[], float]) -> None:
+    def __init__(self, settings: AgentSettings, bucket: AgentBucket, clock: Callable[[], float]) -> None:
         self.settings = settings
         self.bucket = bucket
         self.clock = clock

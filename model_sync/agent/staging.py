@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from model_sync.agent.bucket import Bucket
+from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.loads import Loads
-from model_sync.agent.pod_disk import LocalRepository
+from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
 from model_sync.contract import layout
@@ -28,8 +28,8 @@ class Staging:
         self,
         settings: AgentSettings,
         models: dict[str, ModelState],
-        bucket: Bucket,
-        local: LocalRepository,
+        bucket: AgentBucket,
+        local: PodDisk,
         loads: Loads,
     ) -> None:
         self.settings = settings

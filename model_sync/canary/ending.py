@@ -12,10 +12,10 @@ from model_sync import errors
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.records.canary_record import ABORTED, RUNNING, Stored
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 
 
-def abort(repo: Repo, model: str, by: str, reason: str = "aborted by an operator") -> dict[str, Any] | None:
+def abort(repo: Bucket, model: str, by: str, reason: str = "aborted by an operator") -> dict[str, Any] | None:
     """End a running gray release of `model` (`model-sync canary --abort`): its replicas return to
     stable. None when none is running."""
     stored = canary_record.read(repo, model)
@@ -28,7 +28,7 @@ def abort(repo: Repo, model: str, by: str, reason: str = "aborted by an operator
     return stored.doc
 
 
-def end_running(repo: Repo, model: str, by: str, reason: str) -> dict[str, Any] | None:
+def end_running(repo: Bucket, model: str, by: str, reason: str) -> dict[str, Any] | None:
     """End a running gray release after the pin was flipped by someone else (`rollback`, `promote
     --no-canary`): abort() that tolerates the run ending it first (it notices the moved pin at its
     next poll). The record it ended, or None when none was running by the time it looked."""
@@ -40,7 +40,7 @@ def end_running(repo: Repo, model: str, by: str, reason: str) -> dict[str, Any] 
         return None
 
 
-def pin_moved(repo: Repo, model: str, stable: int, pin: catalog.Pin) -> tuple[str, str]:
+def pin_moved(repo: Bucket, model: str, stable: int, pin: catalog.Pin) -> tuple[str, str]:
     """(the reason a release comparing with `stable` ends now that the pin is `pin`, naming who
     flipped it from the pin history; the pin as it is now, as words)."""
     latest = catalog.read_history(repo, model).latest or {}
@@ -49,7 +49,7 @@ def pin_moved(repo: Repo, model: str, stable: int, pin: catalog.Pin) -> tuple[st
     return f"the stable pin moved from {stable} to {now} during the gray release{by}", now
 
 
-def record_moved(repo: Repo, model: str, version: int, mine: dict[str, Any], now: Stored) -> str:
+def record_moved(repo: Bucket, model: str, version: int, mine: dict[str, Any], now: Stored) -> str:
     """The line a run of `version` (its record as it last wrote it: `mine`) ends with when the
     record is `now`, written by another writer: what that writer did, and what the replicas follow."""
     doc = now.doc

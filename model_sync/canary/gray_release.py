@@ -47,7 +47,7 @@ from model_sync.contract.canary_policy import CanaryPolicy
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.records.canary_record import ABORTED, PROMOTED, RUNNING, Stored
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.serving import replicas
 from model_sync.ui import Console
 
@@ -60,7 +60,7 @@ __all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
 class GrayRelease:
     """One model's gray release in one environment (see the module docstring)."""
 
-    def __init__(self, repo: Repo, model: str, version: int, policy: CanaryPolicy, metrics: MetricsSource, *,
+    def __init__(self, repo: Bucket, model: str, version: int, policy: CanaryPolicy, metrics: MetricsSource, *,
                  console: Console, by: str, canary_id: str | None = None, poll: float = 2.0,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
         self.repo, self.model, self.version, self.policy, self.metrics = repo, model, version, policy, metrics

@@ -13,7 +13,7 @@ from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.ui import Console
 
 
@@ -30,7 +30,7 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def dry_run(repo: Repo, model: str, version: int, console: Console) -> dict[str, Any]:
+def dry_run(repo: Bucket, model: str, version: int, console: Console) -> dict[str, Any]:
     """What a gray release would do, reading only."""
     policy, pin, running = (
         repo.env.canary_policy(model),
@@ -50,7 +50,7 @@ def dry_run(repo: Repo, model: str, version: int, console: Console) -> dict[str,
 
 
 def gray_release(
-    repo: Repo, model: str, version: int, console: Console, by: str, canary_id: str | None = None
+    repo: Bucket, model: str, version: int, console: Console, by: str, canary_id: str | None = None
 ) -> dict[str, Any]:
     """Run (or resume) the gray release of `version` to its decision; the summary. Exit 6 when it
     aborts, 8 when interrupted (the record keeps running: re-run or abort). It polls every 2 s, or
@@ -83,7 +83,7 @@ def command(
     from model_sync.s3.bucket import who
 
     env = resolve()
-    repo, console = Repo(env), Console(quiet)
+    repo, console = Bucket(env), Console(quiet)
     by = who(env, repo.session)
     if abort:
         if dry_run_only:

@@ -177,7 +177,7 @@ def build_settings(args: argparse.Namespace, env: Any) -> AgentSettings:
 def run(args: argparse.Namespace) -> int:
     from model_sync.agent import loop
     from model_sync.s3 import clients
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -185,6 +185,6 @@ def run(args: argparse.Namespace) -> int:
     env = _common.resolve(args)
     settings = build_settings(args, env)
     try:
-        return loop.command(settings, Repo(env, clients.AGENT), once=args.once)
+        return loop.command(settings, Bucket(env, clients.AGENT), once=args.once)
     except AgentError as e:
         raise errors.usage(str(e)) from None

@@ -12,7 +12,7 @@ from typing import Any
 from model_sync import errors
 from model_sync.contract import layout
 from model_sync.records import codec
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 
 MAX_ALLOCATION_ATTEMPTS = 64
 
@@ -32,7 +32,7 @@ class PinHistory:
     stack: list[int] = field(default_factory=list)
 
 
-def read_pin(repo: Repo, model: str) -> Pin:
+def read_pin(repo: Bucket, model: str) -> Pin:
     found = repo.get_with_meta(layout.config_key(model))
     if found is None:
         return Pin(model, None, None)
@@ -40,7 +40,7 @@ def read_pin(repo: Repo, model: str) -> Pin:
     return parse_pin(repo, model, data, etag, modified)
 
 
-def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None, modified: int | None = None) -> Pin:
+def parse_pin(repo: Bucket, model: str, data: bytes, etag: str | None = None, modified: int | None = None) -> Pin:
     from model_sync.triton_model import model_config
 
     try:
@@ -52,7 +52,7 @@ def parse_pin(repo: Repo, model: str, data: bytes, etag: str | None = None, modi
     return Pin(model, model_config.pinned_version(cfg), data.decode(), etag, modified)
 
 
-def read_manifest(repo: Repo, model: str, version: int, required: bool = True) -> dict[str, Any] | None:
+def read_manifest(repo: Bucket, model: str, version: int, required: bool = True) -> dict[str, Any] | None:
     data = repo.get(layout.manifest_key(model, version))
     if data is None:
         if required:
@@ -67,7 +67,7 @@ def read_manifest(repo: Repo, model: str, version: int, required: bool = True) -
         raise errors.refused(f"{repo.uri(layout.manifest_key(model, version))}: {e}") from None
 
 
-def list_models(repo: Repo) -> list[str]:
+def list_models(repo: Bucket) -> list[str]:
     _, prefixes = repo.list(layout.REPOSITORY_PREFIX, "/")
     out = []
     for p in prefixes:
@@ -77,26 +77,26 @@ def list_models(repo: Repo) -> list[str]:
     return sorted(out)
 
 
-def list_versions(repo: Repo, model: str) -> list[int]:
+def list_versions(repo: Bucket, model: str) -> list[int]:
     """Version directories present under repository/<model>/ (complete or not)."""
     _, prefixes = repo.list(layout.model_prefix(model), "/")
     versions = [layout.version_from_dir(p.rsplit("/", 2)[-2]) for p in prefixes]
     return sorted(v for v in versions if v is not None)
 
 
-def list_manifests(repo: Repo, model: str) -> list[int]:
+def list_manifests(repo: Bucket, model: str) -> list[int]:
     objects, _ = repo.list(layout.manifests_prefix(model))
     return sorted(v for v in (layout.version_from_json_key(o["Key"]) for o in objects) if v is not None)
 
 
-def version_objects(repo: Repo, model: str, version: int) -> dict[str, int]:
+def version_objects(repo: Bucket, model: str, version: int) -> dict[str, int]:
     """{relative file path: size} of the objects under repository/<model>/<N>/."""
     prefix = layout.version_prefix(model, version)
     objects, _ = repo.list(prefix)
     return {o["Key"][len(prefix) :]: int(o["Size"]) for o in objects}
 
 
-def is_complete(repo: Repo, model: str, version: int, doc: dict[str, Any]) -> str | None:
+def is_complete(repo: Bucket, model: str, version: int, doc: dict[str, Any]) -> str | None:
     """None if every manifest file is present with its size; else what is missing."""
     present = version_objects(repo, model, version)
     for path, meta in sorted(doc["files"].items()):
@@ -107,7 +107,7 @@ def is_complete(repo: Repo, model: str, version: int, doc: dict[str, Any]) -> st
     return None
 
 
-def highest_allocated(repo: Repo, model: str) -> int:
+def highest_allocated(repo: Bucket, model: str) -> int:
     objects, _ = repo.list(layout.allocations_prefix(model))
     numbers = [v for v in (layout.version_from_json_key(o["Key"]) for o in objects) if v is not None]
     numbers += list_versions(repo, model)  # versions written by other tools count too
@@ -115,7 +115,7 @@ def highest_allocated(repo: Repo, model: str) -> int:
 
 
 def allocate(
-    repo: Repo, model: str, purpose: str, by: str, preferred: int | None = None, hint: int | None = None
+    repo: Bucket, model: str, purpose: str, by: str, preferred: int | None = None, hint: int | None = None
 ) -> int:
     """Claim a fresh version number with a create-only write of its allocation marker.
 
@@ -165,7 +165,7 @@ def allocate(
     )
 
 
-def read_history(repo: Repo, model: str) -> PinHistory:
+def read_history(repo: Bucket, model: str) -> PinHistory:
     objects, _ = repo.list(layout.pins_prefix(model))
     keys = sorted(o["Key"] for o in objects if o["Key"].endswith(".json"))
     if not keys:
@@ -181,7 +181,7 @@ def read_history(repo: Repo, model: str) -> PinHistory:
 
 
 def rollback_target(
-    repo: Repo, model: str, pin: Pin, history: PinHistory, manifests: set[int] | None = None
+    repo: Bucket, model: str, pin: Pin, history: PinHistory, manifests: set[int] | None = None
 ) -> tuple[int | None, int]:
     """(version, depth): what a default rollback pins, the newest entry of the pin stack that still
     has its manifest (prune may have removed older ones), and how many entries it pops; (None, 0)
@@ -201,7 +201,7 @@ class Flip:
     etag: str | None  # of the new config.pbtxt (local pin cache key)
 
 
-def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -> errors.SyncError:
+def pin_moved(repo: Bucket, model: str, version: int, action: str, current: Pin) -> errors.SyncError:
     """Exit 4 after a refused flip: the pin is no longer the one this run read."""
     now = read_pin(repo, model)
     moved = f"pin: {model} in {repo.env.name} moved from {current.version} to {now.version} while this {action} ran"
@@ -213,7 +213,7 @@ def pin_moved(repo: Repo, model: str, version: int, action: str, current: Pin) -
     )
 
 
-def flip_pin(repo: Repo, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *,
+def flip_pin(repo: Bucket, model: str, version: int, config_text: str, action: str, by: str, current: Pin, *,
              pop: int = 0,
              warn: Callable[[str], None] | None = None) -> Flip:  # fmt: skip
     """Rewrite repository/<model>/config.pbtxt (THE commit point), then append the pin history

@@ -40,7 +40,7 @@ from model_sync.contract import compat, layout
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.s3 import transfer
-from model_sync.s3.bucket import Repo, b64_sha256_to_hex
+from model_sync.s3.bucket import Bucket, b64_sha256_to_hex
 from model_sync.s3.clients import aws_hosted
 from model_sync.s3.failures import translate
 from model_sync.serving import gpu_plan
@@ -56,14 +56,14 @@ if TYPE_CHECKING:
 # files; bigger files are copied in 64 MiB parts, 16 at a time. The read-back (S3-compatible
 # servers) is one streamed GET per file, hashed as it arrives: nothing is written locally.
 # A gray release in the target: (target repo, target version, canary id or None) -> its summary.
-GrayRun = Callable[[Repo, int, str | None], dict[str, Any]]
+GrayRun = Callable[[Bucket, int, str | None], dict[str, Any]]
 # Environments whose promotions go through a gray release unless --no-canary.
 CANARY_ENVS = ("prod",)
 COPY = transfer.TransferSettings(threshold=5 * 1024 * transfer.MB, chunksize=64 * transfer.MB, concurrency=16)
 
 
 def _check_source(
-    src: Repo, model: str, version: int, skip_verification: bool
+    src: Bucket, model: str, version: int, skip_verification: bool
 ) -> tuple[dict[str, Any], bytes, str | None]:
     pin = catalog.read_pin(src, model)
     raw = src.get(layout.manifest_key(model, version))
@@ -120,7 +120,7 @@ def _check_source(
     return doc, raw, record_key
 
 
-def _reusable(dst: Repo, model: str, candidate: int, src_env: str, src_uri: str, doc: dict[str, Any]) -> bool:
+def _reusable(dst: Bucket, model: str, candidate: int, src_env: str, src_uri: str, doc: dict[str, Any]) -> bool:
     existing = catalog.read_manifest(dst, model, candidate, required=False)
     if existing is None:
         return False
@@ -142,7 +142,7 @@ class _Discard:
         pass
 
 
-def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -> str:
+def _verify_target(dst: Bucket, model: str, version: int, files: dict[str, Any]) -> str:
     methods: set[str] = set()
     for rel, meta in sorted(files.items()):
         key = dst.key(layout.version_file_key(model, version, rel))
@@ -170,7 +170,7 @@ def _verify_target(dst: Repo, model: str, version: int, files: dict[str, Any]) -
 
 
 def _copy(
-    src: Repo, dst: Repo, model: str, src_version: int, version: int, files: dict[str, Any], console: Console
+    src: Bucket, dst: Bucket, model: str, src_version: int, version: int, files: dict[str, Any], console: Console
 ) -> None:
     manager = transfer.manager(dst.client, COPY)
     same_endpoint = src.env.endpoint_url == dst.env.endpoint_url
@@ -208,7 +208,7 @@ def _copy(
 
 
 def check_alignment(
-    doc: dict[str, Any], dst: Repo, allow_skew: bool, allow_local_target: bool = False
+    doc: dict[str, Any], dst: Bucket, allow_skew: bool, allow_local_target: bool = False
 ) -> dict[str, Any]:
     """The compatibility record of a source manifest against the TARGET's Triton image (exit 7),
     including a `--target local` model refused for an NGC image (python backend without torch)."""
@@ -222,7 +222,7 @@ def check_alignment(
         raise errors.incompatible(f"{doc['model']} version {doc['version']} -> {dst.env.name}: {e}") from None
 
 
-def check_gpu_memory(doc: dict[str, Any], dst: Repo) -> list[str]:
+def check_gpu_memory(doc: dict[str, Any], dst: Bucket) -> list[str]:
     """GPU memory planning of the source version `doc` in the TARGET (exit 7 when it would overcommit
     its deployment's GPU there); the lines to print."""
     new = gpu_plan.Need.from_manifest(doc, f"{doc['model']} (promoted v{doc['version']})")
@@ -230,7 +230,7 @@ def check_gpu_memory(doc: dict[str, Any], dst: Repo) -> list[str]:
                           f"{doc['version']}")  # fmt: skip
 
 
-def _discard_copies(dst: Repo, model: str, target: int, console: Console) -> None:
+def _discard_copies(dst: Bucket, model: str, target: int, console: Console) -> None:
     """After a failed copy or checksum check: delete what was copied into repository/<m>/<target>/
     (nothing references it: no manifest, no pin). The allocation marker stays (a version number is
     never reused). A role that may not delete (the CI promoter, by design) leaves the files to
@@ -252,8 +252,8 @@ def _discard_copies(dst: Repo, model: str, target: int, console: Console) -> Non
 
 
 def promote(
-    src: Repo,
-    dst: Repo,
+    src: Bucket,
+    dst: Bucket,
     model: str,
     version: int,
     *,
@@ -362,7 +362,7 @@ def promote(
     return target
 
 
-def _end_gray_release(dst: Repo, model: str, version: int, by: str, console: Console) -> None:
+def _end_gray_release(dst: Bucket, model: str, version: int, by: str, console: Console) -> None:
     """A pin flipped without a gray release ends the one running (as `rollback` does), after the
     flip, so that the run, which notices at its next poll (exit 4), reads where the replicas went:
     every replica follows the new pin."""
@@ -393,7 +393,7 @@ def command(
             f"--to: {target!r} has the same repository as {source!r} ({dst_env.uri}); allowed: two different "
             "repositories"
         )
-    dst = Repo(dst_env)
+    dst = Bucket(dst_env)
     console = Console(quiet)
     by = who(dst_env, dst.session)
     released: dict[str, Any] = {}
@@ -403,11 +403,11 @@ def command(
 
         metrics.for_environment(dst_env, model)  # exit 2 before anything is copied: no metrics, no analysis
 
-        def run(repo: Repo, target_version: int, canary_id: str | None) -> dict[str, Any]:
+        def run(repo: Bucket, target_version: int, canary_id: str | None) -> dict[str, Any]:
             released.update(launch.gray_release(repo, model, target_version, console, by, canary_id))
             return released
 
-    pinned = promote(Repo(src_env), dst, model, version, skip_verification=skip_verification, dry_run=dry_run,
+    pinned = promote(Bucket(src_env), dst, model, version, skip_verification=skip_verification, dry_run=dry_run,
                      console=console, by=by, allow_version_skew=allow_version_skew,
                      allow_local_target=allow_local_target, canary=run)  # fmt: skip
     doc: dict[str, Any] = {

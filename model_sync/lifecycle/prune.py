@@ -66,7 +66,7 @@ def command(
     `confirm(env, question)`; returns the run's JSON document."""
     from model_sync.lifecycle import catalog
     from model_sync.records import canary_record
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from model_sync.ui import Console
 
     if keep < 1:
@@ -74,7 +74,7 @@ def command(
     if stale_hours < 0:
         raise errors.usage(f"--stale-hours: {stale_hours:g}; allowed: hours >= 0")
     env = resolve()
-    repo = Repo(env)
+    repo = Bucket(env)
     console = Console(quiet)
     pin = catalog.read_pin(repo, model)
     history = catalog.read_history(repo, model)

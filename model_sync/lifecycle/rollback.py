@@ -35,11 +35,11 @@ def command(
     stack, popped) after `confirm(env, question)`, then `wait`; returns the JSON document."""
     from model_sync.canary import ending
     from model_sync.lifecycle import catalog
-    from model_sync.s3.bucket import Repo, who
+    from model_sync.s3.bucket import Bucket, who
     from model_sync.ui import Console
 
     env = resolve()
-    repo = Repo(env)
+    repo = Bucket(env)
     console = Console(quiet)
     pin = catalog.read_pin(repo, model)
     if pin.text is None:

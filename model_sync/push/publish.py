@@ -35,7 +35,7 @@ Per model, in this order; the pin flip is the only commit point:
      unpinned (the message says how to pin it); the later allocation is never silently lost.
 A failure before 7 leaves an unpinned, possibly partial version N that nothing points at; a
 re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
-Models are published concurrently (PushOptions.model_workers threads sharing one Repo and its
+Models are published concurrently (PushOptions.model_workers threads sharing one Bucket and its
 botocore client: single requests for small files, s3transfer for multipart ones; the options and
 their bounds: model_sync/push/push_options.py). The first S3 failure of a kind every model would hit
 (endpoint, credentials: exit 5) skips the models not started yet ("skipped"), and `push`
@@ -60,7 +60,7 @@ from model_sync.push.push_options import PushOptions
 from model_sync.push.uploads import Uploader, hash_files, vanished
 from model_sync.records import codec
 from model_sync.records.version_manifest import build_manifest, file_entries, gpu_memory_of
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.s3.failures import translate
 from model_sync.serving import gpu_plan
 from model_sync.triton_model.model_directory import LocalModel
@@ -101,7 +101,7 @@ def check_alignment(
     return records
 
 
-def check_gpu_memory(repo: Repo, models: list[LocalModel]) -> list[str]:
+def check_gpu_memory(repo: Bucket, models: list[LocalModel]) -> list[str]:
     """GPU memory planning of the new versions (model_sync/serving/gpu_plan.py): export.json's gpu_memory
     of every model read strictly (exit 2, before any request), then exit 7 when one would
     overcommit its deployment's GPU; else the lines to print. Reads the other models' pins only
@@ -122,7 +122,7 @@ def check_gpu_memory(repo: Repo, models: list[LocalModel]) -> list[str]:
 class Publisher:
     def __init__(
         self,
-        repo: Repo,
+        repo: Bucket,
         console: Console,
         options: PushOptions,
         by: str | Callable[[], str],
@@ -295,7 +295,7 @@ class Publisher:
 
 
 def push(
-    repo: Repo, models: list[LocalModel], console: Console, options: PushOptions, by: str | Callable[[], str]
+    repo: Bucket, models: list[LocalModel], console: Console, options: PushOptions, by: str | Callable[[], str]
 ) -> list[PushResult]:
     compatibility = check_alignment(
         models, repo.env, options.allow_version_skew, options.allow_local_target
@@ -379,7 +379,7 @@ def command(
         models, env, options.allow_version_skew, options.allow_local_target
     )  # refuse before creating a client
     # connections: file transfers (--concurrency) + the small requests of concurrent models
-    repo = Repo(env, clients.CLI.pooled(options.concurrency + PushOptions.model_workers + 4))
+    repo = Bucket(env, clients.CLI.pooled(options.concurrency + PushOptions.model_workers + 4))
     console = Console(quiet=quiet)
     try:
         results = push(repo, models, console, options, lambda: who(env, repo.session))

@@ -18,7 +18,7 @@ from model_sync.contract import layout
 from model_sync.push import skip_cache
 from model_sync.records import codec
 from model_sync.s3 import transfer
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.s3.failures import Kind, classify, translate
 from model_sync.triton_model.model_directory import LocalModel
 from model_sync.ui import Console, Progress
@@ -96,7 +96,7 @@ class Uploader:
     """The transfers of one push run: an s3transfer manager and a pool for single requests, both
     created on first use (a no-op push creates neither) and shared by every model."""
 
-    def __init__(self, repo: Repo, console: Console, options: PushOptions) -> None:
+    def __init__(self, repo: Bucket, console: Console, options: PushOptions) -> None:
         self.repo = repo
         self.console = console
         self.options = options

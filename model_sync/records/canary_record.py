@@ -16,7 +16,7 @@ from model_sync.canary.placement import effective_percent
 from model_sync.contract import layout
 from model_sync.records import codec
 from model_sync.records.schemas import CANARY
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 
 __all__ = [
     "ABORTED", "CANARY", "PROMOTED", "RUNNING", "Stored", "archive", "new", "new_id", "new_step", "read",
@@ -66,7 +66,7 @@ class Stored:
         return self.doc is not None and self.doc["state"] == RUNNING
 
 
-def read(repo: Repo, model: str) -> Stored:
+def read(repo: Bucket, model: str) -> Stored:
     found = repo.get_with_etag(layout.canary_key(model))
     if found is None:
         return Stored(None, None)
@@ -80,7 +80,7 @@ def read(repo: Repo, model: str) -> Stored:
         ) from None
 
 
-def write(repo: Repo, stored: Stored, doc: dict[str, Any]) -> Stored:
+def write(repo: Bucket, stored: Stored, doc: dict[str, Any]) -> Stored:
     """Rewrite the record conditionally on `stored` (If-Match its ETag; If-None-Match: * when
     there was none). Exit 4 when another writer changed it since it was read."""
     doc = {**doc, "updated_at": codec.now()}
@@ -93,7 +93,7 @@ def write(repo: Repo, stored: Stored, doc: dict[str, Any]) -> Stored:
     return Stored(doc, etag)
 
 
-def moved(repo: Repo, model: str) -> errors.SyncError:
+def moved(repo: Bucket, model: str) -> errors.SyncError:
     now = read(repo, model).doc
     state = "gone" if now is None else f"{now['state']} (canary {now['id']}, version {now['canary_version']})"
     return errors.refused(
@@ -102,7 +102,7 @@ def moved(repo: Repo, model: str) -> errors.SyncError:
     )
 
 
-def archive(repo: Repo, doc: dict[str, Any]) -> str:
+def archive(repo: Bucket, doc: dict[str, Any]) -> str:
     """The final record, create-only, as the gray release's audit record; its key."""
     key = layout.canary_audit_key(doc["model"], doc["id"])
     repo.put_new(key, codec.dumps(doc))

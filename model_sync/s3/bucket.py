@@ -1,10 +1,10 @@
-"""S3 access for model_sync: one environment's bucket (`Repo`) on a botocore client, and the
+"""S3 access for model_sync: one environment's bucket (`Bucket`) on a botocore client, and the
 bucket operations every command and the agent share: conditional writes, conditional GETs,
 paged listing, deletes. Clients come from model_sync/s3/clients.py (credentials, region, retries),
 failures are classified by model_sync/s3/failures.py, big transfers go through model_sync/s3/transfer.py.
 
 Conditional writes (create-only, over the version read) and the probe of whether a server enforces
-them are model_sync/s3/conditional.py's, a mixin of `Repo`.
+them are model_sync/s3/conditional.py's, a mixin of `Bucket`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from model_sync.s3.failures import Kind, kind_of_code, translate
 NOT_MODIFIED = object()  # get_if_changed(): the object still has the ETag the caller holds
 
 
-class Repo(ConditionalWrites):
+class Bucket(ConditionalWrites):
     """One environment's bucket with key helpers relative to the root, on one botocore client
     (created on first use) of `purpose` (s3client.CLI or s3client.AGENT). Every failure is raised
     as a SyncError (s3errors.translate), its `s3_kind` set; a missing object is None instead."""
@@ -197,7 +197,7 @@ class Repo(ConditionalWrites):
     def list_uploads(self, rel_prefix: str) -> Sequence[dict[str, Any]]:
         """Multipart uploads in progress (never completed nor aborted) under the prefix: Key
         relative to the root, UploadId, Initiated."""
-        uploads: builtins.list[dict[str, Any]] = []  # `list` here is Repo.list
+        uploads: builtins.list[dict[str, Any]] = []  # `list` here is Bucket.list
         try:
             for page in self.client.get_paginator("list_multipart_uploads").paginate(
                 Bucket=self.root.bucket, Prefix=self.key(rel_prefix)
@@ -238,7 +238,7 @@ def modified_of(obj: dict[str, Any], field: str = "LastModified") -> int | None:
 
 def who(env: Environment, session: Callable[[], Any] | None = None) -> str:
     """STS caller ARN on AWS (aws_hosted); $USER (or the login name) against S3-compatible
-    servers or when STS fails. `session`: the Repo's botocore session (one credential resolution
+    servers or when STS fails. `session`: the Bucket's botocore session (one credential resolution
     per run)."""
     if clients.aws_hosted(env):
         try:

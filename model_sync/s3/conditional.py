@@ -1,4 +1,4 @@
-"""Conditional writes on one environment's bucket: `ConditionalWrites`, a mixin of s3.Repo (whose
+"""Conditional writes on one environment's bucket: `ConditionalWrites`, a mixin of s3.Bucket (whose
 client, keys and GETs it writes through), and the ETag as these conditions name it (`etag_of`).
 
 `put_new()` uses `IfNoneMatch='*'` (AWS S3 and moto reject a second write with 412
@@ -26,7 +26,7 @@ _PROBED: dict[tuple[str | None, str], tuple[bool, bool]] = {}  # (If-None-Match,
 
 
 class _Bucket(Protocol):
-    """What the conditional writes use of s3.Repo."""
+    """What the conditional writes use of s3.Bucket."""
 
     env: Environment
 
@@ -47,7 +47,7 @@ class _Bucket(Protocol):
 
 class ConditionalWrites:
     """The create-only write, the write over the version read, and the probe of whether the
-    server enforces them (s3.Repo's; failures raised as SyncError, s3errors.translate)."""
+    server enforces them (s3.bucket.Bucket's; failures raised as SyncError, s3errors.translate)."""
 
     def put_new(self: _Bucket, rel: str, body: bytes, content_type: str = "application/json") -> bool:
         """Create-only write (If-None-Match: *). False if the key already exists (with other bytes:

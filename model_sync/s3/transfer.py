@@ -1,7 +1,7 @@
 """Big objects through s3transfer, in both directions: push's multipart uploads and copies,
 promote's server-side copies, the agent's ranged parallel downloads.
 
-The client is s3transfer's classic TransferManager on the Repo's botocore client. The AWS
+The client is s3transfer's classic TransferManager on the Bucket's botocore client. The AWS
 Common Runtime client (awscrt) was tried here (docs/model-sync.md, "S3 layer"): its upload
 fails against `rclone serve s3` (AWS_ERROR_S3_MISSING_UPLOAD_ID) and its download was level
 with this tuned manager, so model_sync does not use it.

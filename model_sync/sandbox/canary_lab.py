@@ -254,12 +254,12 @@ class CanaryLab:
             import botocore.session
 
             from model_sync import environments
-            from model_sync.s3.bucket import Repo
+            from model_sync.s3.bucket import Bucket
 
             session = botocore.session.get_session()
             session.set_credentials(self.s3.access_key, self.s3.secret_key)
             env = environments.Environment("prod", layout.Root("models-prod"), self.s3.endpoint_url, self.s3.region)
-            self._prod_repo = Repo(env, session=session)
+            self._prod_repo = Bucket(env, session=session)
         return self._prod_repo
 
     def release(self, kind: str, model: str = MODEL, during: Callable[[], None] | None = None,

@@ -174,11 +174,11 @@ class LocalPlatform:
 
         from model_sync import environments
         from model_sync.contract import layout
-        from model_sync.s3.bucket import Repo
+        from model_sync.s3.bucket import Bucket
 
         session = botocore.session.get_session()
         session.set_credentials(self.s3.access_key, self.s3.secret_key)
-        repo = Repo(
+        repo = Bucket(
             environments.Environment(env, layout.Root(self.bucket(env)), self.s3.endpoint_url, self.s3.region),
             session=session,
         )

@@ -35,7 +35,7 @@ from model_sync.records import codec
 
 if TYPE_CHECKING:
     from model_sync.environments import DeploymentGpu
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
 MIB = 1 << 20
 # An ALLOWANCE per GPU instance, beside the caching allocator's peak that export records
@@ -192,7 +192,7 @@ def plan(deployment: DeploymentGpu, needs: Sequence[Need]) -> Plan:
                 tuple(n.label for n in needs if n.bytes_per_instance is None))  # fmt: skip
 
 
-def pinned_needs(repo: Repo, models: Sequence[str]) -> list[Need]:
+def pinned_needs(repo: Bucket, models: Sequence[str]) -> list[Need]:
     """The need of the version each model's pin serves now (a model without a pin serves nothing:
     left out; a pin without its manifest: unknown), read through the repository readers."""
     from model_sync.lifecycle import catalog
@@ -209,7 +209,7 @@ def pinned_needs(repo: Repo, models: Sequence[str]) -> list[Need]:
 
 
 def check(
-    repo: Repo, models: Sequence[str], need_of: Callable[[str], Need], who: Callable[[list[str]], str]
+    repo: Bucket, models: Sequence[str], need_of: Callable[[str], Need], who: Callable[[list[str]], str]
 ) -> list[str]:
     """Before push or promote writes anything: refuse (exit 7, `who(models)` naming what is published)
     a set of new versions of `models` that would overcommit a deployment of repo's environment;
@@ -237,7 +237,7 @@ def check(
     return lines
 
 
-def environment_plans(repo: Repo) -> list[Plan] | None:
+def environment_plans(repo: Bucket) -> list[Plan] | None:
     """`status`: each deployment's plan with the versions pinned now; None when the environment does
     not know its GPUs."""
     if repo.env.triton_gpus is None:

@@ -15,7 +15,7 @@ from model_sync.records import codec
 from model_sync.records.codec import ReplicaState
 
 if TYPE_CHECKING:
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from model_sync.ui import Console
 
 DEFAULT_DEPARTED = (
@@ -23,7 +23,7 @@ DEFAULT_DEPARTED = (
 )
 
 Wait = Callable[
-    ["Repo", str, int, "Console"], Any
+    ["Bucket", str, int, "Console"], Any
 ]  # --wait: (repo, model, version, console) -> what each replica serves (None without --wait)
 
 

@@ -191,7 +191,7 @@ def command(
     of the config), printed as tables or (`output` json) one JSON document."""
     from model_sync import environments
     from model_sync.lifecycle import catalog
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
     names = [env] if env else []
     if not names:
@@ -206,7 +206,7 @@ def command(
     envs = {name: resolve(name) for name in names}
     images = {name: env.triton_image for name, env in envs.items()}
     for name, environment in envs.items():
-        repo = Repo(environment)
+        repo = Bucket(environment)
         shown = models or catalog.list_models(repo)
         docs = replicas.read_status_docs(repo)
         report[name] = {

@@ -261,7 +261,7 @@ def command(
     """`model-sync verify`: check, print each replica's state and the checks, record the attempt
     (unless not `record_attempt`). Returns the JSON document and the error to exit with (None:
     passed); a bad window, API key or unknown version raises before anything is recorded."""
-    from model_sync.s3.bucket import Repo, who
+    from model_sync.s3.bucket import Bucket, who
     from model_sync.ui import Console
 
     fresh = DEFAULT_STALENESS if staleness is None else staleness
@@ -274,7 +274,7 @@ def command(
     smoke.client_headers()  # a malformed $MODEL_SYNC_TRITON_API_KEY is a usage error (exit 2), before any check
     http_url = triton_url or env.triton_url
     grpc = grpc_url or env.grpc_url or default_grpc_url(http_url)
-    repo = Repo(env)
+    repo = Bucket(env)
     console = Console(quiet)
     result = verify(repo, model, version, http_url, grpc, staleness=fresh, deployments=deployments, departed=gone)
     if result.manifest_sha256 is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from model_sync import environments
 from model_sync.push import publish
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from tests.model_sync.helpers import pinned_version, promote_args, python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server, aws_environ
 
@@ -139,8 +139,8 @@ def test_unreachable_endpoint_exit_5(tmp_path, capsys, aws_env, monkeypatch) -> 
 
 def test_conditional_write_detection(rclone_s3, moto_s3, aws_env) -> None:
     r_bucket, m_bucket = rclone_s3.make_bucket(), moto_s3.make_bucket()
-    rclone = Repo(environments.Environment("r", environments.layout.Root(r_bucket), rclone_s3.endpoint, "us-east-1"))
-    moto = Repo(environments.Environment("m", environments.layout.Root(m_bucket), moto_s3.endpoint, "us-east-1"))
+    rclone = Bucket(environments.Environment("r", environments.layout.Root(r_bucket), rclone_s3.endpoint, "us-east-1"))
+    moto = Bucket(environments.Environment("m", environments.layout.Root(m_bucket), moto_s3.endpoint, "us-east-1"))
     assert (rclone.conditional_writes_enforced(), rclone.if_match_enforced()) == (False, False)
     assert (moto.conditional_writes_enforced(), moto.if_match_enforced()) == (
         True,

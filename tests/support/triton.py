@@ -141,7 +141,7 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
     from model_sync import environments
     from model_sync.lifecycle import catalog
     from model_sync.push import publish
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from model_sync.triton_model import model_directory
     from model_sync.ui import Console
 
@@ -150,7 +150,7 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
     )
     stack.s3.create_buckets(BUCKET, PUBLISH_BUCKET)
     with _s3_env(stack):
-        repo = Repo(env)
+        repo = Bucket(env)
         version = catalog.highest_allocated(repo, name) + 1
         src = stack.tmp / "src" / f"{name}-{version}"
         (src / "1").mkdir(parents=True)
@@ -179,7 +179,7 @@ def flip_pin(stack: Serving, name: str, version: int, bucket: str = BUCKET, conf
     the pin-index entry agents list."""
     from model_sync import environments
     from model_sync.lifecycle import catalog
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
     if config_text is None:
         body = stack.client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read()
@@ -188,7 +188,7 @@ def flip_pin(stack: Serving, name: str, version: int, bucket: str = BUCKET, conf
         "serving", layout.Root(bucket), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region
     )
     with _s3_env(stack):
-        repo = Repo(env)
+        repo = Bucket(env)
         catalog.flip_pin(repo, name, version, config_text, "push", "tests", catalog.read_pin(repo, name))
 
 

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from model_sync import environments
-from model_sync.agent.bucket import CHANGED, Bucket
+from model_sync.agent.bucket import CHANGED, AgentBucket
 from model_sync.agent.exceptions import S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.settings import AgentSettings
 from model_sync.contract import layout
 from model_sync.push import publish
 from model_sync.records import codec
 from model_sync.s3 import clients
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.triton_model import model_directory
 from model_sync.ui import Console
 from tests.model_sync.helpers import python_model
@@ -33,7 +33,7 @@ def _env(server: S3Server, bucket: str) -> environments.Environment:
     return environments.Environment("test", layout.Root(bucket), server.endpoint, "us-east-1")
 
 
-def _bucket(tmp_path: Path, server: S3Server, name: str, repo: Repo | None = None, **overrides: Any) -> Bucket:
+def _bucket(tmp_path: Path, server: S3Server, name: str, repo: Bucket | None = None, **overrides: Any) -> AgentBucket:
     settings = AgentSettings(
         root=layout.Root(name),
         repository=tmp_path / "models",
@@ -42,14 +42,14 @@ def _bucket(tmp_path: Path, server: S3Server, name: str, repo: Repo | None = Non
         replica="replica-0",
         **overrides,
     )
-    return Bucket(repo or Repo(_env(server, name), clients.AGENT), settings, threading.Event())
+    return AgentBucket(repo or Bucket(_env(server, name), clients.AGENT), settings, threading.Event())
 
 
 def _push(tmp_path: Path, server: S3Server, bucket: str, name: str, files: dict[str, bytes]) -> int:
     """`push` (the CLI's code path) of a python model: files, manifest, pin and pin-index entry."""
     src = python_model(tmp_path / "src" / f"{name}-{len(list(tmp_path.glob('src/*')))}", name, files)
     results = publish.push(
-        Repo(_env(server, bucket)),
+        Bucket(_env(server, bucket)),
         model_directory.discover(str(src), name),
         Console(quiet=True),
         publish.PushOptions(use_cache=False),
@@ -238,12 +238,12 @@ def test_a_big_file_comes_down_in_ranged_gets_and_is_verified(
         bucket.close()
 
 
-def _repo_as(server: S3Server, bucket: str, key: str, secret: str) -> Repo:
+def _repo_as(server: S3Server, bucket: str, key: str, secret: str) -> Bucket:
     import botocore.session
 
     session = botocore.session.get_session()
     session.set_credentials(key, secret)
-    return Repo(_env(server, bucket), clients.AGENT, session=session)
+    return Bucket(_env(server, bucket), clients.AGENT, session=session)
 
 
 def test_denied_and_unreachable_buckets_keep_serving_errors_apart(tmp_path: Path, rclone_s3: S3Server) -> None:

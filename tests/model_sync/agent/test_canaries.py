@@ -11,7 +11,7 @@ from model_sync import environments
 from model_sync.contract import layout
 from model_sync.records import canary_record
 from model_sync.s3 import clients
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from tests.model_sync.helpers import python_model, run_cli, write_config
 from tests.model_sync.records.test_canary_record import _doc, _repo
 from tests.support.s3_servers import S3Server
@@ -21,7 +21,7 @@ def _agent(tmp_path: Path, server: S3Server, bucket: str, replica: str) -> ag.Re
     settings = ag.AgentSettings(root=layout.Root(bucket), repository=tmp_path / replica / "models",
                                 staging=tmp_path / replica / ".staging", deployment="default", replica=replica)  # fmt: skip
     env = environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1")
-    agent = ag.RepositoryAgent(settings, Repo(env, clients.AGENT))
+    agent = ag.RepositoryAgent(settings, Bucket(env, clients.AGENT))
     agent.prepare()
     return agent
 

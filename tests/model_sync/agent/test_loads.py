@@ -14,16 +14,16 @@ import botocore.session
 import pytest
 
 from model_sync import environments
-from model_sync.agent.bucket import Bucket
+from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.loads import Loads
-from model_sync.agent.pod_disk import LocalRepository
+from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
 from model_sync.agent.triton import TritonProbe
 from model_sync.contract import layout
 from model_sync.records.codec import ReplicaState
 from model_sync.s3 import clients
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from tests.support.triton import BUCKET, DEPLOYMENT, REPLICA, Serving, add_model_files, pinned_config, served_version
 from tests.support.triton import serving as serving_fixture
 from tests.support.triton import triton_runtime as triton_runtime_fixture
@@ -46,7 +46,7 @@ def _files(version: int, fail: bool = False):
 
 
 def _loads(
-    repository: Path, staging: Path, models: dict[str, ModelState], triton_url: str | None, bucket: Bucket | None
+    repository: Path, staging: Path, models: dict[str, ModelState], triton_url: str | None, bucket: AgentBucket | None
 ) -> Loads:
     settings = AgentSettings(
         root=layout.Root(BUCKET),
@@ -59,7 +59,7 @@ def _loads(
         heartbeat=5.0,
     )
     stop = threading.Event()
-    local = LocalRepository(repository, staging, stop)
+    local = PodDisk(repository, staging, stop)
     local.lock()
     probe = TritonProbe(triton_url) if triton_url else None
     return Loads(settings, models, probe, local, bucket, lambda: None, time.time, stop)  # type: ignore[arg-type]
@@ -76,7 +76,7 @@ def _place(loads: Loads, name: str, version: int, etag: str, fail: bool = False)
     return st
 
 
-def _bucket(stack: Serving) -> Bucket:
+def _bucket(stack: Serving) -> AgentBucket:
     session = botocore.session.get_session()
     session.set_credentials(stack.s3.access_key, stack.s3.secret_key)
     env = environments.Environment("test", layout.Root(BUCKET), stack.s3.endpoint_url, stack.s3.region)
@@ -87,7 +87,7 @@ def _bucket(stack: Serving) -> Bucket:
         deployment=DEPLOYMENT,
         replica=REPLICA,
     )
-    return Bucket(Repo(env, clients.AGENT, session=session), settings, threading.Event())
+    return AgentBucket(Bucket(env, clients.AGENT, session=session), settings, threading.Event())
 
 
 @pytest.mark.e2e

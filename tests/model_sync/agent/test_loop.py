@@ -110,7 +110,7 @@ def _repo(server: object, bucket: str, key: str, secret: str) -> object:
 
     from model_sync import environments
     from model_sync.s3 import clients
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
     session = botocore.session.get_session()
     session.set_credentials(key, secret)
@@ -120,7 +120,7 @@ def _repo(server: object, bucket: str, key: str, secret: str) -> object:
         server.endpoint,  # type: ignore[attr-defined]
         "us-east-1",
     )
-    return Repo(env, clients.AGENT, session=session)
+    return Bucket(env, clients.AGENT, session=session)
 
 
 def _adopted(tmp_path: Path, bucket: str, **overrides: object) -> ag.AgentSettings:
@@ -281,7 +281,7 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     full listing (--full-resync), not lost."""
     from model_sync import environments
     from model_sync.s3 import clients
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from tests.model_sync.helpers import python_model, run_cli, write_config
 
     cfg = write_config(
@@ -303,7 +303,7 @@ def test_steady_pass_lists_only_the_pin_index_and_a_full_resync_catches_a_pin_wi
     )
     agent = ag.RepositoryAgent(
         settings_on(tmp_path / "node", root=layout.Root(s3_bucket), heartbeat=3600.0, resync=3600.0),
-        Repo(env, clients.AGENT),
+        Bucket(env, clients.AGENT),
     )
     agent.prepare()
 

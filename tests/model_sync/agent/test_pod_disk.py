@@ -12,14 +12,14 @@ import pytest
 
 from model_sync import agent as ag
 from model_sync.agent.exceptions import Abandoned, AgentError
-from model_sync.agent.pod_disk import LocalRepository, atomic_write, local_versions, read_local_pin
+from model_sync.agent.pod_disk import PodDisk, atomic_write, local_versions, read_local_pin
 from model_sync.contract import layout
 from tests.model_sync.helpers import settings_on
 from tests.support.triton import pinned_config
 
 
-def _local(tmp_path: Path) -> LocalRepository:
-    local = LocalRepository(tmp_path / "models", tmp_path / ".models.staging", threading.Event())
+def _local(tmp_path: Path) -> PodDisk:
+    local = PodDisk(tmp_path / "models", tmp_path / ".models.staging", threading.Event())
     local.lock()
     return local
 
@@ -39,7 +39,7 @@ def _tree(root: Path) -> list[str]:
 
 def test_a_second_lock_on_the_same_staging_is_refused_until_the_first_is_released(tmp_path: Path) -> None:
     first = _local(tmp_path)
-    second = LocalRepository(tmp_path / "models", tmp_path / ".models.staging", threading.Event())
+    second = PodDisk(tmp_path / "models", tmp_path / ".models.staging", threading.Event())
     with pytest.raises(AgentError, match="is locked by another agent; allowed: one agent per repository"):
         second.lock()
     first.unlock()

@@ -13,7 +13,7 @@ import botocore.session
 import pytest
 
 from model_sync import environments
-from model_sync.agent.bucket import Bucket
+from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.replica_record import STATUS_SCHEMA, ReadyFile, StatusReport, document
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
@@ -21,7 +21,7 @@ from model_sync.contract import layout
 from model_sync.records import codec
 from model_sync.records.codec import ReplicaState
 from model_sync.s3 import clients
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from tests.support.s3_servers import KEY, SECRET, S3Server
 
 T0 = 1_790_000_000.0  # the agent's clock in these tests (POSIX seconds)
@@ -51,14 +51,14 @@ def _settings(tmp_path: Path, bucket: str) -> AgentSettings:
 def _report(tmp_path: Path, server: S3Server, bucket: str, secret: str = SECRET) -> tuple[StatusReport, Clock]:
     session = botocore.session.get_session()
     session.set_credentials(KEY, secret)
-    repo = Repo(
+    repo = Bucket(
         environments.Environment("test", layout.Root(bucket), server.endpoint, "us-east-1"),
         clients.AGENT,
         session=session,
     )
     settings = _settings(tmp_path, bucket)
     clock = Clock()
-    return StatusReport(settings, Bucket(repo, settings, threading.Event()), clock), clock
+    return StatusReport(settings, AgentBucket(repo, settings, threading.Event()), clock), clock
 
 
 def _models() -> dict[str, ModelState]:

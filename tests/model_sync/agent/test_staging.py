@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from model_sync.agent.exceptions import VersionRejected
-from model_sync.agent.pod_disk import LocalRepository
+from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.staging import Staging, reject
 from model_sync.agent.state import ModelState
@@ -39,7 +39,7 @@ def _staging(tmp_path: Path, models: dict[str, ModelState], bucket: object, load
         deployment="default",
         replica="replica-0",
     )
-    local = LocalRepository(settings.repository, settings.staging, threading.Event())
+    local = PodDisk(settings.repository, settings.staging, threading.Event())
     local.lock()
     return Staging(settings, models, bucket, local, loads)  # type: ignore[arg-type]
 

@@ -17,7 +17,7 @@ from model_sync.canary.metrics import TritonMetrics
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
 from model_sync.records import canary_record, codec
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.ui import Console
 from tests.model_sync.helpers import python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server
@@ -29,7 +29,7 @@ def _release(tmp_path: Path, capsys, server: S3Server, bucket: str, aws_env, ver
         src = python_model(tmp_path / f"src{tag}", "m", {"model.py": f"# {tag}\n".encode()})
         assert run_cli(capsys, "push", str(src), "--env", "prod", "--config", cfg).code == 0
     assert run_cli(capsys, "rollback", "m", "--env", "prod", "--config", cfg, "--yes").code == 0  # pin 1; 2 published
-    repo = Repo(environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1"))
+    repo = Bucket(environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1"))
     return gray_release.GrayRelease(repo, "m", version, CanaryPolicy(), TritonMetrics("m", ("http://127.0.0.1:9/metrics",)),
                               console=Console(quiet=True), by="tests", poll=0.01)  # fmt: skip
 

@@ -79,13 +79,13 @@ def _doc(replica: str, age: float, heartbeat: float) -> bytes:
 def test_a_replica_is_live_within_three_of_its_own_heartbeats(moto_s3: S3Server, s3_bucket: str, aws_env) -> None:
     from model_sync import environments
     from model_sync.contract import layout
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
     client = moto_s3.client()
     for replica, age, heartbeat in (("default-0", 1, 30), ("default-1", 89, 30), ("default-2", 91, 30),
                                     ("default-3", 7, 2), ("default-4", 5, 2)):  # fmt: skip
         client.put_object(Bucket=s3_bucket, Key=f"status/default/{replica}.json", Body=_doc(replica, age, heartbeat))
-    repo = Repo(environments.Environment("prod", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
+    repo = Bucket(environments.Environment("prod", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
     fleet = observe(repo, "m", None, _dt.datetime.now(_dt.UTC))
     assert LIVE_HEARTBEATS == 3
     assert (fleet.deployment, fleet.ids, sorted(fleet.silent)) == (
@@ -105,12 +105,12 @@ def test_after_an_s3_outage_no_report_is_older_than_s3_has_been_back(
     and none of those replicas is dead for that."""
     from model_sync import environments
     from model_sync.contract import layout
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
     client = moto_s3.client()
     for replica in ("default-0", "default-1"):
         client.put_object(Bucket=s3_bucket, Key=f"status/default/{replica}.json", Body=_doc(replica, 40, 2))
-    repo = Repo(environments.Environment("prod", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
+    repo = Bucket(environments.Environment("prod", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
     now = _dt.datetime.now(_dt.UTC)
     assert observe(repo, "m", None, now).silent.keys() == {"default-0", "default-1"}
     back = observe(repo, "m", None, now, reachable_since=now - _dt.timedelta(seconds=5))

@@ -17,7 +17,7 @@ from model_sync.environments import Environment
 from model_sync.lifecycle import catalog
 from model_sync.records import codec
 from model_sync.s3 import clients
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.triton_model import model_config
 from tests.support.s3_servers import REGION, S3Server
 
@@ -49,8 +49,8 @@ def server_get(server: S3Server, bucket: str, key: str) -> bytes:
     return bytes(observer(server).get_object(Bucket=bucket, Key=key)["Body"].read())
 
 
-def repo_on(server: S3Server, bucket: str) -> Repo:
-    return Repo(
+def repo_on(server: S3Server, bucket: str) -> Bucket:
+    return Bucket(
         Environment("dev", layout.Root(bucket), endpoint_url=server.endpoint, region=REGION), session=_session()
     )
 
@@ -62,7 +62,7 @@ def new_bucket(server: S3Server) -> str:
 
 
 @pytest.fixture
-def repo(moto_s3: S3Server, s3_bucket: str) -> Repo:
+def repo(moto_s3: S3Server, s3_bucket: str) -> Bucket:
     return repo_on(moto_s3, s3_bucket)
 
 
@@ -83,11 +83,11 @@ def manifest_doc(version: int, files: dict[str, int] | None = None) -> dict[str,
     }  # fmt: skip
 
 
-def publish_manifest(repo: Repo, version: int, files: dict[str, int] | None = None) -> None:
+def publish_manifest(repo: Bucket, version: int, files: dict[str, int] | None = None) -> None:
     assert repo.put_new(layout.manifest_key(MODEL, version), codec.dumps(manifest_doc(version, files)))
 
 
-def flip(repo: Repo, version: int, action: str = "push", pop: int = 0) -> catalog.Flip:
+def flip(repo: Bucket, version: int, action: str = "push", pop: int = 0) -> catalog.Flip:
     return catalog.flip_pin(
         repo, MODEL, version, pin_text(version), action, "tests", catalog.read_pin(repo, MODEL), pop=pop
     )
@@ -100,7 +100,7 @@ def history_on_server(server: S3Server, bucket: str) -> list[dict[str, Any]]:
 # ---- pins ----------------------------------------------------------------------------------
 
 
-def test_no_pin_then_a_pin_with_its_etag_and_last_modified(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_no_pin_then_a_pin_with_its_etag_and_last_modified(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     assert catalog.read_pin(repo, MODEL) == catalog.Pin(MODEL, None, None)
     repo.put(layout.config_key(MODEL), pin_text(4).encode(), "text/plain")
     pin = catalog.read_pin(repo, MODEL)
@@ -109,14 +109,14 @@ def test_no_pin_then_a_pin_with_its_etag_and_last_modified(repo: Repo, moto_s3: 
     assert pin.modified == int(head["LastModified"].timestamp())
 
 
-def test_a_config_that_pins_no_single_version_reads_as_none(repo: Repo) -> None:
+def test_a_config_that_pins_no_single_version_reads_as_none(repo: Bucket) -> None:
     repo.put(
         layout.config_key(MODEL), b'backend: "python"\nversion_policy { latest { num_versions: 2 } }\n', "text/plain"
     )
     assert catalog.read_pin(repo, MODEL).version is None
 
 
-def test_a_corrupt_pin_is_refused_naming_the_fix(repo: Repo, s3_bucket: str) -> None:
+def test_a_corrupt_pin_is_refused_naming_the_fix(repo: Bucket, s3_bucket: str) -> None:
     repo.put(layout.config_key(MODEL), b'nmae: "m"\n', "text/plain")
     with pytest.raises(errors.SyncError) as e:
         catalog.read_pin(repo, MODEL)
@@ -125,7 +125,7 @@ def test_a_corrupt_pin_is_refused_naming_the_fix(repo: Repo, s3_bucket: str) -> 
     assert str(e.value).endswith("(the pin is corrupt; fix it with `model-sync rollback m --model-version N`)")
 
 
-def test_flips_write_the_pin_then_history_and_index(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_flips_write_the_pin_then_history_and_index(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     first = flip(repo, 1)
     assert server_get(moto_s3, s3_bucket, layout.config_key(MODEL)).decode() == pin_text(1)
     assert first.etag == catalog.read_pin(repo, MODEL).etag
@@ -142,13 +142,13 @@ def test_flips_write_the_pin_then_history_and_index(repo: Repo, moto_s3: S3Serve
     assert (history.latest, history.stack) == (records[-1], [1, 2])
 
 
-def test_re_pinning_the_same_version_stacks_nothing(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_re_pinning_the_same_version_stacks_nothing(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     flip(repo, 1)
     flip(repo, 1, "rollback")
     assert [r["stack"] for r in history_on_server(moto_s3, s3_bucket)] == [[], []]
 
 
-def test_a_stale_pin_is_refused_and_nothing_is_written(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_a_stale_pin_is_refused_and_nothing_is_written(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     flip(repo, 1)
     stale = catalog.read_pin(repo, MODEL)
     flip(repo, 2)  # another writer flips meanwhile
@@ -172,7 +172,7 @@ def test_a_stale_pin_is_refused_and_nothing_is_written(repo: Repo, moto_s3: S3Se
         catalog.flip_pin(repo, MODEL, 1, pin_text(1), "rollback", "tests", stale)
 
 
-def test_a_first_pin_written_meanwhile_is_refused(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_a_first_pin_written_meanwhile_is_refused(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     none_yet = catalog.read_pin(repo, MODEL)
     flip(repo, 1)
     with pytest.raises(errors.SyncError, match=r"moved from None to 1 while this push ran"):
@@ -194,7 +194,7 @@ def test_a_moved_pin_is_caught_on_a_server_that_ignores_if_match(rclone_s3: S3Se
 
 
 def test_pin_text_for_another_version_is_a_bug_and_writes_nothing(
-    repo: Repo, moto_s3: S3Server, s3_bucket: str
+    repo: Bucket, moto_s3: S3Server, s3_bucket: str
 ) -> None:
     with pytest.raises(errors.SyncError) as e:
         catalog.flip_pin(repo, MODEL, 2, pin_text(3), "push", "tests", catalog.read_pin(repo, MODEL))
@@ -202,7 +202,7 @@ def test_pin_text_for_another_version_is_a_bug_and_writes_nothing(
     assert server_keys(moto_s3, s3_bucket) == []
 
 
-def test_a_history_that_is_not_the_current_pin_is_not_trusted(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_a_history_that_is_not_the_current_pin_is_not_trusted(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     flip(repo, 1)
     flip(repo, 2)
     repo.put(layout.config_key(MODEL), pin_text(5).encode(), "text/plain")  # edited by hand: no history record
@@ -215,7 +215,7 @@ def test_a_history_that_is_not_the_current_pin_is_not_trusted(repo: Repo, moto_s
 # ---- rollback target -----------------------------------------------------------------------
 
 
-def test_the_rollback_target_skips_pruned_versions(repo: Repo) -> None:
+def test_the_rollback_target_skips_pruned_versions(repo: Bucket) -> None:
     for version in (1, 2, 3):
         publish_manifest(repo, version)
         flip(repo, version)
@@ -229,7 +229,7 @@ def test_the_rollback_target_skips_pruned_versions(repo: Repo) -> None:
     assert catalog.read_history(repo, MODEL).stack == []
 
 
-def test_no_history_means_no_rollback_target(repo: Repo) -> None:
+def test_no_history_means_no_rollback_target(repo: Bucket) -> None:
     assert catalog.read_history(repo, MODEL) == catalog.PinHistory(None, [])
     assert catalog.rollback_target(repo, MODEL, catalog.read_pin(repo, MODEL), catalog.read_history(repo, MODEL)) == (
         None,
@@ -237,7 +237,7 @@ def test_no_history_means_no_rollback_target(repo: Repo) -> None:
     )
 
 
-def test_a_corrupt_history_record_is_refused(repo: Repo, s3_bucket: str) -> None:
+def test_a_corrupt_history_record_is_refused(repo: Bucket, s3_bucket: str) -> None:
     flip(repo, 1)
     key = layout.pin_record_key(MODEL, "29991231T235959999999Z", 9)  # sorts last: the latest
     repo.put(key, b'{"schema": "model-sync.pin/v1"}')
@@ -250,7 +250,7 @@ def test_a_corrupt_history_record_is_refused(repo: Repo, s3_bucket: str) -> None
 # ---- manifests and listings ------------------------------------------------------------------
 
 
-def test_manifests_are_read_strictly(repo: Repo, s3_bucket: str) -> None:
+def test_manifests_are_read_strictly(repo: Bucket, s3_bucket: str) -> None:
     with pytest.raises(errors.SyncError) as e:
         catalog.read_manifest(repo, MODEL, 1)
     assert (e.value.code, str(e.value)) == (
@@ -272,7 +272,7 @@ def test_manifests_are_read_strictly(repo: Repo, s3_bucket: str) -> None:
     )
 
 
-def test_listings_keep_only_layout_names(repo: Repo) -> None:
+def test_listings_keep_only_layout_names(repo: Bucket) -> None:
     for key in (layout.version_file_key("b", 1, "model.py"), layout.config_key("a"),
                 "repository/Not_A_Name/config.pbtxt", "repository/_x/1/f",
                 layout.version_file_key(MODEL, 2, "model.py"), layout.version_file_key(MODEL, 10, "sub/w.bin"),
@@ -287,7 +287,7 @@ def test_listings_keep_only_layout_names(repo: Repo) -> None:
     assert catalog.version_objects(repo, MODEL, 3) == {}
 
 
-def test_a_version_is_complete_when_every_manifest_file_is_there_with_its_size(repo: Repo) -> None:
+def test_a_version_is_complete_when_every_manifest_file_is_there_with_its_size(repo: Bucket) -> None:
     doc = manifest_doc(1, {"model.py": 3, "sub/w.bin": 5})
     assert catalog.is_complete(repo, MODEL, 1, doc) == "model.py missing"
     repo.put(layout.version_file_key(MODEL, 1, "model.py"), b"abc")
@@ -298,7 +298,7 @@ def test_a_version_is_complete_when_every_manifest_file_is_there_with_its_size(r
 
 
 def test_a_prefixed_repository_root(moto_s3: S3Server, s3_bucket: str) -> None:
-    repo = Repo(
+    repo = Bucket(
         Environment("dev", layout.Root(s3_bucket, "team/a"), endpoint_url=moto_s3.endpoint, region=REGION),
         session=_session(),
     )
@@ -319,7 +319,7 @@ def allocations_on_server(server: S3Server, bucket: str) -> dict[int, dict[str, 
     return out
 
 
-def test_allocation_claims_the_next_number_with_a_marker(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_allocation_claims_the_next_number_with_a_marker(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     assert catalog.highest_allocated(repo, MODEL) == 0
     assert catalog.allocate(repo, MODEL, "push", "alice") == 1
     assert catalog.allocate(repo, MODEL, "push", "bob") == 2
@@ -332,7 +332,7 @@ def test_allocation_claims_the_next_number_with_a_marker(repo: Repo, moto_s3: S3
     assert catalog.allocate(repo, MODEL, "push", "alice") == 8
 
 
-def test_preferred_and_hinted_numbers(repo: Repo, moto_s3: S3Server, s3_bucket: str) -> None:
+def test_preferred_and_hinted_numbers(repo: Bucket, moto_s3: S3Server, s3_bucket: str) -> None:
     assert catalog.allocate(repo, MODEL, "promote", "ci", preferred=5) == 5
     assert catalog.allocate(repo, MODEL, "promote", "ci", preferred=5) == 6  # taken: the next after the highest
     assert catalog.allocate(repo, MODEL, "push", "ci", hint=9) == 10

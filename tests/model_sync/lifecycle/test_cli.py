@@ -32,7 +32,7 @@ def _push(capsys, tmp_path: Path, cfg: str, content: str, env: str = "staging") 
 def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = True, pinned: bool = True) -> str:
     """One verify attempt of simple `version`, written by verify.record (the one writer)."""
     from model_sync import environments
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from model_sync.serving import verify as vf
 
     raw = server.get(bucket, f"manifests/simple/{version}.json")
@@ -42,7 +42,7 @@ def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = T
                              problems=[] if passed else ["replica triton/pod-0: FAILED: boom"])  # fmt: skip
     result.checks["replicas"] = "passed" if passed else "failed"
     env = environments.resolve(None, None, f"s3://{bucket}", server.endpoint, "us-east-1")
-    return vf.record(Repo(env), result, "test")
+    return vf.record(Bucket(env), result, "test")
 
 
 def test_promote_requires_verification_then_copies_verifies_and_records(tmp_path, capsys, moto_s3, envs) -> None:

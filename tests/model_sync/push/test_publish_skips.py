@@ -19,7 +19,7 @@ import pytest
 from model_sync import environments
 from model_sync.contract import layout
 from model_sync.push import publish, skip_cache
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.triton_model import model_directory
 from model_sync.ui import Console
 from tests.model_sync.helpers import manifest_doc, pinned_version, python_model, run_cli, write_config
@@ -218,7 +218,7 @@ def test_allocation_from_the_pin_never_writes_into_an_occupied_version(
 
 def test_noop_never_asks_who_is_publishing(tmp_path, moto_s3, s3_bucket, aws_env) -> None:
     models = [model_directory.load(str(python_model(tmp_path, "m")))]
-    repo = Repo(environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
+    repo = Bucket(environments.Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, "us-east-1"))
     first = publish.push(repo, models, Console(quiet=True), publish.PushOptions(), "tester")
     assert [r.action for r in first] == ["pushed"]
 

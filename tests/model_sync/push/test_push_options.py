@@ -10,7 +10,7 @@ from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.push import publish
 from model_sync.push.push_options import MAX_PART, MB, MIN_PART, PushOptions, cli_options
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.triton_model import model_directory
 from model_sync.ui import Console
 from tests.model_sync.helpers import python_model
@@ -78,7 +78,7 @@ def test_cli_options_threshold_decides_parts(tmp_path, moto_s3: S3Server, s3_buc
     )
     big = bytes(range(256)) * (6 * 1024 * 4)
     m = model_directory.load(str(python_model(tmp_path / "m", "simple", {"model.py": b"# a\n", "model.pt": big})))
-    repo = Repo(Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, REGION))
+    repo = Bucket(Environment("staging", layout.Root(s3_bucket), moto_s3.endpoint, REGION))
     [result] = publish.push(repo, [m], Console(quiet=True), options, "tester")
     assert (result.action, result.version) == ("pushed", 1)
     client = moto_s3.client()

@@ -15,9 +15,9 @@ from tests.support.s3_servers import S3Server
 def _repo(server: S3Server, bucket: str):
     from model_sync import environments
     from model_sync.contract import layout
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
-    return Repo(environments.Environment("staging", layout.Root(bucket), server.endpoint, "us-east-1"))
+    return Bucket(environments.Environment("staging", layout.Root(bucket), server.endpoint, "us-east-1"))
 
 
 @pytest.mark.parametrize("server", ["moto", "rclone"])
@@ -81,12 +81,12 @@ def test_s3_digest_rejection_maps_to_file_changed(tmp_path, code) -> None:
     from model_sync import environments
     from model_sync.contract import layout
     from model_sync.push import publish, uploads
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from model_sync.triton_model import model_directory
     from model_sync.ui import Console
 
     m = model_directory.load(str(python_model(tmp_path, "simple")))
-    repo = Repo(environments.Environment("staging", layout.Root("bkt"), "http://127.0.0.1:1", "us-east-1"))
+    repo = Bucket(environments.Environment("staging", layout.Root("bkt"), "http://127.0.0.1:1", "us-east-1"))
     publisher = uploads.Uploader(repo, Console(quiet=True), publish.PushOptions())
     error = ClientError(
         {"Error": {"Code": code, "Message": "The SHA256 you specified did not match the calculated checksum."}},

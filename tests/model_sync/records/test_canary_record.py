@@ -9,7 +9,7 @@ import pytest
 from model_sync import environments, errors
 from model_sync.contract import layout
 from model_sync.records import canary_record, codec
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from tests.support.s3_servers import S3Server
 
 
@@ -23,8 +23,8 @@ def _doc(model: str, replicas: list[str], state: str = "running", canary_version
     }  # fmt: skip
 
 
-def _repo(server: S3Server, bucket: str) -> Repo:
-    return Repo(environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1"))
+def _repo(server: S3Server, bucket: str) -> Bucket:
+    return Bucket(environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1"))
 
 
 def test_the_record_is_written_conditionally_and_archived_once(moto_s3: S3Server, s3_bucket: str, aws_env) -> None:

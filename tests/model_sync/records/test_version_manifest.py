@@ -14,15 +14,15 @@ from model_sync.push.push_options import PushOptions
 from model_sync.push.uploads import hash_files
 from model_sync.records import codec
 from model_sync.records.version_manifest import build_manifest, file_entries
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.triton_model import model_directory
 from model_sync.ui import Console
 from tests.model_sync.helpers import manifest_doc, python_model
 from tests.support.s3_servers import REGION, S3Server
 
 
-def _repo(server: S3Server, bucket: str) -> Repo:
-    return Repo(Environment("staging", layout.Root(bucket), server.endpoint, REGION))
+def _repo(server: S3Server, bucket: str) -> Bucket:
+    return Bucket(Environment("staging", layout.Root(bucket), server.endpoint, REGION))
 
 
 def test_the_manifest_round_trips_through_the_strict_reader(

@@ -21,7 +21,7 @@ from model_sync import errors
 from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.s3 import clients, transfer
-from model_sync.s3.bucket import NOT_MODIFIED, Repo
+from model_sync.s3.bucket import NOT_MODIFIED, Bucket
 from model_sync.s3.failures import Kind, classify, translate
 from tests.support.relays import DroppingListener
 from tests.support.s3_servers import KEY, REGION, S3Server
@@ -46,15 +46,17 @@ def server(request: pytest.FixtureRequest) -> S3Server:
 
 @pytest.fixture(autouse=True)
 def _credentials(aws_env: dict[str, str]) -> None:
-    """Every Repo here resolves the test key through botocore's default chain (aws_env)."""
+    """Every Bucket here resolves the test key through botocore's default chain (aws_env)."""
 
 
-def repo_for(endpoint: str, bucket: str, secret: str | None = None, purpose: clients.Purpose = clients.CLI) -> Repo:
+def repo_for(endpoint: str, bucket: str, secret: str | None = None, purpose: clients.Purpose = clients.CLI) -> Bucket:
     session = None
     if secret is not None:
         session = botocore.session.get_session()
         session.set_credentials(KEY, secret)
-    return Repo(Environment("dev", layout.Root(bucket), endpoint_url=endpoint, region=REGION), purpose, session=session)
+    return Bucket(
+        Environment("dev", layout.Root(bucket), endpoint_url=endpoint, region=REGION), purpose, session=session
+    )
 
 
 def test_awkward_keys_round_trip(server: S3Server) -> None:
@@ -276,7 +278,7 @@ def test_aws_hosted_endpoints_keep_aws_behaviour(endpoint: str | None, hosted: b
 def test_aws_clients_keep_virtual_hosting_and_checksums() -> None:
     """Against AWS itself nothing is narrowed: botocore's virtual-hosted addressing (and with it S3
     Express and access points) and its default checksums stay on."""
-    repo = Repo(Environment("prod", layout.Root("models"), None, "eu-west-1"))
+    repo = Bucket(Environment("prod", layout.Root("models"), None, "eu-west-1"))
     config = repo.client.meta.config
     assert (config.s3, config.request_checksum_calculation, config.response_checksum_validation) == (
         None,
@@ -358,7 +360,7 @@ class _Captured(Exception):
     pass
 
 
-def _first_request(repo: Repo) -> tuple[str, str, str]:
+def _first_request(repo: Bucket) -> tuple[str, str, str]:
     seen: list[tuple[str, str, str]] = []
 
     def capture(request: object, event_name: str, **kwargs: object) -> None:
@@ -375,7 +377,7 @@ def test_an_access_point_arn_is_a_bucket_and_botocore_addresses_the_access_point
     root = layout.Root.parse("s3://arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap/team-a/")
     assert (root.bucket, root.prefix) == ("arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap", "team-a")
     assert root.uri("repository/") == "s3://arn:aws:s3:eu-west-1:123456789012:accesspoint/models-ap/team-a/repository/"
-    repo = Repo(Environment("prod", root, None, "eu-west-1"))
+    repo = Bucket(Environment("prod", root, None, "eu-west-1"))
     assert _first_request(repo) == (
         "GetObject",
         "GET",
@@ -388,7 +390,7 @@ def test_an_access_point_arn_is_a_bucket_and_botocore_addresses_the_access_point
 
 
 def test_an_s3_express_directory_bucket_gets_its_session_first() -> None:
-    repo = Repo(Environment("prod", layout.Root("models--usw2-az1--x-s3"), None, "us-west-2"))
+    repo = Bucket(Environment("prod", layout.Root("models--usw2-az1--x-s3"), None, "us-west-2"))
     operation, method, url = _first_request(repo)
     assert (operation, method) == ("CreateSession", "GET")
     assert url.startswith("https://models--usw2-az1--x-s3.s3express-usw2-az1.us-west-2.amazonaws.com/?session")

@@ -1,4 +1,4 @@
-"""model_sync.s3.conditional (the conditional writes of s3.Repo) against real S3-protocol server
+"""model_sync.s3.conditional (the conditional writes of s3.Bucket) against real S3-protocol server
 processes: moto_server enforces If-None-Match / If-Match, `rclone serve s3` ignores both."""
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import pytest
 from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.s3 import conditional
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from tests.support.relays import LostResponseRelay
 from tests.support.s3_servers import REGION, S3Server
 
 
 @pytest.fixture(autouse=True)
 def _credentials(aws_env: dict[str, str]) -> None:
-    """Every Repo here resolves the test key through botocore's default chain (aws_env)."""
+    """Every Bucket here resolves the test key through botocore's default chain (aws_env)."""
 
 
-def repo_for(endpoint: str, bucket: str) -> Repo:
-    return Repo(Environment("dev", layout.Root(bucket), endpoint_url=endpoint, region=REGION))
+def repo_for(endpoint: str, bucket: str) -> Bucket:
+    return Bucket(Environment("dev", layout.Root(bucket), endpoint_url=endpoint, region=REGION))
 
 
 def test_conditional_writes_are_enforced_by_moto_and_ignored_by_rclone(
@@ -49,7 +49,7 @@ def test_conditional_writes_are_enforced_by_moto_and_ignored_by_rclone(
 @pytest.mark.parametrize("write", ["put_new", "put_if"])
 def test_a_conditional_write_whose_response_was_lost_is_ours(moto_s3: S3Server, s3_bucket: str, write: str) -> None:
     """The first try is applied but its answer lost; botocore retries and the retry is refused
-    (412) by our own write, which Repo recognises by the bytes: no false "taken" allocation, no
+    (412) by our own write, which Bucket recognises by the bytes: no false "taken" allocation, no
     false "pin moved". The same refusal on a FIRST try is a conflict."""
     repo = repo_for(moto_s3.endpoint, s3_bucket)
     old = repo.put("audit/pin.txt", b"old") if write == "put_if" else None
@@ -80,7 +80,7 @@ def test_the_probe_runs_once_per_bucket_whatever_the_threads(moto_s3: S3Server) 
     before = len(moto_s3.requests())
     answers: list[tuple[bool, bool, str | None]] = []
 
-    def ask(repo: Repo) -> None:
+    def ask(repo: Bucket) -> None:
         answers.append((repo.conditional_writes_enforced(), repo.if_match_enforced(), repo.ignored_conditions()))
 
     threads = [threading.Thread(target=ask, args=(repo_for(moto_s3.endpoint, bucket),)) for _ in range(8)]

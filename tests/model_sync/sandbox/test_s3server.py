@@ -21,7 +21,7 @@ from bench.s3.race import BUCKET, race
 from model_sync import environments
 from model_sync.contract import layout
 from model_sync.s3 import clients
-from model_sync.s3.bucket import Repo
+from model_sync.s3.bucket import Bucket
 from model_sync.sandbox.procs import LOOPBACK, wait_until
 from model_sync.sandbox.s3server import MotoS3Server
 from tests.support.triton import s3_client
@@ -68,7 +68,7 @@ def test_it_answers_s3_over_http_creates_the_buckets_named_before_start_and_enfo
     assert client.get_object(Bucket="models-early", Key="a/b.json")["Body"].read() == b"{}"
     session = clients.new_session(moto.region)
     session.set_credentials("any", "any")  # moto accepts any
-    repo = Repo(
+    repo = Bucket(
         environments.Environment("m", layout.Root("models-late"), moto.endpoint_url, moto.region), session=session
     )
     assert (repo.conditional_writes_enforced(), repo.if_match_enforced()) == (True, True)

@@ -118,7 +118,7 @@ def test_check_reads_the_pinned_versions_of_the_other_models(tmp_path, capsys, m
     """Against a real bucket: `pinned0` (pinned, a v3 manifest without GPU memory) is unknown, `bert`
     (never pushed) serves nothing, and the new version is counted with the check's own need."""
     from model_sync import environments
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
     from tests.model_sync.helpers import python_model, run_cli, write_config
 
     bucket = moto_s3.make_bucket()
@@ -127,7 +127,7 @@ def test_check_reads_the_pinned_versions_of_the_other_models(tmp_path, capsys, m
         run_cli(capsys, "push", str(python_model(tmp_path, "pinned0")), "--env", "staging", "--config", cfg).code == 0
     )
     env = environments.resolve("staging", cfg)
-    repo = Repo(environments.Environment(env.name, env.root, env.endpoint_url, env.region, triton_gpus=(CARD,)))
+    repo = Bucket(environments.Environment(env.name, env.root, env.endpoint_url, env.region, triton_gpus=(CARD,)))
     assert gpu_plan.pinned_needs(repo, ["pinned0", "bert"]) == [
         Need("pinned0", "pinned0 v1", None, (_group("KIND_AUTO"),), 1)
     ]
@@ -146,7 +146,7 @@ def test_check_reads_the_pinned_versions_of_the_other_models(tmp_path, capsys, m
         gpu_plan.check(repo, ["resnet"], lambda _m: big, ", ".join)
     assert e.value.code == errors.INCOMPATIBLE
     assert moto_s3.keys(bucket) == keys  # the check only reads
-    bare = Repo(env)
+    bare = Bucket(env)
     assert gpu_plan.check(bare, ["resnet"], lambda _m: big, ", ".join) == [
         "gpu memory: not checked in staging: the environment does not name its GPUs (tritonGpus in model-sync.yaml "
         "or the stack output)"

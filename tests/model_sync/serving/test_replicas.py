@@ -26,9 +26,9 @@ def _report(model: str, serving: list[int], state: str = "READY", failed: dict[s
 
 
 def two_versions(tmp_path, capsys, moto_s3):
-    """(client, bucket, Repo) of a staging bucket where `simple` versions 1 and 2 were pushed (2 pinned)."""
+    """(client, bucket, Bucket) of a staging bucket where `simple` versions 1 and 2 were pushed (2 pinned)."""
     from model_sync import environments
-    from model_sync.s3.bucket import Repo
+    from model_sync.s3.bucket import Bucket
 
     bucket = moto_s3.make_bucket()
     cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{bucket}"})
@@ -37,7 +37,7 @@ def two_versions(tmp_path, capsys, moto_s3):
             tmp_path / f"src-{content}", "simple", {"model.py": content.encode(), "model.pt": content.encode() * 100}
         )
         assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    return moto_s3.client(), bucket, Repo(environments.resolve("staging", cfg))
+    return moto_s3.client(), bucket, Bucket(environments.resolve("staging", cfg))
 
 
 @pytest.fixture
