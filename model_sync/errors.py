@@ -89,3 +89,14 @@ def one_line(text: str, limit: int = 300) -> str:
     """`text` on one line (runs of whitespace, newlines included, become one space), at most `limit` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def describe(err: BaseException) -> str:
+    """`<ExceptionType>: <message on one line>`, as the agent logs and records errors and the local
+    traffic records a failed request."""
+    return f"{type(err).__name__}: {one_line(str(err))}"
+
+
+class Abandoned(Exception):
+    """Work stopped because its stop event was set (the agent shutting down): a download, a staging
+    pass, a load. Not a failure and carries no exit code."""

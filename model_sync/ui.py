@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from model_sync import errors
+
+if TYPE_CHECKING:
+    from model_sync.environments import Environment
 
 PROG = "model-sync"
+# asks (on a terminal, for prod) before a command deletes or moves anything: `prune`, `rollback`
+Confirm = Callable[["Environment", str], None]
 
 
 class Console:
@@ -81,7 +89,6 @@ class Progress:
 def confirm(question: str, what: str) -> None:
     """Ask `question` [y/N] on a terminal (rich's prompt); anything but yes, or no terminal at all,
     refuses with one line (exit 2) naming --yes."""
-    from model_sync import errors
 
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         raise errors.usage(

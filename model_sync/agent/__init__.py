@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
     from model_sync.agent.bucket import CHANGED as CHANGED
     from model_sync.agent.bucket import DENIED_KINDS as DENIED_KINDS
     from model_sync.agent.bucket import AgentBucket as AgentBucket
-    from model_sync.agent.exceptions import Abandoned as Abandoned
     from model_sync.agent.exceptions import AgentError as AgentError
     from model_sync.agent.exceptions import PassError as PassError
     from model_sync.agent.exceptions import S3AccessDenied as S3AccessDenied
@@ -58,10 +57,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for the type checker
 # name -> (module, attribute)
 _EXPORTS: dict[str, tuple[str, str]] = {
     **{n: ("bucket", n) for n in ("AGENT_TRANSFER", "CHANGED", "DENIED_KINDS", "AgentBucket")},
-    **{
-        n: ("exceptions", n)
-        for n in ("Abandoned", "AgentError", "PassError", "S3AccessDenied", "S3Unavailable", "VersionRejected")
-    },
+    **{n: ("exceptions", n) for n in ("AgentError", "PassError", "S3AccessDenied", "S3Unavailable", "VersionRejected")},
     **{n: ("loads", n) for n in ("Load", "Loads")},
     **{n: ("pod_disk", n) for n in ("PodDisk", "atomic_write", "local_versions", "read_local_pin")},
     "_precompile_python": ("pod_disk", "precompile_python"),

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from model_sync import errors
-from model_sync.agent.exceptions import Abandoned, S3AccessDenied, S3Unavailable, VersionRejected
+from model_sync.agent.exceptions import S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.pins import backend_files, pinned_versions
 from model_sync.agent.settings import AgentSettings
 from model_sync.contract import layout
+from model_sync.errors import Abandoned
 from model_sync.records import canary_record, codec
 from model_sync.s3 import transfer
 from model_sync.s3.bucket import NOT_MODIFIED, Bucket, etag_of
@@ -218,8 +219,8 @@ class AgentBucket:
                                                  sync_every=transfer.WRITEBACK)  # fmt: skip
                 f.flush()
                 os.fsync(f.fileno())
-        except transfer.Abandoned:
-            raise Abandoned() from None
+        except Abandoned:
+            raise  # the stop event, not a failed download
         except Exception as e:
             if (
                 isinstance(e, OSError)

@@ -3,8 +3,6 @@ and backs off, what fails one version or one pass (docs/architecture.md#the-agen
 
 from __future__ import annotations
 
-from model_sync import errors
-
 
 class AgentError(Exception):
     """Configuration or environment problem that stops the agent (one line)."""
@@ -24,12 +22,3 @@ class PassError(Exception):
 
 class VersionRejected(Exception):
     """A pinned version that must not be placed: missing/corrupt files, bad manifest (one line)."""
-
-
-class Abandoned(Exception):
-    """Stop requested while staging a version."""
-
-
-def one_line(err: BaseException) -> str:
-    """`<ExceptionType>: <message on one line>`, as the agent logs and records errors."""
-    return f"{type(err).__name__}: {errors.one_line(str(err))}"

@@ -15,12 +15,14 @@ from pathlib import Path
 from model_sync import errors
 from model_sync.agent import triton
 from model_sync.agent.bucket import AgentBucket
-from model_sync.agent.exceptions import Abandoned, VersionRejected, one_line
+from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
 from model_sync.contract import layout
+from model_sync.errors import Abandoned, describe
 from model_sync.records.codec import ReplicaState
+from model_sync.triton_model import model_config
 
 log = logging.getLogger("model_sync.agent")
 
@@ -213,7 +215,6 @@ class Loads:
 
     def _config_for(self, name: str, version: int, fallback_text: str | None) -> str | None:
         """config.pbtxt pinning `version`: its manifest's config (S3), else the local config re-pinned."""
-        from model_sync.triton_model import model_config
 
         try:
             doc = self.bucket.read_manifest(name, version)
@@ -222,7 +223,7 @@ class Loads:
             return str(doc["config_pbtxt"])
         except Exception as e:
             log.warning(
-                "%s: manifest of version %d unreadable (%s): re-pinning the local config", name, version, one_line(e)
+                "%s: manifest of version %d unreadable (%s): re-pinning the local config", name, version, describe(e)
             )
         if fallback_text is None:
             return None

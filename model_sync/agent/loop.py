@@ -22,7 +22,7 @@ from typing import Any
 from model_sync import errors
 from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.canaries import Canaries
-from model_sync.agent.exceptions import Abandoned, PassError, S3AccessDenied, S3Unavailable, VersionRejected, one_line
+from model_sync.agent.exceptions import PassError, S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.loads import Loads
 from model_sync.agent.pins import pinned_versions
 from model_sync.agent.pod_disk import PodDisk
@@ -31,6 +31,7 @@ from model_sync.agent.settings import AgentSettings
 from model_sync.agent.staging import Staging, reject
 from model_sync.agent.state import ModelState
 from model_sync.agent.triton import TritonProbe, serving_ready
+from model_sync.errors import Abandoned, describe
 from model_sync.records.codec import ReplicaState
 from model_sync.s3.bucket import Bucket
 
@@ -146,7 +147,7 @@ class RepositoryAgent:
                             delay,
                         )
                     else:
-                        self.last_error = f"pass failed: {one_line(e)}"
+                        self.last_error = f"pass failed: {describe(e)}"
                         log.error(
                             "%s (attempt %d); keeping the local repository as is, retrying in %.1fs",
                             self.last_error,
@@ -208,10 +209,10 @@ class RepositoryAgent:
             self._after_pass(wait)
             raise
         first_error = first_error or self.staging.commit(self._model_error)  # 3. place and flip locally
-        self.last_error = None if first_error is None else f"{one_line(first_error)}"
+        self.last_error = None if first_error is None else f"{describe(first_error)}"
         all_ok = self._after_pass(wait) and all_ok
         if first_error is not None:
-            raise PassError(one_line(first_error)) from first_error
+            raise PassError(describe(first_error)) from first_error
         return all_ok
 
     def _after_pass(self, wait: float | None) -> bool:
@@ -223,7 +224,7 @@ class RepositoryAgent:
 
     def _model_error(self, name: str, err: Exception) -> None:
         st = self.models.setdefault(name, ModelState())
-        st.transition(error=f"sync failed: {one_line(err)}")
+        st.transition(error=f"sync failed: {describe(err)}")
         log.error("%s: %s", name, st.error)
 
     def _sync_model(self, name: str, listed_etag: str | object | None) -> bool:

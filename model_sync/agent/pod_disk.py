@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from model_sync.agent.exceptions import Abandoned, AgentError
+from model_sync.agent.exceptions import AgentError
 from model_sync.contract import layout
+from model_sync.errors import Abandoned
 
 log = logging.getLogger("model_sync.agent")
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from model_sync.agent.bucket import AgentBucket
-from model_sync.agent.exceptions import S3AccessDenied, S3Unavailable, one_line
+from model_sync.agent.exceptions import S3AccessDenied, S3Unavailable
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
 from model_sync.contract import layout
+from model_sync.errors import describe
 from model_sync.records import codec
 
 log = logging.getLogger("model_sync.agent")
@@ -97,7 +98,7 @@ class StatusReport:
             )
             return
         except Exception as e:
-            log.error("status not reported: %s", one_line(e))
+            log.error("status not reported: %s", describe(e))
             return
         self._body, self._written_at = body, now
 
@@ -109,7 +110,7 @@ class StatusReport:
             log.info("deleted status %s", self.settings.root.uri(self.key))
         except Exception as e:
             log.warning(
-                "status not deleted (verify will list this replica as departed after --departed): %s", one_line(e)
+                "status not deleted (verify will list this replica as departed after --departed): %s", describe(e)
             )
 
 
@@ -127,7 +128,7 @@ class ReadyFile:
         try:
             self.set(ready())
         except Exception as e:  # never crash the sidecar over its readiness marker
-            log.error("readiness check failed: %s", one_line(e))
+            log.error("readiness check failed: %s", describe(e))
             self.set(False)
 
     def set(self, ready: bool) -> None:

@@ -15,9 +15,11 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from model_sync.agent.exceptions import VersionRejected, one_line
+from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.state import ModelState
+from model_sync.errors import describe
 from model_sync.records.codec import ReplicaState, format_time
+from model_sync.serving import smoke as smoke_inference
 
 log = logging.getLogger("model_sync.agent")
 
@@ -169,14 +171,13 @@ def smoke(
 ) -> dict[str, Any]:
     """Smoke inference of `name`/`version` on loopback, inputs from the pinned config
     (model_sync.serving.smoke): the record kept as ModelState.smoke (`_at`: not reported)."""
-    from model_sync.serving import smoke as smoke_inference
 
     try:
         if config_text is None:
             raise VersionRejected("config.pbtxt: missing locally")
         problems = smoke_inference.smoke_loopback(probe, name, version, config_text)
     except Exception as e:
-        problems = [f"smoke inference (agent) {name} {version}: {one_line(e)}"]
+        problems = [f"smoke inference (agent) {name} {version}: {describe(e)}"]
     now = clock()
     record = {
         "ok": not problems,

@@ -13,7 +13,7 @@ from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record
-from model_sync.s3.bucket import Bucket
+from model_sync.s3.bucket import Bucket, who
 from model_sync.ui import Console
 
 
@@ -80,7 +80,6 @@ def command(
     quiet: bool,
 ) -> dict[str, Any]:
     """`model-sync canary`: run a gray release of `version`, or `abort` the running one."""
-    from model_sync.s3.bucket import who
 
     env = resolve()
     repo, console = Bucket(env), Console(quiet)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from model_sync import environments, errors
+from model_sync import environments, errors, ui
 from model_sync.contract import layout
 from model_sync.environments import Environment
 
@@ -107,8 +107,6 @@ def add_yes(p: argparse.ArgumentParser) -> None:
 def confirm(args: argparse.Namespace, env: Environment, question: str) -> None:
     """On a CONFIRM_ENVS environment without --yes or --dry-run: ask on the terminal (model_sync.ui.confirm)."""
     if env.name in CONFIRM_ENVS and not args.yes and not getattr(args, "dry_run", False):
-        from model_sync import ui
-
         ui.confirm(question, f"{args.command} in {env.name}")
 
 

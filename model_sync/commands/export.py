@@ -21,6 +21,7 @@ from typing import Any
 from model_sync import errors
 from model_sync.commands import _common
 from model_sync.export import profiles as _profiles
+from model_sync.ui import Console
 
 NAME = "export"
 
@@ -131,7 +132,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from model_sync.export import torchscript
-    from model_sync.ui import Console
 
     preset = _profiles.resolve(
         args.target,

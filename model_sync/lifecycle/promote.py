@@ -34,16 +34,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from model_sync import errors
-from model_sync.canary import ending
+from model_sync import environments, errors
+from model_sync.canary import ending, launch, metrics
 from model_sync.contract import compat, layout
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.s3 import transfer
-from model_sync.s3.bucket import Bucket, b64_sha256_to_hex
+from model_sync.s3.bucket import Bucket, b64_sha256_to_hex, who
 from model_sync.s3.clients import aws_hosted
 from model_sync.s3.failures import translate
-from model_sync.serving import gpu_plan
+from model_sync.serving import gpu_plan, verify
+from model_sync.triton_model import model_config
 from model_sync.ui import Console
 
 if TYPE_CHECKING:
@@ -94,7 +95,6 @@ def _check_source(
         )
     if skip_verification:
         return doc, raw, None
-    from model_sync.serving import verify
 
     try:
         found = verify.gate_record(src, model, version)
@@ -320,7 +320,6 @@ def promote(
     except BaseException:
         _discard_copies(dst, model, target, console)
         raise
-    from model_sync.triton_model import model_config
 
     cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))
     new_doc = codec.upgrade_manifest(doc, compatibility, gpu_plan.instance_groups(cfg))
@@ -381,8 +380,6 @@ def command(
     """`model-sync promote`: the two environments (two different repositories), promote() (through
     a gray release when `canary`, None: when the target is one of CANARY_ENVS), then `wait` in the
     target; returns the JSON document."""
-    from model_sync import environments
-    from model_sync.s3.bucket import who
 
     if source == target:
         raise errors.usage(f"--to: {target!r} equals --from; allowed: two different environments")
@@ -399,8 +396,6 @@ def command(
     released: dict[str, Any] = {}
     run: GrayRun | None = None
     if canary or (canary is None and dst_env.name in CANARY_ENVS):
-        from model_sync.canary import launch, metrics
-
         metrics.for_environment(dst_env, model)  # exit 2 before anything is copied: no metrics, no analysis
 
         def run(repo: Bucket, target_version: int, canary_id: str | None) -> dict[str, Any]:

@@ -12,13 +12,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from model_sync import errors
+from model_sync import errors, ui
 from model_sync.contract import layout
+from model_sync.lifecycle import catalog
+from model_sync.records import canary_record
+from model_sync.s3.bucket import Bucket, modified_of
+from model_sync.s3.failures import Kind
+from model_sync.ui import Console
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment
-
-Confirm = Callable[["Environment", str], None]  # asks (on a terminal, for prod) before anything is deleted
 
 
 def plan(
@@ -37,7 +40,6 @@ def plan(
 
 def delete(repo: Any, model: str, keys: list[str]) -> None:
     """repo.delete(), with a denied delete explained (exit 5): the role, not the credentials, is wrong."""
-    from model_sync.s3.failures import Kind
 
     try:
         repo.delete(keys)
@@ -60,14 +62,10 @@ def command(
     stale_hours: float,
     dry_run: bool,
     quiet: bool,
-    confirm: Confirm,
+    confirm: ui.Confirm,
 ) -> dict[str, Any]:
     """`model-sync prune`: delete what plan() dooms and abort stale unfinished uploads, after
     `confirm(env, question)`; returns the run's JSON document."""
-    from model_sync.lifecycle import catalog
-    from model_sync.records import canary_record
-    from model_sync.s3.bucket import Bucket
-    from model_sync.ui import Console
 
     if keep < 1:
         raise errors.usage(f"--keep: {keep}; allowed: an integer >= 1")
@@ -136,7 +134,6 @@ def command(
 
 def _older(obj: dict[str, Any], cutoff: float, field: str = "LastModified") -> bool:
     """Older than `cutoff` (epoch seconds); an unreadable time is never old (nothing is deleted on a guess)."""
-    from model_sync.s3.bucket import modified_of
 
     when = modified_of(obj, field)
     return when is not None and when < cutoff

@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from model_sync import errors
+from model_sync import errors, ui
+from model_sync.canary import ending
 from model_sync.contract import layout
+from model_sync.lifecycle import catalog
+from model_sync.s3.bucket import Bucket, who
+from model_sync.ui import Console
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment
-    from model_sync.lifecycle.prune import Confirm
     from model_sync.serving.replicas import Wait
 
 
@@ -28,15 +31,11 @@ def command(
     *,
     dry_run: bool,
     quiet: bool,
-    confirm: Confirm,
+    confirm: ui.Confirm,
     wait: Wait,
 ) -> dict[str, Any]:
     """`model-sync rollback`: pin `to` (default: the newest existing entry of the pin-history
     stack, popped) after `confirm(env, question)`, then `wait`; returns the JSON document."""
-    from model_sync.canary import ending
-    from model_sync.lifecycle import catalog
-    from model_sync.s3.bucket import Bucket, who
-    from model_sync.ui import Console
 
     env = resolve()
     repo = Bucket(env)

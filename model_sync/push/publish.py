@@ -47,7 +47,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
@@ -57,29 +56,20 @@ from model_sync.lifecycle import catalog
 from model_sync.push import error_responses, skip_cache
 from model_sync.push.parallel import Background, parallel_map
 from model_sync.push.push_options import PushOptions
+from model_sync.push.result import PushResult
 from model_sync.push.uploads import Uploader, hash_files, vanished
 from model_sync.records import codec
 from model_sync.records.version_manifest import build_manifest, file_entries, gpu_memory_of
-from model_sync.s3.bucket import Bucket
+from model_sync.s3 import clients
+from model_sync.s3.bucket import Bucket, who
 from model_sync.s3.failures import translate
 from model_sync.serving import gpu_plan
+from model_sync.triton_model import model_directory
 from model_sync.triton_model.model_directory import LocalModel
-from model_sync.ui import Console
+from model_sync.ui import Console, error
 
 if TYPE_CHECKING:
     from model_sync.serving.replicas import Wait
-
-
-@dataclass
-class PushResult:
-    model: str
-    # "up-to-date" | "pushed" | "dry-run" | "failed" | "skipped" (not started: another model's S3 failure,
-    # `error`)
-    action: str
-    version: int | None = None
-    uploaded: list[str] = field(default_factory=list)
-    copied: list[str] = field(default_factory=list)
-    error: errors.SyncError | None = None
 
 
 def check_alignment(
@@ -365,10 +355,6 @@ def command(
     environment (`resolve`d only after the local checks), push them and, with `wait`, wait until
     they are served. Returns the run's JSON document and the error to exit with (None: all
     pushed); every other model's distinct error is printed on its own line first."""
-    from model_sync.s3 import clients
-    from model_sync.s3.bucket import who
-    from model_sync.triton_model import model_directory
-    from model_sync.ui import error
 
     configs = skip_cache.ConfigCache(
         skip_cache.cache_dir() if options.use_cache else None

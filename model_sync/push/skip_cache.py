@@ -44,6 +44,8 @@ import threading
 import time
 from typing import Any
 
+from model_sync import __version__
+
 HASHES_FILE = "hashes.json"
 CONFIGS_FILE = "configs.json"
 MAX_CONFIG_ENTRIES = 20_000
@@ -200,8 +202,6 @@ def parser_fingerprint() -> str:
     import sys
 
     import google.protobuf  # the package's __init__ only: not text_format
-
-    from model_sync import __version__
 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # model_sync/
     # located, not imported (as model_config._load_pb2 loads it): the first sys.path entry that has it

@@ -26,8 +26,8 @@ from model_sync.ui import Console, Progress
 if TYPE_CHECKING:  # concurrent.futures is imported where files are hashed or sent: not by a no-op push
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from model_sync.push.publish import PushResult
     from model_sync.push.push_options import PushOptions
+    from model_sync.push.result import PushResult
 
 
 def vanished(path: str | None) -> errors.SyncError:

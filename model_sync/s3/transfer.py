@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from model_sync import errors
+
 MB = 1024 * 1024
 IO_CHUNK = 1 * MB
 # Downloads into a file fdatasync every WRITEBACK bytes on a helper thread: a 2 GiB download then
@@ -54,10 +56,6 @@ def manager(client: Any, settings: TransferSettings) -> Any:
 class Sink(Protocol):
     def write(self, data: bytes) -> int: ...
     def flush(self) -> None: ...
-
-
-class Abandoned(Exception):
-    """A download stopped because its `stop` event was set."""
 
 
 class HashingFile:
@@ -103,7 +101,7 @@ class HashingFile:
 
     def write(self, data: bytes) -> int:
         if self.stop is not None and self.stop.is_set():
-            raise Abandoned()
+            raise errors.Abandoned()
         at = self._pos
         n = self.out.write(data)
         self._pos += n

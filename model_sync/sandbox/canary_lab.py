@@ -36,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from model_sync import environments
 from model_sync.contract import layout
-from model_sync.records import codec
+from model_sync.records import canary_record, codec
+from model_sync.s3.bucket import Bucket
 from model_sync.sandbox import canary_models, torchscript_models
 from model_sync.sandbox.fleet import LocalFleet, S3Target, subprocess_environ
 from model_sync.sandbox.procs import wait_until
@@ -245,16 +247,12 @@ class CanaryLab:
 
     def canary_record(self, model: str = MODEL) -> dict[str, Any] | None:
         """The prod canary record, through model_sync's strict reader (one client for the lab)."""
-        from model_sync.records import canary_record
 
         return canary_record.read(self._prod(), model).doc
 
     def _prod(self) -> Any:
         if self._prod_repo is None:
             import botocore.session
-
-            from model_sync import environments
-            from model_sync.s3.bucket import Bucket
 
             session = botocore.session.get_session()
             session.set_credentials(self.s3.access_key, self.s3.secret_key)

@@ -26,10 +26,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_sync import environments
+from model_sync.contract import layout
+from model_sync.s3.bucket import Bucket
 from model_sync.sandbox.fleet import agent_argv, subprocess_environ
 from model_sync.sandbox.procs import Process, http_status, wait_until
 from model_sync.sandbox.runtime import TritonServer, ensure_tritonserver
 from model_sync.sandbox.s3server import MotoS3Server
+from model_sync.sandbox.traffic import RoundRobinTraffic
 
 ENVS = ("staging", "prod")
 REPLICAS = {"staging": 1, "prod": 2}  # prod: one replica serves the canary, the other stable
@@ -172,10 +176,6 @@ class LocalPlatform:
     def _status_ready(self, env: str, index: int, version: int) -> bool:
         import botocore.session
 
-        from model_sync import environments
-        from model_sync.contract import layout
-        from model_sync.s3.bucket import Bucket
-
         session = botocore.session.get_session()
         session.set_credentials(self.s3.access_key, self.s3.secret_key)
         repo = Bucket(
@@ -249,8 +249,6 @@ def promote(platform: LocalPlatform, staged: int, *flags: str) -> int:
 
 def demo(root: Path, keep_running: bool = False) -> int:
     import numpy as np
-
-    from model_sync.sandbox.traffic import RoundRobinTraffic
 
     platform = LocalPlatform(root, keep_running=keep_running)
     t0 = time.monotonic()

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_sync.s3 import clients
 from model_sync.sandbox import moto_s3
 from model_sync.sandbox.procs import LOOPBACK, Process, free_port, http_status, wait_until
 
@@ -216,8 +217,6 @@ class MotoS3Server(_Endpoint):
 
     def _create(self, names: tuple[str, ...] | list[str]) -> None:
         import botocore.exceptions
-
-        from model_sync.s3 import clients
 
         session = clients.new_session(self.region)
         session.set_credentials(self.access_key, self.secret_key)

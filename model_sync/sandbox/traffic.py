@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from model_sync import errors
+
 # The request's inputs, by name, from its sequence number (0, 1, 2, ... in the order requests are
 # sent): deterministic inputs let a test predict which requests a model fails.
 InputsFactory = Callable[[int], Mapping[str, Any]]
@@ -170,12 +172,6 @@ class Records(Sequence[Request]):
         for answers in out.values():
             answers.sort()
         return out
-
-
-def one_line(error: BaseException) -> str:
-    """`<Type>: <message>` on one line (at most 300 characters)."""
-    text = " ".join(str(error).split()) or "(no message)"
-    return f"{type(error).__name__}: {text}"[:300]
 
 
 class RoundRobinTraffic:
@@ -332,7 +328,7 @@ class RoundRobinTraffic:
             else:
                 version = int(reported)
         except BaseException as e:  # a thread never dies of a request: every failure is a record
-            error = one_line(e)
+            error = errors.describe(e)
             broken = clients.pop(replica, None)
             if broken is not None:
                 _close(broken)  # a fresh connection next time (the server may have restarted)

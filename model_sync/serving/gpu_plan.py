@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
+from model_sync.lifecycle import catalog
+from model_sync.push.parallel import parallel_map
 from model_sync.records import codec
+from model_sync.triton_model import model_config
 
 if TYPE_CHECKING:
     from model_sync.environments import DeploymentGpu
@@ -55,7 +58,6 @@ def instance_groups(cfg: Any) -> list[dict[str, Any]]:
     """The instance groups of a ModelConfig as Triton places them (the manifest's `instance_groups`):
     kind, count (0, unset, is 1) and the GPUs listed ([]: every GPU); a config without any group
     gets Triton's default, one KIND_AUTO instance per GPU."""
-    from model_sync.triton_model import model_config
 
     kinds = model_config.pb2.ModelInstanceGroup.Kind
     groups = [{"kind": kinds.Name(g.kind), "count": g.count or 1, "gpus": list(g.gpus)} for g in cfg.instance_group]
@@ -195,8 +197,6 @@ def plan(deployment: DeploymentGpu, needs: Sequence[Need]) -> Plan:
 def pinned_needs(repo: Bucket, models: Sequence[str]) -> list[Need]:
     """The need of the version each model's pin serves now (a model without a pin serves nothing:
     left out; a pin without its manifest: unknown), read through the repository readers."""
-    from model_sync.lifecycle import catalog
-    from model_sync.push.parallel import parallel_map
 
     def one(model: str) -> Need | None:
         pin = catalog.read_pin(repo, model)

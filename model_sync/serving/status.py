@@ -14,9 +14,13 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from model_sync import errors
-from model_sync.records import canary_record
-from model_sync.serving import replicas, verify
+from model_sync import environments, errors
+from model_sync.contract import compat
+from model_sync.lifecycle import catalog
+from model_sync.records import canary_record, codec
+from model_sync.s3.bucket import Bucket
+from model_sync.serving import gpu_plan, replicas, verify
+from model_sync.serving.gpu_plan import NO_GPUS, human
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment
@@ -26,8 +30,6 @@ def version_details(
     repo: Any, model: str, versions: list[int], manifests: set[int], images: dict[str, str | None]
 ) -> list[dict[str, Any]]:
     """Per version: exporting torch, platform, and compat.loadable() for each environment's image."""
-    from model_sync.contract import compat
-    from model_sync.lifecycle import catalog
 
     out = []
     for v in versions:
@@ -50,8 +52,6 @@ def model_status(
     images: dict[str, str | None] | None = None,
     status_docs: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    from model_sync.lifecycle import catalog
-    from model_sync.records import codec
 
     pin = catalog.read_pin(repo, model)
     versions = catalog.list_versions(repo, model)
@@ -102,7 +102,6 @@ def model_status(
 def gpu_memory(repo: Any) -> dict[str, Any]:
     """The environment's GPU memory plan per deployment (gpu_plan.environment_plans, the versions
     pinned now), or why there is none."""
-    from model_sync.serving import gpu_plan
 
     plans = gpu_plan.environment_plans(repo)
     if plans is None:
@@ -112,7 +111,6 @@ def gpu_memory(repo: Any) -> dict[str, Any]:
 
 def _print_gpu_memory(report: dict[str, Any]) -> None:
     """Per deployment: planned GPU memory on one GPU against what the card allows."""
-    from model_sync.serving.gpu_plan import NO_GPUS, human
 
     rows: list[tuple[str, ...]] = [("ENV", "DEPLOYMENT", "GPU", "PLANNED", "ALLOWED", "FITS", "NOT COUNTED (unknown)")]
     unknown_envs = []
@@ -189,9 +187,6 @@ def command(
 ) -> None:
     """`model-sync status`: `models` (default: every model) of `env` (default: every environment
     of the config), printed as tables or (`output` json) one JSON document."""
-    from model_sync import environments
-    from model_sync.lifecycle import catalog
-    from model_sync.s3.bucket import Bucket
 
     names = [env] if env else []
     if not names:

@@ -32,10 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
 from model_sync.contract import layout
+from model_sync.lifecycle import catalog
 from model_sync.records import codec
 from model_sync.records.codec import ReplicaState
+from model_sync.s3.bucket import Bucket, who
 from model_sync.serving import replicas, smoke
 from model_sync.triton_model import model_config
+from model_sync.ui import Console
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment
@@ -130,7 +133,6 @@ def verify(
     now: _dt.datetime | None = None,
     departed: float = replicas.DEFAULT_DEPARTED,
 ) -> Verification:
-    from model_sync.lifecycle import catalog
 
     layout.check_model_name(model)
     layout.check_version(version)
@@ -261,8 +263,6 @@ def command(
     """`model-sync verify`: check, print each replica's state and the checks, record the attempt
     (unless not `record_attempt`). Returns the JSON document and the error to exit with (None:
     passed); a bad window, API key or unknown version raises before anything is recorded."""
-    from model_sync.s3.bucket import Bucket, who
-    from model_sync.ui import Console
 
     fresh = DEFAULT_STALENESS if staleness is None else staleness
     if fresh <= 0:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from model_sync import errors
+from model_sync.agent.exceptions import PassError, VersionRejected
 from model_sync.cli import main
+from model_sync.errors import Abandoned
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "model-sync.md"
 
@@ -122,3 +124,19 @@ def test_usage_errors_from_argparse_are_one_line_exit_2(capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("model-sync: ")
+
+
+def test_describe_folds_a_multi_line_reason_and_names_the_type() -> None:
+    err = VersionRejected("load failed:\n  Traceback (most recent call last):\n\tRuntimeError: boom\n")
+    assert errors.describe(err) == "VersionRejected: load failed: Traceback (most recent call last): RuntimeError: boom"
+
+
+def test_describe_caps_a_long_message_at_300_characters() -> None:
+    text = errors.describe(PassError("x" * 400))
+    assert text == "PassError: " + "x" * 297 + "..."
+    assert "\n" not in text
+
+
+def test_describe_of_an_exception_without_a_message() -> None:
+    assert errors.describe(Abandoned()) == "Abandoned: "
+    assert errors.describe(OSError(28, "No space left on device")) == "OSError: [Errno 28] No space left on device"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from model_sync import agent as ag
-from model_sync.agent.exceptions import Abandoned, AgentError
+from model_sync.agent.exceptions import AgentError
 from model_sync.agent.pod_disk import PodDisk, atomic_write, local_versions, read_local_pin
 from model_sync.contract import layout
+from model_sync.errors import Abandoned
 from tests.model_sync.helpers import settings_on
 from tests.support.triton import pinned_config
 

@@ -25,7 +25,7 @@ from model_sync import errors
 from model_sync.sandbox.canary_lab import MODEL, POLICY, TAIL_RATE, TS_MODEL, CanaryLab, measure
 from model_sync.sandbox.procs import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.latency, pytest.mark.timeout(600)]
 
 
 # The lab's policy with a 50 ms p99 floor (the benchmark's, on a quiet machine, is the default 5 ms):

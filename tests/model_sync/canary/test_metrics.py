@@ -28,6 +28,8 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.s3_servers import S3Server
 from tests.support.triton import triton_runtime  # noqa: F401
 
+pytestmark = pytest.mark.latency  # judged on latency figures (tests/conftest.py, UNIT_NICE)
+
 MODEL_PY = """\
 import time
 

@@ -26,6 +26,7 @@ def test_files_are_uploaded_then_unchanged_ones_copied(tmp_path, request, aws_en
     copied server-side from version 1, the changed one uploaded; the bytes are the local ones."""
     from model_sync.push import publish, uploads
     from model_sync.push.push_options import MIN_PART
+    from model_sync.push.result import PushResult
     from model_sync.triton_model import model_directory
     from model_sync.ui import Console
 
@@ -41,14 +42,14 @@ def test_files_are_uploaded_then_unchanged_ones_copied(tmp_path, request, aws_en
     options = publish.PushOptions(multipart_threshold=parts, multipart_chunksize=parts)
     uploader = uploads.Uploader(_repo(s3, bucket), Console(quiet=True), options)
     try:
-        first = publish.PushResult("simple", "pushed", 1)
+        first = PushResult("simple", "pushed", 1)
         uploader.transfer(m, 1, set(), None, first)
         assert (sorted(first.uploaded), first.copied) == (["model.pt", "model.py"], [])
         changed = model_directory.load(
             str(python_model(tmp_path / "b", "simple", {"model.py": b"# b\n", "model.pt": big}))
         )
         uploads.hash_files([changed])
-        second = publish.PushResult("simple", "pushed", 2)
+        second = PushResult("simple", "pushed", 2)
         uploader.transfer(changed, 2, {"model.pt"}, 1, second)
         assert (second.uploaded, second.copied) == (["model.py"], ["model.pt"])
     finally:

@@ -323,7 +323,7 @@ def test_a_download_stops_when_asked(moto_s3: S3Server, s3_bucket: str) -> None:
     repo = repo_for(moto_s3.endpoint, s3_bucket)
     stop = threading.Event()
     stop.set()
-    with pytest.raises(transfer.Abandoned):
+    with pytest.raises(errors.Abandoned):
         transfer.download(
             repo.client,
             s3_bucket,

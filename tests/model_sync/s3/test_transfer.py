@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from model_sync import errors
 from model_sync.contract import layout
 from model_sync.s3 import clients, failures, transfer
 from tests.support.s3_servers import REGION, S3Server
@@ -188,7 +189,7 @@ def test_a_ranged_download_stops_when_asked(moto_s3: S3Server, s3_bucket: str, t
     stop = threading.Event()
     stop.set()
     settings = transfer.TransferSettings(threshold=64 * 1024, chunksize=64 * 1024, concurrency=2)
-    with open(tmp_path / "out", "w+b") as out, pytest.raises(transfer.Abandoned):
+    with open(tmp_path / "out", "w+b") as out, pytest.raises(errors.Abandoned):
         transfer.download(client_for(moto_s3), s3_bucket, KEY, out, len(data), settings, stop)
 
 
@@ -229,6 +230,6 @@ def test_hashing_file_with_a_plain_writer_and_writeback(tmp_path: Path) -> None:
     stopped = transfer.HashingFile(io.BytesIO(), stop)
     stopped.write(b"a")
     stop.set()
-    with pytest.raises(transfer.Abandoned):
+    with pytest.raises(errors.Abandoned):
         stopped.write(b"b")
     assert stopped.hashed == 1

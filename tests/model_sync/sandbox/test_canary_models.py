@@ -24,6 +24,8 @@ from model_sync.serving import smoke
 from model_sync.triton_model import model_config, model_directory
 from tests.support.triton import triton_runtime as triton_runtime_fixture
 
+pytestmark = pytest.mark.latency  # judged on latency figures (tests/conftest.py, UNIT_NICE)
+
 triton_runtime = triton_runtime_fixture
 
 

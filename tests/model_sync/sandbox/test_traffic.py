@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from model_sync.sandbox.procs import free_port
-from model_sync.sandbox.traffic import Failures, Records, Request, RoundRobinTraffic, one_line
+from model_sync.sandbox.traffic import Failures, Records, Request, RoundRobinTraffic
 
 
 def ok(seq: int, replica: int, sent: float, version: int, latency: float = 0.01) -> Request:
@@ -105,12 +105,6 @@ def test_records_are_in_send_order_whatever_order_they_were_appended_in() -> Non
     assert [r.seq for r in records] == [0, 1, 2]
     assert records[1].answered == pytest.approx(0.51)
     assert not records[1].ok
-
-
-def test_one_line_flattens_a_multi_line_error() -> None:
-    assert one_line(RuntimeError("a\n  b\tc")) == "RuntimeError: a b c"
-    assert one_line(ValueError()) == "ValueError: (no message)"
-    assert len(one_line(ValueError("x" * 1000))) == 300
 
 
 @pytest.mark.parametrize(
