@@ -60,7 +60,7 @@ class SyncError(Exception):
         self.code = code
         self.message_kind = ""  # what failed, where callers branch on it ("credentials", "unreachable")
         self.run_wide = False  # every request of this run would fail alike (model_sync.s3.failures.translate)
-        self.s3_kind: Any = None  # an S3 failure's model_sync.s3.failures.Kind (set by s3errors.translate)
+        self.s3_kind: Any = None  # an S3 failure's model_sync.s3.failures.Kind (set by failures.translate)
 
 
 def usage(message: str) -> SyncError:

@@ -1,4 +1,4 @@
-"""The bucket side of the agent, on the S3 layer (model_sync.s3.bucket, transfer, s3errors): list the
+"""The bucket side of the agent, on the S3 layer (model_sync.s3.bucket, transfer, model_sync.s3.failures): list the
 pins cheaply (the pin index, a full listing every `resync`), fetch a pin conditionally, read a
 version's manifest strictly and download its files verified (steps 1 and 2 of
 docs/architecture.md#the-agents-pass). S3 failures come out as S3Unavailable / S3AccessDenied
@@ -64,7 +64,7 @@ class AgentBucket:
             self._manager = None
 
     def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """fn(*args, **kwargs), a Bucket operation; its S3 failures sorted by s3errors' kind."""
+        """fn(*args, **kwargs), a Bucket operation; its S3 failures sorted by model_sync.s3.failures' kind."""
         try:
             return fn(*args, **kwargs)
         except errors.SyncError as e:

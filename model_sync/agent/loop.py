@@ -3,7 +3,7 @@ with the pins in its environment's bucket, one pass every interval (the sidecar)
 (`--once`, the init container). The pass and its guarantees are docs/architecture.md#the-agents-pass;
 this module orders its steps, the others do them: bucket.py (pins, manifests, verified
 downloads), canaries.py (the gray releases that list this replica), staging.py (a pass's
-builds, staged then committed), local_repository.py (stage,
+builds, staged then committed), pod_disk.py (stage,
 rename in, flip, prune), loads.py and triton.py (confirmation, fallback, smoke inference),
 status.py (the report), state.py (one transition)."""
 

@@ -13,7 +13,7 @@ and ends in one decision:
 2. Each step waits until its replicas serve the canary READY (a canary that fails to load, or
    takes longer than loadTimeoutSeconds, aborts the run: its replicas keep serving stable), then
    compares canary and stable from Triton's metrics over the step (model_sync.canary.metrics,
-   canary_analysis) at every poll. A failing verdict aborts at once; a pass after stepSeconds
+   model_sync.canary.analysis) at every poll. A failing verdict aborts at once; a pass after stepSeconds
    moves to the next step; inconclusive keeps the step going.
 3. After the last step the stable pin is flipped to the canary version (conditional, as every
    flip) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to

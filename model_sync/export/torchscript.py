@@ -78,7 +78,7 @@ class ExportOptions:
     max_queue_delay_us: int = 100
     instance_kind: str | None = None  # default: KIND_GPU for cloud, KIND_CPU for local
     instance_count: int = 1
-    profile: str | None = None  # the export --profile the batching/instance defaults came from (export_profiles)
+    profile: str | None = None  # the export --profile the batching/instance defaults came from (export.profiles)
     warmup: bool = True  # model_warmup in config.pbtxt (model_config.add_warmup); --no-warmup turns it off
     overwrite: bool = False
     seed: int = 0

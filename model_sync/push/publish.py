@@ -11,7 +11,7 @@ answers with `InferenceResponse(error=...)` is named in a warning (model_sync/pu
 Triton counts those responses as successes), never refused.
 
 Per model, in this order; the pin flip is the only commit point:
-  1. validate the local directory (localmodel.load) and sha256 every file (reused from the local
+  1. validate the local directory (model_sync.triton_model.model_directory.load) and sha256 every file (reused from the local
      hash cache while size, mtime, ctime, inode and device are unchanged: model_sync/push/skip_cache.py);
   2. read the current pin (one GetObject of repository/<model>/config.pbtxt) and its manifest;
      identical files + identical pinned config -> no-op. The pinned manifest comes from the local

@@ -1,19 +1,17 @@
 """`push`'s options: how it transfers (`PushOptions`, every number checked against its bounds on
-construction) and their construction from `model-sync push`'s flags (`cli_options`: a number out
-of its bounds is a usage error naming the flag)."""
+construction; its transfer settings are model_sync.s3.transfer.TransferSettings, whose defaults and
+bounds they take) and their construction from `model-sync push`'s flags (`cli_options`: a number
+out of its bounds is a usage error naming the flag)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from model_sync import errors
+from model_sync.s3.transfer import MAX_CONCURRENCY, MAX_PART, MB, MIN_PART, TransferSettingError, TransferSettings
 
-MB = 1024 * 1024
-MAX_CONCURRENCY = 128
 MAX_MODEL_WORKERS = 64
-# ref: https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html (parts: 5 MiB to 5 GiB)
-MIN_PART = 5 * MB
-MAX_PART = 5 * 1024 * MB
+DEFAULT_TRANSFER = TransferSettings()
 
 
 @dataclass(frozen=True)
@@ -22,9 +20,9 @@ class PushOptions:
     bounds of every number are checked here only: the CLI names its flag, cli_options)."""
 
     dry_run: bool = False
-    concurrency: int = 16  # parallel S3 requests (s3transfer max_request_concurrency), 1..MAX_CONCURRENCY
-    multipart_threshold: int = 16 * MB  # bytes; files at least this big upload in parts; MIN_PART..MAX_PART
-    multipart_chunksize: int = 16 * MB  # bytes per part; MIN_PART..MAX_PART
+    concurrency: int = DEFAULT_TRANSFER.concurrency  # parallel S3 requests (TransferSettings.concurrency)
+    multipart_threshold: int = DEFAULT_TRANSFER.threshold  # bytes; files this big upload in parts; MIN_PART..
+    multipart_chunksize: int = DEFAULT_TRANSFER.chunksize  # bytes per part; MIN_PART..MAX_PART
     model_workers: int = 16  # models published in parallel (each mostly waits on small requests), 1..MAX_MODEL_WORKERS
     allow_version_skew: bool = False  # publish what the target image may not load (recorded)
     use_cache: bool = True  # local hash + pin caches (model_sync/push/skip_cache.py); only ever skip work
@@ -34,16 +32,30 @@ class PushOptions:
         for name in ("dry_run", "allow_version_skew", "use_cache", "allow_local_target"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"PushOptions.{name}: {getattr(self, name)!r}; allowed: True or False")
-        limits = {
-            "concurrency": (1, MAX_CONCURRENCY, ""),
-            "model_workers": (1, MAX_MODEL_WORKERS, ""),
-            "multipart_threshold": (MIN_PART, MAX_PART, " bytes (S3 parts are 5 MiB to 5 GiB)"),
-            "multipart_chunksize": (MIN_PART, MAX_PART, " bytes (S3 parts are 5 MiB to 5 GiB)"),
-        }
-        for name, (low, high, unit) in limits.items():
+        field = {"concurrency": "concurrency", "threshold": "multipart_threshold", "chunksize": "multipart_chunksize"}
+        try:
+            self.transfer  # noqa: B018  (TransferSettings checks its own bounds)
+        except TransferSettingError as e:
+            name = field[e.name]
+            raise PushOptionError(name, self._out_of_bounds(name, getattr(self, name))) from None
+        for name in ("model_workers", "multipart_threshold", "multipart_chunksize"):  # what uploads add
+            low, high = (1, MAX_MODEL_WORKERS) if name == "model_workers" else (MIN_PART, MAX_PART)
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise PushOptionError(name, f"PushOptions.{name}: {value!r}; allowed: an integer {low}..{high}{unit}")
+                raise PushOptionError(name, self._out_of_bounds(name, value))
+
+    @property
+    def transfer(self) -> TransferSettings:
+        """How this push's files move (model_sync.s3.transfer)."""
+        return TransferSettings(self.multipart_threshold, self.multipart_chunksize, self.concurrency)
+
+    @staticmethod
+    def _out_of_bounds(name: str, value: object) -> str:
+        low, high, unit = {
+            "concurrency": (1, MAX_CONCURRENCY, ""),
+            "model_workers": (1, MAX_MODEL_WORKERS, ""),
+        }.get(name, (MIN_PART, MAX_PART, " bytes (S3 parts are 5 MiB to 5 GiB)"))
+        return f"PushOptions.{name}: {value!r}; allowed: an integer {low}..{high}{unit}"
 
 
 class PushOptionError(ValueError):

@@ -112,7 +112,7 @@ class Uploader:
                 o = self.options
                 self._manager = transfer.manager(
                     self.repo.client,
-                    transfer.TransferSettings(o.multipart_threshold, o.multipart_chunksize, o.concurrency),
+                    o.transfer,
                 )
             return self._manager
 

@@ -15,28 +15,35 @@ import getpass
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from model_sync import errors
-from model_sync.environments import Environment
 from model_sync.s3 import clients
 from model_sync.s3.conditional import ConditionalWrites, etag_of
+from model_sync.s3.endpoint import Endpoint
 from model_sync.s3.failures import Kind, kind_of_code, translate
 
 NOT_MODIFIED = object()  # get_if_changed(): the object still has the ETag the caller holds
 
 
-class Bucket(ConditionalWrites):
-    """One environment's bucket with key helpers relative to the root, on one botocore client
-    (created on first use) of `purpose` (s3client.CLI or s3client.AGENT). Every failure is raised
-    as a SyncError (s3errors.translate), its `s3_kind` set; a missing object is None instead."""
+E = TypeVar("E", bound=Endpoint)  # the caller's environment type (model_sync.environments.Environment)
 
-    def __init__(self, env: Environment, purpose: clients.Purpose = clients.CLI, session: Any = None) -> None:
+
+class Bucket(ConditionalWrites, Generic[E]):
+    """One environment's bucket with key helpers relative to the root, on one botocore client
+    (created on first use) of `purpose` (clients.CLI or clients.AGENT). Every failure is raised
+    as a SyncError (failures.translate), its `s3_kind` set; a missing object is None instead.
+    `env` is kept as given (callers read their environment back from it); the S3 layer reads
+    only its Endpoint fields."""
+
+    env: E
+
+    def __init__(self, env: E, purpose: clients.Purpose = clients.CLI, session: Any = None) -> None:
         self.env = env
         self.root = env.root
         self.purpose = purpose
         self._client: Any = None
-        self._session: Any = session  # a botocore session (default: s3client.new_session on first use)
+        self._session: Any = session  # a botocore session (default: clients.new_session on first use)
         self._region: str | None = None
         self._client_lock = threading.Lock()
         self._session_lock = threading.Lock()
@@ -56,7 +63,7 @@ class Bucket(ConditionalWrites):
 
     @property
     def client(self) -> Any:
-        """The botocore S3 client (s3client.create_client), created on first use."""
+        """The botocore S3 client (clients.create_client), created on first use."""
         with self._client_lock:
             if self._client is None:
                 self._client = clients.create_client(self.session(), self.region, self.env.endpoint_url, self.purpose)
@@ -236,7 +243,7 @@ def modified_of(obj: dict[str, Any], field: str = "LastModified") -> int | None:
     return None
 
 
-def who(env: Environment, session: Callable[[], Any] | None = None) -> str:
+def who(env: Endpoint, session: Callable[[], Any] | None = None) -> str:
     """STS caller ARN on AWS (aws_hosted); $USER (or the login name) against S3-compatible
     servers or when STS fails. `session`: the Bucket's botocore session (one credential resolution
     per run)."""

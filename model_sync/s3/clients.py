@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model_sync import __version__, errors
-from model_sync.environments import Environment
+from model_sync.s3.endpoint import Endpoint
 
 RETRY_MODES = ("standard", "adaptive")
 
@@ -57,7 +57,7 @@ def new_session(region: str | None = None) -> Any:
     return session
 
 
-def aws_hosted(env: Environment) -> bool:
+def aws_hosted(env: Endpoint) -> bool:
     """True for AWS S3 itself: no custom endpoint, or one under amazonaws.com(.cn) (a VPC interface
     endpoint, a FIPS URL). Such endpoints verify checksums, have an STS identity and need a real
     region; S3-compatible servers do not."""
@@ -67,7 +67,7 @@ def aws_hosted(env: Environment) -> bool:
     return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
 
-def resolve_region(env: Environment, session: Callable[[], Any]) -> str:
+def resolve_region(env: Endpoint, session: Callable[[], Any]) -> str:
     """The request region: the environment's, else AWS_REGION / AWS_DEFAULT_REGION, else the
     profile's, else us-east-1 for a custom S3-compatible endpoint. AWS S3 without one: exit 2."""
     region = env.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")

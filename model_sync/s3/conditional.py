@@ -19,7 +19,7 @@ from model_sync.contract import layout
 from model_sync.s3.failures import Kind, classify, retried, translate
 
 if TYPE_CHECKING:
-    from model_sync.environments import Environment
+    from model_sync.s3.endpoint import Endpoint
 
 _LOCK = threading.Lock()
 _PROBED: dict[tuple[str | None, str], tuple[bool, bool]] = {}  # (If-None-Match, If-Match) enforced
@@ -28,7 +28,7 @@ _PROBED: dict[tuple[str | None, str], tuple[bool, bool]] = {}  # (If-None-Match,
 class _Bucket(Protocol):
     """What the conditional writes use of s3.Bucket."""
 
-    env: Environment
+    env: Endpoint
 
     @property
     def root(self) -> layout.Root: ...
@@ -47,7 +47,7 @@ class _Bucket(Protocol):
 
 class ConditionalWrites:
     """The create-only write, the write over the version read, and the probe of whether the
-    server enforces them (s3.bucket.Bucket's; failures raised as SyncError, s3errors.translate)."""
+    server enforces them (s3.bucket.Bucket's; failures raised as SyncError, failures.translate)."""
 
     def put_new(self: _Bucket, rel: str, body: bytes, content_type: str = "application/json") -> bool:
         """Create-only write (If-None-Match: *). False if the key already exists (with other bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 
 from model_sync import errors
-from model_sync.environments import Environment
+from model_sync.s3.endpoint import Endpoint
 
 
 class Kind(enum.Enum):
@@ -146,7 +146,7 @@ def kind_of_code(found: str) -> Kind:
     return Kind.OTHER
 
 
-def translate(e: BaseException, env: Environment, what: str = "") -> errors.SyncError:
+def translate(e: BaseException, env: Endpoint, what: str = "") -> errors.SyncError:
     """An S3 failure -> SyncError with the documented exit code, `s3_kind` and `run_wide` set."""
     if isinstance(e, errors.SyncError):
         return e
@@ -161,7 +161,7 @@ def translate(e: BaseException, env: Environment, what: str = "") -> errors.Sync
     return err
 
 
-def _message(e: BaseException, kind: Kind, env: Environment, what: str) -> errors.SyncError:
+def _message(e: BaseException, kind: Kind, env: Endpoint, what: str) -> errors.SyncError:
     import botocore.exceptions as bx
 
     where = f"s3://{env.bucket}" + (f"/{env.root.key(what)}" if what else "")

@@ -30,13 +30,36 @@ IO_CHUNK = 1 * MB
 WRITEBACK = 256 * MB
 
 
+MAX_CONCURRENCY = 128  # parallel requests of one manager
+# ref: https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html (parts: 5 MiB to 5 GiB)
+MIN_PART = 5 * MB  # the smallest part S3 takes in an upload (but the last); a ranged GET may be smaller
+MAX_PART = 5 * 1024 * MB
+
+
 @dataclass(frozen=True)
 class TransferSettings:
-    """Multipart threshold and part size (bytes), and parallel requests per manager."""
+    """Multipart threshold and part size (bytes), and parallel requests per manager: the one
+    definition of how big objects move, in both directions (push's uploads and copies through
+    model_sync.push.push_options, the agent's downloads, promote's copies). Validated on
+    construction (TransferSettingError, naming the field)."""
 
     threshold: int = 16 * MB
     chunksize: int = 16 * MB
     concurrency: int = 16
+
+    def __post_init__(self) -> None:
+        for name, high in (("threshold", MAX_PART), ("chunksize", MAX_PART), ("concurrency", MAX_CONCURRENCY)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise TransferSettingError(name, f"TransferSettings.{name}: {value!r}; allowed: an integer 1..{high}")
+
+
+class TransferSettingError(ValueError):
+    """A TransferSettings number out of its bounds; `name`: the field."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 def manager(client: Any, settings: TransferSettings) -> Any:

@@ -131,7 +131,7 @@ def stub_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     env.pop("PYTHONPATH", None)
     # The stub's embedded interpreter runs isolated (sys.flags.ignore_environment == 1, measured on
     # 2.51), so no PYTHON* variable reaches it: a version keeps its __pycache__ out of Triton's
-    # poller only by having it written first (agent.local_repository.precompile_python).
+    # poller only by having it written first (agent.pod_disk.precompile_python).
     return env
 
 

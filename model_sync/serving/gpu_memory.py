@@ -1,5 +1,5 @@
 """One model instance's GPU memory, as `export` records it in export.json (`gpu_memory`) and
-`push` copies it into the manifest (schema: record_schemas.GPU_MEMORY); the planner
+`push` copies it into the manifest (schema: model_sync.records.schemas.GPU_MEMORY); the planner
 (model_sync/serving/gpu_plan.py) sums it over a deployment's models.
 
 At the largest batch Triton may form for the model (`max_batch_size`; a model that does not batch,

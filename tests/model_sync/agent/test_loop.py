@@ -105,7 +105,7 @@ def _client(server: object, key: str, secret: str) -> object:
 
 
 def _repo(server: object, bucket: str, key: str, secret: str) -> object:
-    """The agent's view of `bucket`: model_sync's own S3 layer (s3client.AGENT) with these credentials."""
+    """The agent's view of `bucket`: model_sync's own S3 layer (clients.AGENT) with these credentials."""
     import botocore.session
 
     from model_sync import environments

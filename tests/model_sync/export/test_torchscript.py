@@ -126,7 +126,7 @@ def test_export_local_round_trip(factories, capsys) -> None:
     for a, b in zip(loaded(x, y), exportfactories.two()(x, y), strict=True):
         torch.testing.assert_close(a, b)
     assert "triton_python_backend_utils" in (d / "1" / "model.py").read_text()
-    # The directory is a valid push input (localmodel validation).
+    # The directory is a valid push input (model_sync.triton_model.model_directory validation).
     from model_sync.triton_model import model_directory
 
     assert sorted(model_directory.load(str(d)).files) == ["model.pt", "model.py"]

@@ -1,4 +1,4 @@
-"""model_sync's one S3 layer (s3.py on s3client.py, s3errors.py, transfer.py) against real S3-protocol
+"""model_sync's one S3 layer (model_sync.s3: bucket, clients, failures, transfer) against real S3-protocol
 server processes: moto_server (enforces If-None-Match / If-Match, not signatures) and `rclone serve
 s3` (verifies signatures and keys, ignores conditional headers). Neither checks a client-sent
 checksum against the body (AWS S3 does), so that rejection is tested on botocore's error type only

@@ -43,7 +43,7 @@ def _session(key: str | None, secret: str | None) -> Any:
 
 
 def client_for(endpoint: str, key: str | None = None, secret: str | None = None) -> Any:
-    """model_sync's own client (s3client) for a custom endpoint; `key`/`secret` override the chain's."""
+    """model_sync's own client (model_sync.s3.clients) for a custom endpoint; `key`/`secret` override the chain's."""
     return clients.create_client(_session(key, secret), REGION, endpoint, clients.CLI)
 
 
@@ -69,7 +69,7 @@ def env_for(endpoint: str, bucket: str) -> Environment:
 class Case:
     server: str  # "moto" or "rclone"
     call: Callable[[Any, str], Any]  # (model_sync client, bucket) -> the failing request
-    code: str  # s3errors.code()
+    code: str  # model_sync.s3.failures.code()
     kind: Kind
     exit: int
     run_wide: bool

@@ -37,7 +37,7 @@ def _session() -> Any:
 
 
 def client_for(server: S3Server) -> Any:
-    """model_sync's own client (s3client), the one every transfer runs on."""
+    """model_sync's own client (model_sync.s3.clients), the one every transfer runs on."""
     return clients.create_client(_session(), REGION, server.endpoint, clients.AGENT)
 
 
@@ -233,3 +233,20 @@ def test_hashing_file_with_a_plain_writer_and_writeback(tmp_path: Path) -> None:
     with pytest.raises(errors.Abandoned):
         stopped.write(b"b")
     assert stopped.hashed == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"concurrency": 0}, r"^TransferSettings\.concurrency: 0; allowed: an integer 1\.\.128$"),
+        ({"concurrency": True}, r"^TransferSettings\.concurrency: True; allowed"),
+        ({"threshold": 0}, r"^TransferSettings\.threshold: 0; allowed: an integer 1\.\.5368709120$"),
+        ({"chunksize": 6 * 1024**3}, r"^TransferSettings\.chunksize: 6442450944; allowed"),
+        ({"chunksize": 1.5}, r"^TransferSettings\.chunksize: 1\.5; allowed"),
+    ],
+)
+def test_transfer_settings_refuse_numbers_out_of_their_bounds(kwargs, match) -> None:
+    """Every transfer (push, the agent, promote) is built from TransferSettings: a setting s3transfer
+    would misuse (no parallelism, a part over S3's 5 GiB) never reaches it."""
+    with pytest.raises(transfer.TransferSettingError, match=match):
+        transfer.TransferSettings(**kwargs)

@@ -1,5 +1,5 @@
 """model_sync/sandbox/canary_models.py: the gray-release scenario models. Each kind is written as
-`push` reads a model directory (localmodel.load, what push validates) and then served by one real
+`push` reads a model directory (model_sync.triton_model.model_directory.load, what push validates) and then served by one real
 tritonserver, which shows what each kind does: good answers 2x, errors fails exactly the inputs
 `fails()` names (5 %), slow takes 3x good's time, broken never becomes READY."""
 
