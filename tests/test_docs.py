@@ -99,3 +99,16 @@ def test_no_test_cites_a_tracker_issue() -> None:
         if re.search(r"\b[Ii]ssue \d+", line)
     ]
     assert cited == []
+
+
+def test_the_push_protocol_is_numbered_once_in_the_docs_and_the_code() -> None:
+    """docs/architecture.md and model_sync/push/publish.py's docstring list the same steps, in the
+    same order, under the same names: a step added to one without the other fails here."""
+    import model_sync.push.publish as publish
+
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    section = doc[doc.index("**Push** (`model_sync/push/publish.py`") : doc.index("**Verify** (")]
+    documented = [t.lower().rstrip(".") for t in re.findall(r"^\s*\d+\. \*\*([^*]+?)\*\*", section, re.M)]
+    coded = [t.lower() for t in re.findall(r"^\s*\d+\. ([a-z][a-z -]+?):", publish.__doc__ or "", re.M)]
+    assert len(documented) == 10
+    assert documented == coded

@@ -1,39 +1,44 @@
-"""`push`: the publish protocol (docs/model-sync.md).
+"""`push`: the publish protocol (docs/architecture.md#the-publish-protocol numbers the same steps;
+the command: docs/model-sync.md).
 
-Before any S3 request, every model is checked against the target environment's Triton image
-(version alignment, model_sync/contract/compat.py): a pytorch_libtorch model exported with a newer torch
-than the image's LibTorch is refused (exit 7) and nothing is written, unless
---allow-version-skew (recorded in the manifest's `compatibility`). Then, before any write, GPU
-memory planning (model_sync/serving/gpu_plan.py): new versions that would overcommit their deployment's
-GPU (the environment's `tritonGpus`) are refused (exit 7); the plan, or why it was not checked,
-is printed once, when the first model is about to be published. A python-backend model.py that
-answers with `InferenceResponse(error=...)` is named in a warning (model_sync/push/error_responses.py:
-Triton counts those responses as successes), never refused.
-
-Per model, in this order; the pin flip is the only commit point:
-  1. validate the local directory (model_sync.triton_model.model_directory.load) and sha256 every file (reused from the local
-     hash cache while size, mtime, ctime, inode and device are unchanged: model_sync/push/skip_cache.py);
-  2. read the current pin (one GetObject of repository/<model>/config.pbtxt) and its manifest;
-     identical files + identical pinned config -> no-op. The pinned manifest comes from the local
-     pin cache when the pin's ETag and LastModified are the ones it was cached under, else one
-     more GET. (Pins are read one by one, not from a listing of repository/: a listing returns
-     every version's files, which some servers must hash to answer, e.g. rclone's first listing
-     after a push, ~0.2 s for 100 MiB, and which grows with every version kept);
-  3. parse and check config.pbtxt if the config cache spared load() that; allocate N with a
-     create-only write of audit/allocations/<model>/<N>.json (If-None-Match: *), first trying
-     the pinned version + 1 (no listing), used only if repository/<model>/<N>/ is still empty;
-     on a collision, the next number after the highest allocated (two listings);
-  4. upload every changed file to repository/<model>/<N>/ through s3transfer (multipart and
+Per model, in this order; the pin flip (8) is the version's commit point:
+  1. check alignment: before any S3 request, a pytorch_libtorch model exported with a newer torch
+     than the target image's LibTorch is refused (exit 7, model_sync/contract/compat.py) unless
+     --allow-version-skew (recorded in the manifest's `compatibility`); before any write, GPU
+     memory planning (model_sync/serving/gpu_plan.py) refuses new versions that would overcommit
+     their deployment's GPU (the environment's `tritonGpus`, exit 7), the plan, or why it was not
+     checked, printed once; a python-backend model.py that answers with
+     `InferenceResponse(error=...)` is named in a warning (model_sync/push/error_responses.py:
+     Triton counts those responses as successes), never refused;
+  2. hash: validate the local directory (model_sync.triton_model.model_directory.load) and sha256
+     every file (reused from the local hash cache while size, mtime, ctime, inode and device are
+     unchanged: model_sync/push/skip_cache.py);
+  3. read the pin: one GetObject of repository/<model>/config.pbtxt, and its manifest; identical
+     files + identical pinned config -> no-op. The pinned manifest comes from the local pin cache
+     when the pin's ETag and LastModified are the ones it was cached under, else one more GET.
+     (Pins are read one by one, not from a listing of repository/: a listing returns every
+     version's files, which some servers must hash to answer, e.g. rclone's first listing after a
+     push, ~0.2 s for 100 MiB, and which grows with every version kept);
+  4. allocate: parse and check config.pbtxt if the config cache spared load() that; allocate N
+     with a create-only write of audit/allocations/<model>/<N>.json (If-None-Match: *), first
+     trying the pinned version + 1 (no listing), used only if repository/<model>/<N>/ is still
+     empty; on a collision, the next number after the highest allocated (two listings);
+  5. upload: every changed file to repository/<model>/<N>/ through s3transfer (multipart and
      concurrency; ChecksumSHA256 = the manifest digest for single-part files, so S3 itself rejects
      content that differs from what was hashed; ChecksumAlgorithm SHA256 per part otherwise);
      files identical to the pinned version are server-side copied instead of re-uploaded;
-  5. re-stat every local file: changed or vanished during the push -> refuse (nothing pinned);
-  6. write manifests/<model>/<N>.json (create-only; its document: model_sync/records/version_manifest.py);
-  7. rewrite repository/<model>/config.pbtxt pinned to N (one PUT, conditional on the pin read
-     in 2: If-Match its ETag, If-None-Match: * when there was none), then append audit/pins/.
-     If another publisher moved the pin meanwhile: refused (exit 4), N stays published but
-     unpinned (the message says how to pin it); the later allocation is never silently lost.
-A failure before 7 leaves an unpinned, possibly partial version N that nothing points at; a
+  6. re-check the files: re-stat every local file; changed or vanished during the push -> refuse
+     (nothing pinned);
+  7. write the manifest: manifests/<model>/<N>.json, create-only (its document:
+     model_sync/records/version_manifest.py);
+  8. flip the pin: rewrite repository/<model>/config.pbtxt pinned to N (one PUT, conditional on
+     the pin read in 3: If-Match its ETag, If-None-Match: * when there was none). If another
+     publisher moved the pin meanwhile: refused (exit 4), N stays published but unpinned (the
+     message says how to pin it); the later allocation is never silently lost;
+  9. record the flip: append audit/pins/<model>/<stamp>-<N>.json (the stack of earlier pins);
+ 10. signal the agents: rewrite manifests/_pins/<model>.json (a failure only warns: the flip is
+     committed, and the agents' full resync finds it).
+A failure before 8 leaves an unpinned, possibly partial version N that nothing points at; a
 re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
 Models are published concurrently (PushOptions.model_workers threads sharing one Bucket and its
 botocore client: single requests for small files, s3transfer for multipart ones; the options and
