@@ -17,7 +17,7 @@ from components.identities import Identities, IdentitiesArgs
 from components.ingress import Ingress, IngressArgs, TritonBackend
 from components.log_shipping import LogShipping, LogShippingArgs
 from components.model_repository import ModelRepository, ModelRepositoryArgs
-from components.monitoring import MonitoredDeployment, Monitoring, MonitoringArgs
+from components.monitoring.monitoring import MonitoredDeployment, Monitoring, MonitoringArgs
 from components.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
 from components.network import Network, NetworkArgs
 from components.node_group import build_node_groups
