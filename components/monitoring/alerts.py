@@ -1,5 +1,6 @@
 """The PrometheusRule's alert groups (`triton`, `gpu`): one rule per alert, each summary stating the
-wait the rule really has (tests/components/monitoring/test_rules.py checks it with promtool).
+wait the rule really has (tests/components/monitoring/test_rules.py checks it with promtool), each
+with a `runbook_url` to its section of docs/runbooks.md.
 
 Alerts: queue p99, failure ratio (all requests failing included), no ready replica, model load
 failures, restarts, a gray release left running past its deadline (two versions of a model
@@ -21,6 +22,34 @@ from components.monitoring.queries import (
 
 if TYPE_CHECKING:
     from components.monitoring.monitoring import MonitoredDeployment, MonitoringArgs
+
+# The runbook page, a file of this repository: one section per alert, headed by the alert's name.
+RUNBOOKS_PAGE = "docs/runbooks.md"
+GIT_REF_PREFIXES = ("refs/heads/", "refs/tags/")
+
+
+def runbooks_url(github_repository: str, git_ref: str) -> str:
+    """The runbook page as an operator opens it from an alert (Slack, Alertmanager's UI: a path inside
+    the repository is no link there): on GitHub, in `github_repository` (owner/name), at the branch or
+    tag `git_ref` names (refs/heads/main -> https://github.com/<owner/name>/blob/main/docs/runbooks.md).
+    The program passes the stack's first `githubDeployRefs` entry: the ref its deploys run from."""
+    for prefix in GIT_REF_PREFIXES:
+        name = git_ref.removeprefix(prefix)
+        if git_ref.startswith(prefix) and name:
+            return f"https://github.com/{github_repository}/blob/{name}/{RUNBOOKS_PAGE}"
+    raise ValueError(
+        f"runbooks_url git_ref: {git_ref!r} is not allowed; allowed: refs/heads/<branch> or refs/tags/<tag>"
+    )
+
+
+def runbook_url(page: str, alert: str) -> str:
+    """`alert`'s section of the runbook page: GitHub's anchor of the heading `## <alert>` is the name
+    in lower case."""
+    return f"{page}#{alert.lower()}"
+
+
+def _with_runbook(rule: dict[str, Any], page: str) -> dict[str, Any]:
+    return {**rule, "annotations": {**rule["annotations"], "runbook_url": runbook_url(page, rule["alert"])}}
 
 
 def _duration(seconds: int) -> tuple[str, str]:
@@ -80,7 +109,8 @@ def restarting_rule(alert: str, restarts: str, who: str, why: str) -> dict[str, 
 
 def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
     """The PrometheusRule's groups: `triton` (per deployment: queue p99 and a stuck gray release; then
-    the namespace's failure ratio, readiness, load failures and restarts) and `gpu` (DCGM)."""
+    the namespace's failure ratio, readiness, load failures and restarts) and `gpu` (DCGM). Every rule's
+    annotations carry `runbook_url`: `<args.runbooks_url>#<alert name in lower case>`."""
     ns = f'namespace="{args.triton_namespace}"'
     triton: list[dict[str, Any]] = []
     for d in args.deployments:
@@ -204,4 +234,8 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
             },
         },
     ]
-    return [{"name": "triton", "rules": triton}, {"name": "gpu", "rules": gpu}]
+    # Every rule links its runbook section, added here so that no rule can go without one.
+    return [
+        {"name": name, "rules": [_with_runbook(r, args.runbooks_url) for r in rules]}
+        for name, rules in (("triton", triton), ("gpu", gpu))
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,9 @@ from components.monitoring.chart_values import (
 )
 from components.monitoring.dashboard import dashboard
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+
+# An absolute https URL of a page: alerts append `#<section>` to it.
+RUNBOOKS_URL = re.compile(r"https://[^\s/?#]+/[^\s?#]*")
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,9 @@ class MonitoringArgs:
     control_plane_cidrs: the CIDRs of the subnets the EKS control plane's network interfaces
         live in (the cluster's subnets: Network.private_subnet_cidrs), inside vpc_cidr (required,
         >= 1): the API server's service proxy reaches Prometheus (9090) from there.
+    runbooks_url: the https:// URL of the runbook page, docs/runbooks.md as operators open it, without
+        a query or fragment (required: alerts.runbooks_url builds it from the stack's githubRepository and
+        first githubDeployRefs entry); every alert's `runbook_url` is `<runbooks_url>#<alert, lower case>`.
     query_group: the Kubernetes group granted `get` on Prometheus' service proxy (default
         naming.PROMETHEUS_QUERY_GROUP, what the CI roles' access entries carry).
     prometheus_retention_days: 1-365 (default 15). prometheus_storage_gib: 10-10000 (default 50).
@@ -77,6 +84,7 @@ class MonitoringArgs:
 
     deployments: tuple[MonitoredDeployment, ...]
     control_plane_cidrs: tuple[str, ...]
+    runbooks_url: str
     query_group: str = naming.PROMETHEUS_QUERY_GROUP
     prometheus_retention_days: int = 15
     prometheus_storage_gib: int = 50
@@ -107,6 +115,11 @@ class MonitoringArgs:
             raise ValueError(
                 f"MonitoringArgs.control_plane_cidrs: {list(cidrs)!r} is empty or repeats a CIDR; allowed: the "
                 "distinct CIDRs of the cluster's subnets"
+            )
+        if not RUNBOOKS_URL.fullmatch(self.runbooks_url):
+            raise ValueError(
+                f"MonitoringArgs.runbooks_url: {self.runbooks_url!r} is not allowed; allowed: the https:// URL of "
+                "the runbook page, without a query or fragment (alerts.runbooks_url)"
             )
         if not naming.KUBERNETES_GROUP.fullmatch(self.query_group):
             raise ValueError(

@@ -1,12 +1,21 @@
 """The PrometheusRule `triton-alerts` as each stack records it: the alerts, their expressions and labels
-per deployment, their waits. (Every alert on a real Prometheus: test_rules.py.)"""
+per deployment, their waits, their runbook links. (Every alert on a real Prometheus: test_rules.py.)"""
 
 from __future__ import annotations
 
-from components.monitoring.alerts import canary_stuck_rule
+import re
+
+import pytest
+import yaml
+
+from components.monitoring.alerts import canary_stuck_rule, runbooks_url
 from components.monitoring.monitoring import MonitoredDeployment
-from tests.components.monitoring._helpers import recorded
-from tests.pulumi_kit import Run
+from tests.components.monitoring._helpers import program_rules, recorded
+from tests.conftest import STACKS, stack_run
+from tests.pulumi_kit import ROOT, Run
+from tests.test_docs import anchors, tracked
+
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
 
 
 def test_rules_per_deployment_and_no_ready_replica_silent_at_zero(prod: Run) -> None:
@@ -57,3 +66,48 @@ def test_an_odd_deadline_is_waited_in_seconds() -> None:
     rule = canary_stuck_rule('namespace="triton"', MonitoredDeployment("default", 1000, 3630))
     assert rule["for"] == "3930s"
     assert "for 3930 seconds (the canary deadline, 3630 seconds, plus" in rule["annotations"]["summary"]
+
+
+def test_every_alert_links_its_runbook_section_on_github(any_stack: Run) -> None:
+    """Operators read alerts in Slack and Alertmanager, where a repository path is no link: every rule
+    of every stack carries an absolute `runbook_url` to docs/runbooks.md on GitHub, in the repository the
+    stack file names, at the ref it deploys from (its first githubDeployRefs entry), and its anchor is a
+    heading of that page."""
+    config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{any_stack.stack}.yaml").read_text())["config"]
+    repository = config["triton-platform:githubRepository"]
+    branch = config["triton-platform:githubDeployRefs"][0].removeprefix("refs/heads/")
+    page = f"https://github.com/{repository}/blob/{branch}/docs/runbooks.md"
+    assert "docs/runbooks.md" in tracked()  # the page the URL names is this repository's
+    headings = anchors(RUNBOOKS)
+    rules = [r for g in program_rules(any_stack) for r in g["rules"]]
+    assert len(rules) >= 9
+    for rule in rules:
+        url, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+        assert url == page, rule["alert"]
+        assert anchor in headings, f"{rule['alert']}: docs/runbooks.md has no heading for #{anchor}"
+
+
+def test_the_runbook_page_has_one_section_per_alert_and_no_other() -> None:
+    """A section for an alert that no stack has any more is a stale runbook; an alert without one is
+    a dead link (the test above)."""
+    alerts = {r["alert"] for stack in STACKS for g in program_rules(stack_run(stack)) for r in g["rules"]}
+    sections = re.findall(r"^## (.+?)\s*$", RUNBOOKS.read_text(), flags=re.M)
+    assert sorted(sections) == sorted(alerts)  # once each
+
+
+@pytest.mark.parametrize(
+    ("ref", "url"),
+    [
+        ("refs/heads/main", "https://github.com/o/r/blob/main/docs/runbooks.md"),
+        ("refs/heads/release/1.2", "https://github.com/o/r/blob/release/1.2/docs/runbooks.md"),
+        ("refs/tags/v3", "https://github.com/o/r/blob/v3/docs/runbooks.md"),
+    ],
+)
+def test_runbooks_url_names_the_branch_or_tag(ref: str, url: str) -> None:
+    assert runbooks_url("o/r", ref) == url
+
+
+@pytest.mark.parametrize("ref", ["main", "refs/heads/", "refs/pull/7/merge", ""])
+def test_runbooks_url_needs_a_branch_or_tag_ref(ref: str) -> None:
+    with pytest.raises(ValueError, match=r"^runbooks_url git_ref: .* is not allowed; allowed: refs/heads/<branch>"):
+        runbooks_url("o/r", ref)

@@ -87,12 +87,18 @@ def test_without_monitoring_no_prometheus_url_and_no_query_access() -> None:
         ({"control_plane_cidrs": ("10.0.0.1/19",)}, r"control_plane_cidrs: '10.0.0.1/19' is not allowed"),
         ({"query_group": "system:masters"}, r"query_group: 'system:masters' is not allowed; allowed: a group name"),
         ({"query_group": ""}, r"query_group: '' is not allowed"),
+        ({"runbooks_url": ""}, r"MonitoringArgs\.runbooks_url: '' is not allowed; allowed: the https:// URL"),
+        ({"runbooks_url": "docs/runbooks.md"}, r"runbooks_url: 'docs/runbooks.md' is not allowed"),
+        ({"runbooks_url": "http://github.com/o/r/blob/main/docs/runbooks.md"}, r"runbooks_url: 'http://.*' is not"),
+        ({"runbooks_url": "https://github.com/o/r/blob/main/docs/runbooks.md#x"}, r"runbooks_url: .* is not allowed"),
+        ({"runbooks_url": "https://github.com/o/r/blob/main/docs/runbooks.md?plain=1"}, r"runbooks_url: .* is not"),
     ],
 )
 def test_args_validation(overrides: dict[str, Any], match: str) -> None:
     base: dict[str, Any] = {
         "deployments": (MonitoredDeployment("default", 1000, 3600),),
         "control_plane_cidrs": ("10.0.0.0/19", "10.0.32.0/19"),
+        "runbooks_url": "https://github.com/example-org/triton-platform/blob/main/docs/runbooks.md",
     }
     with pytest.raises(ValueError, match=match):
         MonitoringArgs(**{**base, **overrides})
