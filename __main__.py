@@ -17,7 +17,8 @@ from components.identities import Identities, IdentitiesArgs
 from components.ingress import Ingress, IngressArgs, TritonBackend
 from components.log_shipping import LogShipping, LogShippingArgs
 from components.model_repository import ModelRepository, ModelRepositoryArgs
-from components.monitoring import MonitoredDeployment, Monitoring, MonitoringArgs
+from components.monitoring.alerts import runbooks_url
+from components.monitoring.monitoring import MonitoredDeployment, Monitoring, MonitoringArgs
 from components.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
 from components.network import Network, NetworkArgs
 from components.node_group import build_node_groups
@@ -141,6 +142,8 @@ monitoring = (
             ),
             # The cluster's subnets (EksClusterArgs.subnet_ids): where the API server's proxy comes from.
             control_plane_cidrs=tuple(network.private_subnet_cidrs),
+            # Each alert links its section of docs/runbooks.md, on GitHub at the ref the stack deploys from.
+            runbooks_url=runbooks_url(config.github_repository, config.github_deploy_refs[0]),
             prometheus_retention_days=config.prometheus_retention_days,
             prometheus_storage_gib=config.prometheus_storage_gib,
             slack_webhook_url=config.alertmanager_slack_webhook_url,

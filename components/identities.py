@@ -48,7 +48,7 @@
     the role's IAM-derived bearer token (`aws eks get-token`). Each gets an EKS access entry with
     no access policy, only the Kubernetes group `prometheus_query_group`, which the monitoring
     namespace binds to `get` on Prometheus' service proxy and nothing else
-    (components/monitoring.py): no other Kubernetes read or write.
+    (components/monitoring/access.py): no other Kubernetes read or write.
 - The GitHub OIDC provider is one per account and shared by the account's stacks (dev and
   staging share one): the account's bootstrap stack owns it (components/account_bootstrap.py,
   docs/bootstrap.md) and every stack names it (`github_oidc_provider_arn`, required).

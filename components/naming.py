@@ -21,7 +21,7 @@ STORAGE_CLASS = "gp3-encrypted"
 STORAGE_CLASS = "gp3-encrypted"
 # The Kubernetes group the CI roles that run gray releases (staging publisher, prod promoter) get
 # through their EKS access entries (components/identities.py); the monitoring namespace binds it
-# to `get` on Prometheus' service proxy and nothing else (components/monitoring.py).
+# to `get` on Prometheus' service proxy and nothing else (components/monitoring/access.py).
 PROMETHEUS_QUERY_GROUP = "triton-platform-prometheus-query"
 # A Kubernetes group an EKS access entry may carry: no `:`, so never one of the prefixes EKS
 # reserves (system:, eks:, aws:, amazon:, iam:, ssm:).

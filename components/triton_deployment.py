@@ -59,7 +59,7 @@ ADMIN_HEADER = "admin-key"
 GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 
-# The custom metric prometheus-adapter serves (components/monitoring.py defines the rule).
+# The custom metric prometheus-adapter serves (components/monitoring/queries.py defines the rule).
 QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
 REPOSITORY_POLL_SECONDS = 2
 PRESTOP_SLEEP_MAX_SECONDS = 15

@@ -328,7 +328,7 @@ def test_deployer_policies_and_cluster_access(any_stack: Run) -> None:
 def test_the_canary_roles_authenticate_to_the_cluster_only_as_the_prometheus_query_group(any_stack: Run) -> None:
     """The roles that run gray releases (staging publisher, prod promoter) get an EKS access entry
     carrying one Kubernetes group, bound only to `get` on Prometheus' service proxy
-    (tests/components/test_monitoring.py), and no access policy: no other cluster right."""
+    (tests/components/monitoring/test_access.py), and no access policy: no other cluster right."""
     role = {"dev": None, "staging": "publisher", "prod": "promoter"}[any_stack.stack]
     entries = {e.name: e for e in any_stack.of_type("aws:eks/accessEntry:AccessEntry")}
     associations = {a.name for a in any_stack.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}

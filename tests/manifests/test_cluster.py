@@ -367,7 +367,7 @@ def test_the_prometheus_proxy_names_the_service_and_port_the_chart_renders(stack
     and the Role that admits it name `http:<service>:<port>`: a Service the pinned
     kube-prometheus-stack renders in the monitoring namespace, selecting the Prometheus pods, with
     that port on Prometheus' web port (9090). The Role and its binding validate with the rest."""
-    from components.monitoring import PROMETHEUS_PROXY_NAME
+    from components.monitoring.access import PROMETHEUS_PROXY_NAME
     from tests.conftest import stack_run
 
     c = cluster(stack)

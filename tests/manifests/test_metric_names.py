@@ -96,7 +96,8 @@ def queried(c: Cluster) -> dict[str, set[str]]:
         if panel["type"] == "row":  # a row only groups the panels below it
             assert "targets" not in panel, panel["title"]
             continue
-        if panel["datasource"]["type"] != "prometheus":  # the Loki log panels: LogQL (test_monitoring_queries.py)
+        # The Loki log panels: LogQL (tests/components/monitoring/test_log_queries.py).
+        if panel["datasource"]["type"] != "prometheus":
             continue
         for target in panel["targets"]:
             add(target["expr"], f"dashboard panel {panel['title']!r}")

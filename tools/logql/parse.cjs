@@ -1,7 +1,7 @@
 // Parses LogQL with Grafana's own grammar (@grafana/lezer-logql). Reads a JSON array of
 // queries on stdin, writes a JSON array: for each query its error positions (lezer marks a
 // syntax error with an error node, it never throws) and its syntax tree as nested
-// [nodeName, text-or-children] lists. Used by tests/components/test_monitoring_queries.py.
+// [nodeName, text-or-children] lists. Used by tests/components/monitoring/test_log_queries.py.
 "use strict";
 const { parser } = require("@grafana/lezer-logql");
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from components import log_shipping
-from tests.components.test_monitoring_rules import program_dashboard
+from tests.components.monitoring._helpers import program_dashboard
 from tests.pulumi_kit import Run
 
-LOGQL = Path(__file__).resolve().parents[2] / "tools" / "logql"
+LOGQL = Path(__file__).resolve().parents[3] / "tools" / "logql"
 
 
 def parse_logql(queries: list[str]) -> list[dict[str, Any]]:

@@ -12,13 +12,13 @@ counters. The dashboard's failure-ratio panel and the HPA query are checked the 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.components.monitoring._helpers import alert, program_dashboard, program_rules
 from tests.pulumi_kit import Run
 from tests.support.prometheus import promtool_test, rules_file
 
@@ -34,36 +34,6 @@ DCGM = (
     'Hostname="ip-10-0-2-7",DCGM_FI_DRIVER_VERSION="570.124.06",job="dcgm-exporter",instance="10.0.2.7:9400"'
 )
 HOUR = 60
-
-
-def program_rules(run: Run) -> list[dict[str, Any]]:
-    (rule,) = [
-        r.inputs
-        for r in run.kubernetes_objects()
-        if r.inputs.get("kind") == "PrometheusRule" and r.inputs["metadata"]["name"] == "triton-alerts"
-    ]
-    groups: list[dict[str, Any]] = rule["spec"]["groups"]
-    return groups
-
-
-def program_dashboard(run: Run) -> dict[str, Any]:
-    (cm,) = [
-        r.inputs
-        for r in run.kubernetes_objects()
-        if r.inputs.get("kind") == "ConfigMap" and r.inputs["metadata"]["name"] == "triton-dashboard"
-    ]
-    board: dict[str, Any] = json.loads(cm["data"]["triton.json"])
-    return board
-
-
-def alert(groups: list[dict[str, Any]], name: str, deployment: str | None = None) -> dict[str, Any]:
-    (found,) = [
-        r
-        for g in groups
-        for r in g["rules"]
-        if r.get("alert") == name and (deployment is None or r["labels"].get("deployment") == deployment)
-    ]
-    return found
 
 
 def claimed_wait_minutes(rule: dict[str, Any]) -> int:

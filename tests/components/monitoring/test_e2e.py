@@ -29,7 +29,7 @@ import pytest
 from model_sync.agent.pod_disk import precompile_python
 from model_sync.sandbox.procs import wait_until
 from model_sync.sandbox.runtime import TritonRuntime, TritonServer
-from tests.components.test_monitoring_rules import alert, program_dashboard, program_rules
+from tests.components.monitoring._helpers import alert, program_dashboard, program_rules
 from tests.conftest import stack_run
 from tests.support.prometheus import PrometheusServer, rules_file
 from tests.support.triton import triton_runtime  # noqa: F401

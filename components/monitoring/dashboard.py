@@ -1,0 +1,160 @@
+"""The Grafana dashboard `Triton inference + GPU` (its JSON model): request, failure, queue and GPU
+panels, the `Canary vs stable` row and the Loki log panels, filtered by a `model` variable."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from components.monitoring.queries import canary_queries, failure_ratio_query, log_queries, queue_time_query
+
+if TYPE_CHECKING:
+    from components.monitoring.monitoring import MonitoredDeployment
+
+
+def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: str, w: int = 12) -> dict[str, Any]:
+    return {
+        "id": pid,
+        "type": "timeseries",
+        "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"h": 8, "w": w, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
+    }
+
+
+def _log_panel(pid: int, title: str, expr: str, y: int, x: int) -> dict[str, Any]:
+    # ref: https://grafana.com/docs/grafana/latest/panels-visualizations/visualizations/logs/
+    return {
+        "id": pid,
+        "type": "logs",
+        "title": title,
+        "datasource": {"type": "loki", "uid": "${logs}"},
+        "gridPos": {"h": 10, "w": 12, "x": x, "y": y},
+        "options": {
+            "showTime": True,
+            "wrapLogMessage": True,
+            "sortOrder": "Descending",
+            "enableLogDetails": True,
+            "dedupStrategy": "none",
+            "prettifyLogMessage": False,
+            "showLabels": False,
+            "showCommonLabels": False,
+        },
+        "targets": [{"refId": "A", "expr": expr, "queryType": "range"}],
+    }
+
+
+def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...]) -> dict[str, Any]:
+    """The Triton + GPU dashboard (Grafana JSON model), log panels last."""
+    ns = f'namespace="{triton_namespace}"'
+    panels = [
+        _panel(
+            1,
+            "Inference requests / s by model",
+            f"sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m]))",
+            "reqps",
+            0,
+            0,
+            "{{model}}",
+        ),
+        _panel(2, "Failure ratio by model", failure_ratio_query(ns, "model"), "percentunit", 0, 12, "{{model}}"),
+        _panel(
+            3, "Queue time per request (HPA metric) by pod", queue_time_query(ns, "pod", "2m"), "µs", 8, 0, "{{pod}}"
+        ),
+        _panel(
+            4,
+            "Queue time p99 by model",
+            f'max by (model) (nv_inference_queue_summary_us{{{ns},quantile="0.99"}})',
+            "µs",
+            8,
+            12,
+            "{{model}}",
+        ),
+        _panel(
+            5,
+            "Compute time per request by model",
+            (
+                f"sum by (model) (rate(nv_inference_compute_infer_duration_us{{{ns}}}[5m])) / "
+                f"clamp_min(sum by (model) (rate(nv_inference_request_success{{{ns}}}[5m])), 1e-9)"
+            ),
+            "µs",
+            16,
+            0,
+            "{{model}}",
+        ),
+        _panel(
+            6,
+            "Ready Triton replicas",
+            f'sum by (deployment) (kube_deployment_status_replicas_available{{{ns},deployment=~"triton-.*"}})',
+            "short",
+            16,
+            12,
+            "{{deployment}}",
+        ),
+        _panel(
+            7,
+            "GPU utilisation",
+            "avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)",
+            "percent",
+            24,
+            0,
+            "{{Hostname}} gpu {{gpu}}",
+        ),
+        _panel(
+            8,
+            "GPU memory used",
+            "sum by (Hostname, gpu) (DCGM_FI_DEV_FB_USED) * 1024 * 1024",
+            "bytes",
+            24,
+            12,
+            "{{Hostname}} gpu {{gpu}}",
+        ),
+    ]
+    # Canary vs stable: a row, then its three panels side by side.
+    panels.append(
+        {
+            "id": len(panels) + 1,
+            "type": "row",
+            "title": "Canary vs stable",
+            "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": 32},
+            "panels": [],
+        }
+    )
+    for i, (title, (expr, unit)) in enumerate(canary_queries(triton_namespace).items()):
+        panels.append(_panel(len(panels) + 1, title, expr, unit, 33, 8 * i, "{{model}} v{{version}}", w=8))
+    for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
+        panels.append(_log_panel(len(panels) + 1, title, expr, 41 + 10 * (i // 2), 12 * (i % 2)))
+    return {
+        "uid": "triton-platform",
+        "title": "Triton inference + GPU",
+        "schemaVersion": 39,
+        "version": 1,
+        "timezone": "utc",
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "tags": ["triton", "gpu"],
+        "templating": {
+            "list": [
+                {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Datasource"},
+                {"name": "logs", "type": "datasource", "query": "loki", "label": "Logs"},
+                # The models Triton serves here; "All" is `.*` (the log panels' line filter).
+                # ref: https://grafana.com/docs/grafana/latest/datasources/prometheus/template-variables/
+                {
+                    "name": "model",
+                    "type": "query",
+                    "label": "Model",
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "query": {"query": f"label_values(nv_inference_request_success{{{ns}}}, model)", "refId": "model"},
+                    "definition": f"label_values(nv_inference_request_success{{{ns}}}, model)",
+                    "refresh": 2,
+                    "includeAll": True,
+                    "allValue": ".*",
+                    "multi": False,
+                    "current": {"text": "All", "value": "$__all"},
+                },
+            ]
+        },
+        "panels": panels,
+    }
