@@ -71,7 +71,7 @@ def alertmanager_config(slack: bool) -> dict[str, Any]:
                         "api_url_file": f"/etc/alertmanager/secrets/{SLACK_SECRET}/url",
                         "send_resolved": True,
                         "title": "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }}",
-                        "text": "{{ range .Alerts }}{{ .Annotations.summary }}\n{{ end }}",
+                        "text": "{{ range .Alerts }}{{ .Annotations.summary }} (runbook: {{ .Annotations.runbook_url }})\n{{ end }}",
                     }
                 ],
             }

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from components import gpu_contract, naming
+from components.monitoring import chart_values
 from components.triton_deployment import QUEUE_TIME_METRIC
 from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.components.monitoring._helpers import RELEASE
@@ -90,3 +91,11 @@ def test_adapter_resources_and_its_metrics_grant_narrowed_to_the_one_metric(dev:
     assert_bounded_resources("prometheus-adapter", values["resources"])
     # The chart's default is ["*"]: every custom metric, every verb.
     assert values["rbac"] == {"customMetrics": {"resources": [f"pods/{QUEUE_TIME_METRIC}"]}}
+
+
+def test_the_slack_message_carries_each_alerts_runbook() -> None:
+    """An operator paged in Slack gets the link to what to do, not only the alert's summary."""
+    slack = chart_values.alertmanager_config(slack=True)["receivers"]
+    texts = [c["text"] for r in slack for c in r.get("slack_configs", [])]
+    assert texts
+    assert all("{{ .Annotations.runbook_url }}" in t and "{{ .Annotations.summary }}" in t for t in texts)
