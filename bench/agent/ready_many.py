@@ -1,4 +1,4 @@
-"""P3: how long until a replica serves MANY small models READY (issue 17, item 2).
+"""P3: how long until a replica serves MANY small models READY.
 
 Real rclone S3 + real tritonserver (CPU, local poll 1 s) + the agent as subprocesses, exactly
 as the tests run them. The models are the tests' python-backend `add` model, one version each,

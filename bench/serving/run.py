@@ -93,7 +93,7 @@ class Variant:
 
 
 DEFAULT_VARIANTS = (
-    # With the staging wrapper (issue 20) an instance pays less per image, so fewer instances with
+    # With the staging wrapper an instance pays less per image, so fewer instances with
     # larger batches should keep the GPU busy with fewer CUDA contexts to switch between.
     "resnet18-i2-p32:2:32:1000:64",
     "resnet18-i4-p32:4:32:1000:64",

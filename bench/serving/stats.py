@@ -14,9 +14,9 @@ from typing import Any
 
 SCHEMA = "triton-platform/bench-serving/v1"
 
-# The benchmark's targets (docs/gpu-benchmark.md): Triton >= 10x the one-request baseline (issue 8) and
-# >= 85 % of the raw TorchScript limit at batch 64 (issue 20; issue 8 asked 50 %), both at client-side
-# p99 <= 50 ms (issue 20; issue 8 allowed 80 ms).
+# The benchmark's targets (docs/gpu-benchmark.md): Triton >= 10x the one-request baseline and
+# >= 85 % of the raw TorchScript limit at batch 64, both at client-side
+# p99 <= 50 ms.
 TARGET_SPEEDUP = 10.0
 TARGET_RAW_FRACTION = 0.85
 TARGET_P99_MS = 50.0

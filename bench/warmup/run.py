@@ -1,4 +1,4 @@
-"""Warm-up (issue 20): the first requests after a hot reload, with `model_warmup` against without.
+"""Warm-up: the first requests after a hot reload, with `model_warmup` against without.
 
 One real tritonserver (the local runtime tests use: poll mode, 1 s) serves two models exported
 from the same factory (default: bench.serving.resnet:build, ResNet-18, --target local, KIND_CPU,
