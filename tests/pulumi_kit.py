@@ -282,7 +282,7 @@ def _plain(value: Any) -> Any:
 
 def stack_config(stack: str, path: Path | None = None) -> dict[str, Any]:
     """The raw `config:` mapping of stacks/Pulumi.<stack>.yaml (or of `path`)."""
-    from components.stack_config import UniqueKeyLoader
+    from components.stack_config.readers import UniqueKeyLoader
 
     path = path or ROOT / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.exists():
