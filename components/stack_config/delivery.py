@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy
+from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_identity
 from components.stack_config import rules
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_list, read_str
@@ -43,7 +43,7 @@ def read_github(values: Mapping[str, Any], environment: str) -> dict[str, Any]:
 
 def read_deployer(values: Mapping[str, Any]) -> dict[str, Any]:
     """`githubOidcProviderArn` and `deployerPolicyArns`: customer-managed policies of the stack's own
-    account."""
+    account, each once."""
     oidc_arn = values["githubOidcProviderArn"]
     if not isinstance(oidc_arn, str) or not GITHUB_OIDC_ARN.match(oidc_arn):
         raise ConfigError(
@@ -57,6 +57,7 @@ def read_deployer(values: Mapping[str, Any]) -> dict[str, Any]:
     arns = read_list(key, values["deployerPolicyArns"])
     if not arns:
         raise ConfigError(key, arns, "is empty", "one or more IAM managed policy ARNs")
+    policies: dict[tuple[str, str], str] = {}
     for arn in arns:
         read_str(key, arn, POLICY_ARN, "IAM policy ARNs: arn:aws:iam::<account>:policy/<name>")
         if not is_customer_managed_policy(arn):
@@ -71,6 +72,15 @@ def read_deployer(values: Mapping[str, Any]) -> dict[str, Any]:
                 "docs/stack-outputs.md)",
             )
         rules.check_policy_account(arn, oidc_arn)
+        # Each policy is attached once (the attachment is named after the policy): one account's
+        # policy, whatever the path or case of its ARN.
+        same = policies.setdefault(policy_identity(arn), arn)
+        if same != arn:
+            raise ConfigError(
+                key, arn, f"names the same policy as {same!r} (one account, one name)", "each policy ARN once"
+            )
+        if arns.count(arn) > 1:
+            raise ConfigError(key, arn, "is listed twice", "each policy ARN once")
     return {"github_oidc_provider_arn": oidc_arn, "deployer_policy_arns": tuple(arns)}
 
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from components.stack_config.errors import ConfigError
 from tests.components.stack_config._helpers import K, fails, raw
 
 
@@ -66,3 +67,28 @@ def test_every_stack_names_its_accounts_oidc_provider() -> None:
         r"githubOidcProviderArn: '' is not the GitHub OIDC provider; allowed: .* the bootstrap stack's output "
         r"githubOidcProviderArn",
     )
+
+
+def test_a_deployer_policy_listed_twice_is_refused_before_any_resource() -> None:
+    """The same policy ARN twice reached the Pulumi engine as a duplicate resource name (the attachment is
+    named after the policy); the parser refuses it, and any other spelling of the same policy."""
+    from tests.pulumi_kit import run_program
+
+    cfg = raw("prod")  # account 444455556666
+    arn = "arn:aws:iam::444455556666:policy/triton-platform-deployer"
+    cfg[K + "deployerPolicyArns"] = [arn, "arn:aws:iam::444455556666:policy/triton-platform-guard", arn]
+    err = fails(
+        cfg,
+        r"^triton-platform:deployerPolicyArns: 'arn:aws:iam::444455556666:policy/triton-platform-deployer' is listed "
+        r"twice; allowed: each policy ARN once$",
+    )
+    assert err.key == K + "deployerPolicyArns"
+    cfg[K + "deployerPolicyArns"] = [arn, "arn:aws:iam::444455556666:policy/team/Triton-Platform-Deployer"]
+    fails(
+        cfg,
+        r"deployerPolicyArns: 'arn:aws:iam::444455556666:policy/team/Triton-Platform-Deployer' names the same policy "
+        r"as 'arn:aws:iam::444455556666:policy/triton-platform-deployer' \(one account, one name\); allowed: each "
+        r"policy ARN once$",
+    )
+    with pytest.raises(ConfigError, match=r"deployerPolicyArns: .* is listed twice"):
+        run_program("prod", {K + "deployerPolicyArns": [arn, arn]})
