@@ -52,7 +52,7 @@ help:
 	@echo "make render STACK=prod  write build/<stack>/manifests/*.yaml, inventory.json and charts/*.yaml (no credentials)"
 	@echo "make helm               install the pinned helm (npm) into tools/helm/bin"
 	@echo "make charts             cache every pinned chart in .cache/charts (from CHART_MIRROR=DIR when set, else helm pull)"
-	@echo "make pulumi-yaml        regenerate Pulumi.yaml's config section from components/stack_config.py"
+	@echo "make pulumi-yaml        regenerate Pulumi.yaml's config section from components/stack_config/declarations.py"
 	@echo "make lock               re-resolve requirements-dev.in, requirements.in (and the agent's pins) with hashes"
 	@echo "make lock-scan          re-resolve requirements-scan.in into requirements-scan.txt with hashes"
 	@echo "make lock-policy        re-hash policy/requirements.txt (same pins)"

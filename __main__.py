@@ -2,7 +2,7 @@
 
 Wiring only: load the validated stack config, build the components in dependency order,
 export the documented outputs (README, "Stack outputs"). No resource is created here
-directly and nothing here reads `pulumi.Config()`: see components/stack_config.py.
+directly and nothing here reads `pulumi.Config()`: see components/stack_config/.
 """
 
 import pulumi
@@ -23,7 +23,7 @@ from components.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_a
 from components.network import Network, NetworkArgs
 from components.node_group import build_node_groups
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
-from components.stack_config import load_from_pulumi
+from components.stack_config.loading import load_from_pulumi
 from components.triton_deployment import build_triton_deployments
 
 config = load_from_pulumi()

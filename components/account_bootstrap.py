@@ -8,7 +8,7 @@
   `<repository>:<commit sha>` can never be overwritten (the digest staging and prod pin stays
   valid), and scan on push; and the role `agent-image.yml` assumes to push to it, trusting only
   that workflow on the given refs in the GitHub environment `agent-image` (the same subject
-  template as the stacks' CI roles: components/identities.py).
+  template as the stacks' CI roles: components/github_oidc.py).
   ref: https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html
 """
 
@@ -23,7 +23,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.bootstrap_config import ECR_REPOSITORY_NAME
-from components.identities import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST, _build_github_trust, github_subject
+from components.github_oidc import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST, github_subject, github_trust_policy
 
 IMAGE_WORKFLOW = "agent-image.yml"
 IMAGE_ENVIRONMENT = "agent-image"
@@ -137,7 +137,7 @@ class AccountBootstrap(pulumi.ComponentResource):
                 f"{name}-agent-image-role",
                 name=IMAGE_ROLE_NAME,
                 description="CI: push the agent image (agent-image.yml)",
-                assume_role_policy=provider.arn.apply(lambda arn: json.dumps(_build_github_trust(arn, subjects))),
+                assume_role_policy=provider.arn.apply(lambda arn: json.dumps(github_trust_policy(arn, subjects))),
                 max_session_duration=IMAGE_SESSION_SECONDS,
                 tags=tags,
                 opts=child,

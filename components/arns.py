@@ -1,8 +1,9 @@
-"""IAM ARNs the stack config names: their shapes and what makes two of them the same role.
+"""IAM ARNs the stack config names: their shapes and what makes two of them the same role or policy.
 
 A role is identified by its partition, account and name; IAM role names are unique per
 account regardless of the path and of case. So `role/team/Admins` and `role/admins` in one
-account are the same role, while the same name in two accounts is two roles.
+account are the same role, while the same name in two accounts is two roles. A managed
+policy likewise, by its account and name.
 # ref: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns
 """
 
@@ -26,6 +27,17 @@ def is_customer_managed_policy(policy_arn: str) -> bool:
     """A policy an account owns (`arn:aws:iam::<account>:policy/...`), not an AWS managed one
     (`arn:aws:iam::aws:policy/...`, none of which is scoped to one stack)."""
     return policy_account(policy_arn) not in (None, "aws")
+
+
+def policy_identity(policy_arn: str) -> tuple[str, str]:
+    """(account, lower-cased name): equal for two ARNs of one managed policy (`policy/team/Deployer` and
+    `policy/deployer` of one account), the name a stack's policy attachment is keyed by."""
+    account = policy_account(policy_arn)
+    if account is None:
+        raise ValueError(
+            f"policy ARN: {policy_arn!r} is not an IAM policy ARN; allowed: arn:aws:iam::<account>:policy/<name>"
+        )
+    return account, policy_arn.rsplit("/", 1)[-1].lower()
 
 
 def role_identity(role_arn: str) -> tuple[str, str, str]:

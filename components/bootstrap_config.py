@@ -1,5 +1,5 @@
 """The account bootstrap's configuration (the `triton-platform-bootstrap` project in
-bootstrap/): read once, validated, frozen, like components/stack_config.py for the stacks.
+bootstrap/): read once, validated, frozen, like the stacks' (components/stack_config/), with the same readers.
 
 One bootstrap stack per AWS account, deployed before any environment stack of that account:
 it owns what every stack of the account shares (the GitHub OIDC provider, one per account)
@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.stack_config import AWS_REGION, GIT_REF, GITHUB_REPO, ConfigError, _bool, _list, _str
+from components.stack_config.errors import ConfigError
+from components.stack_config.readers import read_bool, read_list, read_str
+from components.stack_config.vocabulary import AWS_REGION, GIT_REF, GITHUB_REPO
 
 PROJECT = "triton-platform-bootstrap"
 # An ECR repository name. ref: https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_CreateRepository.html
@@ -44,22 +46,22 @@ def parse(raw: Mapping[str, Any], stack: str) -> BootstrapConfig:
             if name not in KEYS:
                 raise ConfigError(full_key, value, "is an unknown config key", ", ".join(KEYS))
             values[name] = value
-    region = _str("aws:region", raw.get("aws:region"), AWS_REGION, "an AWS region such as us-east-1")
-    repo = _str(_key("githubRepository"), values.get("githubRepository"), GITHUB_REPO, "a GitHub owner/name")
+    region = read_str("aws:region", raw.get("aws:region"), AWS_REGION, "an AWS region such as us-east-1")
+    repo = read_str(_key("githubRepository"), values.get("githubRepository"), GITHUB_REPO, "a GitHub owner/name")
     image_repo = values.get("agentImageRepository", "triton-platform/model-sync-agent")
     if image_repo != "":
-        _str(
+        read_str(
             _key("agentImageRepository"),
             image_repo,
             ECR_REPOSITORY_NAME,
             "an ECR repository name such as triton-platform/model-sync-agent, or empty for none",
         )
-    refs = _list(_key("agentImageRefs"), values.get("agentImageRefs", ["refs/heads/main"]))
+    refs = read_list(_key("agentImageRefs"), values.get("agentImageRefs", ["refs/heads/main"]))
     if not refs:
         raise ConfigError(_key("agentImageRefs"), refs, "is empty", "at least one ref such as refs/heads/main")
     for ref in refs:
-        _str(_key("agentImageRefs"), ref, GIT_REF, "refs/heads/<branch> or refs/tags/<tag> (no wildcards)")
-    push = _bool(_key("agentImagePushRole"), values.get("agentImagePushRole", True))
+        read_str(_key("agentImageRefs"), ref, GIT_REF, "refs/heads/<branch> or refs/tags/<tag> (no wildcards)")
+    push = read_bool(_key("agentImagePushRole"), values.get("agentImagePushRole", True))
     if push and not image_repo:
         raise ConfigError(
             _key("agentImagePushRole"), True, "is set without an agentImageRepository", "false, or name the repository"

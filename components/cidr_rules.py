@@ -2,8 +2,9 @@
 judge the union of the addresses they cover, never their spelling. `[0.0.0.0/1, 128.0.0.0/1]` is
 the whole internet as surely as `0.0.0.0/0`.
 
-Used by components/stack_config.py (before any resource), components/eks_cluster.py and
-components/ingress.py (their Args) and the policy pack (policy/policies.py), so the four agree.
+Used by the stack config (components/stack_config/rules.py and edge.py, before any resource),
+components/eks_cluster.py and components/ingress.py (their Args) and the policy pack
+(policy/policies.py), so the four agree.
 """
 
 from __future__ import annotations

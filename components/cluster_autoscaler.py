@@ -11,7 +11,7 @@ Why Cluster Autoscaler and not Karpenter (docs/node-autoscaling.md has the long 
   the Triton pods' terminationGracePeriodSeconds are respected; no SQS queue and
   EventBridge rules to operate;
 - the per-stack limits are the node groups' own min/max sizes, validated against the
-  Triton deployments' replicas in components/stack_config.py.
+  Triton deployments' replicas in components/stack_config/rules.py.
 
 Scale-from-zero: an empty group has no node to copy, so the autoscaler reads the node
 template from ASG tags; the labels, taint and `nvidia.com/gpu` capacity tags are derived

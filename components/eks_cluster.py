@@ -41,7 +41,7 @@ import pulumi_kubernetes as k8s
 from components import cidr_rules
 from components.arns import role_identity, role_key, role_name_key
 from components.eks_addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
-from components.stack_config import CLOUDWATCH_RETENTION_DAYS, CONTROL_PLANE_LOG_TYPES
+from components.stack_config.vocabulary import CLOUDWATCH_RETENTION_DAYS, CONTROL_PLANE_LOG_TYPES
 from components.versions import EKS_ADDON_VERSIONS
 
 CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"

@@ -17,16 +17,10 @@
 - CI roles, assumed from GitHub Actions through OIDC (no access keys anywhere). Each role
   trusts exactly the workflow file(s) of its purpose, run from the stack's deploy refs, in
   the GitHub environment of its purpose (`github_environment`): nothing else can assume it.
-  AWS IAM evaluates only `aud` and `sub` of GitHub's token as condition keys ("Support for
-  custom claims for OIDC is unavailable in AWS", GitHub's AWS OIDC guide), so the workflow
-  is put INTO `sub`: the repository's subject template is customised to
-  `GITHUB_SUB_CLAIM_KEYS` = repo, context, job_workflow_ref, which makes every job's subject
-  `repo:<owner/name>:environment:<env>:job_workflow_ref:<owner/name>/.github/workflows/<file>@<ref>`
-  (docs/operations.md, "One-time setup", applies it). Until it is applied GitHub issues the
-  default `repo:<owner/name>:environment:<env>` subjects, which no role accepts: the
-  control fails closed.
-  ref: https://docs.github.com/en/actions/reference/security/oidc (customizing the subject claims)
-  ref: https://docs.github.com/en/actions/how-tos/secure-your-work/security-harden-deployments/oidc-in-aws
+  The subjects follow the customised template of components/github_oidc.py (the workflow file
+  and ref are IN `sub`, the only claim besides `aud` AWS IAM evaluates); until the repository
+  applies it (docs/operations.md, "One-time setup") no role accepts GitHub's default subjects:
+  the control fails closed.
   - deployer (every stack; `deploy.yml`, environment `deploy-<stack>`): runs `pulumi up`. Its
     permissions are the managed policies the stack config names (`deployerPolicyArns`,
     required, customer-managed only: no AWS managed policy is scoped to a stack): the account owners keep that
@@ -68,16 +62,15 @@ import pulumi_aws as aws
 from components import naming
 from components.arns import is_customer_managed_policy
 from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
+from components.github_oidc import GITHUB_OIDC_HOST, PULL_REQUEST_REF, github_subject, github_trust_policy
 from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
 from components.pod_identity import pod_identity_principal_condition, pod_identity_trust
-from components.stack_config import ENVIRONMENTS, GIT_REF, GITHUB_OIDC_ARN, GITHUB_REPO
+from components.stack_config.vocabulary import ENVIRONMENTS, GIT_REF, GITHUB_OIDC_ARN, GITHUB_REPO
 from model_sync.contract import layout
 
 CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 # ref: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/ViewOnlyAccess.html
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
-GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
-GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"
 ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)
 # Maximum session of each CI role (IAM allows 3600..43200 s). Each is >= the credential
 # duration (`role-duration-seconds`, itself >= `timeout-minutes`) of every workflow job that
@@ -88,10 +81,6 @@ ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS
 # (1 h by default, tritonDeployments.<d>.canary.deadlineSeconds) after the copy and verification.
 CI_SESSION_SECONDS: dict[str, int] = {"deployer": 10800, "preview": 3600, "publisher": 3600, "promoter": 7200}
 
-# The repository's OIDC subject template (PUT /repos/{owner}/{repo}/actions/oidc/customization/sub
-# with {"use_default": false, "include_claim_keys": [...]}; docs/operations.md, "One-time setup").
-GITHUB_SUB_CLAIM_KEYS = ("repo", "context", "job_workflow_ref")
-WORKFLOW_DIR = ".github/workflows"
 # Which workflow files each CI role serves, and the purpose that names its GitHub environment.
 CI_ROLE_WORKFLOWS: dict[str, tuple[str, ...]] = {
     "deployer": ("deploy.yml",),
@@ -105,10 +94,6 @@ CI_ROLE_PURPOSES: dict[str, str] = {
     "publisher": "models",
     "promoter": "models",
 }
-# The ref of every pull_request run (`refs/pull/<number>/merge`); `*` stands for the number.
-PULL_REQUEST_REF = "refs/pull/*/merge"
-
-_WORKFLOW_FILE = re.compile(r"^[a-z0-9][a-z0-9-]*\.yml$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -242,63 +227,12 @@ def github_environment(role: str, environment: str) -> str:
     return f"{CI_ROLE_PURPOSES[role]}-{environment}"
 
 
-def github_subject(repository: str, workflow: str, ref: str, environment: str) -> str:
-    """The `sub` GitHub issues, under GITHUB_SUB_CLAIM_KEYS, to a job of `workflow` (a file in
-    .github/workflows) run from `ref` in GitHub environment `environment`."""
-    if not GITHUB_REPO.match(repository):
-        raise ValueError(f"repository: {repository!r} is not valid; allowed: a GitHub owner/name")
-    if not _WORKFLOW_FILE.match(workflow):
-        raise ValueError(
-            f"workflow: {workflow!r} is not valid; allowed: a file name in {WORKFLOW_DIR} such as deploy.yml"
-        )
-    if not (GIT_REF.match(ref) or ref == PULL_REQUEST_REF):
-        raise ValueError(
-            f"ref: {ref!r} is not valid; allowed: refs/heads/<branch>, refs/tags/<tag> or {PULL_REQUEST_REF}"
-        )
-    if not re.match(r"^[a-z0-9][a-z0-9-]{0,62}$", environment):
-        raise ValueError(f"environment: {environment!r} is not valid; allowed: a GitHub environment name of a-z 0-9 -")
-    return f"repo:{repository}:environment:{environment}:job_workflow_ref:{repository}/{WORKFLOW_DIR}/{workflow}@{ref}"
-
-
 def github_role_subjects(role: str, environment: str, repository: str, refs: Sequence[str]) -> list[str]:
     """Every subject CI role `role` of stack `environment` accepts: its workflow files x the
     deploy refs (pull-request.yml: PULL_REQUEST_REF), in its purpose's environment."""
     runs_from = [PULL_REQUEST_REF] if role == "preview" else list(refs)
     env = github_environment(role, environment)
     return sorted(github_subject(repository, wf, ref, env) for wf in CI_ROLE_WORKFLOWS[role] for ref in runs_from)
-
-
-def _build_github_trust(provider_arn: str, subjects: Sequence[str]) -> dict[str, Any]:
-    """Trust for exactly `subjects`: StringEquals, or StringLike when a subject holds `*`
-    (only PULL_REQUEST_REF's pull-request number may)."""
-    if not subjects:
-        raise ValueError("subjects: [] is empty; allowed: one or more GitHub OIDC subjects")
-    wild = [s for s in subjects if "*" in s or "?" in s]
-    for s in wild:
-        if "?" in s or s.count("*") != 1 or not s.endswith("@" + PULL_REQUEST_REF):
-            raise ValueError(
-                f"subjects: {s!r} has a wildcard; allowed: exact subjects, or a `*` only as the pull-request number "
-                f"of {PULL_REQUEST_REF}"
-            )
-    if wild and len(wild) != len(subjects):
-        raise ValueError(
-            f"subjects: {list(subjects)!r} mixes exact and pull-request subjects; allowed: one kind per role"
-        )
-    operator = "StringLike" if wild else "StringEquals"
-    condition: dict[str, Any] = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": GITHUB_OIDC_AUDIENCE}}
-    condition.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = sorted(subjects)
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "GitHubActionsOidc",
-                "Effect": "Allow",
-                "Principal": {"Federated": provider_arn},
-                "Action": "sts:AssumeRoleWithWebIdentity",
-                "Condition": condition,
-            }
-        ],
-    }
 
 
 def _build_serving_trust(cluster_arn: str, deployments: Sequence[str]) -> dict[str, Any]:
@@ -478,7 +412,7 @@ class Identities(pulumi.ComponentResource):
 
         def ci_role(role: str, description: str) -> aws.iam.Role:
             subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
-            trust = provider_arn.apply(lambda arn: json.dumps(_build_github_trust(arn, subjects)))
+            trust = provider_arn.apply(lambda arn: json.dumps(github_trust_policy(arn, subjects)))
             return aws.iam.Role(
                 f"{name}-{role}-role",
                 name=f"{prefix}-{role}",

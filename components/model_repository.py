@@ -36,7 +36,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.stack_config import ENVIRONMENTS
+from components.stack_config.vocabulary import ENVIRONMENTS
 from model_sync.contract import layout
 
 # What a promoter must read in the source (staging) bucket: the versions and their

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.stack_config import NAT_MODES
+from components.stack_config.vocabulary import NAT_MODES
 
 # Availability zones where the EKS control plane cannot place its network interfaces.
 # ref: https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets

@@ -25,6 +25,8 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components.stack_config import vocabulary
+
 TCP = "TCP"
 UDP = "UDP"
 DNS_NAMESPACE = "kube-system"
@@ -138,16 +140,9 @@ def from_api_server_rule(vpc_cidr: str, *spec: Port) -> dict[str, Any]:
     return rule([cidr(vpc_cidr)], *spec)
 
 
-def _stack_default_vpc_cidr() -> str:
-    from components.stack_config import KEYS
-
-    (key,) = [k for k in KEYS if k.name == "vpcCidr"]
-    return str(key.default)
-
-
 # The components' default when a caller names no VPC: the stack config's own `vpcCidr`
 # default (__main__ always passes the stack's value).
-DEFAULT_VPC_CIDR = _stack_default_vpc_cidr()
+DEFAULT_VPC_CIDR = vocabulary.DEFAULT_VPC_CIDR
 
 # Prometheus' pods (labels the prometheus-operator sets on every Prometheus it runs).
 PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}

@@ -37,7 +37,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components import gpu_contract
-from components.stack_config import CAPACITY_TYPES, GPU_AMI_TYPES, NODE_GROUP_KINDS, SYSTEM_AMI_TYPES, NodeGroupConfig
+from components.stack_config.model import NodeGroupConfig
+from components.stack_config.vocabulary import CAPACITY_TYPES, GPU_AMI_TYPES, NODE_GROUP_KINDS, SYSTEM_AMI_TYPES
 
 NODE_ROLE_POLICY_ARNS = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",

@@ -30,7 +30,8 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import gpu_contract, naming, network_policies, node_fit, versions
-from components.stack_config import ENVIRONMENTS, TritonDeploymentConfig
+from components.stack_config.model import TritonDeploymentConfig
+from components.stack_config.vocabulary import ENVIRONMENTS
 from model_sync.contract import layout
 
 HTTP_PORT = 8000

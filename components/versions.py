@@ -115,7 +115,7 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
 }
 
 # Kubernetes minor versions the platform supports: those with every pinned EKS add-on
-# (including aws-ebs-csi-driver) AND a Cluster Autoscaler image. components/stack_config.py
+# (including aws-ebs-csi-driver) AND a Cluster Autoscaler image. components/stack_config/cluster.py
 # refuses any other kubernetesVersion with a one-line ConfigError.
 KUBERNETES_VERSIONS: tuple[str, ...] = tuple(
     sorted(

@@ -27,7 +27,6 @@ from typing import Any
 
 import pulumi
 import pulumi.runtime
-import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import wait_for_rpcs
@@ -281,17 +280,14 @@ def _plain(value: Any) -> Any:
 
 
 def stack_config(stack: str, path: Path | None = None) -> dict[str, Any]:
-    """The raw `config:` mapping of stacks/Pulumi.<stack>.yaml (or of `path`)."""
-    from components.stack_config import UniqueKeyLoader
+    """The raw `config:` mapping of stacks/Pulumi.<stack>.yaml (or of `path`); a YAML mistake in it is
+    the program's ConfigError (components/stack_config/loading.py)."""
+    from components.stack_config.loading import read_stack_file
 
     path = path or ROOT / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise KitError(f"no stack file {path}")
-    try:  # Pulumi's own stack-file loader refuses a mapping key given twice; so does this one
-        loaded = yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise KitError(f"{path}: {str(exc).splitlines()[0]}") from None
-    return dict(loaded["config"])
+    return read_stack_file(path)
 
 
 # Stand-ins for `secure:` (encrypted) stack values: the mocks cannot decrypt them, so a

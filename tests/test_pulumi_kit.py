@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.stack_config import ConfigError
+from components.stack_config.errors import ConfigError
 from tests.pulumi_kit import KitError, run_program
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from components import stack_config as sc
+from components.stack_config.declarations import KEYS
+from components.stack_config.errors import ConfigError
+from components.stack_config.parser import parse
 from tests.pulumi_kit import ROOT
 from tests.pulumi_kit import stack_config as stack_file
 
@@ -71,7 +73,7 @@ def test_pulumi_config_lines_name_real_keys_and_paths() -> None:
     """Every `pulumi config set` line names a declared key; a `--path` line addresses a field the
     dev stack file really has (a structured map, so the path exists), and the stack it leaves
     behind still passes the stack model."""
-    keys = {k.name: k for k in sc.KEYS}
+    keys = {k.name: k for k in KEYS}
     lines = [argv for argv in _lines("pulumi") if argv[:2] == ["config", "set"]]
     assert any("--path" in argv for argv in lines)
     for argv in lines:
@@ -90,7 +92,7 @@ def test_pulumi_config_lines_name_real_keys_and_paths() -> None:
             assert isinstance(node, dict), key
             assert fields[-1] in node, key
             node[fields[-1]] = int(value) if value.isdigit() else value  # what `config set --path` writes
-            sc.parse(cfg, "dev")
+            parse(cfg, "dev")
         else:
             assert not fields, key
 
@@ -99,8 +101,8 @@ def test_the_example_config_error_is_real() -> None:
     (example,) = [b.strip() for b in _blocks("text")]
     cfg: dict[str, Any] = stack_file("dev")
     cfg["triton-platform:nodeGroups"]["gpu-l4"]["instanceTypes"] = ["m5.large"]
-    with pytest.raises(sc.ConfigError) as info:
-        sc.parse(cfg, "dev")
+    with pytest.raises(ConfigError) as info:
+        parse(cfg, "dev")
     assert str(info.value) == example
 
 

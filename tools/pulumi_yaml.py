@@ -1,4 +1,4 @@
-"""Regenerate (or check) Pulumi.yaml's `config:` section from components/stack_config.KEYS.
+"""Regenerate (or check) Pulumi.yaml's `config:` section from the stack config's declarations.
 
 `python -m tools.pulumi_yaml` rewrites Pulumi.yaml; `--check` exits 1 when it is stale.
 """
@@ -13,7 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = """\
-# Generated config section: edit components/stack_config.py (KEYS), then `make pulumi-yaml`.
+# Generated config section: edit components/stack_config/declarations.py (KEYS), then `make pulumi-yaml`.
 # Pulumi's config schema has no object type, so the two name-keyed collections
 # (nodeGroups, tritonDeployments: structured YAML in the stack files, edited with
 # `pulumi config set --path`) are not declared here; the program validates them strictly.
@@ -22,7 +22,8 @@ HEADER = """\
 
 def render() -> str:
     sys.path.insert(0, str(ROOT))
-    from components.stack_config import PROJECT, pulumi_yaml_config
+    from components.stack_config.declarations import pulumi_yaml_config
+    from components.stack_config.vocabulary import PROJECT
 
     project = {
         "name": PROJECT,

@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    from components.stack_config import ConfigError
+    from components.stack_config.errors import ConfigError
     from tests.pulumi_kit import KitError, run_program
 
     try:

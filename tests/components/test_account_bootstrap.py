@@ -9,8 +9,8 @@ import pytest
 
 from components import bootstrap_config
 from components.account_bootstrap import PUSH_ACTIONS, AccountBootstrapArgs
-from components.identities import GITHUB_OIDC_HOST
-from components.stack_config import ConfigError
+from components.github_oidc import GITHUB_OIDC_HOST
+from components.stack_config.errors import ConfigError
 from tests.components._helpers import assert_children_prefixed, policy
 from tests.pulumi_kit import ROOT, Run, run_program, stack_config
 

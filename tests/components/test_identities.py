@@ -10,19 +10,16 @@ from typing import Any
 import pytest
 
 from components import naming
+from components.github_oidc import GITHUB_OIDC_HOST
 from components.identities import (
     CI_SESSION_SECONDS,
-    GITHUB_OIDC_HOST,
-    GITHUB_SUB_CLAIM_KEYS,
     IdentitiesArgs,
-    _build_github_trust,
     _build_promoter_policy,
     _build_serving_policy,
     github_environment,
     github_role_subjects,
-    github_subject,
 )
-from components.stack_config import ConfigError
+from components.stack_config.errors import ConfigError
 from model_sync.contract import layout
 from tests.components._helpers import (
     as_list,
@@ -350,7 +347,7 @@ def test_the_promoter_session_covers_a_gray_release() -> None:
     """`model-sync promote --to prod` runs a gray release up to its deadline after the copy:
     the longest prod deadline plus 30 minutes (copy, verification, the canary's load) fits the
     promoter's maximum session (the workflow's job and credentials: tests/workflows)."""
-    from components.stack_config import parse
+    from components.stack_config.parser import parse
 
     prod = parse(stack_config("prod"), "prod")
     longest = max(d.canary.deadline_seconds for d in prod.triton_deployments)
@@ -371,35 +368,6 @@ def test_component_shape(any_stack: Run) -> None:
 
 
 # ---- builders --------------------------------------------------------------------------
-
-
-def test_github_subject_follows_the_customised_template() -> None:
-    """GitHub's documented example for include_claim_keys [repo, context, job_workflow_ref]:
-    repo:octo-org/octo-repo:environment:prod:job_workflow_ref:octo-org/octo-automation/.github/workflows/oidc.yml@refs/heads/main
-    (here the workflow is always the repository's own)."""
-    assert GITHUB_SUB_CLAIM_KEYS == ("repo", "context", "job_workflow_ref")
-    assert github_subject("octo-org/octo-repo", "oidc.yml", "refs/heads/main", "prod") == (
-        "repo:octo-org/octo-repo:environment:prod:job_workflow_ref:"
-        "octo-org/octo-repo/.github/workflows/oidc.yml@refs/heads/main"
-    )
-    assert github_subject("o/r", "pull-request.yml", "refs/pull/*/merge", "preview-dev").endswith(
-        "pull-request.yml@refs/pull/*/merge"
-    )
-
-
-@pytest.mark.parametrize(
-    ("args", "match"),
-    [
-        (("o", "deploy.yml", "refs/heads/main", "deploy-dev"), r"repository: 'o' is not valid"),
-        (("o/r", "../deploy.yml", "refs/heads/main", "deploy-dev"), r"workflow: '../deploy.yml' is not valid"),
-        (("o/r", "deploy.yml", "refs/heads/*", "deploy-dev"), r"ref: 'refs/heads/\*' is not valid"),
-        (("o/r", "deploy.yml", "main", "deploy-dev"), r"ref: 'main' is not valid"),
-        (("o/r", "deploy.yml", "refs/heads/main", "prod:eastus"), r"environment: 'prod:eastus' is not valid"),
-    ],
-)
-def test_github_subject_validation(args: tuple[str, str, str, str], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        github_subject(*args)
 
 
 def test_github_environment_is_one_per_purpose_and_stack() -> None:
@@ -424,32 +392,6 @@ def test_github_role_subjects() -> None:
     assert (
         github_role_subjects("preview", "dev", REPO, ["refs/heads/main"]) == PREVIEW_SUBJECTS["dev"]
     )  # refs do not apply
-
-
-def test_github_trust_builder_wildcards_only_the_pull_request_number() -> None:
-    exact = _build_github_trust("arn:p", [_sub("deploy-dev", "deploy.yml")])
-    assert exact["Statement"][0]["Condition"] == {
-        "StringEquals": {
-            f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com",
-            f"{GITHUB_OIDC_HOST}:sub": [_sub("deploy-dev", "deploy.yml")],
-        }
-    }
-    like = _build_github_trust("arn:p", PREVIEW_SUBJECTS["dev"])
-    assert like["Statement"][0]["Condition"] == {
-        "StringEquals": {f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com"},
-        "StringLike": {f"{GITHUB_OIDC_HOST}:sub": PREVIEW_SUBJECTS["dev"]},
-    }
-    for bad in (
-        [f"repo:{REPO}:*"],
-        [_sub("deploy-dev", "deploy.yml", "refs/heads/*")],
-        [_sub("deploy-dev", "deploy.yml").replace("main", "ma?n")],
-    ):
-        with pytest.raises(ValueError, match=r"has a wildcard; allowed: exact subjects"):
-            _build_github_trust("arn:p", bad)
-    with pytest.raises(ValueError, match=r"mixes exact and pull-request subjects"):
-        _build_github_trust("arn:p", [*PREVIEW_SUBJECTS["dev"], _sub("deploy-dev", "deploy.yml")])
-    with pytest.raises(ValueError, match=r"subjects: \[\] is empty"):
-        _build_github_trust("arn:p", [])
 
 
 def test_serving_policy_builder_refuses_no_or_repeated_deployments() -> None:

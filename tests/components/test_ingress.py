@@ -20,7 +20,7 @@ from components.ingress import (
     htpasswd_users,
     http_rules,
 )
-from components.stack_config import ConfigError
+from components.stack_config.errors import ConfigError
 from tests.components._helpers import assert_bounded_resources, registered_outputs
 from tests.pulumi_kit import Run, run_program
 

@@ -136,7 +136,7 @@ def test_component_shape(any_stack: Run) -> None:
 
 
 def test_force_destroy_refused_outside_dev_by_config() -> None:
-    from components.stack_config import ConfigError
+    from components.stack_config.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"modelRepositoryForceDestroy: .* is not allowed in prod"):
         run_program("prod", overrides={"triton-platform:modelRepositoryForceDestroy": True})

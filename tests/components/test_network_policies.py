@@ -64,6 +64,6 @@ def test_rules_refused() -> None:
 
 
 def test_default_vpc_is_the_stack_configs_default() -> None:
-    from components.stack_config import KEYS
+    from components.stack_config.declarations import KEYS_BY_NAME
 
-    assert np.DEFAULT_VPC_CIDR == next(k.default for k in KEYS if k.name == "vpcCidr")
+    assert np.DEFAULT_VPC_CIDR == KEYS_BY_NAME["vpcCidr"].default

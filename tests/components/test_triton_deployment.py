@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from components import gpu_contract, naming
-from components.stack_config import TritonDeploymentConfig
+from components.stack_config.model import TritonDeploymentConfig
 from components.triton_deployment import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from components import node_fit
-from components.stack_config import parse
+from components.stack_config.parser import parse
 from tests.conftest import STACKS
 from tests.manifests._cluster import cluster, pod_spec
 from tests.manifests.test_cluster import _tolerates_gpu

@@ -101,7 +101,7 @@ def test_the_prod_promotion_outlasts_the_longest_prod_canary_deadline() -> None:
     (tritonDeployments.<d>.canary.deadlineSeconds of the model's deployment): the promote job's
     timeout, hence its credentials, covers the longest prod deadline plus the copy and the rest,
     so no release is cut off by the job (it would be left behind: TritonCanaryStuck)."""
-    from components.stack_config import parse
+    from components.stack_config.parser import parse
     from tests.pulumi_kit import stack_config
 
     prod = parse(stack_config("prod"), "prod")

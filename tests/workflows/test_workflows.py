@@ -664,7 +664,7 @@ def _agent_step(name: str) -> dict[str, Any]:
 
 
 def test_agent_image_summary_prints_a_digest_pinned_reference(tmp_path: Path) -> None:
-    from components.stack_config import _IMAGE_PINNED
+    from components.stack_config.vocabulary import IMAGE_PINNED
 
     summary = tmp_path / "summary.md"
     digest = "sha256:" + "ab" * 32
@@ -675,7 +675,7 @@ def test_agent_image_summary_prints_a_digest_pinned_reference(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     ref = f"{repo}:{sha}@{digest}"
     assert f"  triton-platform:agentImage: {ref}" in summary.read_text()
-    assert _IMAGE_PINNED.match(ref), "staging/prod stack validation must accept the printed reference"
+    assert IMAGE_PINNED.match(ref), "staging/prod stack validation must accept the printed reference"
     bad = _run(_agent_step("Print the pushed digest")["run"], tmp_path, {**env, "DIGEST": ""})
     assert bad.returncode == 1
     assert bad.stdout.startswith("::error title=No digest::")
