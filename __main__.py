@@ -18,7 +18,8 @@ from components.ingress import Ingress, IngressArgs, TritonBackend
 from components.log_shipping import LogShipping, LogShippingArgs
 from components.model_repository import ModelRepository, ModelRepositoryArgs
 from components.monitoring.alerts import runbooks_url
-from components.monitoring.monitoring import MonitoredDeployment, Monitoring, MonitoringArgs
+from components.monitoring.args import MonitoredDeployment, MonitoringArgs
+from components.monitoring.monitoring import Monitoring
 from components.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
 from components.network import Network, NetworkArgs
 from components.node_group import build_node_groups

@@ -1,6 +1,7 @@
 """Metrics, alerts, dashboards and the custom metric the Triton HPAs scale on, one module per concern:
 
-- monitoring: the `Monitoring` component and its Args (`MonitoringArgs`, `MonitoredDeployment`);
+- monitoring: the `Monitoring` component;
+- args: its Args (`MonitoringArgs`, `MonitoredDeployment`), which the other modules read;
 - chart_values: the Helm values of kube-prometheus-stack and prometheus-adapter, Alertmanager's configuration;
 - queries: the PromQL and LogQL (the HPA's queue-time metric and its adapter rule, the failure ratio,
   the canary vs stable comparison, the log panels);

@@ -21,7 +21,7 @@ from components.monitoring.chart_values import PROMETHEUS_PORT, PROMETHEUS_SERVI
 from components.network_policies import from_api_server_rule, from_prometheus_rule, pods_anywhere, pods_in, rule, tcp
 
 if TYPE_CHECKING:
-    from components.monitoring.monitoring import MonitoringArgs
+    from components.monitoring.args import MonitoringArgs
 
 # The service proxy's `[scheme:]name[:port]` path segment, which is also the resource name the API
 # server authorizes (`get` on services/proxy): the URL must spell it exactly so.

@@ -21,7 +21,7 @@ from components.monitoring.queries import (
 )
 
 if TYPE_CHECKING:
-    from components.monitoring.monitoring import MonitoredDeployment, MonitoringArgs
+    from components.monitoring.args import MonitoredDeployment, MonitoringArgs
 
 # The runbook page, a file of this repository: one section per alert, headed by the alert's name.
 RUNBOOKS_PAGE = "docs/runbooks.md"

@@ -17,7 +17,7 @@ from components.monitoring.queries import adapter_rules
 from components.triton_deployment import QUEUE_TIME_METRIC
 
 if TYPE_CHECKING:
-    from components.monitoring.monitoring import MonitoringArgs
+    from components.monitoring.args import MonitoringArgs
 
 RELEASE = "kube-prometheus-stack"  # also the chart's fullname: services are `<RELEASE>-<component>`
 # The Service the pinned chart renders for Prometheus (port 9090 `http-web`; tests/manifests checks it).

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from components.monitoring.queries import canary_queries, failure_ratio_query, log_queries, queue_time_query
 
 if TYPE_CHECKING:
-    from components.monitoring.monitoring import MonitoredDeployment
+    from components.monitoring.args import MonitoredDeployment
 
 
 def _panel(pid: int, title: str, expr: str, unit: str, y: int, x: int, legend: str, w: int = 12) -> dict[str, Any]:

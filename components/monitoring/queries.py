@@ -18,7 +18,7 @@ from components import naming
 from components.triton_deployment import QUEUE_TIME_METRIC
 
 if TYPE_CHECKING:
-    from components.monitoring.monitoring import MonitoredDeployment
+    from components.monitoring.args import MonitoredDeployment
 
 QUEUE_WINDOW = "2m"
 FAILURE_WINDOW = "5m"

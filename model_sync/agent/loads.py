@@ -22,7 +22,6 @@ from model_sync.agent.state import ModelState
 from model_sync.contract import layout
 from model_sync.errors import Abandoned, describe
 from model_sync.records.codec import ReplicaState
-from model_sync.triton_model import model_config
 
 log = logging.getLogger("model_sync.agent")
 
@@ -215,6 +214,8 @@ class Loads:
 
     def _config_for(self, name: str, version: int, fallback_text: str | None) -> str | None:
         """config.pbtxt pinning `version`: its manifest's config (S3), else the local config re-pinned."""
+
+        from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
 
         try:
             doc = self.bucket.read_manifest(name, version)

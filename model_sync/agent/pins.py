@@ -5,7 +5,6 @@ files its backend needs. Read by the bucket side (a pin against its manifest) an
 from __future__ import annotations
 
 from model_sync.agent.exceptions import VersionRejected
-from model_sync.triton_model import model_config
 
 
 def pinned_versions(config_text: str) -> tuple[int, ...]:
@@ -13,6 +12,8 @@ def pinned_versions(config_text: str) -> tuple[int, ...]:
 
     Parsed through Triton's protobuf model config (a misspelled field is an error).
     """
+
+    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
 
     try:
         cfg = model_config.parse(config_text)
@@ -28,6 +29,8 @@ def pinned_versions(config_text: str) -> tuple[int, ...]:
 def backend_files(config_text: str) -> tuple[str, ...]:
     """The files the pinned config's backend needs in the version directory: model.py for the
     python backend, model.pt (or default_model_filename) for libtorch, ... (model_config)."""
+
+    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
 
     try:
         return model_config.required_files(model_config.parse(config_text))

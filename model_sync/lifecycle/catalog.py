@@ -13,7 +13,6 @@ from model_sync import errors
 from model_sync.contract import layout
 from model_sync.records import codec
 from model_sync.s3.bucket import Bucket
-from model_sync.triton_model import model_config
 
 MAX_ALLOCATION_ATTEMPTS = 64
 
@@ -42,6 +41,8 @@ def read_pin(repo: Bucket, model: str) -> Pin:
 
 
 def parse_pin(repo: Bucket, model: str, data: bytes, etag: str | None = None, modified: int | None = None) -> Pin:
+
+    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
 
     try:
         cfg = model_config.parse(data, repo.uri(layout.config_key(model)))
@@ -226,6 +227,8 @@ def flip_pin(repo: Bucket, model: str, version: int, config_text: str, action: s
     get a re-read just before the write instead: most but not all races are caught.
     The history stack gets the previous pin pushed (push, promote, rollback --model-version) or its top
     `pop` entries popped (default rollback: the target and any pruned entries above it)."""
+
+    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
 
     cfg = model_config.parse(config_text, f"pin text for {model} v{version}")
     if model_config.pinned_version(cfg) != version:

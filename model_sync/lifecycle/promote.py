@@ -44,7 +44,6 @@ from model_sync.s3.bucket import Bucket, b64_sha256_to_hex, who
 from model_sync.s3.clients import aws_hosted
 from model_sync.s3.failures import translate
 from model_sync.serving import gpu_plan, verify
-from model_sync.triton_model import model_config
 from model_sync.ui import Console
 
 if TYPE_CHECKING:
@@ -267,6 +266,8 @@ def promote(
 ) -> int:
     """Returns the target version number. With `canary`, the target pin is flipped by a gray
     release (canary(dst, target, canary id) runs it to its decision) instead of at once."""
+    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
+
     layout.check_model_name(model)
     doc, _raw, record_key = _check_source(src, model, version, skip_verification)
     compatibility = check_alignment(doc, dst, allow_version_skew, allow_local_target)

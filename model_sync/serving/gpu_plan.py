@@ -34,7 +34,6 @@ from model_sync import errors
 from model_sync.lifecycle import catalog
 from model_sync.push.parallel import parallel_map
 from model_sync.records import codec
-from model_sync.triton_model import model_config
 
 if TYPE_CHECKING:
     from model_sync.environments import DeploymentGpu
@@ -58,6 +57,8 @@ def instance_groups(cfg: Any) -> list[dict[str, Any]]:
     """The instance groups of a ModelConfig as Triton places them (the manifest's `instance_groups`):
     kind, count (0, unset, is 1) and the GPUs listed ([]: every GPU); a config without any group
     gets Triton's default, one KIND_AUTO instance per GPU."""
+
+    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
 
     kinds = model_config.pb2.ModelInstanceGroup.Kind
     groups = [{"kind": kinds.Name(g.kind), "count": g.count or 1, "gpus": list(g.gpus)} for g in cfg.instance_group]

@@ -21,7 +21,6 @@ from typing import Any
 from model_sync import errors
 from model_sync.contract import layout
 from model_sync.push import skip_cache
-from model_sync.triton_model import model_config
 
 EXPORT_META = "export.json"
 
@@ -70,6 +69,7 @@ class LocalModel:
         cached = self.configs.pinned(self.name, self.config_digest, version) if self.configs else None
         if cached is not None:
             return cached
+        from model_sync.triton_model import model_config
 
         text = model_config.pinned_text(self.cfg, version, self.name)
         if self.configs:
@@ -78,6 +78,7 @@ class LocalModel:
 
 
 def _parse_config(data: bytes, config_path: str, model: str) -> Any:
+    from model_sync.triton_model import model_config
 
     try:
         cfg = model_config.parse(data, config_path)
@@ -193,6 +194,8 @@ def load(path: str, name: str | None = None, configs: skip_cache.ConfigCache | N
     facts = configs.get(model, digest) if configs else None
     cfg = None
     if facts is None:
+        from model_sync.triton_model import model_config
+
         cfg = _parse_config(data, config_path, model)
         facts = {"platform": cfg.platform, "backend": cfg.backend, "required": list(model_config.required_files(cfg))}
         if configs:

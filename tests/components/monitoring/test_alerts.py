@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from components.monitoring.alerts import canary_stuck_rule, runbooks_url
-from components.monitoring.monitoring import MonitoredDeployment
+from components.monitoring.args import MonitoredDeployment
 from tests.components.monitoring._helpers import program_rules, recorded
 from tests.conftest import STACKS, stack_run
 from tests.pulumi_kit import ROOT, Run
