@@ -269,7 +269,7 @@ $(HELM): $(HELM_DIR)/package.json $(HELM_DIR)/package-lock.json
 
 helm: $(HELM)
 
-$(CHARTS_STAMP): $(STAMP) $(HELM) components/versions.py tools/charts.py
+$(CHARTS_STAMP): $(STAMP) $(HELM) components/upstream/versions.py tools/charts.py
 	$(PY) -m tools.charts
 	@touch $@
 

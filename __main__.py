@@ -11,16 +11,16 @@ from components.block_storage import BlockStorage, BlockStorageArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, GpuPool
 from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
-from components.gpu_instances import gpus_per_node, guaranteed_gpu
+from components.gpu.gpu_instances import gpus_per_node, guaranteed_gpu
 from components.gpu_operators import GpuOperators, GpuOperatorsArgs
 from components.identities import Identities, IdentitiesArgs
 from components.ingress import Ingress, IngressArgs, TritonBackend
+from components.kubernetes.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
 from components.log_shipping import LogShipping, LogShippingArgs
 from components.model_repository import ModelRepository, ModelRepositoryArgs
 from components.monitoring.alerts import runbooks_url
 from components.monitoring.args import MonitoredDeployment, MonitoringArgs
 from components.monitoring.monitoring import Monitoring
-from components.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
 from components.network import Network, NetworkArgs
 from components.node_group import build_node_groups
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs

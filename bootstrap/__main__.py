@@ -1,6 +1,6 @@
 """triton-platform-bootstrap: one stack per AWS account, deployed before its environment stacks.
 
-Wiring only (components/account_bootstrap.py; config: components/bootstrap_config.py). The
+Wiring only (components/account_bootstrap.py; config: components/account/bootstrap_config.py). The
 order from an empty account is in docs/bootstrap.md.
 """
 
@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import pulumi
 
+from components.account.bootstrap_config import load_from_pulumi
 from components.account_bootstrap import AccountBootstrap, AccountBootstrapArgs
-from components.bootstrap_config import load_from_pulumi
 
 config = load_from_pulumi()
 account = AccountBootstrap(

@@ -8,7 +8,7 @@
   `<repository>:<commit sha>` can never be overwritten (the digest staging and prod pin stays
   valid), and scan on push; and the role `agent-image.yml` assumes to push to it, trusting only
   that workflow on the given refs in the GitHub environment `agent-image` (the same subject
-  template as the stacks' CI roles: components/github_oidc.py).
+  template as the stacks' CI roles: components/iam/github_oidc.py).
   ref: https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.bootstrap_config import ECR_REPOSITORY_NAME
-from components.github_oidc import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST, github_subject, github_trust_policy
+from components.account.bootstrap_config import ECR_REPOSITORY_NAME
+from components.iam.github_oidc import GITHUB_OIDC_AUDIENCE, GITHUB_OIDC_HOST, github_subject, github_trust_policy
 
 IMAGE_WORKFLOW = "agent-image.yml"
 IMAGE_ENVIRONMENT = "agent-image"

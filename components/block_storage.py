@@ -9,7 +9,7 @@ releases that create them time out and roll back, and `pulumi up` fails.
 - Its controller's service account `kube-system/ebs-csi-controller-sa` is bound through
   EKS Pod Identity (the add-on's own `pod_identity_associations`) to a role with the AWS
   managed `AmazonEBSCSIDriverPolicy`, plus KMS permissions when volumes use a customer
-  managed key. The role's trust is components/pod_identity.py's (this cluster, that
+  managed key. The role's trust is components/iam/pod_identity.py's (this cluster, that
   namespace and service account only).
   ref: https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html
 - StorageClass `naming.STORAGE_CLASS`: gp3, encrypted (the given KMS key, else the
@@ -33,9 +33,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import naming
-from components.pod_identity import pod_identity_trust
-from components.versions import EKS_ADDON_VERSIONS
+from components.iam.pod_identity import pod_identity_trust
+from components.kubernetes import naming
+from components.upstream.versions import EKS_ADDON_VERSIONS
 
 ADDON = "aws-ebs-csi-driver"
 NAMESPACE = "kube-system"
@@ -73,7 +73,7 @@ class BlockStorageArgs:
             pinned = sorted(v for v, addons in EKS_ADDON_VERSIONS.items() if ADDON in addons)
             raise ValueError(
                 f"BlockStorageArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned {ADDON} version; "
-                f"allowed: {', '.join(pinned)} (pin it in components/versions.py)"
+                f"allowed: {', '.join(pinned)} (pin it in components/upstream/versions.py)"
             )
         if isinstance(self.kms_key_arn, str) and not _KMS_KEY_ARN.match(self.kms_key_arn):
             raise ValueError(

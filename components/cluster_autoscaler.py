@@ -15,7 +15,7 @@ Why Cluster Autoscaler and not Karpenter (docs/node-autoscaling.md has the long 
 
 Scale-from-zero: an empty group has no node to copy, so the autoscaler reads the node
 template from ASG tags; the labels, taint and `nvidia.com/gpu` capacity tags are derived
-from components/gpu_contract.py and components/gpu_instances.py, never retyped.
+from components/gpu/gpu_contract.py and components/gpu/gpu_instances.py, never retyped.
 # ref:
 https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md#auto-discovery-setup
 """
@@ -31,9 +31,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import gpu_contract, versions
-from components.helm import pinned_release
-from components.pod_identity import pod_identity_trust
+from components.gpu import gpu_contract
+from components.iam.pod_identity import pod_identity_trust
+from components.kubernetes.helm import pinned_release
+from components.upstream import versions
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -107,7 +108,7 @@ class ClusterAutoscalerArgs:
 
 
 def _build_trust_policy(cluster_arn: str) -> str:
-    """EKS Pod Identity trust: this cluster's kube-system/cluster-autoscaler only (components/pod_identity.py)."""
+    """EKS Pod Identity trust: this cluster's kube-system/cluster-autoscaler only (components/iam/pod_identity.py)."""
     return json.dumps(pod_identity_trust(cluster_arn, NAMESPACE, [SERVICE_ACCOUNT]))
 
 

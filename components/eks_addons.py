@@ -1,4 +1,4 @@
-"""EKS managed add-ons, pinned per Kubernetes version in components/versions.py.
+"""EKS managed add-ons, pinned per Kubernetes version in components/upstream/versions.py.
 
 Add-ons come in two waves, as terraform-aws-eks's `before_compute` does it:
 - `BEFORE_COMPUTE_ADDONS` (vpc-cni, kube-proxy, eks-pod-identity-agent) are DaemonSets
@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.versions import EKS_ADDON_VERSIONS
+from components.upstream.versions import EKS_ADDON_VERSIONS
 
 BEFORE_COMPUTE_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 AFTER_COMPUTE_ADDONS = ("coredns",)
@@ -59,7 +59,7 @@ class EksAddonsArgs:
 
     cluster_name: the EKS cluster (required).
     kubernetes_version: the cluster's minor version; must have pinned versions in
-        components/versions.py EKS_ADDON_VERSIONS (required).
+        components/upstream/versions.py EKS_ADDON_VERSIONS (required).
     addons: add-on names to install, each one of KNOWN_ADDONS, no duplicates (required, non-empty).
     tags: extra tags on every add-on (default none).
     """
@@ -73,7 +73,7 @@ class EksAddonsArgs:
         if self.kubernetes_version not in EKS_ADDON_VERSIONS:
             raise ValueError(
                 f"EksAddonsArgs.kubernetes_version: {self.kubernetes_version!r} has no pinned add-on versions; "
-                f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))} (pin new ones in components/versions.py)"
+                f"allowed: {', '.join(sorted(EKS_ADDON_VERSIONS))} (pin new ones in components/upstream/versions.py)"
             )
         if not self.addons or len(set(self.addons)) != len(self.addons):
             raise ValueError(

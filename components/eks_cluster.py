@@ -38,11 +38,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import cidr_rules
-from components.arns import role_identity, role_key, role_name_key
 from components.eks_addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
+from components.iam.arns import role_identity, role_key, role_name_key
+from components.stack_config import cidr_rules
 from components.stack_config.vocabulary import CLOUDWATCH_RETENTION_DAYS, CONTROL_PLANE_LOG_TYPES
-from components.versions import EKS_ADDON_VERSIONS
+from components.upstream.versions import EKS_ADDON_VERSIONS
 
 CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 CLUSTER_ROLE_POLICY_ARNS = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
@@ -65,7 +65,7 @@ class EksClusterArgs:
     subnet_ids: private subnets for the control-plane ENIs (required, >= 2 AZs).
     cluster_admin_role_arns: IAM roles granted AmazonEKSClusterAdminPolicy (required, >= 1, distinct).
     public_access_cidrs: CIDRs allowed to the public endpoint; empty (default) = private only.
-        CIDRs whose union is wider than a /8 (components/cidr_rules.py) are refused here unless
+        CIDRs whose union is wider than a /8 (components/stack_config/cidr_rules.py) are refused here unless
         allow_world_open_endpoint (stack config already gates it).
     allow_world_open_endpoint: explicit opt-in for 0.0.0.0/0 (default False).
     log_types: control-plane log types (default all five).

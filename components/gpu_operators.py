@@ -1,8 +1,8 @@
 """NVIDIA device plugin and DCGM exporter on the GPU node groups.
 
-Both are the pinned upstream Helm charts (components/versions.py) installed as
+Both are the pinned upstream Helm charts (components/upstream/versions.py) installed as
 `helm.v3.Release`s in `naming.GPU_OPERATORS_NAMESPACE`. Their scheduling is derived
-from components/gpu_contract.py: tolerations are exactly `gpu_tolerations()` (the
+from components/gpu/gpu_contract.py: tolerations are exactly `gpu_tolerations()` (the
 charts' own defaults, `operator: Exists` on `nvidia.com/gpu` and `CriticalAddonsOnly`,
 are replaced, not merged) and a required node affinity on the GPU node-group label
 restricts the DaemonSets to the given GPU groups, so they never land on system nodes.
@@ -14,7 +14,7 @@ plugin's node affinity (and with no other GPU group, the release is not installe
 DCGM exporter still runs on every GPU group.
 ref: https://github.com/bottlerocket-os/bottlerocket/blob/develop/QUICKSTART-EKS.md#aws-k8s--nvidia-variants
 
-Both releases go through components/helm.py's `pinned_release` (atomic, explicit timeout).
+Both releases go through components/kubernetes/helm.py's `pinned_release` (atomic, explicit timeout).
 
 The DCGM exporter's ServiceMonitor is rendered only when `service_monitor` is true; its
 CRD comes from kube-prometheus-stack, so `__main__` passes that release through
@@ -30,9 +30,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import gpu_contract, naming, network_policies, versions
-from components.helm import pinned_release
+from components.gpu import gpu_contract
+from components.kubernetes import naming, network_policies
+from components.kubernetes.helm import pinned_release
 from components.serving_namespace import ServingNamespaceArgs, create_network_policies
+from components.upstream import versions
 
 # privileged: the device plugin mounts host paths (/var/lib/kubelet/device-plugins) and
 # dcgm-exporter adds SYS_ADMIN (and the kubelet's pod-resources host path), neither of which

@@ -8,7 +8,7 @@
   statement holds only for sessions whose Pod Identity session tags (`aws:PrincipalTag/...`,
   set by EKS, never by the pod) name this cluster, the Triton namespace and that deployment's
   service account, so the agent of deployment D cannot write or delete E's status.
-  Trust (components/pod_identity.py): `pods.eks.amazonaws.com` with
+  Trust (components/iam/pod_identity.py): `pods.eks.amazonaws.com` with
   `aws:SourceAccount`/`aws:SourceArn` = this cluster, and only sessions tagged with this
   cluster's ARN, the Triton namespace and one of this stack's `triton-<deployment>` service
   accounts. The associations keep session tags on (`disable_session_tags=False`): the
@@ -17,7 +17,7 @@
 - CI roles, assumed from GitHub Actions through OIDC (no access keys anywhere). Each role
   trusts exactly the workflow file(s) of its purpose, run from the stack's deploy refs, in
   the GitHub environment of its purpose (`github_environment`): nothing else can assume it.
-  The subjects follow the customised template of components/github_oidc.py (the workflow file
+  The subjects follow the customised template of components/iam/github_oidc.py (the workflow file
   and ref are IN `sub`, the only claim besides `aud` AWS IAM evaluates); until the repository
   applies it (docs/operations.md, "One-time setup") no role accepts GitHub's default subjects:
   the control fails closed.
@@ -59,12 +59,12 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import naming
-from components.arns import is_customer_managed_policy
 from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
-from components.github_oidc import GITHUB_OIDC_HOST, PULL_REQUEST_REF, github_subject, github_trust_policy
+from components.iam.arns import is_customer_managed_policy
+from components.iam.github_oidc import GITHUB_OIDC_HOST, PULL_REQUEST_REF, github_subject, github_trust_policy
+from components.iam.pod_identity import pod_identity_principal_condition, pod_identity_trust
+from components.kubernetes import naming
 from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
-from components.pod_identity import pod_identity_principal_condition, pod_identity_trust
 from components.stack_config.vocabulary import ENVIRONMENTS, GIT_REF, GITHUB_OIDC_ARN, GITHUB_REPO
 from model_sync.contract import layout
 

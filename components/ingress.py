@@ -42,11 +42,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import cidr_rules, gpu_contract, naming, network_policies, versions
-from components.helm import pinned_release as _release
-from components.network_policies import from_api_server_rule, pods_in, rule, tcp
+from components.gpu import gpu_contract
+from components.kubernetes import naming, network_policies
+from components.kubernetes.helm import pinned_release as _release
+from components.kubernetes.network_policies import from_api_server_rule, pods_in, rule, tcp
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.stack_config import cidr_rules
 from components.triton_deployment import ADMIN_HEADER, GRPC_ADMIN_HEADER, GRPC_PORT, HTTP_PORT
+from components.upstream import versions
 from model_sync.contract import layout
 
 ACME_SERVERS = {
@@ -113,7 +116,7 @@ class IngressArgs:
         key each, exported as the secret map `api_keys`.
     vpc_cidr: the cluster VPC's CIDR, where Traefik and cert-manager reach the API server and
         the API server calls cert-manager's webhook (default: the stack config's `vpcCidr` default).
-    triton_namespace / ingress_namespace / cert_manager_namespace: from components/naming.py.
+    triton_namespace / ingress_namespace / cert_manager_namespace: from components/kubernetes/naming.py.
     """
 
     domain: str

@@ -21,10 +21,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import gpu_contract, naming, network_policies, versions
-from components.helm import pinned_release as _release
-from components.network_policies import pods_in, rule, tcp
+from components.gpu import gpu_contract
+from components.kubernetes import naming, network_policies
+from components.kubernetes.helm import pinned_release as _release
+from components.kubernetes.network_policies import pods_in, rule, tcp
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.upstream import versions
 
 LOKI_PORT = 3100
 LOKI_MEMBERLIST_PORT = 7946  # the single binary's ring (memberlist), to itself and its peers
@@ -51,7 +53,7 @@ class LogShippingArgs:
         None (default) = no datasource (monitoring disabled).
     vpc_cidr: the cluster VPC's CIDR, where Alloy reaches the API server (default: the stack
         config's `vpcCidr` default).
-    namespace: from components/naming.py.
+    namespace: from components/kubernetes/naming.py.
     """
 
     retention_days: int = 7

@@ -1,6 +1,6 @@
 """An EKS managed node group: the system (CPU) group or a GPU group.
 
-The scheduling contract comes from components/gpu_contract.py and nowhere else: GPU
+The scheduling contract comes from components/gpu/gpu_contract.py and nowhere else: GPU
 groups carry `GPU_TAINT` and `gpu_node_labels(<group>)`, the system group carries
 `system_node_labels()`; the stack config's own labels are added (config refuses the
 reserved `triton-platform.io/` and `kubernetes.io/` prefixes).
@@ -36,7 +36,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import gpu_contract
+from components.gpu import gpu_contract
 from components.stack_config.model import NodeGroupConfig
 from components.stack_config.vocabulary import CAPACITY_TYPES, GPU_AMI_TYPES, NODE_GROUP_KINDS, SYSTEM_AMI_TYPES
 

@@ -1,6 +1,6 @@
 """A namespace the platform owns, with its Pod Security Standard enforced and a
 default-deny NetworkPolicy plus DNS; every other allowed flow is declared by the
-component whose workloads need it (`allow`, specs from components/network_policies.py).
+component whose workloads need it (`allow`, specs from components/kubernetes/network_policies.py).
 
 Objects: Namespace `<namespace>`; NetworkPolicies `default-deny`, `allow-dns` and
 `allow-<role>` per `allow` entry (logical names `<name>-default-deny`, `<name>-allow-dns`,
@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import network_policies
+from components.kubernetes import network_policies
 
 POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -34,7 +34,7 @@ class ServingNamespaceArgs:
     default_deny: add the NetworkPolicies `default-deny` (no ingress, no egress for every
         pod) and `allow-dns` (default true).
     allow: the namespace's allow policies, role (a DNS label) -> NetworkPolicy spec from
-        components/network_policies.py, each created as `allow-<role>` (default none; only
+        components/kubernetes/network_policies.py, each created as `allow-<role>` (default none; only
         with default_deny: an allow policy without the deny would isolate pods one by one).
     """
 

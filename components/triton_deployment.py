@@ -29,9 +29,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import gpu_contract, naming, network_policies, node_fit, versions
+from components.gpu import gpu_contract, node_fit
+from components.kubernetes import naming, network_policies
 from components.stack_config.model import TritonDeploymentConfig
 from components.stack_config.vocabulary import ENVIRONMENTS
+from components.upstream import versions
 from model_sync.contract import layout
 
 HTTP_PORT = 8000
@@ -133,7 +135,7 @@ class TritonDeploymentArgs:
         if ":" not in self.triton_image.rsplit("/", 1)[-1]:
             raise ValueError(
                 f"TritonDeploymentArgs.triton_image: {self.triton_image!r} has no tag; allowed: a pinned image from "
-                "components/versions.py"
+                "components/upstream/versions.py"
             )
 
 

@@ -74,7 +74,7 @@ ENV_KEYS = (
 # not strings: checked by _metrics_urls / _policies / _triton_gpus
 _STRUCTURED_KEYS = ("tritonMetricsUrls", "canaryPolicies", "tritonGpus")
 CONFIG_NAME = "model-sync.yaml"
-# A Triton deployment's name (the stack's `tritonDeployments` keys: components/stack_config.py).
+# A Triton deployment's name (the stack's `tritonDeployments` keys: components/stack_config/triton_deployments.py).
 DEPLOYMENT_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 GPU_KEYS = ("gpu", "memoryGiB", "models")  # tritonGpus.<deployment>: every key required
 MAX_GPU_MEMORY_GIB = 1024
@@ -85,7 +85,7 @@ class DeploymentGpu:
     """One Triton deployment's GPU (`tritonGpus.<deployment>`): what GPU memory planning fits it into."""
 
     deployment: str
-    gpu: str  # the GPU's model, e.g. "H100" (components/gpu_instances.py names them)
+    gpu: str  # the GPU's model, e.g. "H100" (components/gpu/gpu_instances.py names them)
     memory_gib: float  # memory of ONE GPU, GiB
     models: tuple[str, ...]  # the models the deployment serves
 

@@ -13,7 +13,7 @@ Conventions:
 - Every violation message is one line: `<Type> '<name>': <what is wrong>; <what is allowed>`.
 - The stack name (= environment: dev, staging, prod) is read from the resource URN; an
   unknown stack gets the strict (non-dev) rules.
-- The GPU taint and resource name come from components/gpu_contract.py, never retyped.
+- The GPU taint and resource name come from components/gpu/gpu_contract.py, never retyped.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pulumi_policy import (  # noqa: E402
     StackValidationPolicy,
 )
 
-from components import cidr_rules  # noqa: E402
-from components.gpu_contract import GPU_RESOURCE, GPU_TAINT  # noqa: E402
+from components.gpu.gpu_contract import GPU_RESOURCE, GPU_TAINT  # noqa: E402
+from components.stack_config import cidr_rules  # noqa: E402
 
 # --------------------------------------------------------------------------------------
 # Resource type tokens (pulumi-aws 7, pulumi-kubernetes 4).
@@ -463,7 +463,7 @@ def _gpu_containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def gpu_pods_tolerate_gpu_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Pods requesting GPUs tolerate the GPU node taint from components/gpu_contract.py."""
+    """Pods requesting GPUs tolerate the GPU node taint from components/gpu/gpu_contract.py."""
     spec = _pod_spec(args.resource_type, args.props)
     if spec is None or not _gpu_containers(spec):
         return
@@ -474,7 +474,7 @@ def gpu_pods_tolerate_gpu_taint(args: ResourceValidationArgs, report: ReportViol
         report(
             f"{_label(args.resource_type, args.name)}: requests {GPU_RESOURCE} but does not tolerate the GPU taint "
             f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from "
-            "components.gpu_contract.gpu_tolerations()",
+            "components.gpu.gpu_contract.gpu_tolerations()",
             None,
         )
 
@@ -539,14 +539,14 @@ def images_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None
 
 
 def helm_chart_version_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Helm releases name an exact chart version (components/versions.py), never a range or the latest."""
+    """Helm releases name an exact chart version (components/upstream/versions.py), never a range or the latest."""
     if args.resource_type not in HELM_CHART_TYPES:
         return
     version = str(args.props.get("version") or "")
     if not _EXACT_CHART_VERSION.match(version):
         report(
             f"{_label(args.resource_type, args.name)}: chart version {version or '<unset>'} is not an exact version; "
-            "allowed: an exact semver pinned in components/versions.py",
+            "allowed: an exact semver pinned in components/upstream/versions.py",
             None,
         )
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from components import bootstrap_config
+from components.account import bootstrap_config
 from tests.conftest import stack_run
 from tests.pulumi_kit import ROOT, Run, run_program, stack_config
 

@@ -148,11 +148,13 @@ STACK_CONFIG_BELOW_THE_PARSER = {
     "components.stack_config.errors",
     "components.stack_config.readers",
     "components.stack_config.model",
+    "components.stack_config.cidr_rules",
 }
 # The stack config package's modules, each importing only those of the layers before its own.
 STACK_CONFIG_LAYERS = (
     ("vocabulary",),
     ("errors",),
+    ("cidr_rules",),
     ("readers",),
     ("declarations",),
     ("model",),

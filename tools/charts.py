@@ -1,6 +1,6 @@
 """The chart cache: `python -m tools.charts [--cache DIR] [--mirror DIR]` (`make charts`).
 
-Puts every Helm chart pinned in components/versions.py into `.cache/charts/<name>-<version>.tgz`,
+Puts every Helm chart pinned in components/upstream/versions.py into `.cache/charts/<name>-<version>.tgz`,
 the archives `helm pull` writes. Where they come from:
 
 - `--mirror DIR` (default: `$CHART_MIRROR`): copied from that folder, which holds `helm pull`'s
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from components import versions
+from components.upstream import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "charts"
@@ -64,7 +64,7 @@ class Cached:
 
 
 def pinned_charts() -> list[versions.HelmChart]:
-    """Every HelmChart pinned in components/versions.py, by chart name."""
+    """Every HelmChart pinned in components/upstream/versions.py, by chart name."""
     charts = [v for v in vars(versions).values() if isinstance(v, versions.HelmChart)]
     return sorted(charts, key=lambda c: c.chart)
 
@@ -102,7 +102,7 @@ def check_archive(chart: versions.HelmChart, archive: Path) -> None:
     if found != (chart.chart, chart.version):
         raise ChartError(
             f"charts: {archive} holds {found[0]} {found[1]}; allowed: {chart.chart} {chart.version} "
-            "(components/versions.py)",
+            "(components/upstream/versions.py)",
             4,
         )
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from components import versions
+from components.upstream import versions
 from tools import charts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +66,9 @@ class Release:
         pinned = {(c.chart, c.version): c for c in charts.pinned_charts()}
         chart = pinned.get((doc["chart"], str(doc["version"])))
         if chart is None:
-            raise RenderError(f"{path}: chart {doc['chart']} {doc['version']} is not pinned in components/versions.py")
+            raise RenderError(
+                f"{path}: chart {doc['chart']} {doc['version']} is not pinned in components/upstream/versions.py"
+            )
         return cls(path.stem, doc["name"], doc["namespace"], chart, normalise(doc.get("values") or {}))
 
 

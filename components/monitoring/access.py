@@ -16,9 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components import naming, network_policies
+from components.kubernetes import naming, network_policies
+from components.kubernetes.network_policies import (
+    from_api_server_rule,
+    from_prometheus_rule,
+    pods_anywhere,
+    pods_in,
+    rule,
+    tcp,
+)
 from components.monitoring.chart_values import PROMETHEUS_PORT, PROMETHEUS_SERVICE, RELEASE
-from components.network_policies import from_api_server_rule, from_prometheus_rule, pods_anywhere, pods_in, rule, tcp
 
 if TYPE_CHECKING:
     from components.monitoring.args import MonitoringArgs

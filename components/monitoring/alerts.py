@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components import naming
+from components.kubernetes import naming
 from components.monitoring.queries import (
     AGENT_SIDECAR,
     CANARY_WINDOW,

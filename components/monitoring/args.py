@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components import naming, network_policies
+from components.kubernetes import naming, network_policies
 
 # An absolute https URL of a page: alerts append `#<section>` to it.
 RUNBOOKS_URL = re.compile(r"https://[^\s/?#]+/[^\s?#]*")
@@ -52,7 +52,7 @@ class MonitoringArgs:
     replicas: Prometheus/Alertmanager/adapter replicas (default 1; 2 in prod).
     vpc_cidr: the cluster VPC's CIDR: the API server, the kubelets and node-exporter
         (host network) are reached there (default: the stack config's `vpcCidr` default).
-    namespace / triton_namespace / logging_namespace: from components/naming.py.
+    namespace / triton_namespace / logging_namespace: from components/kubernetes/naming.py.
     """
 
     deployments: tuple[MonitoredDeployment, ...]

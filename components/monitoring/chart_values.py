@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components import gpu_contract, naming
+from components.gpu import gpu_contract
+from components.kubernetes import naming
 from components.monitoring.queries import adapter_rules
 from components.triton_deployment import QUEUE_TIME_METRIC
 

@@ -15,8 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components import versions
-from components.helm import pinned_release as _release
+from components.kubernetes.helm import pinned_release as _release
 from components.monitoring.access import (
     PROMETHEUS_QUERY_ROLE,
     network_policy_specs,
@@ -35,6 +34,7 @@ from components.monitoring.chart_values import (
 )
 from components.monitoring.dashboard import dashboard
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.upstream import versions
 
 
 class Monitoring(pulumi.ComponentResource):

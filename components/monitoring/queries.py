@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components import naming
+from components.kubernetes import naming
 from components.triton_deployment import QUEUE_TIME_METRIC
 
 if TYPE_CHECKING:

@@ -20,5 +20,5 @@ One module per concern, each importing only those listed before it:
 
 Importers name the module (`from components.stack_config.vocabulary import ENVIRONMENTS`).
 The components import only what lies below the parser (vocabulary, errors, readers, model),
-never the parser above them (tests/test_import_graph.py holds both orders).
+never the parser above them (tests/test_imports.py holds both orders).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.arns import ROLE_ARN, role_identity
+from components.iam.arns import ROLE_ARN, role_identity
 from components.stack_config import rules
 from components.stack_config.declarations import KEYS_BY_NAME
 from components.stack_config.errors import ConfigError
@@ -91,6 +91,6 @@ def read_kubernetes_version(value: Any) -> str:
             config_key(declared.name),
             value,
             "has no pinned EKS add-on versions and Cluster Autoscaler image",
-            f"{declared.bounds} (pin a new version in components/versions.py first)",
+            f"{declared.bounds} (pin a new version in components/upstream/versions.py first)",
         )
     return str(value)

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components import versions
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_bool, read_choice, read_int
 from components.stack_config.vocabulary import (
@@ -35,6 +34,7 @@ from components.stack_config.vocabulary import (
     TLS_ISSUERS,
     config_key,
 )
+from components.upstream import versions
 from model_sync.contract.canary_policy import KEYS as CANARY_KEYS
 
 REQUIRED: Any = object()  # the default of a key the stack file must set

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_identity
+from components.iam.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_identity
 from components.stack_config import rules
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_list, read_str

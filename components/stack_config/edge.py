@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from components import cidr_rules
-from components.stack_config import rules
+from components.stack_config import cidr_rules, rules
 from components.stack_config.declarations import KEYS_BY_NAME
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_cidr, read_dns_label, read_list, read_str

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from components import versions
+from components.upstream import versions
 from model_sync.contract.canary_policy import CanaryPolicy
 
 

@@ -1,6 +1,6 @@
 """The node groups (`nodeGroups`): one system group and GPU groups, each read strictly from its declared fields.
 
-A GPU group takes only GPU instance types of a known GPU count (components/gpu_instances.py)
+A GPU group takes only GPU instance types of a known GPU count (components/gpu/gpu_instances.py)
 and may scale to zero; the system group takes no GPU instance and keeps at least one node.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.gpu_instances import GPUS_PER_INSTANCE
+from components.gpu.gpu_instances import GPUS_PER_INSTANCE
 from components.stack_config.declarations import NODE_GROUP_FIELDS, Field, fields_required
 from components.stack_config.errors import ConfigError
 from components.stack_config.model import NodeGroupConfig
@@ -91,7 +91,7 @@ def _instance_types(base: str, kind: str, value: Any) -> tuple[str, ...]:
                 key,
                 t,
                 "is not a GPU instance size with a known GPU count",
-                "sizes listed in components/gpu_instances.py",
+                "sizes listed in components/gpu/gpu_instances.py",
             )
         if kind == "system" and is_gpu_family(t):
             raise ConfigError(key, t, "is a GPU instance type in the system group", "non-GPU families such as m7i, c7i")

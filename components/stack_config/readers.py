@@ -2,7 +2,7 @@
 
 Values come as the strings Pulumi hands a program (JSON for lists and maps) or already typed
 (YAML of the stack file, the tests); each reader accepts both. The account bootstrap's
-config (components/bootstrap_config.py) is read with the same readers.
+config (components/account/bootstrap_config.py) is read with the same readers.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from components import cidr_rules, node_fit
-from components.arns import policy_account
-from components.gpu_instances import gpus_per_node
+from components.gpu import node_fit
+from components.gpu.gpu_instances import gpus_per_node
+from components.iam.arns import policy_account
+from components.stack_config import cidr_rules
 from components.stack_config.declarations import KEYS
 from components.stack_config.errors import ConfigError
 from components.stack_config.model import NodeGroupConfig, TritonDeploymentConfig
@@ -155,7 +156,7 @@ def check_gpu_capacity(
 
 def check_replica_fit(groups: Mapping[str, NodeGroupConfig], tritons: tuple[TritonDeploymentConfig, ...]) -> None:
     """One replica fits on one node of every instance type its group may launch (its CPU,
-    memory and model volume against what such a node leaves pods: components/node_fit.py)."""
+    memory and model volume against what such a node leaves pods: components/gpu/node_fit.py)."""
     for t in tritons:
         group = groups[t.node_group]
         asked = node_fit.replica_requests(t.cpu, t.memory, t.model_volume_gib)
@@ -174,7 +175,7 @@ def check_replica_fit(groups: Mapping[str, NodeGroupConfig], tritons: tuple[Trit
                     value,
                     f"needs {need} per replica (with the agent sidecar) but a {instance_type} node of group "
                     f"{group.name!r} leaves pods {has}",
-                    f"requests that fit {where} (components/node_fit.py), or a larger instance type or disk",
+                    f"requests that fit {where} (components/gpu/node_fit.py), or a larger instance type or disk",
                 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components import node_fit
+from components.gpu import node_fit
 from components.stack_config.declarations import TRITON_FIELDS, TRITON_FIELDS_BY_NAME, fields_required
 from components.stack_config.errors import ConfigError
 from components.stack_config.model import NodeGroupConfig, TritonDeploymentConfig

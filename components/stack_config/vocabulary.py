@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
-from components import versions
+from components.upstream import versions
 
 PROJECT = "triton-platform"
 ENVIRONMENTS = ("dev", "staging", "prod")
-# Only minor versions with every pinned EKS add-on and an autoscaler image (components/versions.py).
+# Only minor versions with every pinned EKS add-on and an autoscaler image (components/upstream/versions.py).
 KUBERNETES_VERSIONS = versions.KUBERNETES_VERSIONS
 NAT_MODES = ("single", "perAz")
 CAPACITY_TYPES = ("ON_DEMAND", "SPOT")

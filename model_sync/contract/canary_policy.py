@@ -1,6 +1,6 @@
 """A gray release's policy: the canary's steps, how long each runs, and the thresholds of the
 analysis (docs/architecture.md#gray-release). Dependency-free: the stack config
-(`tritonDeployments.<d>.canary`, components/stack_config.py) and model_sync read it alike, and the
+(`tritonDeployments.<d>.canary`, components/stack_config/triton_deployments.py) and model_sync read it alike, and the
 stack exports it per model (`canaryPolicies`), which is where `model-sync canary` and
 `model-sync promote` get it from (`canaryPolicies` in model-sync.yaml for a local environment).
 

@@ -11,7 +11,7 @@ PyTorch version.
 # ref: https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/
 # NGC ships pre-release builds (e.g. "2.9.0a0+<sha>"): such a build is treated as the
 # minor release it precedes, so a model exported with torch 2.9.x is accepted by it.
-Bumping the Triton image (components/versions.py) without adding its row here fails
+Bumping the Triton image (components/upstream/versions.py) without adding its row here fails
 `make test`.
 """
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from components import bootstrap_config
+from components.account import bootstrap_config
 from components.account_bootstrap import PUSH_ACTIONS, AccountBootstrapArgs
-from components.github_oidc import GITHUB_OIDC_HOST
+from components.iam.github_oidc import GITHUB_OIDC_HOST
 from components.stack_config.errors import ConfigError
 from tests.components._helpers import assert_children_prefixed, policy
 from tests.pulumi_kit import ROOT, Run, run_program, stack_config

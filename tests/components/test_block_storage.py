@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from components import naming, versions
 from components.block_storage import (
     ADDON,
     MANAGED_POLICY_ARN,
@@ -18,6 +17,8 @@ from components.block_storage import (
     _build_storage_class,
     _build_trust_policy,
 )
+from components.kubernetes import naming
+from components.upstream import versions
 from tests import pulumi_kit
 from tests.components._helpers import assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import ACCOUNT, Run

@@ -8,10 +8,11 @@ import json
 import pytest
 
 from components import cluster_autoscaler as ca
-from components import gpu_contract, versions
-from components.gpu_instances import gpus_per_node
+from components.gpu import gpu_contract
+from components.gpu.gpu_instances import gpus_per_node
 from components.stack_config.model import StackConfig
 from components.stack_config.parser import parse as parse_config
+from components.upstream import versions
 from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.pulumi_kit import Run
 from tests.pulumi_kit import stack_config as stack_file

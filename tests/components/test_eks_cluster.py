@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from components import versions
 from components.eks_addons import AFTER_COMPUTE_ADDONS, BEFORE_COMPUTE_ADDONS, EksAddonsArgs, _build_addon_configuration
 from components.eks_cluster import (
     CLUSTER_ADMIN_POLICY_ARN,
@@ -15,6 +14,7 @@ from components.eks_cluster import (
     _build_vpc_config,
     role_key,
 )
+from components.upstream import versions
 from tests.components._helpers import assert_children_prefixed, policy, registered_outputs
 from tests.pulumi_kit import Run, run_program, stack_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components import gpu_contract, naming, versions
+from components.gpu import gpu_contract
 from components.gpu_operators import (
     DCGM_EXPORTER_TIMEOUT_SECONDS,
     DEVICE_PLUGIN_TIMEOUT_SECONDS,
@@ -13,6 +13,8 @@ from components.gpu_operators import (
     _build_device_plugin_values,
     device_plugin_node_groups,
 )
+from components.kubernetes import naming
+from components.upstream import versions
 from tests.components._helpers import assert_bounded_resources, assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Run, run_program
 
@@ -45,7 +47,7 @@ def test_pinned_charts_on_the_cluster_provider(
     assert r.inputs["version"][0].isdigit()
     assert r.inputs["repositoryOpts"]["repo"].startswith("https://")
     assert r.inputs["namespace"] == naming.GPU_OPERATORS_NAMESPACE
-    # Through components/helm.py's pinned_release: atomic, namespace not Helm's, explicit timeout.
+    # Through components/kubernetes/helm.py's pinned_release: atomic, namespace not Helm's, explicit timeout.
     assert (r.inputs["atomic"], r.inputs["createNamespace"], r.inputs["timeout"]) == (True, False, timeout)
     provider = any_stack.one("pulumi:providers:kubernetes", "cluster-k8s")
     assert r.provider.startswith(provider.urn + "::"), r.provider

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from components import naming
-from components.github_oidc import GITHUB_OIDC_HOST
+from components.iam.github_oidc import GITHUB_OIDC_HOST
 from components.identities import (
     CI_SESSION_SECONDS,
     IdentitiesArgs,
@@ -19,6 +18,7 @@ from components.identities import (
     github_environment,
     github_role_subjects,
 )
+from components.kubernetes import naming
 from components.stack_config.errors import ConfigError
 from model_sync.contract import layout
 from tests.components._helpers import (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components import gpu_contract, naming, versions
+from components.gpu import gpu_contract
 from components.ingress import (
     ACME_SERVERS,
     GRPC_PUBLIC_METHODS,
@@ -20,7 +20,9 @@ from components.ingress import (
     htpasswd_users,
     http_rules,
 )
+from components.kubernetes import naming
 from components.stack_config.errors import ConfigError
+from components.upstream import versions
 from tests.components._helpers import assert_bounded_resources, registered_outputs
 from tests.pulumi_kit import Run, run_program
 

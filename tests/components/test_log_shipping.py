@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components import naming, versions
+from components.kubernetes import naming
 from components.log_shipping import ALLOY_UID, LogShippingArgs, alloy_config, loki_url
+from components.upstream import versions
 from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.pulumi_kit import Run, run_program
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components import gpu_contract
+from components.gpu import gpu_contract
 from components.node_group import IMDS_HOP_LIMIT, NODE_ROLE_POLICY_ARNS, NodeGroupArgs, _data_device_name
 from tests.components._helpers import assert_children_prefixed, policy, registered_outputs
 from tests.pulumi_kit import Run

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from components import gpu_contract, naming
+from components.gpu import gpu_contract
+from components.kubernetes import naming
 from components.stack_config.model import TritonDeploymentConfig
 from components.triton_deployment import (
     ADMIN_HEADER,

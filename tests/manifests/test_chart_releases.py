@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from components import versions
+from components.upstream import versions
 from tests.conftest import STACKS
 from tests.manifests._cluster import RELEASES, cluster
 from tools import chart_values, charts

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes_validate.utils import ValidationError
 
-from components import gpu_contract
+from components.gpu import gpu_contract
 from tests.conftest import STACKS
 from tests.manifests._cluster import Cluster, Obj, cluster, pod_labels, pod_spec, selects
 from tests.manifests._validators import CrdSchemas, validate_builtin

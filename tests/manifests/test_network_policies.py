@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components import naming
+from components.kubernetes import naming
 from tests.conftest import STACKS, stack_run
 from tests.manifests._cluster import Cluster, cluster, pod_labels, pod_spec, selects
 from tests.manifests._network import Endpoint, Network

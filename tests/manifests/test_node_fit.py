@@ -1,4 +1,4 @@
-"""What components/node_fit.py assumes about a GPU node, held against what each stack really
+"""What components/gpu/node_fit.py assumes about a GPU node, held against what each stack really
 renders: the DaemonSets that land on GPU nodes stay inside the budget the fit check subtracts,
 and a Triton pod asks exactly what the fit check counts for one replica."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components import node_fit
+from components.gpu import node_fit
 from components.stack_config.parser import parse
 from tests.conftest import STACKS
 from tests.manifests._cluster import cluster, pod_spec

@@ -22,7 +22,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
-from components.gpu_contract import GPU_RESOURCE, GPU_TAINT, gpu_tolerations
+from components.gpu.gpu_contract import GPU_RESOURCE, GPU_TAINT, gpu_tolerations
 from policy import policies
 from policy.policies import POLICIES, POLICY_BY_NAME
 
@@ -520,7 +520,7 @@ def test_gpu_pod_without_toleration_fails_with_the_contract_taint() -> None:
     assert violations("gpu-pods-tolerate-gpu-taint", args) == [
         f"Deployment 'triton-default': requests {GPU_RESOURCE} but does not tolerate the GPU taint "
         f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}; allowed: the tolerations from "
-        "components.gpu_contract.gpu_tolerations()"
+        "components.gpu.gpu_contract.gpu_tolerations()"
     ]
     assert (
         "nvidia.com/gpu=true:NoSchedule" in violations("gpu-pods-tolerate-gpu-taint", args)[0]
@@ -666,7 +666,7 @@ def test_helm_chart_version_pinned(version: str, ok: bool) -> None:
         else [
             (
                 f"Release 'nvidia-device-plugin': chart version {version or '<unset>'} is not an exact version; "
-                "allowed: an exact semver pinned in components/versions.py"
+                "allowed: an exact semver pinned in components/upstream/versions.py"
             )
         ]
     )

@@ -3,7 +3,7 @@ Helm merges them), and every key the program sets that the chart lacks reported 
 
 from __future__ import annotations
 
-from components import versions
+from components.upstream import versions
 from tools import chart_values, charts
 
 

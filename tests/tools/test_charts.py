@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from components import versions
+from components.upstream import versions
 from tools import charts
 
 DEVICE_PLUGIN = versions.NVIDIA_DEVICE_PLUGIN_CHART

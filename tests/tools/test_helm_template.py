@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from components import versions
 from components.ingress import IngressArgs, TritonBackend, traefik_values
+from components.upstream import versions
 from tools.helm_template import Release, Renderer, RenderError, builtin_api_versions, crd_api_versions, normalise, parse
 
 

@@ -68,7 +68,7 @@ def test_ci_requirements_are_documented() -> None:
 def test_the_subject_template_command_applies_the_template_the_roles_expect() -> None:
     """The one-time `gh api` call sets exactly GITHUB_SUB_CLAIM_KEYS (the template every CI role's
     trust is written for) on this repository's OIDC subject customization endpoint."""
-    from components.github_oidc import GITHUB_SUB_CLAIM_KEYS
+    from components.iam.github_oidc import GITHUB_SUB_CLAIM_KEYS
 
     [line] = [ln.strip() for ln in CODE.splitlines() if "actions/oidc/customization/sub --input -" in ln]
     m = re.fullmatch(
@@ -80,7 +80,7 @@ def test_the_subject_template_command_applies_the_template_the_roles_expect() ->
 
 def test_the_image_publisher_subject_in_the_doc_is_the_agent_image_job_subject() -> None:
     """The ECR role lives outside the stacks: the doc states its trust, built like the stacks' roles'."""
-    from components.github_oidc import github_subject
+    from components.iam.github_oidc import github_subject
 
     expected = github_subject("o/r", "agent-image.yml", "refs/heads/main", "agent-image").replace("o/r", "<owner/name>")
     assert f"`{expected}`" in DOC

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.github_oidc import GITHUB_OIDC_HOST, GITHUB_SUB_CLAIM_KEYS
+from components.iam.github_oidc import GITHUB_OIDC_HOST, GITHUB_SUB_CLAIM_KEYS
 from components.identities import github_environment
 from tests.conftest import STACKS, stack_run
 from tests.pulumi_kit import stack_config

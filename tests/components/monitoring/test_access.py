@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from components import naming
+from components.kubernetes import naming
 from components.monitoring.access import PROMETHEUS_PROXY_NAME
 from components.monitoring.chart_values import PROMETHEUS_PORT, PROMETHEUS_SERVICE
 from tests.components.monitoring._helpers import recorded

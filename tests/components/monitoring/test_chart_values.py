@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from components import gpu_contract, naming
+from components.gpu import gpu_contract
+from components.kubernetes import naming
 from components.monitoring import chart_values
 from components.triton_deployment import QUEUE_TIME_METRIC
 from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod

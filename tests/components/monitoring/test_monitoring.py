@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from components import naming, versions
+from components.kubernetes import naming
 from components.monitoring.access import network_policy_specs
 from components.monitoring.args import MonitoredDeployment, MonitoringArgs
 from components.monitoring.chart_values import alertmanager_config
+from components.upstream import versions
 from tests.components.monitoring._helpers import RELEASE, recorded
 from tests.pulumi_kit import SECRET_STAND_INS, Run, run_program
 

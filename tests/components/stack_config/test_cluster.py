@@ -53,7 +53,7 @@ def test_kubernetes_version_choices() -> None:
 @pytest.mark.parametrize("version", ["1.31", "1.35", 1.33])
 def test_kubernetes_version_needs_every_pinned_addon_and_autoscaler_image(version: Any) -> None:
     """1.31 has an autoscaler image nowhere and no EKS add-on pins: refused before any resource exists."""
-    from components import versions
+    from components.upstream import versions
 
     cfg = raw("dev")
     cfg[K + "kubernetesVersion"] = version

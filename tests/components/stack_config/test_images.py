@@ -30,7 +30,7 @@ MIRROR = "111122223333.dkr.ecr.us-east-1.amazonaws.com/nvidia/tritonserver"
 
 
 def test_triton_image_defaults_to_the_pinned_version_in_dev() -> None:
-    from components import versions
+    from components.upstream import versions
 
     cfg = raw("dev")
     assert K + "tritonImage" not in cfg

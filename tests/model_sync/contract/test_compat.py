@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import versions
+from components.upstream import versions
 from model_sync import errors
 from model_sync.contract import compat
 from tests.model_sync.helpers import manifest_doc, pinned_version, promote_args, python_model, run_cli

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.gpu_instances import INSTANCE_SIZES
+from components.gpu.gpu_instances import INSTANCE_SIZES
 
 MI = 1024 * 1024
 GI = 1024 * MI

@@ -1,10 +1,10 @@
-"""components/network_policies.py: the NetworkPolicy specs every platform namespace is built from."""
+"""components/kubernetes/network_policies.py: the NetworkPolicy specs every platform namespace is built from."""
 
 from __future__ import annotations
 
 import pytest
 
-from components import network_policies as np
+from components.kubernetes import network_policies as np
 
 
 def test_default_deny_and_dns() -> None:

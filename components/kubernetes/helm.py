@@ -1,7 +1,7 @@
 """One way to install a pinned upstream Helm chart (kubernetes.helm.v3.Release).
 
 Every release the serving plane installs goes through `pinned_release`: the chart,
-version and repository come from a `versions.HelmChart` (pinned in components/versions.py),
+version and repository come from a `versions.HelmChart` (pinned in components/upstream/versions.py),
 the release is atomic (a failed upgrade rolls back), the namespace is created by the
 caller's ServingNamespace (never by Helm, so its Pod Security labels are ours), and
 Helm keeps a bounded history. `timeout` (seconds, default 900) bounds how long Helm waits
@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
+from components.upstream import versions
 
 
 def pinned_release(

@@ -2,7 +2,7 @@
 (its model and memory per GPU: `gpu_of`, the input of GPU memory planning).
 
 Used by the capacity validation (a GPU node group must be able to hold the Triton
-replicas scheduled on it, and one replica must fit on one of its nodes: components/node_fit.py)
+replicas scheduled on it, and one replica must fit on one of its nodes: components/gpu/node_fit.py)
 and by the node autoscaler's scale-from-zero node template (the `nvidia.com/gpu` capacity a
 node of an empty group would bring).
 # ref: https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html (accelerated computing)

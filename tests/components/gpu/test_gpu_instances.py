@@ -1,11 +1,11 @@
-"""components/gpu_instances.py: every supported instance type names its GPUs, and which GPU with
+"""components/gpu/gpu_instances.py: every supported instance type names its GPUs, and which GPU with
 how much memory each (AWS's accelerated computing table)."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.gpu_instances import INSTANCE_SIZES, Gpu, gpu_of, gpus_per_node, guaranteed_gpu
+from components.gpu.gpu_instances import INSTANCE_SIZES, Gpu, gpu_of, gpus_per_node, guaranteed_gpu
 
 
 def test_every_supported_type_knows_its_gpu() -> None:

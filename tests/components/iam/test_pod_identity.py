@@ -1,10 +1,10 @@
-"""The shared EKS Pod Identity trust policy (components/pod_identity.py)."""
+"""The shared EKS Pod Identity trust policy (components/iam/pod_identity.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.pod_identity import cluster_account, pod_identity_principal_condition, pod_identity_trust
+from components.iam.pod_identity import cluster_account, pod_identity_principal_condition, pod_identity_trust
 
 ARN = "arn:aws:eks:eu-west-1:444455556666:cluster/triton-prod"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.github_oidc import GITHUB_OIDC_HOST, GITHUB_SUB_CLAIM_KEYS, github_subject, github_trust_policy
+from components.iam.github_oidc import GITHUB_OIDC_HOST, GITHUB_SUB_CLAIM_KEYS, github_subject, github_trust_policy
 
 REPO = "example-org/triton-platform"
 
