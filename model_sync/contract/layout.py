@@ -6,7 +6,8 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
 
     repository/<model>/config.pbtxt        the pin: the version's config with
                                             version_policy { specific { versions: [N] } }.
-                                            Rewriting it (one PUT) is the single commit point.
+                                            Rewriting it (one conditional PUT) is a version's
+                                            commit point (a gray release's: the canary record).
     repository/<model>/<N>/<file>          immutable version files (never overwritten)
     manifests/_pins/<model>.json           pin index: rewritten after every flip, so an agent
                                             lists one object per model to see what changed
@@ -15,8 +16,9 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
                                             the canary version, the replicas serving it, each
                                             step's verdict; rewritten (If-Match) at every step,
                                             never deleted, state running | promoted | aborted
-    manifests/<model>/<N>.json             per-version manifest (model_sync.records.codec, schema
-                                            "model-sync.manifest/v1"): sha256 + size of every
+    manifests/<model>/<N>.json             per-version manifest (schema "model-sync.manifest/v3";
+                                            every record's schema: model_sync.records.schemas; v1
+                                            and v2 are still read): sha256 + size of every
                                             file, the pinned config text, source, exporter and
                                             framework versions, who, when
     status/<deployment>/<replica>.json     what each serving replica's agent has loaded / failed
@@ -32,7 +34,7 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
                                             reads the latest attempt made while N was pinned.
                                             (<N>.json: the single v1 record of older releases)
     audit/promotions/<model>/<N>.json      provenance of a promoted version N in the TARGET env
-                                            (schema "model-sync.promotion/v1")
+                                            (schema "model-sync.promotion/v2")
     audit/canaries/<model>/<id>.json       the final record of one gray release (its decision,
                                             thresholds and figures), written once at its end
     audit/.conditional-write-probe         constant key used to detect servers that ignore

@@ -108,7 +108,7 @@ def _where(error: ValidationError) -> str:
     return path
 
 
-def _one_line(error: ValidationError) -> str:
+def _describe_failure(error: ValidationError) -> str:
     """A jsonschema error as `<field>: <bad value>; allowed: <what is>`."""
     path, value, rule, want = _where(error), error.instance, error.validator, error.validator_value
     where = path or "(document)"
@@ -116,7 +116,7 @@ def _one_line(error: ValidationError) -> str:
         by_option: dict[Any, ValidationError] = {}
         for sub in sorted(error.context or (), key=lambda e: e.relative_schema_path):
             by_option.setdefault(sub.relative_schema_path[0], sub)
-        return "; or ".join(_one_line(sub) for sub in by_option.values())
+        return "; or ".join(_describe_failure(sub) for sub in by_option.values())
     if rule == "required":
         missing = next(name for name in want if name not in value)
         return f"{path + '.' if path else ''}{missing}: missing; allowed: a required field"
@@ -147,7 +147,7 @@ def validate(doc: Any, schema_id: str) -> dict[str, Any]:
         raise RecordError(f"schema: {schema_id!r}; allowed: {sorted(SCHEMAS)}")
     first = next(iter(_validator(schema_id).iter_errors(doc)), None)
     if first is not None:
-        raise RecordError(f"{schema_id} {_one_line(first)}")
+        raise RecordError(f"{schema_id} {_describe_failure(first)}")
     assert isinstance(doc, dict)
     return doc
 
@@ -157,7 +157,7 @@ def validate_part(value: Any, schema: dict[str, Any], name: str) -> Any:
     with the same one-line `RecordError` (`<name>.<field>: <bad value>; allowed: ...`)."""
     first = next(iter(_Validator(schema).iter_errors(value)), None)
     if first is not None:
-        line = _one_line(first)
+        line = _describe_failure(first)
         raise RecordError(f"{name}{'' if line.startswith('(document)') else '.'}{line.removeprefix('(document)')}")
     return value
 
