@@ -28,11 +28,13 @@ from model_sync.sandbox.procs import wait_until
 pytestmark = [pytest.mark.e2e, pytest.mark.latency, pytest.mark.timeout(600)]
 
 
-# The lab's policy with a 50 ms p99 floor (the benchmark's, on a quiet machine, is the default 5 ms):
-# under make test's load (three workers, the other e2e modules' servers) a fresh canary replica of
-# identical code measured p99 52.9 ms against stable's 17.3 ms. Every latency regression here is
-# far above it: the tail's p99 ~180 ms, the 3x-slower version's an overloaded queue.
-E2E_POLICY = {**POLICY, "minP99DeltaMs": 50}
+# The lab's policy with a 50 ms p99 floor (the benchmark's, on a quiet machine, is the default 5 ms)
+# and 120 requests a track before any verdict (the lab's 40): under make test's load (three workers,
+# the other e2e modules' servers) a fresh canary replica of identical code measured p99 52.9 ms
+# against stable's 17.3 ms, and a verdict on its first 40 requests reads the slowest of them as its
+# p99. Every latency regression here is far above it: the tail's p99 ~180 ms, the 3x-slower
+# version's an overloaded queue.
+E2E_POLICY = {**POLICY, "minP99DeltaMs": 50, "minRequests": 120}
 
 
 @pytest.fixture(scope="module")
