@@ -59,8 +59,8 @@ class SyncError(Exception):
         super().__init__(" ".join(message.split()))
         self.code = code
         self.message_kind = ""  # what failed, where callers branch on it ("credentials", "unreachable")
-        self.run_wide = False  # every request of this run would fail alike (model_sync.s3.failures.translate)
-        self.s3_kind: Any = None  # an S3 failure's model_sync.s3.failures.Kind (set by failures.translate)
+        self.run_wide = False  # every request of this run would fail alike (an S3Error says; model_sync.s3.failures)
+        self.s3_kind: Any = None  # an S3 failure's model_sync.s3.failures.Kind (an S3Error's, given on construction)
 
 
 def usage(message: str) -> SyncError:

@@ -21,7 +21,7 @@ from model_sync import errors
 from model_sync.s3 import clients
 from model_sync.s3.conditional import ConditionalWrites, etag_of
 from model_sync.s3.endpoint import Endpoint
-from model_sync.s3.failures import Kind, kind_of_code, translate
+from model_sync.s3.failures import Kind, S3Error, kind_of_code, translate
 
 NOT_MODIFIED = object()  # get_if_changed(): the object still has the ETag the caller holds
 
@@ -32,7 +32,7 @@ E = TypeVar("E", bound=Endpoint)  # the caller's environment type (model_sync.en
 class Bucket(ConditionalWrites, Generic[E]):
     """One environment's bucket with key helpers relative to the root, on one botocore client
     (created on first use) of `purpose` (clients.CLI or clients.AGENT). Every failure is raised
-    as a SyncError (failures.translate), its `s3_kind` set; a missing object is None instead.
+    as an S3Error (failures.translate), its `s3_kind` set; a missing object is None instead.
     `env` is kept as given (callers read their environment back from it); the S3 layer reads
     only its Endpoint fields."""
 
@@ -194,12 +194,12 @@ class Bucket(ConditionalWrites, Generic[E]):
             failed = resp.get("Errors") or []
             if failed:
                 err = failed[0]
-                raised = errors.s3(
+                raise S3Error(
+                    errors.S3,
                     f"delete {self.uri(self.root.relative(err['Key']))}: {err.get('Code')}; allowed: "
-                    "s3:DeleteObject on the repository"
+                    "s3:DeleteObject on the repository",
+                    kind_of_code(str(err.get("Code") or "")),
                 )
-                raised.s3_kind = kind_of_code(str(err.get("Code") or ""))
-                raise raised
 
     def list_uploads(self, rel_prefix: str) -> Sequence[dict[str, Any]]:
         """Multipart uploads in progress (never completed nor aborted) under the prefix: Key

@@ -146,19 +146,30 @@ def kind_of_code(found: str) -> Kind:
     return Kind.OTHER
 
 
+class S3Error(errors.SyncError):
+    """An S3 failure as every caller sees it: its exit code and one line, its `s3_kind`, and whether
+    every request of the run would fail alike (`run_wide`), all given on construction."""
+
+    def __init__(self, code: int, message: str, kind: Kind, *, message_kind: str = "", run_wide: bool = False) -> None:
+        super().__init__(code, message)
+        self.s3_kind = kind
+        self.message_kind = message_kind
+        self.run_wide = run_wide
+
+
 def translate(e: BaseException, env: Endpoint, what: str = "") -> errors.SyncError:
-    """An S3 failure -> SyncError with the documented exit code, `s3_kind` and `run_wide` set."""
+    """An S3 failure -> an S3Error with the documented exit code, its kind and `run_wide`; a
+    SyncError raised inside the S3 layer passes through as it is."""
     if isinstance(e, errors.SyncError):
         return e
     kind = classify(e)
-    err = _message(e, kind, env, what)
-    err.s3_kind = kind
-    err.run_wide = (
+    line = _message(e, kind, env, what)
+    run_wide = (
         kind in (Kind.UNAVAILABLE, Kind.CLOCK, Kind.NO_BUCKET, Kind.WRONG_REGION)
-        or err.message_kind == "credentials"
+        or line.message_kind == "credentials"
         or code(e) in RUN_WIDE_CODES
     )
-    return err
+    return S3Error(line.code, str(line), kind, message_kind=line.message_kind, run_wide=run_wide)
 
 
 def _message(e: BaseException, kind: Kind, env: Endpoint, what: str) -> errors.SyncError:
@@ -229,8 +240,3 @@ def root_cause(e: BaseException) -> str:
             break
         e = inner
     return type(e).__name__
-
-
-def describe(e: BaseException) -> str:
-    """One line for logs: the class and the message, whitespace folded."""
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"

@@ -229,7 +229,7 @@ def test_a_closed_port_and_a_dropped_connection_are_unavailable() -> None:
         str(failures.translate(refused, env_for(dropped_at, "models")))
         == f"S3 endpoint: {dropped_at} unreachable (ConnectionRefusedError); allowed: a reachable S3 endpoint"
     )
-    assert failures.describe(refused).startswith("EndpointConnectionError: Could not connect to the endpoint URL: ")
+    assert errors.describe(refused).startswith("EndpointConnectionError: Could not connect to the endpoint URL: ")
 
 
 @pytest.mark.parametrize("partial", [False, True])
@@ -249,6 +249,7 @@ def test_no_credentials_in_the_chain_is_denied_and_run_wide(
     assert isinstance(e, expected)
     assert failures.classify(e) is Kind.DENIED
     err = failures.translate(e, env_for(moto_s3.endpoint, s3_bucket), KEY_REL)
+    assert isinstance(err, failures.S3Error)
     assert (err.code, err.message_kind, err.run_wide, err.s3_kind) == (errors.S3, "credentials", True, Kind.DENIED)
     assert str(err) == (f"AWS credentials: none found for s3://{s3_bucket}/repository/m/config.pbtxt; "
                         "allowed: the standard AWS chain (env vars, profile, SSO, instance/IRSA role)")  # fmt: skip
@@ -258,8 +259,8 @@ def test_a_sync_error_passes_through_with_its_kind() -> None:
     err = errors.s3("x: y; allowed: z")
     assert failures.translate(err, env_for("http://127.0.0.1:9", "models")) is err
     assert failures.classify(err) is Kind.OTHER
-    err.s3_kind = Kind.DENIED
-    assert failures.classify(err) is Kind.DENIED
+    denied = failures.S3Error(errors.S3, "x: y; allowed: z", Kind.DENIED)
+    assert failures.classify(denied) is Kind.DENIED
 
 
 def test_the_repository_prefix_is_part_of_where(moto_s3: S3Server, s3_bucket: str) -> None:
