@@ -21,7 +21,7 @@ from model_sync.agent.settings import AgentSettings
 from model_sync.contract import layout
 from model_sync.errors import Abandoned
 from model_sync.records import canary_record, codec
-from model_sync.s3 import transfer
+from model_sync.s3 import download, transfer
 from model_sync.s3.bucket import NOT_MODIFIED, Bucket, etag_of
 from model_sync.s3.failures import Kind, translate
 
@@ -206,17 +206,17 @@ class AgentBucket:
         return doc
 
     def download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
-        """Download one file of the version into `dest`, hashed as it is written (transfer.download:
+        """Download one file of the version into `dest`, hashed as it is written (download.download:
         ranged parallel GETs for big files); a size or sha256 other than the manifest's rejects it."""
         rel_key = layout.version_file_key(name, version, rel)
         key = self.settings.root.key(rel_key)
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(dest, "w+b") as f:  # read as well: out-of-order ranges are hashed from the file
-                digest, size = transfer.download(self.s3.client, self.settings.root.bucket, key, f,
+                digest, size = download.download(self.s3.client, self.settings.root.bucket, key, f,
                                                  int(expect["size"]), AGENT_TRANSFER, self.stop,
                                                  self._transfer_manager(),
-                                                 sync_every=transfer.WRITEBACK)  # fmt: skip
+                                                 sync_every=download.WRITEBACK)  # fmt: skip
                 f.flush()
                 os.fsync(f.fileno())
         except Abandoned:

@@ -39,7 +39,7 @@ from model_sync.canary import ending, launch, metrics
 from model_sync.contract import compat, layout
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
-from model_sync.s3 import transfer
+from model_sync.s3 import download, transfer
 from model_sync.s3.bucket import Bucket, b64_sha256_to_hex, who
 from model_sync.s3.clients import aws_hosted
 from model_sync.s3.failures import translate
@@ -150,8 +150,8 @@ def _verify_target(dst: Bucket, model: str, version: int, files: dict[str, Any])
             # Only AWS S3 verifies a stored checksum against the body; S3-compatible servers (moto,
             # rclone) keep whatever the client sent, so against a custom endpoint we always re-hash.
             digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if aws_hosted(dst.env) else None
-            if digest is None:  # read back and hashed as it streams in (transfer.download)
-                digest, size = transfer.download(
+            if digest is None:  # read back and hashed as it streams in (download.download)
+                digest, size = download.download(
                     dst.client, dst.root.bucket, key, _Discard(), int(head["ContentLength"]), COPY
                 )
                 methods.add("rehash")

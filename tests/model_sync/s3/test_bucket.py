@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from model_sync import errors
 from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.s3 import clients, transfer
+from model_sync.s3 import clients, download, transfer
 from model_sync.s3.bucket import NOT_MODIFIED, Bucket
 from model_sync.s3.failures import Kind, classify, translate
 from tests.support.relays import DroppingListener
@@ -304,14 +304,14 @@ def test_big_download_comes_in_ranges_and_is_hashed_as_written(moto_s3: S3Server
     )  # 81 ranges (s3transfer has no 5 MiB floor for GETs)
     before = len(moto_s3.requests())
     with open(tmp_path / "big.bin", "w+b") as out:
-        digest, size = transfer.download(
+        digest, size = download.download(
             repo.client, s3_bucket, "big.bin", out, len(data), settings, sync_every=1024 * 1024
         )  # writeback on a helper thread too
     assert (digest, size, (tmp_path / "big.bin").read_bytes()) == (hashlib.sha256(data).hexdigest(), len(data), data)
     seen = moto_s3.requests()[before:]
     assert [r.split()[0] for r in seen] == ["GET"] * 81  # no HeadObject: the size came from the manifest
     small = io.BytesIO()  # not a file: one streamed GET, hashed in order
-    assert transfer.download(
+    assert download.download(
         repo.client, s3_bucket, "big.bin", small, len(data), transfer.TransferSettings(threshold=64 * transfer.MB)
     )[1] == len(data)
     assert small.getvalue() == data
@@ -324,7 +324,7 @@ def test_a_download_stops_when_asked(moto_s3: S3Server, s3_bucket: str) -> None:
     stop = threading.Event()
     stop.set()
     with pytest.raises(errors.Abandoned):
-        transfer.download(
+        download.download(
             repo.client,
             s3_bucket,
             "big.bin",

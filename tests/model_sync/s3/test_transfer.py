@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from model_sync import errors
 from model_sync.contract import layout
-from model_sync.s3 import clients, failures, transfer
+from model_sync.s3 import clients, download, failures, transfer
 from tests.support.s3_servers import REGION, S3Server
 
 KEY = layout.version_file_key("m", 1, "model.pt")
@@ -132,7 +132,7 @@ def test_a_small_download_into_a_file_is_one_get(moto_s3: S3Server, s3_bucket: s
     observer(moto_s3).put_object(Bucket=s3_bucket, Key=KEY, Body=data)
     before = len(moto_s3.requests())
     with open(tmp_path / "model.pt", "w+b") as out:
-        digest, size = transfer.download(
+        digest, size = download.download(
             client_for(moto_s3), s3_bucket, KEY, out, len(data), transfer.TransferSettings()
         )
     assert seen_since(moto_s3, before) == [f"GET /{s3_bucket}/{KEY}"]
@@ -152,7 +152,7 @@ def test_a_shared_manager_serves_several_downloads_and_stays_open(
         for key, data in blobs.items():
             before = len(moto_s3.requests())
             with open(tmp_path / "out", "w+b") as out:
-                assert transfer.download(client, s3_bucket, key, out, len(data), settings, shared=mgr) == (
+                assert download.download(client, s3_bucket, key, out, len(data), settings, shared=mgr) == (
                     hashlib.sha256(data).hexdigest(),
                     len(data),
                 )
@@ -169,7 +169,7 @@ def test_a_digest_of_other_bytes_than_the_manifest_is_visible_to_the_caller(
     object (the size said more) shows as fewer bytes hashed."""
     observer(moto_s3).put_object(Bucket=s3_bucket, Key=KEY, Body=b"12345")
     with open(tmp_path / "out", "w+b") as out:
-        digest, size = transfer.download(client_for(moto_s3), s3_bucket, KEY, out, 10, transfer.TransferSettings())
+        digest, size = download.download(client_for(moto_s3), s3_bucket, KEY, out, 10, transfer.TransferSettings())
     assert (digest, size) == (hashlib.sha256(b"12345").hexdigest(), 5)
 
 
@@ -179,7 +179,7 @@ def test_a_missing_object_raises_botocores_error_for_the_caller_to_classify(
 ) -> None:
     settings = transfer.TransferSettings(threshold=1024 if ranged else transfer.MB, chunksize=1024, concurrency=2)
     with open(tmp_path / "out", "w+b") as out, pytest.raises(ClientError) as e:
-        transfer.download(client_for(moto_s3), s3_bucket, KEY, out, 4096, settings)
+        download.download(client_for(moto_s3), s3_bucket, KEY, out, 4096, settings)
     assert failures.classify(e.value) is failures.Kind.NOT_FOUND
 
 
@@ -190,13 +190,13 @@ def test_a_ranged_download_stops_when_asked(moto_s3: S3Server, s3_bucket: str, t
     stop.set()
     settings = transfer.TransferSettings(threshold=64 * 1024, chunksize=64 * 1024, concurrency=2)
     with open(tmp_path / "out", "w+b") as out, pytest.raises(errors.Abandoned):
-        transfer.download(client_for(moto_s3), s3_bucket, KEY, out, len(data), settings, stop)
+        download.download(client_for(moto_s3), s3_bucket, KEY, out, len(data), settings, stop)
 
 
 def test_hashing_file_hashes_out_of_order_writes_in_file_order(tmp_path: Path) -> None:
     data = os.urandom(300)
     with open(tmp_path / "f", "w+b") as out:
-        writer = transfer.HashingFile(out)
+        writer = download.HashingFile(out)
         assert writer.seekable()
         for offset in (200, 100, 0):  # the last range first, the first last
             writer.seek(offset)
@@ -209,7 +209,7 @@ def test_hashing_file_hashes_out_of_order_writes_in_file_order(tmp_path: Path) -
 
 def test_hashing_file_with_a_plain_writer_and_writeback(tmp_path: Path) -> None:
     sink = io.BytesIO()
-    plain = transfer.HashingFile(sink)
+    plain = download.HashingFile(sink)
     assert plain.seekable() is False  # no fileno: the single-stream path
     plain.write(b"ab")
     plain.write(b"cd")
@@ -220,14 +220,14 @@ def test_hashing_file_with_a_plain_writer_and_writeback(tmp_path: Path) -> None:
         b"abcd",
     )
     with open(tmp_path / "f", "w+b") as out:
-        synced = transfer.HashingFile(out, sync_every=1024)
+        synced = download.HashingFile(out, sync_every=1024)
         for _ in range(4):
             synced.write(b"x" * 1024)
         synced.settle()
         assert synced._syncing is not None  # a writeback ran on its helper thread
         assert not synced._syncing.is_alive()
     stop = threading.Event()
-    stopped = transfer.HashingFile(io.BytesIO(), stop)
+    stopped = download.HashingFile(io.BytesIO(), stop)
     stopped.write(b"a")
     stop.set()
     with pytest.raises(errors.Abandoned):
