@@ -35,24 +35,24 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from model_sync import errors
-from model_sync.canary import ending, placement
+from model_sync.canary import placement
 from model_sync.canary.analysis import FAIL, PASS, Figures, judge
 from model_sync.canary.metrics import MetricsSource
+from model_sync.canary.owned_record import EXIT_MOVED, OwnedRecord
 from model_sync.canary.placement import canary_replicas
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
-from model_sync.records.canary_record import ABORTED, PROMOTED, RUNNING, Stored
+from model_sync.records.canary_record import ABORTED, PROMOTED, RUNNING
 from model_sync.s3.bucket import Bucket
 from model_sync.serving import replicas
 from model_sync.ui import Console
 
 EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not load, the deadline
-EXIT_MOVED = errors.REFUSED  # the stable pin or the record moved under the run: another writer decided
 
 __all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
 
@@ -66,7 +66,7 @@ class GrayRelease:
         self.repo, self.model, self.version, self.policy, self.metrics = repo, model, version, policy, metrics
         self.console, self.by, self.poll, self.clock, self.sleep = console, by, poll, clock, sleep
         self.canary_id = canary_id or canary_record.new_id()
-        self.stored = Stored(None, None)
+        self.record = OwnedRecord(repo, model, version, by)
         self._mark: Any = None  # the metrics at the start of the step's window (once its replicas serve it)
         self._served_at: float | None = None
         self._s3_back: _dt.datetime | None = None  # when S3 answered again after the run saw it fail
@@ -78,7 +78,7 @@ class GrayRelease:
         """Promote or abort; the final record. Exit 6 (SyncError) when aborted, 4 when the pin or
         the record moved under it."""
         pin = catalog.read_pin(self.repo, self.model)
-        self.stored = canary_record.read(self.repo, self.model)
+        self.record.load()
         if pin.version == self.version:
             return self._already_pinned()
         if pin.version is None:
@@ -99,12 +99,14 @@ class GrayRelease:
 
     @property
     def doc(self) -> dict[str, Any]:
-        assert self.stored.doc is not None
-        return self.stored.doc
+        return self.record.doc
 
     def _already_pinned(self) -> dict[str, Any]:
-        if self.stored.running and self.stored.doc and self.stored.doc["canary_version"] == self.version:
-            self._end(PROMOTED, "the stable pin already names the canary version (a run interrupted after its flip)")
+        stored = self.record.stored
+        if stored.running and stored.doc and stored.doc["canary_version"] == self.version:
+            self.record.end(
+                PROMOTED, "the stable pin already names the canary version (a run interrupted after its flip)"
+            )
             return self.doc
         raise errors.refused(
             f"canary: {self.model} version {self.version} is already the stable pin in {self.repo.env.name}; "
@@ -112,8 +114,8 @@ class GrayRelease:
         )
 
     def _start_or_resume(self, pin: catalog.Pin) -> None:
-        doc = self.stored.doc
-        if self.stored.running and doc is not None:
+        doc = self.record.stored.doc
+        if self.record.stored.running and doc is not None:
             if doc["canary_version"] != self.version:
                 raise errors.refused(
                     f"canary: {self.model} version {doc['canary_version']} is in a gray release ({doc['id']}); "
@@ -123,7 +125,7 @@ class GrayRelease:
             self.policy = CanaryPolicy.from_mapping(doc["policy"], "canary record policy")  # the one it started with
             self.console.line(f"resuming: canary {doc['id']} of {self.model} version {self.version}")
             if doc["stable_version"] != pin.version:
-                self._pin_moved(pin)
+                self.record.pin_moved(pin)
             if not doc["steps"]:
                 self._begin_step(self.policy.steps[0])
             return
@@ -137,7 +139,7 @@ class GrayRelease:
         assert pin.version is not None
         doc = canary_record.new(self.model, self.canary_id, fleet.deployment, pin.version, self.version,
                                 self.policy.to_mapping(), self.by, now, self.policy.deadline_seconds)  # fmt: skip
-        self.stored = canary_record.write(self.repo, self.stored, doc)
+        self.record.create(doc)
         self.console.line(
             f"canary: {self.model} version {self.version} against stable {pin.version} on {len(fleet.live)} replicas "
             f"of {fleet.deployment} (steps {list(self.policy.steps)} %, {self.policy.step_seconds}s each, deadline "
@@ -149,7 +151,7 @@ class GrayRelease:
         fleet = placement.observe(self.repo, self.model, self.doc["deployment"])
         chosen = canary_replicas(fleet.ids, self.doc["replicas"], share, self.canary_id)
         step = canary_record.new_step(share, len(chosen), len(fleet.live), codec.now())
-        self._save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
+        self.record.save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
         self.console.line(
             f"step: {share} % configured, {len(chosen)} of {len(fleet.live)} live replicas "
             f"({step['effective_percent']:g} % of the traffic): {', '.join(chosen)}"
@@ -162,7 +164,7 @@ class GrayRelease:
         try:
             if self.clock() >= codec.parse_time(self.doc["deadline_at"]).timestamp():
                 self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
-            pin = self._unmoved()
+            pin = self.record.unmoved()
             if self._s3_failed:
                 self._s3_back, self._s3_failed = _dt.datetime.now(_dt.UTC), False
             served = self._canary_served(step)
@@ -172,7 +174,9 @@ class GrayRelease:
                 return pin
             if self._mark is None:
                 self._mark, self._served_at = self.metrics.mark(), self.clock()
-                self._save(steps=[*self.doc["steps"][:-1], {**step, "window_from": codec.format_time(self._served_at)}])
+                self.record.save(
+                    steps=[*self.doc["steps"][:-1], {**step, "window_from": codec.format_time(self._served_at)}]
+                )
                 self.sleep(self.poll)
                 return pin
             figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])
@@ -197,22 +201,11 @@ class GrayRelease:
                   "observed_percent": round(100 * canary.requests / both, 2) if both else None}  # fmt: skip
         if step["verdict"] != verdict.outcome or done:
             self.console.line(f"step {step['share_percent']} %: {verdict.outcome}: {verdict.reason}")
-        self._save(steps=[*self.doc["steps"][:-1], {**step, **update}])
+        self.record.save(steps=[*self.doc["steps"][:-1], {**step, **update}])
         if verdict.outcome == FAIL:
             self._abort(f"step {step['share_percent']} %: {verdict.reason}")
         elif not done:
             self.sleep(self.poll)
-
-    def _unmoved(self) -> catalog.Pin:
-        """The stable pin, once the record and the pin are as this run left them; else the run
-        ends here (exit 4): another writer moved one of them."""
-        now = canary_record.read(self.repo, self.model)
-        if now.etag != self.stored.etag:
-            self._record_moved(now)
-        pin = catalog.read_pin(self.repo, self.model)
-        if pin.version != self.doc["stable_version"]:
-            self._pin_moved(pin)
-        return pin
 
     def _canary_served(self, step: dict[str, Any]) -> bool:
         """True once every listed replica serves the canary READY; first re-lists the live fleet
@@ -252,7 +245,7 @@ class GrayRelease:
             f"re-balance: {why}; canary on {', '.join(chosen)}, {len(chosen)} of {live} "
             f"({step['effective_percent']:g} % of the traffic); the step's window starts again"
         )
-        self._save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
+        self.record.save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
         self._mark, self._served_at = None, None
 
     # -- the decision --
@@ -264,47 +257,15 @@ class GrayRelease:
         except errors.SyncError as e:
             if e.code != errors.REFUSED:
                 raise
-            self._pin_moved(catalog.read_pin(self.repo, self.model))
-        self._end(PROMOTED, f"every step passed ({', '.join(str(s) for s in self.policy.steps)} %)")
+            self.record.pin_moved(catalog.read_pin(self.repo, self.model))
+        self.record.end(PROMOTED, f"every step passed ({', '.join(str(s) for s in self.policy.steps)} %)")
         self.console.line(f"promoted: {self.model} version {self.version} is the stable pin in {self.repo.env.name}")
 
-    def _abort(self, reason: str) -> None:
-        self._end(ABORTED, reason)
+    def _abort(self, reason: str) -> NoReturn:
+        self.record.end(ABORTED, reason)
         raise errors.SyncError(
             EXIT_ABORTED,
             f"canary: {self.model} version {self.version} aborted ({reason}); allowed: a version that passes the "
             f"analysis (its replicas are back on stable {self.doc['stable_version']}; the record is "
             f"{self.repo.uri(layout.canary_audit_key(self.model, self.doc['id']))})",
         )
-
-    def _pin_moved(self, pin: catalog.Pin) -> None:
-        """The stable pin is no longer the one this release compares with: end it (its replicas
-        follow the pin as it is now), exit 4."""
-        reason, now = ending.pin_moved(self.repo, self.model, self.doc["stable_version"], pin)
-        self._end(ABORTED, reason)  # the mover may have ended it first (rollback, promote --no-canary): _save
-        raise errors.SyncError(
-            EXIT_MOVED,
-            f"canary: {self.model} version {self.version} ended: {reason}; every replica follows the pin, now "
-            f"{now}; allowed: one writer of the pin at a time (the record is "
-            f"{self.repo.uri(layout.canary_audit_key(self.model, self.doc['id']))})",
-        )
-
-    def _record_moved(self, now: Stored) -> None:
-        """Another writer changed the record (an abort, a rollback): it decided; nothing is
-        written back. Exit 4 naming what it did and where the replicas went."""
-        raise errors.SyncError(EXIT_MOVED, ending.record_moved(self.repo, self.model, self.version, self.doc, now))
-
-    def _end(self, outcome: str, reason: str) -> None:
-        decision = {"outcome": outcome, "reason": errors.one_line(reason), "by": self.by, "at": codec.now()}
-        self._save(state=outcome, replicas=[], decision=decision)
-        canary_record.archive(self.repo, self.doc)
-
-    def _save(self, **changes: Any) -> None:
-        """Rewrite the record (conditional on the ETag this run holds); another writer's change in
-        between ends the run here (_record_moved)."""
-        try:
-            self.stored = canary_record.write(self.repo, self.stored, {**self.doc, **changes})
-        except errors.SyncError as e:
-            if e.code != errors.REFUSED:
-                raise
-            self._record_moved(canary_record.read(self.repo, self.model))
