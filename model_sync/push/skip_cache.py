@@ -195,6 +195,14 @@ class PinCache(_Store):
             self._dirty = True
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # model_sync/
+# The modules whose rules decide what parsing a config.pbtxt gives: a change to either is a miss.
+RULE_FILES = (
+    os.path.join(_PACKAGE, "triton_model", "model_config.py"),
+    os.path.join(_PACKAGE, "contract", "layout.py"),
+)
+
+
 def parser_fingerprint() -> str:
     """What the outcome of parsing a config.pbtxt depends on besides its bytes: model-sync's version,
     protobuf's (text_format output), and the bytes of the rules (model_config.py, layout.py) and
@@ -203,13 +211,11 @@ def parser_fingerprint() -> str:
 
     import google.protobuf  # the package's __init__ only: not text_format
 
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # model_sync/
     # located, not imported (as model_config._load_pb2 loads it): the first sys.path entry that has it
     relative = os.path.join("tritonclient", "grpc", "model_config_pb2.py")
     schema = next((os.path.join(p, relative) for p in sys.path if os.path.isfile(os.path.join(p or ".", relative))), "")
     digest = hashlib.sha256()
-    rules = (os.path.join(package, "triton_model", "model_config.py"), os.path.join(package, "contract", "layout.py"))
-    for path in (*rules, schema):
+    for path in (*RULE_FILES, schema):
         try:
             with open(path, "rb") as f:
                 digest.update(hashlib.sha256(f.read()).digest())

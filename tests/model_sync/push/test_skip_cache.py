@@ -220,3 +220,14 @@ def test_the_parser_fingerprint_names_versions_and_a_digest() -> None:
         skip_cache.parser_fingerprint(),
     )
     assert skip_cache.parser_fingerprint() == skip_cache.parser_fingerprint()
+
+
+def test_the_parser_fingerprint_reads_the_modules_that_hold_the_rules() -> None:
+    """The fingerprint hashes the files whose rules decide a parse; a moved module must not turn
+    it into a constant that never misses."""
+    from model_sync.contract import layout
+    from model_sync.triton_model import model_config
+
+    assert sorted(os.path.realpath(p) for p in skip_cache.RULE_FILES) == sorted(
+        os.path.realpath(m.__file__) for m in (model_config, layout)
+    )
