@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from model_sync.agent import AGENT_COMMAND
 from model_sync.contract import layout
@@ -74,6 +75,20 @@ input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """
+
+
+def metric_value(url: str, name: str, model: str, version: int) -> float:
+    """`name` of `model` `version` in one Triton's /metrics (`url`), summed over its other labels,
+    read with prometheus_client's parser (not model_sync's)."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()  # noqa: S310 - loopback
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name in (name, f"{name}_total")  # the parser names a counter's sample <name>_total
+        and s.labels.get("model") == model
+        and s.labels.get("version") == str(version)
+    )
 
 
 def add_model_files(version: int, fail: bool = False) -> dict[str, bytes]:

@@ -5,14 +5,12 @@ tritonserver, which shows what each kind does: good answers 2x, errors fails exa
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from prometheus_client.parser import text_string_to_metric_families
 
 from model_sync.agent.pod_disk import precompile_python
 from model_sync.contract import layout
@@ -22,6 +20,7 @@ from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 from model_sync.sandbox.traffic import Records, RoundRobinTraffic
 from model_sync.serving import smoke
 from model_sync.triton_model import model_config, model_directory
+from tests.support.triton import metric_value
 from tests.support.triton import triton_runtime as triton_runtime_fixture
 
 pytestmark = pytest.mark.latency  # judged on latency figures (tests/conftest.py, UNIT_NICE)
@@ -111,19 +110,7 @@ def _traffic(server: TritonServer, model: str, requests: int, concurrency: int =
 
 def _metric(server: TritonServer, name: str, model: str) -> float:
     """`name` of `model` version 1 in the server's /metrics, summed over its other labels (reason)."""
-    return _scrape(f"http://127.0.0.1:{server.metrics_port}/metrics", name, model, 1)
-
-
-def _scrape(url: str, name: str, model: str, version: int) -> float:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()  # noqa: S310 - loopback
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name in (name, f"{name}_total")  # the parser names a counter's sample <name>_total
-        and s.labels.get("model") == model
-        and s.labels.get("version") == str(version)
-    )
+    return metric_value(f"http://127.0.0.1:{server.metrics_port}/metrics", name, model, 1)
 
 
 @pytest.mark.e2e

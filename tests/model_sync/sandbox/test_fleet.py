@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from model_sync import environments
 from model_sync.contract import layout
@@ -31,7 +29,7 @@ from model_sync.sandbox.procs import wait_until
 from model_sync.sandbox.runtime import TritonRuntime
 from model_sync.sandbox.s3server import MotoS3Server, RcloneS3Server
 from model_sync.sandbox.traffic import RoundRobinTraffic
-from tests.support.triton import s3_client
+from tests.support.triton import metric_value, s3_client
 from tests.support.triton import triton_runtime as triton_runtime_fixture
 
 triton_runtime = triton_runtime_fixture
@@ -265,19 +263,6 @@ def pushed(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRunti
         s3.shutdown()
 
 
-def _metric(url: str, name: str, model: str, version: int) -> float:
-    """`name` of `model` `version` in one replica's /metrics, summed over its other labels."""
-    text = urllib.request.urlopen(url, timeout=5).read().decode()  # noqa: S310 - loopback
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name in (name, f"{name}_total")  # the parser names a counter's sample <name>_total
-        and s.labels.get("model") == model
-        and s.labels.get("version") == str(version)
-    )
-
-
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_a_two_replica_fleet_serves_a_pushed_model_on_every_replica(pushed: Pushed) -> None:
@@ -307,7 +292,7 @@ def test_round_robin_traffic_over_the_fleet_is_answered_by_the_pushed_version_on
     pushed: Pushed,
 ) -> None:
     fleet = pushed.fleet
-    before = [_metric(u, "nv_inference_request_success", MODEL, 1) for u in fleet.metrics_urls]
+    before = [metric_value(u, "nv_inference_request_success", MODEL, 1) for u in fleet.metrics_urls]
     traffic = RoundRobinTraffic(
         fleet.http_urls, MODEL, lambda seq: {"INPUT0": np.array([seq, 1, 2, 3], np.float32)}, concurrency=2
     )
@@ -321,7 +306,7 @@ def test_round_robin_traffic_over_the_fleet_is_answered_by_the_pushed_version_on
     assert set(counts) == {0, 1}
     assert abs(counts[0] - counts[1]) <= 2, counts
     # What each tritonserver saw: exactly the requests the traffic sent it.
-    after = [_metric(u, "nv_inference_request_success", MODEL, 1) for u in fleet.metrics_urls]
+    after = [metric_value(u, "nv_inference_request_success", MODEL, 1) for u in fleet.metrics_urls]
     assert [a - b for a, b in zip(after, before, strict=True)] == [counts[0], counts[1]]
 
 
