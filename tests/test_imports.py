@@ -6,8 +6,9 @@ model), and each module of the stack config imports only the layers before its o
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from tests.support.imports import imports
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("model_sync", "components")
@@ -72,25 +73,12 @@ def graph() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
     edges: dict[str, set[str]] = {m: set() for m in modules}
     inner: list[tuple[str, str, int]] = []
     for m, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
-        in_function = {
-            id(node)
-            for f in ast.walk(tree)
-            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-            for node in ast.walk(f)
-        }
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [f"{node.module}.{a.name}" for a in node.names]
-            else:
-                continue
-            for target in filter(None, map(resolve, names)):
-                if target != m and not m.startswith(target + "."):  # a package's own __init__ is not an edge
-                    edges[m].add(target)
-                    if id(node) in in_function:
-                        inner.append((m, target, node.lineno))
+        for found in imports(path):
+            target = resolve(found.name)
+            if target and target != m and not m.startswith(target + "."):  # a package's own __init__: no edge
+                edges[m].add(target)
+                if found.in_function:
+                    inner.append((m, target, found.line))
     return edges, inner
 
 
