@@ -100,8 +100,3 @@ def canary_replicas(fleet: list[str], current: list[str], share: int, canary_id:
     k = share_count(len(fleet), share)
     ranked = sorted(fleet, key=lambda r: (r not in current, hashlib.sha256(f"{canary_id}/{r}".encode()).digest()))
     return sorted(ranked[:k])
-
-
-def effective_percent(chosen: int, fleet: int) -> float:
-    """The share of the traffic `chosen` of `fleet` replicas take, in percent (2 decimals)."""
-    return round(100 * chosen / max(1, fleet), 2)

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from model_sync import errors
-from model_sync.canary.placement import effective_percent
 from model_sync.contract import layout
 from model_sync.records import codec
 from model_sync.records.schemas import CANARY
 from model_sync.s3.bucket import Bucket
 
 __all__ = [
-    "ABORTED", "CANARY", "PROMOTED", "RUNNING", "Stored", "archive", "new", "new_id", "new_step", "read",
+    "ABORTED", "CANARY", "PROMOTED", "RUNNING", "Stored", "archive", "effective_percent", "new", "new_id", "new_step", "read",
     "serving_canary", "write",
 ]  # fmt: skip
 
@@ -41,6 +40,11 @@ def new(model: str, canary_id: str, deployment: str, stable: int, version: int, 
         "deadline_at": codec.format_time(now + deadline_seconds), "updated_at": codec.format_time(now),
         "decision": None,
     }  # fmt: skip
+
+
+def effective_percent(chosen: int, fleet: int) -> float:
+    """The share of the traffic `chosen` of `fleet` replicas take, in percent (2 decimals)."""
+    return round(100 * chosen / max(1, fleet), 2)
 
 
 def new_step(share: int, replicas: int, fleet: int, started_at: str) -> dict[str, Any]:
