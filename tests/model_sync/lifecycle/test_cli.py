@@ -194,6 +194,52 @@ def test_rollback_refuses_an_incomplete_version(tmp_path, capsys, moto_s3, envs)
     assert pinned_version(moto_s3, staging, "simple") == 2
 
 
+def _strip_backend_file(server: S3Server, bucket: str, version: int) -> None:
+    """Version `version` of `simple` as another tool could write it past push: its manifest lists
+    only model.pt, and model.py (what its config's python backend loads) is not in the bucket."""
+    key = f"manifests/simple/{version}.json"
+    doc = codec.read_manifest(server.get(bucket, key), "simple", version)
+    del doc["files"]["model.py"]
+    client = server.client()
+    client.put_object(Bucket=bucket, Key=key, Body=codec.dumps(doc))
+    client.delete_object(Bucket=bucket, Key=f"repository/simple/{version}/model.py")
+
+
+def test_rollback_refuses_a_version_no_replica_would_serve(tmp_path, capsys, moto_s3, envs) -> None:
+    """A rollback target whose manifest lacks the file its backend needs is refused before any
+    write: every agent rejects such a version, so pinning it would leave every replica on the
+    old version while the rollback reported success."""
+    cfg, staging, _ = envs
+    _push(capsys, tmp_path, cfg, "one")
+    _push(capsys, tmp_path, cfg, "two")
+    _strip_backend_file(moto_s3, staging, 1)
+    before = {k: moto_s3.get(staging, k) for k in moto_s3.keys(staging)}
+    r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
+    assert r.code == 4, (r.code, r.out, r.err)
+    assert r.err.count("\n") == 1
+    assert (
+        f"rollback: simple version 1 in staging: manifest s3://{staging}/manifests/simple/1.json lists no "
+        "model.py; allowed: a version every replica will serve" in r.err
+    ), r.err
+    assert pinned_version(moto_s3, staging, "simple") == 2
+    assert {k: moto_s3.get(staging, k) for k in moto_s3.keys(staging)} == before  # nothing written
+
+
+def test_promote_refuses_a_version_no_replica_would_serve_even_unverified(tmp_path, capsys, moto_s3, envs) -> None:
+    """--skip-verification skips the evidence, never the rule every agent applies: a source version
+    without its backend's files is refused before anything is copied to the target."""
+    cfg, staging, prod = envs
+    _push(capsys, tmp_path, cfg, "one")
+    _strip_backend_file(moto_s3, staging, 1)
+    r = run_cli(capsys, *promote_args("simple", 1, cfg, "--skip-verification"))
+    assert r.code == 4, (r.code, r.out, r.err)
+    assert (
+        f"promote: simple version 1 in staging: manifest s3://{staging}/manifests/simple/1.json lists no model.py"
+        in r.err
+    ), r.err
+    assert moto_s3.keys(prod) == []
+
+
 def test_prune_keeps_newest_pinned_and_previous_pin(tmp_path, capsys, moto_s3, envs) -> None:
     cfg, staging, _ = envs
     for content in ("v1", "v2", "v3", "v4", "v5"):
