@@ -49,6 +49,7 @@ LAZY = {
             "model_sync.agent.loads",
             "model_sync.lifecycle.catalog",
             "model_sync.lifecycle.promote",
+            "model_sync.records.servable",
             "model_sync.serving.gpu_plan",
             "model_sync.triton_model.model_directory",
         )

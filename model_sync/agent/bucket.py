@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from model_sync import errors
-from model_sync.agent.exceptions import S3AccessDenied, S3Unavailable, VersionRejected
-from model_sync.agent.pins import backend_files, pinned_versions
+from model_sync.agent.exceptions import Rejection, S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.settings import AgentSettings
 from model_sync.contract import layout
 from model_sync.errors import Abandoned
-from model_sync.records import canary_record, codec
+from model_sync.records import canary_record, codec, servable
 from model_sync.s3 import download, transfer
 from model_sync.s3.bucket import NOT_MODIFIED, Bucket, etag_of
 from model_sync.s3.failures import Kind, translate
@@ -37,9 +36,9 @@ def serving_error(what: str, err: errors.SyncError) -> Exception:
     """An S3 failure as the agent treats it: S3AccessDenied / S3Unavailable keep serving what is
     in place and back off; anything else is the pass's error."""
     if err.s3_kind in DENIED_KINDS:
-        return S3AccessDenied(f"{what}: {err}")
+        return S3AccessDenied(f"{what}: {err}", err.s3_kind.value)
     if err.s3_kind is Kind.UNAVAILABLE:
-        return S3Unavailable(f"{what}: {err}")
+        return S3Unavailable(f"{what}: {err}", err.s3_kind.value)
     return err
 
 
@@ -177,20 +176,15 @@ class AgentBucket:
         try:
             doc = self.read_manifest(name, version)
         except codec.RecordError as e:
-            raise VersionRejected(str(e)) from None
+            raise VersionRejected(str(e), Rejection.MANIFEST_INVALID) from None
         if doc is None:
-            raise VersionRejected(f"manifest {mkey}: missing; allowed: a version published with its manifest")
-        if doc["config_pbtxt"] != pin_text and len(pinned_versions(pin_text)) == 1:
             raise VersionRejected(
-                f"pin {layout.config_key(name)}: differs from manifest config_pbtxt; allowed: the config text "
-                f"recorded in {mkey}"
+                f"manifest {mkey}: missing; allowed: a version published with its manifest", Rejection.MANIFEST_MISSING
             )
-        missing = [f for f in backend_files(pin_text) if f not in doc["files"]]
-        if missing:  # tritonserver 2.51 would stay LOADING on it, and its repository poller with it
-            raise VersionRejected(
-                f"manifest {mkey}: lists no {', '.join(missing)}; allowed: a version with every file its backend "
-                "needs (model_config.required_files)"
-            )
+        # The rule every command that pins applies too (model_sync.lifecycle.pinnable).
+        problem = servable.unservable(doc, pin_text, mkey, layout.config_key(name))
+        if problem is not None:
+            raise VersionRejected(str(problem), Rejection(problem.reason))
         return doc
 
     def manifest_for_canary(self, name: str, version: int) -> dict[str, Any]:
@@ -200,9 +194,12 @@ class AgentBucket:
         try:
             doc = self.read_manifest(name, version)
         except codec.RecordError as e:
-            raise VersionRejected(str(e)) from None
+            raise VersionRejected(str(e), Rejection.MANIFEST_INVALID) from None
         if doc is None:
-            raise VersionRejected(f"manifest {mkey}: missing; allowed: a canary version published with its manifest")
+            raise VersionRejected(
+                f"manifest {mkey}: missing; allowed: a canary version published with its manifest",
+                Rejection.MANIFEST_MISSING,
+            )
         return doc
 
     def download_verified(self, name: str, version: int, rel: str, expect: Mapping[str, Any], dest: Path) -> int:
@@ -231,13 +228,15 @@ class AgentBucket:
             err = translate(e, self.s3.env, rel_key)
             if err.s3_kind is Kind.NOT_FOUND:
                 raise VersionRejected(
-                    f"file {key}: missing in the bucket; allowed: every file listed in the manifest"
+                    f"file {key}: missing in the bucket; allowed: every file listed in the manifest",
+                    Rejection.FILE_MISSING,
                 ) from None
             raise serving_error(f"download {key}", err) from None
         if size != expect["size"] or digest != expect["sha256"]:
             raise VersionRejected(
                 f"file {key}: sha256 {digest[:16]}.. size {size}; allowed: sha256 {expect['sha256'][:16]}.. size "
-                f"{expect['size']} (the manifest)"
+                f"{expect['size']} (the manifest)",
+                Rejection.CHECKSUM_MISMATCH,
             )
         return size
 

@@ -4,7 +4,7 @@ files its backend needs. Read by the bucket side (a pin against its manifest) an
 
 from __future__ import annotations
 
-from model_sync.agent.exceptions import VersionRejected
+from model_sync.agent.exceptions import Rejection, VersionRejected
 
 
 def pinned_versions(config_text: str) -> tuple[int, ...]:
@@ -18,10 +18,11 @@ def pinned_versions(config_text: str) -> tuple[int, ...]:
     try:
         cfg = model_config.parse(config_text)
     except model_config.ConfigPbtxtError as e:
-        raise VersionRejected(str(e)) from None
+        raise VersionRejected(str(e), Rejection.PIN_INVALID) from None
     if cfg.version_policy.WhichOneof("policy_choice") != "specific" or not cfg.version_policy.specific.versions:
         raise VersionRejected(
-            "config.pbtxt version_policy: not 'specific'; allowed: version_policy { specific { versions: [N] } }"
+            "config.pbtxt version_policy: not 'specific'; allowed: version_policy { specific { versions: [N] } }",
+            Rejection.PIN_INVALID,
         )
     return tuple(sorted(int(v) for v in cfg.version_policy.specific.versions))
 
@@ -35,4 +36,4 @@ def backend_files(config_text: str) -> tuple[str, ...]:
     try:
         return model_config.required_files(model_config.parse(config_text))
     except model_config.ConfigPbtxtError as e:
-        raise VersionRejected(str(e)) from None
+        raise VersionRejected(str(e), Rejection.PIN_INVALID) from None

@@ -16,7 +16,8 @@ and ends in one decision:
    model_sync.canary.analysis) at every poll. A failing verdict aborts at once; a pass after stepSeconds
    moves to the next step; inconclusive keeps the step going.
 3. After the last step the stable pin is flipped to the canary version (conditional, as every
-   flip) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
+   flip; a version no replica would serve is refused before the record is written and again
+   before this flip: model_sync.lifecycle.pinnable, exit 4) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
    stable. Past the record's deadline the run aborts. The final record is the audit record.
 
 Every poll re-reads the stable pin and the record: a release whose stable pin moved (a
@@ -45,7 +46,7 @@ from model_sync.canary.owned_record import EXIT_MOVED, OwnedRecord
 from model_sync.canary.placement import canary_replicas
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
-from model_sync.lifecycle import catalog
+from model_sync.lifecycle import catalog, pinnable
 from model_sync.records import canary_record, codec
 from model_sync.records.canary_record import ABORTED, PROMOTED, RUNNING
 from model_sync.s3.bucket import Bucket
@@ -86,7 +87,8 @@ class GrayRelease:
                 f"canary: {self.model} has no stable pin in {self.repo.env.name}; allowed: a pinned stable version "
                 "to compare with (promote --no-canary pins a first version)"
             )
-        config_text = catalog.read_manifest(self.repo, self.model, self.version)["config_pbtxt"]  # type: ignore[index]
+        # Before the record is written: a version no replica would serve never starts (exit 4).
+        config_text = pinnable.check(self.repo, self.model, self.version, "canary")["config_pbtxt"]
         self._start_or_resume(pin)
         while self.doc["state"] == RUNNING:
             step = self.doc["steps"][-1]
@@ -251,6 +253,11 @@ class GrayRelease:
     # -- the decision --
 
     def _promote(self, pin: catalog.Pin, config_text: str) -> None:
+        try:  # the version may have lost a file since the start: the flip checks again, else ends the run (exit 4)
+            pinnable.check(self.repo, self.model, self.version, "canary")
+        except errors.SyncError as e:
+            self.record.end(ABORTED, f"not pinned: {e}")
+            raise
         try:
             catalog.flip_pin(self.repo, self.model, self.version, config_text, "promote", self.by, pin,
                                 warn=self.console.warn)  # fmt: skip

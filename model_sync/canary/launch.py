@@ -11,7 +11,7 @@ from model_sync.canary import ending, metrics
 from model_sync.canary.gray_release import GrayRelease
 from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.lifecycle import catalog
+from model_sync.lifecycle import catalog, pinnable
 from model_sync.records import canary_record
 from model_sync.s3.bucket import Bucket, who
 from model_sync.ui import Console
@@ -37,7 +37,7 @@ def dry_run(repo: Bucket, model: str, version: int, console: Console) -> dict[st
         catalog.read_pin(repo, model),
         canary_record.read(repo, model),
     )
-    catalog.read_manifest(repo, model, version)
+    pinnable.check(repo, model, version, "canary")  # what the run refuses first (exit 3 or 4), read only
     metrics.for_environment(repo.env, model)  # exit 2 without metrics
     if running.running and running.doc is not None:
         console.line(f"(dryrun) resume: canary {running.doc['id']} of {model} version {running.doc['canary_version']}")

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from model_sync import environments, errors
 from model_sync.canary import ending, launch, metrics
 from model_sync.contract import compat, layout
-from model_sync.lifecycle import catalog
+from model_sync.lifecycle import catalog, pinnable
 from model_sync.records import canary_record, codec
 from model_sync.s3 import download, transfer
 from model_sync.s3.bucket import Bucket, b64_sha256_to_hex, who
@@ -87,11 +87,7 @@ def _check_source(
         doc = codec.read_manifest(raw, model, version)
     except codec.RecordError as e:
         raise errors.refused(f"{src.uri(layout.manifest_key(model, version))}: {e}") from None
-    missing = catalog.is_complete(src, model, version, doc)
-    if missing:
-        raise errors.refused(
-            f"version: {model} {version} in {src.env.name} is incomplete ({missing}); allowed: a complete version"
-        )
+    pinnable.check(src, model, version, "promote", doc)  # what no replica would serve: even unverified
     if skip_verification:
         return doc, raw, None
 

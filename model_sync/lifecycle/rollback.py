@@ -2,10 +2,11 @@
 
 Without a version, the previous pin is taken from the pin history (audit/pins/<model>/): each
 flip records the stack of earlier pins, so repeated rollbacks walk back through them (3 -> 2 ->
-1), not back and forth; entries whose version was pruned are skipped. The target version must
-have a manifest and all its files present. The flip is conditional on the pin read (exit 4 if
-another writer moved it). A running gray release of the model is aborted first: after a rollback
-every replica follows the pin."""
+1), not back and forth; entries whose version was pruned are skipped. The target version must be
+one every replica serves (model_sync.lifecycle.pinnable: its manifest lists every file its backend
+needs, and every file it lists is present; else exit 4 before anything is written). The flip is
+conditional on the pin read (exit 4 if another writer moved it). A running gray release of the
+model is aborted first: after a rollback every replica follows the pin."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from model_sync import errors, ui
 from model_sync.canary import ending
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog
+from model_sync.lifecycle import catalog, pinnable
 from model_sync.s3.bucket import Bucket, who
 from model_sync.ui import Console
 
@@ -64,14 +65,7 @@ def command(
         raise errors.refused(
             f"--model-version: {target} is already pinned for {model} in {env.name}; allowed: another version"
         )
-    doc = catalog.read_manifest(repo, model, target)
-    assert doc is not None
-    missing = catalog.is_complete(repo, model, target, doc)
-    if missing:
-        raise errors.refused(
-            f"version: {model} {target} is incomplete ({missing}); allowed: a complete version (see `model-sync "
-            "status`)"
-        )
+    doc = pinnable.check(repo, model, target, "rollback")  # before any write: what no replica would serve
     out: dict[str, Any] = {
         "env": env.name,
         "model": model,

@@ -16,6 +16,7 @@ from model_sync.canary import ending, gray_release
 from model_sync.canary.metrics import TritonMetrics
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
+from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.s3.bucket import Bucket
 from model_sync.ui import Console
@@ -26,7 +27,7 @@ from tests.support.s3_servers import S3Server
 def _release(tmp_path: Path, capsys, server: S3Server, bucket: str, aws_env, version: int) -> gray_release.GrayRelease:
     cfg = write_config(tmp_path / "model-sync.yaml", server, {"prod": f"s3://{bucket}"})
     for tag in ("1", "2"):
-        src = python_model(tmp_path / f"src{tag}", "m", {"model.py": f"# {tag}\n".encode()})
+        src = python_model(tmp_path / f"src{tag}", "m", {"model.py": f"# {tag}\n".encode(), "model.pt": tag.encode()})
         assert run_cli(capsys, "push", str(src), "--env", "prod", "--config", cfg).code == 0
     assert run_cli(capsys, "rollback", "m", "--env", "prod", "--config", cfg, "--yes").code == 0  # pin 1; 2 published
     repo = Bucket(environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1"))
@@ -64,6 +65,48 @@ def test_a_release_is_refused_before_it_lists_a_replica(
     assert ending.abort(release.repo, "m", "tests") is None  # nothing running
     archived = moto_s3.get(s3_bucket, layout.canary_audit_key("m", other["id"]))
     assert codec.read(archived, canary_record.CANARY)["state"] == "aborted"
+
+
+def _lose_model_py(server: S3Server, bucket: str, version: int) -> None:
+    """m `version` as another tool could leave it: its manifest no longer lists model.py (what the
+    python backend loads) and the object is gone."""
+    key = layout.manifest_key("m", version)
+    doc = codec.read_manifest(server.get(bucket, key), "m", version)
+    del doc["files"]["model.py"]
+    server.client().put_object(Bucket=bucket, Key=key, Body=codec.dumps(doc))
+    server.client().delete_object(Bucket=bucket, Key=layout.version_file_key("m", version, "model.py"))
+
+
+def test_a_version_no_replica_would_serve_is_refused_at_the_start_and_at_the_final_flip(
+    tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
+) -> None:
+    """The gray release applies the rule every agent applies (model_sync.lifecycle.pinnable): before
+    its record is written, and again before its final flip (a file lost during the run): exit 4,
+    the pin untouched, the record ended aborted with the reason."""
+    release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
+    pin = catalog.read_pin(release.repo, "m")
+    config_text = catalog.read_manifest(release.repo, "m", 2)["config_pbtxt"]  # type: ignore[index]
+    now = time.time()
+    release.record.create(canary_record.new("m", release.canary_id, "default", 1, 2, {}, "tests", now, 600))
+    _lose_model_py(moto_s3, s3_bucket, 2)
+    refused = (
+        rf"^canary: m version 2 in prod: manifest s3://{s3_bucket}/manifests/m/2\.json: lists no model\.py; "
+        r"allowed: a version with every file its backend needs \(model_config\.required_files\), which every "
+        r"replica serves"
+    )
+    with pytest.raises(errors.SyncError, match=refused) as e:
+        release._promote(pin, config_text)  # the final flip of a run whose steps passed
+    assert e.value.code == errors.REFUSED
+    assert catalog.read_pin(release.repo, "m").version == 1
+    ended = canary_record.read(release.repo, "m").doc
+    assert ended is not None
+    assert ended["state"] == "aborted" and ended["decision"]["reason"].startswith("not pinned: canary: m version 2")  # noqa: PT018
+    # A new run of the same version is refused before it writes anything.
+    etag = canary_record.read(release.repo, "m").etag
+    with pytest.raises(errors.SyncError, match=refused) as e:
+        release.run()
+    assert e.value.code == errors.REFUSED
+    assert canary_record.read(release.repo, "m").etag == etag
 
 
 def _report(replica: str, serving: int, heartbeat: float) -> bytes:

@@ -190,7 +190,7 @@ def test_rollback_refuses_an_incomplete_version(tmp_path, capsys, moto_s3, envs)
     moto_s3.client().delete_object(Bucket=staging, Key="repository/simple/1/model.pt")
     r = run_cli(capsys, "rollback", "simple", "--env", "staging", "--config", cfg)
     assert r.code == 4
-    assert "simple 1 is incomplete (model.pt missing)" in r.err
+    assert f"simple version 1 in staging: s3://{staging}/repository/simple/1/ is incomplete (model.pt missing)" in r.err
     assert pinned_version(moto_s3, staging, "simple") == 2
 
 
@@ -218,8 +218,9 @@ def test_rollback_refuses_a_version_no_replica_would_serve(tmp_path, capsys, mot
     assert r.code == 4, (r.code, r.out, r.err)
     assert r.err.count("\n") == 1
     assert (
-        f"rollback: simple version 1 in staging: manifest s3://{staging}/manifests/simple/1.json lists no "
-        "model.py; allowed: a version every replica will serve" in r.err
+        f"rollback: simple version 1 in staging: manifest s3://{staging}/manifests/simple/1.json: lists no "
+        "model.py; allowed: a version with every file its backend needs (model_config.required_files), which "
+        "every replica serves" in r.err
     ), r.err
     assert pinned_version(moto_s3, staging, "simple") == 2
     assert {k: moto_s3.get(staging, k) for k in moto_s3.keys(staging)} == before  # nothing written
@@ -234,7 +235,7 @@ def test_promote_refuses_a_version_no_replica_would_serve_even_unverified(tmp_pa
     r = run_cli(capsys, *promote_args("simple", 1, cfg, "--skip-verification"))
     assert r.code == 4, (r.code, r.out, r.err)
     assert (
-        f"promote: simple version 1 in staging: manifest s3://{staging}/manifests/simple/1.json lists no model.py"
+        f"promote: simple version 1 in staging: manifest s3://{staging}/manifests/simple/1.json: lists no model.py"
         in r.err
     ), r.err
     assert moto_s3.keys(prod) == []
