@@ -3,9 +3,10 @@ report: version, state and the one-line reason of a failed load; a pin no replic
 is flagged PIN NOT SERVED; model_sync.serving.replicas), the available versions (complete = manifest +
 every file), the previous pin, provenance and whether it was verified; per version, the torch
 that exported it and whether each shown environment's Triton image can load it
-(model_sync.contract.compat.loadable); per Triton deployment of the environment's `tritonGpus`, the GPU
-memory its pinned versions plan on one GPU against what the card allows (model_sync/serving/gpu_plan.py),
-or that the environment does not know its GPUs."""
+(model_sync.contract.compat.loadable); whether the pin-index entry agrees with the pin (a pin
+written without it reaches the agents only at their next full listing); per Triton deployment of
+the environment's `tritonGpus`, the GPU memory its pinned versions plan on one GPU against what the
+card allows (model_sync/serving/gpu_plan.py), or that the environment does not know its GPUs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from model_sync import environments, errors
-from model_sync.contract import compat
+from model_sync.contract import compat, layout
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.s3.bucket import Bucket
@@ -44,6 +45,33 @@ def version_details(
         out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
                     "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
     return out
+
+
+def pin_index(repo: Any, pin: catalog.Pin) -> dict[str, Any]:
+    """Whether the model's pin-index entry (manifests/_pins/<model>.json, what agents list every pass)
+    agrees with its pin: `{"version": <the entry's>, "agrees": bool, "detail": None | one line}`.
+    A pin written without its entry (a crash between the two writes, a writer other than
+    model-sync) is seen by the agents only at their next full listing of repository/ (at most
+    --full-resync after the write, 300 s by default; docs/agent.md)."""
+    found = repo.get_with_meta(layout.pin_index_key(pin.model))
+    entry: dict[str, Any] | None = None
+    if found is not None:
+        try:
+            entry = codec.read_pin_index(found[0], pin.model)
+        except codec.RecordError as e:
+            return {"version": None, "agrees": False, "detail": f"its pin-index entry is unreadable ({e})"}
+    version = None if entry is None else entry["version"]
+    if pin.text is None:
+        detail = None if entry is None else f"there is no pin, its pin-index entry names version {version}"
+    elif entry is None:
+        detail = "the pin has no pin-index entry"
+    elif version != pin.version:
+        detail = f"the pin names version {pin.version}, its pin-index entry version {version}"
+    elif found is not None and pin.modified is not None and found[2] is not None and pin.modified > found[2]:
+        detail = "the pin was rewritten after its pin-index entry"
+    else:
+        detail = None
+    return {"version": version, "agrees": detail is None, "detail": detail}
 
 
 def model_status(
@@ -82,6 +110,7 @@ def model_status(
     out["pin_served"] = (
         any(replicas.serves(r, pin.version) for r in out["replicas"].values()) if out["replicas"] else None
     )
+    out["pin_index"] = pin_index(repo, pin)
     if pin.version is not None:
         doc = catalog.read_manifest(repo, model, pin.version, required=False)
         if doc is not None:
@@ -248,6 +277,14 @@ def command(
             "PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving "
             "what they had)"
         )
+    for name, body in report.items():
+        for s in body["models"]:
+            if not s["pin_index"]["agrees"]:
+                print(
+                    f"PIN INDEX DISAGREES: {s['model']} in {name}: {s['pin_index']['detail']}; the agents pick the pin "
+                    "up at their next full listing (within --full-resync of the write, 300 s by default), or at once "
+                    "when restarted; a flip by model-sync (push, promote, rollback) rewrites the entry"
+                )
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
         print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
     label = {"yes": "yes", "no": "NO", "exempt": "exempt", "unknown": "?"}

@@ -78,3 +78,32 @@ def test_status_shows_each_deployments_planned_gpu_memory(tmp_path, capsys, moto
     row = ["staging", "default", f"toy {human(card)}", human(planned), human(int(0.9 * card)), "yes", "c v1"]
     assert re.search("^" + r"\s+".join(map(re.escape, row)) + "$", text, re.M), text
     assert f"gpu memory: not planned in prod: {no_gpus}\n" in text
+
+
+def test_status_says_when_the_pin_index_and_the_pin_disagree(pushed, capsys, tmp_path, moto_s3) -> None:
+    """A pin written without its pin-index entry (a crash between the two writes, another tool)
+    reaches the agents only at their next full listing: status names the disagreement, in the
+    JSON and in one line of the table's output."""
+    from model_sync.serving import status
+
+    client, bucket, repo = pushed
+    assert status.model_status(repo, "simple")["pin_index"] == {"version": 2, "agrees": True, "detail": None}
+    one = manifest_doc(moto_s3, bucket, "simple", 1)["config_pbtxt"]
+    client.put_object(Bucket=bucket, Key="repository/simple/config.pbtxt", Body=one.encode())  # no index entry
+    assert status.model_status(repo, "simple")["pin_index"] == {
+        "version": 2,
+        "agrees": False,
+        "detail": "the pin names version 1, its pin-index entry version 2",
+    }
+    cfg = tmp_path / "status.yaml"
+    cfg.write_text(
+        json.dumps({"environments": {"staging": {"bucket": f"s3://{bucket}", "endpointUrl": moto_s3.endpoint,
+                                                 "region": "us-east-1"}}})  # fmt: skip
+    )
+    out = run_cli(capsys, "status", "--config", str(cfg)).out
+    assert (
+        "PIN INDEX DISAGREES: simple in staging: the pin names version 1, its pin-index entry version 2; the agents "
+        "pick the pin up at their next full listing (within --full-resync of the write, 300 s by default)"
+    ) in out
+    client.delete_object(Bucket=bucket, Key="manifests/_pins/simple.json")
+    assert status.model_status(repo, "simple")["pin_index"]["detail"] == "the pin has no pin-index entry"
