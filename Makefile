@@ -219,7 +219,8 @@ lock-agent: $(LOCK_VENV)/bin/pip-compile
 	{ echo "# The repository agent image's Python dependencies (\`make lock-agent\`, pip-compile --generate-hashes): the"; \
 	  echo "# closure of what it lists, at requirements-dev.txt's versions (what the tests run), with hashes. No torch,"; \
 	  echo "# no grpc: the agent only needs S3, Triton's model-config protobuf (tritonclient, no extras), jsonschema"; \
-	  echo "# (the records' schemas) and the standard library. Checked by tests/model_sync/agent/test_image.py and tests/test_pins.py."; \
+	  echo "# (the records' schemas), prometheus-client (its /metrics) and the standard library. Checked by"; \
+	  echo "# tests/model_sync/agent/test_image.py and tests/test_pins.py."; \
 	  grep -v '^# ' docker/agent-requirements.txt; } > docker/agent-requirements.txt.tmp && mv docker/agent-requirements.txt.tmp docker/agent-requirements.txt
 
 # ---- Delivery: policy pack tests and workflow lint (docs/operations.md) ---------------

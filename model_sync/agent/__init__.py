@@ -2,9 +2,9 @@
 its environment's bucket. Runs as the init container (`--once`) and as the sidecar. The pass and
 its guarantees: docs/architecture.md#the-agents-pass; the operator's side: docs/agent.md.
 
-One module per concern: settings (AgentSettings, the defaults), exceptions, state (ModelState
-and its one transition), pins, bucket, staging, pod_disk, triton, loads, replica_record, and
-loop (RepositoryAgent). The names below are re-exported, loaded on first use: the CLI reads the
+One module per concern: settings (AgentSettings, the defaults, and OPTIONS, the command line),
+exceptions, state (ModelState and its one transition), pins, bucket, staging, pod_disk, triton,
+loads, replica_record, metrics (its own /metrics), and loop (RepositoryAgent). The names below are re-exported, loaded on first use: the CLI reads the
 settings' defaults when it builds its parser without importing the S3 layer or the records."""
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from pathlib import Path
 from model_sync import errors
 from model_sync.agent import triton
 from model_sync.agent.bucket import AgentBucket
-from model_sync.agent.exceptions import VersionRejected
+from model_sync.agent.exceptions import Rejection, VersionRejected
+from model_sync.agent.metrics import AgentMetrics
 from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
@@ -50,8 +51,10 @@ class Loads:
         report: Callable[[], None],
         clock: Callable[[], float],
         stop: threading.Event,
+        metrics: AgentMetrics,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.models = models
         self.probe = probe
         self.local = local
@@ -133,6 +136,7 @@ class Loads:
         loaded = [name for name, failure in sorted(outcome.items()) if failure is None]
         for name in loaded:
             load, st = self.in_flight.pop(name), self.models[name]
+            self.metrics.loaded(time.monotonic() - load.started, "ready")
             log.info(
                 "%s version(s) %s READY%s",
                 name,
@@ -154,6 +158,8 @@ class Loads:
                 continue
             load, st = self.in_flight.pop(name), self.models[name]
             all_ok = False
+            timed_out = failure.startswith(triton.TIMED_OUT)
+            self.metrics.loaded(time.monotonic() - load.started, "timeout" if timed_out else "failed")
             if load.adopted:
                 self._adopted_failed(name, st, failure)
             else:
@@ -195,8 +201,11 @@ class Loads:
             )
             st.transition(serving=())
         # `error` and the log stay one line (Triton's reasons span lines); `failed` keeps the full text.
+        timed_out = failure.startswith(triton.TIMED_OUT)
         st.transition(
-            ReplicaState.FAILED, error=f"version(s) {list(versions)} failed to load: {errors.one_line(failure)}"
+            ReplicaState.FAILED,
+            error=f"version(s) {list(versions)} failed to load: {errors.one_line(failure)}",
+            reason=(Rejection.LOAD_TIMEOUT if timed_out else Rejection.LOAD_FAILED).value,
         )
 
     def _adopted_failed(self, name: str, st: ModelState, failure: str) -> None:
@@ -247,4 +256,7 @@ class Loads:
         """Smoke inference of the served version on loopback, recorded as st.smoke."""
         if self.probe is None or len(st.serving) != 1:
             return
-        st.transition(smoke=triton.smoke(self.probe, name, st.serving[0], self.local.pin(name), self.clock))
+        started = time.monotonic()
+        record = triton.smoke(self.probe, name, st.serving[0], self.local.pin(name), self.clock)
+        self.metrics.smoked(time.monotonic() - started, bool(record["ok"]))
+        st.transition(smoke=record)

@@ -24,6 +24,7 @@ from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.canaries import Canaries
 from model_sync.agent.exceptions import PassError, S3AccessDenied, S3Unavailable, VersionRejected
 from model_sync.agent.loads import Loads
+from model_sync.agent.metrics import AgentMetrics
 from model_sync.agent.pins import pinned_versions
 from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.replica_record import ReadyFile, StatusReport, document
@@ -74,8 +75,10 @@ class RepositoryAgent:
         self.local = PodDisk(settings.repository, settings.staging, self.stop)
         self.status = StatusReport(settings, self.bucket, clock)
         self.ready_file = ReadyFile(settings.ready_file)
-        self.loads = Loads(settings, self.models, self.triton, self.local, self.bucket, self._report, clock, self.stop)
-        self.staging = Staging(settings, self.models, self.bucket, self.local, self.loads)
+        self.metrics = AgentMetrics()
+        self.loads = Loads(settings, self.models, self.triton, self.local, self.bucket, self._report, clock, self.stop,
+                           self.metrics)  # fmt: skip
+        self.staging = Staging(settings, self.models, self.bucket, self.local, self.loads, self.metrics)
         self.canaries = Canaries(self.bucket)
 
     @property
@@ -105,28 +108,34 @@ class RepositoryAgent:
     # -- lifecycle --
 
     def prepare(self) -> None:
-        """Lock the staging area (leftovers of a killed run discarded) and adopt what is in place
-        (restart on a persistent volume): reported PLACED, confirmed once Triton is live."""
+        """Lock the staging area (leftovers of a killed run discarded), serve /metrics (with a
+        metrics port), and adopt what is in place (restart on a persistent volume): reported
+        PLACED, confirmed once Triton is live."""
         self.local.lock()
+        if self.settings.metrics_port is not None:
+            self.metrics.serve(self.settings.metrics_port, self.settings.metrics_address)
         for name, text in self.local.in_place().items():
             with contextlib.suppress(VersionRejected):
                 self.models[name] = ModelState(serving=pinned_versions(text), state=ReplicaState.PLACED)
 
     def close(self) -> None:
         self.bucket.close()
+        self.metrics.close()
         self.local.unlock()
 
     def run(self, once: bool = False) -> int:
         """Loop until `stop` is set (SIGTERM): exit code 0, after deleting this replica's status
         object. Nothing else ends the loop: S3 outages, access denied and unclassified errors are
-        logged, recorded as last_error and retried with backoff. `once` (init container): one
-        pass, and the exit codes of docs/agent.md (once_exit_code; 5 or 1 after 5 failed passes)."""
+        logged, recorded as last_error, counted in the metrics and retried with backoff. `once`
+        (init container): one pass, and the exit codes of docs/agent.md (once_exit_code; 5 or 1
+        after `max_failures` failed passes in a row)."""
         self.prepare()
         try:
             failures = 0
             while not self.stop.is_set():
                 try:
                     self.sync_once(None if once else self.settings.interval)
+                    self.metrics.passed(self.clock())
                     failures = 0
                     if once:
                         return self.once_exit_code()
@@ -136,6 +145,7 @@ class RepositoryAgent:
                     break
                 except Exception as e:  # never crash the sidecar: Triton keeps serving what is in place
                     failures += 1
+                    self.metrics.failed(e.kind if isinstance(e, S3Unavailable) else "other")
                     delay = backoff_delay(failures, self.settings.interval, self.settings.backoff_max)
                     if isinstance(e, S3Unavailable):
                         what = "s3 access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable"
@@ -155,7 +165,7 @@ class RepositoryAgent:
                             delay,
                         )
                         self._report(force=False)
-                    if once and failures >= 5:
+                    if once and failures >= self.settings.max_failures:
                         return errors.S3 if isinstance(e, S3Unavailable) else errors.UNEXPECTED
                 self.stop.wait(delay)
             log.info("stop requested: exiting")
@@ -242,7 +252,7 @@ class RepositoryAgent:
             try:
                 st.transition(pinned=pinned_versions(st.pin_text))
             except VersionRejected as e:
-                reject(name, st, 0, str(e))
+                reject(name, st, 0, e, self.metrics)
                 return False
         if st.rejected_text is not None and st.rejected_text == st.pin_text:
             st.transition(
@@ -264,6 +274,7 @@ class RepositoryAgent:
                         last_error=self.last_error, started_at=self.started_at)  # fmt: skip
 
     def _report(self, force: bool = False) -> None:
+        self.metrics.observe(self.models)
         self.status.report(self.status_document(), force)
 
 

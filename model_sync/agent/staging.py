@@ -5,6 +5,7 @@ one model after another (step 3 of docs/architecture.md#the-agents-pass)."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.loads import Loads
+from model_sync.agent.metrics import AgentMetrics
 from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
@@ -31,8 +33,10 @@ class Staging:
         bucket: AgentBucket,
         local: PodDisk,
         loads: Loads,
+        metrics: AgentMetrics,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.models = models
         self.bucket = bucket
         self.local = local
@@ -52,7 +56,7 @@ class Staging:
                     self.stage_version(name, version, st.pin_text, build / str(version))
         except VersionRejected as e:
             self.local.discard(build)
-            reject(name, st, version, str(e))
+            reject(name, st, version, e, self.metrics)
             return False
         except BaseException:
             self.local.discard(build)
@@ -65,6 +69,7 @@ class Staging:
         VersionRejected if the bucket's data does not match the manifest."""
         doc = self.bucket.manifest_for_pin(name, version, pin_text)
         files: dict[str, Any] = doc["files"]
+        started = time.monotonic()
         total = self.local.stage(
             name,
             version,
@@ -72,6 +77,7 @@ class Staging:
             lambda rel, dest: self.bucket.download_verified(name, version, rel, files[rel], dest),
             target,
         )
+        self.metrics.downloaded(total, time.monotonic() - started)
         log.info(
             "placed %s version %d (%d files, %d bytes, verified against %s)",
             name,
@@ -99,12 +105,16 @@ class Staging:
         return first_error
 
 
-def reject(name: str, st: ModelState, version: int, reason: str) -> None:
-    """`name`'s pin is rejected (version 0: the pin itself): FAILED, not retried until the pin changes."""
+def reject(name: str, st: ModelState, version: int, err: VersionRejected, metrics: AgentMetrics) -> None:
+    """`name`'s pin is rejected (version 0: the pin itself): FAILED, not retried until the pin
+    changes; counted by its reason."""
+    reason = str(err)
     log.error("%s version %s rejected, not placed: %s", name, version or "?", reason)
     st.transition(
         ReplicaState.FAILED,
         failed={version: reason},
         rejected_etag=st.pin_etag,
         error=f"version {version} rejected: {reason}" if version else reason,
+        reason=err.reason.value,
     )
+    metrics.version_rejected(name, err.reason)

@@ -25,6 +25,9 @@ class ModelState:
     serving: tuple[int, ...] = ()  # the local pin (what Triton is told to serve)
     state: ReplicaState = ReplicaState.PENDING
     error: str | None = None  # one line
+    # Why the pin is not served here while FAILED (exceptions.Rejection's value: bounded, the
+    # agent's metrics label it); set with FAILED, meaningless in any other state.
+    reason: str | None = None
     failed: dict[int, str] = field(default_factory=dict)  # version -> reason (never retried for this pin ETag)
     rejected_etag: str | None = None  # the pin ETag whose version failed / was rejected
     rejected_text: str | None = None  # the pin text that failed (adopted versions: the ETag may be unknown yet)
@@ -36,6 +39,7 @@ class ModelState:
         state: ReplicaState | None = None,
         *,
         error: str | None = _KEEP,
+        reason: str | None = None,
         pin: tuple[str, str] | None = None,
         bucket_pin: tuple[str, str] | None = None,
         pinned: tuple[int, ...] | None = None,
@@ -71,3 +75,5 @@ class ModelState:
             self.state = ReplicaState(state)
         if error is not _KEEP:
             self.error = error
+        if reason is not None:
+            self.reason = reason

@@ -22,6 +22,7 @@ from model_sync.records.codec import ReplicaState, format_time
 from model_sync.serving import smoke as smoke_inference
 
 log = logging.getLogger("model_sync.agent")
+TIMED_OUT = "not READY within"  # how await_loads' reason for a load past --ready-timeout begins
 
 
 class TritonProbe:
@@ -138,7 +139,7 @@ def await_loads(
             ):
                 outcome[name] = reason
             if name not in outcome and now >= started + ready_timeout:
-                outcome[name] = f"not READY within {ready_timeout:.0f}s"
+                outcome[name] = f"{TIMED_OUT} {ready_timeout:.0f}s"
         if len(outcome) == len(waiting) or (give_up is not None and now >= give_up):
             return outcome
         if now >= next_report:

@@ -7,6 +7,7 @@ unpacks into .cache/prometheus (`make unit` depends on it).
                                        targets with the labels a ServiceMonitor would give them,
                                        with a rules file loaded; stopped by the test
     rules_file(groups)                 the PrometheusRule spec's groups as a Prometheus rules file
+    scrape(url)                        one exporter's /metrics, read with prometheus-client's parser
 """
 
 from __future__ import annotations
@@ -36,6 +37,22 @@ def binary(path: Path) -> Path:
             f"{path} is missing: `make prometheus` fetches Debian's prometheus package (make unit does it)"
         )
     return path
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(url: str) -> Samples:
+    """{(sample name, sorted labels): value} of one /metrics page (prometheus-client's parser, not
+    the project's; a counter's sample is named <name>_total)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(url, timeout=5).read().decode()  # noqa: S310 - loopback
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def rules_file(groups: list[dict[str, Any]]) -> str:

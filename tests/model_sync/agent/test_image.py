@@ -96,3 +96,45 @@ def test_agent_command_imports_neither_torch_nor_grpc() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_every_distribution_the_agent_imports_is_pinned_for_the_image() -> None:
+    """The image installs agent-requirements.txt with --no-deps: a package the agent's code imports
+    (its metrics' prometheus-client, botocore, jsonschema...) missing there would fail only in the
+    pod. The agent's modules are followed from its command (lazy imports too), statically."""
+    import importlib.metadata as md
+
+    from tests.support.imports import imports
+    from tests.test_pins import pins
+
+    def module_file(name: str) -> tuple[str, Path] | None:
+        parts = name.split(".")
+        while parts:
+            base = ROOT.joinpath(*parts)
+            for path in (base.with_suffix(".py"), base / "__init__.py"):
+                if path.exists():
+                    return ".".join(parts), path
+            parts.pop()
+        return None
+
+    seen: set[str] = set()
+    todo = ["model_sync.commands.agent", "model_sync.agent.loop", "model_sync.agent.metrics"]
+    third_party: dict[str, str] = {}  # top-level module -> a project module importing it
+    while todo:
+        found = module_file(todo.pop())
+        if found is None or found[0] in seen:
+            continue
+        seen.add(found[0])
+        for imp in imports(found[1]):
+            top = imp.name.split(".")[0]
+            if top == "model_sync":
+                todo.append(imp.name)
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                third_party.setdefault(top, found[0])
+    dists = md.packages_distributions()
+    pinned = set(pins(REQUIREMENTS.read_text()))
+    normal = lambda d: re.sub(r"[-_.]+", "-", d).lower()  # noqa: E731
+    missing = {top: by for top, by in third_party.items() if not {normal(d) for d in dists.get(top, [])} & pinned}
+    assert "prometheus_client" in third_party
+    assert len(seen) > 20
+    assert missing == {}, missing

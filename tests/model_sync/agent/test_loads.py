@@ -16,6 +16,7 @@ import pytest
 from model_sync import environments
 from model_sync.agent.bucket import AgentBucket
 from model_sync.agent.loads import Loads
+from model_sync.agent.metrics import AgentMetrics
 from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.state import ModelState
@@ -62,7 +63,7 @@ def _loads(
     local = PodDisk(repository, staging, stop)
     local.lock()
     probe = TritonProbe(triton_url) if triton_url else None
-    return Loads(settings, models, probe, local, bucket, lambda: None, time.time, stop)  # type: ignore[arg-type]
+    return Loads(settings, models, probe, local, bucket, lambda: None, time.time, stop, AgentMetrics())  # type: ignore[arg-type]
 
 
 def _place(loads: Loads, name: str, version: int, etag: str, fail: bool = False) -> ModelState:

@@ -4,6 +4,7 @@ The agent with a real tritonserver is in tests/model_sync/agent/test_e2e.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -16,6 +17,7 @@ from model_sync.cli import build_parser
 from model_sync.commands import agent as agent_cmd
 from model_sync.contract import layout
 from tests.model_sync.helpers import settings_on
+from tests.support.prometheus import Samples, scrape
 from tests.support.triton import pinned_config
 
 
@@ -43,20 +45,22 @@ def test_cli_parses_agent_options_and_rejects_bad_header(tmp_path: Path) -> None
         ]
     )
     assert args.once is True
-    assert args.interval == 5.0
+    assert agent_cmd.options(args, {})["interval"] == 5.0
     from model_sync import environments, errors
 
     env = environments.resolve("prod", None, "s3://models-prod")
     with pytest.raises(errors.SyncError, match=r"^--triton-header: 'bad'; allowed: NAME:VALUE$"):
-        agent_cmd.build_settings(args, env)
+        agent_cmd.build_settings(args, env, {})
     args.triton_header = ["Triton-Admin-Key: s3cr3t"]
-    s = agent_cmd.build_settings(args, env)
+    s = agent_cmd.build_settings(args, env, {})
     assert s.triton_headers == (("Triton-Admin-Key", "s3cr3t"),)
     assert s.triton_url is None  # --once: the init container does not wait for Triton
     assert s.staging == (tmp_path / ".m.staging")
+    assert (s.max_failures, s.metrics_port) == (5, None)
+    assert agent_cmd.build_settings(args, env, {"MODEL_SYNC_AGENT_MAX_FAILURES": "2"}).max_failures == 2
     args.interval = 0
     with pytest.raises(errors.SyncError, match=r"^interval: 0"):
-        agent_cmd.build_settings(args, env)
+        agent_cmd.build_settings(args, env, {})
 
 
 def test_agent_command_exits_with_usage_code_on_bad_staging(tmp_path: Path) -> None:
@@ -132,10 +136,11 @@ def _adopted(tmp_path: Path, bucket: str, **overrides: object) -> ag.AgentSettin
 
 
 def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, rclone_s3: object) -> None:
-    from tests.support.s3_servers import KEY, SECRET
+    from tests.support.s3_servers import KEY, SECRET, free_port
 
     bucket = rclone_s3.make_bucket("models-denied")  # type: ignore[attr-defined]
-    s = _adopted(tmp_path, bucket)
+    port = free_port()
+    s = _adopted(tmp_path, bucket, metrics_port=port, metrics_address="127.0.0.1")
     stop = threading.Event()
     agent = ag.RepositoryAgent(s, _repo(rclone_s3, bucket, KEY, "wrong-secret"), stop=stop)  # type: ignore[arg-type]
     codes: list[int] = []
@@ -153,6 +158,10 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
         assert "SignatureDoesNotMatch" in (first or "") or "AccessDenied" in (first or ""), first
         assert (s.repository / "add" / "3" / "model.py").read_text() == "# serving\n"  # nothing local touched
         assert "versions: 3" in (s.repository / "add" / "config.pbtxt").read_text()
+        # What Prometheus scrapes meanwhile: failed passes by kind, no successful one yet.
+        denied = _scraped(port)
+        assert denied["model_sync_agent_pass_failures_total", (("kind", "denied"),)] >= 1
+        assert denied["model_sync_agent_last_success_timestamp_seconds", ()] == 0
         # Credentials fixed (e.g. the bucket policy restored): the same loop reports again.
         agent.s3 = _repo(rclone_s3, bucket, KEY, SECRET)  # type: ignore[assignment]
         key = layout.status_key("default", "replica-0")
@@ -163,10 +172,15 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
             20,
             what="status written after recovery, from a good pass",
         )
+        recovered = _scraped(port)
+        assert recovered["model_sync_agent_passes_total", ()] >= 1
+        assert recovered["model_sync_agent_last_success_timestamp_seconds", ()] > 0
     finally:
         stop.set()
         thread.join(timeout=20)
     assert codes == [0]
+    with pytest.raises(OSError, match="Connection refused"):  # the endpoint closed with the agent
+        _scraped(port)
     # Clean exit: the replica's status object is deleted (pods are replaced; verify must not see it).
     assert key not in rclone_s3.keys(bucket)  # type: ignore[attr-defined]
 
@@ -182,11 +196,23 @@ def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rc
     )
     assert denied.run(once=True) == errors.S3
     assert denied.last_error is not None
+    assert _sample(denied, "model_sync_agent_pass_failures_total", kind="denied") == 5  # the default --max-failures
     missing = ag.RepositoryAgent(
         _adopted(tmp_path / "b", "models-absent"), _repo(rclone_s3, "models-absent", KEY, SECRET)
     )  # type: ignore[arg-type]
     assert missing.run(once=True) == errors.S3
     assert "NoSuchBucket" in (missing.last_error or "")
+    assert _sample(missing, "model_sync_agent_pass_failures_total", kind="no-bucket") == 5
+
+
+def _scraped(port: int) -> Samples:
+    return scrape(f"http://127.0.0.1:{port}/metrics")
+
+
+def _sample(agent: ag.RepositoryAgent, name: str, **labels: str) -> float:
+    """One sample of the agent's metrics registry (0 when absent)."""
+    value = agent.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
 
 
 def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, rclone_s3: object) -> None:
@@ -227,7 +253,7 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
         Bucket=bucket, Key=layout.config_key("new"), Body=pinned_config("new", 1).encode()
     )
     s = _adopted(tmp_path, bucket)
-    a = ag.RepositoryAgent(s, _repo(rclone_s3, bucket, KEY, SECRET))  # type: ignore[arg-type]
+    a = ag.RepositoryAgent(dataclasses.replace(s, max_failures=3), _repo(rclone_s3, bucket, KEY, SECRET))  # type: ignore[arg-type]
     calls = []
 
     def no_space(*args: object, **kwargs: object) -> None:
@@ -236,7 +262,9 @@ def test_unclassified_error_is_recorded_and_retried_not_raised(tmp_path: Path, r
 
     a._stage_version = no_space  # type: ignore[method-assign]
     assert a.run(once=True) == errors.UNEXPECTED
-    assert len(calls) == 5
+    assert len(calls) == 3  # --max-failures
+    assert _sample(a, "model_sync_agent_pass_failures_total", kind="other") == 3
+    assert _sample(a, "model_sync_agent_passes_total") == 0
     assert a.last_error is not None
     assert "No space left on device" in a.last_error
     assert not (s.repository / "new").exists()

@@ -1,9 +1,13 @@
-"""The agent's settings are the one source of its defaults: the CLI's option defaults are
-AgentSettings' own, and the package's re-exported names load lazily (building the CLI parser
-reads the settings without importing the rest of the agent: the S3 layer, the records)."""
+"""The agent's settings are the one source of its defaults and its command line: every flag is
+declared once (settings.OPTIONS) with the environment variable that sets it, named in --help
+and docs/agent.md; the CLI's defaults are AgentSettings' own; and the package's re-exported
+names load lazily (building the CLI parser reads the settings without importing the rest of the
+agent: the S3 layer, the records)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,27 +17,98 @@ import pytest
 from model_sync import agent as ag
 from model_sync.agent import settings as agent_settings
 from model_sync.cli import build_parser
+from model_sync.commands import agent as agent_cmd
 from model_sync.contract import layout
 from tests.model_sync.helpers import settings_on
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_cli_defaults_are_the_settings_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MODEL_SYNC_AGENT_INTERVAL", raising=False)
-    args = build_parser().parse_args(["agent", "--env", "prod", "--repository", str(tmp_path / "m")])
+def _parsed(tmp_path: Path, *flags: str) -> object:
+    return build_parser().parse_args(["agent", *flags])
+
+
+def test_cli_defaults_are_the_settings_defaults(tmp_path: Path) -> None:
+    values = agent_cmd.options(_parsed(tmp_path, "--env", "prod", "--repository", str(tmp_path / "m")), {})
     d = agent_settings.defaults()
-    options = {"interval": args.interval, "ready_timeout": args.ready_timeout, "heartbeat": args.heartbeat,
-               "backoff_max": args.backoff_max, "resync": args.full_resync,
-               "keep_versions": args.keep_versions}  # fmt: skip
-    assert options == {k: d[k] for k in options}
+    by_setting = {o.setting: values[o.dest] for o in agent_settings.OPTIONS if o.setting in d}
+    assert by_setting == {k: d[k] for k in by_setting}
+    assert len(by_setting) >= 12
     assert d["ready_timeout"] == 300.0  # what the CLI and docs/agent.md have always said
+    assert (values["deployment"], values["log_level"], values["once"], values["max_failures"]) == (
+        "default",
+        "INFO",
+        False,
+        5,
+    )
 
 
-def test_interval_environment_variable_overrides_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MODEL_SYNC_AGENT_INTERVAL", "7.5")
-    args = build_parser().parse_args(["agent", "--env", "prod", "--repository", str(tmp_path / "m")])
-    assert args.interval == 7.5
+# A valid value of each option through its environment variable, and what it reads as.
+FROM_ENVIRONMENT = {
+    "--env": ("staging", "staging"), "--config": ("/etc/m.yaml", Path("/etc/m.yaml")),
+    "--bucket": ("s3://b/p", "s3://b/p"), "--endpoint-url": ("http://s3:9000", "http://s3:9000"),
+    "--region": ("eu-west-1", "eu-west-1"), "--repository": ("/models", Path("/models")),
+    "--staging-dir": ("/s", Path("/s")), "--once": ("true", True), "--interval": ("7.5", 7.5),
+    "--triton-url": ("http://t:8000", "http://t:8000"), "--triton-header": ("a:1, b:2", ["a:1", "b:2"]),
+    "--ready-timeout": ("9", 9.0), "--deployment": ("d2", "d2"), "--replica-id": ("r9", "r9"),
+    "--model": ("m1,m2", ["m1", "m2"]), "--ready-file": ("/r", Path("/r")), "--heartbeat": ("11", 11.0),
+    "--backoff-max": ("12", 12.0), "--full-resync": ("13", 13.0), "--keep-versions": ("4", 4),
+    "--max-failures": ("3", 3), "--metrics-port": ("8003", 8003), "--metrics-address": ("127.0.0.1", "127.0.0.1"),
+    "--log-level": ("DEBUG", "DEBUG"),
+}  # fmt: skip
+
+
+def test_every_flag_reads_the_environment_variable_its_help_names() -> None:
+    """git-sync's shape for a sidecar: every flag from the environment, named in --help; the flag wins."""
+    assert sorted(FROM_ENVIRONMENT) == sorted(o.flag for o in agent_settings.OPTIONS)
+    environ = {o.variable: FROM_ENVIRONMENT[o.flag][0] for o in agent_settings.OPTIONS}
+    values = agent_cmd.options(build_parser().parse_args(["agent"]), environ)
+    assert {o.flag: values[o.dest] for o in agent_settings.OPTIONS} == {f: v for f, (_, v) in FROM_ENVIRONMENT.items()}
+    flagged = agent_cmd.options(build_parser().parse_args(["agent", "--interval", "2", "--model", "x"]), environ)
+    assert (flagged["interval"], flagged["model"]) == (2.0, ["x"])
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["agent"].format_help().split())  # type: ignore[union-attr]
+    for o in agent_settings.OPTIONS:
+        assert f"${o.variable})" in help_text, o.flag
+    assert "$MODEL_SYNC_AGENT_INTERVAL" in help_text
+    assert "$MODEL_SYNC_CONFIG" in help_text
+
+
+def test_every_setting_but_the_bucket_root_and_env_name_has_one_flag() -> None:
+    fields = {f.name for f in dataclasses.fields(agent_settings.AgentSettings)} - {"root", "env"}
+    settings = [o.setting for o in agent_settings.OPTIONS if o.setting is not None]
+    assert sorted(settings) == sorted(fields)
+
+
+@pytest.mark.parametrize(
+    ("environ", "flags", "message"),
+    [
+        ({"MODEL_SYNC_AGENT_INTERVAL": "soon"}, [],
+         "$MODEL_SYNC_AGENT_INTERVAL: 'soon'; allowed: a number (--interval)"),
+        ({"MODEL_SYNC_AGENT_ONCE": "maybe"}, [],
+         "$MODEL_SYNC_AGENT_ONCE: 'maybe'; allowed: true or false (1/0, yes/no) (--once)"),
+        ({"MODEL_SYNC_AGENT_LOG_LEVEL": "LOUD"}, [],
+         "$MODEL_SYNC_AGENT_LOG_LEVEL: 'LOUD'; allowed: DEBUG, INFO, WARNING, ERROR (--log-level)"),
+        ({}, ["--env", "x"], "--repository: missing; allowed: PATH, or $MODEL_SYNC_AGENT_REPOSITORY"),
+    ],
+)  # fmt: skip
+def test_a_bad_variable_or_a_missing_option_is_one_usage_line(
+    environ: dict[str, str], flags: list[str], message: str
+) -> None:
+    from model_sync import errors
+
+    base = {"MODEL_SYNC_AGENT_ENV": "prod", "MODEL_SYNC_AGENT_REPOSITORY": "/m"} if not flags else {}
+    with pytest.raises(errors.SyncError) as e:
+        agent_cmd.options(build_parser().parse_args(["agent", *flags]), {**base, **environ})
+    assert (e.value.code, str(e.value)) == (errors.USAGE, message)
+
+
+def test_docs_list_every_flag_with_its_default_and_variable() -> None:
+    """docs/agent.md's flag table is the declaration's: one row per option, its variable beside it."""
+    text = (ROOT / "docs" / "agent.md").read_text()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(--[a-z-]+)[^|]*\|.*$", text, re.M)}
+    for o in agent_settings.OPTIONS:
+        assert o.flag in rows, o.flag
+        assert f"`${o.variable}`" in rows[o.flag], rows[o.flag]
 
 
 def test_defaults_list_only_fields_with_a_default() -> None:
@@ -82,6 +157,9 @@ def test_building_the_parser_loads_only_the_settings() -> None:
             r"^triton_url: '127.0.0.1:8000'; allowed: http\(s\)://host:port without a path$",
         ),
         ({"triton_url": "http://h:8000/v2"}, r"^triton_url: .*allowed"),
+        ({"max_failures": 0}, r"^max_failures: 0; allowed: an integer >= 1$"),
+        ({"metrics_port": 70000}, r"^metrics_port: 70000; allowed: a TCP port 1-65535, or none$"),
+        ({"metrics_address": "pod"}, r"^metrics_address: 'pod'; allowed: an IP address"),
     ],
 )
 def test_settings_reject_bad_values(tmp_path: Path, overrides: dict[str, object], match: str) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from model_sync.agent.exceptions import VersionRejected
+from model_sync.agent.exceptions import Rejection, VersionRejected
+from model_sync.agent.metrics import AgentMetrics, state_of
 from model_sync.agent.pod_disk import PodDisk
 from model_sync.agent.settings import AgentSettings
 from model_sync.agent.staging import Staging, reject
@@ -17,7 +18,7 @@ from model_sync.records.codec import ReplicaState
 
 class RejectingBucket:
     def manifest_for_pin(self, name: str, version: int, pin_text: str) -> dict[str, object]:
-        raise VersionRejected(f"manifest of {name} version {version}: sha256 mismatch")
+        raise VersionRejected(f"manifest of {name} version {version}: sha256 mismatch", Rejection.CHECKSUM_MISMATCH)
 
 
 class FailingLoads:
@@ -41,7 +42,7 @@ def _staging(tmp_path: Path, models: dict[str, ModelState], bucket: object, load
     )
     local = PodDisk(settings.repository, settings.staging, threading.Event())
     local.lock()
-    return Staging(settings, models, bucket, local, loads)  # type: ignore[arg-type]
+    return Staging(settings, models, bucket, local, loads, AgentMetrics())  # type: ignore[arg-type]
 
 
 def test_a_rejected_version_fails_the_pin_and_leaves_no_build(tmp_path: Path) -> None:
@@ -50,6 +51,8 @@ def test_a_rejected_version_fails_the_pin_and_leaves_no_build(tmp_path: Path) ->
     assert staging.stage_pin("m", st) is False
     assert (st.state, st.rejected_etag, list(st.failed)) == (ReplicaState.FAILED, "e1", [2])
     assert st.error == "version 2 rejected: manifest of m version 2: sha256 mismatch"
+    assert state_of(st) == ("REJECTED", "checksum_mismatch")
+    assert staging.metrics.rejected.labels("m", "checksum_mismatch")._value.get() == 1
     assert staging.builds == {}
     assert list(staging.local.staging.iterdir()) == []
 
@@ -72,7 +75,7 @@ def test_commit_places_every_build_and_reports_the_one_that_fails(tmp_path: Path
 
 def test_a_rejected_pin_names_no_version() -> None:
     st = ModelState(pin_etag="e3")
-    reject("m", st, 0, "config.pbtxt: no version_policy")
+    reject("m", st, 0, VersionRejected("config.pbtxt: no version_policy", Rejection.PIN_INVALID), AgentMetrics())
     assert (st.state, st.error, st.rejected_etag, st.failed) == (
         ReplicaState.FAILED,
         "config.pbtxt: no version_policy",

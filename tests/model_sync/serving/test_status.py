@@ -96,10 +96,8 @@ def test_status_says_when_the_pin_index_and_the_pin_disagree(pushed, capsys, tmp
         "detail": "the pin names version 1, its pin-index entry version 2",
     }
     cfg = tmp_path / "status.yaml"
-    cfg.write_text(
-        json.dumps({"environments": {"staging": {"bucket": f"s3://{bucket}", "endpointUrl": moto_s3.endpoint,
-                                                 "region": "us-east-1"}}})  # fmt: skip
-    )
+    env = {"bucket": f"s3://{bucket}", "endpointUrl": moto_s3.endpoint, "region": "us-east-1"}
+    cfg.write_text(json.dumps({"environments": {"staging": env}}))
     out = run_cli(capsys, "status", "--config", str(cfg)).out
     assert (
         "PIN INDEX DISAGREES: simple in staging: the pin names version 1, its pin-index entry version 2; the agents "
