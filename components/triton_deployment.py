@@ -15,8 +15,9 @@ Per deployment `<d>` (objects named `triton-<d>` unless noted):
   never inside it: Triton would take it for a model) and moves verified versions in by
   atomic rename, then flips config.pbtxt pins the same way.
 - Service (8000 http, 8001 grpc, 8002 `metrics`), PodDisruptionBudget, NetworkPolicy,
-  and when monitoring is on, a HorizontalPodAutoscaler on per-request queue time and a
-  ServiceMonitor on the `metrics` port.
+  and when monitoring is on, a HorizontalPodAutoscaler on per-request queue time, a
+  ServiceMonitor on the `metrics` port and a PodMonitor on the agent sidecar's own
+  `agent-metrics` port (8003: model_sync/agent/metrics.py), which only Prometheus may reach.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ from model_sync.contract import layout
 HTTP_PORT = 8000
 GRPC_PORT = 8001
 METRICS_PORT = 8002
+# The agent sidecar's own /metrics (model_sync agent --metrics-port), scraped through the PodMonitor.
+AGENT_METRICS_PORT = 8003
+AGENT_METRICS_PORT_NAME = "agent-metrics"
 UID = 1000  # the NGC image's `triton-server` user
 
 MODELS_MOUNT = "/models"
@@ -223,6 +227,8 @@ def agent_command(
         return [*cmd, "--once"]
     return [
         *cmd,
+        "--metrics-port",
+        str(AGENT_METRICS_PORT),
         "--interval",
         str(d.agent_interval_seconds),
         "--ready-file",
@@ -325,6 +331,7 @@ def pod_spec(
         # A native sidecar: started before tritonserver, stopped after it.
         # ref: https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
         "restartPolicy": "Always",
+        "ports": [{"name": AGENT_METRICS_PORT_NAME, "containerPort": AGENT_METRICS_PORT, "protocol": "TCP"}],
         # Pod readiness = every placed model READY (the agent's marker). Triton's own
         # /v2/health/ready latches not-ready after any failed load in poll mode (measured on
         # 2.51), so it cannot gate traffic without one bad push draining every replica.
@@ -527,9 +534,9 @@ def _ns_selector(namespace: str) -> dict[str, Any]:
 def network_policy_spec(
     d: TritonDeploymentConfig, *, ingress_namespace: str, monitoring_namespace: str
 ) -> dict[str, Any]:
-    """Ingress: Traefik to http/grpc, Prometheus to metrics, nothing else. Egress: DNS,
-    HTTPS (S3 through the gateway endpoint uses S3's public addresses; IMDS excluded) and
-    the EKS Pod Identity agent (credentials)."""
+    """Ingress: Traefik to http/grpc, Prometheus to Triton's and the agent's metrics, nothing
+    else. Egress: DNS, HTTPS (S3 through the gateway endpoint uses S3's public addresses; IMDS
+    excluded) and the EKS Pod Identity agent (credentials)."""
     tcp = "TCP"
     return {
         "podSelector": {"matchLabels": selector_labels(d)},
@@ -551,7 +558,7 @@ def network_policy_spec(
                         "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS},
                     }
                 ],
-                "ports": [{"port": METRICS_PORT, "protocol": tcp}],
+                "ports": [{"port": METRICS_PORT, "protocol": tcp}, {"port": AGENT_METRICS_PORT, "protocol": tcp}],
             },
         ],
         "egress": [
@@ -581,6 +588,20 @@ def service_monitor_spec(d: TritonDeploymentConfig, namespace: str) -> dict[str,
     }
 
 
+def pod_monitor_spec(d: TritonDeploymentConfig, namespace: str) -> dict[str, Any]:
+    """The agent sidecar's /metrics, scraped from every pod (ready or not: a replica whose agent
+    cannot reach S3 is exactly one to hear from). Prometheus discovers a native sidecar's ports
+    like any container's."""
+    # ref: https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.PodMonitor
+    return {
+        "selector": {"matchLabels": selector_labels(d)},
+        "namespaceSelector": {"matchNames": [namespace]},
+        "podMetricsEndpoints": [
+            {"port": AGENT_METRICS_PORT_NAME, "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
+        ],
+    }
+
+
 # --------------------------------------------------------------------------------------
 # The component.
 # --------------------------------------------------------------------------------------
@@ -592,7 +613,7 @@ def _typed(value: dict[str, Any]) -> Any:
 
 
 class TritonDeployment(pulumi.ComponentResource):
-    """A Triton deployment with its agent, Service, PDB, NetworkPolicy, HPA and ServiceMonitor."""
+    """A Triton deployment with its agent, Service, PDB, NetworkPolicy, HPA, ServiceMonitor and PodMonitor."""
 
     service_name: pulumi.Output[str]
     deployment_name: pulumi.Output[str]
@@ -668,6 +689,7 @@ class TritonDeployment(pulumi.ComponentResource):
 
         self.hpa: k8s.autoscaling.v2.HorizontalPodAutoscaler | None = None
         self.service_monitor: k8s.apiextensions.CustomResource | None = None
+        self.pod_monitor: k8s.apiextensions.CustomResource | None = None
         if args.monitoring:
             self.hpa = k8s.autoscaling.v2.HorizontalPodAutoscaler(
                 f"{name}-hpa", metadata=meta(app), spec=_typed(hpa_spec(d)), opts=child
@@ -678,6 +700,14 @@ class TritonDeployment(pulumi.ComponentResource):
                 kind="ServiceMonitor",
                 metadata=meta(app),
                 spec=_typed(service_monitor_spec(d, args.namespace)),
+                opts=child,
+            )
+            self.pod_monitor = k8s.apiextensions.CustomResource(
+                f"{name}-pod-monitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="PodMonitor",
+                metadata=meta(f"{app}-agent"),
+                spec=_typed(pod_monitor_spec(d, args.namespace)),
                 opts=child,
             )
 

@@ -45,12 +45,13 @@ ADAPTER_PORT = 6443  # prometheus-adapter's aggregated API (custom.metrics.k8s.i
 KUBE_STATE_METRICS_PORT = 8080
 CONFIG_RELOADER_PORT = 8080  # the operator's config-reloader sidecars (reloader-web)
 # Every pod port the cluster's ServiceMonitors scrape (tests/manifests/test_network_policies.py
-# checks each monitor's targets): Triton 8002, DCGM 9400, the cluster autoscaler 8085, CoreDNS
+# checks each monitor's targets): Triton 8002, its agent 8003, DCGM 9400, the cluster autoscaler 8085, CoreDNS
 # 9153, and in this namespace Prometheus 9090, Alertmanager 9093, Grafana 3000,
 # kube-state-metrics 8080, the operator 10250 and the config reloaders 8080. (Traefik,
 # cert-manager, Loki and Alloy have no ServiceMonitor: their metrics ports stay closed.)
 SCRAPE_PORTS = (
     8002,
+    8003,
     9400,
     8085,
     9153,

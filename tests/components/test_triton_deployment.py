@@ -248,6 +248,11 @@ def test_agent_init_and_sidecar(staging: Run) -> None:
     assert sidecar["restartPolicy"] == "Always"
     cmd = sidecar["command"]
     assert cmd[cmd.index("--interval") + 1] == "10"
+    # The sidecar serves its own /metrics on a named port; the init container (one pass) does not.
+    assert cmd[cmd.index("--metrics-port") + 1] == "8003"
+    assert "--metrics-port" not in init["command"]
+    assert sidecar["ports"] == [{"name": "agent-metrics", "containerPort": 8003, "protocol": "TCP"}]
+    assert "ports" not in init
     assert cmd[cmd.index("--repository") + 1] == REPOSITORY_DIR
     assert cmd[cmd.index("--staging-dir") + 1] == STAGING_DIR
     assert not STAGING_DIR.startswith(REPOSITORY_DIR + "/")
@@ -348,13 +353,18 @@ def test_rollout_pdb_and_hpa(prod: Run) -> None:
     assert spec["behavior"]["scaleUp"]["stabilizationWindowSeconds"] == 30
 
 
-def test_service_ports_and_service_monitor(staging: Run) -> None:
+def test_service_ports_service_monitor_and_the_agents_pod_monitor(staging: Run) -> None:
     svc = _obj(staging, "Service", "triton-default")["spec"]
     assert {(p["name"], p["port"]) for p in svc["ports"]} == {("http", 8000), ("grpc", 8001), ("metrics", 8002)}
     assert svc["type"] == "ClusterIP"
     sm = _obj(staging, "ServiceMonitor", "triton-default")["spec"]
     assert [e["port"] for e in sm["endpoints"]] == ["metrics"]
     assert sm["selector"]["matchLabels"] == svc["selector"]
+    # The agent's metrics: every pod, ready or not (the Service lists only ready ones).
+    pm = _obj(staging, "PodMonitor", "triton-default-agent")["spec"]
+    assert [e["port"] for e in pm["podMetricsEndpoints"]] == ["agent-metrics"]
+    assert pm["selector"]["matchLabels"] == svc["selector"]
+    assert pm["namespaceSelector"] == {"matchNames": [naming.TRITON_NAMESPACE]}
 
 
 def test_network_policy_admits_only_ingress_and_prometheus(dev: Run) -> None:
@@ -367,7 +377,7 @@ def test_network_policy_admits_only_ingress_and_prometheus(dev: Run) -> None:
         )
         for r in np["ingress"]
     }
-    assert sources == {(naming.INGRESS_NAMESPACE, (8000, 8001)), (naming.MONITORING_NAMESPACE, (8002,))}
+    assert sources == {(naming.INGRESS_NAMESPACE, (8000, 8001)), (naming.MONITORING_NAMESPACE, (8002, 8003))}
     egress_ports = sorted({p["port"] for r in np["egress"] for p in r["ports"]})
     assert egress_ports == [53, 80, 443]
     https = next(r for r in np["egress"] if r["ports"][0]["port"] == 443)
@@ -392,6 +402,7 @@ def test_monitoring_disabled_drops_hpa_and_service_monitor() -> None:
     assert "Deployment" in kinds
     assert "HorizontalPodAutoscaler" not in kinds
     assert "ServiceMonitor" not in kinds
+    assert "PodMonitor" not in kinds
     assert "PrometheusRule" not in kinds
     assert not [
         r
@@ -455,6 +466,7 @@ def test_resource_of_record_types(dev: Run) -> None:
         "HorizontalPodAutoscaler",
         "NetworkPolicy",
         "PodDisruptionBudget",
+        "PodMonitor",
         "Secret",
         "Service",
         "ServiceAccount",

@@ -147,6 +147,13 @@ def pod_spec(doc: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def running_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The containers that run beside each other in a pod: its containers and its native sidecars
+    (init containers with restartPolicy Always), whose ports Prometheus' pod discovery lists too."""
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    return [*(spec.get("containers") or []), *sidecars]
+
+
 def pod_labels(doc: dict[str, Any]) -> dict[str, str]:
     if doc["kind"] == "Pod":
         return dict(doc["metadata"].get("labels") or {})

@@ -13,7 +13,7 @@ from kubernetes_validate.utils import ValidationError
 
 from components.gpu import gpu_contract
 from tests.conftest import STACKS
-from tests.manifests._cluster import Cluster, Obj, cluster, pod_labels, pod_spec, selects
+from tests.manifests._cluster import Cluster, Obj, cluster, pod_labels, pod_spec, running_containers, selects
 from tests.manifests._validators import CrdSchemas, validate_builtin
 from tools.helm_template import builtin_api_versions
 
@@ -277,9 +277,7 @@ def test_every_monitor_selects_what_exists_with_the_named_port(stack: str) -> No
                 if in_ns(o.namespace) and selects(spec.get("selector"), pod_labels(o.doc))
             ]
             chosen = pods  # type: ignore[assignment]
-            ports = {
-                p.get("name") for _, sp in pods for ctr in sp.get("containers") or [] for p in ctr.get("ports") or []
-            }
+            ports = {p.get("name") for _, sp in pods for ctr in running_containers(sp) for p in ctr.get("ports") or []}
             wanted = {e["port"] for e in spec.get("podMetricsEndpoints") or [] if "port" in e}
         if not chosen:
             problems.append(f"{m} selects nothing that exists")

@@ -14,7 +14,7 @@ import yaml
 
 from components.kubernetes import naming
 from tests.conftest import STACKS, stack_run
-from tests.manifests._cluster import Cluster, cluster, pod_labels, pod_spec, selects
+from tests.manifests._cluster import Cluster, cluster, pod_labels, pod_spec, running_containers, selects
 from tests.manifests._network import Endpoint, Network
 from tests.manifests.test_cluster import OUTSIDE_THE_RENDER
 from tests.pulumi_kit import stack_config
@@ -58,7 +58,7 @@ class World:
                 continue
             ports = {
                 p["name"]: int(p["containerPort"])
-                for ctr in spec.get("containers") or []
+                for ctr in running_containers(spec)
                 for p in ctr.get("ports") or []
                 if "name" in p
             }
@@ -174,6 +174,20 @@ def _flows(w: World) -> list[tuple[str, list[Endpoint], list[tuple[Endpoint, int
                                 "TCP",
                             )
                         )
+    # Every pod monitor's pods, from Prometheus (the agent sidecar's metrics port, on every pod).
+    for m in c.of_kind("PodMonitor"):
+        spec = m.doc["spec"]
+        names = set((spec.get("namespaceSelector") or {}).get("matchNames") or [m.namespace])
+        wanted = {e["port"] for e in spec.get("podMetricsEndpoints") or []}
+        targets = [
+            (pod, pod.ports[port])
+            for pod in w.pods
+            if pod.namespace in names and selects(spec.get("selector"), pod.labels)
+            for port in wanted
+            if port in pod.ports
+        ]
+        assert targets, f"{m} selects no pod port"
+        flows.append((f"scrape {m}", prometheus, targets, "TCP"))
     # Grafana's datasources, the adapter's Prometheus, Alloy's Loki, Prometheus' Alertmanagers.
     grafana = w.select("monitoring", {"app.kubernetes.io/name": "grafana"})
     for o in c.of_kind("ConfigMap", "Secret"):
@@ -316,6 +330,8 @@ def test_what_no_workload_needs_is_denied(stack: str) -> None:
         (w.internet, webhook, 10250),
         (traefik, grafana, 3000),
         (traefik, triton, 8002),
+        (traefik, triton, 8003),  # the agent's metrics: Prometheus only
+        (grafana, triton, 8003),
         (traefik, w.internet, 443),
         (traefik, imds, 80),
         (triton, imds, 80),

@@ -26,6 +26,7 @@ EXPECTED = {
     "HorizontalPodAutoscaler",
     "NetworkPolicy",
     "ServiceMonitor",
+    "PodMonitor",
     "PrometheusRule",
     "ConfigMap",
     "ClusterIssuer",
@@ -105,6 +106,7 @@ def schemas() -> CrdSchemas:
 def test_crd_validator_accepts_the_program_resources(schemas: CrdSchemas) -> None:
     for kind, name in (
         ("ServiceMonitor", "triton-default"),
+        ("PodMonitor", "triton-default-agent"),
         ("Middleware", "triton-ratelimit"),
         ("Certificate", "triton-tls"),
     ):
@@ -118,6 +120,9 @@ def test_crd_validator_rejects_unknown_fields_bad_types_and_scope(schemas: CrdSc
     monitor = _program_cr("ServiceMonitor", "triton-default")
     monitor["spec"]["endpoints"][0]["port"] = 8002  # a port NAME, not a number
     assert any("endpoints.0.port" in p for p in schemas.validate(monitor, "1.33"))
+    pods = _program_cr("PodMonitor", "triton-default-agent")
+    pods["spec"]["podMetricsEndpoints"][0]["prot"] = "agent-metrics"
+    assert any("prot" in p for p in schemas.validate(pods, "1.33"))
 
     limit = _program_cr("Middleware", "triton-ratelimit")
     limit["spec"]["rateLimit"]["bursst"] = 3
