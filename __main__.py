@@ -138,7 +138,9 @@ monitoring = (
         "monitoring",
         MonitoringArgs(
             deployments=tuple(
-                MonitoredDeployment(d.name, d.queue_time_target_microseconds, d.canary.deadline_seconds)
+                MonitoredDeployment(
+                    d.name, d.queue_time_target_microseconds, d.canary.deadline_seconds, d.canary.load_timeout_seconds
+                )
                 for d in config.triton_deployments
             ),
             # The cluster's subnets (EksClusterArgs.subnet_ids): where the API server's proxy comes from.

@@ -4,7 +4,9 @@ with a `runbook_url` to its section of docs/runbooks.md.
 
 Alerts: queue p99, failure ratio (all requests failing included), no ready replica, model load
 failures, restarts, a gray release left running past its deadline (two versions of a model
-taking requests), GPU idle, GPU saturated.
+taking requests), the repository agent's (components/monitoring/agent.py: a replica's agent
+behind its peers, a pinned version rejected or failed, a pin not served within the load timeout),
+GPU idle, GPU saturated.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from components.kubernetes import naming
+from components.monitoring.agent import AgentAlertTiming, agent_rules
 from components.monitoring.queries import (
     AGENT_SIDECAR,
     CANARY_WINDOW,
     TRITON_CONTAINER,
+    duration_of,
     duration_seconds,
     failure_ratio_query,
 )
@@ -52,13 +56,6 @@ def _with_runbook(rule: dict[str, Any], page: str) -> dict[str, Any]:
     return {**rule, "annotations": {**rule["annotations"], "runbook_url": runbook_url(page, rule["alert"])}}
 
 
-def _duration(seconds: int) -> tuple[str, str]:
-    """(PromQL duration, words) of a whole number of seconds: minutes where they are whole."""
-    if seconds % 60 == 0:
-        return f"{seconds // 60}m", f"{seconds // 60} minutes"
-    return f"{seconds}s", f"{seconds} seconds"
-
-
 def canary_stuck_rule(ns: str, d: MonitoredDeployment) -> dict[str, Any]:
     """TritonCanaryStuck for deployment `d`: a model of its pods with two (or more) versions taking
     requests, for longer than a gray release may run. The wait is the deadline plus CANARY_WINDOW:
@@ -68,8 +65,8 @@ def canary_stuck_rule(ns: str, d: MonitoredDeployment) -> dict[str, Any]:
     versions = (
         f"count by (namespace, model, version) (rate(nv_inference_request_success{{{pods}}}[{CANARY_WINDOW}]) > 0)"
     )
-    wait, wait_words = _duration(d.canary_deadline_seconds + duration_seconds(CANARY_WINDOW))
-    _, deadline_words = _duration(d.canary_deadline_seconds)
+    wait, wait_words = duration_of(d.canary_deadline_seconds + duration_seconds(CANARY_WINDOW))
+    _, deadline_words = duration_of(d.canary_deadline_seconds)
     return {
         "alert": "TritonCanaryStuck",
         "expr": f"count by (namespace, model) ({versions}) > 1",
@@ -107,10 +104,12 @@ def restarting_rule(alert: str, restarts: str, who: str, why: str) -> dict[str, 
     }
 
 
-def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
+def alert_rule_groups(args: MonitoringArgs, agent_timing: AgentAlertTiming | None = None) -> list[dict[str, Any]]:
     """The PrometheusRule's groups: `triton` (per deployment: queue p99 and a stuck gray release; then
-    the namespace's failure ratio, readiness, load failures and restarts) and `gpu` (DCGM). Every rule's
-    annotations carry `runbook_url`: `<args.runbooks_url>#<alert name in lower case>`."""
+    the namespace's failure ratio, readiness, load failures and restarts), `model-sync-agent` (per
+    deployment, on the agent's own metrics: components/monitoring/agent.py, its waits from
+    `agent_timing`) and `gpu` (DCGM). Every rule's annotations carry `runbook_url`:
+    `<args.runbooks_url>#<alert name in lower case>`."""
     ns = f'namespace="{args.triton_namespace}"'
     triton: list[dict[str, Any]] = []
     for d in args.deployments:
@@ -234,8 +233,9 @@ def alert_rule_groups(args: MonitoringArgs) -> list[dict[str, Any]]:
             },
         },
     ]
+    agent = [rule for d in args.deployments for rule in agent_rules(args.triton_namespace, d, agent_timing)]
     # Every rule links its runbook section, added here so that no rule can go without one.
     return [
         {"name": name, "rules": [_with_runbook(r, args.runbooks_url) for r in rules]}
-        for name, rules in (("triton", triton), ("gpu", gpu))
+        for name, rules in (("triton", triton), ("model-sync-agent", agent), ("gpu", gpu))
     ]

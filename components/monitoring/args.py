@@ -17,21 +17,28 @@ RUNBOOKS_URL = re.compile(r"https://[^\s/?#]+/[^\s?#]*")
 
 @dataclass(frozen=True)
 class MonitoredDeployment:
-    """A Triton deployment the alerts cover: its name, HPA queue-time target (µs) and the
-    deadline of its gray releases (`tritonDeployments.<d>.canary.deadlineSeconds`, bounded by
-    model_sync/contract/canary_policy.py), past which two versions taking requests is an alert."""
+    """A Triton deployment the alerts cover: its name, HPA queue-time target (µs), the deadline of
+    its gray releases (`tritonDeployments.<d>.canary.deadlineSeconds`, bounded by
+    model_sync/contract/canary_policy.py), past which two versions taking requests is an alert, and
+    its load timeout (`canary.loadTimeoutSeconds`), past which a replica pinning a version it does
+    not serve is one (TritonPinNotServed; default CanaryPolicy's)."""
 
     name: str
     queue_time_target_microseconds: int
     canary_deadline_seconds: int
+    load_timeout_seconds: int = 300
 
     def __post_init__(self) -> None:
-        d = self.canary_deadline_seconds
-        if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
-            raise ValueError(
-                f"MonitoredDeployment.canary_deadline_seconds: {d!r} is not allowed; allowed: a positive number of "
-                "seconds (the deployment's canary.deadlineSeconds)"
-            )
+        for fname, key in (
+            ("canary_deadline_seconds", "deadlineSeconds"),
+            ("load_timeout_seconds", "loadTimeoutSeconds"),
+        ):
+            d = getattr(self, fname)
+            if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+                raise ValueError(
+                    f"MonitoredDeployment.{fname}: {d!r} is not allowed; allowed: a positive number of seconds (the "
+                    f"deployment's canary.{key})"
+                )
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """The Grafana dashboard `Triton inference + GPU` (its JSON model): request, failure, queue and GPU
-panels, the `Canary vs stable` row and the Loki log panels, filtered by a `model` variable."""
+panels, the `Canary vs stable` row, the Loki log panels and the `Repository agent` row (agent_row),
+filtered by a `model` variable."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from components.monitoring.agent import agent_panel_queries
 from components.monitoring.queries import canary_queries, failure_ratio_query, log_queries, queue_time_query
 
 if TYPE_CHECKING:
@@ -43,6 +45,24 @@ def _log_panel(pid: int, title: str, expr: str, y: int, x: int) -> dict[str, Any
         },
         "targets": [{"refId": "A", "expr": expr, "queryType": "range"}],
     }
+
+
+def agent_row(triton_namespace: str, first_id: int, y: int) -> list[dict[str, Any]]:
+    """The `Repository agent` row, from row `y` on: the agent's own metrics
+    (components/monitoring/agent.py's queries), two panels side by side."""
+    panels: list[dict[str, Any]] = [
+        {
+            "id": first_id,
+            "type": "row",
+            "title": "Repository agent",
+            "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+            "panels": [],
+        }
+    ]
+    for i, (title, (expr, unit, legend)) in enumerate(agent_panel_queries(triton_namespace).items()):
+        panels.append(_panel(first_id + 1 + i, title, expr, unit, y + 1 + 8 * (i // 2), 12 * (i % 2), legend))
+    return panels
 
 
 def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...]) -> dict[str, Any]:
@@ -126,6 +146,7 @@ def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...
         panels.append(_panel(len(panels) + 1, title, expr, unit, 33, 8 * i, "{{model}} v{{version}}", w=8))
     for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
         panels.append(_log_panel(len(panels) + 1, title, expr, 41 + 10 * (i // 2), 12 * (i % 2)))
+    panels += agent_row(triton_namespace, len(panels) + 1, max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels))
     return {
         "uid": "triton-platform",
         "title": "Triton inference + GPU",

@@ -36,6 +36,15 @@ def duration_seconds(duration: str) -> int:
     return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
 
 
+def duration_of(seconds: int) -> tuple[str, str]:
+    """(PromQL duration, words) of a whole number of seconds: minutes where they are whole
+    (an alert's `for:` and the wait its summary states)."""
+    if seconds % 60 == 0:
+        minutes = seconds // 60
+        return f"{minutes}m", f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds}s", f"{seconds} second{'s' if seconds != 1 else ''}"
+
+
 def queue_time_query(
     matchers: str = "<<.LabelMatchers>>", group_by: str = "<<.GroupBy>>", window: str = QUEUE_WINDOW
 ) -> str:

@@ -1,5 +1,6 @@
 """The dashboard ConfigMap as prod records it: labelled for Grafana's sidecar, the Triton and GPU panels,
-the `Canary vs stable` row. (Its queries on a real Prometheus: test_rules.py.)"""
+the `Canary vs stable` row, the `Repository agent` row below everything. (Its queries on a real
+Prometheus: test_rules.py and test_e2e.py.)"""
 
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ def test_dashboard_is_labelled_for_grafana_and_queries_triton_and_the_gpus(prod:
 def test_canary_vs_stable_row_compares_versions_side_by_side(prod: Run) -> None:
     board = json.loads(recorded(prod, "ConfigMap", "triton-dashboard")["data"]["triton.json"])
     panels = board["panels"]
-    (row,) = [p for p in panels if p["type"] == "row"]
-    assert row["title"] == "Canary vs stable"
+    (row,) = [p for p in panels if p["type"] == "row" and p["title"] == "Canary vs stable"]
     following = [p for p in panels if p["gridPos"]["y"] == row["gridPos"]["y"] + 1]
     assert [p["title"] for p in following] == [
         "Canary vs stable: requests / s by version",
@@ -44,3 +44,17 @@ def test_canary_vs_stable_row_compares_versions_side_by_side(prod: Run) -> None:
     assert p99 == (
         'max by (model, version) (nv_inference_request_summary_us{namespace="triton",model=~"$model",quantile="0.99"})'
     )
+
+
+def test_repository_agent_row_comes_last_on_the_agents_own_metrics(prod: Run) -> None:
+    board = json.loads(recorded(prod, "ConfigMap", "triton-dashboard")["data"]["triton.json"])
+    panels = board["panels"]
+    (row,) = [p for p in panels if p["type"] == "row" and p["title"] == "Repository agent"]
+    below = [p for p in panels if p["gridPos"]["y"] > row["gridPos"]["y"]]
+    above = [p for p in panels if p["gridPos"]["y"] < row["gridPos"]["y"]]
+    assert max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in above) == row["gridPos"]["y"]  # nothing overlaps
+    assert len(below) == 6
+    assert all(p["title"].startswith("Agent: ") for p in below)
+    assert all("model_sync_agent_" in p["targets"][0]["expr"] for p in below)
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))

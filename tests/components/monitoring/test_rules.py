@@ -47,9 +47,15 @@ def labels_of(series: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="([^"]*)"', series))
 
 
-def expected_alert(rule: dict[str, Any], series_labels: dict[str, str]) -> dict[str, Any]:
+def expected_alert(rule: dict[str, Any], series_labels: dict[str, str], value: str = "") -> dict[str, Any]:
+    """The alert promtool should see: the series' labels and the rule's, its annotations rendered
+    (`value`: how `{{ $value }}` renders, e.g. "7")."""
     labels = {**series_labels, **rule["labels"]}
-    render = lambda text: re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)  # noqa: E731
+
+    def render(text: str) -> str:
+        text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)
+        return text.replace("{{ $value }}", value)
+
     return {"exp_labels": labels, "exp_annotations": {k: render(v) for k, v in rule["annotations"].items()}}
 
 
@@ -59,7 +65,7 @@ def run_tests(groups: list[dict[str, Any]], tests: list[dict[str, Any]], tmp: Pa
 
 
 def fires_after_claim(
-    rule: dict[str, Any], series: list[dict[str, str]], active_at: int, labels: dict[str, str]
+    rule: dict[str, Any], series: list[dict[str, str]], active_at: int, labels: dict[str, str], value: str = ""
 ) -> dict[str, Any]:
     """A promtool test: condition true from minute `active_at`; silent one minute before the
     claimed wait has passed, firing (with these labels and rendered annotations) at it."""
@@ -72,7 +78,7 @@ def fires_after_claim(
             {
                 "eval_time": f"{active_at + wait}m",
                 "alertname": rule["alert"],
-                "exp_alerts": [expected_alert(rule, labels)],
+                "exp_alerts": [expected_alert(rule, labels, value)],
             },
         ],
     }
@@ -117,6 +123,9 @@ def test_every_alert_states_the_wait_promtool_sees(prod: Run) -> None:
         "TritonServerRestarting",
         "TritonAgentRestarting",
         "TritonCanaryStuck",
+        "TritonAgentStale",
+        "TritonPinnedVersionFailed",
+        "TritonPinNotServed",
         "GpuIdle",
         "GpuSaturated",
     }
@@ -221,6 +230,84 @@ def test_model_load_failure_reads_the_native_sidecars_readiness(prod: Run, tmp_p
             never_fires(
                 rule, [s(f'kube_pod_init_container_status_ready{{{pod},container="agent"}}', "1x30"), live], [16, 30]
             ),
+        ],
+        tmp_path,
+    )
+
+
+def agent(pod: str = POD) -> str:
+    """The labels of a pod's agent series, as its deployment's PodMonitor scrapes them."""
+    return (
+        f'namespace="{NS}",pod="{pod}",container="agent",endpoint="agent-metrics",'
+        'job="triton/triton-default-agent",instance="10.0.2.7:8003"'
+    )
+
+
+PEER = "triton-default-7c9d8-fghij"  # another replica of the same deployment
+LAST_PASS = "model_sync_agent_last_success_timestamp_seconds"
+
+
+def test_agent_stale_fires_for_the_replica_behind_while_a_peer_passes(prod: Run, tmp_path: Path) -> None:
+    """A last pass older than 10 minutes, from the first evaluation it is (strictly older), fires
+    after the claimed wait; with every replica behind (the bucket, not one replica) or no peer, it
+    stays silent. (The gauge's value is the pass's time: `0+60xN` keeps pace with the clock.)"""
+    groups = program_rules(prod)
+    rule = alert(groups, "TritonAgentStale", "default")
+    current = s(f"{LAST_PASS}{{{agent(PEER)}}}", "0+60x40")
+    behind = s(f"{LAST_PASS}{{{agent()}}}", "0+60x5 300x35")  # its last pass at minute 5
+    other_deployment = s(f"{LAST_PASS}{{{agent('triton-large-5f6d7-zyxwv')}}}", "0+60x40")
+    run_tests(
+        groups,
+        [
+            fires_after_claim(rule, [current, behind], 16, labels_of(agent())),  # 600 s old at minute 15
+            never_fires(rule, [behind, s(f"{LAST_PASS}{{{agent(PEER)}}}", "0+60x5 300x35")], [18, 30]),
+            never_fires(rule, [behind, other_deployment], [18, 30]),
+        ],
+        tmp_path,
+    )
+
+
+def test_pinned_version_failed_fires_per_model_state_and_reason(prod: Run, tmp_path: Path) -> None:
+    groups = program_rules(prod)
+    rule = alert(groups, "TritonPinnedVersionFailed", "default")
+    state = "model_sync_agent_model_state"
+    rejected = [
+        s(f'{state}{{{agent(pod)},model="resnet",state="REJECTED",reason="backend_files_missing"}}', "1x20")
+        for pod in (POD, PEER)
+    ]
+    ready = s(f'{state}{{{agent()},model="bert",state="READY",reason=""}}', "1x20")
+    labels = {"namespace": NS, "model": "resnet", "state": "REJECTED", "reason": "backend_files_missing"}
+    assert "{{ $labels.reason }}" in rule["annotations"]["summary"]
+    run_tests(
+        groups,
+        [
+            fires_after_claim(rule, [*rejected, ready], 0, labels, value="2"),  # on 2 replicas
+            never_fires(rule, [ready, s(f'{state}{{{agent(PEER)},model="resnet",state="LOADING",reason=""}}', "1x20")],
+                        [3, 10]),
+        ],
+        tmp_path,
+    )  # fmt: skip
+
+
+def test_pin_not_served_waits_the_load_timeout_and_leaves_failures_to_their_alert(prod: Run, tmp_path: Path) -> None:
+    """prod's `default` deployment keeps the canary's default loadTimeoutSeconds (300 s): its rule
+    waits 5 minutes; a replica serving its pin, or whose pinned version failed, never fires it."""
+    groups = program_rules(prod)
+    rule = alert(groups, "TritonPinNotServed", "default")
+    assert rule["for"] == "5m"
+    m = 'model="resnet"'
+    pinned = s(f"model_sync_agent_model_pinned_version{{{agent()},{m}}}", "7x20")
+    served = s(f"model_sync_agent_model_served_version{{{agent()},{m}}}", "6x20")
+    loading = s(f'model_sync_agent_model_state{{{agent()},{m},state="LOADING",reason=""}}', "1x20")
+    failed = s(f'model_sync_agent_model_state{{{agent()},{m},state="FAILED",reason="load_timeout"}}', "1x20")
+    same = s(f"model_sync_agent_model_served_version{{{agent()},{m}}}", "7x20")
+    labels = {"namespace": NS, "pod": POD, "model": "resnet"}
+    run_tests(
+        groups,
+        [
+            fires_after_claim(rule, [pinned, served, loading], 0, labels, value="7"),
+            never_fires(rule, [pinned, served, failed], [6, 15]),
+            never_fires(rule, [pinned, same, loading], [6, 15]),
         ],
         tmp_path,
     )
@@ -360,7 +447,7 @@ def test_canary_vs_stable_panels_compare_the_versions(prod: Run, tmp_path: Path)
     30 ms), with the dashboard's `model` variable at All (`.*`) and at one model: one series per
     (model, version), another model's only under All."""
     board = program_dashboard(prod)
-    (row,) = [p for p in board["panels"] if p["type"] == "row"]
+    (row,) = [p for p in board["panels"] if p["type"] == "row" and p["title"] == "Canary vs stable"]
     panels = {
         p["title"]: p["targets"][0]["expr"] for p in board["panels"] if p["title"].startswith("Canary vs stable:")
     }
