@@ -48,16 +48,69 @@ class DroppingListener(_Listener):
         conn.close()
 
 
-class LostResponseRelay(_Listener):
+class Relay(_Listener):
+    """A relay in front of a real server: every connection passed through untouched until `cut()`,
+    which closes the connections open and every later one on accept (the server gone for this
+    client only: one replica's path to S3 cut, its peers' intact)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.cut_off = False
+        self._sockets: list[socket.socket] = []
+        super().__init__()
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accepted(self, conn: socket.socket) -> None:
+        if self.cut_off:
+            conn.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        self._sockets += [conn, upstream]
+        self._spawn(self._pump, conn, upstream)
+        self._spawn(self._pump, upstream, conn)
+
+    def cut(self) -> None:
+        self.cut_off = True
+        self._close_sockets()
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for end in (src, dst):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def _close_sockets(self) -> None:
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._close_sockets()
+        super().close()
+
+
+class LostResponseRelay(Relay):
     """A relay in front of a real server that loses the first response: the first request is
     delivered whole, the server answers (so it HAS applied it), and the client sees the connection
     closed instead. Later connections are relayed untouched."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
         self.lost = b""
-        self._sockets: list[socket.socket] = []
-        super().__init__()
+        super().__init__(target_port)
 
     def _accepted(self, conn: socket.socket) -> None:
         upstream = socket.create_connection(("127.0.0.1", self.target_port))
@@ -67,11 +120,6 @@ class LostResponseRelay(_Listener):
             self._spawn(self._lose, conn, upstream)
         else:
             self._spawn(self._pump, upstream, conn)
-
-    def _spawn(self, target: Any, *args: Any) -> None:
-        t = threading.Thread(target=target, args=args, daemon=True)
-        t.start()
-        self._threads.append(t)
 
     def _lose(self, conn: socket.socket, upstream: socket.socket) -> None:
         upstream.settimeout(10)
@@ -89,24 +137,6 @@ class LostResponseRelay(_Listener):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while chunk := src.recv(65536):
-                dst.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for end in (src, dst):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        for sock in self._sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        super().close()
 
 
 class NotFoundEverywhere(_Listener):

@@ -8,6 +8,11 @@ Two "pods" of the default deployment, labelled as the Triton ServiceMonitor labe
 - pod 1 serves `broken`, which sleeps and then fails every request, while requests wait.
 Each model returns (or names in its error) the time it started the request, so the client
 measures every request's queue time: started - sent.
+
+The agent's alerts (components/monitoring/agent.py) on the same Prometheus scraping two real
+agents' own /metrics, labelled as the agent's PodMonitor labels them: one beside a real
+tritonserver (tests/support/triton.py's Serving), one placing files only, whose S3 goes through a
+relay that the test cuts.
 """
 
 from __future__ import annotations
@@ -26,13 +31,27 @@ from typing import Any
 
 import pytest
 
+from components.monitoring.agent import AgentAlertTiming
+from components.monitoring.alerts import alert_rule_groups
+from components.monitoring.args import MonitoredDeployment, MonitoringArgs
 from model_sync.agent.pod_disk import precompile_python
-from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.procs import Process, wait_until
 from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 from tests.components.monitoring._helpers import alert, program_dashboard, program_rules
 from tests.conftest import stack_run
 from tests.support.prometheus import PrometheusServer, rules_file
-from tests.support.triton import triton_runtime  # noqa: F401
+from tests.support.relays import Relay
+from tests.support.s3_servers import free_port
+from tests.support.triton import (
+    BUCKET,
+    Serving,
+    add_model_files,
+    flip_pin,
+    pinned_config,
+    triton_runtime,  # noqa: F401
+    upload_version,
+)
+from tests.support.triton import serving as serving
 
 NS = "triton"
 PODS = ("triton-default-7c9d8-aaaaa", "triton-default-7c9d8-bbbbb")
@@ -314,3 +333,148 @@ def test_canary_alert_and_panels_see_two_versions_on_a_real_prometheus(
         ratio = _by_label(prom.query(panels["Canary vs stable: failure ratio by version"]), "version")
         assert ratio["1"] == pytest.approx(1 / FAIL_EVERY, abs=0.05)
         assert ratio["2"] == pytest.approx(1 / FAIL_EVERY, abs=0.05)
+
+
+# The agent's alerts with their waits shrunk (the builder the program runs, AgentAlertTiming and the
+# deployment's load timeout as parameters): a replica 4 s behind, held 1 s; a failure held 1 s; a
+# pin not served for 3 s.
+TIMING = AgentAlertTiming(stale_seconds=4, stale_for_seconds=1, failed_for_seconds=1)
+LOAD_TIMEOUT_S = 3
+AGENT_PODS = ("triton-default-7c9d8-aaaaa", "triton-default-7c9d8-bbbbb")  # A: beside Triton; B: S3 cut later
+# A python-backend model whose initialize never returns within the test: Triton keeps it LOADING.
+SLOW_MODEL_PY = """\
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(300)
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def _agent_rules() -> list[dict[str, Any]]:
+    """The `model-sync-agent` group with TIMING; the same expressions as the program's prod rules."""
+    args = MonitoringArgs(
+        deployments=(MonitoredDeployment("default", 20_000, 3_600, LOAD_TIMEOUT_S),),
+        control_plane_cidrs=("10.0.0.0/24",),
+        runbooks_url="https://github.com/o/r/blob/main/docs/runbooks.md",
+        vpc_cidr="10.0.0.0/16",
+    )
+    (group,) = [g for g in alert_rule_groups(args, TIMING) if g["name"] == "model-sync-agent"]
+    program = program_rules(stack_run("prod"))
+    for rule in group["rules"]:
+        ours = rule["expr"].replace(f" {TIMING.stale_seconds}", " 600")
+        assert ours == alert(program, rule["alert"], "default")["expr"], rule["alert"]
+    return [group]
+
+
+def _publish(stack: Serving, name: str, files: dict[str, bytes]) -> None:
+    """A version 1 of `name` and its pin, written as another tool could (no push: a version push
+    would refuse is one of them)."""
+    text = pinned_config(name, 1)
+    upload_version(stack.client, BUCKET, name, 1, files, text)
+    flip_pin(stack, name, 1, config_text=text)
+
+
+def _replica_b(stack: Serving, relay: Relay, port: int) -> Process:
+    """A second replica's agent: its own pod disk, no Triton (it places files: PLACED), its S3
+    through `relay`."""
+    argv = stack.agent_argv("--metrics-port", str(port), "--metrics-address", "127.0.0.1")
+    values = {"--repository": str(stack.tmp / "b" / "models"), "--staging-dir": str(stack.tmp / "b" / ".staging"),
+              "--replica-id": "replica-1", "--endpoint-url": relay.endpoint_url}  # fmt: skip
+    for flag, value in values.items():
+        argv[argv.index(flag) + 1] = value
+    i = argv.index("--triton-url")
+    del argv[i : i + 2]
+    return Process("agent-b", argv, stack.tmp / "logs" / "agent-b.log", env=stack.agent_env()).start()
+
+
+def _alerts(prom: PrometheusServer, state: str = "firing") -> dict[tuple[str, str, str], float]:
+    """(alert, pod or '', model or '') -> value, of the alerts in `state`."""
+    data = prom.api("alerts")
+    return {
+        (a["labels"]["alertname"], a["labels"].get("pod", ""), a["labels"].get("model", "")): float(a["value"])
+        for a in data["alerts"]
+        if a["state"] == state
+    }
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_agent_alerts_fire_on_real_agents_and_stay_silent_on_a_healthy_replica(
+    serving: Serving,
+    capsys: Any,
+) -> None:
+    """Two replicas of `default`, each a real agent serving its own /metrics: A beside the real
+    tritonserver, B placing files only. `healthy` is served everywhere; `rejected` is pinned
+    without the model.py its backend needs (every agent refuses it); `slow` never finishes
+    loading on A; then B's S3 is cut. TritonPinnedVersionFailed fires for `rejected` (both
+    replicas), TritonPinNotServed for `slow` on A only, TritonAgentStale for B only; `healthy`,
+    and replica A's passes, never raise anything."""
+    started = time.monotonic()
+    stack = serving
+    relay = Relay(stack.s3.port)
+    ports = (free_port(), free_port())
+    labels = [{"namespace": NS, "pod": pod, "container": "agent", "endpoint": "agent-metrics"} for pod in AGENT_PODS]
+    prom = PrometheusServer(
+        stack.tmp / "prometheus",
+        {f"127.0.0.1:{port}": lab for port, lab in zip(ports, labels, strict=True)},
+        rules_file(_agent_rules()),
+    )
+    b: Process | None = None
+    try:
+        _publish(stack, "healthy", add_model_files(1))
+        _publish(stack, "rejected", {"model.pt": b"weights"})
+        stack.start_agent("--metrics-port", str(ports[0]), "--metrics-address", "127.0.0.1", "--ready-timeout", "600")
+        b = _replica_b(stack, relay, ports[1])
+        prom.start()
+        stack.wait_status(
+            lambda d: d["models"]["healthy"]["state"] == "READY" and d["models"]["rejected"]["state"] == "FAILED",
+            what="A: healthy READY, rejected FAILED",
+        )
+        wait_until(
+            lambda: set(_alerts(prom)) == {("TritonPinnedVersionFailed", "", "rejected")},
+            30,
+            what="TritonPinnedVersionFailed firing for `rejected`, nothing else",
+        )
+        assert _alerts(prom)[("TritonPinnedVersionFailed", "", "rejected")] == 2  # both replicas refuse it
+        assert _alerts(prom, "pending") == {}
+
+        _publish(stack, "slow", {"model.py": SLOW_MODEL_PY.encode()})
+        wait_until(
+            lambda: ("TritonPinNotServed", AGENT_PODS[0], "slow") in _alerts(prom),
+            45,
+            what="TritonPinNotServed firing for `slow` on A",
+        )
+        assert _alerts(prom)[("TritonPinNotServed", AGENT_PODS[0], "slow")] == 1  # its value: the pinned version
+
+        relay.cut()
+        cut = time.monotonic()
+        wait_until(
+            lambda: ("TritonAgentStale", AGENT_PODS[1], "") in _alerts(prom),
+            45,
+            what="TritonAgentStale firing for B",
+        )
+        stale_after = time.monotonic() - cut
+        firing = _alerts(prom)
+        assert set(firing) == {
+            ("TritonPinnedVersionFailed", "", "rejected"),
+            ("TritonPinNotServed", AGENT_PODS[0], "slow"),
+            ("TritonAgentStale", AGENT_PODS[1], ""),
+        }, firing
+        assert not [k for k in _alerts(prom, "pending") if k[2] == "healthy" or k[1] == AGENT_PODS[0]]
+        served = prom.query(f'model_sync_agent_model_served_version{{model="healthy",pod="{AGENT_PODS[0]}"}}')
+        assert list(served.values()) == [1.0]  # A serves `healthy` throughout, scraped
+    finally:
+        for stopper in (prom.stop, b.stop if b else None, relay.close):
+            if stopper is not None:
+                with contextlib.suppress(Exception):
+                    stopper()
+    with capsys.disabled():
+        print(
+            f"\nagent alerts e2e: {time.monotonic() - started:.1f}s in all; TritonAgentStale {stale_after:.1f}s after "
+            f"the cut (bound {TIMING.stale_seconds}s + for {TIMING.stale_for_seconds}s)"
+        )
