@@ -159,9 +159,12 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
         assert (s.repository / "add" / "3" / "model.py").read_text() == "# serving\n"  # nothing local touched
         assert "versions: 3" in (s.repository / "add" / "config.pbtxt").read_text()
         # What Prometheus scrapes meanwhile: failed passes by kind, no successful one yet.
-        denied = _scraped(port)
-        assert denied["model_sync_agent_pass_failures_total", (("kind", "denied"),)] >= 1
-        assert denied["model_sync_agent_last_success_timestamp_seconds", ()] == 0
+        wait_until(
+            lambda: _scraped(port).get(("model_sync_agent_pass_failures_total", (("kind", "denied"),)), 0) >= 1,
+            10,
+            what="a denied pass counted",
+        )
+        assert _scraped(port)["model_sync_agent_last_success_timestamp_seconds", ()] == 0
         # Credentials fixed (e.g. the bucket policy restored): the same loop reports again.
         agent.s3 = _repo(rclone_s3, bucket, KEY, SECRET)  # type: ignore[assignment]
         key = layout.status_key("default", "replica-0")
@@ -172,9 +175,9 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
             20,
             what="status written after recovery, from a good pass",
         )
-        recovered = _scraped(port)
-        assert recovered["model_sync_agent_passes_total", ()] >= 1
-        assert recovered["model_sync_agent_last_success_timestamp_seconds", ()] > 0
+        # The pass is counted once it returns (s3_ok is set inside it): the scrape is polled.
+        wait_until(lambda: _scraped(port)["model_sync_agent_passes_total", ()] >= 1, 10, what="a pass counted")
+        assert _scraped(port)["model_sync_agent_last_success_timestamp_seconds", ()] > 0
     finally:
         stop.set()
         thread.join(timeout=20)
