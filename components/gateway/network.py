@@ -51,8 +51,10 @@ def ingress_network_policy_specs(args: IngressArgs) -> dict[str, dict[str, Any]]
         rule([pods_in(args.ingress_namespace, CONTROLLER_POD_LABELS)], *tcp(XDS_PORT)),
     ]
     if args.jwt_on:
-        # The issuer's JWKS, fetched by each proxy (the JWKS host is any public HTTPS endpoint).
-        proxy_egress.append(rule([network_policies.internet()], *tcp(HTTPS)))
+        # The issuer's JWKS, fetched by each proxy: a public HTTPS endpoint, never the VPC (the
+        # API server's private endpoint) nor the instance metadata service.
+        public = network_policies.cidr(network_policies.WORLD, (network_policies.IMDS_CIDR, args.vpc_cidr))
+        proxy_egress.append(rule([public], *tcp(HTTPS)))
     return {
         "proxies": network_policies.policy(
             naming.PROXY_POD_LABELS,

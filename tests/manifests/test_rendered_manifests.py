@@ -30,8 +30,14 @@ EXPECTED = {
     "ConfigMap",
     "ClusterIssuer",
     "Certificate",
-    "IngressRoute",
-    "Middleware",
+    "GatewayClass",
+    "Gateway",
+    "EnvoyProxy",
+    "HTTPRoute",
+    "GRPCRoute",
+    "SecurityPolicy",
+    "BackendTrafficPolicy",
+    "ClientTrafficPolicy",
 }
 
 
@@ -72,7 +78,7 @@ def test_render_cli_renders_the_charts(tmp_path: Path, capsys: pytest.CaptureFix
     crds = {p.stem: p.read_text() for p in (tmp_path / "prod" / "crds").glob("*.yaml")}
     assert set(crds) == {
         "ingress-cert-manager",
-        "ingress-traefik",
+        "ingress-envoy-gateway",
         "log-shipping-alloy",
         "monitoring-kube-prometheus-stack",
     }
@@ -105,7 +111,8 @@ def schemas() -> CrdSchemas:
 def test_crd_validator_accepts_the_program_resources(schemas: CrdSchemas) -> None:
     for kind, name in (
         ("ServiceMonitor", "triton-default"),
-        ("Middleware", "triton-ratelimit"),
+        ("SecurityPolicy", "triton-model-resnet18-jwt"),
+        ("BackendTrafficPolicy", "triton-http"),
         ("Certificate", "triton-tls"),
     ):
         assert schemas.validate(_program_cr(kind, name), "1.33") == []
@@ -119,12 +126,12 @@ def test_crd_validator_rejects_unknown_fields_bad_types_and_scope(schemas: CrdSc
     monitor["spec"]["endpoints"][0]["port"] = 8002  # a port NAME, not a number
     assert any("endpoints.0.port" in p for p in schemas.validate(monitor, "1.33"))
 
-    limit = _program_cr("Middleware", "triton-ratelimit")
-    limit["spec"]["rateLimit"]["bursst"] = 3
+    limit = _program_cr("BackendTrafficPolicy", "triton-http")
+    limit["spec"]["rateLimit"]["local"]["rules"][0]["limit"]["bursst"] = 3
     assert any("bursst" in p for p in schemas.validate(limit, "1.33"))
-    allow = _program_cr("Middleware", "triton-allowlist")
-    allow["spec"]["ipAllowList"]["sourceRange"] = "10.0.0.0/8"  # a list
-    assert any("sourceRange" in p for p in schemas.validate(allow, "1.33"))
+    access = _program_cr("SecurityPolicy", "triton-model-resnet18-api-keys")
+    access["spec"]["authorization"]["rules"][0]["principal"]["clientCIDRs"] = "10.0.0.0/8"  # a list
+    assert any("clientCIDRs" in p for p in schemas.validate(access, "1.33"))
 
     issuer = _program_cr("ClusterIssuer", "letsencrypt")
     issuer["metadata"]["namespace"] = "triton"
