@@ -108,7 +108,8 @@ class Ingress(pulumi.ComponentResource):
             c: random.RandomPassword(f"{name}-{c}-api-key", length=48, special=False, opts=child).result
             for c in args.clients
         }
-        all_keys: pulumi.Output[dict[str, str]] = pulumi.Output.all(**keys)
+        # (Output.all of no keyword answers a list: a JWT-only stack exports an empty map.)
+        all_keys: pulumi.Output[dict[str, str]] = pulumi.Output.all(**keys) if keys else pulumi.Output.from_input({})
         self.api_keys = pulumi.Output.secret(all_keys)
         policy_deps: list[pulumi.Resource] = [self.envoy_gateway]
         if args.api_keys_on:
