@@ -90,7 +90,8 @@ def test_a_jwt_only_stack_makes_no_keys() -> None:
     assert not [r for r in run.of_type("random:index/randomPassword:RandomPassword") if r.name.endswith("-api-key")]
     assert not [r for r in run.kubernetes_objects() if r.name == "ingress-api-keys"]
     policies = [r.inputs for r in run.kubernetes_objects() if r.inputs["kind"] == "SecurityPolicy"]
-    assert policies and all("jwt" in p["spec"] and "basicAuth" not in p["spec"] for p in policies)
+    assert policies
+    assert all("jwt" in p["spec"] and "basicAuth" not in p["spec"] for p in policies)
 
 
 def test_endpoints_exported_from_the_component(dev: Run) -> None:

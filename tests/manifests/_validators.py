@@ -89,7 +89,7 @@ def cel_problems(schema: dict[str, Any], value: Any, path: str = "") -> list[str
             continue
         try:
             ok = cel.evaluate(rule["rule"], {"self": value})
-        except Exception as exc:  # noqa: BLE001 (the library's errors have no common base)
+        except Exception as exc:
             problems.append(f"{path or '<root>'}: CEL rule not evaluable ({type(exc).__name__}: {exc}): {rule['rule']}")
             continue
         if ok is not True:

@@ -29,7 +29,8 @@ def route_table(stack: str) -> list[tuple[str, str, str, str]]:
         spec = gw.policy_of(Routed(r["kind"], name, None, None, {}))["spec"]
         authn = "api-key (basic auth)" if "basicAuth" in spec else "jwt"
         (rule,) = spec["authorization"]["rules"]
-        assert spec["authorization"]["defaultAction"] == "Deny" and rule["action"] == "Allow"
+        assert spec["authorization"]["defaultAction"] == "Deny"
+        assert rule["action"] == "Allow"
         claims = (rule["principal"].get("jwt") or {}).get("claims") or []
         authz = " & ".join(f"{c['name']} contains one of {c['values']}" for c in claims) or (
             "any valid token" if authn == "jwt" else "any API client"
@@ -90,7 +91,8 @@ def test_every_exported_api_key_is_accepted_with_the_header_clients_send(stack: 
             ),
         ):
             got = gw.route(req)
-            assert got is not None and got.route.endswith("-api-keys"), got
+            assert got is not None
+            assert got.route.endswith("-api-keys"), got
             decision = gw.authorize(req, got)
             assert decision.status == 200
             assert decision.headers[routes.CLIENT_HEADER] == client  # the access log's client
@@ -148,9 +150,11 @@ def test_a_token_reaches_the_models_its_claim_lists_and_no_other(stack: str, sig
     token = _token(stack, signing_key, triton_models=["resnet18"])
     req = infer_call("resnet18", token)
     routed = gw.route(req)
-    assert routed is not None and routed.route == "triton-model-resnet18-jwt"
+    assert routed is not None
+    assert routed.route == "triton-model-resnet18-jwt"
     decision = gw.authorize(req, routed, jwks)
-    assert decision.status == 200 and decision.headers[routes.CLIENT_HEADER] == "search-team"
+    assert decision.status == 200
+    assert decision.headers[routes.CLIENT_HEADER] == "search-team"
     assert _decide(gw, infer_call("text-encoder", token), jwks) == 403
     assert _decide(gw, infer_call("text-encoder", _token(stack, signing_key, triton_models=["*"])), jwks) == 200
     assert _decide(gw, infer_call("resnet18", _token(stack, signing_key)), jwks) == 403  # no models claim

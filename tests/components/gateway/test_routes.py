@@ -58,7 +58,8 @@ def _template(match: dict[str, object], model_names: list[str]) -> str:
     path = match["path"]  # type: ignore[index]
     value: str = path["value"]  # type: ignore[index]
     if path["type"] == "RegularExpression":  # type: ignore[index]
-        assert value.startswith("^") and value.endswith("$"), f"{value}: an unanchored expression"
+        assert value.startswith("^"), f"{value}: an unanchored expression"
+        assert value.endswith("$"), f"{value}: an unanchored expression"
         value = value[1:-1].replace("[0-9]+", "{n}")
         assert not re.search(r"[\\.*+?()|\[\]]", value.replace("{n}", "")), f"{value}: more than a version number"
     for m in sorted(model_names, key=len, reverse=True):
@@ -115,7 +116,8 @@ def test_each_model_goes_to_the_deployment_that_serves_it(stack: str) -> None:
         for m in models:
             for method, path in MODEL_CALLS:
                 got = gw.route(Request(infer, method, path.format(m=m, n=12), auth))
-                assert got is not None and got.backend == (f"triton-{deployment}", 8000), (method, path, m)
+                assert got is not None, (method, path, m)
+                assert got.backend == (f"triton-{deployment}", 8000), (method, path, m)
             # The wrong method, a non-numeric version, anything below a public path: no route.
             assert gw.route(Request(infer, "GET", f"/v2/models/{m}/infer", auth)) is None
             assert gw.route(Request(infer, "POST", f"/v2/models/{m}/ready", auth)) is None
@@ -124,7 +126,8 @@ def test_each_model_goes_to_the_deployment_that_serves_it(stack: str) -> None:
     first = next(iter(config(stack)["models"]))
     for method, path in HEALTH_CALLS:
         got = gw.route(Request(infer, method, path, auth))
-        assert got is not None and got.backend == (f"triton-{first}", 8000)
+        assert got is not None
+        assert got.backend == (f"triton-{first}", 8000)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -136,11 +139,14 @@ def test_the_deployment_header_selects_the_grpc_deployment(stack: str) -> None:
         path = f"/inference.GRPCInferenceService/{method}"
         for d in deployments:
             got = gw.route(Request(grpc, "POST", path, {routes.DEPLOYMENT_HEADER: d}, grpc=True))
-            assert got is not None and got.backend == (f"triton-{d}", 8001)
+            assert got is not None
+            assert got.backend == (f"triton-{d}", 8001)
         got = gw.route(Request(grpc, "POST", path, grpc=True))
-        assert got is not None and got.backend == (f"triton-{deployments[0]}", 8001)
+        assert got is not None
+        assert got.backend == (f"triton-{deployments[0]}", 8001)
         unknown = gw.route(Request(grpc, "POST", path, {routes.DEPLOYMENT_HEADER: "nope"}, grpc=True))
-        assert unknown is not None and unknown.backend == (f"triton-{deployments[0]}", 8001)
+        assert unknown is not None
+        assert unknown.backend == (f"triton-{deployments[0]}", 8001)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -156,7 +162,8 @@ def test_the_admin_apis_have_no_route(stack: str) -> None:
         "/v2/models/resnet18//../../repository/index",
         "/v2/health/ready/../../repository/index",
     ):
-        assert gw.route(Request(infer, "GET", path)) is None and gw.route(Request(infer, "POST", path)) is None, path
+        assert gw.route(Request(infer, "GET", path)) is None, path
+        assert gw.route(Request(infer, "POST", path)) is None, path
     for rpc in ADMIN_RPCS:
         path = f"/inference.GRPCInferenceService/{rpc}"
         assert gw.route(Request(grpc, "POST", path, grpc=True)) is None, rpc
@@ -175,7 +182,9 @@ def test_plain_http_only_redirects_to_https(stack: str) -> None:
     for host in hosts(stack):
         for path in ("/v2/models/resnet18/infer", "/v2/repository/index", "/"):
             got = gw.route(Request(host, "POST", path, port=80))
-            assert got is not None and got.redirect == {"scheme": "https", "statusCode": 301} and got.backend is None
+            assert got is not None
+            assert got.redirect == {"scheme": "https", "statusCode": 301}
+            assert got.backend is None
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -190,7 +199,8 @@ def test_the_admin_key_and_credentials_never_reach_triton(stack: str) -> None:
     # And end to end, on both protocols, through the rule each request really matches.
     http = gw.route(Request(infer, "POST", "/v2/models/resnet18/infer", sent))
     rpc = gw.route(Request(grpc, "POST", "/inference.GRPCInferenceService/ModelInfer", sent, grpc=True))
-    assert http is not None and rpc is not None
+    assert http is not None
+    assert rpc is not None
     assert not {"admin-key", "triton-grpc-protocol-admin-key", "authorization"} & (set(http.headers) | set(rpc.headers))
 
 

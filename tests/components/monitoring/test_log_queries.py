@@ -158,7 +158,8 @@ def test_client_panels_count_the_proxies_access_log_by_client(prod: Run) -> None
         assert selector == {"namespace": "=ingress", "container": "=envoy"}
         assert set(selector) <= shipped
         grouped = re.search(r"sum by \(([^)]*)\)", q["query"]).group(1)  # type: ignore[union-attr]
-        assert "client" in grouped.split(", ") and set(grouped.split(", ")) <= logged
+        assert "client" in grouped.split(", ")
+        assert set(grouped.split(", ")) <= logged
         fields = set(re.findall(r"\| (\w+) (?:>=|>|=~)", q["query"]))
         assert fields <= logged
     assert set(re.findall(r"\b(response_code|grpc_status) >", exprs[1])) == {"response_code", "grpc_status"}

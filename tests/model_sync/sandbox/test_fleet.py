@@ -344,7 +344,8 @@ def test_the_readmes_client_example_runs_against_a_real_tritonserver(
     replica = pushed.fleet.replicas[0]
     hosts = 'HTTP, GRPC, SSL = "infer.inference.example.com", "grpc.inference.example.com:443", True'
     model = 'MODEL, DEPLOYMENT = "mlp", "default"'
-    assert hosts in snippet and model in snippet
+    assert hosts in snippet
+    assert model in snippet
     local = f"HTTP, GRPC, SSL = {replica.http_url.split('://', 1)[1]!r}, {replica.grpc_url!r}, False"
     code = snippet.replace(hosts, local).replace(model, f'MODEL, DEPLOYMENT = "{MODEL}", "default"')
     monkeypatch.setenv("TRITON_TOKEN", "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJjaSJ9.c2ln")
