@@ -21,7 +21,7 @@ def test_dashboard_is_labelled_for_grafana_and_queries_triton_and_the_gpus(prod:
 def test_canary_vs_stable_row_compares_versions_side_by_side(prod: Run) -> None:
     board = json.loads(recorded(prod, "ConfigMap", "triton-dashboard")["data"]["triton.json"])
     panels = board["panels"]
-    (row,) = [p for p in panels if p["type"] == "row"]
+    (row,) = [p for p in panels if p["type"] == "row" and p["title"] == "Canary vs stable"]
     assert row["title"] == "Canary vs stable"
     following = [p for p in panels if p["gridPos"]["y"] == row["gridPos"]["y"] + 1]
     assert [p["title"] for p in following] == [

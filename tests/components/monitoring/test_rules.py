@@ -360,7 +360,7 @@ def test_canary_vs_stable_panels_compare_the_versions(prod: Run, tmp_path: Path)
     30 ms), with the dashboard's `model` variable at All (`.*`) and at one model: one series per
     (model, version), another model's only under All."""
     board = program_dashboard(prod)
-    (row,) = [p for p in board["panels"] if p["type"] == "row"]
+    (row,) = [p for p in board["panels"] if p["type"] == "row" and p["title"] == "Canary vs stable"]
     panels = {
         p["title"]: p["targets"][0]["expr"] for p in board["panels"] if p["title"].startswith("Canary vs stable:")
     }
