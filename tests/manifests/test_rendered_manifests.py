@@ -144,3 +144,24 @@ def test_crd_validator_rejects_unknown_fields_bad_types_and_scope(schemas: CrdSc
 def test_crd_validator_rejects_kinds_no_release_installs(schemas: CrdSchemas) -> None:
     doc = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "x"}}
     assert schemas.validate(doc, "1.33") == ["no CRD in the render serves example.com/v1 Widget"]
+
+
+def test_crd_validator_runs_the_crds_cel_rules_with_defaults_applied(schemas: CrdSchemas) -> None:
+    """The CEL rules (x-kubernetes-validations) of the charts' CRDs are evaluated: a policy with two
+    kinds of target, a claim rule without a JWT provider, a redirect with a backend are refused."""
+    policy = _program_cr("SecurityPolicy", "triton-model-resnet18-api-keys")
+    assert schemas.validate(policy, "1.33") == []
+    both = copy.deepcopy(policy)
+    both["spec"]["targetRef"] = both["spec"]["targetRefs"][0]
+    assert "spec: either targetRef or targetRefs must be used" in schemas.validate(both, "1.33")
+    claims = copy.deepcopy(policy)
+    claims["spec"]["authorization"]["rules"][0]["principal"]["jwt"] = {
+        "provider": "oidc",
+        "claims": [{"name": "triton_models", "values": ["resnet18"]}],
+    }
+    assert "spec: if authorization.rules.principal.jwt is used, jwt must be defined" in schemas.validate(claims, "1.33")
+    route = _program_cr("HTTPRoute", "triton-https-redirect")
+    route["spec"]["rules"][0]["backendRefs"] = [{"name": "triton-default", "port": 8000}]
+    assert schemas.validate(route, "1.33") == [
+        "spec.rules.0: RequestRedirect filter must not be used together with backendRefs"
+    ]
