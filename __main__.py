@@ -11,10 +11,11 @@ from components.block_storage import BlockStorage, BlockStorageArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, GpuPool
 from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
+from components.gateway.args import IngressArgs, JwtArgs, TritonBackend
 from components.gpu.gpu_instances import gpus_per_node, guaranteed_gpu
 from components.gpu_operators import GpuOperators, GpuOperatorsArgs
 from components.identities import Identities, IdentitiesArgs
-from components.ingress import Ingress, IngressArgs, TritonBackend
+from components.ingress import Ingress
 from components.kubernetes.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
 from components.log_shipping import LogShipping, LogShippingArgs
 from components.model_repository import ModelRepository, ModelRepositoryArgs
@@ -239,7 +240,9 @@ ingress = Ingress(
         request_body_limit_mib=config.ingress_request_body_limit_mib,
         rate_limit_rps=config.ingress_rate_limit_rps,
         replicas=replicas + 1,
+        authentication=config.ingress_authentication,
         clients=config.ingress_clients,
+        jwt=JwtArgs(**config.ingress_jwt) if config.ingress_jwt else None,
         vpc_cidr=config.vpc_cidr,
     ),
     opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*cluster_ready, triton_namespace]),

@@ -81,7 +81,6 @@ NODE_PROVISIONING_SECONDS = 900
 PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 
 # Selectors of the only clients allowed in (NetworkPolicy).
-TRAEFIK_POD_LABELS = {"app.kubernetes.io/name": "traefik"}
 PROMETHEUS_POD_LABELS = network_policies.PROMETHEUS_POD_LABELS
 # EKS Pod Identity agent (host network, link-local). ref:
 # https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html
@@ -163,7 +162,7 @@ def selector_labels(d: TritonDeploymentConfig) -> dict[str, str]:
 
 def prestop_seconds(d: TritonDeploymentConfig) -> int:
     """Seconds the pod keeps serving after it is marked terminating, so that endpoints,
-    kube-proxy and Traefik stop sending it new requests first."""
+    kube-proxy and the Envoy proxies stop sending it new requests first."""
     return min(PRESTOP_SLEEP_MAX_SECONDS, d.termination_grace_period_seconds // 4)
 
 
@@ -534,9 +533,9 @@ def _ns_selector(namespace: str) -> dict[str, Any]:
 def network_policy_spec(
     d: TritonDeploymentConfig, *, ingress_namespace: str, monitoring_namespace: str
 ) -> dict[str, Any]:
-    """Ingress: Traefik to http/grpc, Prometheus to Triton's and the agent's metrics, nothing
-    else. Egress: DNS, HTTPS (S3 through the gateway endpoint uses S3's public addresses; IMDS
-    excluded) and the EKS Pod Identity agent (credentials)."""
+    """Ingress: the Envoy proxies to http/grpc, Prometheus to Triton's and the agent's metrics,
+    nothing else. Egress: DNS, HTTPS (S3 through the gateway endpoint uses S3's public addresses;
+    IMDS excluded) and the EKS Pod Identity agent (credentials)."""
     tcp = "TCP"
     return {
         "podSelector": {"matchLabels": selector_labels(d)},
@@ -546,7 +545,7 @@ def network_policy_spec(
                 "from": [
                     {
                         "namespaceSelector": _ns_selector(ingress_namespace),
-                        "podSelector": {"matchLabels": TRAEFIK_POD_LABELS},
+                        "podSelector": {"matchLabels": naming.PROXY_POD_LABELS},
                     }
                 ],
                 "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],

@@ -33,7 +33,6 @@ FREE_FORM: dict[tuple[str, str], str] = {
     ("*", "**.containerSecurityContext"): "a Kubernetes SecurityContext, copied into the container spec",
     ("*", "**.podSecurityContext"): "a Kubernetes PodSecurityContext, copied into the pod spec",
     ("*", "**.livenessProbe"): "a Kubernetes Probe, copied into the container spec",
-    ("*", "**.annotations"): "an annotation map",
     ("*", "**.additionalLabels"): "a label map",
     ("cluster-autoscaler", "extraArgs"): "cluster-autoscaler flags (--<key>=<value>), one per key",
     ("cluster-autoscaler", "expanderPriorities"): "the priority expander's ConfigMap: priority -> node-group regexes",
@@ -50,8 +49,7 @@ FREE_FORM: dict[tuple[str, str], str] = {
         "prometheus-adapter",
         "rules.custom",
     ): "prometheus-adapter discovery rules (a list), written into its configuration file",
-    ("traefik", "tlsOptions"): "named TLSOption resources: option name -> TLSOption spec",
-    ("traefik", "service.spec"): "fields merged into the Service spec",
+    ("cert-manager", "config"): "the controller's ControllerConfiguration, written as-is into its config file",
 }
 
 

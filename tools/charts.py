@@ -5,8 +5,9 @@ the archives `helm pull` writes. Where they come from:
 
 - `--mirror DIR` (default: `$CHART_MIRROR`): copied from that folder, which holds `helm pull`'s
   files; `.ci/run` sets it on the project's CI machines, where no chart repository is reachable);
-- otherwise `helm pull <chart> --repo <repository> --version <version>`, as a user with internet
-  access gets them.
+- otherwise `helm pull <chart> --repo <repository> --version <version>` (an OCI chart:
+  `helm pull oci://<registry>/<path>/<chart> --version <version>`), as a user with internet access
+  gets them.
 
 Every archive is checked before it is kept: it must be a chart whose Chart.yaml names exactly
 the pinned chart and version. An archive already in the cache that passes the check is kept
@@ -135,9 +136,8 @@ def _helm_pull(chart: versions.HelmChart, helm: Path, tmp: Path) -> Path:
     cmd = [
         str(helm),
         "pull",
-        chart.chart,
-        "--repo",
-        chart.repository,
+        chart.reference,
+        *(() if chart.oci else ("--repo", chart.repository)),
         "--version",
         chart.version,
         "--destination",

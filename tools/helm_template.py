@@ -63,7 +63,7 @@ class Release:
     @classmethod
     def load(cls, path: Path) -> Release:
         doc = yaml.safe_load(path.read_text())
-        pinned = {(c.chart, c.version): c for c in charts.pinned_charts()}
+        pinned = {(c.reference, c.version): c for c in charts.pinned_charts()}
         chart = pinned.get((doc["chart"], str(doc["version"])))
         if chart is None:
             raise RenderError(

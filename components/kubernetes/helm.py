@@ -34,9 +34,10 @@ def pinned_release(
         name,
         k8s.helm.v3.ReleaseArgs(
             name=chart.chart,
-            chart=chart.chart,
+            chart=chart.reference,
             version=chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
+            # An OCI chart is addressed by its full reference; only an HTTP repository is an option.
+            repository_opts=None if chart.oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
             namespace=namespace,
             create_namespace=False,
             atomic=True,

@@ -12,6 +12,19 @@ TRITON_NAMESPACE = "triton"
 MONITORING_NAMESPACE = "monitoring"
 LOGGING_NAMESPACE = "logging"
 INGRESS_NAMESPACE = "ingress"
+# The public Gateway (Gateway API) in the Triton namespace, and the labels Envoy Gateway gives the
+# Envoy proxy pods it runs for it in the ingress namespace (its controller's namespace):
+# EnvoyAppLabel() plus the owning Gateway's name and namespace, in
+# internal/infrastructure/kubernetes/proxy/resource.go at tag v1.9.0. NetworkPolicies on both sides
+# (the Triton pods, the ACME solvers, the proxies themselves) select the proxies by these.
+GATEWAY_NAME = "triton"
+PROXY_POD_LABELS = {
+    "app.kubernetes.io/name": "envoy",
+    "app.kubernetes.io/component": "proxy",
+    "app.kubernetes.io/managed-by": "envoy-gateway",
+    "gateway.envoyproxy.io/owning-gateway-name": GATEWAY_NAME,
+    "gateway.envoyproxy.io/owning-gateway-namespace": TRITON_NAMESPACE,
+}
 CERT_MANAGER_NAMESPACE = "cert-manager"
 GPU_OPERATORS_NAMESPACE = "gpu-operators"
 # The default StorageClass (encrypted gp3, EBS CSI driver): components/block_storage.py.

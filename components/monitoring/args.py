@@ -59,7 +59,8 @@ class MonitoringArgs:
     replicas: Prometheus/Alertmanager/adapter replicas (default 1; 2 in prod).
     vpc_cidr: the cluster VPC's CIDR: the API server, the kubelets and node-exporter
         (host network) are reached there (default: the stack config's `vpcCidr` default).
-    namespace / triton_namespace / logging_namespace: from components/kubernetes/naming.py.
+    namespace / triton_namespace / logging_namespace / ingress_namespace (the Envoy proxies, whose
+        access log the dashboard's per-client panels read): from components/kubernetes/naming.py.
     """
 
     deployments: tuple[MonitoredDeployment, ...]
@@ -74,6 +75,7 @@ class MonitoringArgs:
     namespace: str = naming.MONITORING_NAMESPACE
     triton_namespace: str = naming.TRITON_NAMESPACE
     logging_namespace: str = naming.LOGGING_NAMESPACE
+    ingress_namespace: str = naming.INGRESS_NAMESPACE
 
     def __post_init__(self) -> None:
         network_policies.check_vpc_cidr("MonitoringArgs", self.vpc_cidr)

@@ -1,13 +1,19 @@
 """The Grafana dashboard `Triton inference + GPU` (its JSON model): request, failure, queue and GPU
-panels, the `Canary vs stable` row, the Loki log panels and the `Repository agent` row (agent_row),
-filtered by a `model` variable."""
+panels, the `Canary vs stable` row, the Loki log panels, the clients' row and the `Repository agent`
+row (agent_row), filtered by a `model` variable."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from components.monitoring.agent import agent_panel_queries
-from components.monitoring.queries import canary_queries, failure_ratio_query, log_queries, queue_time_query
+from components.monitoring.queries import (
+    canary_queries,
+    client_queries,
+    failure_ratio_query,
+    log_queries,
+    queue_time_query,
+)
 
 if TYPE_CHECKING:
     from components.monitoring.args import MonitoredDeployment
@@ -65,8 +71,17 @@ def agent_row(triton_namespace: str, first_id: int, y: int) -> list[dict[str, An
     return panels
 
 
-def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...]) -> dict[str, Any]:
-    """The Triton + GPU dashboard (Grafana JSON model), log panels last."""
+def _client_panel(pid: int, title: str, expr: str, y: int, x: int) -> dict[str, Any]:
+    panel = _panel(pid, title, expr, "reqps", y, x, "{{client}}", w=8)
+    panel["datasource"] = {"type": "loki", "uid": "${logs}"}
+    panel["targets"][0]["queryType"] = "range"
+    return panel
+
+
+def dashboard(
+    triton_namespace: str, deployments: tuple[MonitoredDeployment, ...], ingress_namespace: str
+) -> dict[str, Any]:
+    """The Triton + GPU dashboard (Grafana JSON model), log panels, then the ingress's clients."""
     ns = f'namespace="{triton_namespace}"'
     panels = [
         _panel(
@@ -146,6 +161,19 @@ def dashboard(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...
         panels.append(_panel(len(panels) + 1, title, expr, unit, 33, 8 * i, "{{model}} v{{version}}", w=8))
     for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
         panels.append(_log_panel(len(panels) + 1, title, expr, 41 + 10 * (i // 2), 12 * (i % 2)))
+    y = 41 + 10 * ((len(log_queries(triton_namespace, deployments)) + 1) // 2)
+    panels.append(
+        {
+            "id": len(panels) + 1,
+            "type": "row",
+            "title": "Clients (ingress access log)",
+            "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+            "panels": [],
+        }
+    )
+    for i, (title, expr) in enumerate(client_queries(ingress_namespace).items()):
+        panels.append(_client_panel(len(panels) + 1, title, expr, y + 1, 8 * i))
     panels += agent_row(triton_namespace, len(panels) + 1, max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels))
     return {
         "uid": "triton-platform",

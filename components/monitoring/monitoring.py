@@ -107,7 +107,9 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-dashboard",
             metadata=meta("triton-dashboard", DASHBOARD_LABEL),
             data={
-                "triton.json": json.dumps(dashboard(args.triton_namespace, args.deployments), indent=1, sort_keys=True)
+                "triton.json": json.dumps(
+                    dashboard(args.triton_namespace, args.deployments, args.ingress_namespace), indent=1, sort_keys=True
+                )
             },
             opts=after_ns,
         )

@@ -129,6 +129,30 @@ def canary_queries(triton_namespace: str) -> dict[str, tuple[str, str]]:
     }
 
 
+# The Envoy proxies' container (Envoy Gateway names it `envoy`) and the access-log fields the
+# per-client panels read (components/gateway/proxy.py, ACCESS_LOG_FIELDS).
+PROXY_CONTAINER = "envoy"
+
+
+def client_queries(ingress_namespace: str) -> dict[str, str]:
+    """LogQL metric queries of the dashboard's per-client panels (title -> query), over the proxies'
+    JSON access log: requests, errors (HTTP 5xx, or a gRPC status other than OK) and the requests
+    the ingress itself turned away (401 unauthenticated, 403 denied, 413 too large, 429 rate
+    limited), each by `client` (the API client or the token's client claim; `-` when unknown).
+    ref: https://grafana.com/docs/loki/latest/query/metric_queries/"""
+    stream = f'{{namespace="{ingress_namespace}", container="{PROXY_CONTAINER}"}} | json | __error__=""'
+    window = "[$__auto]"
+    return {
+        "Requests / s by client": f"sum by (client) (rate({stream} {window}))",
+        "Errors / s by client (5xx, gRPC not OK)": (
+            f"sum by (client) (rate({stream} | response_code >= 500 or grpc_status > 0 {window}))"
+        ),
+        "Refused by the ingress / s by client and code": (
+            f'sum by (client, response_code) (rate({stream} | response_code =~ "401|403|413|429" {window}))'
+        ),
+    }
+
+
 def log_queries(triton_namespace: str, deployments: tuple[MonitoredDeployment, ...]) -> dict[str, str]:
     """LogQL of the dashboard's log panels (title -> query): tritonserver per deployment and
     the agent (its init run and the sidecar) of every deployment, each filtered by the

@@ -26,6 +26,7 @@ from components.stack_config.vocabulary import (
     DEFAULT_VPC_CIDR,
     ENVIRONMENTS,
     GPU_AMI_TYPES,
+    INGRESS_AUTHENTICATION,
     KUBERNETES_VERSIONS,
     NAT_MODES,
     NODE_GROUP_KINDS,
@@ -381,8 +382,8 @@ KEYS: tuple[Key, ...] = (
     Key(
         "ingressRateLimitRps",
         "integer",
-        "Requests per second (burst 2x) allowed per client API key by EACH Traefik replica (counters are per "
-        "replica: a client spread over all replicas gets up to replicas x this) ({bounds}).",
+        "Requests per second allowed per API client by EACH Envoy proxy replica (counters are per replica: a "
+        "client spread over all replicas gets up to replicas x this) ({bounds}).",
         200,
         minimum=1,
         maximum=100_000,
@@ -391,9 +392,73 @@ KEYS: tuple[Key, ...] = (
         "ingressClients",
         "array",
         "Ingress API clients (DNS labels, unique): each gets a generated API key (secret output `ingressApiKeys`) "
-        "and its own rate-limit bucket.",
+        "and its own rate-limit bucket. Not with ingressAuthentication jwt (no API keys are made).",
         ["default"],
         items="string",
+    ),
+    Key(
+        "ingressAuthentication",
+        "string",
+        "How ingress clients authenticate ({bounds}): API keys (HTTP basic auth), bearer JWTs from the OIDC "
+        "issuer of the ingressJwt* keys, or either. Required in prod's stack file.",
+        "api-keys",
+        choices=INGRESS_AUTHENTICATION,
+    ),
+    Key(
+        "ingressJwtIssuer",
+        "string",
+        "The OIDC issuer (https URL) whose tokens the ingress accepts (the tokens' `iss`); required with jwt | both.",
+        "",
+    ),
+    Key(
+        "ingressJwtAudiences",
+        "array",
+        "The `aud` values accepted (a token must name one); required with jwt | both.",
+        [],
+        items="string",
+    ),
+    Key(
+        "ingressJwtJwksUri",
+        "string",
+        "Where the issuer publishes its signing keys (https URL); each Envoy proxy fetches and caches it. "
+        "Required with jwt | both.",
+        "",
+    ),
+    Key(
+        "ingressJwtJwksCacheSeconds",
+        "integer",
+        "How long a proxy keeps the issuer's key set before fetching it again, in seconds ({bounds}).",
+        300,
+        minimum=60,
+        maximum=86400,
+    ),
+    Key(
+        "ingressJwtModelsClaim",
+        "string",
+        "The token claim (a string array) listing the models a client may call over HTTP (`*` = every model).",
+        "triton_models",
+    ),
+    Key(
+        "ingressJwtDeploymentsClaim",
+        "string",
+        "The token claim (a string array) listing the Triton deployments a client may call over gRPC (`*` = "
+        "every deployment): the gRPC model name is inside the protobuf body, where no proxy can match it.",
+        "triton_deployments",
+    ),
+    Key(
+        "ingressJwtClientClaim",
+        "string",
+        "The token claim that names the client in the access log and the dashboard.",
+        "sub",
+    ),
+    Key(
+        "ingressJwtRateLimitRps",
+        "integer",
+        "Requests per second all token clients together get from EACH Envoy proxy replica ({bounds}); "
+        "per-subject limits need Envoy Gateway's global rate limit service.",
+        1000,
+        minimum=1,
+        maximum=100_000,
     ),
     Key(
         "platformReplicas",

@@ -9,7 +9,7 @@ from components.stack_config import cidr_rules, rules
 from components.stack_config.declarations import KEYS_BY_NAME
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_cidr, read_dns_label, read_list, read_str
-from components.stack_config.vocabulary import DNS_NAME, EMAIL, config_key
+from components.stack_config.vocabulary import DNS_NAME, EMAIL, HTTPS_URL, JWT_CLAIM, config_key
 
 
 def read_ingress(values: Mapping[str, Any], environment: str, explicit: Collection[str]) -> dict[str, Any]:
@@ -34,6 +34,68 @@ def read_ingress(values: Mapping[str, Any], environment: str, explicit: Collecti
             "[0.0.0.0/0] written as such for a public API, or client CIDRs whose union is at most a /8",
         )
     return {"domain": domain, "acme_email": acme_email, "tls_issuer": tls_issuer, "ingress_allowed_cidrs": cidrs}
+
+
+JWT_KEYS = (
+    "ingressJwtIssuer",
+    "ingressJwtAudiences",
+    "ingressJwtJwksUri",
+    "ingressJwtJwksCacheSeconds",
+    "ingressJwtModelsClaim",
+    "ingressJwtDeploymentsClaim",
+    "ingressJwtClientClaim",
+    "ingressJwtRateLimitRps",
+)
+
+
+def read_ingress_authentication(
+    values: Mapping[str, Any], environment: str, explicit: Collection[str]
+) -> dict[str, Any]:
+    """`ingressAuthentication` and, with JWT, the `ingressJwt*` keys; `ingressClients` with API keys.
+
+    A stack without JWT sets no `ingressJwt*` key and a JWT-only stack sets no `ingressClients`
+    (a key that would be ignored is refused); prod names its choice (`rules.check_authentication_named`)."""
+    authentication = KEYS_BY_NAME["ingressAuthentication"].read(values["ingressAuthentication"])
+    rules.check_authentication_named(explicit, environment)
+    jwt_on = authentication != "api-keys"
+    out: dict[str, Any] = {"ingress_authentication": authentication}
+    if authentication == "jwt":
+        if "ingressClients" in explicit:
+            raise ConfigError(
+                config_key("ingressClients"),
+                values["ingressClients"],
+                "is set but ingressAuthentication is jwt (no API keys are made)",
+                "no ingressClients, or ingressAuthentication api-keys | both",
+            )
+        out["ingress_clients"] = ()
+    else:
+        out["ingress_clients"] = read_ingress_clients(values["ingressClients"])
+    if not jwt_on:
+        stray = [k for k in JWT_KEYS if k in explicit]
+        if stray:
+            raise ConfigError(
+                config_key(stray[0]),
+                values[stray[0]],
+                "is set but ingressAuthentication is api-keys",
+                "ingressJwt* keys only with ingressAuthentication jwt | both",
+            )
+        return out
+    issuer_key, uri_key, aud_key = (
+        config_key(k) for k in ("ingressJwtIssuer", "ingressJwtJwksUri", "ingressJwtAudiences")
+    )
+    out["ingress_jwt_issuer"] = read_str(issuer_key, values["ingressJwtIssuer"], HTTPS_URL, "the issuer's https URL")
+    out["ingress_jwt_jwks_uri"] = read_str(uri_key, values["ingressJwtJwksUri"], HTTPS_URL, "the JWKS https URL")
+    audiences = tuple(read_str(aud_key, a) for a in read_list(aud_key, values["ingressJwtAudiences"]))
+    if not audiences:
+        raise ConfigError(aud_key, [], "is empty", f"at least one audience with ingressAuthentication {authentication}")
+    out["ingress_jwt_audiences"] = audiences
+    for name in ("ingressJwtModelsClaim", "ingressJwtDeploymentsClaim", "ingressJwtClientClaim"):
+        out[KEYS_BY_NAME[name].attribute] = read_str(
+            config_key(name), values[name], JWT_CLAIM, "a claim name (letters, digits, _ : -; '.' for a nested claim)"
+        )
+    for name in ("ingressJwtJwksCacheSeconds", "ingressJwtRateLimitRps"):
+        out[KEYS_BY_NAME[name].attribute] = KEYS_BY_NAME[name].read(values[name])
+    return out
 
 
 def read_ingress_clients(value: Any) -> tuple[str, ...]:

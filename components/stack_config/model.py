@@ -7,6 +7,7 @@ checked, so no component reads config or re-validates a stack value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from components.upstream import versions
 from model_sync.contract.canary_policy import CanaryPolicy
@@ -103,8 +104,33 @@ class StackConfig:
     model_repository_read_principal_arns: tuple[str, ...] = ()
     triton_image: str = versions.TRITON_IMAGE
     ingress_clients: tuple[str, ...] = ("default",)
+    ingress_authentication: str = "api-keys"
+    ingress_jwt_issuer: str = ""
+    ingress_jwt_audiences: tuple[str, ...] = ()
+    ingress_jwt_jwks_uri: str = ""
+    ingress_jwt_jwks_cache_seconds: int = 300
+    ingress_jwt_models_claim: str = "triton_models"
+    ingress_jwt_deployments_claim: str = "triton_deployments"
+    ingress_jwt_client_claim: str = "sub"
+    ingress_jwt_rate_limit_rps: int = 1000
     # The zones the VPC spans (known once the program asked AWS: loading.load_from_pulumi).
     availability_zones: tuple[str, ...] = ()
+
+    @property
+    def ingress_jwt(self) -> dict[str, Any] | None:
+        """The JWT settings as the ingress takes them (JwtArgs' fields), None when clients use API keys only."""
+        if self.ingress_authentication == "api-keys":
+            return None
+        return {
+            "issuer": self.ingress_jwt_issuer,
+            "audiences": self.ingress_jwt_audiences,
+            "jwks_uri": self.ingress_jwt_jwks_uri,
+            "jwks_cache_seconds": self.ingress_jwt_jwks_cache_seconds,
+            "models_claim": self.ingress_jwt_models_claim,
+            "deployments_claim": self.ingress_jwt_deployments_claim,
+            "client_claim": self.ingress_jwt_client_claim,
+            "rate_limit_rps": self.ingress_jwt_rate_limit_rps,
+        }
 
     @property
     def is_prod(self) -> bool:

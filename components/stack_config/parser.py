@@ -56,6 +56,7 @@ def parse(
     github = delivery.read_github(values, environment)
     agent_image = images.read_agent_image(values["agentImage"], environment)
     ingress = edge.read_ingress(values, environment, explicit)
+    authentication = edge.read_ingress_authentication(values, environment, explicit)
     deployer = delivery.read_deployer(values)
     promotion = delivery.read_promotion(values, environment)
     rules.check_secrets_encrypted(values, secret_keys)
@@ -91,5 +92,5 @@ def parse(
         alertmanager_slack_webhook_url=webhook,
         **deployer,
         **promotion,
-        ingress_clients=edge.read_ingress_clients(values["ingressClients"]),
+        **authentication,
     )

@@ -207,6 +207,17 @@ def check_ingress_named(explicit: Collection[str], environment: str) -> None:
         )
 
 
+def check_authentication_named(explicit: Collection[str], environment: str) -> None:
+    """Prod says how its clients authenticate (API keys, JWT or both) in its stack file."""
+    if environment == "prod" and "ingressAuthentication" not in explicit:
+        raise ConfigError(
+            config_key("ingressAuthentication"),
+            None,
+            "is not set in prod",
+            "api-keys | jwt | both, written in the prod stack file",
+        )
+
+
 def check_policy_account(arn: str, oidc_arn: str) -> None:
     """A deployer policy belongs to the stack's own account (the account of its githubOidcProviderArn)."""
     account = oidc_arn.split(":")[4]

@@ -22,6 +22,10 @@ GPU_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA")
 SYSTEM_AMI_TYPES = ("AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64")
 NODE_GROUP_KINDS = ("system", "gpu")
 TLS_ISSUERS = ("letsencrypt", "letsencrypt-staging")
+# How ingress clients authenticate (components/gateway/args.py: API_KEYS, JWT, BOTH).
+INGRESS_AUTHENTICATION = ("api-keys", "jwt", "both")
+HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:[0-9]{1,5})?(/[-A-Za-z0-9._~/%]*)?$")
+JWT_CLAIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_:-]{0,62}(\.[A-Za-z_][A-Za-z0-9_:-]{0,62}){0,3}$")
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # The retention periods CloudWatch Logs accepts, in days.
 # ref: https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html

@@ -18,11 +18,22 @@ TRITON_IMAGE = f"{TRITON_IMAGE_REPOSITORY}:{TRITON_IMAGE_TAG}"
 
 @dataclass(frozen=True)
 class HelmChart:
-    """A Helm chart pinned to one version in one repository."""
+    """A Helm chart pinned to one version in one repository: an HTTP chart repository
+    (`https://...`, with an index.yaml) or an OCI registry (`oci://registry/path`)."""
 
     chart: str
     version: str
     repository: str
+
+    @property
+    def oci(self) -> bool:
+        return self.repository.startswith("oci://")
+
+    @property
+    def reference(self) -> str:
+        """What `helm pull` / a Helm release names: the chart's name in an HTTP repository (given
+        with `--repo`), or its full `oci://registry/path/chart` address (no repository option)."""
+        return f"{self.repository}/{self.chart}" if self.oci else self.chart
 
 
 # ---- AWS foundation: EKS add-ons, NVIDIA device plugin, DCGM exporter ---------------
@@ -70,12 +81,16 @@ DCGM_EXPORTER_CHART = HelmChart("dcgm-exporter", "4.1.1", "https://nvidia.github
 # ---- Serving plane: ingress, cert-manager, monitoring, logging, prometheus-adapter ---
 
 
-# Traefik Proxy v3.7 (chart 41.3.0, the newest release verified here; 41.5.0 is not): the
-# ingress controller (ingress-nginx is retired since March 2026; see docs/serving-plane.md).
-# Chart 41 renamed `logs.general` / `logs.access` to `log` / `accessLog`, chart 39 moved
-# `ports.<name>.tls` to `ports.<name>.http.tls`; its values.schema.json refuses unknown keys.
-# ref: https://github.com/traefik/traefik-helm-chart/releases
-TRAEFIK_CHART = HelmChart("traefik", "41.3.0", "https://traefik.github.io/charts")
+# Envoy Gateway 1.9 (chart gateway-helm 1.9.0, published as an OCI chart only): the public
+# ingress (Gateway API). JWT is verified inside Envoy (jwt_authn, remote JWKS cached), gRPC is a
+# first-class GRPCRoute, and API keys, client CIDRs and claim-based authorization are one
+# SecurityPolicy per route; its `crds` subchart installs the Gateway API and Envoy Gateway CRDs.
+# ref: https://gateway.envoyproxy.io/news/releases/ ; https://github.com/envoyproxy/gateway/releases/tag/v1.9.0
+ENVOY_GATEWAY_CHART = HelmChart("gateway-helm", "1.9.0", "oci://docker.io/envoyproxy")
+# The Envoy proxy image Envoy Gateway 1.9.0 runs by default (api/v1alpha1/shared_types.go,
+# DefaultEnvoyProxyImage at tag v1.9.0), pinned here so that the EnvoyProxy resource names it and a
+# chart bump never moves the data plane unreviewed.
+ENVOY_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.39.0"
 # cert-manager v1.20 (ACME certificates for the public hosts; v1.19 left support June 2026).
 # ref: https://cert-manager.io/docs/releases/
 CERT_MANAGER_CHART = HelmChart("cert-manager", "v1.20.2", "https://charts.jetstack.io")

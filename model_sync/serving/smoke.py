@@ -3,7 +3,7 @@ dtypes (`tensor_specs`, `smoke_inputs`), and every declared output checked for n
 and shape (`check_outputs`). Three transports: the agent's, over its Triton's loopback
 (`smoke_loopback`: stdlib + numpy, the binary tensor extension), and verify's own over HTTP and
 gRPC through tritonclient (`smoke_http`, `smoke_grpc`; the ingress credentials from
-$MODEL_SYNC_TRITON_API_KEY)."""
+$MODEL_SYNC_TRITON_TOKEN or $MODEL_SYNC_TRITON_API_KEY)."""
 
 from __future__ import annotations
 
@@ -105,15 +105,27 @@ def check_outputs(
 
 
 API_KEY_ENV = "MODEL_SYNC_TRITON_API_KEY"  # CLIENT:KEY, an ingressApiKeys entry (the ingress's basic auth)
+TOKEN_ENV = "MODEL_SYNC_TRITON_TOKEN"  # noqa: S105 (a variable's name): a bearer JWT from the stack's issuer
+DEPLOYMENT_HEADER = "x-triton-deployment"  # the gRPC ingress's deployment selector (components/gateway/routes.py)
 
 
 def client_headers() -> dict[str, str]:
-    """The ingress credentials for verify's own smoke inferences, from $MODEL_SYNC_TRITON_API_KEY
-    (never a flag: a command line is visible to every user of the machine)."""
+    """The ingress credentials for verify's own smoke inferences: a bearer token from
+    $MODEL_SYNC_TRITON_TOKEN or an API key from $MODEL_SYNC_TRITON_API_KEY (never a flag: a command
+    line is visible to every user of the machine; never both: the ingress takes one)."""
     import base64
     import os
 
     value = os.environ.get(API_KEY_ENV, "")
+    token = os.environ.get(TOKEN_ENV, "")
+    if value and token:
+        raise errors.usage(
+            f"${API_KEY_ENV} and ${TOKEN_ENV} are both set; allowed: one of them (an API key or a bearer token)"
+        )
+    if token:
+        if token.count(".") != 2 or any(c.isspace() for c in token):
+            raise errors.usage(f"${TOKEN_ENV}: not a JWT; allowed: a compact JWT (header.payload.signature)")
+        return {"authorization": f"Bearer {token}"}
     if not value:
         return {}
     if ":" not in value:
@@ -126,7 +138,8 @@ def client_headers() -> dict[str, str]:
 
 def _smoke(protocol: str, lib: Any, connect: Callable[[], Any], model: str, version: int, inputs: list[TensorSpec],
            outputs: list[TensorSpec],
-           tensor_args: dict[str, Any], infer_args: dict[str, Any]) -> list[str]:  # fmt: skip
+           tensor_args: dict[str, Any], infer_args: dict[str, Any],
+           headers: dict[str, str] | None = None) -> list[str]:  # fmt: skip
     """One smoke inference through tritonclient's `lib` (http or grpc): problems (empty: passed)."""
     data = smoke_inputs(inputs)
     try:
@@ -138,7 +151,7 @@ def _smoke(protocol: str, lib: Any, connect: Callable[[], Any], model: str, vers
             reqs.append(t)
         result = client.infer(model, reqs, model_version=str(version),
                               outputs=[lib.InferRequestedOutput(o.name, **tensor_args) for o in outputs],
-                              headers=client_headers(), **infer_args)  # fmt: skip
+                              headers={**client_headers(), **(headers or {})}, **infer_args)  # fmt: skip
         got = {}
         for o in outputs:
             meta = result.get_output(o.name)  # http: a dict; grpc: a protobuf message
@@ -172,8 +185,16 @@ def smoke_http(
 
 
 def smoke_grpc(
-    url: str, model: str, version: int, inputs: list[TensorSpec], outputs: list[TensorSpec], timeout: float = 30.0
+    url: str,
+    model: str,
+    version: int,
+    inputs: list[TensorSpec],
+    outputs: list[TensorSpec],
+    timeout: float = 30.0,
+    deployment: str | None = None,
 ) -> list[str]:
+    """`deployment`: the Triton deployment serving the model, sent as `x-triton-deployment` (the gRPC
+    ingress routes on it: the model name is inside the protobuf body)."""
     import tritonclient.grpc as grpcclient
 
     def connect() -> Any:
@@ -181,7 +202,10 @@ def smoke_grpc(
             url, ssl=url.endswith(":443")
         )  # the ingress serves gRPC over TLS on :443
 
-    return _smoke("grpc", grpcclient, connect, model, version, inputs, outputs, {}, {"client_timeout": timeout})
+    selector = {DEPLOYMENT_HEADER: deployment} if deployment else {}
+    return _smoke(
+        "grpc", grpcclient, connect, model, version, inputs, outputs, {}, {"client_timeout": timeout}, selector
+    )
 
 
 def _tensor_bytes(array: Any) -> bytes:

@@ -25,6 +25,7 @@ with model_sync.records.codec's strict reader (model_sync.serving.replicas, whic
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -180,7 +181,12 @@ def verify(
         replicas_ok = False
     result.checks["replicas"] = PASSED if replicas_ok else FAILED
     # A direct check runs only with an endpoint: without one it is "not run", never "failed".
-    for name, url, direct_smoke in (("http", http_url, smoke.smoke_http), ("grpc", grpc_url, smoke.smoke_grpc)):
+    # gRPC through the ingress names the deployment that serves the model (the replicas that report it).
+    deployment = min((k.split("/", 1)[0] for k in result.ready_replicas), default=None)
+    for name, url, direct_smoke in (
+        ("http", http_url, smoke.smoke_http),
+        ("grpc", grpc_url, functools.partial(smoke.smoke_grpc, deployment=deployment)),
+    ):
         if url and inputs:
             direct = direct_smoke(url, model, version, inputs, outputs)
             result.checks[name] = FAILED if direct else PASSED
@@ -271,7 +277,7 @@ def command(
     if gone <= fresh:
         raise errors.usage(f"--departed: {gone!r}; allowed: seconds > --staleness ({fresh:g})")
     env = resolve()
-    smoke.client_headers()  # a malformed $MODEL_SYNC_TRITON_API_KEY is a usage error (exit 2), before any check
+    smoke.client_headers()  # malformed or doubled ingress credentials are a usage error (exit 2), before any check
     http_url = triton_url or env.triton_url
     grpc = grpc_url or env.grpc_url or default_grpc_url(http_url)
     repo = Bucket(env)

@@ -23,7 +23,7 @@ RELEASES = (
     "gpu-operators-dcgm-exporter",
     "gpu-operators-device-plugin",
     "ingress-cert-manager",
-    "ingress-traefik",
+    "ingress-envoy-gateway",
     "log-shipping-alloy",
     "log-shipping-loki",
     "monitoring-kube-prometheus-stack",

@@ -64,12 +64,19 @@ def test_api_versions_are_the_builtin_groups_plus_the_charts_crds() -> None:
     # Without apiregistration.k8s.io/v1, prometheus-adapter renders a v1beta1 APIService
     # (removed in Kubernetes 1.22).
     assert {"v1", "apps/v1", "policy/v1", "apiregistration.k8s.io/v1", "apps/v1/Deployment"} <= apis
-    assert {"monitoring.coreos.com/v1", "cert-manager.io/v1", "traefik.io/v1alpha1"} <= apis
+    assert {
+        "monitoring.coreos.com/v1",
+        "cert-manager.io/v1",
+        "gateway.networking.k8s.io/v1",
+        "gateway.envoyproxy.io/v1alpha1",
+    } <= apis
     assert [a for a in builtin_api_versions("1.33") if "alpha" in a or "beta" in a] == []
     (apiservice,) = [d for d in cluster("prod").rendered["monitoring-prometheus-adapter"] if d["kind"] == "APIService"]
     assert apiservice["apiVersion"] == "apiregistration.k8s.io/v1"
 
 
-def test_traefik_pin_is_the_verified_release() -> None:
-    # 41.5.0 cannot be verified here; 41.3.0, the newest release available, can.
-    assert versions.TRAEFIK_CHART.version == "41.3.0"
+def test_envoy_gateway_pin_is_the_oci_release_and_names_its_proxy_image() -> None:
+    chart = versions.ENVOY_GATEWAY_CHART
+    assert (chart.reference, chart.version) == ("oci://docker.io/envoyproxy/gateway-helm", "1.9.0")
+    # The proxy image is pinned beside the chart, not left to the controller's built-in default.
+    assert versions.ENVOY_PROXY_IMAGE == "docker.io/envoyproxy/envoy:distroless-v1.39.0"

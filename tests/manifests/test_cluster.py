@@ -99,11 +99,16 @@ def test_custom_resources_match_the_charts_crds(stack: str) -> None:
         "PrometheusRule",
         "Certificate",
         "ClusterIssuer",
-        "IngressRoute",
-        "Middleware",
         "Prometheus",
         "Alertmanager",
-        "TLSOption",
+        "GatewayClass",
+        "Gateway",
+        "HTTPRoute",
+        "GRPCRoute",
+        "SecurityPolicy",
+        "BackendTrafficPolicy",
+        "ClientTrafficPolicy",
+        "EnvoyProxy",
     }
     problems = [f"{o}: {p}" for o in custom for p in schemas.validate(o.doc, c.kubernetes_version)]
     assert problems == []

@@ -29,7 +29,8 @@ API_CLIENTS = [
         "cert-manager",
         {"app.kubernetes.io/instance": "cert-manager"},
     ),  # controller, webhook, cainjector, startupapicheck
-    ("ingress", {"app.kubernetes.io/name": "traefik"}),
+    ("ingress", {"control-plane": "envoy-gateway"}),  # the Envoy Gateway controller
+    ("ingress", {"app": "certgen"}),  # its certificate Job
     ("logging", {"app.kubernetes.io/name": "alloy"}),
     ("monitoring", {"app.kubernetes.io/name": "grafana"}),
     ("monitoring", {"app.kubernetes.io/name": "kube-state-metrics"}),
@@ -104,6 +105,32 @@ class World:
         self.pods.append(
             Endpoint("coredns", pod_ip, "kube-system", {"k8s-app": "kube-dns"}, {"dns": 53, "metrics": 9153})
         )
+        # The Envoy proxies Envoy Gateway runs for each Gateway, in its controller's namespace: the
+        # labels and ports its v1.9.0 source gives them (proxy/resource.go EnvoyAppLabel and the
+        # owning-gateway labels; a listener port below 1024 is bound at port + 10000; stats 19001,
+        # readiness 19003).
+        (controller_ns,) = {r.namespace for r in c.releases.values() if r.chart.chart == "gateway-helm"}
+        for gw in c.of_kind("Gateway"):
+            ports = {
+                f"listener-{lst['name']}": int(lst["port"]) + (10000 if int(lst["port"]) < 1024 else 0)
+                for lst in gw.doc["spec"]["listeners"]
+            }
+            labels = {
+                "app.kubernetes.io/name": "envoy",
+                "app.kubernetes.io/component": "proxy",
+                "app.kubernetes.io/managed-by": "envoy-gateway",
+                "gateway.envoyproxy.io/owning-gateway-name": gw.name,
+                "gateway.envoyproxy.io/owning-gateway-namespace": str(gw.namespace),
+            }
+            self.pods.append(
+                Endpoint(
+                    f"envoy proxy of {gw}",
+                    pod_ip,
+                    controller_ns,
+                    labels,
+                    {**ports, "metrics": 19001, "readiness": 19003},
+                )
+            )
         self.services = [o.doc for o in c.of_kind("Service")] + [doc for _, doc in OUTSIDE_THE_RENDER]
 
     def select(self, namespace: str, labels: dict[str, str]) -> list[Endpoint]:
@@ -218,25 +245,36 @@ def _flows(w: World) -> list[tuple[str, list[Endpoint], list[tuple[Endpoint, int
             flows.append(("prometheus -> alertmanager", prometheus, w.backends(svc, port), "TCP"))
     alertmanager = w.select("monitoring", {"app.kubernetes.io/name": "alertmanager"})
     flows += [("alertmanager mesh", alertmanager, [(a, 9094) for a in alertmanager], proto) for proto in ("TCP", "UDP")]
-    # Traefik: the public entry points, its routes' Services, the ACME solvers.
-    traefik = w.select("ingress", {"app.kubernetes.io/name": "traefik"})
-    flows.append(
-        ("clients -> traefik", [w.internet], [(t, t.ports[p]) for t in traefik for p in ("web", "websecure")], "TCP")
-    )
-    for route in c.of_kind("IngressRoute"):
-        for r in route.doc["spec"]["routes"]:
-            for s in r["services"]:
-                svc = w.service(s["name"], str(route.namespace))
-                (port,) = [p for p in svc["spec"]["ports"] if int(p["port"]) == int(s["port"])]
-                flows.append((f"traefik -> {s['name']}:{s['port']}", traefik, w.backends(svc, port), "TCP"))
+    # The Envoy proxies: the public listeners, their routes' Services, the ACME solvers, the
+    # controller's xDS Service and, where a SecurityPolicy verifies JWTs, the issuer's JWKS.
+    proxies = w.select("ingress", {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/component": "proxy"})
     flows.append(
         (
-            "traefik -> acme solver",
-            traefik,
+            "clients -> envoy listeners",
+            [w.internet],
+            [(p, n) for p in proxies for name, n in p.ports.items() if name.startswith("listener-")],
+            "TCP",
+        )
+    )
+    for route in c.of_kind("HTTPRoute", "GRPCRoute"):
+        for r in route.doc["spec"]["rules"]:
+            for ref in r.get("backendRefs") or []:
+                svc = w.service(ref["name"], str(route.namespace))
+                (port,) = [p for p in svc["spec"]["ports"] if int(p["port"]) == int(ref["port"])]
+                flows.append((f"envoy -> {ref['name']}:{ref['port']}", proxies, w.backends(svc, port), "TCP"))
+    flows.append(
+        (
+            "envoy -> acme solver",
+            proxies,
             [(p, 8089) for p in w.select("triton", {"acme.cert-manager.io/http01-solver": "true"})],
             "TCP",
         )
     )
+    xds = w.service("envoy-gateway", "ingress")
+    (grpc,) = [p for p in xds["spec"]["ports"] if p["name"] == "grpc"]
+    flows.append(("envoy -> controller xDS", proxies, w.backends(xds, grpc), "TCP"))
+    if any("jwt" in p.doc["spec"] for p in c.of_kind("SecurityPolicy")):
+        flows.append(("envoy -> issuer JWKS", proxies, [(w.internet, 443)], "TCP"))
     # The API server calls the webhooks and the aggregated APIs.
     for o in c.of_kind("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService"):
         refs = (
@@ -307,7 +345,8 @@ def test_what_no_workload_needs_is_denied(stack: str) -> None:
     w = World(cluster(stack))
     net = Network(w.c)
     triton = w.select("triton", {"app.kubernetes.io/name": "triton"})[0]
-    traefik = w.select("ingress", {"app.kubernetes.io/name": "traefik"})[0]
+    proxy = w.select("ingress", {"app.kubernetes.io/name": "envoy"})[0]
+    controller = w.select("ingress", {"control-plane": "envoy-gateway"})[0]
     grafana = w.select("monitoring", {"app.kubernetes.io/name": "grafana"})[0]
     loki = w.select("logging", {"app.kubernetes.io/name": "loki"})[0]
     dcgm = w.select("gpu-operators", {"app.kubernetes.io/name": "dcgm-exporter"})[0]
@@ -328,12 +367,15 @@ def test_what_no_workload_needs_is_denied(stack: str) -> None:
         (w.internet, grafana, 3000),
         (w.internet, loki, 3100),
         (w.internet, webhook, 10250),
-        (traefik, grafana, 3000),
-        (traefik, triton, 8002),
-        (traefik, triton, 8003),  # the agent's metrics: Prometheus only
+        (proxy, grafana, 3000),
+        (proxy, triton, 8002),
+        (proxy, triton, 8003),  # the agent's metrics: Prometheus only
         (grafana, triton, 8003),
-        (traefik, w.internet, 443),
-        (traefik, imds, 80),
+        (proxy, imds, 80),
+        (proxy, w.api, 443),
+        (w.internet, proxy, 19001),  # the proxies' stats port is not public
+        (w.internet, controller, 18000),  # xDS: only the proxies
+        (controller, w.internet, 443),
         (triton, imds, 80),
         (triton, loki, 3100),
         (loki, w.internet, 443),
@@ -342,6 +384,8 @@ def test_what_no_workload_needs_is_denied(stack: str) -> None:
         (grafana, w.internet, 443),
         (grafana, triton, 8000),
     ]
+    if not any("jwt" in p.doc["spec"] for p in w.c.of_kind("SecurityPolicy")):
+        denied.append((proxy, w.internet, 443))  # no JWKS to fetch: no way out
     allowed = [f"{s.what} -> {d.what}:{p}" for s, d, p in denied if net.allowed(s, d, p)]
     assert allowed == []
 

@@ -31,8 +31,14 @@ EXPECTED = {
     "ConfigMap",
     "ClusterIssuer",
     "Certificate",
-    "IngressRoute",
-    "Middleware",
+    "GatewayClass",
+    "Gateway",
+    "EnvoyProxy",
+    "HTTPRoute",
+    "GRPCRoute",
+    "SecurityPolicy",
+    "BackendTrafficPolicy",
+    "ClientTrafficPolicy",
 }
 
 
@@ -73,7 +79,7 @@ def test_render_cli_renders_the_charts(tmp_path: Path, capsys: pytest.CaptureFix
     crds = {p.stem: p.read_text() for p in (tmp_path / "prod" / "crds").glob("*.yaml")}
     assert set(crds) == {
         "ingress-cert-manager",
-        "ingress-traefik",
+        "ingress-envoy-gateway",
         "log-shipping-alloy",
         "monitoring-kube-prometheus-stack",
     }
@@ -107,7 +113,8 @@ def test_crd_validator_accepts_the_program_resources(schemas: CrdSchemas) -> Non
     for kind, name in (
         ("ServiceMonitor", "triton-default"),
         ("PodMonitor", "triton-default-agent"),
-        ("Middleware", "triton-ratelimit"),
+        ("SecurityPolicy", "triton-model-resnet18-jwt"),
+        ("BackendTrafficPolicy", "triton-http"),
         ("Certificate", "triton-tls"),
     ):
         assert schemas.validate(_program_cr(kind, name), "1.33") == []
@@ -124,12 +131,12 @@ def test_crd_validator_rejects_unknown_fields_bad_types_and_scope(schemas: CrdSc
     pods["spec"]["podMetricsEndpoints"][0]["prot"] = "agent-metrics"
     assert any("prot" in p for p in schemas.validate(pods, "1.33"))
 
-    limit = _program_cr("Middleware", "triton-ratelimit")
-    limit["spec"]["rateLimit"]["bursst"] = 3
+    limit = _program_cr("BackendTrafficPolicy", "triton-http")
+    limit["spec"]["rateLimit"]["local"]["rules"][0]["limit"]["bursst"] = 3
     assert any("bursst" in p for p in schemas.validate(limit, "1.33"))
-    allow = _program_cr("Middleware", "triton-allowlist")
-    allow["spec"]["ipAllowList"]["sourceRange"] = "10.0.0.0/8"  # a list
-    assert any("sourceRange" in p for p in schemas.validate(allow, "1.33"))
+    access = _program_cr("SecurityPolicy", "triton-model-resnet18-api-keys")
+    access["spec"]["authorization"]["rules"][0]["principal"]["clientCIDRs"] = "10.0.0.0/8"  # a list
+    assert any("clientCIDRs" in p for p in schemas.validate(access, "1.33"))
 
     issuer = _program_cr("ClusterIssuer", "letsencrypt")
     issuer["metadata"]["namespace"] = "triton"
@@ -142,3 +149,24 @@ def test_crd_validator_rejects_unknown_fields_bad_types_and_scope(schemas: CrdSc
 def test_crd_validator_rejects_kinds_no_release_installs(schemas: CrdSchemas) -> None:
     doc = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "x"}}
     assert schemas.validate(doc, "1.33") == ["no CRD in the render serves example.com/v1 Widget"]
+
+
+def test_crd_validator_runs_the_crds_cel_rules_with_defaults_applied(schemas: CrdSchemas) -> None:
+    """The CEL rules (x-kubernetes-validations) of the charts' CRDs are evaluated: a policy with two
+    kinds of target, a claim rule without a JWT provider, a redirect with a backend are refused."""
+    policy = _program_cr("SecurityPolicy", "triton-model-resnet18-api-keys")
+    assert schemas.validate(policy, "1.33") == []
+    both = copy.deepcopy(policy)
+    both["spec"]["targetRef"] = both["spec"]["targetRefs"][0]
+    assert "spec: either targetRef or targetRefs must be used" in schemas.validate(both, "1.33")
+    claims = copy.deepcopy(policy)
+    claims["spec"]["authorization"]["rules"][0]["principal"]["jwt"] = {
+        "provider": "oidc",
+        "claims": [{"name": "triton_models", "values": ["resnet18"]}],
+    }
+    assert "spec: if authorization.rules.principal.jwt is used, jwt must be defined" in schemas.validate(claims, "1.33")
+    route = _program_cr("HTTPRoute", "triton-https-redirect")
+    route["spec"]["rules"][0]["backendRefs"] = [{"name": "triton-default", "port": 8000}]
+    assert schemas.validate(route, "1.33") == [
+        "spec.rules.0: RequestRedirect filter must not be used together with backendRefs"
+    ]

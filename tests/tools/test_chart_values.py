@@ -24,16 +24,17 @@ def test_subchart_defaults_are_merged_under_their_alias() -> None:
 
 
 def test_keys_the_chart_lacks_are_reported_by_path() -> None:
-    traefik = _defaults(versions.TRAEFIK_CHART)
-    # main's traefik values before this change: chart 41 renamed logs.general / logs.access.
-    old = {
-        "logs": {"general": {"format": "json"}, "access": {"enabled": True}},
-        "log": {"format": "json"},
-        "ports": {"websecure": {"tls": {"enabled": True}, "http": {"tls": {"enabled": True}}}},
+    gateway = _defaults(versions.ENVOY_GATEWAY_CHART)
+    # gateway-helm has no values.schema.json: a misplaced key renders silently and is lost.
+    values = {
+        "deployment": {"replicas": 2, "envoyGateway": {"replicas": 2}},
+        "topologyInjector": {"enabled": False},
+        "podDisruptionBudget": {"minAvailable": 1},
+        "proxy": {"image": "x"},
     }
-    assert [str(u) for u in chart_values.unknown_keys("traefik", old, traefik)] == [
-        "logs: not in the chart's default values (Helm ignores it)",
-        "ports.websecure.tls: not in the chart's default values (Helm ignores it)",
+    assert [str(u) for u in chart_values.unknown_keys("gateway-helm", values, gateway)] == [
+        "deployment.envoyGateway.replicas: not in the chart's default values (Helm ignores it)",
+        "proxy: not in the chart's default values (Helm ignores it)",
     ]
 
 
@@ -53,7 +54,7 @@ def test_free_form_maps_take_any_key_but_must_exist_themselves() -> None:
     ]
     # The same path is free-form only for the chart it is listed for.
     assert chart_values.free_form_reason("cluster-autoscaler", ["extraArgs"]) is not None
-    assert chart_values.free_form_reason("traefik", ["extraArgs"]) is None
+    assert chart_values.free_form_reason("gateway-helm", ["extraArgs"]) is None
 
 
 def test_path_patterns() -> None:

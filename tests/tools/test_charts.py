@@ -45,11 +45,11 @@ def test_every_pinned_chart_is_found() -> None:
             "cert-manager",
             "cluster-autoscaler",
             "dcgm-exporter",
+            "gateway-helm",
             "kube-prometheus-stack",
             "loki",
             "nvidia-device-plugin",
             "prometheus-adapter",
-            "traefik",
         ]
     )
     assert charts.archive_name(versions.CERT_MANAGER_CHART) == "cert-manager-v1.20.2.tgz"
@@ -76,10 +76,10 @@ def test_chart_mirror_environment_variable(mirror: Path, tmp_path: Path, monkeyp
 def test_a_version_the_mirror_lacks_is_refused_naming_what_it_holds(
     mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (mirror / charts.archive_name(versions.TRAEFIK_CHART)).unlink()
+    (mirror / charts.archive_name(versions.ENVOY_GATEWAY_CHART)).unlink()
     assert charts.main(["--cache", str(tmp_path / "cache"), "--mirror", str(mirror)]) == 3
     err = capsys.readouterr().err.strip()
-    assert err.startswith("charts: traefik-41.3.0.tgz is not in the mirror")
+    assert err.startswith("charts: gateway-helm-1.9.0.tgz is not in the mirror")
     assert "alloy-1.4.0.tgz" in err
     assert len(err.splitlines()) == 1
 

@@ -7,23 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from components.ingress import IngressArgs, TritonBackend, traefik_values
+from components.gateway.certificates import cert_manager_values
 from components.upstream import versions
 from tools.helm_template import Release, Renderer, RenderError, builtin_api_versions, crd_api_versions, normalise, parse
 
 
-def _traefik(values: dict[str, object]) -> Release:
-    return Release("ingress-traefik", "traefik", "ingress", versions.TRAEFIK_CHART, values)
+def _cert_manager(values: dict[str, object]) -> Release:
+    return Release("ingress-cert-manager", "cert-manager", "cert-manager", versions.CERT_MANAGER_CHART, values)
 
 
 def _ingress_values() -> dict[str, object]:
-    args = IngressArgs(
-        domain="example.com",
-        acme_email="ops@example.com",
-        backends=(TritonBackend("default", "triton-default", ("m",)),),
-        allowed_cidrs=("10.0.0.0/8",),
-    )
-    return traefik_values(args)
+    return cert_manager_values(2)
 
 
 @pytest.fixture
@@ -32,48 +26,46 @@ def renderer(tmp_path: Path) -> Renderer:
 
 
 def test_the_program_values_render(renderer: Renderer) -> None:
-    docs = parse(renderer.template(_traefik(normalise(_ingress_values())), "1.33", builtin_api_versions("1.33")))
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--log.format=json" in args
-    assert "--accesslog=true" in args
-    assert "--accesslog.format=json" in args
-    assert "--entryPoints.websecure.http.tls=true" in args
+    docs = parse(renderer.template(_cert_manager(normalise(_ingress_values())), "1.33", builtin_api_versions("1.33")))
+    # The controller's configuration file carries the program's `config` (Gateway API support on).
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "cert-manager"]
+    assert "enableGatewayAPI: true" in config["data"]["config.yaml"]
+    (controller,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "cert-manager"]
+    assert controller["spec"]["replicas"] == 2
 
 
 @pytest.mark.parametrize(
     ("values", "reason"),
     [
-        # What main held before traefik chart 41 / 39 renamed them (the chart's values.schema.json refuses both).
-        ({"logs": {"general": {"format": "json"}}}, "additional properties 'logs' not allowed"),
-        (
-            {"ports": {"websecure": {"tls": {"enabled": True}}}},
-            "at '/ports/websecure': additional properties 'tls' not allowed",
-        ),
+        # The chart's values.schema.json refuses keys it does not know, at the top and below.
+        ({"installCRDs": True, "crdz": {}}, "additional properties 'crdz' not allowed"),
+        ({"webhook": {"replicas": 2}}, "at '/webhook': additional properties 'replicas' not allowed"),
     ],
 )
 def test_a_schema_violation_is_one_error_naming_the_release(
     renderer: Renderer, values: dict[str, object], reason: str
 ) -> None:
     with pytest.raises(RenderError) as err:
-        renderer.template(_traefik(values), "1.33", builtin_api_versions("1.33"))
-    assert str(err.value).startswith("ingress-traefik (traefik 41.3.0): Error: values don't meet the specifications")
+        renderer.template(_cert_manager(values), "1.33", builtin_api_versions("1.33"))
+    assert str(err.value).startswith(
+        "ingress-cert-manager (cert-manager v1.20.2): Error: values don't meet the specifications"
+    )
     assert reason in str(err.value)
     assert "\n" not in str(err.value)
 
 
 def test_render_all_reports_each_refused_release_and_renders_the_rest(renderer: Renderer) -> None:
-    good = _traefik(normalise(_ingress_values()))
-    bad = Release("broken", "traefik", "ingress", versions.TRAEFIK_CHART, {"logs": {}})
+    good = _cert_manager(normalise(_ingress_values()))
+    bad = Release("broken", "cert-manager", "cert-manager", versions.CERT_MANAGER_CHART, {"crdz": {}})
     got = renderer.render_all([good, bad], "1.33")
-    assert sorted(got.objects) == ["ingress-traefik"]
+    assert sorted(got.objects) == ["ingress-cert-manager"]
     assert list(got.errors) == ["broken"]
     # The second pass sees the CRDs the first one rendered.
-    assert "traefik.io/v1alpha1/IngressRoute" in got.api_versions
+    assert "cert-manager.io/v1/Certificate" in got.api_versions
 
 
 def test_renders_are_cached_by_their_inputs(renderer: Renderer) -> None:
-    release = _traefik(normalise(_ingress_values()))
+    release = _cert_manager(normalise(_ingress_values()))
     first = renderer.template(release, "1.33", builtin_api_versions("1.33"))
     assert len(list(renderer.cache_dir.glob("*.yaml"))) == 1
     assert renderer.template(release, "1.33", builtin_api_versions("1.33")) == first
@@ -85,7 +77,7 @@ def test_renders_are_cached_by_their_inputs(renderer: Renderer) -> None:
 
 def test_a_missing_archive_names_make_charts(tmp_path: Path) -> None:
     with pytest.raises(RenderError, match="run `make charts`"):
-        Renderer(chart_cache=tmp_path, cache_dir=tmp_path / "r").template(_traefik({}), "1.33", [])
+        Renderer(chart_cache=tmp_path, cache_dir=tmp_path / "r").template(_cert_manager({}), "1.33", [])
 
 
 def test_builtin_api_versions_are_the_ga_groups_of_that_release() -> None:
@@ -122,7 +114,7 @@ def test_a_bare_equals_sign_is_a_string() -> None:
 
 
 def test_objects_are_parsed_once_and_kept_as_json(renderer: Renderer) -> None:
-    release = _traefik(normalise(_ingress_values()))
+    release = _cert_manager(normalise(_ingress_values()))
     docs = renderer.objects(release, "1.33", builtin_api_versions("1.33"))
     assert docs == parse(renderer.template(release, "1.33", builtin_api_versions("1.33")))
     (kept,) = renderer.cache_dir.glob("*.objects.json")

@@ -23,6 +23,7 @@ def test_canary_vs_stable_row_compares_versions_side_by_side(prod: Run) -> None:
     board = json.loads(recorded(prod, "ConfigMap", "triton-dashboard")["data"]["triton.json"])
     panels = board["panels"]
     (row,) = [p for p in panels if p["type"] == "row" and p["title"] == "Canary vs stable"]
+    assert row["title"] == "Canary vs stable"
     following = [p for p in panels if p["gridPos"]["y"] == row["gridPos"]["y"] + 1]
     assert [p["title"] for p in following] == [
         "Canary vs stable: requests / s by version",

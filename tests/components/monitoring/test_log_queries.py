@@ -130,3 +130,36 @@ def test_the_pod_patterns_select_only_their_deployments_pods(prod: Run, pod: str
             if m and re.fullmatch(m.group(1), pod):
                 hits.append(p["title"])
     assert hits == [f"Triton logs: deployment {pod.split('-')[1]}"]
+
+
+def test_client_panels_count_the_proxies_access_log_by_client(prod: Run) -> None:
+    """Requests, errors and refusals per client: metric queries over the Envoy proxies' JSON access
+    log, whose fields (`client`, `response_code`, `grpc_status`) the recorded EnvoyProxy writes."""
+    board = program_dashboard(prod)
+    clients = [
+        p for p in board["panels"] if p.get("datasource", {}).get("type") == "loki" and p["type"] == "timeseries"
+    ]
+    assert [p["title"] for p in clients] == [
+        "Requests / s by client",
+        "Errors / s by client (5xx, gRPC not OK)",
+        "Refused by the ingress / s by client and code",
+    ]
+    exprs = [p["targets"][0]["expr"].replace("$__auto", "1m") for p in clients]
+    parsed = parse_logql(exprs)
+    assert [q["query"] for q in parsed if q["errors"]] == []
+    (proxy,) = [r.inputs for r in prod.kubernetes_objects() if r.inputs.get("kind") == "EnvoyProxy"]
+    (setting,) = proxy["spec"]["telemetry"]["accessLog"]["settings"]
+    logged = set(setting["format"]["json"])
+    shipped = set(re.findall(r'target_label\s*=\s*"(\w+)"', log_shipping.alloy_config("logging")))
+    for q in parsed:
+        # The stream selector: the label filters after `| json` (`__error__`, the codes) are not in it.
+        (stream,) = nodes(q["tree"], "Selector")
+        selector = matchers(stream)
+        assert selector == {"namespace": "=ingress", "container": "=envoy"}
+        assert set(selector) <= shipped
+        grouped = re.search(r"sum by \(([^)]*)\)", q["query"]).group(1)  # type: ignore[union-attr]
+        assert "client" in grouped.split(", ")
+        assert set(grouped.split(", ")) <= logged
+        fields = set(re.findall(r"\| (\w+) (?:>=|>|=~)", q["query"]))
+        assert fields <= logged
+    assert set(re.findall(r"\b(response_code|grpc_status) >", exprs[1])) == {"response_code", "grpc_status"}

@@ -328,3 +328,26 @@ def test_stop_agent_deletes_its_report_while_triton_keeps_serving_and_start_agen
         what="default-1 reports READY again",
     )
     assert fleet.replicas[1].agent.running
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_the_readmes_client_example_runs_against_a_real_tritonserver(
+    pushed: Pushed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README.md's "Calling a model" snippet, run as written but for the hosts (a local replica,
+    no TLS) and the model: tritonclient sends the bearer token and the deployment selector as HTTP
+    headers and gRPC metadata (grpc refuses a metadata key that is not lower case) and gets answers."""
+    from tests.test_readme import _blocks
+
+    (snippet,) = _blocks("python")
+    replica = pushed.fleet.replicas[0]
+    hosts = 'HTTP, GRPC, SSL = "infer.inference.example.com", "grpc.inference.example.com:443", True'
+    model = 'MODEL, DEPLOYMENT = "mlp", "default"'
+    assert hosts in snippet
+    assert model in snippet
+    local = f"HTTP, GRPC, SSL = {replica.http_url.split('://', 1)[1]!r}, {replica.grpc_url!r}, False"
+    code = snippet.replace(hosts, local).replace(model, f'MODEL, DEPLOYMENT = "{MODEL}", "default"')
+    monkeypatch.setenv("TRITON_TOKEN", "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJjaSJ9.c2ln")
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 (the README's own example)
+    assert capsys.readouterr().out.split("\n") == ["[2. 2. 2. 2.]", "[2. 2. 2. 2.]", ""]

@@ -100,3 +100,21 @@ def test_a_malformed_api_key_is_a_usage_error(
     )
     monkeypatch.setenv(vf.API_KEY_ENV, "ci:s3cret")
     assert vf.client_headers() == {"authorization": "Basic Y2k6czNjcmV0"}
+
+
+def test_a_bearer_token_from_the_environment_is_sent_and_never_beside_an_api_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from model_sync.cli import main
+
+    monkeypatch.delenv(vf.API_KEY_ENV, raising=False)
+    monkeypatch.setenv(vf.TOKEN_ENV, "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJjaSJ9.c2ln")
+    assert vf.client_headers() == {"authorization": "Bearer eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJjaSJ9.c2ln"}
+    monkeypatch.setenv(vf.TOKEN_ENV, "not a token")
+    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--model-version", "1"]) == 2
+    assert "$MODEL_SYNC_TRITON_TOKEN: not a JWT; allowed: a compact JWT" in capsys.readouterr().err
+    monkeypatch.setenv(vf.TOKEN_ENV, "a.b.c")
+    monkeypatch.setenv(vf.API_KEY_ENV, "ci:s3cret")
+    assert main(["verify", "add", "--env", "x", "--bucket", "s3://models-x", "--model-version", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "$MODEL_SYNC_TRITON_API_KEY and $MODEL_SYNC_TRITON_TOKEN are both set; allowed: one of them" in err
