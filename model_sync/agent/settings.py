@@ -264,3 +264,20 @@ def default_replica_id() -> str:
     raw = os.environ.get("POD_NAME") or socket.gethostname()
     cleaned = re.sub(r"[^a-z0-9.-]+", "-", raw.lower()).strip(".-")
     return cleaned[:253] or "replica"
+
+
+def option_values(given: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Every option's value (dest -> value): `given` (the flags parsed, None for one left out),
+    else its environment variable, else its default; AgentError naming the variable that does
+    not parse, or the required option missing."""
+    values: dict[str, Any] = {}
+    for o in OPTIONS:
+        value = given.get(o.dest)
+        if value is None:
+            value = o.read(environ)
+        if value is None:
+            value = o.default_value
+        if value is None and o.required:
+            raise AgentError(f"{o.flag}: missing; allowed: {o.metavar or 'a value'}, or ${o.variable}")
+        values[o.dest] = value
+    return values

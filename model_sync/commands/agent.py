@@ -28,7 +28,14 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.agent.exceptions import AgentError
-from model_sync.agent.settings import OPTIONS, AgentSettings, Option, default_replica_id, default_staging
+from model_sync.agent.settings import (
+    OPTIONS,
+    AgentSettings,
+    Option,
+    default_replica_id,
+    default_staging,
+    option_values,
+)
 from model_sync.commands import _common
 from model_sync.contract import layout
 
@@ -64,22 +71,12 @@ def _argument(o: Option) -> dict[str, Any]:
 
 
 def options(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, Any]:
-    """Every option's value (dest -> value): the flag, else its environment variable, else its
-    default; errors.usage for a variable that does not parse or a required option missing."""
-    values: dict[str, Any] = {}
-    for o in OPTIONS:
-        value = getattr(args, o.dest)
-        if value is None:
-            try:
-                value = o.read(environ)
-            except AgentError as e:
-                raise errors.usage(str(e)) from None
-        if value is None:
-            value = o.default_value
-        if value is None and o.required:
-            raise errors.usage(f"{o.flag}: missing; allowed: {o.metavar or 'a value'}, or ${o.variable}")
-        values[o.dest] = value
-    return values
+    """Every option's value (settings.option_values: the flag, else its environment variable, else
+    its default); errors.usage for a variable that does not parse or a required option missing."""
+    try:
+        return option_values(vars(args), environ)
+    except AgentError as e:
+        raise errors.usage(str(e)) from None
 
 
 def build_settings(args: argparse.Namespace, env: Any, environ: Mapping[str, str] | None = None) -> AgentSettings:
