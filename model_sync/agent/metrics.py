@@ -1,7 +1,7 @@
 """The agent's own metrics, in Prometheus' text format on `--metrics-port` (prometheus-client, a
 registry of each agent's own): its passes, per model what is pinned, what is served and in which
 state, the versions it rejected, what it downloaded and how long loads and smoke inferences took.
-The alerts and dashboard panels built on them: components/monitoring/agent_alerts.py; what each
+The alerts and dashboard panels built on them: components/monitoring/agent.py; what each
 series means: docs/agent.md ("Metrics").
 
     model_sync_agent_passes_total                          passes completed

@@ -9,7 +9,10 @@ Where each name must exist:
   ConfigMap its DaemonSet mounts as `default-counters.csv`);
 - `kube_*`: kube-state-metrics cannot run here; its names must be among those the pinned
   kube-prometheus-stack chart's own rules and dashboards query (written for the
-  kube-state-metrics it ships), or listed in KUBE_STATE_METRICS below with the reason.
+  kube-state-metrics it ships), or listed in KUBE_STATE_METRICS below with the reason;
+- `model_sync_agent_*`: the series the repository agent's own registry exposes
+  (model_sync/agent/metrics.py, prometheus-client: a counter as `<name>_total`, a histogram as
+  `_bucket`, `_sum` and `_count`).
 """
 
 from __future__ import annotations
@@ -109,6 +112,14 @@ def queried(c: Cluster) -> dict[str, set[str]]:
     return out
 
 
+def agent_series() -> set[str]:
+    """The series names the agent's registry exposes, from its metric families' names and types."""
+    from model_sync.agent.metrics import AgentMetrics
+
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    return {f.name + s for f in AgentMetrics().registry.collect() for s in suffixes[f.type]}
+
+
 def dcgm_counters(c: Cluster) -> set[str]:
     (cm,) = [
         d
@@ -178,7 +189,8 @@ def test_every_queried_metric_exists_where_it_comes_from(triton_metrics: set[str
     } <= set(names)
     assert "dashboard panel 'Canary vs stable: request p99 by version'" in names["nv_inference_request_summary_us"]
     assert "alert TritonCanaryStuck" in names["nv_inference_request_success"]
-    dcgm, ksm = dcgm_counters(c), chart_kube_state_metrics(c) | set(KUBE_STATE_METRICS)
+    dcgm, ksm, agent = dcgm_counters(c), chart_kube_state_metrics(c) | set(KUBE_STATE_METRICS), agent_series()
+    assert "model_sync_agent_passes_total" in agent
     assert "DCGM_FI_DEV_GPU_UTIL" in dcgm
     assert "kube_pod_info" in ksm
     assert "nv_inference_count" in triton_metrics
@@ -191,6 +203,8 @@ def test_every_queried_metric_exists_where_it_comes_from(triton_metrics: set[str
             if name.startswith("DCGM_")
             else ksm
             if name.startswith("kube_")
+            else agent
+            if name.startswith("model_sync_agent_")
             else set()
         )
         if name not in source:
