@@ -26,7 +26,7 @@ from tests.support.s3_servers import S3Server
 
 OLD_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"  # real row: LibTorch 2.9.0a0 < torch 2.13
 # HYPOTHETICAL: a Triton release whose LibTorch is 2.13; added to the table by the tests only.
-HYPOTHETICAL_RELEASE = ("27.01", ("2.70.0", "2.13.0a0"))
+HYPOTHETICAL_RELEASE = ("27.01", compat.Release("2.70.0", "2.13.0a0", "1.24.4", None, ""))
 NEW_IMAGE = f"nvcr.io/nvidia/tritonserver:{HYPOTHETICAL_RELEASE[0]}-py3"
 
 
@@ -87,7 +87,7 @@ def test_triton_release_parses_tags(image: str, release: str) -> None:
         ("nvcr.io/nvidia/tritonserver:25.10", r"is not an NGC tritonserver image"),
         (
             "nvcr.io/nvidia/tritonserver:26.01-py3",
-            r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11 \(add it to "
+            r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11, 26\.04 \(add it to "
             r"model_sync/contract/compat\.py\)",
         ),
         ("nvcr.io/nvidia/tritonserver:25.07-py3", r"release 25\.07 has no LibTorch entry"),  # NGC skipped 25.07
@@ -214,7 +214,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     backend) directory of the same module, exported by the installed torch."""
     import sys
 
-    from model_sync.export import torchscript
+    from model_sync.export import exporter
 
     src = tmp_path_factory.mktemp("factory")
     (src / "compatfactory.py").write_text(FACTORY)
@@ -222,8 +222,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("exported")
     try:
         for target in ("cloud", "local"):
-            torchscript.command(
-                torchscript.ExportOptions(
+            exporter.command(
+                exporter.ExportOptions(
                     factory="compatfactory:build",
                     output=str(out),
                     name=target,
@@ -295,7 +295,7 @@ def test_push_refuses_skew_and_writes_nothing(tmp_path, capsys, moto_s3, aws_env
     assert moto_s3.requests()[before:] == []  # refused before the first S3 request
     assert moto_s3.keys(bucket) == keys
     local_doc = manifest_doc(moto_s3, bucket, "local", 1)
-    assert local_doc["schema"] == "model-sync.manifest/v3"
+    assert local_doc["schema"] == "model-sync.manifest/v4"
     assert local_doc["compatibility"]["result"] == "exempt"
     assert (
         local_doc["exporter"]["operators"] == json.loads((exported["local"] / "export.json").read_text())["operators"]
