@@ -60,6 +60,59 @@ def test_table_is_ordered_and_versions_never_go_backwards() -> None:
     assert libtorch == sorted(libtorch)
 
 
+def _doc_table(header: str) -> list[list[str]]:
+    """The rows of the markdown table of docs/triton-releases.md whose header row starts with `header`."""
+    lines = (Path(__file__).resolve().parents[3] / "docs" / "triton-releases.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def test_the_table_holds_the_release_notes_figures_written_in_the_docs() -> None:
+    """Every release's Triton, PyTorch, ONNX Runtime and TensorRT versions and torch_aoti support
+    are docs/triton-releases.md's, and no release is in one and not the other."""
+    figures = {r[0]: compat.Release(r[1], r[2], r[3], r[4] or None, r[5]) for r in _doc_table("release")}
+    assert figures == compat.TRITON_RELEASES
+    assert all(v.torch_aoti in compat.AOTI_STATES for v in compat.TRITON_RELEASES.values())
+
+
+def test_the_onnx_runtime_opsets_are_those_of_the_onnx_release_it_implements() -> None:
+    """Each ONNX Runtime minor's opset and IR version are what ONNX itself says of the ONNX release
+    the docs name for it (onnx.helper.VERSION_TABLE), and every release's ONNX Runtime has a row."""
+    import onnx.helper
+
+    onnx_releases = {release: (ir, opset) for release, ir, opset, *_ in onnx.helper.VERSION_TABLE}
+    figures = {r[0]: (r[1], int(r[2]), int(r[3])) for r in _doc_table("ONNX Runtime")}
+    assert figures == compat.ONNX_RUNTIME_SUPPORT
+    for ort, (release, opset, ir) in compat.ONNX_RUNTIME_SUPPORT.items():
+        assert onnx_releases[release] == (ir, opset), ort
+    minors = {".".join(v.onnxruntime.split(".")[:2]) for v in compat.TRITON_RELEASES.values()}
+    assert minors <= set(compat.ONNX_RUNTIME_SUPPORT)
+
+
+def test_torchscript_stays_the_default_until_the_pinned_images_torch_aoti_batches() -> None:
+    """No release in the table states dynamic batching for torch_aoti, so export's default is
+    TorchScript for the pinned image; a release that did would make it pt2."""
+    from model_sync.cli import build_parser
+
+    export = build_parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
+    assert export.get_default("format") == compat.default_format(versions.TRITON_IMAGE) == "torchscript"
+    assert compat.AOTI_BATCHING_RELEASE is None
+    assert compat.default_format("nvcr.io/nvidia/tritonserver:26.04-py3") == "torchscript"  # beta: no batching
+    batching = compat.Release("2.99.0", "2.13.0a0", "1.24.4", None, "batching")
+    original = dict(compat.TRITON_RELEASES)
+    try:
+        compat.TRITON_RELEASES["27.12"] = batching  # HYPOTHETICAL release, removed below
+        assert compat.default_format("nvcr.io/nvidia/tritonserver:27.12-py3") == "pt2"
+    finally:
+        compat.TRITON_RELEASES.clear()
+        compat.TRITON_RELEASES.update(original)
+
+
 # ---- rules ------------------------------------------------------------------------------
 
 
