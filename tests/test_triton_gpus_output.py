@@ -16,7 +16,8 @@ def test_every_deployment_exports_its_gpu_and_models(any_stack: Run) -> None:
     for name, entry in gpus.items():
         assert set(entry) == {"gpu", "memoryGiB", "models", "architectures"}, name
         assert entry["memoryGiB"] > 0
-        assert entry["architectures"] and all(a.startswith("sm_") for a in entry["architectures"]), name
+        assert entry["architectures"], name
+        assert all(a.startswith("sm_") for a in entry["architectures"]), name
         assert entry["models"]
     assert set(gpus) == set(any_stack.exports["tritonDeployments"])
 
