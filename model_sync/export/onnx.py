@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import warnings
 from typing import Any
@@ -42,6 +43,9 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         shapes = tuple({0: batch} for _ in capture)
     path = os.path.join(version_dir, "model.onnx")
     chatter = io.StringIO()  # the exporter reports its steps on stdout; export prints one line
+    quiet = logging.getLogger("torch.onnx")  # and logs what it skips (torchvision's ops when absent)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         with contextlib.redirect_stdout(chatter), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecation notices (pytree)
@@ -57,6 +61,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
             f"torch.onnx.export: failed ({errors.one_line(str(e), 240)}); allowed: a module the dynamo exporter "
             "translates" + (f", with a dynamic batch dimension 1..{opts.max_batch_size}" if dynamic else ""),
         ) from None
+    finally:
+        quiet.setLevel(level)
     proto = onnx.load(path, load_external_data=False)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])

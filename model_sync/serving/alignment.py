@@ -198,3 +198,26 @@ def of_manifest(doc: Mapping[str, Any], env: Environment, allow_skew: bool, allo
         )  # fmt: skip
     except ValueError as e:
         raise errors.incompatible(f"{doc['model']} version {doc['version']} -> {env.name}: {e}") from None
+
+
+def loadable(doc: Mapping[str, Any], image: str | None) -> str:
+    """For `status`: whether `image` loads the manifest's version, in its format: "yes", "no",
+    "exempt" (a python-backend model outside an NGC image), "unknown" (nothing to compare, or a
+    CUDA .pt2, whose GPU architectures status does not know per environment)."""
+    platform, backend, exporter = doc["platform"], doc["backend"], doc["exporter"]
+    fmt = format_of(platform, exporter)
+    if backend == "python" or fmt == "torchscript":
+        return compat.loadable(platform, backend, exporter.get("torch_version"), image, exporter.get("target"))
+    if image is None:
+        return "unknown"
+    try:
+        if fmt == "pt2":
+            kinds = [g["kind"] for g in doc.get("instance_groups") or [{"kind": "KIND_AUTO"}]]
+            check_pt2(exporter, image, kinds, None)
+        else:
+            check_onnx(exporter, image)
+    except (compat.UnverifiableError, compat.UnknownImageError):
+        return "unknown"
+    except ValueError:  # VersionSkewError, ArchitectureError, OnnxOpsetError
+        return "no"
+    return "yes"

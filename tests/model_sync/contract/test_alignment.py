@@ -149,3 +149,23 @@ def test_promote_checks_the_onnx_opset_against_the_targets_image(tmp_path, capsy
         "version follows the opset), an image with a newer ONNX Runtime, or --allow-version-skew"
     ]
     assert moto_s3.keys(prod) == []
+
+
+@pytest.mark.parametrize(
+    ("exporter", "platform", "image", "loads"),
+    [
+        ({"format": "onnx", "onnx_opset": 20, "onnx_ir_version": 10}, "onnxruntime_onnx", OLD_ORT_IMAGE, "no"),
+        ({"format": "onnx", "onnx_opset": 20, "onnx_ir_version": 10}, "onnxruntime_onnx", AOTI_IMAGE, "yes"),
+        ({"format": "onnx"}, "onnxruntime_onnx", AOTI_IMAGE, "unknown"),  # no opset recorded
+        ({"format": "pt2", "torch_version": "2.13.0", "device": "cpu"}, "torch_aoti", AOTI_IMAGE, "no"),
+        ({"format": "pt2", "torch_version": "2.12.0", "device": "cpu"}, "torch_aoti", AOTI_IMAGE, "yes"),
+        ({"format": "pt2", "torch_version": "2.12.0", "device": "cpu"}, "torch_aoti", OLD_ORT_IMAGE, "no"),  # no aoti
+        ({"format": "onnx", "onnx_opset": 20, "onnx_ir_version": 10}, "onnxruntime_onnx", None, "unknown"),
+    ],
+)
+def test_status_says_whether_each_image_loads_a_version_in_its_format(exporter, platform, image, loads) -> None:
+    from model_sync.serving import alignment
+
+    doc = {"platform": platform, "backend": "", "exporter": exporter,
+           "instance_groups": [{"kind": "KIND_CPU", "count": 1, "gpus": []}]}  # fmt: skip
+    assert alignment.loadable(doc, image) == loads
