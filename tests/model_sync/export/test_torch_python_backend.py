@@ -29,8 +29,11 @@ from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
 WRAPPER = Path(__file__).resolve().parents[3] / "model_sync" / "export" / "torch_python_backend.py"
 ONNX_WRAPPER = WRAPPER.with_name("onnx_python_backend.py")
-# The served models: Mix in each export format, and the tolerance its outputs get against eager.
-FORMATS = {"mix": ("torchscript", 1e-5, 1e-6), "mix-pt2": ("pt2", 1e-4, 1e-5), "mix-onnx": ("onnx", 1e-4, 1e-5)}
+# The served models: Mix in each wrapper's formats, and the tolerance its outputs get against eager.
+# A .pt2 runs through this same wrapper (only its loader differs); it is served, dynamic batch
+# included (warm-up at batch 1 and 8, then traffic), by the demo's e2e test
+# (tests/model_sync/sandbox/test_demo.py): one AOTInductor compile is 14-35 s of a 2-core budget.
+FORMATS = {"mix": ("torchscript", 1e-5, 1e-6), "mix-onnx": ("onnx", 1e-4, 1e-5)}
 FACTORY = textwrap.dedent(
     """
     import torch
@@ -124,9 +127,8 @@ def _metrics(server: TritonServer) -> str:
 
 def test_every_format_ships_its_wrapper_and_the_file_its_cloud_platform_loads(formats: Path) -> None:
     files = {name: sorted(p.name for p in (formats / name / "1").iterdir()) for name in FORMATS}
-    assert files == {"mix": ["model.pt", "model.py"], "mix-pt2": ["model.pt2", "model.py"],
-                     "mix-onnx": ["model.onnx", "model.py"]}  # fmt: skip
-    assert (formats / "mix-pt2" / "1" / "model.py").read_bytes() == WRAPPER.read_bytes()
+    assert files == {"mix": ["model.pt", "model.py"], "mix-onnx": ["model.onnx", "model.py"]}
+    assert (formats / "mix" / "1" / "model.py").read_bytes() == WRAPPER.read_bytes()
     assert (formats / "mix-onnx" / "1" / "model.py").read_bytes() == ONNX_WRAPPER.read_bytes()
 
 
@@ -140,7 +142,7 @@ def test_the_real_tritonserver_batches_requests_and_every_request_gets_its_own_r
     """Per export format, rounds of concurrent requests of 1-3 rows each, with distinct data:
     Triton's dynamic batcher puts several into one execute() (fewer executions than requests), the
     later rounds need larger staging buffers than the warm-up made, and every response equals
-    eager on its own rows (within the format's tolerance). One tritonserver serves the three."""
+    eager on its own rows (within the format's tolerance). One tritonserver serves both."""
     import mixfactory  # type: ignore[import-not-found]
     import numpy as np
     import torch
