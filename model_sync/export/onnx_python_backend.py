@@ -38,7 +38,7 @@ class TritonPythonModel:
         self.name, self.version = args["model_name"], args["model_version"]
         path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
         options = onnxruntime.SessionOptions()
-        providers = ["CPUExecutionProvider"]
+        providers: list = ["CPUExecutionProvider"]
         if (
             args.get("model_instance_kind") == "GPU"
             and "CUDAExecutionProvider" in onnxruntime.get_available_providers()

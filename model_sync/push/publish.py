@@ -86,11 +86,15 @@ def check_alignment(
     (model_sync/serving/alignment.py); raises exit 7 (INCOMPATIBLE) naming the model, the environment
     and what does not match. Runs before any S3 request."""
     records: dict[str, dict[str, Any]] = {}
+
+    def kinds(m: LocalModel) -> Callable[[], list[str]]:
+        return lambda: [g["kind"] for g in gpu_plan.instance_groups(m.cfg)]  # parsed only for a .pt2
+
     for m in models:
         try:
             records[m.name] = alignment.assess(
                 platform=m.platform, backend=m.backend, exporter=m.export_meta, image=env.triton_image,
-                kinds=lambda m=m: [g["kind"] for g in gpu_plan.instance_groups(m.cfg)],
+                kinds=kinds(m),
                 gpus=env.deployment_of(m.name), allow_skew=allow_skew, allow_local_target=allow_local_target,
             )  # fmt: skip
         except ValueError as e:  # one line each: compat's and alignment's errors
