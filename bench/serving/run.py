@@ -516,6 +516,11 @@ class Bench:
                 if time.monotonic() > limit:
                     raise TimeoutError(f"{pending} not READY after {self.a.load_timeout_s:.0f}s (log {log_path})")
                 pending = [n for n in pending if http_status(f"http://{LOOPBACK}:{http}/v2/models/{n}/ready") != 200]
+                for name, reason in self.failed_loads(http, pending).items():  # recorded, the others measured
+                    self.doc["errors"].append({"phase": f"load {name}", "error": reason[:600]})
+                    self.doc["triton"] = [t for t in self.doc["triton"] if t["name"] != name]
+                    pending.remove(name)
+                    log(f"!! load {name}: {reason[:300]}")
                 time.sleep(1.0)
             with urllib.request.urlopen(f"http://{LOOPBACK}:{http}/v2", timeout=10) as r:
                 self.doc["environment"]["triton"] = json.loads(r.read()).get("version", "unknown")
@@ -549,6 +554,18 @@ class Bench:
             self.guard("http cross-check", lambda: self.http_check(http, metrics))
         finally:
             srv.stop(timeout=20)
+
+    @staticmethod
+    def failed_loads(http: int, names: list[str]) -> dict[str, str]:
+        """{model: Triton's reason} for each of `names` the repository index reports UNAVAILABLE."""
+        if not names:
+            return {}
+        req = urllib.request.Request(f"http://{LOOPBACK}:{http}/v2/repository/index", data=b"{}", method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 (http://127.0.0.1 built above)
+            index = json.loads(r.read())
+        return {
+            e["name"]: e.get("reason", "") for e in index if e.get("name") in names and e.get("state") == "UNAVAILABLE"
+        }
 
     def best(self) -> dict[str, Any] | None:
         """The summary's best point so far (None before the raw limit and the baseline are measured)."""

@@ -6,7 +6,8 @@ keep it numpy<2-compatible and free of model_sync imports (numpy and onnxruntime
 Inputs INPUT__i / outputs OUTPUT__i as in config.pbtxt and in the graph. With max_batch_size > 0 the
 requests of one execute() call (a dynamic batch) whose non-batch dims agree run as one batch: each
 input concatenated once, one session.run, every request answered with its rows. A KIND_GPU instance
-runs the CUDA execution provider on its device (the CPU provider takes what CUDA does not implement);
+runs the CUDA execution provider on its device (the CPU provider takes what CUDA does not implement;
+without the CUDA provider, onnxruntime rather than onnxruntime-gpu, its load fails);
 inputs reach it from host memory (the config keeps Triton's default, CPU inputs).
 
 A failure RAISES pb_utils.TritonModelException (one line: model, version, the error), so Triton fails
@@ -39,10 +40,15 @@ class TritonPythonModel:
         path = os.path.join(args["model_repository"], args["model_version"], "model.onnx")
         options = onnxruntime.SessionOptions()
         providers: list = ["CPUExecutionProvider"]
-        if (
-            args.get("model_instance_kind") == "GPU"
-            and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-        ):
+        if args.get("model_instance_kind") == "GPU":
+            # A GPU instance that quietly ran on the CPU would pass every check and serve a fraction
+            # of what was planned: it fails its load instead, and the agent keeps what served before.
+            if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+                raise pb_utils.TritonModelException(
+                    f"model '{self.name}' version {self.version}: a KIND_GPU instance, and onnxruntime "
+                    f"{onnxruntime.__version__} has no CUDAExecutionProvider ({onnxruntime.get_available_providers()}); "
+                    "allowed: onnxruntime-gpu in the python backend's environment, or --instance-kind KIND_CPU"
+                )
             device = int(args.get("model_instance_device_id", "0"))
             providers = [("CUDAExecutionProvider", {"device_id": device}), "CPUExecutionProvider"]
             options.intra_op_num_threads = 1  # the host side is copies: no thread pool spinning per instance
