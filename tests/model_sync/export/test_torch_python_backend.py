@@ -1,8 +1,8 @@
 """model_sync.export.torch_python_backend (and onnx_python_backend), the python-backend models `export
 --target local` ships as <model>/<N>/model.py: pushed to a real moto_server byte for byte, and
-served by the real tritonserver in every export format (TorchScript and .pt2 through this wrapper,
-ONNX through ONNX Runtime's), which batches concurrent requests into one execute() (the staging
-buffers) and splits the outputs back per request. A model that raises fails exactly the requests of its
+served by the real tritonserver (TorchScript through this wrapper, ONNX through ONNX Runtime's; a .pt2
+goes through this wrapper too, served in tests/model_sync/sandbox/test_demo.py), which batches
+concurrent requests into one execute() (the staging buffers) and splits the outputs back per request. A model that raises fails exactly the requests of its
 execute() call and Triton counts them as failures (what the gray release reads), exported through
 model_sync/sandbox/torchscript_models.py (the real `model-sync export` in a subprocess)."""
 
