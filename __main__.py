@@ -12,7 +12,7 @@ from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerAr
 from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
 from components.gateway.args import IngressArgs, JwtArgs, TritonBackend
-from components.gpu.gpu_instances import gpus_per_node, guaranteed_gpu
+from components.gpu.gpu_instances import architectures, gpus_per_node, guaranteed_gpu
 from components.gpu_operators import GpuOperators, GpuOperatorsArgs
 from components.identities import Identities, IdentitiesArgs
 from components.ingress import Ingress
@@ -282,9 +282,10 @@ pulumi.export(
 pulumi.export(
     "tritonGpus",
     {
-        d.name: {"gpu": gpu.model, "memoryGiB": gpu.memory_gib, "models": list(d.models)}
+        d.name: {"gpu": gpu.model, "memoryGiB": gpu.memory_gib, "models": list(d.models), "architectures": archs}
         for d in config.triton_deployments
-        for gpu in [guaranteed_gpu(config.node_group(d.node_group).instance_types)]
+        for types in [config.node_group(d.node_group).instance_types]
+        for gpu, archs in [(guaranteed_gpu(types), architectures(types))]
     },
 )
 if monitoring is not None:

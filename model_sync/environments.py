@@ -27,6 +27,8 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
             gpu: H100                           #   a version that overcommits it (exit 7), status shows
             memoryGiB: 80                       #   the plan; without it nothing is checked (and they say so)
             models: [resnet, bert]              #   the models the deployment serves (a model in one only)
+            architectures: [sm_90]              #   optional: its node group's CUDA architectures; a .pt2
+                                                #   compiled for others is refused (model_sync/serving/alignment.py)
       prod:
         pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
         pulumiCwd: ../infra                     # optional, relative to the config file
@@ -77,6 +79,8 @@ CONFIG_NAME = "model-sync.yaml"
 # A Triton deployment's name (the stack's `tritonDeployments` keys: components/stack_config/triton_deployments.py).
 DEPLOYMENT_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 GPU_KEYS = ("gpu", "memoryGiB", "models")  # tritonGpus.<deployment>: every key required
+OPTIONAL_GPU_KEYS = ("architectures",)  # ... and these may be left out
+ARCHITECTURE_RE = re.compile(r"^sm_[0-9]{2,3}a?$")  # a CUDA compute capability as nvcc names it: sm_90
 MAX_GPU_MEMORY_GIB = 1024
 
 
@@ -88,6 +92,9 @@ class DeploymentGpu:
     gpu: str  # the GPU's model, e.g. "H100" (components/gpu/gpu_instances.py names them)
     memory_gib: float  # memory of ONE GPU, GiB
     models: tuple[str, ...]  # the models the deployment serves
+    # the CUDA architectures of every instance type its node group may launch (sm_90); ():
+    # unknown. A .pt2 compiled for CUDA must have been compiled for each (model_sync/serving/alignment.py)
+    architectures: tuple[str, ...] = ()
 
     @property
     def memory_bytes(self) -> int:
@@ -234,9 +241,11 @@ def _triton_gpus(where: str, value: Any) -> tuple[DeploymentGpu, ...] | None:
             )
         if not isinstance(body, dict):
             raise errors.usage(f"{key}.{name}: {body!r}; allowed: a mapping of {', '.join(GPU_KEYS)}")
-        unknown = [k for k in body if k not in GPU_KEYS]
+        unknown = [k for k in body if k not in GPU_KEYS + OPTIONAL_GPU_KEYS]
         if unknown:
-            raise errors.usage(f"{key}.{name}.{unknown[0]}: unknown key; allowed: {', '.join(GPU_KEYS)}")
+            raise errors.usage(
+                f"{key}.{name}.{unknown[0]}: unknown key; allowed: {', '.join(GPU_KEYS + OPTIONAL_GPU_KEYS)}"
+            )
         missing = [k for k in GPU_KEYS if k not in body]
         if missing:
             raise errors.usage(f"{key}.{name}.{missing[0]}: missing; allowed: every one of {', '.join(GPU_KEYS)}")
@@ -261,7 +270,13 @@ def _triton_gpus(where: str, value: Any) -> tuple[DeploymentGpu, ...] | None:
                     "deployment"
                 )
             served[m] = name
-        out.append(DeploymentGpu(name, gpu, float(memory), tuple(models)))
+        archs = body.get("architectures", [])
+        if not isinstance(archs, list) or not all(isinstance(a, str) and ARCHITECTURE_RE.match(a) for a in archs):
+            raise errors.usage(
+                f"{key}.{name}.architectures: {archs!r}; allowed: a list of CUDA architectures such as [sm_90] "
+                "(every instance type of the deployment's node group)"
+            )
+        out.append(DeploymentGpu(name, gpu, float(memory), tuple(models), tuple(sorted(set(archs)))))
     return tuple(sorted(out, key=lambda d: d.deployment))
 
 

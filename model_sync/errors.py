@@ -11,8 +11,12 @@
     5  S3            S3 unreachable, credentials missing or rejected, access denied
     6  CHECK_FAILED  a verification failed (export output differs from eager, or the batch fails on the
                      GPU export measures it on; `verify` not READY)
-    7  INCOMPATIBLE  version alignment: the target Triton image's LibTorch is older than the torch
-                     that exported a pytorch_libtorch model, or either version is unknown
+    7  INCOMPATIBLE  version alignment, per export format (model_sync/serving/alignment.py): the
+                     target Triton image's LibTorch is older than the torch that exported a
+                     pytorch_libtorch model; a .pt2 compiled by another torch minor than the
+                     image's, for another device or GPU architecture than the deployment's, or
+                     for an image without torch_aoti; an ONNX opset or IR version above the
+                     image's ONNX Runtime's; or what would prove it unknown
                      (`--allow-version-skew` overrides and is recorded); a `--target local`
                      model for an NGC tritonserver image (`--allow-local-target`, recorded);
                      and GPU memory planning: a version that does not fit the environment's
@@ -46,7 +50,8 @@ EXIT_CODES = {
     REFUSED: "conflict / refused",
     S3: "S3 unreachable / credentials / access denied",
     CHECK_FAILED: "check failed",
-    INCOMPATIBLE: "incompatible: target Triton cannot load the model (version skew), or it does not fit the GPU",
+    INCOMPATIBLE: "incompatible: target Triton cannot load the model in its format (version skew, GPU architecture, "
+    "ONNX opset), or it does not fit the GPU",
     INTERRUPTED: "interrupted gray release (resume or abort it)",
 }
 

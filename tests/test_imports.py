@@ -24,7 +24,7 @@ LAZY = {
             ("agent", "model_sync.s3.clients"),
             ("agent", "model_sync.s3.bucket"),
             ("canary", "model_sync.canary.launch"),
-            ("export", "model_sync.export.torchscript"),
+            ("export", "model_sync.export.exporter"),
             ("promote", "model_sync.lifecycle.promote"),
             ("prune", "model_sync.lifecycle.prune"),
             ("push", "model_sync.push.publish"),
@@ -39,7 +39,10 @@ LAZY = {
     # without importing the S3 layer or the records.
     ("model_sync.agent", "model_sync.records.codec"): "parser",
     # export copies this file into the model; importing it is locating it (it runs inside Triton).
-    ("model_sync.export.torchscript", "model_sync.export.torchscript_python_backend"): "copied file",
+    ("model_sync.export.exporter", "model_sync.export.torch_python_backend"): "copied file",
+    ("model_sync.export.exporter", "model_sync.export.onnx_python_backend"): "copied file",
+    # export imports the one format it writes: `--format torchscript` loads neither AOTInductor nor ONNX.
+    **{("model_sync.export.exporter", f"model_sync.export.{m}"): "format" for m in ("torchscript", "pt2", "onnx")},
     # protobuf's text_format (config.pbtxt parsing) is loaded only when a config is parsed: a push
     # of unchanged models loads neither it nor s3transfer (tests/model_sync/push/test_publish_skips.py).
     **{

@@ -1,6 +1,8 @@
-"""`tritonGpus`, the stack output model-sync's GPU memory planning reads (model_sync/serving/gpu_plan.py):
-every Triton deployment of every stack with the GPU its node group guarantees and its models, as
-recorded by the real __main__.py under Pulumi's mocks."""
+"""`tritonGpus`, the stack output model-sync's GPU memory planning reads (model_sync/serving/gpu_plan.py)
+and its alignment of a .pt2 (model_sync/serving/alignment.py): every Triton deployment of every stack
+with the GPU its node group guarantees, the CUDA architectures its instance types may bring, and its
+models, as recorded by the real __main__.py under Pulumi's mocks, and read back by model-sync's own
+environment parser."""
 
 from __future__ import annotations
 
@@ -12,13 +14,24 @@ def test_every_deployment_exports_its_gpu_and_models(any_stack: Run) -> None:
     gpus = any_stack.exports["tritonGpus"]
     assert gpus, "no deployment recorded"
     for name, entry in gpus.items():
-        assert set(entry) == {"gpu", "memoryGiB", "models"}, name
+        assert set(entry) == {"gpu", "memoryGiB", "models", "architectures"}, name
         assert entry["memoryGiB"] > 0
+        assert entry["architectures"], name
+        assert all(a.startswith("sm_") for a in entry["architectures"]), name
         assert entry["models"]
     assert set(gpus) == set(any_stack.exports["tritonDeployments"])
 
 
 def test_prod_deployments_carry_their_node_groups_gpus() -> None:
     gpus = stack_run("prod").exports["tritonGpus"]
-    assert gpus["default"] == {"gpu": "L4", "memoryGiB": 24, "models": ["resnet18", "text-encoder"]}  # g6.2xlarge
-    assert gpus["large"] == {"gpu": "A10G", "memoryGiB": 24, "models": ["reranker-large"]}  # g5.4xlarge
+    assert gpus["default"] == {
+        "gpu": "L4", "memoryGiB": 24, "models": ["resnet18", "text-encoder"], "architectures": ["sm_89"]
+    }  # g6.2xlarge  # fmt: skip
+    assert gpus["large"] == {
+        "gpu": "A10G", "memoryGiB": 24, "models": ["reranker-large"], "architectures": ["sm_86"]
+    }  # g5.4xlarge  # fmt: skip
+    # model-sync reads the output as it reads tritonGpus in model-sync.yaml (a pulumiStack environment).
+    from model_sync.environments import _triton_gpus
+
+    parsed = {d.deployment: d.architectures for d in _triton_gpus("pulumi stack prod", gpus) or ()}
+    assert parsed == {"default": ("sm_89",), "large": ("sm_86",)}

@@ -4,7 +4,8 @@
 #   .venv/bin/python -m bench.serving.bundle            # once: bench/serving/.dist (git-ignored)
 # copy the repository (with bench/serving/.dist) to the GPU host, then there, from its root:
 #   OUT=/tmp/bench-out bash bench/serving/device.sh [bench.serving.run options]
-# (WARMUP_REPEAT=0 skips the GPU warm-up measurement that follows the sweep.)
+# (WARMUP_REPEAT=0 skips the GPU warm-up measurement that follows the sweep; FORMATS=torchscript,pt2,onnx
+# exports every variant in each format, measures each format's raw limit and writes serving-formats.json.)
 # Results land in $OUT (serving.json, warmup-gpu.json + logs); copy them to bench/results/ and run
 #   .venv/bin/python -m bench.serving.report
 set -euo pipefail
@@ -34,9 +35,15 @@ if [[ "${MPS:-0}" == 1 ]]; then
   trap 'echo quit | nvidia-cuda-mps-control; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$OUT/mps-log" 2>/dev/null || true' EXIT
   set -- "$@" --label mps
 fi
+if [[ -n "${FORMATS:-}" ]]; then
+  set -- "$@" --formats "$FORMATS" --label formats
+fi
 python3 -m bench.serving.run \
   --triton-root "$W/triton" --perf-analyzer "$W/triton/perf/bin/perf_analyzer" \
   --stub-pythonpath "$W/np126" --export-pythonpath "$W/exsite" --out "$OUT" "$@" || status=$?
+if [[ -n "${FORMATS:-}" && -f "$OUT/serving.json" ]]; then
+  mv "$OUT/serving.json" "$OUT/serving-formats.json"
+fi
 # Warm-up on the GPU: the first requests after a hot reload with model_warmup against without
 # (bench/warmup/run.py; KIND_GPU, max batch 32, warm-up at batch 1 and 16).
 if [[ "${WARMUP_REPEAT:-3}" != 0 ]]; then

@@ -45,6 +45,7 @@ class LoadSpec:
     duration_s: float = 10.0
     warmup_s: float = 2.0
     processes: int = 0  # 0: min(concurrency, cpu_count // 2)
+    binary_output: bool = True  # the output as binary data (False: as a JSON `data` array)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -93,11 +94,16 @@ def _thread(
                 raise protocol.ProtocolError(f"HTTP {resp.status}: {data[:200]!r}")
             hl = resp.getheader(protocol.HEADER_LENGTH)
             try:
-                tensor = protocol.decode_response(data, int(hl) if hl is not None else None)
+                if spec.binary_output:
+                    tensor = protocol.decode_response(data, int(hl) if hl is not None else None)
+                    name, size = tensor.name, len(tensor.data)
+                else:
+                    name, count = protocol.decode_json_response(data)
+                    size = count * protocol.FP32_BYTES
             except protocol.ProtocolError as e:
                 raise protocol.ProtocolError(f"{e} (headers {resp.getheaders()}, body {data[:160]!r})") from None
-            if len(tensor.data) != expected:
-                raise protocol.ProtocolError(f"output {tensor.name}: {len(tensor.data)} bytes; allowed: {expected}")
+            if size != expected:
+                raise protocol.ProtocolError(f"output {name}: {size} bytes; allowed: {expected}")
         except (OSError, http.client.HTTPException, protocol.ProtocolError) as e:
             errors.append(f"{type(e).__name__}: {e}"[:300])
             conn.close()
@@ -112,7 +118,7 @@ def _thread(
 
 def _worker(spec: LoadSpec, threads: int, start_wall: float, queue: Any) -> None:
     tensor = protocol.Tensor(spec.input_name, spec.shape, payload(spec.shape, seed=os.getpid()))
-    body, header_len = protocol.encode_request(tensor, spec.output_name)
+    body, header_len = protocol.encode_request(tensor, spec.output_name, spec.binary_output)
     # Convert the shared wall-clock schedule into this process's perf_counter timeline.
     offset = time.perf_counter() - time.time()
     start = start_wall + spec.warmup_s + offset
@@ -128,6 +134,34 @@ def _worker(spec: LoadSpec, threads: int, start_wall: float, queue: Any) -> None
     for t in pool:
         t.join()
     queue.put((array.array("d", lat).tobytes(), errs[:20], len(errs)))
+
+
+def probe(spec: LoadSpec) -> dict[str, Any]:
+    """One request in the spec's output form: the HTTP status, the response headers, the body's size
+    and its first 300 bytes, and whether its output decoded to the expected size (`ok`)."""
+    tensor = protocol.Tensor(spec.input_name, spec.shape, payload(spec.shape))
+    body, header_len = protocol.encode_request(tensor, spec.output_name, spec.binary_output)
+    conn = _connect(spec)
+    try:
+        conn.request("POST", f"/v2/models/{spec.model}/infer", body=body,
+                     headers={"Content-Type": "application/octet-stream", protocol.HEADER_LENGTH: str(header_len)})  # fmt: skip
+        resp = conn.getresponse()
+        data = resp.read()
+    finally:
+        conn.close()
+    out: dict[str, Any] = {"binary_output": spec.binary_output, "status": resp.status,
+                           "headers": [list(h) for h in resp.getheaders()], "body_bytes": len(data),
+                           "body_head": data[:300].decode("latin-1")}  # fmt: skip
+    try:
+        if spec.binary_output:
+            hl = resp.getheader(protocol.HEADER_LENGTH)
+            size = len(protocol.decode_response(data, int(hl) if hl is not None else None).data)
+        else:
+            size = protocol.decode_json_response(data)[1] * protocol.FP32_BYTES
+        out["ok"] = resp.status == 200 and size == spec.output_elems * protocol.FP32_BYTES
+    except protocol.ProtocolError as e:
+        out.update(ok=False, error=str(e)[:300])
+    return out
 
 
 def run(spec: LoadSpec) -> dict[str, Any]:

@@ -41,8 +41,9 @@ def _pack(header: Mapping[str, object], data: bytes) -> tuple[bytes, int]:
     return head + data, len(head)
 
 
-def encode_request(tensor: Tensor, output: str) -> tuple[bytes, int]:
-    """Body and JSON-header length of an infer request asking for `output` as binary data."""
+def encode_request(tensor: Tensor, output: str, binary_output: bool = True) -> tuple[bytes, int]:
+    """Body and JSON-header length of an infer request asking for `output` as binary data (or, with
+    `binary_output` False, as a JSON `data` array)."""
     header = {
         "inputs": [
             {
@@ -52,7 +53,7 @@ def encode_request(tensor: Tensor, output: str) -> tuple[bytes, int]:
                 "parameters": {"binary_data_size": len(tensor.data)},
             }
         ],
-        "outputs": [{"name": output, "parameters": {"binary_data": True}}],
+        "outputs": [{"name": output, "parameters": {"binary_data": binary_output}}],
     }
     return _pack(header, tensor.data)
 
@@ -106,6 +107,18 @@ def decode_request(body: bytes, header_length: int | None) -> Tensor:
 
 def decode_response(body: bytes, header_length: int | None) -> Tensor:
     return _split(body, header_length, "outputs")
+
+
+def decode_json_response(body: bytes) -> tuple[str, int]:
+    """(output name, element count) of a response whose one output came as a JSON `data` array."""
+    try:
+        (entry,) = json.loads(body)["outputs"]
+        return str(entry["name"]), len(entry["data"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ProtocolError(
+            f"JSON response: not one output with a `data` array ({type(e).__name__}: {e}); allowed: the JSON "
+            "tensor form"
+        ) from None
 
 
 def shape_of(text: str) -> tuple[int, ...]:

@@ -19,7 +19,9 @@ from bench.serving import stats
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "bench" / "results" / "serving.json"
 DOC = ROOT / "docs" / "gpu-benchmark.md"
+EXPORT_DOC = ROOT / "docs" / "export.md"  # the per-format table is in both
 BEGIN, END = "<!-- serving-table:begin -->", "<!-- serving-table:end -->"
+FORMATS_BEGIN, FORMATS_END = "<!-- formats-table:begin -->", "<!-- formats-table:end -->"
 
 
 def measured_variants(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,12 +33,12 @@ def table_doc(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "triton": measured_variants(doc)}
 
 
-def replace_table(text: str, table: str) -> str:
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{DOC.name}: markers {BEGIN} / {END} missing; allowed: a document holding both")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+def replace_table(text: str, table: str, begin: str = BEGIN, end: str = END) -> str:
+    if begin not in text or end not in text:
+        raise ValueError(f"{DOC.name}: markers {begin} / {end} missing; allowed: a document holding both")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{table}\n{end}{tail}"
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
@@ -110,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     result = p.parse_args(argv).result
     doc = json.loads(result.read_text())
     stats.validate_result(doc)
+    if "raw_by_format" in doc:  # a run of several export formats (--formats): its own table
+        for page in (DOC, EXPORT_DOC):
+            if page.exists():
+                page.write_text(replace_table(page.read_text(), stats.format_table(doc), FORMATS_BEGIN, FORMATS_END))
+        print(json.dumps(stats.format_summary(doc), indent=2))
+        return 0
     plot(doc, result.with_suffix(".png"))
     if DOC.exists():
         DOC.write_text(replace_table(DOC.read_text(), stats.markdown_table(table_doc(doc))))

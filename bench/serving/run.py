@@ -1,14 +1,18 @@
 """The GPU serving benchmark, one command on an NVIDIA GPU host (bench/serving/device.sh):
 
   1. `model-sync export --target local` writes one Triton model per configuration variant
-     (instance count, preferred batch sizes, queue delay; KIND_GPU), ResNet-18 random weights;
-  2. raw limit: that model.pt on the GPU at batch 64 and 256 (bench.serving.raw);
+     (instance count, preferred batch sizes, queue delay; KIND_GPU) and export format (--formats:
+     TorchScript, AOTInductor .pt2, ONNX; the name gets -pt2 / -onnx), ResNet-18 random weights;
+  2. raw limit: each format's exported file on the GPU at batch 64 and 256 (bench.serving.raw; ONNX
+     through ONNX Runtime's CUDA provider), each in its own process;
   3. baseline: the one-request-at-a-time HTTP server (bench.serving.baseline_server) driven by
      bench.serving.loadgen at concurrency 1;
   4. tritonserver (python backend on the GPU) serves every variant; perf_analyzer (gRPC, system
      shared memory for the input and output tensors) sweeps the concurrency per variant, while
      Triton's /metrics (batches actually executed), GPU utilisation and client/server CPU are recorded;
-     the best variant is also driven over HTTP by the same client as the baseline (transport check);
+     the best variant is also driven over HTTP by the same client as the baseline (transport check:
+     one probe request first records Triton's raw answer, and the load asks for the output in the
+     form that answer showed works);
   5. writes <out>/serving.json (bench.serving.stats.SCHEMA) and the server logs.
 
 Every phase is guarded: a failure is recorded in `errors` and the run goes on, so one run returns
@@ -43,6 +47,8 @@ from model_sync.sandbox.procs import LOOPBACK, Process, free_port, http_status, 
 ROOT = Path(__file__).resolve().parents[2]
 INPUT_SHAPE = (3, 224, 224)
 FACTORY = "bench.serving.resnet:build"
+FORMATS = ("torchscript", "pt2", "onnx")  # model-sync export --format
+MODEL_FILES = {"torchscript": "model.pt", "pt2": "model.pt2", "onnx": "model.onnx"}
 
 
 @dataclass(frozen=True)
@@ -66,11 +72,17 @@ class Variant:
                 "resnet18-i4:4:64:2000:128"
             ) from None
 
-    def export_args(self, output: Path, kind: str) -> list[str]:
+    def named(self, fmt: str) -> str:
+        """The model's name in `fmt`: the variant's own for TorchScript, `<name>-pt2` / `<name>-onnx`."""
+        return self.name if fmt == "torchscript" else f"{self.name}-{fmt}"
+
+    def export_args(self, output: Path, kind: str, fmt: str = "torchscript") -> list[str]:
         args = [
             FACTORY,
             "--name",
-            self.name,
+            self.named(fmt),
+            "--format",
+            fmt,
             "--output",
             str(output),
             "--example-shape",
@@ -201,6 +213,9 @@ class Bench:
         self.repo = self.work / "repository"
         self.deadline = time.monotonic() + a.deadline_s
         self.variants = [Variant.parse(v) for v in (a.variant or DEFAULT_VARIANTS)]
+        self.formats = [f for f in a.formats.split(",") if f]
+        if not self.formats or any(f not in FORMATS for f in self.formats):
+            raise SystemExit(f"--formats: {a.formats!r}; allowed: a comma-separated subset of {', '.join(FORMATS)}")
         self.doc: dict[str, Any] = {
             "schema": stats.SCHEMA,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -265,44 +280,73 @@ class Bench:
         log(f"environment: {json.dumps(env)}")
 
     def export(self) -> None:
+        """Every variant in every format; an export that fails is recorded and the others go on."""
         self.repo.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), self.a.export_pythonpath or "") if p)
-        for v in self.variants:
-            cmd = [sys.executable, "-m", "model_sync", "export", *v.export_args(self.repo, self.a.instance_kind)]
-            log("$ model-sync " + " ".join(cmd[3:]))
-            t0 = time.monotonic()
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
-            log((proc.stdout + proc.stderr).strip()[-800:])
-            if proc.returncode != 0:
-                raise RuntimeError(
-                    f"model-sync export {v.name}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-400:]}"
-                )
-            meta = json.loads((self.repo / v.name / "export.json").read_text())
-            self.doc["triton"].append(
-                {
-                    "name": v.name,
-                    "variant": asdict(v),
-                    "export_command": "model-sync export " + " ".join(cmd[4:]).replace(str(self.repo), "REPO"),
-                    "export_seconds": round(time.monotonic() - t0, 1),
-                    "export_meta": meta,
-                    "config_pbtxt": (self.repo / v.name / "config.pbtxt").read_text(),
-                    "client": "perf_analyzer grpc + system shm",
-                    "points": [],
-                }
-            )
+        for fmt in self.formats:
+            for v in self.variants:
+                self.guard(f"export {v.named(fmt)}", lambda v=v, fmt=fmt: self.export_one(v, fmt))
+        if not self.doc["triton"]:
+            raise RuntimeError("export: no model exported")
         self.doc["model"]["source"] = self.doc["triton"][0]["export_meta"].get("factory")
 
+    def export_one(self, v: Variant, fmt: str) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), self.a.export_pythonpath or "") if p)
+        name = v.named(fmt)
+        cmd = [sys.executable, "-m", "model_sync", "export", *v.export_args(self.repo, self.a.instance_kind, fmt)]
+        log("$ model-sync " + " ".join(cmd[3:]))
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900, check=False)
+        log((proc.stdout + proc.stderr).strip()[-800:])
+        if proc.returncode != 0:
+            shutil.rmtree(self.repo / name, ignore_errors=True)
+            raise RuntimeError(
+                f"model-sync export {name}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-400:]}"
+            )
+        meta = json.loads((self.repo / name / "export.json").read_text())
+        self.doc["triton"].append(
+            {
+                "name": name,
+                "format": fmt,
+                "variant": asdict(v),
+                "export_command": "model-sync export " + " ".join(cmd[4:]).replace(str(self.repo), "REPO"),
+                "export_seconds": round(time.monotonic() - t0, 1),
+                "export_meta": meta,
+                "config_pbtxt": (self.repo / name / "config.pbtxt").read_text(),
+                "client": "perf_analyzer grpc + system shm",
+                "points": [],
+            }
+        )
+
+    def model_file(self, fmt: str) -> Path | None:
+        """The first exported variant's model file in `fmt` (None: none exported)."""
+        entry = next((t for t in self.doc["triton"] if t.get("format") == fmt), None)
+        return self.repo / entry["name"] / "1" / MODEL_FILES[fmt] if entry else None
+
     def model_pt(self) -> Path:
-        return self.repo / self.variants[0].name / "1" / "model.pt"
+        path = self.model_file("torchscript")
+        if path is None:
+            raise RuntimeError("no TorchScript export: the baseline and the CUDA context run model.pt")
+        return path
 
     def raw(self) -> None:
+        """Each format's raw limit, each in its own process (a loader that crashes takes only its own)."""
+        self.doc["raw_by_format"] = {}
+        for fmt in self.formats:
+            path = self.model_file(fmt)
+            if path is not None:
+                self.guard(f"raw {fmt}", lambda fmt=fmt, path=path: self.raw_one(fmt, path))
+        self.doc["raw"] = self.doc["raw_by_format"].get("torchscript") or next(
+            iter(self.doc["raw_by_format"].values()), []
+        )
+
+    def raw_one(self, fmt: str, path: Path) -> None:
         cmd = [
             sys.executable,
             "-m",
             "bench.serving.raw",
-            "--model-pt",
-            str(self.model_pt()),
+            "--model",
+            str(path),
             "--device",
             self.a.device,
             "--repeats",
@@ -310,11 +354,13 @@ class Bench:
         ]
         for b in self.a.raw_batch:
             cmd += ["--batch", str(b)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), self.a.export_pythonpath or "") if p)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
         if proc.returncode != 0:
-            raise RuntimeError(f"raw: exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
-        self.doc["raw"] = json.loads(proc.stdout.strip().splitlines()[-1])
-        log(f"raw: {self.doc['raw']}")
+            raise RuntimeError(f"raw {fmt}: exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
+        self.doc["raw_by_format"][fmt] = json.loads(proc.stdout.strip().splitlines()[-1])
+        log(f"raw {fmt}: {self.doc['raw_by_format'][fmt]}")
 
     def cuda_context(self) -> None:
         """The per-instance CUDA context allowance of GPU memory planning (bench.serving.cuda_context)."""
@@ -392,6 +438,9 @@ class Bench:
             f"--metrics-address={LOOPBACK}",
             f"--metrics-port={metrics}",
             "--exit-timeout-secs=15",
+            # A model that fails its load (an ONNX model on a GPU instance without ONNX Runtime's CUDA
+            # provider) is recorded; the others are still measured.
+            "--exit-on-error=false",
         ]
 
     def perf_point(
@@ -463,17 +512,24 @@ class Bench:
         srv = Process("tritonserver", self.triton_argv(http, grpc, metrics), log_path, env=env).start()
         try:
             limit = time.monotonic() + self.a.load_timeout_s
-            pending = [v.name for v in self.variants]
+            pending = [t["name"] for t in self.doc["triton"]]
             while pending:
                 if not srv.running:
                     raise RuntimeError(f"tritonserver exited: {srv.log_tail()[-600:]}")
                 if time.monotonic() > limit:
                     raise TimeoutError(f"{pending} not READY after {self.a.load_timeout_s:.0f}s (log {log_path})")
                 pending = [n for n in pending if http_status(f"http://{LOOPBACK}:{http}/v2/models/{n}/ready") != 200]
+                for name, reason in self.failed_loads(http, pending).items():  # recorded, the others measured
+                    self.doc["errors"].append({"phase": f"load {name}", "error": reason[:600]})
+                    self.doc["triton"] = [t for t in self.doc["triton"] if t["name"] != name]
+                    pending.remove(name)
+                    log(f"!! load {name}: {reason[:300]}")
                 time.sleep(1.0)
             with urllib.request.urlopen(f"http://{LOOPBACK}:{http}/v2", timeout=10) as r:
                 self.doc["environment"]["triton"] = json.loads(r.read()).get("version", "unknown")
-            log(f"tritonserver {self.doc['environment']['triton']} ready with {[v.name for v in self.variants]}")
+            log(
+                f"tritonserver {self.doc['environment']['triton']} ready with {[t['name'] for t in self.doc['triton']]}"
+            )
             sid = srv.pid or 0
             for entry in self.doc["triton"]:
                 name = entry["name"]
@@ -501,6 +557,21 @@ class Bench:
             self.guard("http cross-check", lambda: self.http_check(http, metrics))
         finally:
             srv.stop(timeout=20)
+
+    @staticmethod
+    def failed_loads(http: int, names: list[str]) -> dict[str, str]:
+        """{model: Triton's reason} for each of `names` the repository index reports UNAVAILABLE."""
+        if not names:
+            return {}
+        req = urllib.request.Request(f"http://{LOOPBACK}:{http}/v2/repository/index", data=b"{}", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 (http://127.0.0.1 built above)
+                index = json.loads(r.read())
+        except OSError:  # not listening yet
+            return {}
+        return {
+            e["name"]: e.get("reason", "") for e in index if e.get("name") in names and e.get("state") == "UNAVAILABLE"
+        }
 
     def best(self) -> dict[str, Any] | None:
         """The summary's best point so far (None before the raw limit and the baseline are measured)."""
@@ -535,31 +606,51 @@ class Bench:
         self.doc["triton"].append(entry)
 
     def http_check(self, http: int, metrics: int) -> None:
-        """The best variant driven over HTTP by the baseline's own client (no shared memory)."""
+        """The best variant driven over HTTP by the baseline's own client (no shared memory). One probe
+        request first, its answer recorded (`probe`): Triton 2.51 on the GPU answered the binary form
+        with the JSON header alone, no tensor after it (no Inference-Header-Content-Length), which left
+        the earlier run's check at 0 req/s; then the load asks for the output in a form the probes
+        show Triton answers in full (binary first, else the JSON `data` array), and says which."""
         best = self.best()
         name = best["variant"] if best else self.variants[-1].name
         c = int(best["concurrency"]) if best else 64
         if self.left() < self.a.baseline_seconds + 20:
             raise RuntimeError("deadline: no time left for the HTTP cross-check")
+        probes = []
+        for binary in (True, False):
+            probes.append(loadgen.probe(loadgen.LoadSpec(LOOPBACK, http, name, binary_output=binary)))
+            log(f"http probe {name} binary={binary}: {json.dumps(probes[-1])[:600]}")
+            if probes[-1]["ok"]:
+                break
+        binary = bool(probes[-1]["ok"] and probes[-1]["binary_output"])
         before = metrics_text(metrics)
         with GpuSampler() as gpu:
             r = loadgen.run(
-                loadgen.LoadSpec(LOOPBACK, http, name, concurrency=c, duration_s=self.a.baseline_seconds, warmup_s=2.0)
+                loadgen.LoadSpec(
+                    LOOPBACK,
+                    http,
+                    name,
+                    concurrency=c,
+                    duration_s=self.a.baseline_seconds,
+                    warmup_s=2.0,
+                    binary_output=binary,
+                )
             )
         r.update(stats.batch_stats(before, metrics_text(metrics), name), gpu_util_pct=gpu.mean)
         entry = {
             "name": f"{name} (HTTP, loadgen)",
             "variant": None,
             "config_pbtxt": next(t["config_pbtxt"] for t in self.doc["triton"] if t["name"] == name),
-            "client": "bench.serving.loadgen HTTP",
+            "client": "bench.serving.loadgen HTTP " + ("binary output" if binary else "JSON output"),
+            "probe": probes,
             "points": [r],
         }
         if not r["requests"]:
             entry["failed"] = f"no request completed without error: {(r['error_samples'] or ['no sample'])[0][:400]}"
         self.doc["triton"].append(entry)
         log(
-            f"http check {name} c={c}: {r['throughput']:.0f} req/s p50 {r['p50_ms']:.1f} p99 {r['p99_ms']:.1f} batch "
-            f"{r['avg_batch']:.1f} client cpu {r['client_cpu_cores']:.1f}"
+            f"http check {name} c={c} ({entry['client']}): {r['throughput']:.0f} req/s p50 {r['p50_ms']:.1f} p99 "
+            f"{r['p99_ms']:.1f} batch {r['avg_batch']:.1f} client cpu {r['client_cpu_cores']:.1f}"
         )
 
     def write(self) -> Path:
@@ -617,6 +708,11 @@ def main(argv: list[str] | None = None) -> int:
         "--variant",
         action="append",
         help=f"NAME:COUNT:PREF1/PREF2:DELAY_US:MAX_BATCH (repeat; default {' '.join(DEFAULT_VARIANTS)})",
+    )
+    p.add_argument(
+        "--formats",
+        default="torchscript",
+        help=f"export formats, comma-separated, each variant exported in each (default torchscript; of {FORMATS})",
     )
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64, 128, 256, 512])
     p.add_argument("--measure-ms", type=int, default=3000, help="perf_analyzer measurement window")

@@ -314,3 +314,63 @@ def markdown_table(doc: Mapping[str, Any]) -> str:
                 f"| {fmt(p.get('avg_batch'))} | {fmt(p.get('gpu_util_pct'), 0)} |"
             )
     return "\n".join(lines)
+
+
+def format_summary(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per export format of a multi-format run (`raw_by_format`): its own raw limit at
+    RAW_REFERENCE_BATCH (img/s), its best served point within the p99 budget (perf_analyzer's), that
+    point's share of its own raw limit, and its throughput against TorchScript's best."""
+    out = []
+    for fmt, raws in doc.get("raw_by_format", {}).items():
+        raw = {int(r["batch"]): float(r["img_per_s"]) for r in raws}
+        ref = raw.get(RAW_REFERENCE_BATCH, max(raw.values())) if raw else None
+        points = [
+            (float(p["throughput"]), v["name"], p)
+            for v in doc["triton"]
+            if v.get("format") == fmt and v.get("client") != CUDA_SHM_CLIENT
+            for p in v["points"]
+            if float(p["throughput"]) > 0 and p.get("p99_ms") is not None and float(p["p99_ms"]) <= TARGET_P99_MS
+        ]
+        best = max(points, key=lambda c: c[0]) if points else None
+        out.append(
+            {
+                "format": fmt,
+                "raw_img_s": ref,
+                "raw_batch": RAW_REFERENCE_BATCH if RAW_REFERENCE_BATCH in raw else (max(raw) if raw else None),
+                "best": None
+                if best is None
+                else {
+                    "variant": best[1],
+                    "concurrency": best[2]["concurrency"],
+                    "throughput": best[0],
+                    "p50_ms": best[2]["p50_ms"],
+                    "p99_ms": best[2]["p99_ms"],
+                },
+                "raw_fraction": best[0] / ref if best and ref else None,
+            }
+        )
+    ts = next((f["best"]["throughput"] for f in out if f["format"] == "torchscript" and f["best"]), None)
+    for f in out:
+        f["vs_torchscript"] = f["best"]["throughput"] / ts if f["best"] and ts else None
+    return out
+
+
+def format_table(doc: Mapping[str, Any]) -> str:
+    """format_summary as one Markdown table."""
+
+    def n(v: Any, digits: int = 0, suffix: str = "") -> str:
+        return "-" if v is None else f"{v:,.{digits}f}{suffix}"
+
+    lines = [
+        "| format | raw limit (img/s, batch 64, input on GPU) | best served (req/s) | p99 ms | at | share of its raw limit "
+        "| vs TorchScript served |",
+        "|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for f in format_summary(doc):
+        b = f["best"] or {}
+        at = f"{b['variant']}, {int(b['concurrency'])} in flight" if b else "-"
+        lines.append(
+            f"| {f['format']} | {n(f['raw_img_s'])} | {n(b.get('throughput'))} | {n(b.get('p99_ms'), 1)} | {at} | "
+            f"{n(f['raw_fraction'] and f['raw_fraction'] * 100, 1, ' %')} | {n(f['vs_torchscript'], 2, 'x')} |"
+        )
+    return "\n".join(lines)

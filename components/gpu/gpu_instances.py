@@ -1,5 +1,6 @@
 """What each supported GPU EC2 instance size carries: NVIDIA GPUs, vCPUs and memory, and which GPU
-(its model and memory per GPU: `gpu_of`, the input of GPU memory planning).
+(its model and memory per GPU: `gpu_of`, the input of GPU memory planning; its CUDA architecture:
+`architectures`, what an AOTInductor .pt2 must have been compiled for).
 
 Used by the capacity validation (a GPU node group must be able to hold the Triton
 replicas scheduled on it, and one replica must fit on one of its nodes: components/gpu/node_fit.py)
@@ -97,3 +98,24 @@ def guaranteed_gpu(instance_types: tuple[str, ...] | list[str]) -> Gpu:
     gpus = [gpu_of(t) for t in instance_types]
     least = min(g.memory_gib for g in gpus)
     return Gpu("|".join(sorted({g.model for g in gpus if g.memory_gib == least})), least)
+
+
+# Each GPU's CUDA compute capability, as nvcc names it (sm_<major><minor>): the kernels of an
+# AOTInductor package (model.pt2) run on the architectures they were compiled for only.
+# ref: https://developer.nvidia.com/cuda-gpus
+ARCHITECTURES: dict[str, str] = {
+    "T4": "sm_75",
+    "A10G": "sm_86",
+    "L4": "sm_89",
+    "L40S": "sm_89",
+    "V100": "sm_70",
+    "A100": "sm_80",
+    "H100": "sm_90",
+    "H200": "sm_90",
+}
+
+
+def architectures(instance_types: tuple[str, ...] | list[str]) -> list[str]:
+    """The CUDA architectures a node group's nodes may have (every instance type the node autoscaler
+    may launch), sorted, each once: the `architectures` of the stack output `tritonGpus`."""
+    return sorted({ARCHITECTURES[gpu_of(t).model] for t in instance_types})

@@ -1,6 +1,16 @@
-"""`model-sync export MODULE:FACTORY --name NAME --output DIR --example-shape 4,3,224,224 [...]`:
-TorchScript a torch.nn.Module, check it against eager, and write a Triton model directory
-<DIR>/<NAME>/ (config.pbtxt, 1/model.pt, and 1/model.py for --target local).
+"""`model-sync export MODULE:FACTORY --name NAME --output DIR --example-shape 4,3,224,224 [--format ...]`:
+export a torch.nn.Module in one of three formats, check the re-loaded file against eager, and write a
+Triton model directory <DIR>/<NAME>/ (config.pbtxt, 1/<model file>, and 1/model.py for --target local):
+
+  torchscript  torch.jit.trace / script -> 1/model.pt, platform pytorch_libtorch (the default)
+  pt2          torch.export + AOTInductor -> 1/model.pt2, platform torch_aoti (compiled for the
+               instances' device: KIND_GPU needs a GPU here; runs only on the torch and GPU
+               architecture it was compiled for, which push and promote check)
+  onnx         torch.onnx.export (dynamo) -> 1/model.onnx, platform onnxruntime_onnx (its opset and IR
+               version are checked against the target image's ONNX Runtime)
+
+TorchScript stays the default until the pinned Triton image's torch_aoti platform states dynamic
+batching (docs/model-sync.md says which release).
 
 config.pbtxt carries model_warmup by default: zero-filled samples of every input (declared dims
 and dtypes) at batch 1 and at the largest preferred batch size (max_batch_size without preferred
@@ -38,7 +48,7 @@ def _shape(text: str) -> tuple[int, ...]:
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         NAME,
-        help="TorchScript a PyTorch module and write a Triton model directory",
+        help="export a PyTorch module (TorchScript, .pt2 or ONNX) and write a Triton model directory",
         description=__doc__ + "\n".join(f"  {p.measured()}" for p in _profiles.PROFILES.values()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -65,7 +75,25 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="example input dtype (one for all, or one per input; default float32)",
     )
     p.add_argument(
-        "--method", choices=("trace", "script"), default="trace", help="torch.jit.trace (default) or torch.jit.script"
+        "--format",
+        dest="format",
+        choices=("torchscript", "pt2", "onnx"),
+        default="torchscript",
+        help="the exported file (listed above; default torchscript)",
+    )
+    p.add_argument(
+        "--method",
+        choices=("trace", "script"),
+        default="trace",
+        help="--format torchscript: torch.jit.trace (default) or torch.jit.script",
+    )
+    p.add_argument(
+        "--onnx-opset",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--format onnx: the opset to export (default: the exporter's); an image's ONNX Runtime runs opsets up to "
+        "its own",
     )
     p.add_argument(
         "--target",
@@ -73,8 +101,18 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default="cloud",
         help="cloud: platform pytorch_libtorch; local: python backend wrapper (default cloud)",
     )
-    p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance TorchScript vs eager (default 1e-5)")
-    p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance TorchScript vs eager (default 1e-6)")
+    p.add_argument(
+        "--rtol",
+        type=float,
+        default=None,
+        help="relative tolerance of the re-loaded model vs eager (default: torchscript 1e-5, pt2 and onnx 1e-4)",
+    )
+    p.add_argument(
+        "--atol",
+        type=float,
+        default=None,
+        help="absolute tolerance of the re-loaded model vs eager (default: torchscript 1e-6, pt2 and onnx 1e-5)",
+    )
     p.add_argument(
         "--profile",
         choices=tuple(_profiles.PROFILES),
@@ -131,7 +169,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync.export import torchscript
+    from model_sync.export import exporter
 
     preset = _profiles.resolve(
         args.target,
@@ -143,13 +181,15 @@ def run(args: argparse.Namespace) -> int:
         instance_count=args.instance_count,
         dynamic_batching=args.dynamic_batching,
     )
-    opts = torchscript.ExportOptions(
+    opts = exporter.ExportOptions(
         factory=args.factory,
         output=args.output,
         name=args.name,
         shapes=tuple(args.shapes),
         dtypes=tuple(args.dtypes or ["float32"]),
         method=args.method,
+        format=args.format,
+        onnx_opset=args.onnx_opset,
         target=args.target,
         rtol=args.rtol,
         atol=args.atol,
@@ -158,9 +198,14 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         **preset,
     )
-    meta = torchscript.command(opts)
+    meta = exporter.command(opts)
+    facts = {
+        "torchscript": f"TorchScript format {meta.get('torchscript_format_version')}",
+        "pt2": f"AOTInductor for {', '.join(meta.get('gpu_architectures') or []) or meta.get('device')}",
+        "onnx": f"ONNX opset {meta.get('onnx_opset')}, IR {meta.get('onnx_ir_version')}",
+    }[meta["format"]]
     Console(args.quiet).line(
-        f"exported: {args.name} ({meta['method']}, torch {meta['torch_version']}, "
-        f"TorchScript format {meta['torchscript_format_version']}) to {args.output}/{args.name}"
+        f"exported: {args.name} ({meta['format']}, {meta['method']}, torch {meta['torch_version']}, {facts}) "
+        f"to {args.output}/{args.name}"
     )
     return errors.OK

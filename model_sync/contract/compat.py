@@ -18,36 +18,80 @@ Bumping the Triton image (components/upstream/versions.py) without adding its ro
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-# Triton container release -> (Triton server version, PyTorch/LibTorch version inside).
-TRITON_RELEASES: dict[str, tuple[str, str]] = {
-    "24.01": ("2.42.0", "2.2.0a0"),
-    "24.02": ("2.43.0", "2.3.0a0"),
-    "24.03": ("2.44.0", "2.3.0a0"),
-    "24.04": ("2.45.0", "2.3.0a0"),
-    "24.05": ("2.46.0", "2.4.0a0"),
-    "24.06": ("2.47.0", "2.4.0a0"),
-    "24.07": ("2.48.0", "2.4.0a0"),
-    "24.08": ("2.49.0", "2.5.0a0"),
-    "24.09": ("2.50.0", "2.5.0a0"),
-    "24.10": ("2.51.0", "2.5.0a0"),
-    "24.11": ("2.52.0", "2.6.0a0"),
-    "24.12": ("2.53.0", "2.6.0a0"),
-    "25.01": ("2.54.0", "2.6.0a0"),
-    "25.02": ("2.55.0", "2.7.0a0"),
-    "25.03": ("2.56.0", "2.7.0a0"),
-    "25.04": ("2.57.0", "2.7.0a0"),
-    "25.05": ("2.58.0", "2.8.0a0"),
-    "25.06": ("2.59.0", "2.8.0a0"),
-    "25.08": ("2.60.0", "2.8.0a0"),
-    "25.09": ("2.61.0", "2.9.0a0"),
-    "25.10": ("2.62.0", "2.9.0a0"),
-    "25.11": ("2.63.0", "2.10.0a0"),
+
+class Release(NamedTuple):
+    """What one Triton container release (`<YY.MM>-py3`) serves models with (docs/triton-releases.md
+    transcribes the release notes' figures; tests/model_sync/contract/test_compat.py holds this table
+    to them)."""
+
+    triton: str  # the Triton server version
+    pytorch: str  # the PyTorch (LibTorch) of its PyTorch backend: pytorch_libtorch and torch_aoti models
+    onnxruntime: str  # the ONNX Runtime of its onnxruntime backend
+    tensorrt: str | None  # its TensorRT (None: not stated in the sources the table was written from)
+    torch_aoti: str  # its PyTorch backend's `torch_aoti` platform: "" none, "beta" (loads model.pt2,
+    #                  dynamic batching not stated), "batching" (dynamic batching stated): AOTI_STATES
+
+
+AOTI_STATES = ("", "beta", "batching")
+
+# Triton container release -> Release.
+TRITON_RELEASES: dict[str, Release] = {
+    "24.01": Release("2.42.0", "2.2.0a0", "1.16.3", "8.6.1.6", ""),
+    "24.02": Release("2.43.0", "2.3.0a0", "1.16.3", "8.6.3", ""),
+    "24.03": Release("2.44.0", "2.3.0a0", "1.17.2", "8.6.3", ""),
+    "24.04": Release("2.45.0", "2.3.0a0", "1.17.3", "8.6.3", ""),
+    "24.05": Release("2.46.0", "2.4.0a0", "1.18.0", "10.0.1.6", ""),
+    "24.06": Release("2.47.0", "2.4.0a0", "1.18.0", "10.1.0.27", ""),
+    "24.07": Release("2.48.0", "2.4.0a0", "1.18.1", "10.2.0.19", ""),
+    "24.08": Release("2.49.0", "2.5.0a0", "1.18.1", "10.3.0.26", ""),
+    "24.09": Release("2.50.0", "2.5.0a0", "1.19.2", "10.4.0.26", ""),
+    "24.10": Release("2.51.0", "2.5.0a0", "1.19.2", "10.5.0.18", ""),
+    "24.11": Release("2.52.0", "2.6.0a0", "1.19.2", "10.6.0.26", ""),
+    "24.12": Release("2.53.0", "2.6.0a0", "1.20.1", "10.7.0.23", ""),
+    "25.01": Release("2.54.0", "2.6.0a0", "1.20.1", "10.8.0.43", ""),
+    "25.02": Release("2.55.0", "2.7.0a0", "1.20.1", "10.8.0.43", ""),
+    "25.03": Release("2.56.0", "2.7.0a0", "1.21.0", "10.9.0.34", ""),
+    "25.04": Release("2.57.0", "2.7.0a0", "1.21.0", "10.9.0.34", ""),
+    "25.05": Release("2.58.0", "2.8.0a0", "1.22.0", "10.10.0.31", ""),
+    "25.06": Release("2.59.0", "2.8.0a0", "1.22.0", "10.11.0.33", ""),
+    "25.08": Release("2.60.0", "2.8.0a0", "1.23.0", "10.13.2.6", ""),
+    "25.09": Release("2.61.0", "2.9.0a0", "1.23.0", "10.13.3.9", ""),
+    "25.10": Release("2.62.0", "2.9.0a0", "1.23.1", "10.13.3.9", ""),
+    "25.11": Release("2.63.0", "2.10.0a0", "1.23.2", "10.14.1.48", ""),
+    "26.04": Release("2.68.0", "2.12.0a0", "1.24.4", None, "beta"),
 }
+
+# ONNX Runtime minor -> (the ONNX release it implements, its highest opset of the default domain,
+# its highest IR version). A model stamped with a higher opset or IR version does not load
+# ("Unsupported model IR version", "opset ... is under development").
+# ref: https://onnxruntime.ai/docs/reference/compatibility.html
+ONNX_RUNTIME_SUPPORT: dict[str, tuple[str, int, int]] = {
+    "1.16": ("1.14.1", 19, 9),
+    "1.17": ("1.15.0", 20, 9),
+    "1.18": ("1.16.0", 21, 10),
+    "1.19": ("1.16.1", 21, 10),
+    "1.20": ("1.17.0", 22, 10),
+    "1.21": ("1.17.0", 22, 10),
+    "1.22": ("1.18.0", 23, 11),
+    "1.23": ("1.19.0", 24, 12),
+    "1.24": ("1.20.0", 25, 13),
+}
+
+# The first release whose torch_aoti platform states dynamic batching: until one does, `export`
+# keeps TorchScript as its default format (default_format()). None: no release in the table does.
+AOTI_BATCHING_RELEASE: str | None = next((r for r, v in TRITON_RELEASES.items() if v.torch_aoti == "batching"), None)
+
+
+def default_format(image: str) -> str:
+    """`export --format`'s default for an image: pt2 once its release's torch_aoti states dynamic
+    batching (every model here batches dynamically), else torchscript."""
+    return "pt2" if TRITON_RELEASES[triton_release(image)].torch_aoti == "batching" else "torchscript"
+
 
 _TAG = re.compile(r"^(?P<release>\d{2}\.\d{2})-py3(?:-[a-z0-9-]+)?$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
@@ -80,7 +124,7 @@ def triton_release(image: str) -> str:
 
 
 def libtorch_version(image: str) -> str:
-    return TRITON_RELEASES[triton_release(image)][1]
+    return TRITON_RELEASES[triton_release(image)].pytorch
 
 
 def _minor(version: str) -> tuple[int, int]:

@@ -16,9 +16,9 @@ All keys are relative to the environment's repository root `s3://bucket[/prefix]
                                             the canary version, the replicas serving it, each
                                             step's verdict; rewritten (If-Match) at every step,
                                             never deleted, state running | promoted | aborted
-    manifests/<model>/<N>.json             per-version manifest (schema "model-sync.manifest/v3";
+    manifests/<model>/<N>.json             per-version manifest (schema "model-sync.manifest/v4";
                                             every record's schema: model_sync.records.schemas; v1
-                                            and v2 are still read): sha256 + size of every
+                                            to v3 are still read): sha256 + size of every
                                             file, the pinned config text, source, exporter and
                                             framework versions, who, when
     status/<deployment>/<replica>.json     what each serving replica's agent has loaded / failed

@@ -19,7 +19,7 @@
      a gray release's (model_sync.canary.gray_release): N' serves a growing share of the replicas first and
      is pinned only when every step's analysis passed (exit 6 when it aborts).
 
-Version alignment (model_sync/contract/compat.py) is checked right after step 1, before anything is
+Version alignment (model_sync/serving/alignment.py, per export format) is checked right after step 1, before anything is
 written to the target: a pytorch_libtorch model whose exporting torch is newer than the LibTorch
 in the TARGET's Triton image is refused (exit 7) unless --allow-version-skew; the target
 manifest and the promotion record carry the `compatibility` verdict for the target image.
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import environments, errors
 from model_sync.canary import ending, launch, metrics
-from model_sync.contract import compat, layout
+from model_sync.contract import layout
 from model_sync.lifecycle import catalog, pinnable
 from model_sync.records import canary_record, codec
 from model_sync.s3 import download, transfer
 from model_sync.s3.bucket import Bucket, b64_sha256_to_hex, who
 from model_sync.s3.clients import aws_hosted
 from model_sync.s3.failures import translate
-from model_sync.serving import gpu_plan, verify
+from model_sync.serving import alignment, gpu_plan, verify
 from model_sync.ui import Console
 
 if TYPE_CHECKING:
@@ -205,16 +205,9 @@ def _copy(
 def check_alignment(
     doc: dict[str, Any], dst: Bucket, allow_skew: bool, allow_local_target: bool = False
 ) -> dict[str, Any]:
-    """The compatibility record of a source manifest against the TARGET's Triton image (exit 7),
-    including a `--target local` model refused for an NGC image (python backend without torch)."""
-    try:
-        return compat.assess(
-            platform=doc["platform"], backend=doc["backend"], exporter_torch=doc["exporter"]["torch_version"],
-            image=dst.env.triton_image, allow_skew=allow_skew,
-            target=doc["exporter"].get("target"), allow_local_target=allow_local_target,
-        )  # fmt: skip
-    except ValueError as e:
-        raise errors.incompatible(f"{doc['model']} version {doc['version']} -> {dst.env.name}: {e}") from None
+    """The compatibility record of a source manifest against the TARGET's Triton image and GPUs, per
+    export format (exit 7), including a `--target local` model refused for an NGC image."""
+    return alignment.of_manifest(doc, dst.env, allow_skew, allow_local_target)
 
 
 def check_gpu_memory(doc: dict[str, Any], dst: Bucket) -> list[str]:

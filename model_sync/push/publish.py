@@ -2,8 +2,10 @@
 the command: docs/model-sync.md).
 
 Per model, in this order; the pin flip (8) is the version's commit point:
-  1. check alignment: before any S3 request, a pytorch_libtorch model exported with a newer torch
-     than the target image's LibTorch is refused (exit 7, model_sync/contract/compat.py) unless
+  1. check alignment: before any S3 request, a version the target's Triton cannot load in its export
+     format is refused (exit 7, model_sync/serving/alignment.py: a pytorch_libtorch model exported with a
+     newer torch than the image's LibTorch, a .pt2 of another torch or GPU architecture, an ONNX opset
+     or IR version above the image's ONNX Runtime's) unless
      --allow-version-skew (recorded in the manifest's `compatibility`); before any write, GPU
      memory planning (model_sync/serving/gpu_plan.py) refuses new versions that would overcommit
      their deployment's GPU (the environment's `tritonGpus`, exit 7), the plan, or why it was not
@@ -55,7 +57,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
-from model_sync.contract import compat, layout
+from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.lifecycle import catalog
 from model_sync.push import error_responses, skip_cache
@@ -68,7 +70,7 @@ from model_sync.records.version_manifest import build_manifest, file_entries, gp
 from model_sync.s3 import clients
 from model_sync.s3.bucket import Bucket, who
 from model_sync.s3.failures import translate
-from model_sync.serving import gpu_plan
+from model_sync.serving import alignment, gpu_plan
 from model_sync.triton_model import model_directory
 from model_sync.triton_model.model_directory import LocalModel
 from model_sync.ui import Console, error
@@ -80,18 +82,22 @@ if TYPE_CHECKING:
 def check_alignment(
     models: list[LocalModel], env: Environment, allow_skew: bool, allow_local_target: bool = False
 ) -> dict[str, dict[str, Any]]:
-    """{model: compatibility record} for env's Triton image; raises exit 7 (INCOMPATIBLE) naming
-    the model, the environment and both versions (or the `--target local` model and the NGC image
-    whose python backend has no torch). Runs before any S3 request."""
+    """{model: compatibility record} for env's Triton image and GPUs, per export format
+    (model_sync/serving/alignment.py); raises exit 7 (INCOMPATIBLE) naming the model, the environment
+    and what does not match. Runs before any S3 request."""
     records: dict[str, dict[str, Any]] = {}
+
+    def kinds(m: LocalModel) -> Callable[[], list[str]]:
+        return lambda: [g["kind"] for g in gpu_plan.instance_groups(m.cfg)]  # parsed only for a .pt2
+
     for m in models:
         try:
-            records[m.name] = compat.assess(
-                platform=m.platform, backend=m.backend, exporter_torch=m.export_meta.get("torch_version"),
-                image=env.triton_image, allow_skew=allow_skew,
-                target=m.export_meta.get("target"), allow_local_target=allow_local_target,
+            records[m.name] = alignment.assess(
+                platform=m.platform, backend=m.backend, exporter=m.export_meta, image=env.triton_image,
+                kinds=kinds(m),
+                gpus=env.deployment_of(m.name), allow_skew=allow_skew, allow_local_target=allow_local_target,
             )  # fmt: skip
-        except ValueError as e:  # VersionSkewError, UnknownImageError, UnverifiableError, LocalTargetError
+        except ValueError as e:  # one line each: compat's and alignment's errors
             raise errors.incompatible(f"{m.name} -> {env.name}: {e}") from None
     return records
 

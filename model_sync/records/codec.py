@@ -23,9 +23,11 @@ from model_sync.records.schemas import (
     MANIFEST_SCHEMA_IDS,
     MANIFEST_SCHEMA_V1,
     MANIFEST_SCHEMA_V2,
+    MANIFEST_SCHEMA_V3,
     MANIFEST_V1,
     MANIFEST_V2,
     MANIFEST_V3,
+    MANIFEST_V4,
     PIN_INDEX,
     PROMOTION_V2,
     PROMOTION_V3,
@@ -47,9 +49,11 @@ __all__ = [
     "MANIFEST_SCHEMA_IDS",
     "MANIFEST_SCHEMA_V1",
     "MANIFEST_SCHEMA_V2",
+    "MANIFEST_SCHEMA_V3",
     "MANIFEST_V1",
     "MANIFEST_V2",
     "MANIFEST_V3",
+    "MANIFEST_V4",
     "PIN_INDEX",
     "PROMOTION_V2",
     "PROMOTION_V3",
@@ -205,17 +209,20 @@ def read_manifest(data: bytes | str, model: str | None = None, version: int | No
 def upgrade_manifest(
     doc: dict[str, Any], compatibility: dict[str, Any], instance_groups: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """A copy of a v1, v2 or v3 manifest as v3 with the given compatibility record and instance
-    groups (promote: both for the target). A v1/v2 source has no GPU memory: null (unknown)."""
+    """A copy of a v1..v4 manifest as v4 with the given compatibility record and instance groups
+    (promote: both for the target). A v1/v2 source has no GPU memory: null (unknown); a source
+    before v4 has no export format: null, and its alignment facts null."""
+    exporter = {"operators": None, "format": None, "device": None, "gpu_architectures": None, "onnx_opset": None,
+                "onnx_ir_version": None, **doc["exporter"]}  # fmt: skip
     out = {
         **doc,
-        "schema": MANIFEST_V3,
-        "exporter": {"operators": None, **doc["exporter"]},
+        "schema": MANIFEST_V4,
+        "exporter": exporter,
         "compatibility": dict(compatibility),
         "gpu_memory": doc.get("gpu_memory"),
         "instance_groups": [dict(g) for g in instance_groups],
     }
-    validate(out, MANIFEST_V3)
+    validate(out, MANIFEST_V4)
     return out
 
 

@@ -31,7 +31,14 @@ after every version file is uploaded and before the pin flips:
      "instance_groups": [{"kind": "KIND_GPU" | "KIND_CPU" | "KIND_AUTO" | "KIND_MODEL", "count": 2,
                           "gpus": [] | [0, 1]}]   # config.pbtxt's, as Triton places them (gpu_plan.instance_groups)
   null gpu_memory (a directory export did not write) and v1/v2 manifests mean "unknown": the
-  planner counts nothing for them and says so. Readers dispatch on `schema` (MANIFEST_SCHEMA_IDS).
+  planner counts nothing for them and says so. v4 (what model-sync writes now) adds the export
+  format and what its alignment compares (model_sync/serving/alignment.py), to `exporter`, each
+  required and nullable:
+     "exporter": {..., "method": "trace" | "script" | "export" | null,
+                  "format": "torchscript" | "pt2" | "onnx" | null,
+                  "device": "cpu" | "cuda" | null, "gpu_architectures": ["sm_90"] | null,   # a .pt2's
+                  "onnx_opset": 20 | null, "onnx_ir_version": 10 | null}                  # an ONNX model's
+  Readers dispatch on `schema` (MANIFEST_SCHEMA_IDS).
 
 verification (audit/verifications/<model>/<N>/<stamp>-<hex>.json, "model-sync.verification/v2"),
 one record per `model-sync verify` attempt in the environment it verified, never overwritten;
@@ -249,11 +256,40 @@ def _manifest_v3(v2: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+EXPORT_FORMATS = ("torchscript", "pt2", "onnx")  # export --format (model_sync/serving/alignment.py)
+
+
+def _manifest_v4(v3: dict[str, Any]) -> dict[str, Any]:
+    """v4 = v3 + the export format and what its alignment compares (all required, nullable): the
+    format, a .pt2's device and GPU architectures, an ONNX model's opset and IR version; method may
+    be "export" (torch.export)."""
+    exporter = v3["properties"]["exporter"]["properties"]
+    return _obj(
+        {
+            **v3["properties"],
+            "schema": {"const": "model-sync.manifest/v4"},
+            "exporter": _obj(
+                {
+                    **exporter,
+                    "method": {"enum": ["trace", "script", "export", None]},
+                    "format": {"enum": [*EXPORT_FORMATS, None]},
+                    "device": {"enum": ["cpu", "cuda", None]},
+                    "gpu_architectures": {"type": ["array", "null"], "items": {"type": "string", "pattern": "^sm_"}},
+                    "onnx_opset": {"type": ["integer", "null"], "minimum": 1},
+                    "onnx_ir_version": {"type": ["integer", "null"], "minimum": 1},
+                }
+            ),
+        }
+    )
+
+
 MANIFEST_SCHEMA_V1 = MANIFEST_SCHEMA
 MANIFEST_SCHEMA_V2 = _manifest_v2(MANIFEST_SCHEMA_V1)
-MANIFEST_SCHEMA = _manifest_v3(MANIFEST_SCHEMA_V2)
+MANIFEST_SCHEMA_V3 = _manifest_v3(MANIFEST_SCHEMA_V2)
+MANIFEST_SCHEMA = _manifest_v4(MANIFEST_SCHEMA_V3)
 MANIFEST_V1, MANIFEST_V2, MANIFEST_V3 = "model-sync.manifest/v1", "model-sync.manifest/v2", "model-sync.manifest/v3"
-MANIFEST_SCHEMA_IDS = (MANIFEST_V1, MANIFEST_V2, MANIFEST_V3)
+MANIFEST_V4 = "model-sync.manifest/v4"
+MANIFEST_SCHEMA_IDS = (MANIFEST_V1, MANIFEST_V2, MANIFEST_V3, MANIFEST_V4)
 
 VERIFICATION_SCHEMA: dict[str, Any] = _obj(
     {
@@ -489,7 +525,8 @@ PIN_INDEX_SCHEMA: dict[str, Any] = _obj(
 SCHEMAS: dict[str, dict[str, Any]] = {
     MANIFEST_V1: MANIFEST_SCHEMA_V1,
     MANIFEST_V2: MANIFEST_SCHEMA_V2,
-    MANIFEST_V3: MANIFEST_SCHEMA,
+    MANIFEST_V3: MANIFEST_SCHEMA_V3,
+    MANIFEST_V4: MANIFEST_SCHEMA,
     VERIFICATION_V1: VERIFICATION_SCHEMA_V1,
     VERIFICATION_V2: VERIFICATION_SCHEMA,
     "model-sync.promotion/v1": PROMOTION_SCHEMA_V1,

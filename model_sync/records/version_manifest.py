@@ -1,5 +1,5 @@
 """The manifest `push` writes for a version (manifests/<model>/<N>.json, schema
-manifest.MANIFEST_V3): every file's sha256 and size (`file_entries`, also what the no-op decision
+manifest.MANIFEST_V4): every file's sha256 and size (`file_entries`, also what the no-op decision
 compares with the pinned manifest), the pinned config text, source, exporter, compatibility with
 the target image, export.json's GPU memory per instance and the config's instance groups (GPU
 memory planning, model_sync/serving/gpu_plan.py), who and when (`build_manifest`, validated before it is
@@ -31,7 +31,7 @@ def gpu_memory_of(m: LocalModel) -> dict[str, Any] | None:
 def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
     meta = m.export_meta
     doc = {
-        "schema": codec.MANIFEST_V3,
+        "schema": codec.MANIFEST_V4,
         "model": m.name,
         "version": version,
         "files": file_entries(m),
@@ -51,6 +51,11 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
             "torchscript_format_version": meta.get("torchscript_format_version"),
             "target": meta.get("target"),
             "operators": meta.get("operators"),
+            "format": meta.get("format"),
+            "device": meta.get("device"),
+            "gpu_architectures": meta.get("gpu_architectures"),
+            "onnx_opset": meta.get("onnx_opset"),
+            "onnx_ir_version": meta.get("onnx_ir_version"),
         },
         "compatibility": compatibility
         or compat.assess(
@@ -65,5 +70,5 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
         "created_by": by,
         "created_at": codec.now(),
     }
-    codec.validate(doc, codec.MANIFEST_V3)
+    codec.validate(doc, codec.MANIFEST_V4)
     return doc

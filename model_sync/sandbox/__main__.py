@@ -1,4 +1,4 @@
-"""`python -m model_sync.sandbox demo [--keep-running] [--dir .demo]` | `stop [--dir .demo]`."""
+"""`python -m model_sync.sandbox demo [--format FORMAT[,FORMAT...]] [--keep-running] [--dir .demo]` | `stop [--dir .demo]`."""
 
 from __future__ import annotations
 
@@ -17,11 +17,18 @@ def main(argv: list[str] | None = None) -> int:
         "--dir", type=Path, default=Path(".demo"), help="state directory: repositories, logs (default .demo)"
     )
     d.add_argument("--keep-running", action="store_true", help="leave S3, tritonservers and agents running")
+    d.add_argument(
+        "--format",
+        default="torchscript",
+        metavar="FORMAT[,FORMAT...]",
+        help="model-sync export --format of both versions (torchscript, pt2 or onnx; default torchscript), or "
+        "up to three, comma-separated: one version per format, each later one promoted through a gray release",
+    )
     s = sub.add_parser("stop", help="stop what `demo --keep-running` left running")
     s.add_argument("--dir", type=Path, default=Path(".demo"))
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return demo(args.dir, keep_running=args.keep_running)
+        return demo(args.dir, keep_running=args.keep_running, fmt=args.format)
     return stop(args.dir)
 
 

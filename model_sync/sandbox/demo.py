@@ -1,11 +1,12 @@
-"""`make demo` = `python -m model_sync.sandbox demo [--keep-running] [--dir .demo]`
+"""`make demo` = `python -m model_sync.sandbox demo [--format torchscript|pt2|onnx] [--keep-running] [--dir .demo]`
 
 The whole data plane on one machine, no fakes: a local S3 server (moto's S3 in a process of its own,
 in memory: model_sync.sandbox.s3server.MotoS3Server) with a staging and a prod bucket; the real
 tritonserver (CPU, from the pinned nvidia-pytriton wheel), one replica in staging and two in prod,
 each polling a local repository filled by its own repository agent (`python -m model_sync agent`,
-the image's ENTRYPOINT). Then, through the model_sync CLI: export a small TorchScript model
-(--target local: python-backend wrapper), push it to staging, verify, promote it to prod (the first
+the image's ENTRYPOINT). Then, through the model_sync CLI: export a small model in `--format`
+(TorchScript by default, an AOTInductor .pt2, or ONNX; --target local: the python-backend wrapper that
+serves that file), push it to staging, verify, promote it to prod (the first
 version: `--no-canary`, there is nothing to compare it with); export its retrained successor, push
 and verify it, and promote it to prod through a gray release under traffic (one of the two prod
 replicas serves it first, canary and stable are compared from their /metrics, then it is pinned);
@@ -38,7 +39,11 @@ from model_sync.sandbox.traffic import RoundRobinTraffic
 ENVS = ("staging", "prod")
 REPLICAS = {"staging": 1, "prod": 2}  # prod: one replica serves the canary, the other stable
 MODEL = "demo-mlp"
-SAMPLE_FACTORIES = ("model_sync.sandbox.sample_model:build", "model_sync.sandbox.sample_model:build_retrained")
+SAMPLE_FACTORIES = (
+    "model_sync.sandbox.sample_model:build",
+    "model_sync.sandbox.sample_model:build_retrained",
+    "model_sync.sandbox.sample_model:build_finetuned",
+)
 INPUT = [[0.5, -1.0, 2.0, 0.25]]
 # The demo's gray release: one step of 50 % (1 of 2 replicas), 5 s, judged on 20 requests a track.
 CANARY_POLICY = {"steps": [50], "stepSeconds": 5, "minRequests": 20, "deadlineSeconds": 120, "loadTimeoutSeconds": 60}
@@ -224,11 +229,17 @@ def eager(factory: str) -> list[list[float]]:
         return [[float(x) for x in row] for row in model(torch.tensor(INPUT, dtype=torch.float32))]
 
 
-def publish(platform: LocalPlatform, root: Path, factory: str) -> int:
-    """Export `factory`, push it to staging, wait for and verify it there; its staging version."""
+FORMATS = ("torchscript", "pt2", "onnx")  # model-sync export --format
+# How far prod's answer may be from eager PyTorch's, per format (export checks the same, at its
+# own --rtol/--atol defaults: AOTInductor's and ONNX Runtime's kernels reorder floating-point sums).
+TOLERANCE = {"torchscript": 1e-5, "pt2": 1e-4, "onnx": 1e-4}
+
+
+def publish(platform: LocalPlatform, root: Path, factory: str, fmt: str = "torchscript") -> int:
+    """Export `factory` in `fmt`, push it to staging, wait for and verify it there; its staging version."""
     export_dir = root / "export"
     platform.cli("export", factory, "--name", MODEL, "--output", str(export_dir), "--example-shape", "1,4",
-                 "--target", "local", "--max-batch-size", "8", "--overwrite")  # fmt: skip
+                 "--target", "local", "--max-batch-size", "8", "--format", fmt, "--overwrite")  # fmt: skip
     # --output json says which version push allocated; --wait returns once the replica serves it.
     pushed = platform.cli("push", str(export_dir / MODEL), "--env", "staging", "--output", "json", "--wait")
     staged = int(json.loads(pushed.stdout)["models"][0]["version"])
@@ -247,35 +258,55 @@ def promote(platform: LocalPlatform, staged: int, *flags: str) -> int:
     return prod
 
 
-def demo(root: Path, keep_running: bool = False) -> int:
+def demo(root: Path, keep_running: bool = False, fmt: str = "torchscript") -> int:
+    """`fmt`: one format (both versions in it), or several, comma-separated: one version per format, in
+    that order (the first pinned at once, each later one through a gray release: a change of format
+    is a version like any other)."""
     import numpy as np
 
+    formats = fmt.split(",")
+    if any(f not in FORMATS for f in formats) or len(formats) > len(SAMPLE_FACTORIES):
+        raise SystemExit(
+            f"demo: --format {fmt!r}; allowed: one of {', '.join(FORMATS)}, or up to {len(SAMPLE_FACTORIES)} of "
+            "them separated by commas (one version each)"
+        )
+    if len(formats) == 1:
+        formats *= 2
     platform = LocalPlatform(root, keep_running=keep_running)
     t0 = time.monotonic()
     try:
         platform.start()
-        say("prod's first version: nothing to compare it with, so it is pinned at once (--no-canary)")
-        first = promote(platform, publish(platform, root, SAMPLE_FACTORIES[0]), "--no-canary")
-        say(f"prod serves {MODEL} version {first} on both replicas; now its retrained successor")
-        staged = publish(platform, root, SAMPLE_FACTORIES[1])
-        say("prod: the successor goes through a gray release while clients send requests round-robin")
-        urls = [t.http_url for t in platform.replicas("prod")]
-        traffic = RoundRobinTraffic(urls, MODEL, lambda seq: {"INPUT__0": np.array(INPUT, dtype=np.float32)}).start()
-        try:
-            prod = promote(platform, staged)
-        finally:
-            records = traffic.stop()
-        counts = ", ".join(f"version {v}: {n}" for v, n in sorted(records.version_counts().items()))
-        say(f"traffic during the gray release: {len(records)} requests ({counts}), {len(records.failed())} failed")
-        if records.failed():
-            raise SystemExit(f"demo: requests failed during the gray release: {records.errors()}")
+        say(f"exporting as {formats[0]}; prod's first version: nothing to compare it with, so it is pinned at once "
+            "(--no-canary)")  # fmt: skip
+        prod = promote(platform, publish(platform, root, SAMPLE_FACTORIES[0], formats[0]), "--no-canary")
+        for factory, version_format in zip(SAMPLE_FACTORIES[1:], formats[1:], strict=False):
+            say(
+                f"prod serves {MODEL} version {prod} on both replicas; now its retrained successor, as {version_format}"
+            )
+            staged = publish(platform, root, factory, version_format)
+            say("prod: the successor goes through a gray release while clients send requests round-robin")
+            urls = [t.http_url for t in platform.replicas("prod")]
+            traffic = RoundRobinTraffic(
+                urls, MODEL, lambda seq: {"INPUT__0": np.array(INPUT, dtype=np.float32)}
+            ).start()
+            try:
+                prod = promote(platform, staged)
+            finally:
+                records = traffic.stop()
+            counts = ", ".join(f"version {v}: {n}" for v, n in sorted(records.version_counts().items()))
+            say(f"traffic during the gray release: {len(records)} requests ({counts}), {len(records.failed())} failed")
+            if records.failed():
+                raise SystemExit(f"demo: requests failed during the gray release: {records.errors()}")
+        last = SAMPLE_FACTORIES[len(formats) - 1]
         platform.cli("verify", MODEL, "--env", "prod", "--model-version", str(prod), "--grpc-url",
                      platform.first("prod").grpc_url)  # fmt: skip
-        got, want = infer(platform.first("prod").http_url, prod), eager(SAMPLE_FACTORIES[1])
+        got, want = infer(platform.first("prod").http_url, prod), eager(last)
         diff = max(abs(a - b) for ra, rb in zip(got, want, strict=True) for a, b in zip(ra, rb, strict=True))
         say(f"prod inference {MODEL} v{prod}: {got} (eager PyTorch {want}, max |diff| {diff:.2e})")
-        if diff > 1e-5:
-            raise SystemExit(f"demo: prod output differs from eager by {diff}")
+        if diff > TOLERANCE[formats[-1]]:
+            raise SystemExit(
+                f"demo: prod output differs from eager by {diff} (allowed: {TOLERANCE[formats[-1]]} for {formats[-1]})"
+            )
         platform.cli("status")
         say(f"done in {time.monotonic() - t0:.0f}s")
         if keep_running:

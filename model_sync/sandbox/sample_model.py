@@ -19,3 +19,8 @@ def build(seed: int = 20261130) -> Any:
 def build_retrained() -> Any:
     """The same MLP with other weights: the demo's next version of the model."""
     return build(seed=20261202)
+
+
+def build_finetuned() -> Any:
+    """The same MLP with a third set of weights: the demo's third version, when it runs one."""
+    return build(seed=20261204)

@@ -1,6 +1,6 @@
 """Small TorchScript models for the gray-release lab, exported as users export theirs: the real
 `model-sync export --target local` (in a subprocess) of a torch module factory, so what Triton
-serves is `model.pt` inside the python-backend wrapper (model_sync/export/torchscript_python_backend.py).
+serves is `model.pt` inside the python-backend wrapper (model_sync/export/torch_python_backend.py).
 
     good     OUTPUT__0 = INPUT__0 * 2, no sleep
     errors   as good, but forward() raises when round(x[:, 0]) % ERROR_MODULUS == ERROR_RESIDUE for

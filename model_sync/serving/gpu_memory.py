@@ -49,10 +49,13 @@ def parameter_bytes(module: Any) -> int:
     return total
 
 
-def measure(path: str, inputs: list[Any]) -> tuple[int, str]:
-    """(torch.cuda.max_memory_reserved() over one batch of `inputs` through the TorchScript file at
-    `path` loaded on the GPU, the GPU's name). The allocator is emptied first and what it held
-    before the load is subtracted, so earlier work of this process is not counted."""
+def measure(load: Callable[[Any], Callable[..., Any]], inputs: list[Any], what: str = "TorchScript",
+            device_wide: bool = False) -> tuple[int, str]:  # fmt: skip
+    """(the GPU memory one batch of `inputs` takes through the model `load(device)` loads on the GPU,
+    the GPU's name). torch's models: torch.cuda.max_memory_reserved() over the load and the batch,
+    the allocator emptied first and what it held before subtracted, so earlier work of this process
+    is not counted. `device_wide` (ONNX Runtime, whose arena torch's allocator does not see): the
+    drop of the device's free memory (cudaMemGetInfo) from before the load to after the batch."""
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device())
@@ -60,8 +63,9 @@ def measure(path: str, inputs: list[Any]) -> tuple[int, str]:
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()
     before = torch.cuda.memory_reserved(device)
+    free_before = torch.cuda.mem_get_info(device)[0]
     try:
-        model = torch.jit.load(path, map_location=device).eval()
+        model = load(device)
         on_gpu = [t.to(device) for t in inputs]
         torch.cuda.reset_peak_memory_stats(device)
         with torch.no_grad():
@@ -69,21 +73,24 @@ def measure(path: str, inputs: list[Any]) -> tuple[int, str]:
         torch.cuda.synchronize(device)
     except Exception as e:  # a GPU instance that cannot run one batch on a GPU would fail in Triton too
         batch = f"{tuple(inputs[0].shape)} {str(inputs[0].dtype).removeprefix('torch.')}"
-        oom = isinstance(e, torch.cuda.OutOfMemoryError)
+        oom = isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
         raise errors.SyncError(
             errors.CHECK_FAILED,
-            f"gpu memory: the TorchScript {'ran out of memory' if oom else 'failed'} on {name} with input {batch} "
+            f"gpu memory: the {what} model {'ran out of memory' if oom else 'failed'} on {name} with input {batch} "
             f"({errors.one_line(str(e), 160)}); allowed: "
             + ("a smaller --max-batch-size" if oom else "a model that runs on the GPU, or --instance-kind KIND_CPU"),
         ) from None
-    peak = torch.cuda.max_memory_reserved(device) - before
+    if device_wide:
+        peak = free_before - torch.cuda.mem_get_info(device)[0]
+    else:
+        peak = torch.cuda.max_memory_reserved(device) - before
     del model, on_gpu
     torch.cuda.empty_cache()
-    return int(peak), name
+    return int(max(peak, 0)), name
 
 
 def record(
-    path: str,
+    load: Callable[[Any], Callable[..., Any]] | None,
     module: Any,
     *,
     kind: str,
@@ -91,10 +98,12 @@ def record(
     inputs: list[Any],
     outputs: Sequence[Any],
     make_inputs: Callable[[int | None], list[Any]],
+    what: str = "TorchScript",
+    device_wide: bool = False,
 ) -> dict[str, Any]:
-    """export.json's `gpu_memory` for the TorchScript saved at `path` (`module`: it, loaded on the
-    CPU), an instance of `kind`, from the example `inputs` and their `outputs`; `make_inputs(batch)`
-    builds example inputs at another batch (None: the example's own shape)."""
+    """export.json's `gpu_memory` for the exported model `load(device)` loads (`module`: the eager
+    module it came from), an instance of `kind`, from the example `inputs` and their `outputs`;
+    `make_inputs(batch)` builds example inputs at another batch (None: the example's own shape)."""
     import torch
 
     batch = max_batch_size if max_batch_size > 0 else 1
@@ -102,12 +111,13 @@ def record(
     if kind == "KIND_CPU":
         return {"bytes_per_instance": 0, "method": "cpu", "batch": batch, "device": None,
                 "basis": f"{kind}: its instances use no GPU memory"}  # fmt: skip
-    if torch.cuda.is_available():
-        peak, device = measure(path, make_inputs(max_batch_size if max_batch_size > 0 else None))
+    if torch.cuda.is_available() and load is not None:
+        peak, device = measure(load, make_inputs(max_batch_size if max_batch_size > 0 else None), what, device_wide)
+        how = ("the drop of the device's free memory (cudaMemGetInfo) over the session's creation and one inference"
+               if device_wide else "torch.cuda.max_memory_reserved() over one inference")  # fmt: skip
         return {"bytes_per_instance": peak, "method": "measured", "batch": batch, "device": device,
-                "basis": f"torch.cuda.max_memory_reserved() over one inference at {shown} on {device}: the caching "
-                         "allocator's resident peak (weights, activations, workspaces); the CUDA context is not "
-                         "included"}  # fmt: skip
+                "basis": f"{how} at {shown} on {device}: {what}'s resident peak (weights, activations, "
+                         "workspaces); the CUDA context is not included"}  # fmt: skip
     weights = parameter_bytes(module)
     if max_batch_size > 0:
         example = int(inputs[0].shape[0])

@@ -86,7 +86,7 @@ class Need:
     @classmethod
     def from_manifest(cls, doc: dict[str, Any], label: str | None = None) -> Need:
         """A manifest's need; a v1/v2 manifest or a null gpu_memory is unknown."""
-        gpu = doc.get("gpu_memory") if doc["schema"] == codec.MANIFEST_V3 else None
+        gpu = doc.get("gpu_memory") if doc["schema"] in (codec.MANIFEST_V3, codec.MANIFEST_V4) else None
         return cls(doc["model"], label or f"{doc['model']} v{doc['version']}",
                    gpu["bytes_per_instance"] if gpu else None, tuple(doc.get("instance_groups") or ()),
                    doc["version"])  # fmt: skip

@@ -3,10 +3,11 @@ report: version, state and the one-line reason of a failed load; a pin no replic
 is flagged PIN NOT SERVED; model_sync.serving.replicas), the available versions (complete = manifest +
 every file), the previous pin, provenance and whether it was verified; per version, the torch
 that exported it and whether each shown environment's Triton image can load it
-(model_sync.contract.compat.loadable); whether the pin-index entry agrees with the pin (a pin
-written without it reaches the agents only at their next full listing); per Triton deployment of
-the environment's `tritonGpus`, the GPU memory its pinned versions plan on one GPU against what the
-card allows (model_sync/serving/gpu_plan.py), or that the environment does not know its GPUs."""
+(model_sync.serving.alignment.loadable, per export format); whether the pin-index entry agrees with
+the pin (a pin written without it reaches the agents only at their next full listing); per Triton
+deployment of the environment's `tritonGpus`, the GPU memory its pinned versions plan on one GPU
+against what the card allows (model_sync/serving/gpu_plan.py), or that the environment does not
+know its GPUs."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from model_sync import environments, errors
-from model_sync.contract import compat, layout
+from model_sync.contract import layout
 from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.s3.bucket import Bucket
-from model_sync.serving import gpu_plan, replicas, verify
+from model_sync.serving import alignment, gpu_plan, replicas, verify
 from model_sync.serving.gpu_plan import NO_GPUS, human
 
 if TYPE_CHECKING:
@@ -30,18 +31,14 @@ if TYPE_CHECKING:
 def version_details(
     repo: Any, model: str, versions: list[int], manifests: set[int], images: dict[str, str | None]
 ) -> list[dict[str, Any]]:
-    """Per version: exporting torch, platform, and compat.loadable() for each environment's image."""
+    """Per version: exporting torch, platform, and alignment.loadable() for each environment's image."""
 
     out = []
     for v in versions:
         doc = catalog.read_manifest(repo, model, v, required=False) if v in manifests else None
         torch = doc["exporter"]["torch_version"] if doc else None
         platform, backend = (doc["platform"], doc["backend"]) if doc else ("", "")
-        target = doc["exporter"].get("target") if doc else None
-        loads = {
-            env: (compat.loadable(platform, backend, torch, image, target) if doc else "unknown")
-            for env, image in sorted(images.items())
-        }
+        loads = {env: (alignment.loadable(doc, image) if doc else "unknown") for env, image in sorted(images.items())}
         out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
                     "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
     return out

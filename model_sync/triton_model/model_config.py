@@ -8,8 +8,9 @@ so Triton (or the repository agent) serves exactly version N. `pin()` sets it,
 `pinned_version()` reads it (None for latest/all policies or several versions).
 
 Backend file contract (`required_files()`), what a version directory must contain:
-    backend "python"                          -> model.py (+ model.pt when it wraps TorchScript)
+    backend "python"                          -> model.py (+ the model file it wraps: model.pt, model.pt2, model.onnx)
     platform "pytorch_libtorch" / "pytorch"   -> default_model_filename or model.pt
+    platform "torch_aoti"                     -> default_model_filename or model.pt2
     platform "onnxruntime_onnx" / "onnxruntime" -> default_model_filename or model.onnx
     platform "tensorrt_plan" / "tensorrt"     -> default_model_filename or model.plan
 
@@ -66,6 +67,7 @@ class ConfigPbtxtError(ValueError):
 _DEFAULT_FILES = {
     "pytorch_libtorch": "model.pt",
     "pytorch": "model.pt",
+    "torch_aoti": "model.pt2",
     "onnxruntime_onnx": "model.onnx",
     "onnxruntime": "model.onnx",
     "tensorrt_plan": "model.plan",

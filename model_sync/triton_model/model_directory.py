@@ -2,8 +2,9 @@
 
     <dir>/config.pbtxt       ModelConfig text (name empty or equal to the model name)
     <dir>/<N>/...            exactly one numeric version directory: the files to publish
-    <dir>/export.json        optional: what `export` recorded (method, torch and TorchScript
-                             format versions, operators, target); copied into the manifest and
+    <dir>/export.json        optional: what `export` recorded (format, method, torch and TorchScript
+                             format versions, operators, target; a .pt2's device and GPU
+                             architectures; an ONNX model's opset and IR version); copied into the manifest and
                              checked against the target's Triton image (compat.py), never uploaded
 
 A repository directory (no config.pbtxt, subdirectories that have one) holds several models.
@@ -149,8 +150,17 @@ def check_export_meta(meta: Any, where: str) -> None:
     for key, ok, allowed in (
         ("torch_version", lambda v: isinstance(v, str) and bool(v), "a torch version string such as '2.13.0+cpu'"),
         ("torchscript_format_version", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-        ("method", lambda v: v in ("trace", "script"), "'trace' or 'script'"),
+        ("format", lambda v: v in ("torchscript", "pt2", "onnx"), "'torchscript', 'pt2' or 'onnx'"),
+        ("method", lambda v: v in ("trace", "script", "export"), "'trace', 'script' or 'export'"),
         ("target", lambda v: v in ("cloud", "local"), "'cloud' or 'local'"),
+        ("device", lambda v: v in ("cpu", "cuda"), "'cpu' or 'cuda'"),
+        (
+            "gpu_architectures",
+            lambda v: isinstance(v, list) and all(isinstance(a, str) and a.startswith("sm_") for a in v),
+            "a list of CUDA architectures such as ['sm_90']",
+        ),
+        ("onnx_opset", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer"),
+        ("onnx_ir_version", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer"),
         (
             "operators",
             lambda v: isinstance(v, list) and all(isinstance(o, str) and o for o in v),

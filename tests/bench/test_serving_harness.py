@@ -189,3 +189,41 @@ def test_resnet_factory_matches_torchvision_resnet18_size() -> None:
     with torch.no_grad():
         assert tuple(model(torch.rand(2, 3, 64, 64)).shape) == (2, 1000)
     assert not model.training
+
+
+def test_the_json_output_form_is_asked_for_and_decoded() -> None:
+    """The HTTP cross-check's fallback when Triton answers the binary form without the tensor: the
+    request asks for the output as JSON, and the response's `data` array is what is counted."""
+    tensor = protocol.Tensor("INPUT__0", (1, 2), b"\0" * 8)
+    body, header_len = protocol.encode_request(tensor, "OUTPUT__0", binary_output=False)
+    assert json.loads(body[:header_len])["outputs"] == [{"name": "OUTPUT__0", "parameters": {"binary_data": False}}]
+    answer = json.dumps({"outputs": [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]})
+    assert protocol.decode_json_response(answer.encode()) == ("OUTPUT__0", 3)
+    headless = json.dumps({"outputs": [{"name": "OUTPUT__0", "parameters": {"binary_data_size": 4000}}]})
+    with pytest.raises(protocol.ProtocolError, match=r"^JSON response: not one output with a `data` array"):
+        protocol.decode_json_response(headless.encode())  # the binary form's header without its tensor
+
+
+def test_each_format_is_summarised_against_its_own_raw_limit_and_torchscripts_best() -> None:
+    doc = {
+        "raw_by_format": {
+            "torchscript": [{"batch": 64, "img_per_s": 1000.0}],
+            "pt2": [{"batch": 64, "img_per_s": 2000.0}],
+            "onnx": [],
+        },
+        "triton": [
+            {"name": "m", "format": "torchscript", "points": [
+                {"concurrency": 8, "throughput": 500.0, "p50_ms": 5.0, "p99_ms": 9.0},
+                {"concurrency": 64, "throughput": 900.0, "p50_ms": 30.0, "p99_ms": 80.0}]},  # over the p99 budget
+            {"name": "m-pt2", "format": "pt2", "points": [
+                {"concurrency": 8, "throughput": 800.0, "p50_ms": 4.0, "p99_ms": 7.0}]},
+            {"name": "m-onnx", "format": "onnx", "points": []},
+        ],
+    }  # fmt: skip
+    by = {f["format"]: f for f in stats.format_summary(doc)}
+    assert (by["torchscript"]["best"]["throughput"], by["torchscript"]["raw_fraction"]) == (500.0, 0.5)
+    assert (by["pt2"]["raw_fraction"], by["pt2"]["vs_torchscript"]) == (0.4, 1.6)
+    assert (by["onnx"]["best"], by["onnx"]["raw_img_s"]) == (None, None)
+    table = stats.format_table(doc)
+    assert "| pt2 | 2,000 | 800 | 7.0 | m-pt2, 8 in flight | 40.0 % | 1.60x |" in table
+    assert "| onnx | - | - | - | - | - | - |" in table

@@ -45,3 +45,13 @@ def test_the_guaranteed_gpu_of_a_group_is_the_one_with_the_least_memory() -> Non
     assert guaranteed_gpu(["p5.48xlarge"]) == Gpu("H100", 80)
     assert guaranteed_gpu(["g6e.xlarge", "g6.xlarge"]) == Gpu("L4", 24)
     assert guaranteed_gpu(["g5.xlarge", "g6.2xlarge"]) == Gpu("A10G|L4", 24)  # both 24 GiB: both named
+
+
+def test_every_gpu_has_its_cuda_architecture_and_a_group_lists_each_it_may_launch() -> None:
+    """An AOTInductor package runs on the architectures it was compiled for: a node group of g5 and
+    g6 types may launch either, so it names both."""
+    from components.gpu.gpu_instances import ARCHITECTURES, architectures
+
+    assert {gpu_of(t).model for t in INSTANCE_SIZES} <= set(ARCHITECTURES)
+    assert architectures(["p5.48xlarge", "p5e.48xlarge"]) == ["sm_90"]
+    assert architectures(["g5.xlarge", "g6.xlarge", "g6e.xlarge"]) == ["sm_86", "sm_89"]

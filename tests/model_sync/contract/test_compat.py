@@ -26,7 +26,7 @@ from tests.support.s3_servers import S3Server
 
 OLD_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"  # real row: LibTorch 2.9.0a0 < torch 2.13
 # HYPOTHETICAL: a Triton release whose LibTorch is 2.13; added to the table by the tests only.
-HYPOTHETICAL_RELEASE = ("27.01", ("2.70.0", "2.13.0a0"))
+HYPOTHETICAL_RELEASE = ("27.01", compat.Release("2.70.0", "2.13.0a0", "1.24.4", None, ""))
 NEW_IMAGE = f"nvcr.io/nvidia/tritonserver:{HYPOTHETICAL_RELEASE[0]}-py3"
 
 
@@ -60,6 +60,59 @@ def test_table_is_ordered_and_versions_never_go_backwards() -> None:
     assert libtorch == sorted(libtorch)
 
 
+def _doc_table(header: str) -> list[list[str]]:
+    """The rows of the markdown table of docs/triton-releases.md whose header row starts with `header`."""
+    lines = (Path(__file__).resolve().parents[3] / "docs" / "triton-releases.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def test_the_table_holds_the_release_notes_figures_written_in_the_docs() -> None:
+    """Every release's Triton, PyTorch, ONNX Runtime and TensorRT versions and torch_aoti support
+    are docs/triton-releases.md's, and no release is in one and not the other."""
+    figures = {r[0]: compat.Release(r[1], r[2], r[3], r[4] or None, r[5]) for r in _doc_table("release")}
+    assert figures == compat.TRITON_RELEASES
+    assert all(v.torch_aoti in compat.AOTI_STATES for v in compat.TRITON_RELEASES.values())
+
+
+def test_the_onnx_runtime_opsets_are_those_of_the_onnx_release_it_implements() -> None:
+    """Each ONNX Runtime minor's opset and IR version are what ONNX itself says of the ONNX release
+    the docs name for it (onnx.helper.VERSION_TABLE), and every release's ONNX Runtime has a row."""
+    import onnx.helper
+
+    onnx_releases = {release: (ir, opset) for release, ir, opset, *_ in onnx.helper.VERSION_TABLE}
+    figures = {r[0]: (r[1], int(r[2]), int(r[3])) for r in _doc_table("ONNX Runtime")}
+    assert figures == compat.ONNX_RUNTIME_SUPPORT
+    for ort, (release, opset, ir) in compat.ONNX_RUNTIME_SUPPORT.items():
+        assert onnx_releases[release] == (ir, opset), ort
+    minors = {".".join(v.onnxruntime.split(".")[:2]) for v in compat.TRITON_RELEASES.values()}
+    assert minors <= set(compat.ONNX_RUNTIME_SUPPORT)
+
+
+def test_torchscript_stays_the_default_until_the_pinned_images_torch_aoti_batches() -> None:
+    """No release in the table states dynamic batching for torch_aoti, so export's default is
+    TorchScript for the pinned image; a release that did would make it pt2."""
+    from model_sync.cli import build_parser
+
+    export = build_parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
+    assert export.get_default("format") == compat.default_format(versions.TRITON_IMAGE) == "torchscript"
+    assert compat.AOTI_BATCHING_RELEASE is None
+    assert compat.default_format("nvcr.io/nvidia/tritonserver:26.04-py3") == "torchscript"  # beta: no batching
+    batching = compat.Release("2.99.0", "2.13.0a0", "1.24.4", None, "batching")
+    original = dict(compat.TRITON_RELEASES)
+    try:
+        compat.TRITON_RELEASES["27.12"] = batching  # HYPOTHETICAL release, removed below
+        assert compat.default_format("nvcr.io/nvidia/tritonserver:27.12-py3") == "pt2"
+    finally:
+        compat.TRITON_RELEASES.clear()
+        compat.TRITON_RELEASES.update(original)
+
+
 # ---- rules ------------------------------------------------------------------------------
 
 
@@ -87,7 +140,7 @@ def test_triton_release_parses_tags(image: str, release: str) -> None:
         ("nvcr.io/nvidia/tritonserver:25.10", r"is not an NGC tritonserver image"),
         (
             "nvcr.io/nvidia/tritonserver:26.01-py3",
-            r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11 \(add it to "
+            r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11, 26\.04 \(add it to "
             r"model_sync/contract/compat\.py\)",
         ),
         ("nvcr.io/nvidia/tritonserver:25.07-py3", r"release 25\.07 has no LibTorch entry"),  # NGC skipped 25.07
@@ -214,7 +267,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     backend) directory of the same module, exported by the installed torch."""
     import sys
 
-    from model_sync.export import torchscript
+    from model_sync.export import exporter
 
     src = tmp_path_factory.mktemp("factory")
     (src / "compatfactory.py").write_text(FACTORY)
@@ -222,8 +275,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("exported")
     try:
         for target in ("cloud", "local"):
-            torchscript.command(
-                torchscript.ExportOptions(
+            exporter.command(
+                exporter.ExportOptions(
                     factory="compatfactory:build",
                     output=str(out),
                     name=target,
@@ -295,7 +348,7 @@ def test_push_refuses_skew_and_writes_nothing(tmp_path, capsys, moto_s3, aws_env
     assert moto_s3.requests()[before:] == []  # refused before the first S3 request
     assert moto_s3.keys(bucket) == keys
     local_doc = manifest_doc(moto_s3, bucket, "local", 1)
-    assert local_doc["schema"] == "model-sync.manifest/v3"
+    assert local_doc["schema"] == "model-sync.manifest/v4"
     assert local_doc["compatibility"]["result"] == "exempt"
     assert (
         local_doc["exporter"]["operators"] == json.loads((exported["local"] / "export.json").read_text())["operators"]

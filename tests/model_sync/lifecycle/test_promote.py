@@ -137,11 +137,13 @@ def test_promote_of_a_v2_manifest_writes_v3_with_its_gpu_memory_unknown(tmp_path
     model = python_model(tmp_path / "src", "simple", config='name: "simple"\nbackend: "python"\n'
                          "instance_group [{kind: KIND_GPU, count: 64}]\n")  # fmt: skip
     assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
-    v3 = manifest_doc(moto_s3, staging, "simple", 1)
+    v4 = manifest_doc(moto_s3, staging, "simple", 1)
     v2 = {
-        **{k: v for k, v in v3.items() if k not in ("gpu_memory", "instance_groups")},
+        **{k: v for k, v in v4.items() if k not in ("gpu_memory", "instance_groups")},
         "schema": "model-sync.manifest/v2",
-    }
+        "exporter": {k: v for k, v in v4["exporter"].items()
+                     if k not in ("format", "device", "gpu_architectures", "onnx_opset", "onnx_ir_version")},
+    }  # fmt: skip
     moto_s3.client().put_object(Bucket=staging, Key=layout.manifest_key("simple", 1), Body=json.dumps(v2).encode())
     assert manifest_doc(moto_s3, staging, "simple", 1)["schema"] == "model-sync.manifest/v2"
     r = run_cli(capsys, *promote_args("simple", 1, cfg, "--skip-verification"))
@@ -151,5 +153,5 @@ def test_promote_of_a_v2_manifest_writes_v3_with_its_gpu_memory_unknown(tmp_path
         "(GPU memory unknown): simple (promoted v1)"
     )
     target = manifest_doc(moto_s3, prod, "simple", 1)
-    assert (target["schema"], target["gpu_memory"]) == ("model-sync.manifest/v3", None)
+    assert (target["schema"], target["gpu_memory"]) == ("model-sync.manifest/v4", None)
     assert target["instance_groups"] == [{"kind": "KIND_GPU", "count": 64, "gpus": []}]  # from its config.pbtxt

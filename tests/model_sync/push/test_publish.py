@@ -514,7 +514,7 @@ def test_push_refuses_a_version_that_overcommits_its_deployments_gpu(tmp_path, c
     assert f"`{fits}`" in DOC_TEXT
     assert pinned_version(moto_s3, s3_bucket, "b") == 1
     doc = manifest_doc(moto_s3, s3_bucket, "b", 1)
-    assert doc["schema"] == "model-sync.manifest/v3"
+    assert doc["schema"] == "model-sync.manifest/v4"
     assert doc["gpu_memory"] == json.loads((b / "export.json").read_text())["gpu_memory"]
     assert doc["gpu_memory"]["method"] == "estimated"
     assert doc["instance_groups"] == [{"kind": "KIND_GPU", "count": 1, "gpus": []}]

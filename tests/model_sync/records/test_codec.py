@@ -13,7 +13,7 @@ from model_sync.records import codec
 
 def _manifest() -> dict:
     return {
-        "schema": "model-sync.manifest/v3",
+        "schema": "model-sync.manifest/v4",
         "model": "resnet",
         "version": 3,
         "files": {"model.pt": {"sha256": "a" * 64, "size": 10}},
@@ -28,6 +28,11 @@ def _manifest() -> dict:
             "torchscript_format_version": 3,
             "target": "cloud",
             "operators": ["aten::linear", "aten::relu"],
+            "format": "torchscript",
+            "device": None,
+            "gpu_architectures": None,
+            "onnx_opset": None,
+            "onnx_ir_version": None,
         },
         "compatibility": {
             "triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3",
@@ -48,9 +53,18 @@ def _manifest() -> dict:
     }
 
 
+V4_EXPORTER = ("format", "device", "gpu_architectures", "onnx_opset", "onnx_ir_version")
+
+
+def _as_v3(doc: dict) -> dict:
+    """The same version as model-sync wrote it before export formats (manifest v3)."""
+    exporter = {k: v for k, v in doc["exporter"].items() if k not in V4_EXPORTER}
+    return {**doc, "schema": "model-sync.manifest/v3", "exporter": exporter}
+
+
 def _as_v2(doc: dict) -> dict:
     """The same version as model-sync wrote it before GPU memory planning (manifest v2)."""
-    out = {k: v for k, v in doc.items() if k not in ("gpu_memory", "instance_groups")}
+    out = {k: v for k, v in _as_v3(doc).items() if k not in ("gpu_memory", "instance_groups")}
     return {**out, "schema": "model-sync.manifest/v2"}
 
 
@@ -65,9 +79,9 @@ MUTATIONS = [
     (lambda d: d["exporter"].update(method="jit"), r"exporter\.method: 'jit'; allowed: one of"),
     (lambda d: d.update(created_at="yesterday"), r"created_at: 'yesterday'"),
     (
-        lambda d: d.update(schema="model-sync.manifest/v4"),
-        r"schema: 'model-sync.manifest/v4'; allowed: one of \['model-sync.manifest/v1', 'model-sync.manifest/v2', "
-        r"'model-sync.manifest/v3'\]",
+        lambda d: d.update(schema="model-sync.manifest/v5"),
+        r"schema: 'model-sync.manifest/v5'; allowed: one of \['model-sync.manifest/v1', 'model-sync.manifest/v2', "
+        r"'model-sync.manifest/v3', 'model-sync.manifest/v4'\]",
     ),
     (lambda d: d.pop("compatibility"), r"compatibility: missing"),
     (lambda d: d["compatibility"].update(result="maybe"), r"compatibility\.result: 'maybe'; allowed: one of"),
@@ -76,7 +90,11 @@ MUTATIONS = [
         r"exporter\.operators: 'aten::linear'; allowed: array or null",
     ),
     (lambda d: d["exporter"].pop("operators"), r"exporter\.operators: missing"),
-    (lambda d: d.pop("gpu_memory"), r"^model-sync.manifest/v3 gpu_memory: missing"),
+    (lambda d: d.pop("gpu_memory"), r"^model-sync.manifest/v4 gpu_memory: missing"),
+    (lambda d: d["exporter"].pop("format"), r"exporter\.format: missing"),
+    (lambda d: d["exporter"].update(format="tflite"), r"exporter\.format: 'tflite'; allowed: one of"),
+    (lambda d: d["exporter"].update(onnx_opset=0), r"exporter\.onnx_opset: 0; allowed: >= 1"),
+    (lambda d: d["exporter"].update(gpu_architectures=["90"]), r"exporter\.gpu_architectures\[0\]: '90'"),
     (lambda d: d.pop("instance_groups"), r"instance_groups: missing"),
     (lambda d: d.update(instance_groups=[]), r"instance_groups: 0 items; allowed: at least 1 items"),
     (
@@ -110,13 +128,28 @@ EXEMPT = {"triton_image": None, "libtorch_version": None, "result": "exempt", "d
 GROUPS = [{"kind": "KIND_GPU", "count": 1, "gpus": [0]}]
 
 
-def test_v3_manifest_round_trips_with_gpu_memory_and_instance_groups() -> None:
+def test_v4_manifest_round_trips_with_gpu_memory_instance_groups_and_its_format() -> None:
     doc = _manifest()
     back = codec.read_manifest(codec.dumps(doc), "resnet", 3)
     assert back == doc
     assert (back["gpu_memory"]["bytes_per_instance"], back["instance_groups"][0]["count"]) == (123_456_789, 2)
-    doc["gpu_memory"] = None  # a directory `export` did not write: unknown, still a valid v3
+    doc["gpu_memory"] = None  # a directory `export` did not write: unknown, still a valid v4
     assert codec.read_manifest(codec.dumps(doc))["gpu_memory"] is None
+
+
+def test_v3_manifests_still_read_and_upgrade_with_an_unknown_format() -> None:
+    """Manifests written before export formats stay readable; a v3 document carrying v4-only fields
+    is rejected; promote upgrades them to v4 with the format facts null (alignment then goes by
+    their platform: model_sync/serving/alignment.py)."""
+    doc = _as_v3(_manifest())
+    jsonschema.validate(doc, codec.MANIFEST_SCHEMA_V3)
+    assert codec.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v3"
+    upgraded = codec.upgrade_manifest(doc, EXEMPT, GROUPS)
+    assert upgraded["schema"] == "model-sync.manifest/v4"
+    assert {k: upgraded["exporter"][k] for k in V4_EXPORTER} == dict.fromkeys(V4_EXPORTER)
+    doc["exporter"]["format"] = "onnx"
+    with pytest.raises(codec.RecordError, match=r"^model-sync.manifest/v3 exporter\.format: unknown field"):
+        codec.read_manifest(json.dumps(doc))
 
 
 def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
@@ -131,7 +164,7 @@ def test_v1_manifests_still_read_and_v1_fields_stay_strict() -> None:
     upgraded = codec.upgrade_manifest(doc, EXEMPT, GROUPS)
     jsonschema.validate(upgraded, codec.MANIFEST_SCHEMA)
     assert (upgraded["schema"], upgraded["exporter"]["operators"], upgraded["gpu_memory"]) == (
-        "model-sync.manifest/v3",
+        "model-sync.manifest/v4",
         None,
         None,
     )
@@ -150,7 +183,7 @@ def test_v2_manifests_still_read_upgrade_as_unknown_and_stay_strict() -> None:
     assert codec.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v2"
     upgraded = codec.upgrade_manifest(doc, EXEMPT, GROUPS)
     assert (upgraded["schema"], upgraded["gpu_memory"], upgraded["instance_groups"]) == (
-        "model-sync.manifest/v3",
+        "model-sync.manifest/v4",
         None,
         GROUPS,
     )

@@ -39,7 +39,7 @@ def test_the_manifest_round_trips_through_the_strict_reader(
     }
     doc = build_manifest(m, 3, "tester")
     assert (doc["schema"], doc["model"], doc["version"], doc["files"], doc["created_by"]) == (
-        codec.MANIFEST_V3,
+        codec.MANIFEST_V4,
         "simple",
         3,
         entries,

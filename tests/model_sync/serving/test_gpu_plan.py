@@ -103,12 +103,13 @@ def test_human_units(n: int, text: str) -> None:
     assert human(n) == text
 
 
-def test_need_of_a_manifest_v3_and_of_older_ones() -> None:
+def test_need_of_a_manifest_v3_or_v4_and_of_older_ones() -> None:
     doc = {
         "schema": "model-sync.manifest/v3", "model": "resnet", "version": 4, "instance_groups": [_group(count=2)],
         "gpu_memory": {"bytes_per_instance": 7, "method": "estimated", "batch": 8, "device": None, "basis": "x"},
     }  # fmt: skip
     assert Need.from_manifest(doc) == Need("resnet", "resnet v4", 7, (_group(count=2),), 4)
+    assert Need.from_manifest({**doc, "schema": "model-sync.manifest/v4"}).bytes_per_instance == 7
     assert Need.from_manifest({**doc, "gpu_memory": None}).bytes_per_instance is None
     v2 = {k: v for k, v in doc.items() if k not in ("gpu_memory", "instance_groups")}
     assert Need.from_manifest({**v2, "schema": "model-sync.manifest/v2"}).bytes_per_instance is None

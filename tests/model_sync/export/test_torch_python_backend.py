@@ -1,7 +1,8 @@
-"""model_sync.export.torchscript_python_backend, the python-backend model `export --target local` ships as
-<model>/<N>/model.py: pushed to a real moto_server byte for byte, and served by the real
-tritonserver, which batches concurrent requests into one execute() (the staging buffers) and
-splits the outputs back per request. A model that raises fails exactly the requests of its
+"""model_sync.export.torch_python_backend (and onnx_python_backend), the python-backend models `export
+--target local` ships as <model>/<N>/model.py: pushed to a real moto_server byte for byte, and
+served by the real tritonserver (TorchScript through this wrapper, ONNX through ONNX Runtime's; a .pt2
+goes through this wrapper too, served in tests/model_sync/sandbox/test_demo.py), which batches
+concurrent requests into one execute() (the staging buffers) and splits the outputs back per request. A model that raises fails exactly the requests of its
 execute() call and Triton counts them as failures (what the gray release reads), exported through
 model_sync/sandbox/torchscript_models.py (the real `model-sync export` in a subprocess)."""
 
@@ -26,7 +27,13 @@ from tests.model_sync.helpers import run_cli, write_config
 from tests.support.s3_servers import S3Server
 from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
-WRAPPER = Path(__file__).resolve().parents[3] / "model_sync" / "export" / "torchscript_python_backend.py"
+WRAPPER = Path(__file__).resolve().parents[3] / "model_sync" / "export" / "torch_python_backend.py"
+ONNX_WRAPPER = WRAPPER.with_name("onnx_python_backend.py")
+# The served models: Mix in each wrapper's formats, and the tolerance its outputs get against eager.
+# A .pt2 runs through this same wrapper (only its loader differs); it is served, dynamic batch
+# included (warm-up at batch 1 and 8, then traffic), by the demo's e2e test
+# (tests/model_sync/sandbox/test_demo.py): one AOTInductor compile is 14-35 s of a 2-core budget.
+FORMATS = {"mix": ("torchscript", 1e-5, 1e-6), "mix-onnx": ("onnx", 1e-4, 1e-5)}
 FACTORY = textwrap.dedent(
     """
     import torch
@@ -43,6 +50,30 @@ FACTORY = textwrap.dedent(
         return Mix()
     """
 )
+
+
+@pytest.fixture(scope="module")
+def formats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Mix (two inputs, two outputs, a 200 ms batching window) exported `--target local` once per
+    format (FORMATS), into one repository: what the local tritonserver serves for each."""
+    import sys
+
+    from model_sync.export import exporter
+
+    src = tmp_path_factory.mktemp("mixsrc")
+    (src / "mixfactory.py").write_text(FACTORY)
+    sys.path.insert(0, str(src))
+    repo = tmp_path_factory.mktemp("formats") / "repository"
+    try:
+        for name, (fmt, _, _) in FORMATS.items():
+            exporter.command(exporter.ExportOptions(
+                factory="mixfactory:mix", output=str(repo), name=name, shapes=((2, 6), (2, 5)),
+                dtypes=("float32", "int64"), target="local", max_batch_size=16, preferred_batch_sizes=(16,),
+                max_queue_delay_us=200_000, format=fmt,
+            ))  # fmt: skip
+        yield repo
+    finally:
+        sys.path.remove(str(src))
 
 
 @pytest.fixture
@@ -85,8 +116,8 @@ def test_export_for_a_gpu_instance_lets_gpu_inputs_through(tmp_path: Path, monke
     assert cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value == "no"
 
 
-def _metric(text: str, name: str) -> float:
-    return sum(float(v) for v in re.findall(rf'^{name}{{model="mix",version="1"}} (\S+)$', text, re.M))
+def _metric(text: str, name: str, model: str = "mix") -> float:
+    return sum(float(v) for v in re.findall(rf'^{name}{{model="{model}",version="1"}} (\S+)$', text, re.M))
 
 
 def _metrics(server: TritonServer) -> str:
@@ -94,16 +125,24 @@ def _metrics(server: TritonServer) -> str:
         return resp.read().decode()
 
 
+def test_every_format_ships_its_wrapper_and_the_file_its_cloud_platform_loads(formats: Path) -> None:
+    files = {name: sorted(p.name for p in (formats / name / "1").iterdir()) for name in FORMATS}
+    assert files == {"mix": ["model.pt", "model.py"], "mix-onnx": ["model.onnx", "model.py"]}
+    assert (formats / "mix" / "1" / "model.py").read_bytes() == WRAPPER.read_bytes()
+    assert (formats / "mix-onnx" / "1" / "model.py").read_bytes() == ONNX_WRAPPER.read_bytes()
+
+
 @pytest.mark.e2e
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(240)
 def test_the_real_tritonserver_batches_requests_and_every_request_gets_its_own_rows(
-    exported: Path,
+    formats: Path,
     tmp_path: Path,
     triton_runtime: TritonRuntime,  # noqa: F811
 ) -> None:
-    """Rounds of concurrent requests of 1-3 rows each, with distinct data: Triton's dynamic batcher
-    puts several into one execute() (fewer executions than requests), the later rounds need larger
-    staging buffers than the warm-up made, and every response equals eager on its own rows."""
+    """Per export format, rounds of concurrent requests of 1-3 rows each, with distinct data:
+    Triton's dynamic batcher puts several into one execute() (fewer executions than requests), the
+    later rounds need larger staging buffers than the warm-up made, and every response equals
+    eager on its own rows (within the format's tolerance). One tritonserver serves both."""
     import mixfactory  # type: ignore[import-not-found]
     import numpy as np
     import torch
@@ -113,12 +152,14 @@ def test_the_real_tritonserver_batches_requests_and_every_request_gets_its_own_r
     # Served straight from export's output, with its __pycache__ written first as the agent does
     # before a version becomes visible: else the stub writes it on load, Triton's poller sees the
     # change and loads the model again (its warm-up counted twice in /metrics; CI saw 35 for 18).
-    precompile_python(exported / "mix" / "1")
-    server = TritonServer(exported, tmp_path / "triton.log", runtime=triton_runtime)
+    for name in FORMATS:
+        precompile_python(formats / name / "1")
+    server = TritonServer(formats, tmp_path / "triton.log", runtime=triton_runtime)
     rng = np.random.default_rng(7)
     try:
         server.start()
-        server.wait_version_ready("mix", 1, timeout=90)
+        for name in FORMATS:
+            server.wait_version_ready(name, 1, timeout=120)
         client = http.InferenceServerClient(server.http_url.removeprefix("http://"), concurrency=8)
 
         def request(rows: int) -> tuple[np.ndarray, np.ndarray, list[http.InferInput]]:
@@ -129,33 +170,32 @@ def test_the_real_tritonserver_batches_requests_and_every_request_gets_its_own_r
             inputs[1].set_data_from_numpy(k)
             return x, k, inputs
 
-        before = _metrics(server)  # the warm-up samples count too
-        requests = 0
-        for sizes in ([1, 2, 3, 1], [3, 3, 2, 1, 2, 3], [2, 3, 3, 3, 1, 3, 2, 3]):  # 16 rows in the last round
-            sent = [request(rows) for rows in sizes]
-            pending = [client.async_infer("mix", inputs) for _, _, inputs in sent]  # all in flight at once
-            answers = [p.get_result() for p in pending]
-            results = [
-                (x, k, a.as_numpy("OUTPUT__0"), a.as_numpy("OUTPUT__1"))
-                for (x, k, _), a in zip(sent, answers, strict=True)
-            ]
-            requests += len(sizes)
-            for (x, k, y0, y1), rows in zip(results, sizes, strict=True):
-                assert y0.shape == (rows, 4)
-                assert y1.shape == (rows, 5)
-                with torch.no_grad():
-                    e0, e1 = eager(torch.from_numpy(x), torch.from_numpy(k))
-                np.testing.assert_allclose(y0, e0.numpy(), rtol=1e-5, atol=1e-6)
-                np.testing.assert_array_equal(y1, e1.numpy())
-        succeeded = _metric(before, "nv_inference_request_success") + requests
-        # Triton counts a request when it releases it, which can trail the response: wait for the
-        # counter to reach what was sent, then the figures are exact.
-        wait_until(lambda: _metric(_metrics(server), "nv_inference_request_success") >= succeeded, 10,
-                   what=f"Triton's success counter to reach {succeeded:.0f}")  # fmt: skip
-        after = _metrics(server)
-        assert _metric(after, "nv_inference_request_success") == succeeded
-        executions = _metric(after, "nv_inference_exec_count") - _metric(before, "nv_inference_exec_count")
-        assert 0 < executions < requests, (executions, requests)  # the dynamic batcher merged requests
+        for name, (_, rtol, atol) in FORMATS.items():
+            before = _metrics(server)  # the warm-up samples count too
+            requests = 0
+            for sizes in ([1, 2, 3, 1], [3, 3, 2, 1, 2, 3], [2, 3, 3, 3, 1, 3, 2, 3]):  # 16 rows in the last round
+                sent = [request(rows) for rows in sizes]
+                pending = [client.async_infer(name, inputs) for _, _, inputs in sent]  # all in flight at once
+                answers = [p.get_result() for p in pending]
+                requests += len(sizes)
+                for (x, k, _), a, rows in zip(sent, answers, sizes, strict=True):
+                    y0, y1 = a.as_numpy("OUTPUT__0"), a.as_numpy("OUTPUT__1")
+                    assert (y0.shape, y1.shape) == ((rows, 4), (rows, 5)), name
+                    with torch.no_grad():
+                        e0, e1 = eager(torch.from_numpy(x), torch.from_numpy(k))
+                    np.testing.assert_allclose(y0, e0.numpy(), rtol=rtol, atol=atol, err_msg=name)
+                    np.testing.assert_array_equal(y1, e1.numpy(), err_msg=name)
+            succeeded = _metric(before, "nv_inference_request_success", name) + requests
+            # Triton counts a request when it releases it, which can trail the response: wait for the
+            # counter to reach what was sent, then the figures are exact.
+            wait_until(lambda n=name, want=succeeded: _metric(_metrics(server), "nv_inference_request_success", n) >= want,
+                       10,
+                       what=f"Triton's success counter of {name} to reach {succeeded:.0f}")  # fmt: skip
+            after = _metrics(server)
+            assert _metric(after, "nv_inference_request_success", name) == succeeded, name
+            executions = _metric(after, "nv_inference_exec_count", name) - _metric(before, "nv_inference_exec_count",
+                                                                                   name)  # fmt: skip
+            assert 0 < executions < requests, (name, executions, requests)  # the dynamic batcher merged requests
     finally:
         server.stop()
 

@@ -1,7 +1,8 @@
-"""A TorchScript model served by Triton's python backend: `export --target local` copies this file
-to <model>/<N>/model.py beside model.pt (the same artefact the cloud's pytorch_libtorch backend
-loads). It runs inside tritonserver's python backend stub: keep it numpy<2-compatible and free of
-model_sync imports.
+"""A PyTorch model served by Triton's python backend: `export --target local` copies this file to
+<model>/<N>/model.py beside model.pt (TorchScript, loaded with torch.jit.load: the artefact the
+cloud's pytorch_libtorch platform loads) or model.pt2 (an AOTInductor package, loaded with
+torch._inductor.aoti_load_package: the artefact the cloud's torch_aoti platform loads). It runs
+inside tritonserver's python backend stub: keep it numpy<2-compatible and free of model_sync imports.
 
 Inputs INPUT__i / outputs OUTPUT__i as in config.pbtxt. With max_batch_size > 0 the requests of
 one execute() call (a dynamic batch) run as one batch. What one batch costs beyond the model
@@ -87,8 +88,14 @@ class TritonPythonModel:
             # thread per core, in every instance's stub process) only spins against the others:
             # measured on an H200, 16 cores busy at 200 req/s with it, against 2-3 cores without.
             torch.set_num_threads(1)
-        path = os.path.join(args["model_repository"], args["model_version"], "model.pt")
-        self.model = torch.jit.load(path, map_location=self.device).eval()
+        version_dir = os.path.join(args["model_repository"], args["model_version"])
+        if os.path.exists(os.path.join(version_dir, "model.pt2")):
+            import torch._inductor as inductor  # an AOTInductor package runs on the device it was compiled for
+
+            index = self.device.index if gpu and self.device.index is not None else -1
+            self.model = inductor.aoti_load_package(os.path.join(version_dir, "model.pt2"), device_index=index)
+        else:
+            self.model = torch.jit.load(os.path.join(version_dir, "model.pt"), map_location=self.device).eval()
         self.batching = int(cfg.get("max_batch_size", 0)) > 0
         self.inputs = [i["name"] for i in cfg["input"]]
         self.outputs = [(o["name"], pb_utils.triton_string_to_numpy(o["data_type"])) for o in cfg["output"]]

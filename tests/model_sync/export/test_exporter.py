@@ -1,4 +1,5 @@
-"""`model-sync export`: TorchScript round trip vs eager, generated config.pbtxt, failure modes.
+"""`model-sync export`: TorchScript round trip vs eager, generated config.pbtxt, failure modes of every
+format (the round trips of .pt2 and ONNX on the real tritonserver: test_torch_python_backend.py).
 One module with a few factories; torch is imported once per test process."""
 
 from __future__ import annotations
@@ -249,6 +250,41 @@ def test_warmup_without_preferred_sizes_uses_max_batch_size(factories, capsys) -
             2,
             r"factory: 'exportfactories'; allowed: module\.path:callable",
         ),
+        (
+            ["exportfactories:two", "--example-shape", "4,4", "--example-shape", "4,2", "--format", "pt2"],
+            2,
+            r"--format pt2: KIND_GPU instances need a package compiled for CUDA, and torch sees no GPU here",
+        ),  # --target cloud: KIND_GPU by default; this machine has no GPU
+        (
+            [
+                "exportfactories:two",
+                "--example-shape",
+                "4,4",
+                "--example-shape",
+                "4,2",
+                "--format",
+                "pt2",
+                "--instance-kind",
+                "KIND_AUTO",
+            ],
+            2,
+            r"--instance-kind: KIND_AUTO with --format pt2; allowed: KIND_GPU or KIND_CPU",
+        ),
+        (
+            ["exportfactories:two", "--example-shape", "4,4", "--format", "onnx", "--method", "script"],
+            2,
+            r"--method: 'script' with --format onnx; allowed: --method only with --format torchscript",
+        ),
+        (
+            ["exportfactories:two", "--example-shape", "4,4", "--onnx-opset", "18"],
+            2,
+            r"--onnx-opset: 18 with --format torchscript; allowed: 7\.\.30, with --format onnx only",
+        ),
+        (
+            ["exportfactories:noisy", "--example-shape", "4,4", "--format", "onnx", "--target", "local"],
+            6,
+            r"export check \(example 1\): OUTPUT__0 ONNX Runtime differs from eager",
+        ),
     ],
 )
 def test_export_failures_write_nothing(factories, capsys, args, code, match) -> None:
@@ -257,6 +293,24 @@ def test_export_failures_write_nothing(factories, capsys, args, code, match) -> 
     assert len(r.err.strip().splitlines()) == 1
     assert __import__("re").search(match, r.err), r.err
     assert not factories.exists() or list(factories.iterdir()) == []
+
+
+def test_onnx_opset_is_the_one_asked_for_and_recorded(factories, capsys) -> None:
+    """--onnx-opset exports that opset (an older image's ONNX Runtime runs it); export.json records
+    the model's own opset and IR version, what push compares with the target's ONNX Runtime."""
+    import onnx
+
+    r = run_cli(capsys, "export", "exportfactories:two", "--name", "m", "--output", str(factories), "--example-shape",
+                "4,4", "--example-shape", "4,2", "--format", "onnx", "--onnx-opset", "18", "--target", "local")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "opset 18, IR " in r.out
+    meta = json.loads((factories / "m" / "export.json").read_text())
+    proto = onnx.load(str(factories / "m" / "1" / "model.onnx"))
+    assert (meta["format"], meta["method"], meta["onnx_opset"], meta["onnx_ir_version"]) == (
+        "onnx", "export", 18, proto.ir_version)  # fmt: skip
+    assert [o.version for o in proto.opset_import if o.domain == ""] == [18]
+    assert [i.name for i in proto.graph.input] == ["INPUT__0", "INPUT__1"]  # what config.pbtxt declares
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param  # the batch dimension is dynamic
 
 
 def test_export_refuses_to_overwrite(factories, capsys) -> None:
