@@ -8,25 +8,21 @@ from dataclasses import dataclass
 
 from components.kubernetes import naming, network_policies
 from components.stack_config import cidr_rules
+from components.stack_config.vocabulary import DNS_NAME, HTTPS_URL, INGRESS_AUTHENTICATION, JWT_CLAIM
 from model_sync.contract import layout
 
 ACME_SERVERS = {
     "letsencrypt": "https://acme-v02.api.letsencrypt.org/directory",
     "letsencrypt-staging": "https://acme-staging-v02.api.letsencrypt.org/directory",
 }
-# How clients authenticate: API keys (HTTP basic auth, one generated key per `clients` entry),
-# bearer JWTs from an OIDC issuer, or either of the two.
-API_KEYS = "api-keys"
-JWT = "jwt"
-BOTH = "both"
-AUTHENTICATION = (API_KEYS, JWT, BOTH)
+# How clients authenticate (the stack config's vocabulary): API keys (HTTP basic auth, one generated
+# key per `clients` entry), bearer JWTs from an OIDC issuer, or either of the two.
+AUTHENTICATION = INGRESS_AUTHENTICATION
+API_KEYS, JWT, BOTH = AUTHENTICATION
 DEFAULT_CLIENT = "default"
 # A claim value granting every model (or deployment) of the stack.
 ANY = "*"
-_DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _CLIENT = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
-_HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:[0-9]{1,5})?(/[-A-Za-z0-9._~/%]*)?$")
-_CLAIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_:-]{0,62}(\.[A-Za-z_][A-Za-z0-9_:-]{0,62}){0,3}$")
 
 
 @dataclass(frozen=True)
@@ -68,7 +64,7 @@ class JwtArgs:
 
     def __post_init__(self) -> None:
         for field, value in (("issuer", self.issuer), ("jwks_uri", self.jwks_uri)):
-            if not _HTTPS_URL.match(value):
+            if not HTTPS_URL.match(value):
                 raise ValueError(f"JwtArgs.{field}: {value!r} is not allowed; allowed: an https:// URL")
         if not self.audiences or any(not a or len(a) > 253 for a in self.audiences):
             raise ValueError(
@@ -83,7 +79,7 @@ class JwtArgs:
             ("deployments_claim", self.deployments_claim),
             ("client_claim", self.client_claim),
         ):
-            if not _CLAIM.match(value):
+            if not JWT_CLAIM.match(value):
                 raise ValueError(
                     f"JwtArgs.{field}: {value!r} is not allowed; allowed: a claim name (letters, digits, _ : -), "
                     "'.' between the names of a nested claim"
@@ -135,7 +131,7 @@ class IngressArgs:
 
     def __post_init__(self) -> None:
         network_policies.check_vpc_cidr("IngressArgs", self.vpc_cidr)
-        if not _DNS_NAME.match(self.domain):
+        if not DNS_NAME.match(self.domain):
             raise ValueError(
                 f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as "
                 "inference.example.com"
