@@ -15,6 +15,14 @@ bench/serving/.dist/
 
 Every download is pinned by version AND sha256. `bench/serving/.dist` travels with the repository
 to the GPU host (which needs no network); it is kept under 60 MiB (checked here).
+
+    .venv/bin/python -m bench.serving.bundle --onnxruntime-gpu   # also writes bench/serving/.dist-ort/
+
+ONNX on the GPU needs onnxruntime-gpu (its CUDA execution provider; the GPU host's onnxruntime has
+only the CPU one). Its wheel is 244 MiB, over one transfer, so it is cut into parts of at most
+PART_BYTES, each in a folder of its own (.dist-ort/1/, .dist-ort/2/, ...; the last one also holds
+onnxruntime-gpu.sha256). Copy every part's files into one folder on the GPU host and name it in
+ORT_PARTS for device.sh, which joins them, checks the pinned sha256 and installs the wheel.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from model_sync.sandbox import runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "bench" / "serving" / ".dist"
+ORT_DIST = ROOT / "bench" / "serving" / ".dist-ort"
+PART_BYTES = 59 * 1024 * 1024  # one part with the repository (4 MiB) stays under one transfer (64 MiB)
 LIMIT_BYTES = 60 * 1024 * 1024  # keeps the repository + bundle copy to the GPU host small (one transfer under 64 MiB)
 STUB_PYTHON = "3.12"  # the GPU machine's python3
 
@@ -70,6 +80,13 @@ WHEELS = {
         "addeda51556dac7c1a2f14cda62db8b621cd12afba3091d03a96c72932387eab",
     ),
 }
+# The CUDA execution provider of ONNX Runtime, built for CUDA 13 (the GPU host's torch is cu130 and
+# brings the CUDA 13 runtime, cuBLAS, cuFFT, cuRAND and cuDNN 9 libraries it loads).
+ORT_GPU = "onnxruntime-gpu==1.31.1"
+WHEELS[ORT_GPU] = (
+    "onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl",
+    "05d548956197b9d01f59b625de740e0d6be3593f874e241a12dc0362650ecdf7",
+)
 SCHEMA_WHEELS = (
     "jsonschema==4.26.0",
     "jsonschema-specifications==2025.9.1",
@@ -201,6 +218,21 @@ def build(dist: Path = DIST) -> Path:
     return dist
 
 
+def split_ort(dest: Path = ORT_DIST) -> Path:
+    """The pinned onnxruntime-gpu wheel in parts of at most PART_BYTES, one folder each (docstring)."""
+    wheel = fetch(ORT_GPU, ROOT / ".cache" / "wheels")
+    shutil.rmtree(dest, ignore_errors=True)
+    with open(wheel, "rb") as src:
+        n = 0
+        while chunk := src.read(PART_BYTES):
+            n += 1
+            (dest / str(n)).mkdir(parents=True)
+            (dest / str(n) / f"{wheel.name}.part{n:02d}").write_bytes(chunk)
+    (dest / str(n) / "onnxruntime-gpu.sha256").write_text(f"{WHEELS[ORT_GPU][1]}  {wheel.name}\n")
+    print(f"{wheel.stat().st_size / 2**20:7.1f} MiB  {wheel.name} in {n} parts under {dest.relative_to(ROOT)}/")
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m bench.serving.bundle",
@@ -208,9 +240,14 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit codes: 0 built, 1 a download, checksum or size check failed.",
     )
-    p.parse_args(argv)
+    p.add_argument(
+        "--onnxruntime-gpu", action="store_true", help=f"also write {ORT_GPU} in parts under bench/serving/.dist-ort/"
+    )
+    a = p.parse_args(argv)
     try:
         build()
+        if a.onnxruntime_gpu:
+            split_ort()
     except BundleError as e:
         print(f"bundle: {e}", file=sys.stderr)
         return 1

@@ -5,7 +5,8 @@
 # copy the repository (with bench/serving/.dist) to the GPU host, then there, from its root:
 #   OUT=/tmp/bench-out bash bench/serving/device.sh [bench.serving.run options]
 # (WARMUP_REPEAT=0 skips the GPU warm-up measurement that follows the sweep; FORMATS=torchscript,pt2,onnx
-# exports every variant in each format, measures each format's raw limit and writes serving-formats.json.)
+# exports every variant in each format, measures each format's raw limit and writes serving-formats.json;
+# ORT_PARTS=DIR installs onnxruntime-gpu from the parts of bench/serving/.dist-ort/ copied into DIR.)
 # Results land in $OUT (serving.json, warmup-gpu.json + logs); copy them to bench/results/ and run
 #   .venv/bin/python -m bench.serving.report
 set -euo pipefail
@@ -19,12 +20,34 @@ W=/tmp/bench-w
 DIST=bench/serving/.dist
 rm -rf "$W" && mkdir -p "$W" "$OUT"
 tar -C "$W" -xJf "$DIST/bundle.tar.xz"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$W/np126" "$DIST"/wheels/numpy-1.26.4-*.whl
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$W/exsite" "$DIST"/wheels/protobuf-*.whl \
+PIP_TARGET="python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target"
+# onnxruntime-gpu (ONNX's CUDA execution provider), when its parts were copied here: ORT_PARTS is the
+# folder holding every part of bench/serving/.dist-ort/ (bench.serving.bundle --onnxruntime-gpu).
+ORT_SITE=""
+if [[ -n "${ORT_PARTS:-}" ]]; then
+  ( cd "$ORT_PARTS" && wheel=$(cut -d' ' -f3 onnxruntime-gpu.sha256) && cat "$wheel".part* > "$W/$wheel" \
+    && cd "$W" && sha256sum --check --strict "$ORT_PARTS/onnxruntime-gpu.sha256" )
+  $PIP_TARGET "$W/ortgpu" "$W"/onnxruntime_gpu-*.whl && rm -f "$W"/onnxruntime_gpu-*.whl
+  ORT_SITE="$W/ortgpu"
+  # The CUDA 13 libraries its provider loads come with the host's torch (nvidia-* packages).
+  LD_LIBRARY_PATH="$(find "$(python3 -c 'import site; print(site.getsitepackages()[0])')/nvidia" -name 'lib*.so*' \
+    -printf '%h\n' | sort -u | paste -sd:)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH
+fi
+# The python backend stub's python3 (tritonserver puts it first on PATH, bench.serving.run
+# --stub-python): a virtualenv with numpy 1.26 (the stub's pybind11 2.10 reads numpy 1.x arrays only:
+# under the host's numpy 2 every tensor it builds has 0 bytes), onnxruntime-gpu when carried, then the
+# host's torch from its own site-packages (.pth). PYTHONPATH never reaches the stub (isolated).
+python3 -m venv --without-pip "$W/stubpy"
+STUB_SITE=$(echo "$W"/stubpy/lib/python3*/site-packages)
+$PIP_TARGET "$STUB_SITE" "$DIST"/wheels/numpy-1.26.4-*.whl
+{ [[ -z "$ORT_SITE" ]] || echo "$ORT_SITE"; python3 -c 'import site; print(site.getsitepackages()[0])'; } > "$STUB_SITE/host.pth"
+"$W/stubpy/bin/python3" -c 'import numpy, torch; print("stub python: numpy", numpy.__version__, "torch", torch.__version__)'
+$PIP_TARGET "$W/exsite" "$DIST"/wheels/protobuf-*.whl \
   "$DIST"/wheels/jsonschema-*.whl "$DIST"/wheels/jsonschema_specifications-*.whl "$DIST"/wheels/referencing-*.whl \
   "$DIST"/wheels/rpds_py-*.whl
 nvidia-smi --query-gpu=name,driver_version,utilization.gpu,memory.used --format=csv
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1  # a crash in a subprocess (an export) leaves its Python stack
 status=0
 # MPS=1: the sweep under the CUDA Multi-Process Service, so the instances' stub processes (one CUDA
 # context each) share the GPU concurrently instead of being time-sliced.
@@ -40,7 +63,8 @@ if [[ -n "${FORMATS:-}" ]]; then
 fi
 python3 -m bench.serving.run \
   --triton-root "$W/triton" --perf-analyzer "$W/triton/perf/bin/perf_analyzer" \
-  --stub-pythonpath "$W/np126" --export-pythonpath "$W/exsite" --out "$OUT" "$@" || status=$?
+  --stub-python "$W/stubpy/bin/python3" --export-pythonpath "$W/exsite${ORT_SITE:+:$ORT_SITE}" --out "$OUT" "$@" \
+  || status=$?
 if [[ -n "${FORMATS:-}" && -f "$OUT/serving.json" ]]; then
   mv "$OUT/serving.json" "$OUT/serving-formats.json"
 fi
@@ -48,7 +72,7 @@ fi
 # (bench/warmup/run.py; KIND_GPU, max batch 32, warm-up at batch 1 and 16).
 if [[ "${WARMUP_REPEAT:-3}" != 0 ]]; then
   PYTHONPATH="$PWD:$W/exsite" timeout "${WARMUP_TIMEOUT_S:-200}" python3 -m bench.warmup.run \
-    --instance-kind KIND_GPU --triton-root "$W/triton" --stub-pythonpath "$W/np126" \
+    --instance-kind KIND_GPU --triton-root "$W/triton" --stub-python "$W/stubpy/bin/python3" \
     --max-batch-size 32 --preferred 16 --repeat "${WARMUP_REPEAT:-3}" --timeout 90 \
     --out "$OUT/warmup-gpu.json" || status=$?
 fi

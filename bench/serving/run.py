@@ -19,7 +19,7 @@ Every phase is guarded: a failure is recorded in `errors` and the run goes on, s
 everything that worked. `--deadline-s` keeps the whole run inside a wall-clock budget.
 
     python -m bench.serving.run --triton-root W/triton --perf-analyzer W/triton/perf/bin/perf_analyzer \
-        --stub-pythonpath W/np126 --export-pythonpath W/exsite --out $OUT
+        --stub-python W/stubpy/bin/python3 --export-pythonpath W/exsite --out $OUT
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from typing import Any
 
 from bench.serving import loadgen, stats
 from model_sync.sandbox.procs import LOOPBACK, Process, free_port, http_status, wait_until
+from model_sync.sandbox.runtime import stub_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 INPUT_SHAPE = (3, 224, 224)
@@ -506,8 +507,8 @@ class Bench:
     def triton(self) -> None:
         http, grpc, metrics = free_port(), free_port(), free_port()
         env = dict(os.environ)
-        if self.a.stub_pythonpath:
-            env["PYTHONPATH"] = self.a.stub_pythonpath  # numpy<2 first for the python backend stub
+        if self.a.stub_python:
+            env = stub_environment(env, python=self.a.stub_python)
         log_path = self.out / "tritonserver.log"
         srv = Process("tritonserver", self.triton_argv(http, grpc, metrics), log_path, env=env).start()
         try:
@@ -695,7 +696,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--perf-analyzer", required=True, help="perf_analyzer binary (its lib/ sibling goes on LD_LIBRARY_PATH)"
     )
-    p.add_argument("--stub-pythonpath", default="", help="PYTHONPATH for the python backend stub (numpy<2)")
+    p.add_argument(
+        "--stub-python", default="", help="the python3 (numpy<2) whose site-packages the python backend stub uses"
+    )
     p.add_argument(
         "--export-pythonpath", default="", help="extra PYTHONPATH for model-sync export (tritonclient, protobuf)"
     )

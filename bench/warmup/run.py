@@ -40,7 +40,13 @@ from typing import Any
 
 from bench.serving import protocol
 from model_sync.sandbox.procs import LOOPBACK, http_status
-from model_sync.sandbox.runtime import TRITONSERVER_VERSION, TritonRuntime, TritonServer, ensure_tritonserver
+from model_sync.sandbox.runtime import (
+    TRITONSERVER_VERSION,
+    TritonRuntime,
+    TritonServer,
+    ensure_tritonserver,
+    stub_environment,
+)
 from model_sync.triton_model import model_config
 
 SCENARIOS = {"warmup": "warm", "no-warmup": "cold"}  # scenario -> model name
@@ -179,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="an extracted tritonserver (bench/serving/device.sh); default: the local runtime",
     )
-    parser.add_argument("--stub-pythonpath", default="", help="PYTHONPATH for the python backend stub (numpy<2)")
+    parser.add_argument(
+        "--stub-python", default="", help="the python3 (numpy<2) whose site-packages the python backend stub uses"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -215,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 model_config.pin(model_config.read_file(str(repo / name / "config.pbtxt")), 1),
             )
         runtime = TritonRuntime(args.triton_root) if args.triton_root else ensure_tritonserver()
-        extra_env = {"PYTHONPATH": args.stub_pythonpath} if args.stub_pythonpath else {}
+        extra_env = {"PATH": stub_environment(python=args.stub_python)["PATH"]} if args.stub_python else {}
         server = TritonServer(repo, tmp / "triton.log", runtime=runtime, extra_env=extra_env)
         try:
             server.start(timeout=args.timeout)

@@ -124,10 +124,13 @@ def ensure_tritonserver(cache: Path = DEFAULT_CACHE) -> TritonRuntime:
     return TritonRuntime(target)
 
 
-def stub_environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for tritonserver: this venv's bin first on PATH (the stub's python3, numpy<2)."""
+def stub_environment(base: dict[str, str] | None = None, python: str = sys.executable) -> dict[str, str]:
+    """Environment for tritonserver: `python`'s bin first on PATH (by default this venv's). The stub
+    takes the site-packages of the first python3 on PATH, and its pybind11 (2.10 in 2.51) knows
+    numpy 1.x's array layout only: under numpy 2 every tensor it builds from an array has 0 bytes
+    (outputs lost, inputs read wrong), so that python3 must have numpy<2."""
     env = dict(os.environ if base is None else base)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYTHONPATH", None)
     # The stub's embedded interpreter runs isolated (sys.flags.ignore_environment == 1, measured on
     # 2.51), so no PYTHON* variable reaches it: a version keeps its __pycache__ out of Triton's
