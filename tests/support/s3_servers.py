@@ -39,6 +39,20 @@ REGION = "us-east-1"
 BIN = Path(sys.executable).parent
 
 
+def boto3_session(key: str, secret: str, region: str) -> Any:
+    """A boto3 session with these static keys, on the process's one botocore data loader
+    (model_sync.s3.clients.share_data_loader): a fresh session otherwise re-parses the S3 model."""
+    import boto3
+    import botocore.session
+
+    from model_sync.s3 import clients
+
+    core = clients.share_data_loader(botocore.session.get_session())
+    return boto3.session.Session(
+        aws_access_key_id=key, aws_secret_access_key=secret, region_name=region, botocore_session=core
+    )
+
+
 def aws_environ(base: dict[str, str] | None = None) -> dict[str, str]:
     """An environment whose boto3 default credential chain resolves to the test key only."""
     env = dict(os.environ if base is None else base)
@@ -131,10 +145,9 @@ class S3Server:
         self.proc = None
 
     def client(self) -> Any:
-        import boto3
         from botocore.config import Config
 
-        return boto3.session.Session(aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name=REGION).client(
+        return boto3_session(KEY, SECRET, REGION).client(
             "s3",
             endpoint_url=self.endpoint,
             config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=30),
@@ -208,6 +221,7 @@ __all__ = [
     "S3Server",
     "aws_env",
     "aws_environ",
+    "boto3_session",
     "free_port",
     "moto_s3",
     "rclone_s3",

@@ -35,6 +35,7 @@ from model_sync.sandbox.procs import Process, wait_until
 from model_sync.sandbox.runtime import TritonRuntime, TritonServer, ensure_tritonserver
 from model_sync.sandbox.s3server import LocalS3Server, RcloneS3Server
 from model_sync.triton_model import model_config
+from tests.support.s3_servers import boto3_session
 
 BUCKET = "models-test"
 PROD_BUCKET = "models-prod"
@@ -100,12 +101,9 @@ def pinned_config(name: str, version: int) -> str:
 
 
 def s3_client(server: LocalS3Server) -> Any:
-    import boto3
     from botocore.config import Config
 
-    return boto3.session.Session(
-        aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key, region_name=server.region
-    ).client(
+    return boto3_session(server.access_key, server.secret_key, server.region).client(
         "s3",
         endpoint_url=server.endpoint_url,
         config=Config(
