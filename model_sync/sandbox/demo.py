@@ -29,6 +29,7 @@ from pathlib import Path
 
 from model_sync import environments
 from model_sync.contract import layout
+from model_sync.s3 import clients
 from model_sync.s3.bucket import Bucket
 from model_sync.sandbox.fleet import agent_argv, subprocess_environ
 from model_sync.sandbox.procs import Process, http_status, wait_until
@@ -179,9 +180,7 @@ class LocalPlatform:
                        what=f"{env}-{i}: agent status READY on {version}")  # fmt: skip
 
     def _status_ready(self, env: str, index: int, version: int) -> bool:
-        import botocore.session
-
-        session = botocore.session.get_session()
+        session = clients.new_session(self.s3.region)
         session.set_credentials(self.s3.access_key, self.s3.secret_key)
         repo = Bucket(
             environments.Environment(env, layout.Root(self.bucket(env)), self.s3.endpoint_url, self.s3.region),

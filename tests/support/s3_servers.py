@@ -39,6 +39,20 @@ REGION = "us-east-1"
 BIN = Path(sys.executable).parent
 
 
+def boto3_session(key: str, secret: str, region: str) -> Any:
+    """A boto3 session with these static keys, on the process's one botocore data loader
+    (model_sync.s3.clients.share_data_loader): a fresh session otherwise re-parses the S3 model."""
+    import boto3
+    import botocore.session
+
+    from model_sync.s3 import clients
+
+    core = clients.share_data_loader(botocore.session.get_session())
+    return boto3.session.Session(
+        aws_access_key_id=key, aws_secret_access_key=secret, region_name=region, botocore_session=core
+    )
+
+
 def aws_environ(base: dict[str, str] | None = None) -> dict[str, str]:
     """An environment whose boto3 default credential chain resolves to the test key only."""
     env = dict(os.environ if base is None else base)
@@ -77,6 +91,7 @@ class S3Server:
         self.data_dir = data_dir
         self.endpoint = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._client: Any = None
         self._log_dir = tempfile.mkdtemp(prefix=f"{kind}-log-")
         self.log_path = os.path.join(self._log_dir, "server.log")
 
@@ -129,16 +144,20 @@ class S3Server:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self.proc = None
+        self._client = None  # its pooled connections were to the process just ended
 
     def client(self) -> Any:
-        import boto3
+        """A boto3 S3 client with the test key, one per server process (made again after stop()):
+        a new client per call cost ~30 ms of CPU, and the helpers below make one per request."""
         from botocore.config import Config
 
-        return boto3.session.Session(aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name=REGION).client(
-            "s3",
-            endpoint_url=self.endpoint,
-            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=30),
-        )
+        if self._client is None:
+            self._client = boto3_session(KEY, SECRET, REGION).client(
+                "s3",
+                endpoint_url=self.endpoint,
+                config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=30),
+            )
+        return self._client
 
     def make_bucket(self, name: str | None = None) -> str:
         name = name or f"b-{uuid.uuid4().hex[:12]}"
@@ -208,6 +227,7 @@ __all__ = [
     "S3Server",
     "aws_env",
     "aws_environ",
+    "boto3_session",
     "free_port",
     "moto_s3",
     "rclone_s3",

@@ -241,7 +241,7 @@ def test_a_big_file_comes_down_in_ranged_gets_and_is_verified(
 def _repo_as(server: S3Server, bucket: str, key: str, secret: str) -> Bucket:
     import botocore.session
 
-    session = botocore.session.get_session()
+    session = clients.share_data_loader(botocore.session.get_session())
     session.set_credentials(key, secret)
     return Bucket(_env(server, bucket), clients.AGENT, session=session)
 

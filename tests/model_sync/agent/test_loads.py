@@ -78,7 +78,7 @@ def _place(loads: Loads, name: str, version: int, etag: str, fail: bool = False)
 
 
 def _bucket(stack: Serving) -> AgentBucket:
-    session = botocore.session.get_session()
+    session = clients.share_data_loader(botocore.session.get_session())
     session.set_credentials(stack.s3.access_key, stack.s3.secret_key)
     env = environments.Environment("test", layout.Root(BUCKET), stack.s3.endpoint_url, stack.s3.region)
     settings = AgentSettings(

@@ -18,6 +18,7 @@ from model_sync.commands import agent as agent_cmd
 from model_sync.contract import layout
 from tests.model_sync.helpers import settings_on
 from tests.support.prometheus import Samples, scrape
+from tests.support.s3_servers import boto3_session
 from tests.support.triton import pinned_config
 
 
@@ -98,10 +99,9 @@ def test_agent_command_exits_with_usage_code_on_bad_staging(tmp_path: Path) -> N
 
 
 def _client(server: object, key: str, secret: str) -> object:
-    import boto3
     from botocore.config import Config
 
-    return boto3.session.Session(aws_access_key_id=key, aws_secret_access_key=secret, region_name="us-east-1").client(
+    return boto3_session(key, secret, "us-east-1").client(
         "s3",
         endpoint_url=server.endpoint,
         config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10),  # type: ignore[attr-defined]
@@ -116,7 +116,7 @@ def _repo(server: object, bucket: str, key: str, secret: str) -> object:
     from model_sync.s3 import clients
     from model_sync.s3.bucket import Bucket
 
-    session = botocore.session.get_session()
+    session = clients.share_data_loader(botocore.session.get_session())
     session.set_credentials(key, secret)
     env = environments.Environment(
         "test",

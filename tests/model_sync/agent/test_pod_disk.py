@@ -5,6 +5,7 @@ atomically, removing a model, pruning, and atomic_write."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -224,7 +225,13 @@ def test_prepare_adopts_models_already_in_place(tmp_path: Path) -> None:
     assert doc["replica"] == "replica-0"
 
 
-def test_precompile_writes_pycache_before_the_version_is_visible(tmp_path: Path) -> None:
+def test_precompile_writes_pycache_before_the_version_is_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside the file, where the stub looks, even when the agent's own bytecode goes to a
+    PYTHONPYCACHEPREFIX (sys.pycache_prefix), as under `make test`."""
     (tmp_path / "model.py").write_text("X = 1\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "elsewhere"))
     ag._precompile_python(tmp_path)
-    assert next(p.name for p in (tmp_path / "__pycache__").iterdir()).startswith("model.")
+    assert [p.name for p in (tmp_path / "__pycache__").iterdir()] == [f"model.{sys.implementation.cache_tag}.pyc"]
+    assert not (tmp_path / "elsewhere").exists()

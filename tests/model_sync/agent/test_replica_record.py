@@ -49,7 +49,7 @@ def _settings(tmp_path: Path, bucket: str) -> AgentSettings:
 
 
 def _report(tmp_path: Path, server: S3Server, bucket: str, secret: str = SECRET) -> tuple[StatusReport, Clock]:
-    session = botocore.session.get_session()
+    session = clients.share_data_loader(botocore.session.get_session())
     session.set_credentials(KEY, secret)
     repo = Bucket(
         environments.Environment("test", layout.Root(bucket), server.endpoint, "us-east-1"),
