@@ -20,11 +20,20 @@ from pathlib import Path
 LOOPBACK = "127.0.0.1"
 
 
+_ISSUED: set[int] = set()  # every port free_port() handed out in this process
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free when asked (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free when asked (the kernel picks it) and that this process
+    has not handed out before: the kernel may pick a port again once its socket is closed, and a
+    tritonserver given the same port for HTTP and metrics exits at start ("already in use")."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((LOOPBACK, 0))
+            port = int(s.getsockname()[1])
+        if port not in _ISSUED:
+            _ISSUED.add(port)
+            return port
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.2, what: str = "condition") -> None:
