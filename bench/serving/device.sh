@@ -61,7 +61,7 @@ fi
 if [[ -n "${FORMATS:-}" ]]; then
   set -- "$@" --formats "$FORMATS" --label formats
 fi
-python3 -m bench.serving.run \
+PYTHONPATH="$W/exsite" python3 -m bench.serving.run \
   --triton-root "$W/triton" --perf-analyzer "$W/triton/perf/bin/perf_analyzer" \
   --stub-python "$W/stubpy/bin/python3" --export-pythonpath "$W/exsite${ORT_SITE:+:$ORT_SITE}" --out "$OUT" "$@" \
   || status=$?
