@@ -63,7 +63,11 @@ TRITON_RELEASES: dict[str, Release] = {
     "25.09": Release("2.61.0", "2.9.0a0", "1.23.0", "10.13.3.9", ""),
     "25.10": Release("2.62.0", "2.9.0a0", "1.23.1", "10.13.3.9", ""),
     "25.11": Release("2.63.0", "2.10.0a0", "1.23.2", "10.14.1.48", ""),
+    "26.01": Release("2.65.0", "2.10.0a0", "1.23.2", None, ""),
+    "26.02": Release("2.66.0", "2.11.0a0", "1.24.1", None, ""),
+    "26.03": Release("2.67.0", "2.11.0a0", "1.24.2", None, "beta"),
     "26.04": Release("2.68.0", "2.12.0a0", "1.24.4", None, "beta"),
+    "26.05": Release("2.69.0", "2.12.0a0", "1.24.4", None, "beta"),
 }
 
 # ONNX Runtime minor -> (the ONNX release it implements, its highest opset of the default domain,

@@ -139,8 +139,8 @@ def test_triton_release_parses_tags(image: str, release: str) -> None:
         ("nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64, r"is not an NGC tritonserver image"),
         ("nvcr.io/nvidia/tritonserver:25.10", r"is not an NGC tritonserver image"),
         (
-            "nvcr.io/nvidia/tritonserver:26.01-py3",
-            r"triton image: release 26\.01 has no LibTorch entry; allowed: 24\.01, .*25\.11, 26\.04 \(add it to "
+            "nvcr.io/nvidia/tritonserver:26.07-py3",
+            r"triton image: release 26\.07 has no LibTorch entry; allowed: 24\.01, .*25\.11, 26\.01, .*26\.05 \(add it to "
             r"model_sync/contract/compat\.py\)",
         ),
         ("nvcr.io/nvidia/tritonserver:25.07-py3", r"release 25\.07 has no LibTorch entry"),  # NGC skipped 25.07
@@ -204,9 +204,9 @@ def test_check_names_both_versions_or_returns_the_skew_when_allowed() -> None:
             r"torch version: unknown \(no export\.json torch_version for a pytorch_libtorch model\)",
         ),
         (
-            {"exporter_torch": "2.9.0", "image": "nvcr.io/nvidia/tritonserver:26.01-py3"},
+            {"exporter_torch": "2.9.0", "image": "nvcr.io/nvidia/tritonserver:26.07-py3"},
             compat.UnknownImageError,
-            r"release 26\.01 has no LibTorch entry",
+            r"release 26\.07 has no LibTorch entry",
         ),
     ],
 )
