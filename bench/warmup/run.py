@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,7 +46,6 @@ from model_sync.sandbox.runtime import (
     TritonRuntime,
     TritonServer,
     ensure_tritonserver,
-    stub_environment,
 )
 from model_sync.triton_model import model_config
 
@@ -223,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 model_config.pin(model_config.read_file(str(repo / name / "config.pbtxt")), 1),
             )
         runtime = TritonRuntime(args.triton_root) if args.triton_root else ensure_tritonserver()
-        extra_env = {"PATH": stub_environment(python=args.stub_python)["PATH"]} if args.stub_python else {}
-        server = TritonServer(repo, tmp / "triton.log", runtime=runtime, extra_env=extra_env)
+        server = TritonServer(repo, tmp / "triton.log", runtime=runtime, stub_python=args.stub_python or sys.executable)
         try:
             server.start(timeout=args.timeout)
             for name in SCENARIOS.values():

@@ -150,6 +150,7 @@ class TritonServer:
     grpc_port: int = 0
     metrics_port: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
+    stub_python: str = sys.executable  # the python3 (numpy<2) whose site-packages the stub uses
     process: Process | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -195,7 +196,7 @@ class TritonServer:
 
     def start(self, timeout: float = 90.0) -> TritonServer:
         self.repository.mkdir(parents=True, exist_ok=True)
-        env = stub_environment()
+        env = stub_environment(python=self.stub_python)
         env.update(self.extra_env)
         self.process = Process("tritonserver", self.argv(), self.log_path, env=env).start()
         wait_until(self._live, timeout, what=f"tritonserver live on {self.http_url} (log {self.log_path})")
