@@ -5,6 +5,7 @@ tritonserver, which shows what each kind does: good answers 2x, errors fails exa
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,11 +189,24 @@ def test_tail_slows_exactly_the_predicted_inputs_by_150_ms(triton: TritonServer)
     assert not records.failed(), records.errors()
     slowed = {r.seq for r in records if canary_models.slowed(_counting(r.seq)[canary_models.INPUT])}
     assert slowed == {100, 101, 102, 200, 201, 202}
-    for r in records:
-        if r.seq in slowed:
-            assert r.latency >= canary_models.TAIL_EXTRA_S, r
-        else:
-            assert r.latency < canary_models.TAIL_EXTRA_S, r
+    assert all(r.latency >= canary_models.TAIL_EXTRA_S for r in records if r.seq in slowed)
+    # A busy machine can hold back any request; the model never answers a slowed input under
+    # TAIL_EXTRA_S. So a fast answer to the same input sent alone proves the model did not slow it,
+    # and queueing behind a slowed request (one instance, not four) would hold back far more than 2 %.
+    held_back = [r for r in records if r.seq not in slowed and r.latency >= canary_models.TAIL_EXTRA_S]
+    assert len(held_back) <= 0.02 * (len(records) - len(slowed)), held_back
+    client = httpclient.InferenceServerClient(triton.http_url.split("://")[1])
+    for r in held_back:
+        assert min(_latency_alone(client, "tail", r.seq) for _ in range(3)) < canary_models.TAIL_EXTRA_S, r
+    client.close()
+
+
+def _latency_alone(client: httpclient.InferenceServerClient, model: str, seq: int) -> float:
+    tensor = httpclient.InferInput(canary_models.INPUT, [4], "FP32")
+    tensor.set_data_from_numpy(_counting(seq)[canary_models.INPUT])
+    start = time.monotonic()
+    client.infer(model, [tensor])
+    return time.monotonic() - start
 
 
 @pytest.mark.e2e
