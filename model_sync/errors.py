@@ -6,7 +6,7 @@
     3  NOT_FOUND     unknown environment, missing bucket, model or version
     4  REFUSED       conflict or a safety rule: version collision, unverified promotion, pinned version
                      in prune, incomplete version, a version no replica would serve (rollback,
-                     promote, canary: model_sync.lifecycle.pinnable), content changed during push,
+                     promote, canary: model_sync.versions.pinnable), content changed during push,
                      pin moved by another writer while push/promote/rollback ran (conditional pin flip)
     5  S3            S3 unreachable, credentials missing or rejected, access denied
     6  CHECK_FAILED  a verification failed (export output differs from eager, or the batch fails on the

@@ -31,6 +31,7 @@ from typing import Any
 from components.gateway.args import JWT, IngressArgs, TritonBackend
 from components.kubernetes import naming
 from components.triton_deployment import ADMIN_HEADER, GRPC_ADMIN_HEADER, GRPC_PORT, HTTP_PORT
+from model_sync.contract.ingress import DEPLOYMENT_HEADER
 
 GRPC_SERVICE = "inference.GRPCInferenceService"
 # Only these RPCs are routed. ModelStreamInfer (decoupled models) is left out: nothing on this
@@ -39,7 +40,6 @@ GRPC_SERVICE = "inference.GRPCInferenceService"
 # ref: https://github.com/triton-inference-server/common/blob/main/protobuf/grpc_service.proto
 GRPC_PUBLIC_METHODS = ("ModelInfer", "ModelMetadata", "ModelConfig", "ModelReady", "ServerLive", "ServerReady")
 HEALTH_PATHS = ("/v2/health/ready", "/v2/health/live")
-DEPLOYMENT_HEADER = "x-triton-deployment"
 # The authenticated client's name, set by the proxy (API key user or the JWT's client claim) after
 # the client's own copy is dropped on arrival (components/gateway/traffic.py); the access log
 # records it.

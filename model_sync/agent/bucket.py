@@ -181,7 +181,7 @@ class AgentBucket:
             raise VersionRejected(
                 f"manifest {mkey}: missing; allowed: a version published with its manifest", Rejection.MANIFEST_MISSING
             )
-        # The rule every command that pins applies too (model_sync.lifecycle.pinnable).
+        # The rule every command that pins applies too (model_sync.versions.pinnable).
         problem = servable.unservable(doc, pin_text, mkey, layout.config_key(name))
         if problem is not None:
             raise VersionRejected(str(problem), Rejection(problem.reason))

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from model_sync import errors
-from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.records.canary_record import ABORTED, RUNNING, Stored
 from model_sync.s3.bucket import Bucket
+from model_sync.versions import catalog
 
 
 def abort(repo: Bucket, model: str, by: str, reason: str = "aborted by an operator") -> dict[str, Any] | None:

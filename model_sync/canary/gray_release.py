@@ -17,7 +17,7 @@ and ends in one decision:
    moves to the next step; inconclusive keeps the step going.
 3. After the last step the stable pin is flipped to the canary version (conditional, as every
    flip; a version no replica would serve is refused before the record is written and again
-   before this flip: model_sync.lifecycle.pinnable, exit 4) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
+   before this flip: model_sync.versions.pinnable, exit 4) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
    stable. Past the record's deadline the run aborts. The final record is the audit record.
 
 Every poll re-reads the stable pin and the record: a release whose stable pin moved (a
@@ -46,12 +46,12 @@ from model_sync.canary.owned_record import EXIT_MOVED, OwnedRecord
 from model_sync.canary.placement import canary_replicas
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
-from model_sync.lifecycle import catalog, pinnable
 from model_sync.records import canary_record, codec
 from model_sync.records.canary_record import ABORTED, PROMOTED, RUNNING
 from model_sync.s3.bucket import Bucket
 from model_sync.serving import replicas
 from model_sync.ui import Console
+from model_sync.versions import catalog, pinnable
 
 EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not load, the deadline
 

@@ -11,10 +11,10 @@ from model_sync.canary import ending, metrics
 from model_sync.canary.gray_release import GrayRelease
 from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.lifecycle import catalog, pinnable
 from model_sync.records import canary_record
 from model_sync.s3.bucket import Bucket, who
 from model_sync.ui import Console
+from model_sync.versions import catalog, pinnable
 
 
 def summary(doc: dict[str, Any]) -> dict[str, Any]:

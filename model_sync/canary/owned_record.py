@@ -10,10 +10,10 @@ from typing import Any, NoReturn
 from model_sync import errors
 from model_sync.canary import ending
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.records.canary_record import ABORTED, Stored
 from model_sync.s3.bucket import Bucket
+from model_sync.versions import catalog
 
 EXIT_MOVED = errors.REFUSED  # the stable pin or the record moved under the run: another writer decided
 

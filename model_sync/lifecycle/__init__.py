@@ -1,2 +1,2 @@
-"""A model's versions in one environment's bucket: pins, allocation and history (`catalog`), and the
-commands that move them: `promote`, `rollback`, `prune`."""
+"""The commands that move a model's versions between and within environments: `promote`,
+`rollback`, `prune` (on the catalogue in model_sync/versions)."""

@@ -37,14 +37,15 @@ from typing import TYPE_CHECKING, Any
 from model_sync import environments, errors
 from model_sync.canary import ending, launch, metrics
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog, pinnable
 from model_sync.records import canary_record, codec
 from model_sync.s3 import download, transfer
 from model_sync.s3.bucket import Bucket, b64_sha256_to_hex, who
 from model_sync.s3.clients import aws_hosted
 from model_sync.s3.failures import translate
 from model_sync.serving import alignment, gpu_plan, verify
+from model_sync.triton_model import instance_groups
 from model_sync.ui import Console
+from model_sync.versions import catalog, pinnable
 
 if TYPE_CHECKING:
     from model_sync.serving.replicas import Wait
@@ -312,7 +313,7 @@ def promote(
         raise
 
     cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))
-    new_doc = codec.upgrade_manifest(doc, compatibility, gpu_plan.instance_groups(cfg))
+    new_doc = codec.upgrade_manifest(doc, compatibility, instance_groups.of(cfg))
     new_doc.update(
         version=target,
         config_pbtxt=model_config.pinned_text(cfg, target, model),

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import errors, ui
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog
 from model_sync.records import canary_record
 from model_sync.s3.bucket import Bucket, modified_of
 from model_sync.s3.failures import Kind
 from model_sync.ui import Console
+from model_sync.versions import catalog
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment

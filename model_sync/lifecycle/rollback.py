@@ -3,7 +3,7 @@
 Without a version, the previous pin is taken from the pin history (audit/pins/<model>/): each
 flip records the stack of earlier pins, so repeated rollbacks walk back through them (3 -> 2 ->
 1), not back and forth; entries whose version was pruned are skipped. The target version must be
-one every replica serves (model_sync.lifecycle.pinnable: its manifest lists every file its backend
+one every replica serves (model_sync.versions.pinnable: its manifest lists every file its backend
 needs, and every file it lists is present; else exit 4 before anything is written). The flip is
 conditional on the pin read (exit 4 if another writer moved it). A running gray release of the
 model is aborted first: after a rollback every replica follows the pin."""
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from model_sync import errors, ui
 from model_sync.canary import ending
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog, pinnable
 from model_sync.s3.bucket import Bucket, who
 from model_sync.ui import Console
+from model_sync.versions import catalog, pinnable
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment

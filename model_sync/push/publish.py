@@ -59,9 +59,8 @@ from typing import TYPE_CHECKING, Any
 from model_sync import errors
 from model_sync.contract import layout
 from model_sync.environments import Environment
-from model_sync.lifecycle import catalog
+from model_sync.parallel import Background, parallel_map
 from model_sync.push import error_responses, skip_cache
-from model_sync.push.parallel import Background, parallel_map
 from model_sync.push.push_options import PushOptions
 from model_sync.push.result import PushResult
 from model_sync.push.uploads import Uploader, hash_files, vanished
@@ -71,9 +70,10 @@ from model_sync.s3 import clients
 from model_sync.s3.bucket import Bucket, who
 from model_sync.s3.failures import translate
 from model_sync.serving import alignment, gpu_plan
-from model_sync.triton_model import model_directory
+from model_sync.triton_model import instance_groups, model_directory
 from model_sync.triton_model.model_directory import LocalModel
 from model_sync.ui import Console, error
+from model_sync.versions import catalog
 
 if TYPE_CHECKING:
     from model_sync.serving.replicas import Wait
@@ -88,7 +88,7 @@ def check_alignment(
     records: dict[str, dict[str, Any]] = {}
 
     def kinds(m: LocalModel) -> Callable[[], list[str]]:
-        return lambda: [g["kind"] for g in gpu_plan.instance_groups(m.cfg)]  # parsed only for a .pt2
+        return lambda: [g["kind"] for g in instance_groups.of(m.cfg)]  # parsed only for a .pt2
 
     for m in models:
         try:
@@ -115,7 +115,7 @@ def check_gpu_memory(repo: Bucket, models: list[LocalModel]) -> list[str]:
         m = local[name]
         known = gpu_memory_of(m)
         return gpu_plan.Need(name, f"{name} (this push)", known["bytes_per_instance"] if known else None,
-                             tuple(gpu_plan.instance_groups(m.cfg)))  # fmt: skip
+                             tuple(instance_groups.of(m.cfg)))  # fmt: skip
 
     return gpu_plan.check(repo, list(local), need, ", ".join)
 

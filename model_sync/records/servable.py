@@ -1,6 +1,6 @@
 """What makes a published version one a replica serves: the rule the repository agent applies to a
 pinned version's manifest before it downloads anything (model_sync.agent.bucket), and that every
-command that pins a version applies before it writes (model_sync.lifecycle.pinnable). One rule, so
+command that pins a version applies before it writes (model_sync.versions.pinnable). One rule, so
 that no command pins a version every agent refuses: the replicas would keep serving the old one
 while the command reported success.
 

@@ -1,7 +1,8 @@
 """The manifest `push` writes for a version (manifests/<model>/<N>.json, schema
 manifest.MANIFEST_V4): every file's sha256 and size (`file_entries`, also what the no-op decision
 compares with the pinned manifest), the pinned config text, source, exporter, compatibility with
-the target image, export.json's GPU memory per instance and the config's instance groups (GPU
+the target image, export.json's GPU memory per instance (read strictly: `read_gpu_memory`) and the
+config's instance groups (GPU
 memory planning, model_sync/serving/gpu_plan.py), who and when (`build_manifest`, validated before it is
 returned)."""
 
@@ -11,10 +12,11 @@ import os
 import socket
 from typing import Any
 
-from model_sync import __version__
+from model_sync import __version__, errors
 from model_sync.contract import compat
 from model_sync.records import codec
-from model_sync.serving import gpu_memory, gpu_plan
+from model_sync.records.schemas import GPU_MEMORY
+from model_sync.triton_model import instance_groups
 from model_sync.triton_model.model_directory import EXPORT_META, LocalModel
 
 
@@ -23,9 +25,30 @@ def file_entries(m: LocalModel) -> dict[str, dict[str, Any]]:
     return {rel: {"sha256": m.hashes[rel], "size": f.size} for rel, f in sorted(m.files.items())}
 
 
+def read_gpu_memory(value: Any, where: str) -> dict[str, Any] | None:
+    """export.json's `gpu_memory` (None when absent: a directory export did not write), strictly:
+    a bad one is a usage error (exit 2) naming the file and the field, before any S3 request."""
+    if value is None:
+        return None
+    try:
+        codec.validate_part(value, GPU_MEMORY, "gpu_memory")
+    except codec.RecordError as e:
+        raise errors.usage(f"{where} {e}") from None
+    if value["method"] == "cpu" and value["bytes_per_instance"] != 0:
+        raise errors.usage(
+            f"{where} gpu_memory.bytes_per_instance: {value['bytes_per_instance']} with method 'cpu'; allowed: 0"
+        )
+    if (value["method"] == "measured") != (value["device"] is not None):
+        raise errors.usage(
+            f"{where} gpu_memory.device: {value['device']!r} with method {value['method']!r}; allowed: the GPU's "
+            "name for 'measured' only, null otherwise"
+        )
+    return dict(value)
+
+
 def gpu_memory_of(m: LocalModel) -> dict[str, Any] | None:
     """export.json's `gpu_memory`, strictly (exit 2 naming the file); None when it has none."""
-    return gpu_memory.read_record(m.export_meta.get("gpu_memory"), os.path.join(m.dir, EXPORT_META))
+    return read_gpu_memory(m.export_meta.get("gpu_memory"), os.path.join(m.dir, EXPORT_META))
 
 
 def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -66,7 +89,7 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
             allow_skew=True,
         ),
         "gpu_memory": gpu_memory_of(m),
-        "instance_groups": gpu_plan.instance_groups(m.cfg),
+        "instance_groups": instance_groups.of(m.cfg),
         "created_by": by,
         "created_at": codec.now(),
     }

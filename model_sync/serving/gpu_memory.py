@@ -1,5 +1,6 @@
 """One model instance's GPU memory, as `export` records it in export.json (`gpu_memory`) and
-`push` copies it into the manifest (schema: model_sync.records.schemas.GPU_MEMORY); the planner
+`push` reads it strictly and copies it into the manifest (model_sync/records/version_manifest.py,
+`read_gpu_memory`; schema: model_sync.records.schemas.GPU_MEMORY); the planner
 (model_sync/serving/gpu_plan.py) sums it over a deployment's models.
 
 At the largest batch Triton may form for the model (`max_batch_size`; a model that does not batch,
@@ -23,8 +24,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from model_sync import errors
-from model_sync.records import codec
-from model_sync.records.schemas import GPU_MEMORY
 
 
 def _tensor_bytes(tensors: Sequence[Any]) -> int:
@@ -127,24 +126,3 @@ def record(
     return {"bytes_per_instance": weights + io, "method": "estimated", "batch": batch, "device": None,
             "basis": f"estimated without a GPU: parameters and buffers ({weights} bytes) + inputs and outputs at "
                      f"{shown} ({io} bytes); intermediate activations and the CUDA context are not counted"}  # fmt: skip
-
-
-def read_record(value: Any, where: str) -> dict[str, Any] | None:
-    """export.json's `gpu_memory` (None when absent: a directory export did not write), strictly:
-    a bad one is a usage error (exit 2) naming the file and the field, before any S3 request."""
-    if value is None:
-        return None
-    try:
-        codec.validate_part(value, GPU_MEMORY, "gpu_memory")
-    except codec.RecordError as e:
-        raise errors.usage(f"{where} {e}") from None
-    if value["method"] == "cpu" and value["bytes_per_instance"] != 0:
-        raise errors.usage(
-            f"{where} gpu_memory.bytes_per_instance: {value['bytes_per_instance']} with method 'cpu'; allowed: 0"
-        )
-    if (value["method"] == "measured") != (value["device"] is not None):
-        raise errors.usage(
-            f"{where} gpu_memory.device: {value['device']!r} with method {value['method']!r}; allowed: the GPU's "
-            "name for 'measured' only, null otherwise"
-        )
-    return dict(value)

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
-from model_sync.lifecycle import catalog
-from model_sync.push.parallel import parallel_map
+from model_sync.parallel import parallel_map
 from model_sync.records import codec
+from model_sync.versions import catalog
 
 if TYPE_CHECKING:
     from model_sync.environments import DeploymentGpu
@@ -51,18 +51,6 @@ CUDA_CONTEXT_BYTES = 686 * MIB
 HEADROOM = 0.90  # the share of one GPU's memory a deployment's instances may plan to use
 GPU_KINDS = ("KIND_GPU", "KIND_AUTO", "KIND_MODEL")  # instance kinds that take GPU memory (see above)
 NO_GPUS = "the environment does not name its GPUs (tritonGpus in model-sync.yaml or the stack output)"
-
-
-def instance_groups(cfg: Any) -> list[dict[str, Any]]:
-    """The instance groups of a ModelConfig as Triton places them (the manifest's `instance_groups`):
-    kind, count (0, unset, is 1) and the GPUs listed ([]: every GPU); a config without any group
-    gets Triton's default, one KIND_AUTO instance per GPU."""
-
-    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
-
-    kinds = model_config.pb2.ModelInstanceGroup.Kind
-    groups = [{"kind": kinds.Name(g.kind), "count": g.count or 1, "gpus": list(g.gpus)} for g in cfg.instance_group]
-    return groups or [{"kind": "KIND_AUTO", "count": 1, "gpus": []}]
 
 
 def human(n: float) -> str:

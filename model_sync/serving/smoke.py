@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model_sync import errors
+from model_sync.contract.ingress import DEPLOYMENT_HEADER
 from model_sync.triton_model import model_config
 
 # Triton TYPE_* -> (numpy dtype name, KServe v2 datatype)
@@ -106,7 +107,6 @@ def check_outputs(
 
 API_KEY_ENV = "MODEL_SYNC_TRITON_API_KEY"  # CLIENT:KEY, an ingressApiKeys entry (the ingress's basic auth)
 TOKEN_ENV = "MODEL_SYNC_TRITON_TOKEN"  # noqa: S105 (a variable's name): a bearer JWT from the stack's issuer
-DEPLOYMENT_HEADER = "x-triton-deployment"  # the gRPC ingress's deployment selector (components/gateway/routes.py)
 
 
 def client_headers() -> dict[str, str]:

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import environments, errors
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.s3.bucket import Bucket
 from model_sync.serving import alignment, gpu_plan, replicas, verify
 from model_sync.serving.gpu_plan import NO_GPUS, human
+from model_sync.versions import catalog
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment

@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog
 from model_sync.records import codec
 from model_sync.records.codec import ReplicaState
 from model_sync.s3.bucket import Bucket, who
 from model_sync.serving import replicas, smoke
 from model_sync.triton_model import model_config
 from model_sync.ui import Console
+from model_sync.versions import catalog
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment

@@ -17,13 +17,25 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from model_sync import errors
 from model_sync.contract import layout
-from model_sync.push import skip_cache
 
 EXPORT_META = "export.json"
+
+
+class ConfigCache(Protocol):
+    """What load() keeps of a parsed config.pbtxt between runs, keyed by the model and the bytes'
+    sha256, so that it can skip the parse: push's config cache (model_sync/push/skip_cache.py)."""
+
+    def get(self, model: str, digest: str) -> dict[str, Any] | None: ...
+
+    def put(self, model: str, digest: str, platform: str, backend: str, required: list[str]) -> None: ...
+
+    def pinned(self, model: str, digest: str, version: int) -> str | None: ...
+
+    def put_pinned(self, model: str, digest: str, version: int, text: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ class LocalModel:
     files: dict[str, LocalFile]
     export_meta: dict[str, Any]
     hashes: dict[str, str] | None = None
-    configs: skip_cache.ConfigCache | None = field(default=None, repr=False)
+    configs: ConfigCache | None = field(default=None, repr=False)
     _cfg: Any = field(default=None, repr=False)
 
     @property
@@ -171,7 +183,7 @@ def check_export_meta(meta: Any, where: str) -> None:
             raise errors.usage(f"{where} {key}: {meta[key]!r}; allowed: {allowed} (or absent)")
 
 
-def load(path: str, name: str | None = None, configs: skip_cache.ConfigCache | None = None) -> LocalModel:
+def load(path: str, name: str | None = None, configs: ConfigCache | None = None) -> LocalModel:
     """Validate and scan one model directory. --name overrides the directory name. With `configs`
     (cache.ConfigCache), a config.pbtxt whose bytes were parsed and checked before by the same
     parser is not parsed again (its platform, backend and required files come from the cache)."""
@@ -262,7 +274,7 @@ def _inside(target: str, directory: str) -> bool:
     return target.startswith(directory.rstrip(os.sep) + os.sep)
 
 
-def discover(path: str, name: str | None = None, configs: skip_cache.ConfigCache | None = None) -> list[LocalModel]:
+def discover(path: str, name: str | None = None, configs: ConfigCache | None = None) -> list[LocalModel]:
     """One model directory, or a repository directory of model directories."""
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, layout.CONFIG_FILE)):
         subdirs = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, layout.CONFIG_FILE)))

@@ -152,11 +152,11 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
     then a server-side copy of the version's files and manifest into BUCKET, without its pin.
     Returns the version push allocated (the model's output tells it: INPUT0 + N)."""
     from model_sync import environments
-    from model_sync.lifecycle import catalog
     from model_sync.push import publish
     from model_sync.s3.bucket import Bucket
     from model_sync.triton_model import model_directory
     from model_sync.ui import Console
+    from model_sync.versions import catalog
 
     env = environments.Environment(
         "publish", layout.Root(PUBLISH_BUCKET), endpoint_url=stack.s3.endpoint_url, region=stack.s3.region
@@ -186,13 +186,13 @@ def push_version(stack: Serving, name: str, fail: bool = False, extra: dict[str,
 
 
 def flip_pin(stack: Serving, name: str, version: int, bucket: str = BUCKET, config_text: str | None = None) -> None:
-    """The commit point through the product's own code (model_sync.lifecycle.catalog.flip_pin, what push
+    """The commit point through the product's own code (model_sync.versions.catalog.flip_pin, what push
     and rollback run): the pinned config text of the version's manifest (or `config_text`, for a
     version written past push), written conditionally on the current pin, then the pin history and
     the pin-index entry agents list."""
     from model_sync import environments
-    from model_sync.lifecycle import catalog
     from model_sync.s3.bucket import Bucket
+    from model_sync.versions import catalog
 
     if config_text is None:
         body = stack.client.get_object(Bucket=PUBLISH_BUCKET, Key=layout.manifest_key(name, version))["Body"].read()

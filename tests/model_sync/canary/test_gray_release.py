@@ -16,10 +16,10 @@ from model_sync.canary import ending, gray_release
 from model_sync.canary.metrics import TritonMetrics
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
-from model_sync.lifecycle import catalog
 from model_sync.records import canary_record, codec
 from model_sync.s3.bucket import Bucket
 from model_sync.ui import Console
+from model_sync.versions import catalog
 from tests.model_sync.helpers import python_model, run_cli, write_config
 from tests.support.s3_servers import S3Server
 
@@ -80,7 +80,7 @@ def _lose_model_py(server: S3Server, bucket: str, version: int) -> None:
 def test_a_version_no_replica_would_serve_is_refused_at_the_start_and_at_the_final_flip(
     tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
 ) -> None:
-    """The gray release applies the rule every agent applies (model_sync.lifecycle.pinnable): before
+    """The gray release applies the rule every agent applies (model_sync.versions.pinnable): before
     its record is written, and again before its final flip (a file lost during the run): exit 4,
     the pin untouched, the record ended aborted with the reason."""
     release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)

@@ -427,7 +427,7 @@ def test_promote_across_endpoints_translates_source_failures(
 ) -> None:
     """staging on rclone, prod on moto: the files are streamed GET -> upload; a source object gone
     (exit 3) or the source endpoint down (exit 5) after the checks is one line, never exit 1."""
-    from model_sync.lifecycle import catalog
+    from model_sync.versions import catalog
 
     src, dst = rclone_s3.make_bucket("src"), moto_s3.make_bucket()
     cfg = tmp_path / "model-sync.yaml"

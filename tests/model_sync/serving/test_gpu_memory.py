@@ -1,7 +1,7 @@
 """model_sync/serving/gpu_memory.py: what `export` records in export.json as one instance's GPU memory,
 estimated here (no GPU: parameters + buffers + inputs and outputs at the largest batch, asserted
-against the real tensors of the module), `cpu` for KIND_CPU, measured where torch sees a GPU; and
-the strict reading of the record by `push` against a real moto_server."""
+against the real tensors of the module), `cpu` for KIND_CPU, measured where torch sees a GPU. Its
+strict reading by `push` is in tests/model_sync/records/test_version_manifest.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from model_sync import errors
 from model_sync.serving import gpu_memory
-from tests.model_sync.helpers import export_model, gpu_factories, python_model, run_cli, write_config
+from tests.model_sync.helpers import export_model, gpu_factories
 
 
 @pytest.fixture
@@ -90,41 +89,3 @@ def test_export_measures_the_allocators_peak_on_a_gpu(tmp_path, capsys, monkeypa
     # max_memory_reserved holds at least the weights, the batch and its output; the allocator reserves in blocks
     assert record["bytes_per_instance"] >= _eager_weight_bytes("wide") + 64 * 16 * 4 + 64 * 32 * 4
     assert record["basis"].startswith("torch.cuda.max_memory_reserved() over one inference at batch 64 on ")
-
-
-@pytest.mark.parametrize(
-    ("value", "match"),
-    [
-        (
-            {"bytes_per_instance": "1 GiB", "method": "estimated", "batch": 8, "device": None, "basis": "x"},
-            r"gpu_memory\.bytes_per_instance: '1 GiB'; allowed: integer$",
-        ),
-        ({"method": "estimated"}, r"gpu_memory\.bytes_per_instance: missing; allowed: a required field$"),
-        (
-            {"bytes_per_instance": 5, "method": "cpu", "batch": 1, "device": None, "basis": "x"},
-            r"gpu_memory\.bytes_per_instance: 5 with method 'cpu'; allowed: 0$",
-        ),
-        (
-            {"bytes_per_instance": 5, "method": "measured", "batch": 1, "device": None, "basis": "x"},
-            r"gpu_memory\.device: None with method 'measured'; allowed: the GPU's name for 'measured' only",
-        ),
-        (
-            {"bytes_per_instance": 5, "method": "estimated", "batch": 1, "device": "H100", "basis": "x"},
-            r"gpu_memory\.device: 'H100' with method 'estimated'",
-        ),
-    ],
-)
-def test_push_reads_the_record_strictly_before_any_request(tmp_path, capsys, moto_s3, aws_env, value, match) -> None:
-    bucket = moto_s3.make_bucket()
-    cfg = write_config(tmp_path / "model-sync.yaml", moto_s3, {"staging": f"s3://{bucket}"})
-    model = python_model(tmp_path, "m")
-    (model / "export.json").write_text(json.dumps({"gpu_memory": value}))
-    with pytest.raises(errors.SyncError, match=match):
-        gpu_memory.read_record(value, "export.json")
-    before = len(moto_s3.requests())
-    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
-    assert r.code == errors.USAGE, r.err
-    assert r.err.startswith(f"model-sync: {model / 'export.json'} gpu_memory."), r.err
-    assert r.err.count("\n") == 1
-    assert moto_s3.requests()[before:] == []
-    assert gpu_memory.read_record(None, "export.json") is None  # absent: unknown, not an error

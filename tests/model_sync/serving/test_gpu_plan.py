@@ -13,7 +13,6 @@ from model_sync import errors
 from model_sync.environments import DeploymentGpu
 from model_sync.serving import gpu_plan
 from model_sync.serving.gpu_plan import CUDA_CONTEXT_BYTES, HEADROOM, Need, human
-from model_sync.triton_model import model_config
 
 GIB, MIB = 1 << 30, 1 << 20
 CARD = DeploymentGpu("default", "H100", 80, ("resnet", "bert", "tok", "pinned0"))
@@ -31,24 +30,6 @@ def test_the_docs_state_the_allowance_and_the_headroom_the_planner_uses() -> Non
     doc = " ".join((Path(__file__).resolve().parents[3] / "docs" / "model-sync.md").read_text().split())
     assert f"`CUDA_CONTEXT_BYTES`, {CUDA_CONTEXT_BYTES // MIB} MiB, measured on an H200" in doc
     assert f"`HEADROOM` ({HEADROOM:.0%})".replace("%", " %") in doc
-
-
-@pytest.mark.parametrize(
-    ("text", "groups"),
-    [
-        ("", [_group("KIND_AUTO")]),  # Triton's default: one instance per GPU
-        ("instance_group [{kind: KIND_GPU, count: 4}]", [_group(count=4)]),
-        ("instance_group [{kind: KIND_GPU}]", [_group()]),  # count unset is 1
-        (
-            "instance_group [{kind: KIND_GPU, count: 2, gpus: [0, 1]}, {kind: KIND_CPU, count: 3}]",
-            [_group(count=2, gpus=(0, 1)), _group("KIND_CPU", 3)],
-        ),
-        ("instance_group [{kind: KIND_MODEL, count: 1}]", [_group("KIND_MODEL")]),
-    ],
-)
-def test_instance_groups_as_triton_places_them(text: str, groups: list[dict]) -> None:
-    cfg = model_config.parse(f'name: "m"\nbackend: "python"\n{text}\n')
-    assert gpu_plan.instance_groups(cfg) == groups
 
 
 def test_instances_per_gpu_follow_tritons_placement() -> None:

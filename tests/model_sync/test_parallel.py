@@ -1,4 +1,4 @@
-"""model_sync.push.parallel: parallel_map's order, its first failure, an interrupt's safe stop, and
+"""model_sync.parallel: parallel_map's order, its first failure, an interrupt's safe stop, and
 Background; then both driving real requests to a moto_server, as `push` does."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from tests.support.s3_servers import S3Server
 
 
 def test_background_returns_or_reraises_what_its_call_did(moto_s3: S3Server, s3_bucket: str) -> None:
-    from model_sync.push import parallel
+    from model_sync import parallel
 
     client = moto_s3.client()
     client.put_object(Bucket=s3_bucket, Key="k", Body=b"v")
@@ -21,7 +21,7 @@ def test_background_returns_or_reraises_what_its_call_did(moto_s3: S3Server, s3_
 
 
 def test_parallel_map_puts_every_object_once(moto_s3: S3Server, s3_bucket: str) -> None:
-    from model_sync.push import parallel
+    from model_sync import parallel
 
     client = moto_s3.client()
     keys = [f"k/{i:03d}" for i in range(40)]
@@ -39,7 +39,7 @@ def test_parallel_map_puts_every_object_once(moto_s3: S3Server, s3_bucket: str) 
 def test_parallel_map_keeps_order_and_reraises_the_first_failure() -> None:
     import threading
 
-    from model_sync.push import parallel
+    from model_sync import parallel
 
     seen: list[int] = []
     lock = threading.Lock()
@@ -68,7 +68,7 @@ def test_an_interrupt_stops_new_models_and_lets_running_ones_finish() -> None:
     import threading
     import time
 
-    from model_sync.push import parallel
+    from model_sync import parallel
 
     started: list[int] = []
     finished: list[int] = []

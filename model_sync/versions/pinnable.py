@@ -12,9 +12,9 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.contract import layout
-from model_sync.lifecycle import catalog
 from model_sync.records import servable
 from model_sync.s3.bucket import Bucket
+from model_sync.versions import catalog
 
 
 def check(repo: Bucket, model: str, version: int, action: str, doc: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""model_sync/lifecycle/catalog.py against real S3 server processes: pins read and flipped (the
+"""model_sync/versions/catalog.py against real S3 server processes: pins read and flipped (the
 conditional commit point), pin history and the rollback target, manifests, listings, version
 allocation. What the server holds is read back with a separate client (S3Server.get / keys)."""
 
@@ -14,11 +14,11 @@ import pytest
 from model_sync import errors
 from model_sync.contract import compat, layout
 from model_sync.environments import Environment
-from model_sync.lifecycle import catalog
 from model_sync.records import codec
 from model_sync.s3 import clients
 from model_sync.s3.bucket import Bucket
 from model_sync.triton_model import model_config
+from model_sync.versions import catalog
 from tests.support.s3_servers import REGION, S3Server
 
 MODEL = "m"

@@ -1,5 +1,6 @@
-"""The threads of `push`: `Background` (one call on its own thread: the hashing, while pins are
-read) and `parallel_map` (models pushed in parallel, interruptible at each model's safe points)."""
+"""The threads model_sync runs work on: `Background` (one call on its own thread: push's hashing,
+while pins are read) and `parallel_map` (push's models in parallel, interruptible at each model's
+safe points; the GPU plan's manifest reads)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""model_sync.lifecycle.pinnable against a real moto_server: the check every command that pins runs
+"""model_sync.versions.pinnable against a real moto_server: the check every command that pins runs
 before it writes returns the manifest of a version every replica serves, and refuses (exit 4, one
 line naming the model, version and what is wrong) a manifest whose config pins another version or
 whose listed files are not all in the bucket; a version without a manifest is exit 3."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from model_sync import environments, errors
-from model_sync.lifecycle import pinnable
 from model_sync.records import codec
 from model_sync.s3.bucket import Bucket
+from model_sync.versions import pinnable
 from tests.model_sync.helpers import python_model, run_cli, write_config
 
 
