@@ -13,7 +13,8 @@ promoted, which counts the new version. While a new version loads, the version i
 still loaded (Triton unloads it once the new one is READY): when the plan with both does not fit,
 the plan's line says that the load may run out of GPU memory (not a refusal: the replicas keep
 serving the old version when it does). Instances per GPU follow Triton's placement of
-`instance_group` (config.pbtxt, recorded in the manifest as `instance_groups`):
+`instance_group` (config.pbtxt, recorded in the manifest as `instance_groups` by
+model_sync/triton_model/instance_groups.py):
   - KIND_GPU: `count` instances on EACH GPU the replica sees, or on each GPU of `gpus` when the
     group lists them;
   - KIND_AUTO (Triton places it on the GPUs when there are any) and KIND_MODEL (the model places
