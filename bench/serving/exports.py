@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bench.serving.instruments import log
 from bench.serving.state import RunState
-from bench.serving.variants import MODEL_FILES, ROOT, Variant
+from bench.serving.variants import ROOT, Variant
+from model_sync.triton_model.formats import MODEL_FILES
 
 
 def export_all(state: RunState) -> None:

@@ -38,8 +38,9 @@ from bench.serving.exports import export_all, model_file, model_pt
 from bench.serving.instruments import GpuSampler, log, sh
 from bench.serving.served import Served
 from bench.serving.state import RunState
-from bench.serving.variants import DEFAULT_VARIANTS, FORMATS, ROOT
+from bench.serving.variants import DEFAULT_VARIANTS, ROOT
 from model_sync.sandbox.procs import LOOPBACK, Process, free_port, http_status, wait_until
+from model_sync.triton_model.formats import FORMATS
 
 
 class Bench:

@@ -14,7 +14,8 @@ from typing import Any
 
 from bench.serving import stats
 from bench.serving.instruments import log
-from bench.serving.variants import DEFAULT_VARIANTS, FACTORY, FORMATS, INPUT_SHAPE, ROOT, Variant
+from bench.serving.variants import DEFAULT_VARIANTS, FACTORY, INPUT_SHAPE, ROOT, Variant
+from model_sync.triton_model.formats import FORMATS
 
 
 class RunState:

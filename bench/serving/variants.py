@@ -1,5 +1,5 @@
 """The configurations the serving benchmark measures: one `Variant` per `--variant` (instance count,
-preferred batch sizes, queue delay, max batch), each exported in each format (`FORMATS`) as the
+preferred batch sizes, queue delay, max batch), each exported in each format (model_sync.triton_model.formats) as the
 model `Variant.named(fmt)`, from the ResNet-18 factory (`FACTORY`, bench.serving.resnet)."""
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 INPUT_SHAPE = (3, 224, 224)
 FACTORY = "bench.serving.resnet:build"
-FORMATS = ("torchscript", "pt2", "onnx")  # model-sync export --format
-MODEL_FILES = {"torchscript": "model.pt", "pt2": "model.pt2", "onnx": "model.onnx"}
 
 
 @dataclass(frozen=True)

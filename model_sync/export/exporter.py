@@ -50,10 +50,7 @@ from typing import Any
 from model_sync import __version__, errors
 from model_sync.contract import layout
 from model_sync.export.options import (
-    FORMATS,
     KINDS,
-    MODEL_FILES,
-    PLATFORMS,
     TOLERANCES,
     TRITON_DTYPES,
     WRAPPERS,
@@ -63,6 +60,7 @@ from model_sync.export.options import (
 )
 from model_sync.serving import gpu_memory
 from model_sync.triton_model import model_config
+from model_sync.triton_model.formats import FORMATS, MODEL_FILES, PLATFORMS
 from model_sync.ui import error
 
 __all__ = ["FORMATS", "KINDS", "MODEL_FILES", "PLATFORMS", "TOLERANCES", "TRITON_DTYPES", "Artefact", "ExportOptions",

@@ -11,6 +11,7 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.contract import layout
+from model_sync.triton_model.formats import FORMATS
 
 TRITON_DTYPES = {
     "float32": "TYPE_FP32",
@@ -25,12 +26,6 @@ TRITON_DTYPES = {
     "bool": "TYPE_BOOL",
 }
 KINDS = ("KIND_AUTO", "KIND_CPU", "KIND_GPU")
-FORMATS = ("torchscript", "pt2", "onnx")
-# --target cloud: the Triton platform of each format (its backend loads the model file).
-# ref: https://github.com/triton-inference-server/pytorch_backend (pytorch_libtorch; torch_aoti since 26.03)
-# ref: https://github.com/triton-inference-server/onnxruntime_backend
-PLATFORMS = {"torchscript": "pytorch_libtorch", "pt2": "torch_aoti", "onnx": "onnxruntime_onnx"}
-MODEL_FILES = {"torchscript": "model.pt", "pt2": "model.pt2", "onnx": "model.onnx"}
 # --rtol/--atol defaults: (rtol, atol) of the re-loaded model against eager. TorchScript runs
 # eager's own kernels; AOTInductor's generated kernels and ONNX Runtime's reorder floating-point
 # sums (fused matmul/add, other reduction orders), so their results differ in the last bits.

@@ -127,6 +127,7 @@ import enum
 from typing import Any
 
 from model_sync.contract import layout
+from model_sync.triton_model.formats import FORMATS
 
 SHA256_RE = r"^[0-9a-f]{64}$"
 TIME_RE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
@@ -256,9 +257,6 @@ def _manifest_v3(v2: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-EXPORT_FORMATS = ("torchscript", "pt2", "onnx")  # export --format (model_sync/serving/alignment.py)
-
-
 def _manifest_v4(v3: dict[str, Any]) -> dict[str, Any]:
     """v4 = v3 + the export format and what its alignment compares (all required, nullable): the
     format, a .pt2's device and GPU architectures, an ONNX model's opset and IR version; method may
@@ -272,7 +270,7 @@ def _manifest_v4(v3: dict[str, Any]) -> dict[str, Any]:
                 {
                     **exporter,
                     "method": {"enum": ["trace", "script", "export", None]},
-                    "format": {"enum": [*EXPORT_FORMATS, None]},
+                    "format": {"enum": [*FORMATS, None]},
                     "device": {"enum": ["cpu", "cuda", None]},
                     "gpu_architectures": {"type": ["array", "null"], "items": {"type": "string", "pattern": "^sm_"}},
                     "onnx_opset": {"type": ["integer", "null"], "minimum": 1},

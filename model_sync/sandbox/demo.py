@@ -36,6 +36,7 @@ from model_sync.sandbox.procs import Process, http_status, wait_until
 from model_sync.sandbox.runtime import TritonServer, ensure_tritonserver
 from model_sync.sandbox.s3server import MotoS3Server
 from model_sync.sandbox.traffic import RoundRobinTraffic
+from model_sync.triton_model.formats import FORMATS
 
 ENVS = ("staging", "prod")
 REPLICAS = {"staging": 1, "prod": 2}  # prod: one replica serves the canary, the other stable
@@ -228,7 +229,6 @@ def eager(factory: str) -> list[list[float]]:
         return [[float(x) for x in row] for row in model(torch.tensor(INPUT, dtype=torch.float32))]
 
 
-FORMATS = ("torchscript", "pt2", "onnx")  # model-sync export --format
 # How far prod's answer may be from eager PyTorch's, per format (export checks the same, at its
 # own --rtol/--atol defaults: AOTInductor's and ONNX Runtime's kernels reorder floating-point sums).
 TOLERANCE = {"torchscript": 1e-5, "pt2": 1e-4, "onnx": 1e-4}

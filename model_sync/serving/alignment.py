@@ -31,13 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
 from model_sync.contract import compat
+from model_sync.triton_model.formats import AOTI_PLATFORM, FORMATS, ONNX_PLATFORM
 
 if TYPE_CHECKING:
     from model_sync.environments import DeploymentGpu, Environment
 
-FORMATS = ("torchscript", "pt2", "onnx")
-AOTI_PLATFORM = "torch_aoti"
-ONNX_PLATFORM = "onnxruntime_onnx"
 _FORMAT_OF_PLATFORM = {AOTI_PLATFORM: "pt2", ONNX_PLATFORM: "onnx", "onnxruntime": "onnx"}
 GPU_KINDS = ("KIND_GPU", "KIND_AUTO", "KIND_MODEL")
 

@@ -1,0 +1,15 @@
+"""The export formats (`model-sync export --format`) and, for each, the Triton platform whose backend
+loads it under `--target cloud` and the file that backend loads. Export writes by this table,
+alignment checks by it, the manifest's schema and the demo accept its names."""
+
+from __future__ import annotations
+
+from model_sync.contract.compat import LIBTORCH_PLATFORM
+
+FORMATS = ("torchscript", "pt2", "onnx")
+AOTI_PLATFORM = "torch_aoti"  # PyTorch backend, 26.03 and later (compat.TRITON_RELEASES)
+ONNX_PLATFORM = "onnxruntime_onnx"
+# ref: https://github.com/triton-inference-server/pytorch_backend (pytorch_libtorch; torch_aoti since 26.03)
+# ref: https://github.com/triton-inference-server/onnxruntime_backend
+PLATFORMS = {"torchscript": LIBTORCH_PLATFORM, "pt2": AOTI_PLATFORM, "onnx": ONNX_PLATFORM}
+MODEL_FILES = {"torchscript": "model.pt", "pt2": "model.pt2", "onnx": "model.onnx"}
