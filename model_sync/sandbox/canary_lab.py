@@ -260,17 +260,18 @@ class CanaryLab:
             self._prod_repo = Bucket(env, session=session)
         return self._prod_repo
 
-    def release(self, kind: str, model: str = MODEL, during: Callable[[], None] | None = None,
+    def release(self, kind: str, model: str = MODEL, during: Callable[[subprocess.Popen[str]], None] | None = None,
                 rate: float = TRAFFIC_RATE) -> Release:  # fmt: skip
         """Publish `kind` and promote it to prod under traffic at `rate` (a gray release), 2 s of
         traffic after its decision included: the canary replicas are back on stable, or every
-        replica on the new version. `during` runs once the promote has started (e.g. a replica dies)."""
+        replica on the new version. `during(run)` runs once the promote `run` has started (e.g. a
+        replica dies)."""
         version = self.publish(kind, model)
         self.start_traffic(model=model, rate=rate)  # before the promote: its copy takes seconds
         started = time.monotonic()
         run = self.start_cli(*self.promote_args(version, model=model))
         if during is not None:
-            during()
+            during(run)
         stdout, stderr = run.communicate(timeout=300)
         seconds = time.monotonic() - started
         time.sleep(2)
@@ -281,17 +282,25 @@ class CanaryLab:
 
     def wait_record(self, done: Callable[[dict[str, Any]], bool], timeout: float = 60, what: str = "the canary record",
                     model: str = MODEL) -> dict[str, Any]:  # fmt: skip
-        """Until the canary record satisfies `done`; the record."""
+        """Until the canary record satisfies `done`; the record. A timeout names what the record
+        last said (its state, steps and decision)."""
         failed: list[AssertionError] = []
+        last: list[dict[str, Any]] = []
 
         def check() -> bool:
             try:
-                return bool((doc := self.canary_record(model)) and done(doc))
+                doc = self.canary_record(model)
+                last[:] = [doc] if doc else []
+                return bool(doc and done(doc))
             except AssertionError as e:  # `done` says waiting is over
                 failed.append(e)
                 return True
 
-        wait_until(check, timeout, what=what)
+        try:
+            wait_until(check, timeout, what=what)
+        except TimeoutError as e:
+            said = {k: last[0].get(k) for k in ("state", "canary_version", "steps", "decision")} if last else None
+            raise TimeoutError(f"{e}; the canary record last read: {json.dumps(said, default=str)[:1500]}") from None
         if failed:
             raise failed[0]
         doc = self.canary_record(model)
@@ -299,10 +308,13 @@ class CanaryLab:
         return doc
 
     def wait_step(
-        self, timeout: float = 60, model: str = MODEL, run: subprocess.Popen[str] | None = None
+        self, timeout: float | None = None, model: str = MODEL, run: subprocess.Popen[str] | None = None
     ) -> dict[str, Any]:
-        """Until the running record's replicas serve the canary and its first step judges it; with
-        `run` (the promote), an AssertionError with its stderr as soon as it exits."""
+        """Until the running record's replicas serve the canary and its first step judges it, at most
+        `timeout` (default: the policy's deadline, by which the run itself ends); with `run` (the
+        promote), an AssertionError with its stderr as soon as it exits."""
+        if timeout is None:
+            timeout = float(self.policy["deadlineSeconds"])
 
         def judged(doc: dict[str, Any]) -> bool:
             if run is not None and run.poll() is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,7 +252,7 @@ def test_scaling_out_never_takes_more_than_the_configured_share_and_restarts_the
     effective and observed shares."""
     added: list[int] = []
 
-    def scale_out() -> None:  # as soon as step 1 lists its replica: its window restarts on 6
+    def scale_out(_run: object) -> None:  # as soon as step 1 lists its replica: its window restarts on 6
         lab.wait_record(lambda d: d["state"] == "running" and bool(d["steps"]), what="step 1")
         added.extend(lab.scale_out())
 
@@ -282,8 +283,8 @@ def test_a_dead_canary_replica_is_replaced_by_a_live_one_and_its_window_restarts
     step's window and goes on; step 2 states the share of the 3 live replicas."""
     victim: dict[str, int] = {}
 
-    def kill_the_canary() -> None:
-        doc = lab.wait_step()
+    def kill_the_canary(run: subprocess.Popen[str]) -> None:
+        doc = lab.wait_step(run=run)
         victim["index"] = _index(doc["replicas"][0])
         lab.kill(victim["index"])
         victim["killed"] = time.monotonic()  # type: ignore[assignment]
