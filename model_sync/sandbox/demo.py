@@ -48,11 +48,12 @@ SAMPLE_FACTORIES = (
 )
 INPUT = [[0.5, -1.0, 2.0, 0.25]]
 # The demo's gray release: one step of 50 % (1 of 2 replicas), 5 s, judged on 20 requests a track.
-# It runs on a developer's machine beside other work, and 20 requests' p99 is their slowest: the
-# latency floors are 50 ms (p99) and 20 ms (queue time), above what a busy CPU puts between two
-# replicas of the same model (a run under make test's load aborted the good successor at p99 20.6
-# against 7.5 ms). The demo shows a release promoted; docs/architecture.md's gray release shows
-# each gate catching a real regression (tests/model_sync/canary/test_e2e.py).
+# It runs on a developer's machine beside other work, where a busy CPU holds back one replica more
+# than the other: the latency floors are 50 ms (p99) and 20 ms (queue time), above what that puts
+# between two replicas of the same model (quiet: p99 2.6 against 3.3 ms over ~3,500 requests a
+# track; under make test's load a run aborted the good successor at p99 20.6 against 7.5 ms). The
+# demo shows a release promoted; tests/model_sync/canary/test_e2e.py shows each gate catching a
+# real regression.
 CANARY_POLICY = {"steps": [50], "stepSeconds": 5, "minRequests": 20, "deadlineSeconds": 120, "loadTimeoutSeconds": 60,
                  "minP99DeltaMs": 50, "minQueueDeltaMicroseconds": 20_000}  # fmt: skip
 
