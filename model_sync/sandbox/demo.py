@@ -47,6 +47,10 @@ SAMPLE_FACTORIES = (
     "model_sync.sandbox.sample_model:build_finetuned",
 )
 INPUT = [[0.5, -1.0, 2.0, 0.25]]
+# The clients during a gray release: 100 requests a second, round-robin over prod's replicas (an open
+# loop): each track's 5 s window gets ~250, and the replicas are not driven flat out (unbounded, a
+# release took ~1,700 a second and the CPU of a 2-core machine with them).
+TRAFFIC_RATE = 100.0
 # The demo's gray release: one step of 50 % (1 of 2 replicas), 5 s, judged on 20 requests a track.
 # It runs on a developer's machine beside other work, where a busy CPU holds back one replica more
 # than the other: the latency floors are 50 ms (p99) and 20 ms (queue time), above what that puts
@@ -293,7 +297,7 @@ def demo(root: Path, keep_running: bool = False, fmt: str = "torchscript") -> in
             say("prod: the successor goes through a gray release while clients send requests round-robin")
             urls = [t.http_url for t in platform.replicas("prod")]
             traffic = RoundRobinTraffic(
-                urls, MODEL, lambda seq: {"INPUT__0": np.array(INPUT, dtype=np.float32)}
+                urls, MODEL, lambda seq: {"INPUT__0": np.array(INPUT, dtype=np.float32)}, rate=TRAFFIC_RATE
             ).start()
             try:
                 prod = promote(platform, staged)
