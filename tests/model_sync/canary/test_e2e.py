@@ -34,9 +34,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.latency, pytest.mark.timeout(600)]
 # the other e2e modules' servers) a fresh canary replica of identical code measured p99 52.9 ms
 # against stable's 17.3 ms, and a verdict on its first 40 requests reads the slowest of them as its
 # p99. Every latency regression here is far above it: the tail's p99 ~180 ms, the 3x-slower
-# version's an overloaded queue. The queue-time floor likewise, 20 ms: two clean runs aborted a
-# good version on queue time alone (canary 1861 µs against stable 548 µs) while a neighbouring test
-# held the CPU; no scenario here is decided on queue time (analysis's own tests judge it).
+# version's an overloaded queue. The queue-time floor likewise, 20 ms: a clean run aborted a good
+# version on queue time alone (canary 1861 µs against stable 548 µs) while a neighbouring test held
+# the CPU; no scenario here is decided on queue time (analysis's own tests judge it).
 E2E_POLICY = {**POLICY, "minP99DeltaMs": 50, "minRequests": 120, "minQueueDeltaMicroseconds": 20_000}
 
 
