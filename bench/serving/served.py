@@ -128,8 +128,7 @@ class Served:
         inputs to the wrapper on the GPU (FORCE_CPU_ONLY_INPUT_TENSORS "no", DLPack), no host copy."""
         if not self.state.a.cuda_shm_concurrency or self.state.a.device != "cuda":
             return
-        best = self.state.best()
-        name = best["variant"] if best else self.state.variants[-1].name
+        name = self.state.best_name()
         entry = {
             "name": name,
             "variant": next((t["variant"] for t in self.state.doc["triton"] if t["name"] == name), None),
@@ -155,7 +154,7 @@ class Served:
         the earlier run's check at 0 req/s; then the load asks for the output in a form the probes
         show Triton answers in full (binary first, else the JSON `data` array), and says which."""
         best = self.state.best()
-        name = best["variant"] if best else self.state.variants[-1].name
+        name = self.state.best_name()
         c = int(best["concurrency"]) if best else 64
         if self.state.left() < self.state.a.baseline_seconds + 20:
             raise RuntimeError("deadline: no time left for the HTTP cross-check")

@@ -72,6 +72,12 @@ class RunState:
         best: dict[str, Any] | None = stats.summarize(self.doc).get("best")
         return best
 
+    def best_name(self) -> str:
+        """The model the extra checks (CUDA shared memory, HTTP) drive: the best point's, else the
+        last variant's."""
+        best = self.best()
+        return str(best["variant"]) if best else self.variants[-1].name
+
     def child_env(self) -> dict[str, str]:
         """The environment of the run's Python children (export, raw): this repository and
         `--export-pythonpath` on PYTHONPATH."""

@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
 from model_sync.contract import compat
-from model_sync.triton_model.formats import AOTI_PLATFORM, FORMATS, ONNX_PLATFORM
+from model_sync.triton_model.formats import FORMAT_OF_PLATFORM, FORMATS
 
 if TYPE_CHECKING:
     from model_sync.environments import DeploymentGpu, Environment
 
-_FORMAT_OF_PLATFORM = {AOTI_PLATFORM: "pt2", ONNX_PLATFORM: "onnx", "onnxruntime": "onnx"}
 GPU_KINDS = ("KIND_GPU", "KIND_AUTO", "KIND_MODEL")
 
 
@@ -51,7 +50,7 @@ class OnnxOpsetError(ValueError):
 def format_of(platform: str, exporter: Mapping[str, Any]) -> str:
     """The export format of a version: export.json's / the manifest's `format`, else its platform's."""
     recorded = exporter.get("format")
-    return recorded if recorded in FORMATS else _FORMAT_OF_PLATFORM.get(platform, "torchscript")
+    return recorded if recorded in FORMATS else FORMAT_OF_PLATFORM.get(platform, "torchscript")
 
 
 def _minor(version: str) -> tuple[int, int]:

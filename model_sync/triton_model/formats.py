@@ -12,4 +12,6 @@ ONNX_PLATFORM = "onnxruntime_onnx"
 # ref: https://github.com/triton-inference-server/pytorch_backend (pytorch_libtorch; torch_aoti since 26.03)
 # ref: https://github.com/triton-inference-server/onnxruntime_backend
 PLATFORMS = {"torchscript": LIBTORCH_PLATFORM, "pt2": AOTI_PLATFORM, "onnx": ONNX_PLATFORM}
+# A platform's format, Triton's short ONNX Runtime name included (a version recorded no format).
+FORMAT_OF_PLATFORM = {platform: fmt for fmt, platform in PLATFORMS.items()} | {"onnxruntime": "onnx"}
 MODEL_FILES = {"torchscript": "model.pt", "pt2": "model.pt2", "onnx": "model.onnx"}
