@@ -14,14 +14,15 @@ from pathlib import Path
 
 from bench.serving.instruments import log
 from bench.serving.state import RunState
-from bench.serving.variants import ROOT, Variant
+from bench.serving.variants import FACTORY, INPUT_SHAPE, ROOT, Variant
 from model_sync.triton_model.formats import MODEL_FILES
 
 
 def export_all(state: RunState) -> None:
-    """Every variant in every format; an export that fails is recorded and the others go on."""
+    """Every variant in every format; an export that fails is recorded and the others go on. Under
+    the PyTorch backend a .pt2 takes its TorchScript sibling's config, so TorchScript goes first."""
     state.repo.mkdir(parents=True, exist_ok=True)
-    for fmt in state.formats:
+    for fmt in sorted(state.formats, key=lambda f: f != "torchscript"):
         for v in state.variants:
             state.guard(f"export {v.named(fmt)}", lambda v=v, fmt=fmt: export_one(state, v, fmt))
     if not state.doc["triton"]:
@@ -31,8 +32,16 @@ def export_all(state: RunState) -> None:
 
 def export_one(state: RunState, v: Variant, fmt: str) -> None:
     name = v.named(fmt)
-    cmd = [sys.executable, "-m", "model_sync", "export", *v.export_args(state.repo, state.a.instance_kind, fmt)]
-    log("$ model-sync " + " ".join(cmd[3:]))
+    if state.backend == "pytorch_libtorch" and fmt == "pt2":
+        cmd = [sys.executable, "-m", "bench.serving.aoti_package", "--factory", FACTORY,
+               "--shape", ",".join(map(str, INPUT_SHAPE)), "--max-batch-size", str(v.max_batch_size),
+               "--config", str(state.repo / v.named("torchscript") / "config.pbtxt"), "--name", name,
+               "--output", str(state.repo)]  # fmt: skip
+    else:
+        args = v.export_args(state.repo, state.a.instance_kind, fmt, state.target)
+        cmd = [sys.executable, "-m", "model_sync", "export", *args]
+    shown = " ".join(["model-sync" if cmd[2] == "model_sync" else f"python3 -m {cmd[2]}", *cmd[3:]])
+    log("$ " + shown)
     t0 = time.monotonic()
     proc = subprocess.run(
         cmd, capture_output=True, text=True, env=state.child_env(), cwd=ROOT, timeout=900, check=False
@@ -48,8 +57,9 @@ def export_one(state: RunState, v: Variant, fmt: str) -> None:
         {
             "name": name,
             "format": fmt,
+            "backend": state.backend_of(fmt),
             "variant": asdict(v),
-            "export_command": "model-sync export " + " ".join(cmd[4:]).replace(str(state.repo), "REPO"),
+            "export_command": shown.replace(str(state.repo), "REPO"),
             "export_seconds": round(time.monotonic() - t0, 1),
             "export_meta": meta,
             "config_pbtxt": (state.repo / name / "config.pbtxt").read_text(),

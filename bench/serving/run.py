@@ -33,11 +33,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.serving import loadgen, stats
+from bench.serving import loadgen, pytorch_backend, stats
 from bench.serving.exports import export_all, model_file, model_pt
 from bench.serving.instruments import GpuSampler, log, sh
-from bench.serving.served import Served
-from bench.serving.state import RunState
+from bench.serving.served import Served, Server
+from bench.serving.state import BACKEND_NAMES, RunState
 from bench.serving.variants import DEFAULT_VARIANTS, ROOT
 from model_sync.sandbox.procs import LOOPBACK, Process, free_port, http_status, wait_until
 from model_sync.triton_model.formats import FORMATS
@@ -172,6 +172,27 @@ class Bench:
         finally:
             srv.stop(timeout=10)
 
+    def serve(self) -> None:
+        """Triton (bench.serving.served): under the PyTorch backend, TorchScript on the r24.10 build
+        installed in the bundle's backends directory, .pt2 on the main measurement build."""
+        backends = Path(self.state.a.triton_root) / "pytriton/tritonserver/backends"
+        names = [t["name"] for t in self.state.doc["triton"]]
+        if self.state.backend != "pytorch_libtorch":
+            Served(self.state, Server("all", tuple(names), backends)).run()
+            return
+        pt2 = tuple(t["name"] for t in self.state.doc["triton"] if t["format"] == "pt2")
+        rest = tuple(n for n in names if n not in pt2)
+        if rest:
+            env = pytorch_backend.runtime_env(dict(os.environ), backends)
+            self.state.guard("triton pytorch_libtorch", Served(self.state, Server("all", rest, backends, env)).run)
+        if pt2:
+            if not self.state.a.pt2_backends:
+                raise RuntimeError("--pt2-backends: not given; allowed: the main measurement build's directory")
+            where = Path(self.state.a.pt2_backends)
+            env = pytorch_backend.runtime_env(dict(os.environ), where, pt2=True)
+            server = Server("pt2", pt2, where, env, pt2=True, extras=False)
+            self.state.guard("triton torch_aoti", Served(self.state, server).run)
+
     def write(self) -> Path:
         if (
             self.state.doc["raw"]
@@ -179,6 +200,7 @@ class Bench:
             and any(t["points"] for t in self.state.doc["triton"])
         ):
             self.state.doc["summary"] = stats.summarize(self.state.doc)
+            self.state.doc["summary"]["p4"] = stats.p4_summary(self.state.doc)
             try:
                 stats.validate_result(self.state.doc)
             except stats.ResultError as e:
@@ -199,7 +221,7 @@ class Bench:
             if self.state.a.device == "cuda":
                 self.state.guard("cuda context", self.cuda_context)
             self.state.guard("baseline", self.baseline)
-            self.state.guard("triton", Served(self.state).run)
+            self.state.guard("triton", self.serve)
         path = self.write()
         s = self.state.doc.get("summary")
         log(f"wrote {path}; errors: {len(self.state.doc['errors'])}")
@@ -229,6 +251,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default="/tmp/bench-serving")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"))
+    p.add_argument(
+        "--backend",
+        choices=sorted(BACKEND_NAMES),
+        help="what serves the models: pytorch_libtorch (export --target cloud, Triton's PyTorch backend built by "
+        "bench.serving.pytorch_backend into the triton root's backends/; the default with --device cuda) or "
+        "python (export --target local's wrapper; the default with --device cpu)",
+    )
+    p.add_argument(
+        "--pt2-backends",
+        default="",
+        help="backend directory of the main measurement build (bench.serving.pytorch_backend --pt2-by-env) that "
+        "serves .pt2 models under --backend pytorch_libtorch",
+    )
+    p.add_argument(
+        "--sweep-shm",
+        nargs="+",
+        default=["system"],
+        choices=("system", "cuda"),
+        help="perf_analyzer's shared memory for the sweep, each mode a sweep of its own (default: system; cuda "
+        "needs --device cuda)",
+    )
     p.add_argument(
         "--variant",
         action="append",

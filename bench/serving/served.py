@@ -1,15 +1,23 @@
-"""The serving benchmark's Triton phase: one tritonserver (python backend) serves every exported model;
-perf_analyzer sweeps the concurrency per model (bench.serving.perf_points); the best model runs
-again with its tensors in CUDA shared memory; and the HTTP cross-check drives it with the baseline's
-own client (bench.serving.loadgen), one probe request first."""
+"""The serving benchmark's Triton phase: a tritonserver serves the exported models (`Server`: which
+models, which backend directory, which environment); perf_analyzer sweeps the concurrency per model
+and per shared-memory mode (`--sweep-shm`; bench.serving.perf_points); the best model runs again with
+its tensors in CUDA shared memory (when the sweep did not); and the HTTP cross-check drives it with
+the baseline's own client (bench.serving.loadgen), one probe request first.
+
+Under the PyTorch backend (`--backend pytorch_libtorch`) TorchScript models are served by the r24.10
+build in the bundle's backends directory, and `.pt2` models by a second server: the main measurement
+build (`--pt2-backends`), each config rewritten for Triton 2.51 (`served_config`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.serving import loadgen, stats
 from bench.serving.instruments import GpuSampler, log, metrics_text
@@ -17,19 +25,62 @@ from bench.serving.perf_points import perf_point
 from bench.serving.state import RunState
 from model_sync.sandbox.procs import LOOPBACK, Process, free_port, http_status
 from model_sync.sandbox.runtime import stub_environment
+from model_sync.triton_model import model_config
+from model_sync.triton_model.formats import MODEL_FILES
+
+
+def served_config(text: str, pt2: bool) -> str:
+    """The config a server of this run loads: export's own, except a torch_aoti one for the 2.51
+    measurement build, which knows no such platform: no platform, backend "pytorch", the package
+    named (the build takes a model with no platform as a .pt2: bench.serving.pytorch_backend)."""
+    if not pt2:
+        return text
+    cfg = model_config.parse(text)
+    cfg.ClearField("platform")
+    cfg.backend = "pytorch"
+    cfg.default_model_filename = MODEL_FILES["pt2"]
+    return str(model_config.dumps(cfg))
+
+
+@dataclass(frozen=True)
+class Server:
+    """One tritonserver of the run: its tag (its repository's name), the models it serves, its
+    backend directory, extra environment, and whether its configs are rewritten for a .pt2 build."""
+
+    tag: str
+    names: tuple[str, ...]
+    backends: Path
+    env: dict[str, str] = field(default_factory=dict)
+    pt2: bool = False
+    extras: bool = True  # the CUDA shared-memory and HTTP checks of the best model
 
 
 class Served:
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, server: Server | None = None) -> None:
         self.state = state
+        root = Path(self.state.a.triton_root)
+        names = tuple(t["name"] for t in state.doc["triton"])
+        self.server = server or Server("all", names, root / "pytriton/tritonserver/backends")
+        self.repo = state.work / f"served-{self.server.tag}"
+
+    def stage(self) -> None:
+        """The server's own repository: a copy of each of its models, its config as served."""
+        shutil.rmtree(self.repo, ignore_errors=True)
+        for name in self.server.names:
+            shutil.copytree(self.state.repo / name, self.repo / name)
+            text = (self.repo / name / "config.pbtxt").read_text()
+            (self.repo / name / "config.pbtxt").write_text(served_config(text, self.server.pt2))
+            entry = next(t for t in self.state.doc["triton"] if t["name"] == name)
+            if self.server.pt2:
+                entry["served_config_pbtxt"] = (self.repo / name / "config.pbtxt").read_text()
 
     def argv(self, http: int, grpc: int, metrics: int) -> list[str]:
         root = Path(self.state.a.triton_root)
         shm = self.state.a.python_shm_mb * 1024 * 1024
         return [
             str(root / "pytriton/tritonserver/bin/tritonserver"),
-            f"--model-repository={self.state.repo}",
-            f"--backend-directory={root / 'pytriton/tritonserver/backends'}",
+            f"--model-repository={self.repo}",
+            f"--backend-directory={self.server.backends}",
             "--disable-auto-complete-config",
             "--model-control-mode=none",
             # Each python-backend instance exchanges tensors with its stub through a shared-memory
@@ -50,15 +101,19 @@ class Served:
         ]
 
     def run(self) -> None:
+        self.stage()
         http, grpc, metrics = free_port(), free_port(), free_port()
         env = dict(os.environ)
         if self.state.a.stub_python:
             env = stub_environment(env, python=self.state.a.stub_python)
-        log_path = self.state.out / "tritonserver.log"
+        env.update(self.server.env)
+        log_path = self.state.out / (
+            "tritonserver.log" if self.server.tag == "all" else f"tritonserver-{self.server.tag}.log"
+        )
         srv = Process("tritonserver", self.argv(http, grpc, metrics), log_path, env=env).start()
         try:
             limit = time.monotonic() + self.state.a.load_timeout_s
-            pending = [t["name"] for t in self.state.doc["triton"]]
+            pending = list(self.server.names)
             while pending:
                 if not srv.running:
                     raise RuntimeError(f"tritonserver exited: {srv.log_tail()[-600:]}")
@@ -73,40 +128,55 @@ class Served:
                 time.sleep(1.0)
             with urllib.request.urlopen(f"http://{LOOPBACK}:{http}/v2", timeout=10) as r:
                 self.state.doc["environment"]["triton"] = json.loads(r.read()).get("version", "unknown")
-            log(
-                f"tritonserver {self.state.doc['environment']['triton']} ready with {[t['name'] for t in self.state.doc['triton']]}"
-            )
+            served = [t for t in self.state.doc["triton"] if t["name"] in self.server.names]
+            log(f"tritonserver {self.state.doc['environment']['triton']} ready with {[t['name'] for t in served]}")
             sid = srv.pid or 0
-            for entry in self.state.doc["triton"]:
-                name = entry["name"]
-                if self.state.left() < 40:
-                    entry["skipped"] = "deadline"
-                    continue
-                self.state.guard(
-                    f"warm-up {name}", lambda name=name: perf_point(self.state, name, grpc, metrics, sid, 64, 1500)
-                )
-                for c in self.state.a.concurrency:
-                    if self.state.left() < 25:
-                        entry.setdefault("skipped_concurrency", []).append(c)
-                        continue
-                    p = self.state.guard(
-                        f"perf {name} c={c}",
-                        lambda name=name, c=c: perf_point(
-                            self.state, name, grpc, metrics, sid, c, self.state.a.measure_ms
-                        ),
-                    )
-                    if p:
-                        log(
-                            f"{name} c={c}: {p['throughput']:.0f} req/s p50 {p['p50_ms']:.1f} p99 {p['p99_ms']:.1f} "
-                            f"ms batch {p['avg_batch']:.1f} "
-                            f"gpu {p['gpu_util_pct'] or 0:.0f}% server cpu {p['server_cpu_cores']:.1f} client cpu "
-                            f"{p['client_cpu_cores']:.1f}"
-                        )
-                        entry["points"].append(p)
-            self.state.guard("cuda shared memory", lambda: self.cuda_shm(grpc, metrics, sid))
-            self.state.guard("http cross-check", lambda: self.http_check(http, metrics))
+            for entry in served:
+                self.sweep(entry, grpc, metrics, sid)
+            if self.server.extras:
+                if "cuda" not in self.state.a.sweep_shm:
+                    self.state.guard("cuda shared memory", lambda: self.cuda_shm(grpc, metrics, sid))
+                self.state.guard("http cross-check", lambda: self.http_check(http, metrics))
         finally:
             srv.stop(timeout=20)
+
+    def sweep(self, entry: dict[str, Any], grpc: int, metrics: int, sid: int) -> None:
+        """One model's concurrency sweep in each `--sweep-shm` mode: system shared memory into the
+        export's own entry, CUDA shared memory into a sibling entry of client CUDA_SHM_CLIENT."""
+        name = entry["name"]
+        if self.state.left() < 40:
+            entry["skipped"] = "deadline"
+            return
+        self.state.guard(f"warm-up {name}", lambda: perf_point(self.state, name, grpc, metrics, sid, 64, 1500))
+        for shm in self.state.a.sweep_shm:
+            target = entry
+            if shm == "cuda":
+                if self.state.a.device != "cuda":
+                    continue
+                target = {k: entry[k] for k in ("name", "format", "backend", "variant", "config_pbtxt") if k in entry}
+                target.update(client=stats.CUDA_SHM_CLIENT, points=[])
+                self.state.doc["triton"].append(target)
+            for c in self.state.a.concurrency:
+                if self.state.left() < 25:
+                    target.setdefault("skipped_concurrency", []).append(c)
+                    continue
+                p = self.state.guard(
+                    f"perf {name} {shm} shm c={c}",
+                    lambda c=c, shm=shm: perf_point(
+                        self.state, name, grpc, metrics, sid, c, self.state.a.measure_ms, shm=shm
+                    ),
+                )
+                if p:
+                    log(
+                        f"{name} {shm} shm c={c}: {p['throughput']:.0f} req/s p50 {p['p50_ms']:.1f} p99 "
+                        f"{p['p99_ms']:.1f} ms batch {p['avg_batch']:.1f} gpu {p['gpu_util_pct'] or 0:.0f}% "
+                        f"server cpu {p['server_cpu_cores']:.1f} client cpu {p['client_cpu_cores']:.1f}"
+                    )
+                    target["points"].append(p)
+
+    def entry(self, name: str) -> dict[str, Any]:
+        """The export's own result entry of `name`."""
+        return next(t for t in self.state.doc["triton"] if t["name"] == name)
 
     @staticmethod
     def failed_loads(http: int, names: list[str]) -> dict[str, str]:
@@ -128,11 +198,13 @@ class Served:
         inputs to the wrapper on the GPU (FORCE_CPU_ONLY_INPUT_TENSORS "no", DLPack), no host copy."""
         if not self.state.a.cuda_shm_concurrency or self.state.a.device != "cuda":
             return
-        name = self.state.best_name()
+        name = self.state.best_name(self.server.names)
+        served = self.entry(name)
         entry = {
             "name": name,
-            "variant": next((t["variant"] for t in self.state.doc["triton"] if t["name"] == name), None),
-            "config_pbtxt": next(t["config_pbtxt"] for t in self.state.doc["triton"] if t["name"] == name),
+            "backend": served.get("backend"),
+            "variant": served.get("variant"),
+            "config_pbtxt": served["config_pbtxt"],
             "client": stats.CUDA_SHM_CLIENT,
             "points": [],
         }
@@ -154,8 +226,8 @@ class Served:
         the earlier run's check at 0 req/s; then the load asks for the output in a form the probes
         show Triton answers in full (binary first, else the JSON `data` array), and says which."""
         best = self.state.best()
-        name = self.state.best_name()
-        c = int(best["concurrency"]) if best else 64
+        name = self.state.best_name(self.server.names)
+        c = int(best["concurrency"]) if best and best["variant"] == name else 64
         if self.state.left() < self.state.a.baseline_seconds + 20:
             raise RuntimeError("deadline: no time left for the HTTP cross-check")
         probes = []
@@ -181,8 +253,9 @@ class Served:
         r.update(stats.batch_stats(before, metrics_text(metrics), name), gpu_util_pct=gpu.mean)
         entry = {
             "name": f"{name} (HTTP, loadgen)",
+            "backend": self.entry(name).get("backend"),
             "variant": None,
-            "config_pbtxt": next(t["config_pbtxt"] for t in self.state.doc["triton"] if t["name"] == name),
+            "config_pbtxt": self.entry(name)["config_pbtxt"],
             "client": "bench.serving.loadgen HTTP " + ("binary output" if binary else "JSON output"),
             "probe": probes,
             "points": [r],

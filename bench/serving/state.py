@@ -17,6 +17,23 @@ from bench.serving.instruments import log
 from bench.serving.variants import DEFAULT_VARIANTS, FACTORY, INPUT_SHAPE, ROOT, Variant
 from model_sync.triton_model.formats import FORMATS
 
+# What serves the exported models (`--backend`): Triton's own PyTorch backend, built from the pinned
+# sources on the GPU host (bench.serving.pytorch_backend) and fed `export --target cloud`'s config,
+# which is what production serves; or the python-backend wrapper of `export --target local`, kept for
+# CPU runs of the harness.
+BACKEND_NAMES = {
+    "pytorch_libtorch": "pytorch_libtorch: Triton's PyTorch backend (r24.10, built from the pinned sources)",
+    "python": "python: the python-backend wrapper of export --target local",
+}
+# .pt2 under the PyTorch backend is its torch_aoti platform, served by the main measurement build
+PT2_BACKEND_NAME = (
+    "torch_aoti: Triton's PyTorch backend (main 266fd38, built from the pinned sources; MEASUREMENT build: "
+    "Triton 2.51's core refuses the torch_aoti platform, so the model is served without one and the backend "
+    "told by bench.serving.pytorch_backend.PT2_ENV that it is a .pt2)"
+)
+BACKEND_FORMATS = {"pytorch_libtorch": ("torchscript", "pt2"), "python": FORMATS}
+TARGETS = {"pytorch_libtorch": "cloud", "python": "local"}  # the `export --target` each backend serves
+
 
 class RunState:
     def __init__(self, a: argparse.Namespace) -> None:
@@ -29,6 +46,10 @@ class RunState:
         self.formats = [f for f in a.formats.split(",") if f]
         if not self.formats or any(f not in FORMATS for f in self.formats):
             raise SystemExit(f"--formats: {a.formats!r}; allowed: a comma-separated subset of {', '.join(FORMATS)}")
+        self.backend = a.backend or ("pytorch_libtorch" if a.device == "cuda" else "python")
+        allowed = BACKEND_FORMATS[self.backend]
+        if any(f not in allowed for f in self.formats):
+            raise SystemExit(f"--formats: {a.formats!r} with --backend {self.backend}; allowed: {', '.join(allowed)}")
         self.doc: dict[str, Any] = {
             "schema": stats.SCHEMA,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -46,6 +67,15 @@ class RunState:
             "errors": [],
             "settings": {k: v for k, v in vars(a).items() if k not in ("out", "work")},
         }
+        self.doc["environment"]["backend"] = BACKEND_NAMES[self.backend]
+
+    @property
+    def target(self) -> str:
+        return TARGETS[self.backend]
+
+    def backend_of(self, fmt: str) -> str:
+        """What serves a model of `fmt` in this run (recorded in each result entry)."""
+        return PT2_BACKEND_NAME if self.backend == "pytorch_libtorch" and fmt == "pt2" else BACKEND_NAMES[self.backend]
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -72,11 +102,14 @@ class RunState:
         best: dict[str, Any] | None = stats.summarize(self.doc).get("best")
         return best
 
-    def best_name(self) -> str:
-        """The model the extra checks (CUDA shared memory, HTTP) drive: the best point's, else the
-        last variant's."""
+    def best_name(self, among: tuple[str, ...] | None = None) -> str:
+        """The model the extra checks (CUDA shared memory, HTTP) drive: the best point's when it is
+        `among` the server's models (default: any), else the last variant's."""
         best = self.best()
-        return str(best["variant"]) if best else self.variants[-1].name
+        if best and (among is None or best["variant"] in among):
+            return str(best["variant"])
+        names = [v.name for v in self.variants]
+        return next((n for n in reversed(among) if n in names), among[-1]) if among else names[-1]
 
     def child_env(self) -> dict[str, str]:
         """The environment of the run's Python children (export, raw): this repository and

@@ -23,6 +23,10 @@ TARGET_P99_MS = 50.0
 # The comparison is over the same client as every earlier run: clients keeping their tensors in CUDA
 # shared memory (no host copy at all) are reported beside it, not counted as the best point.
 CUDA_SHM_CLIENT = "perf_analyzer grpc + CUDA shm"
+# P4 (docs/gpu-benchmark.md): on Triton's own PyTorch backend, the best perf_analyzer point, with or
+# without CUDA shared memory, >= 90 % of raw TorchScript at batch 64 with p99 <= 15 ms.
+TARGET_P4_FRACTION = 0.90
+TARGET_P4_P99_MS = 15.0
 RAW_REFERENCE_BATCH = 64
 
 
@@ -281,6 +285,33 @@ def summarize(doc: Mapping[str, Any]) -> dict[str, Any]:
         "meets_speedup": speedup >= TARGET_SPEEDUP,
         "meets_raw_fraction": fraction >= TARGET_RAW_FRACTION,
     }
+
+
+def p4_summary(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """P4: the best TorchScript perf_analyzer point (system or CUDA shared memory) within
+    TARGET_P4_P99_MS against the raw limit at RAW_REFERENCE_BATCH."""
+    raw = {int(r["batch"]): float(r["img_per_s"]) for r in doc["raw"]}
+    raw_ref = raw.get(RAW_REFERENCE_BATCH, max(raw.values())) if raw else 0.0
+    points = [
+        (float(p["throughput"]), v, p)
+        for v in doc["triton"]
+        if str(v.get("client", "")).startswith("perf_analyzer") and v.get("format", "torchscript") == "torchscript"
+        for p in v["points"]
+        if float(p["throughput"]) > 0 and p.get("p99_ms") is not None and float(p["p99_ms"]) <= TARGET_P4_P99_MS
+    ]
+    if not points or not raw_ref:
+        return {"best": None, "raw_img_s": raw_ref, "raw_fraction": 0.0, "meets": False,
+                "target": {"raw_fraction": TARGET_P4_FRACTION, "p99_ms": TARGET_P4_P99_MS}}  # fmt: skip
+    thr, v, p = max(points, key=lambda c: c[0])
+    return {
+        "best": {"variant": v["name"], "client": v.get("client"), "concurrency": p["concurrency"], "throughput": thr,
+                 "p50_ms": p["p50_ms"], "p99_ms": p["p99_ms"], "avg_batch": p.get("avg_batch"),
+                 "gpu_util_pct": p.get("gpu_util_pct")},
+        "raw_img_s": raw_ref,
+        "raw_fraction": thr / raw_ref,
+        "meets": thr / raw_ref >= TARGET_P4_FRACTION,
+        "target": {"raw_fraction": TARGET_P4_FRACTION, "p99_ms": TARGET_P4_P99_MS},
+    }  # fmt: skip
 
 
 def markdown_table(doc: Mapping[str, Any]) -> str:

@@ -38,7 +38,9 @@ class Variant:
         """The model's name in `fmt`: the variant's own for TorchScript, `<name>-pt2` / `<name>-onnx`."""
         return self.name if fmt == "torchscript" else f"{self.name}-{fmt}"
 
-    def export_args(self, output: Path, kind: str, fmt: str = "torchscript") -> list[str]:
+    def export_args(self, output: Path, kind: str, fmt: str = "torchscript", target: str = "local") -> list[str]:
+        """`model-sync export` arguments; `target` cloud writes the production config (the format's
+        Triton platform: pytorch_libtorch for TorchScript), local the python-backend wrapper."""
         args = [
             FACTORY,
             "--name",
@@ -50,7 +52,7 @@ class Variant:
             "--example-shape",
             ",".join(map(str, (4, *INPUT_SHAPE))),
             "--target",
-            "local",
+            target,
             "--max-batch-size",
             str(self.max_batch_size),
             "--max-queue-delay-us",

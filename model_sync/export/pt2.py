@@ -46,17 +46,18 @@ def device_of(opts: ExportOptions) -> str:
     return "cuda" if kind == "KIND_GPU" else "cpu"
 
 
-def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str) -> Artefact:
+def compile_package(model: Any, capture: list[Any], target: Any, max_batch_size: int, path: str) -> None:
+    """torch.export `model` on `target` from the example `capture` (batch dimension dynamic,
+    1..max_batch_size, when max_batch_size > 1: see the docstring) and AOTInductor-compile it to
+    `path`; failures exit 6 with one line. Not loaded here (export re-loads it; the GPU benchmark
+    serves it from Triton's C++ loader instead)."""
     import torch
     import torch._inductor
 
-    device = device_of(opts)
-    dynamic = opts.max_batch_size > 1
-    capture = example_inputs(opts, max(2, int(inputs[0].shape[0])), opts.seed) if dynamic else inputs
-    target = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+    dynamic = max_batch_size > 1
     shapes = None
     if dynamic:
-        batch = torch.export.Dim("batch", min=1, max=opts.max_batch_size)
+        batch = torch.export.Dim("batch", min=1, max=max_batch_size)
         shapes = tuple({0: batch} for _ in capture)
     try:
         on_device = model.to(target)
@@ -67,9 +68,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         raise errors.SyncError(
             errors.CHECK_FAILED,
             f"torch.export: failed ({errors.one_line(str(e), 240)}); allowed: a module torch.export captures"
-            + (f" with a dynamic batch dimension 1..{opts.max_batch_size}" if dynamic else ""),
+            + (f" with a dynamic batch dimension 1..{max_batch_size}" if dynamic else ""),
         ) from None
-    path = os.path.join(version_dir, "model.pt2")
     try:
         torch._inductor.aoti_compile_and_package(program, package_path=path)
     except Exception as e:
@@ -80,6 +80,18 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         ) from None
     finally:
         model.to("cpu")
+
+
+def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str) -> Artefact:
+    import torch
+    import torch._inductor
+
+    device = device_of(opts)
+    dynamic = opts.max_batch_size > 1
+    capture = example_inputs(opts, max(2, int(inputs[0].shape[0])), opts.seed) if dynamic else inputs
+    target = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+    path = os.path.join(version_dir, "model.pt2")
+    compile_package(model, capture, target, opts.max_batch_size, path)
     runner = torch._inductor.aoti_load_package(path)
     archs: list[str] | None = None
     if device == "cuda":

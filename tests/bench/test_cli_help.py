@@ -18,6 +18,8 @@ MODULES = [
     "bench.serving.raw",
     "bench.serving.cuda_context",
     "bench.serving.baseline_server",
+    "bench.serving.pytorch_backend",
+    "bench.serving.aoti_package",
     "bench.agent.p1_switch",
     "bench.agent.p2_requests",
     "bench.agent.ready_many",
