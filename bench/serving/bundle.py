@@ -9,6 +9,9 @@ bench/serving/.dist/
                     triton/perf/bin/perf_analyzer + perf/lib/{libb64.so.0d, libcudart.so.12} links
                                                   to the server's bundled copies (its two missing libs)
                     exsite/tritonclient/          pure-Python package (model_config_pb2 for export)
+    triton-src/     the pinned source archives of Triton's PyTorch backend (r24.10 and main, with backend,
+                    core, common and RapidJSON's headers: bench.serving.pytorch_backend.ARCHIVES, each
+                    sha256-checked on the way in), which the GPU host builds (device.sh)
     wheels/         numpy 1.26.4 cp312 (the python backend stub needs numpy<2), protobuf 6.33.6
                     (runtime for tritonclient's generated model_config_pb2), jsonschema 4.26.0 and
                     its three dependencies (model_sync's record schemas, for bench.warmup)
@@ -37,12 +40,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from bench.serving import pytorch_backend
 from model_sync.records.codec import sha256_file
 from model_sync.sandbox import runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "bench" / "serving" / ".dist"
 ORT_DIST = ROOT / "bench" / "serving" / ".dist-ort"
+TRITON_SRC = ROOT.parent / "shared" / "triton-src"  # where this workplace keeps the pinned archives
 PART_BYTES = 59 * 1024 * 1024  # one part with the repository (4 MiB) stays under one transfer (64 MiB)
 LIMIT_BYTES = 60 * 1024 * 1024  # keeps the repository + bundle copy to the GPU host small (one transfer under 64 MiB)
 STUB_PYTHON = "3.12"  # the GPU machine's python3
@@ -153,8 +158,20 @@ def needed_libs(libdir: Path, roots: list[Path]) -> set[str]:
     return seen
 
 
-def build(dist: Path = DIST) -> Path:
+def copy_sources(src: Path, dest: Path) -> None:
+    """The pinned source archives of Triton's PyTorch backend, each checked against its sha256."""
+    try:
+        pytorch_backend.verify(src, sorted(pytorch_backend.ARCHIVES))
+    except pytorch_backend.BuildError as e:
+        raise BundleError(f"{e} (--triton-src)") from None
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in pytorch_backend.ARCHIVES:
+        shutil.copy2(src / name, dest / name)
+
+
+def build(dist: Path = DIST, triton_src: Path = TRITON_SRC) -> Path:
     wheels = dist / "wheels"
+    copy_sources(triton_src, dist / "triton-src")
     pytriton = runtime.fetch_wheel()  # sha256-pinned in model_sync/sandbox/runtime.py
     client = fetch("tritonclient==2.51.0", ROOT / ".cache" / "wheels")
     for spec in CARRIED:
@@ -243,9 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--onnxruntime-gpu", action="store_true", help=f"also write {ORT_GPU} in parts under bench/serving/.dist-ort/"
     )
+    p.add_argument(
+        "--triton-src",
+        type=Path,
+        default=TRITON_SRC,
+        help=f"folder holding the pinned source archives of Triton's PyTorch backend (default {TRITON_SRC})",
+    )
     a = p.parse_args(argv)
     try:
-        build()
+        build(triton_src=a.triton_src)
         if a.onnxruntime_gpu:
             split_ort()
     except BundleError as e:

@@ -25,6 +25,21 @@ def sh(cmd: list[str], timeout: float = 30) -> str:
         return f"unavailable ({type(e).__name__})"
 
 
+def process_gpu_bytes(pid: int | None) -> int:
+    """GPU 0's memory NVML attributes to process `pid` (0 where it attributes none to it: some
+    virtualised drivers do not), or with pid None the device's memory in use."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    if pid is None:
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+    for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+        if proc.pid == pid and proc.usedGpuMemory is not None:
+            return int(proc.usedGpuMemory)
+    return 0
+
+
 class GpuSampler:
     """GPU utilisation (%) sampled every `interval` s through NVML (nvidia-ml-py) or nvidia-smi, and
     the device's peak memory in use (MiB, NVML only)."""

@@ -58,9 +58,12 @@ def encode_request(tensor: Tensor, output: str, binary_output: bool = True) -> t
     return _pack(header, tensor.data)
 
 
-def encode_response(model: str, tensor: Tensor) -> tuple[bytes, int]:
-    header = {
+def encode_response(model: str, tensor: Tensor, request_id: str | None = None) -> tuple[bytes, int]:
+    """A response carrying `tensor` in binary, echoing the request's `id` when it had one (perf_analyzer's
+    asynchronous HTTP client matches responses to requests by it)."""
+    header: dict[str, object] = {
         "model_name": model,
+        "model_version": "1",
         "outputs": [
             {
                 "name": tensor.name,
@@ -70,7 +73,19 @@ def encode_response(model: str, tensor: Tensor) -> tuple[bytes, int]:
             }
         ],
     }
+    if request_id is not None:
+        header["id"] = request_id
     return _pack(header, tensor.data)
+
+
+def request_id(body: bytes, header_length: int | None) -> str | None:
+    """The `id` of an infer request's JSON header (None: none given, or no readable header)."""
+    try:
+        head = json.loads(body[:header_length] if header_length is not None else body)
+    except ValueError:
+        return None
+    value = head.get("id") if isinstance(head, dict) else None
+    return str(value) if value is not None else None
 
 
 def _split(body: bytes, header_length: int | None, key: str) -> Tensor:

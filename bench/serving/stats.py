@@ -154,7 +154,8 @@ def parse_perf_analyzer_csv(text: str) -> list[dict[str, float]]:
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames is None or "Inferences/Second" not in reader.fieldnames:
         raise ValueError(
-            f"perf_analyzer csv header: {reader.fieldnames!r}; allowed: a header with Concurrency and Inferences/Second"
+            f"perf_analyzer csv header: {reader.fieldnames!r}; allowed: a header with Concurrency (or Request Rate) "
+            "and Inferences/Second"
         )
     rows = []
     us = {
@@ -171,11 +172,14 @@ def parse_perf_analyzer_csv(text: str) -> list[dict[str, float]]:
         "server_compute_output_ms": "Server Compute Output",
         "client_recv_ms": "Client Recv",
     }
+    key, name = (
+        ("Concurrency", "concurrency") if "Concurrency" in reader.fieldnames else ("Request Rate", "request_rate")
+    )
     for raw in reader:
-        if not raw.get("Concurrency", "").strip():
+        if not raw.get(key, "").strip():
             continue
         row: dict[str, float] = {
-            "concurrency": float(raw["Concurrency"]),
+            name: float(raw[key]),
             "throughput": float(raw["Inferences/Second"]),
         }
         for key, column in us.items():

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.serving import protocol
+from bench.serving import protocol, pytorch_backend
 from model_sync.sandbox.procs import LOOPBACK, http_status
 from model_sync.sandbox.runtime import (
     TRITONSERVER_VERSION,
@@ -55,14 +55,15 @@ _LOG_TIME = r"^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?\] \""
 
 
 def _export(
-    factory: str, repo: Path, name: str, shape: tuple[int, ...], max_batch: int, preferred: int, warmup: bool, kind: str
-) -> None:
+    factory: str, repo: Path, name: str, shape: tuple[int, ...], max_batch: int, preferred: int, warmup: bool, kind: str,
+    target: str,
+) -> None:  # fmt: skip
     from model_sync.cli import main
 
     args = ["export", factory, "--name", name, "--output", str(repo),
-            "--example-shape", ",".join(map(str, (2, *shape))), "--target", "local",
+            "--example-shape", ",".join(map(str, (2, *shape))), "--target", target,
             "--max-batch-size", str(max_batch), "--preferred-batch-size", str(preferred),
-            "--instance-kind", kind, "--quiet"]  # fmt: skip
+            "--instance-kind", kind, "--instance-count", "1", "--quiet"]  # fmt: skip
     if not warmup:
         args.append("--no-warmup")
     rc = main(args)
@@ -136,14 +137,20 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _machine(kind: str) -> str:
+BACKENDS = {
+    "local": "python backend (export --target local's wrapper)",
+    "cloud": "pytorch_libtorch: Triton's PyTorch backend (r24.10, built from the pinned sources)",
+}
+
+
+def _machine(kind: str, target: str) -> str:
     if kind == "KIND_GPU":
         import torch
 
         gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
         return (
             f"{gpu} ({os.cpu_count()} vCPUs), torch {torch.__version__}, tritonserver {TRITONSERVER_VERSION} "
-            "python backend"
+            f"{BACKENDS[target]}"
         )
     return (
         f"CPU only: {os.cpu_count()} shared cores (other jobs running), tritonserver {TRITONSERVER_VERSION} "
@@ -189,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         "--stub-python", default="", help="the python3 (numpy<2) whose site-packages the python backend stub uses"
     )
     parser.add_argument(
+        "--target",
+        default="local",
+        choices=sorted(BACKENDS),
+        help="export --target: local (the python-backend wrapper) or cloud (platform pytorch_libtorch: Triton's "
+        "PyTorch backend, built by bench.serving.pytorch_backend into --triton-root's backends/)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("bench/results/warmup.json"),
@@ -216,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.preferred,
                 scenario == "warmup",
                 args.instance_kind,
+                args.target,
             )
         for name in SCENARIOS.values():
             model_config.write_file(
@@ -223,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
                 model_config.pin(model_config.read_file(str(repo / name / "config.pbtxt")), 1),
             )
         runtime = TritonRuntime(args.triton_root) if args.triton_root else ensure_tritonserver()
-        server = TritonServer(repo, tmp / "triton.log", runtime=runtime, stub_python=args.stub_python or sys.executable)
+        extra = pytorch_backend.runtime_env({}, runtime.backends) if args.target == "cloud" else {}
+        server = TritonServer(repo, tmp / "triton.log", runtime=runtime, stub_python=args.stub_python or sys.executable,
+                              extra_env=extra)  # fmt: skip
         try:
             server.start(timeout=args.timeout)
             for name in SCENARIOS.values():
@@ -253,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "benchmark": "warm-up: first requests after a hot reload, model_warmup (export default) vs --no-warmup",
         "scenario": (
-            f"{args.factory} exported --target local (python-backend wrapper, {args.instance_kind}, 1 instance, "
+            f"{args.factory} exported --target {args.target} ({BACKENDS[args.target]}, {args.instance_kind}, 1 instance, "
             f"max batch {args.max_batch_size}, preferred {args.preferred}); warm-up samples batch 1 and "
             f"{args.preferred}, zero_data; a new version renamed into the repository + pin rewritten, poll 1 s; "
             f"{args.first} batch-1 requests then one batch-{args.preferred} then "
@@ -263,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         "summary": {scenario: _summary(rs) for scenario, rs in runs.items()},
         "runs": runs,
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": _machine(args.instance_kind),
+        "backend": BACKENDS[args.target],
+        "machine": _machine(args.instance_kind, args.target),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -115,7 +115,7 @@ def check_gpu_memory(repo: Bucket, models: list[LocalModel]) -> list[str]:
         m = local[name]
         known = gpu_memory_of(m)
         return gpu_plan.Need(name, f"{name} (this push)", known["bytes_per_instance"] if known else None,
-                             tuple(instance_groups.of(m.cfg)))  # fmt: skip
+                             tuple(instance_groups.of(m.cfg)), backend=m.cfg.platform or m.cfg.backend or None)  # fmt: skip
 
     return gpu_plan.check(repo, list(local), need, ", ".join)
 

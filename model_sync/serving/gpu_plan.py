@@ -71,6 +71,7 @@ class Need:
     bytes_per_instance: int | None
     groups: tuple[dict[str, Any], ...]
     version: int | None = None  # None: not allocated yet (the version being pushed)
+    backend: str | None = None  # the config's platform, or its backend when it names no platform
 
     @classmethod
     def from_manifest(cls, doc: dict[str, Any], label: str | None = None) -> Need:
@@ -78,7 +79,7 @@ class Need:
         gpu = doc.get("gpu_memory") if doc["schema"] in (codec.MANIFEST_V3, codec.MANIFEST_V4) else None
         return cls(doc["model"], label or f"{doc['model']} v{doc['version']}",
                    gpu["bytes_per_instance"] if gpu else None, tuple(doc.get("instance_groups") or ()),
-                   doc["version"])  # fmt: skip
+                   doc["version"], doc.get("platform") or doc.get("backend"))  # fmt: skip
 
     def on_gpu(self, gpu: int | None) -> int:
         """Instances Triton places on GPU `gpu` (None: a GPU that no group of any model lists)."""

@@ -20,6 +20,8 @@ MODULES = [
     "bench.serving.baseline_server",
     "bench.serving.pytorch_backend",
     "bench.serving.aoti_package",
+    "bench.serving.memory",
+    "bench.consolidation.run",
     "bench.agent.p1_switch",
     "bench.agent.p2_requests",
     "bench.agent.ready_many",
