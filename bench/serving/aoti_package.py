@@ -44,7 +44,8 @@ def python_loader_status(path: Path) -> dict[str, object]:
     return {"exit": proc.returncode, "stderr_tail": tail}
 
 
-def build(factory: str, shape: tuple[int, ...], max_batch_size: int, config: Path, name: str, output: Path) -> dict:
+def build(factory: str, shape: tuple[int, ...], max_batch_size: int, config: Path, name: str, output: Path,
+          device: str = "cuda") -> dict:  # fmt: skip
     import torch
 
     from model_sync.export.pt2 import compile_package
@@ -56,7 +57,8 @@ def build(factory: str, shape: tuple[int, ...], max_batch_size: int, config: Pat
         model = load_factory(factory)
         capture = [torch.randn(max(2, min(4, max_batch_size)), *shape)]
         package = tmp / "1" / MODEL_FILES["pt2"]
-        compile_package(model, capture, torch.device("cuda", 0), max_batch_size, str(package))
+        compile_package(model, capture, torch.device(device, 0) if device == "cuda" else torch.device("cpu"),
+                        max_batch_size, str(package))  # fmt: skip
         cfg = model_config.read_file(str(config))
         cfg.name = name
         cfg.platform = PLATFORMS["pt2"]
@@ -68,7 +70,8 @@ def build(factory: str, shape: tuple[int, ...], max_batch_size: int, config: Pat
             "exported_by": "bench.serving.aoti_package (model_sync.export.pt2.compile_package, no Python re-load)",
             "config_from": str(config),
             "torch_version": torch.__version__,
-            "gpu_architectures": ["sm_{}{}".format(*torch.cuda.get_device_capability(0))],
+            "device": device,
+            "gpu_architectures": ["sm_{}{}".format(*torch.cuda.get_device_capability(0))] if device == "cuda" else None,
             "compile_seconds": round(time.monotonic() - t0, 1),
             "python_loader": python_loader_status(package),
         }
@@ -90,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", type=Path, required=True, help="the TorchScript cloud export's config.pbtxt")
     p.add_argument("--name", required=True)
     p.add_argument("--output", type=Path, required=True)
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="where the package runs")
     a = p.parse_args(argv)
     shape = tuple(int(x) for x in a.shape.split(","))
-    print(json.dumps(build(a.factory, shape, a.max_batch_size, a.config, a.name, a.output)))
+    print(json.dumps(build(a.factory, shape, a.max_batch_size, a.config, a.name, a.output, a.device)))
     return 0
 
 

@@ -4,9 +4,14 @@
 #   .venv/bin/python -m bench.serving.bundle            # once: bench/serving/.dist (git-ignored)
 # copy the repository (with bench/serving/.dist) to the GPU host, then there, from its root:
 #   OUT=/tmp/bench-out bash bench/serving/device.sh [bench.serving.run options]
-# (WARMUP_REPEAT=0 skips the GPU warm-up measurement that follows the sweep; FORMATS=torchscript,pt2,onnx
-# exports every variant in each format, measures each format's raw limit and writes serving-formats.json;
-# ORT_PARTS=DIR installs onnxruntime-gpu from the parts of bench/serving/.dist-ort/ copied into DIR.)
+# (It first builds Triton's PyTorch backend from the bundle's pinned archives, bench.serving.pytorch_backend:
+# r24.10 into the server's backends/, and with pt2 in FORMATS the main measurement build. BACKEND=python
+# serves the python-backend wrapper instead. SWEEP=0 skips the serving sweep; WARMUP_REPEAT=0 skips the
+# GPU warm-up measurement that follows it; MEMORY=1 runs the GPU memory calibration (bench.serving.memory,
+# memory-plan.json); CONSOLIDATION=1 the consolidation benchmark (bench.consolidation.run,
+# consolidation.json); FORMATS=torchscript,pt2 exports every variant in each format and writes
+# serving-formats.json; ORT_PARTS=DIR installs onnxruntime-gpu from the parts of bench/serving/.dist-ort/
+# copied into DIR, for BACKEND=python's ONNX wrapper.)
 # Results land in $OUT (serving.json, warmup-gpu.json + logs); copy them to bench/results/ and run
 #   .venv/bin/python -m bench.serving.report
 set -euo pipefail
@@ -49,6 +54,25 @@ $PIP_TARGET "$W/exsite" "$DIST"/wheels/protobuf-*.whl \
 nvidia-smi --query-gpu=name,driver_version,utilization.gpu,memory.used --format=csv
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1  # a crash in a subprocess (an export) leaves its Python stack
 status=0
+BACKEND=${BACKEND:-pytorch_libtorch}
+BACKENDS="$W/triton/pytriton/tritonserver/backends"
+CUDA_ARCH="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d . )-real"  # 9.0 -> 90-real
+build_backend() {  # RELEASE INSTALL [--pt2-by-env]: Triton's PyTorch backend from the pinned archives
+  PYTHONPATH="$W/exsite" python3 -m bench.serving.pytorch_backend --src "$DIST/triton-src" --work "$W/ptb" \
+    --install "$2" --release "$1" --cuda-arch "$CUDA_ARCH" --triton-root "$W/triton" "${@:3}" \
+    > "$OUT/backend-$1.json" || { cp "$W/ptb/build-$1.log" "$OUT/" 2>/dev/null; return 1; }
+  cat "$OUT/backend-$1.json"
+}
+if [[ "$BACKEND" == pytorch_libtorch ]]; then
+  build_backend r24.10 "$BACKENDS" || status=1
+  set -- "$@" --backend pytorch_libtorch --backend-info "$OUT/backend-r24.10.json"
+  if [[ ",${FORMATS:-}," == *,pt2,* ]]; then
+    build_backend main "$W/triton/backends-pt2" --pt2-by-env || status=1
+    set -- "$@" --pt2-backends "$W/triton/backends-pt2" --backend-info "$OUT/backend-main.json"
+  fi
+else
+  set -- "$@" --backend python
+fi
 # MPS=1: the sweep under the CUDA Multi-Process Service, so the instances' stub processes (one CUDA
 # context each) share the GPU concurrently instead of being time-sliced.
 if [[ "${MPS:-0}" == 1 ]]; then
@@ -61,18 +85,33 @@ fi
 if [[ -n "${FORMATS:-}" ]]; then
   set -- "$@" --formats "$FORMATS" --label formats
 fi
-PYTHONPATH="$W/exsite" python3 -m bench.serving.run \
-  --triton-root "$W/triton" --perf-analyzer "$W/triton/perf/bin/perf_analyzer" \
-  --stub-python "$W/stubpy/bin/python3" --export-pythonpath "$W/exsite${ORT_SITE:+:$ORT_SITE}" --out "$OUT" "$@" \
-  || status=$?
-if [[ -n "${FORMATS:-}" && -f "$OUT/serving.json" ]]; then
-  mv "$OUT/serving.json" "$OUT/serving-formats.json"
+PA="$W/triton/perf/bin/perf_analyzer"
+if [[ "${SWEEP:-1}" != 0 ]]; then
+  PYTHONPATH="$W/exsite" python3 -m bench.serving.run \
+    --triton-root "$W/triton" --perf-analyzer "$PA" \
+    --stub-python "$W/stubpy/bin/python3" --export-pythonpath "$W/exsite${ORT_SITE:+:$ORT_SITE}" --out "$OUT" "$@" \
+    || status=$?
+  if [[ -n "${FORMATS:-}" && -f "$OUT/serving.json" ]]; then
+    mv "$OUT/serving.json" "$OUT/serving-formats.json"
+  fi
+fi
+# GPU memory of pytorch_libtorch models against the plan (bench.serving.memory).
+if [[ "${MEMORY:-0}" == 1 ]]; then
+  PYTHONPATH="$PWD:$W/exsite" timeout "${MEMORY_TIMEOUT_S:-200}" python3 -m bench.serving.memory \
+    --triton-root "$W/triton" --perf-analyzer "$PA" --out "$OUT/memory-plan.json" || status=$?
+fi
+# The consolidation claim: twelve models, one process each against one tritonserver (bench.consolidation.run).
+if [[ "${CONSOLIDATION:-0}" == 1 ]]; then
+  PYTHONPATH="$PWD:$W/exsite" timeout "${CONSOLIDATION_TIMEOUT_S:-400}" python3 -m bench.consolidation.run \
+    --triton-root "$W/triton" --perf-analyzer "$PA" --out "$OUT/consolidation.json" ${CONSOLIDATION_ARGS:-} \
+    || status=$?
 fi
 # Warm-up on the GPU: the first requests after a hot reload with model_warmup against without
 # (bench/warmup/run.py; KIND_GPU, max batch 32, warm-up at batch 1 and 16).
 if [[ "${WARMUP_REPEAT:-3}" != 0 ]]; then
   PYTHONPATH="$PWD:$W/exsite" timeout "${WARMUP_TIMEOUT_S:-200}" python3 -m bench.warmup.run \
     --instance-kind KIND_GPU --triton-root "$W/triton" --stub-python "$W/stubpy/bin/python3" \
+    --target "$([[ "$BACKEND" == pytorch_libtorch ]] && echo cloud || echo local)" \
     --max-batch-size 32 --preferred 16 --repeat "${WARMUP_REPEAT:-3}" --timeout 90 \
     --out "$OUT/warmup-gpu.json" || status=$?
 fi

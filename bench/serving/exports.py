@@ -24,6 +24,8 @@ def export_all(state: RunState) -> None:
     state.repo.mkdir(parents=True, exist_ok=True)
     for fmt in sorted(state.formats, key=lambda f: f != "torchscript"):
         for v in state.variants:
+            if fmt == "pt2" and state.a.pt2_variants and v.name not in state.a.pt2_variants:
+                continue
             state.guard(f"export {v.named(fmt)}", lambda v=v, fmt=fmt: export_one(state, v, fmt))
     if not state.doc["triton"]:
         raise RuntimeError("export: no model exported")
@@ -36,7 +38,7 @@ def export_one(state: RunState, v: Variant, fmt: str) -> None:
         cmd = [sys.executable, "-m", "bench.serving.aoti_package", "--factory", FACTORY,
                "--shape", ",".join(map(str, INPUT_SHAPE)), "--max-batch-size", str(v.max_batch_size),
                "--config", str(state.repo / v.named("torchscript") / "config.pbtxt"), "--name", name,
-               "--output", str(state.repo)]  # fmt: skip
+               "--output", str(state.repo), "--device", state.a.device]  # fmt: skip
     else:
         args = v.export_args(state.repo, state.a.instance_kind, fmt, state.target)
         cmd = [sys.executable, "-m", "model_sync", "export", *args]

@@ -72,8 +72,24 @@ def compare(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def export(name: str, repo: Path, max_batch: int) -> dict[str, Any]:
-    args = zoo.export_args(name, repo, max_batch=max_batch, preferred=(max_batch,), delay_us=1000, instances=1)
+def fit(doc: dict[str, Any]) -> dict[str, float] | None:
+    """Least squares over the one-model rows: observed - count x export's bytes = process + count x
+    instance, i.e. what one server process holds beside its instances (CUDA context, libtorch's
+    kernels and handles) and what each instance holds beyond export's figure."""
+    pts = [(m["count"], observed(r) - m["count"] * m["bytes_per_instance"])
+           for r in doc["rows"] if len(r["models"]) == 1 for m in r["models"]]  # fmt: skip
+    if len({n for n, _ in pts}) < 2:
+        return None
+    n_mean = sum(n for n, _ in pts) / len(pts)
+    y_mean = sum(y for _, y in pts) / len(pts)
+    slope = sum((n - n_mean) * (y - y_mean) for n, y in pts) / sum((n - n_mean) ** 2 for n, _ in pts)
+    return {"process_mib": round((y_mean - slope * n_mean) / MIB, 1), "instance_mib": round(slope / MIB, 1),
+            "rows": len(pts)}  # fmt: skip
+
+
+def export(name: str, repo: Path, max_batch: int, kind: str = "KIND_GPU") -> dict[str, Any]:
+    args = zoo.export_args(name, repo, max_batch=max_batch, preferred=(max_batch,), delay_us=1000, instances=1,
+                           kind=kind)  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", "model_sync", "export", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=600, check=False)  # fmt: skip
     if proc.returncode != 0:
@@ -100,7 +116,7 @@ def drive(a: argparse.Namespace, server: TritonServer, name: str, inflight: int)
     env["LD_LIBRARY_PATH"] = f"{Path(a.perf_analyzer).parent.parent / 'lib'}:{env.get('LD_LIBRARY_PATH', '')}"
     cmd = [a.perf_analyzer, "-m", name, "-u", server.grpc_url, "-i", "grpc", "--async", "--shared-memory", "system",
            "--output-shared-memory-size", "65536", "--concurrency-range", f"{inflight}:{inflight}",
-           "--measurement-interval", "1500", "--max-trials", "2", "--stability-percentage", "999"]  # fmt: skip
+           "--measurement-interval", "1000", "--max-trials", "3", "--stability-percentage", "999"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"perf_analyzer {name}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
@@ -135,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", nargs="+", default=["mlp-small", "resnet18", "resnet50"], choices=sorted(zoo.ZOO))
     p.add_argument("--counts", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--max-batch-size", type=int, default=32)
+    p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"), help="KIND_CPU: a CPU "
+                   "run of the harness (no NVML there: its figures are zeros)")  # fmt: skip
     a = p.parse_args(argv)
     a.backends = a.backends or str(Path(a.triton_root) / "pytriton/tritonserver/backends")
     work = Path(a.work)
@@ -145,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                            "client": "perf_analyzer grpc + system shm, count x max batch in flight", "exports": {},
                            "rows": [], "errors": []}  # fmt: skip
     for name in a.models:
-        doc["exports"][name] = export(name, exported, a.max_batch_size)
+        doc["exports"][name] = export(name, exported, a.max_batch_size, a.instance_kind)
         log(f"export {name}: {doc['exports'][name]['bytes_per_instance'] / MIB:.1f} MiB per instance")
     configs = [(f"{m} x{n}", {m: n}) for m in a.models for n in a.counts]
     configs += [(f"mixed x{n}", dict.fromkeys(a.models, n)) for n in a.counts[:2]]
@@ -162,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         doc["rows"].append(row)
         log(f"{label}: observed {observed(row) / MIB:.0f} MiB, planned now {planned(row) / MIB:.0f} MiB")
     doc["comparison"] = compare(doc) if doc["rows"] else []
+    doc["fit"] = fit(doc)
+    log(f"fit: {doc['fit']}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2) + "\n")
     return 0 if not doc["errors"] else 1

@@ -18,9 +18,18 @@ from model_sync.sandbox.procs import LOOPBACK
 
 
 def perf_point(
-    state: RunState, model: str, grpc: int, metrics: int, sid: int, c: int, measure_ms: int, shm: str = "system"
+    state: RunState,
+    model: str,
+    grpc: int,
+    metrics: int,
+    sid: int,
+    c: int,
+    measure_ms: int,
+    shm: str = "system",
+    batch: int = 1,
 ) -> dict[str, Any]:
-    csv_path = state.work / f"pa-{model}-{c}-{shm}.csv"
+    """`batch` > 1: each request carries that many images (perf_analyzer -b); throughput is images/s."""
+    csv_path = state.work / f"pa-{model}-{c}-{shm}-b{batch}.csv"
     cmd = [
         state.a.perf_analyzer,
         "-m",
@@ -33,7 +42,9 @@ def perf_point(
         "--shared-memory",
         shm,
         "--output-shared-memory-size",
-        "65536",
+        str(65536 * batch),
+        "-b",
+        str(batch),
         "--concurrency-range",
         f"{c}:{c}",
         "--measurement-interval",
@@ -74,5 +85,6 @@ def perf_point(
         server_cpu_cores=(cpu1 - cpu0) / wall,
         client_cpu_cores=((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)) / wall,
         errors=0,
+        client_batch=batch,
     )
     return point

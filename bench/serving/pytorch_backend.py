@@ -17,8 +17,10 @@ find its target or the build stops):
     included with -isystem (CMAKE_CXX_FLAGS), which GCC prefers over the -I that common adds;
   - `--pt2-by-env` (main only, a MEASUREMENT build): Triton 2.51's core refuses the `torch_aoti`
     platform, which only 26.03+ servers know, and the backend decides a model is a .pt2 by that
-    platform alone. This build also takes a model with no platform as a .pt2 when the server's
-    environment has PT2_ENV set. Figures from it say so wherever they appear.
+    platform alone. This build takes every model as a .pt2 when the server's environment has PT2_ENV
+    set (Triton's core fills in `pytorch_libtorch` for a `backend: "pytorch"` config that names no
+    platform, so the platform cannot tell): a server of .pt2 models only. Figures from it say so
+    wherever they appear.
 
 `install` gets `pytorch/libtriton_pytorch.so` (Triton's backend layout: <backend-directory>/<name>/)
 and `libtritonserver.so`, a link to the server's own library (the wheel renames it
@@ -69,7 +71,7 @@ RELEASES = {
         "common": "common-main-83adf7c.tar.gz",
     },
 }
-PT2_ENV = "BENCH_PT2_WITHOUT_PLATFORM"  # the measurement build's switch (module docstring)
+PT2_ENV = "BENCH_PT2_SERVER"  # the measurement build's switch (module docstring)
 
 
 class BuildError(RuntimeError):
@@ -106,7 +108,7 @@ def tweaks(cuda_arch: str, pt2_by_env: bool) -> list[Tweak]:
     if pt2_by_env:
         out.append(
             Tweak("pytorch_backend", "src/libtorch.cc", r'is_pt2 = \(platform == "torch_aoti"\);',
-                  f'is_pt2 = (platform == "torch_aoti") || (platform.empty() && std::getenv("{PT2_ENV}") != nullptr);',
+                  f'is_pt2 = (platform == "torch_aoti") || (std::getenv("{PT2_ENV}") != nullptr);',
                   "2.51's core refuses torch_aoti (measurement build)")
         )  # fmt: skip
     return out

@@ -74,6 +74,7 @@ class Bench:
             mps=bool(os.environ.get("CUDA_MPS_PIPE_DIRECTORY")),
         )
         env["dev_shm"] = sh(["df", "-h", "/dev/shm"]).splitlines()[-1:]
+        env["backend_builds"] = [json.loads(Path(p).read_text()) for p in self.state.a.backend_info if Path(p).exists()]
         log(f"environment: {json.dumps(env)}")
 
     def raw(self) -> None:
@@ -201,6 +202,7 @@ class Bench:
         ):
             self.state.doc["summary"] = stats.summarize(self.state.doc)
             self.state.doc["summary"]["p4"] = stats.p4_summary(self.state.doc)
+            self.state.doc["summary"]["batched"] = stats.batched_summary(self.state.doc)
             try:
                 stats.validate_result(self.state.doc)
             except stats.ResultError as e:
@@ -259,10 +261,30 @@ def main(argv: list[str] | None = None) -> int:
         "python (export --target local's wrapper; the default with --device cpu)",
     )
     p.add_argument(
+        "--backend-info",
+        action="append",
+        default=[],
+        help="bench.serving.pytorch_backend's JSON of a build this run serves (repeat): recorded in environment",
+    )
+    p.add_argument(
         "--pt2-backends",
         default="",
         help="backend directory of the main measurement build (bench.serving.pytorch_backend --pt2-by-env) that "
         "serves .pt2 models under --backend pytorch_libtorch",
+    )
+    p.add_argument(
+        "--client-batch",
+        type=int,
+        default=0,
+        help="also drive the best TorchScript model and every .pt2 model with requests of this many images "
+        "(perf_analyzer -b) at --client-batch-concurrency; a .pt2 is driven that way only (0: none)",
+    )
+    p.add_argument("--client-batch-concurrency", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument(
+        "--pt2-variants",
+        nargs="+",
+        default=[],
+        help="export only these variants as .pt2 (each an AOTInductor compile of about a minute; default: all)",
     )
     p.add_argument(
         "--sweep-shm",

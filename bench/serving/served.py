@@ -31,8 +31,8 @@ from model_sync.triton_model.formats import MODEL_FILES
 
 def served_config(text: str, pt2: bool) -> str:
     """The config a server of this run loads: export's own, except a torch_aoti one for the 2.51
-    measurement build, which knows no such platform: no platform, backend "pytorch", the package
-    named (the build takes a model with no platform as a .pt2: bench.serving.pytorch_backend)."""
+    measurement build's server, whose core knows no such platform: no platform, backend "pytorch", the
+    package named (that build takes every model as a .pt2: bench.serving.pytorch_backend)."""
     if not pt2:
         return text
     cfg = model_config.parse(text)
@@ -131,8 +131,12 @@ class Served:
             served = [t for t in self.state.doc["triton"] if t["name"] in self.server.names]
             log(f"tritonserver {self.state.doc['environment']['triton']} ready with {[t['name'] for t in served]}")
             sid = srv.pid or 0
+            batch = self.state.a.client_batch
             for entry in served:
-                self.sweep(entry, grpc, metrics, sid)
+                if not self.server.pt2:  # the pt2 server: its requests are whole batches (docs/gpu-benchmark.md)
+                    self.sweep(entry, grpc, metrics, sid)
+                if batch > 1 and (self.server.pt2 or entry["name"] == self.state.best_name(self.server.names)):
+                    self.sweep(entry, grpc, metrics, sid, batch)
             if self.server.extras:
                 if "cuda" not in self.state.a.sweep_shm:
                     self.state.guard("cuda shared memory", lambda: self.cuda_shm(grpc, metrics, sid))
@@ -140,35 +144,41 @@ class Served:
         finally:
             srv.stop(timeout=20)
 
-    def sweep(self, entry: dict[str, Any], grpc: int, metrics: int, sid: int) -> None:
+    def sweep(self, entry: dict[str, Any], grpc: int, metrics: int, sid: int, batch: int = 1) -> None:
         """One model's concurrency sweep in each `--sweep-shm` mode: system shared memory into the
-        export's own entry, CUDA shared memory into a sibling entry of client CUDA_SHM_CLIENT."""
+        export's own entry, CUDA shared memory into a sibling entry of client CUDA_SHM_CLIENT. With
+        `batch` > 1 (`--client-batch`), requests of that many images at `--client-batch-concurrency`,
+        each into an entry of its own."""
         name = entry["name"]
         if self.state.left() < 40:
             entry["skipped"] = "deadline"
             return
-        self.state.guard(f"warm-up {name}", lambda: perf_point(self.state, name, grpc, metrics, sid, 64, 1500))
+        if batch == 1 or self.server.pt2:  # the pt2 server's single-image warm-up shows how it batches
+            self.state.guard(f"warm-up {name}", lambda: perf_point(self.state, name, grpc, metrics, sid, 64, 1500))
+        concurrency = self.state.a.concurrency if batch == 1 else self.state.a.client_batch_concurrency
         for shm in self.state.a.sweep_shm:
+            if shm == "cuda" and self.state.a.device != "cuda":
+                continue
             target = entry
-            if shm == "cuda":
-                if self.state.a.device != "cuda":
-                    continue
+            if shm == "cuda" or batch > 1:
+                client = stats.CUDA_SHM_CLIENT if shm == "cuda" else entry["client"]
                 target = {k: entry[k] for k in ("name", "format", "backend", "variant", "config_pbtxt") if k in entry}
-                target.update(client=stats.CUDA_SHM_CLIENT, points=[])
+                target.update(client=client + (f" ({batch}-image requests)" if batch > 1 else ""), points=[],
+                              client_batch=batch)  # fmt: skip
                 self.state.doc["triton"].append(target)
-            for c in self.state.a.concurrency:
+            for c in concurrency:
                 if self.state.left() < 25:
                     target.setdefault("skipped_concurrency", []).append(c)
                     continue
                 p = self.state.guard(
-                    f"perf {name} {shm} shm c={c}",
+                    f"perf {name} {shm} shm b={batch} c={c}",
                     lambda c=c, shm=shm: perf_point(
-                        self.state, name, grpc, metrics, sid, c, self.state.a.measure_ms, shm=shm
+                        self.state, name, grpc, metrics, sid, c, self.state.a.measure_ms, shm=shm, batch=batch
                     ),
                 )
                 if p:
                     log(
-                        f"{name} {shm} shm c={c}: {p['throughput']:.0f} req/s p50 {p['p50_ms']:.1f} p99 "
+                        f"{name} {shm} shm b={batch} c={c}: {p['throughput']:.0f}/s p50 {p['p50_ms']:.1f} p99 "
                         f"{p['p99_ms']:.1f} ms batch {p['avg_batch']:.1f} gpu {p['gpu_util_pct'] or 0:.0f}% "
                         f"server cpu {p['server_cpu_cores']:.1f} client cpu {p['client_cpu_cores']:.1f}"
                     )

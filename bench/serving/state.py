@@ -28,8 +28,8 @@ BACKEND_NAMES = {
 # .pt2 under the PyTorch backend is its torch_aoti platform, served by the main measurement build
 PT2_BACKEND_NAME = (
     "torch_aoti: Triton's PyTorch backend (main 266fd38, built from the pinned sources; MEASUREMENT build: "
-    "Triton 2.51's core refuses the torch_aoti platform, so the model is served without one and the backend "
-    "told by bench.serving.pytorch_backend.PT2_ENV that it is a .pt2)"
+    "Triton 2.51's core refuses the torch_aoti platform, so the model is served as backend pytorch and the "
+    "backend told by bench.serving.pytorch_backend.PT2_ENV that every model of its server is a .pt2)"
 )
 BACKEND_FORMATS = {"pytorch_libtorch": ("torchscript", "pt2"), "python": FORMATS}
 TARGETS = {"pytorch_libtorch": "cloud", "python": "local"}  # the `export --target` each backend serves
