@@ -116,6 +116,11 @@ def perf_step(a: argparse.Namespace, targets: list[Target], rate: float, work: P
 
 def search(a: argparse.Namespace, targets: list[Target], work: Path, deadline: float) -> dict[str, Any]:
     """Double the per-model rate until a step fails, then bisect; the best passing step wins."""
+    # One uncounted step first: the first requests of each new batch shape are slow (TorchScript's
+    # profiling executor specialises per shape; a baseline process pays its cuDNN start-up), and the
+    # first GPU run failed both arms' first step on them (p99 2.2-2.3 s) while half that rate passed.
+    warmup = perf_step(a, targets, a.start_rate, work)
+    log(f"  warm-up step at {a.start_rate:g}/model: served {warmup['served']:g} (not counted)")
     steps: list[dict[str, Any]] = []
     good, bad, rate = None, None, a.start_rate
     while time.monotonic() < deadline:
@@ -139,7 +144,7 @@ def search(a: argparse.Namespace, targets: list[Target], work: Path, deadline: f
         else:
             rate = (good + bad) / 2
     best = max((s for s in steps if s["passed"]), key=lambda s: s["rate_per_model"], default=None)
-    return {"steps": steps, "best": best, "complete": bad is not None and good is not None}
+    return {"warmup": warmup, "steps": steps, "best": best, "complete": bad is not None and good is not None}
 
 
 def baseline_arm(a: argparse.Namespace, repo: Path, work: Path) -> tuple[list[Process], list[Target]]:
