@@ -91,6 +91,14 @@ def incompatible(message: str) -> SyncError:
     return SyncError(INCOMPATIBLE, message)
 
 
+def with_note(err: SyncError, note: str) -> SyncError:
+    """`err` (same code and kind) with `; <note>` appended to its one line: what a refused command
+    did about what it had written before the refusal (model_sync.versions.catalog.discard_files)."""
+    out = SyncError(err.code, f"{err}; {note}")
+    out.message_kind, out.run_wide, out.s3_kind = err.message_kind, err.run_wide, err.s3_kind
+    return out
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """`text` on one line (runs of whitespace, newlines included, become one space), at most `limit` characters."""
     flat = " ".join(str(text).split())

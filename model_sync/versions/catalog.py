@@ -166,6 +166,32 @@ def allocate(
     )
 
 
+def discard_files(repo: Bucket, model: str, version: int, cause: errors.SyncError | None = None) -> str:
+    """After a refusal between allocating `version` and writing its manifest (push: a file changed
+    during the upload; promote: a copy that failed): delete the objects under
+    repository/<model>/<version>/, which nothing references (no manifest, no pin), and say so, for
+    the end of the refusal's one line (errors.with_note). The allocation marker stays: it is an
+    audit record (no role may delete under audit/), and a version number is never reused. A role
+    that may not delete (the CI publisher and promoter, by design) leaves the files to `prune`,
+    which removes versions without a manifest once they are older than its --stale-hours; so does a
+    `cause` every request of the run would meet (endpoint, credentials): no request is tried."""
+    prefix = layout.version_prefix(model, version)
+    kept = f"version {version} stays allocated, never reused"
+    try:
+        if cause is not None and cause.run_wide:
+            raise cause
+        objects, _ = repo.list(prefix)
+        if objects:
+            repo.delete([o["Key"] for o in objects])
+    except errors.SyncError as e:
+        why = "" if e is cause else f" ({e})"
+        return (
+            f"its files in {repo.uri(prefix)} could not be deleted{why}; `model-sync prune {model} --env "
+            f"{repo.env.name}` removes them ({kept})"
+        )
+    return f"its {len(objects)} file(s) in {repo.uri(prefix)} were deleted ({kept})"
+
+
 def read_history(repo: Bucket, model: str) -> PinHistory:
     objects, _ = repo.list(layout.pins_prefix(model))
     keys = sorted(o["Key"] for o in objects if o["Key"].endswith(".json"))

@@ -444,9 +444,40 @@ def test_file_changed_after_hashing_is_caught_by_the_restat(
     monkeypatch.setattr(publish, "hash_files", hash_then_change)
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
+    assert len(r.err.splitlines()) == 1, r.err
     assert "file changed during push" in r.err
-    assert pinned_version(moto_s3, s3_bucket, "simple") is None
-    assert moto_s3.keys(s3_bucket, "manifests/") == []
+    # a change before the version is allocated is caught before anything is written
+    assert moto_s3.keys(s3_bucket) == []
+
+
+def test_a_file_changed_during_the_upload_leaves_no_file_of_the_refused_version(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch
+) -> None:
+    """A push refused after its upload (a file edited while it was sent: exit 4, the pin kept)
+    deletes what it uploaded (issue 45: 302 MB stayed for `prune` to find 24 h later); only the
+    allocation marker, an audit record, stays, so the number is never reused. One line."""
+    from model_sync.push import uploads
+
+    model = python_model(tmp_path / "m", "simple")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    (model / "1" / "model.pt").write_bytes(os.urandom(4096))  # version 2: one upload, one server-side copy
+    real = uploads.Uploader.transfer
+
+    def transfer_then_change(self, m, *args):
+        real(self, m, *args)
+        (model / "1" / "model.pt").write_bytes(os.urandom(4096))
+
+    monkeypatch.setattr(uploads.Uploader, "transfer", transfer_then_change)
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 4, r.err
+    assert r.err.splitlines() == [
+        f"model-sync: file changed during push: {model / '1' / 'model.pt'}; nothing was pinned, re-run push when the "
+        f"model directory is stable; its 2 file(s) in s3://{s3_bucket}/repository/simple/2/ were deleted (version 2 "
+        "stays allocated, never reused)"
+    ]
+    assert pinned_version(moto_s3, s3_bucket, "simple") == 1
+    assert moto_s3.keys(s3_bucket, "repository/simple/2/") == []
+    assert moto_s3.keys(s3_bucket, "manifests/simple/") == ["manifests/simple/1.json"]
 
 
 def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:
