@@ -12,7 +12,7 @@ from typing import Any
 from model_sync import errors
 from model_sync.contract import layout
 from model_sync.records import codec
-from model_sync.s3.bucket import Bucket
+from model_sync.s3.bucket import Bucket, modified_of
 
 MAX_ALLOCATION_ATTEMPTS = 64
 
@@ -105,6 +105,29 @@ def is_complete(repo: Bucket, model: str, version: int, doc: dict[str, Any]) -> 
             return f"{path} missing"
         if present[path] != meta["size"]:
             return f"{path} has {present[path]} bytes, manifest says {meta['size']}"
+    return None
+
+
+def changed_since_manifest(repo: Bucket, model: str, version: int, doc: dict[str, Any]) -> str | None:
+    """What of `version`'s files is not what its manifest describes, from one listing and one
+    HeadObject: a file missing, of another size, or rewritten after the manifest was written (a
+    version's files are written before its manifest and never again, so a later LastModified, in
+    the server's own whole seconds, is a rewrite); None when nothing shows. A same-size rewrite
+    within the manifest's second is not seen here: only re-hashing sees every one (promote does)."""
+    prefix = layout.version_prefix(model, version)
+    objects, _ = repo.list(prefix)
+    present = {o["Key"][len(prefix) :]: o for o in objects}
+    head = repo.head(layout.manifest_key(model, version))
+    written = head[1] if head is not None else None
+    for path, meta in sorted(doc["files"].items()):
+        obj = present.get(path)
+        if obj is None:
+            return f"{path} is missing"
+        if int(obj["Size"]) != meta["size"]:
+            return f"{path} has {obj['Size']} bytes, its manifest says {meta['size']}"
+        modified = modified_of(obj)
+        if written is not None and modified is not None and modified > written:
+            return f"{path} was rewritten after its manifest"
     return None
 
 
