@@ -337,9 +337,13 @@ def test_bad_input_one_line_error_and_nothing_written(
             lambda v: (v / ".hidden-dir").symlink_to(v.parent),
             ".hidden-dir is a symlink",
         ),  # never entered, even dot-named
+        (lambda v: (v / ".hidden-link").symlink_to("/etc/hostname"), ".hidden-link is not a regular file"),
+        (lambda v: (v / ".dangling").symlink_to(v / "nowhere"), ".dangling is not a regular file"),
     ],
 )
 def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, message) -> None:
+    """Every symlink inside a version is refused with exit 2 and nothing written, dot-named ones
+    too (issue 45: a dot-named file symlink was skipped silently, against docs/model-sync.md)."""
     model = python_model(tmp_path / "m", "simple")
     make(model / "1")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
@@ -414,7 +418,6 @@ def test_dot_files_dot_dirs_and_pycache_are_skipped_not_refused(tmp_path, capsys
     model = python_model(tmp_path / "m", "simple")
     version = model / "1"
     (version / ".hidden").write_text("x")
-    (version / ".hidden-link").symlink_to(version / "nowhere")  # a dot-named file symlink is skipped, as before
     (version / "__pycache__").mkdir()
     (version / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"pyc")
     (version / ".git").mkdir()
