@@ -257,9 +257,9 @@ def command(
                     served_cell(s),
                     str(s["previous_pin"] or "-"),
                     ",".join(str(v) + ("*" if v in s["incomplete"] else "") for v in s["versions"]) or "-",
-                    "NO (files changed)" if s["files_changed"] else {True: "yes", False: "FAILED", None: "-"}[
-                        s["verified"]
-                    ],
+                    "NO (files changed)"
+                    if s["files_changed"]
+                    else {True: "yes", False: "FAILED", None: "-"}[s["verified"]],
                     f"{prov.get('by', '-')} {prov.get('at', '')}".strip(),
                     f"{origin['env']} v{origin['version']}" if origin else "-",
                 )

@@ -76,6 +76,7 @@ class LocalModel:
         when the config cache knows these bytes."""
         if self._cfg is None:
             self._cfg = _parse_config(self.config, os.path.join(self.dir, layout.CONFIG_FILE), self.name)
+            _check_io_types(self._cfg, self.export_meta, os.path.join(self.dir, layout.CONFIG_FILE))
         return self._cfg
 
     def pinned_text(self, version: int) -> str:
@@ -89,6 +90,16 @@ class LocalModel:
         if self.configs:
             self.configs.put_pinned(self.name, self.config_digest, version, text)
         return text
+
+
+def _check_io_types(cfg: Any, meta: dict[str, Any], config_path: str) -> None:
+    """The inputs' data types against export.json's and the warm-up's (model_config.check_io_types): exit 2."""
+    from model_sync.triton_model import model_config
+
+    try:
+        model_config.check_io_types(cfg, meta.get("example_dtypes"), config_path)
+    except model_config.ConfigPbtxtError as e:
+        raise errors.usage(str(e)) from None
 
 
 def _parse_config(data: bytes, config_path: str, model: str) -> Any:
@@ -254,6 +265,8 @@ def load(path: str, name: str | None = None, configs: ConfigCache | None = None)
                 f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes"
             ) from None
         check_export_meta(meta, meta_path)
+    if cfg is not None:  # parsed here (else on first use of LocalModel.cfg, before any write)
+        _check_io_types(cfg, meta, config_path)
     return LocalModel(
         model,
         path,

@@ -406,6 +406,32 @@ def test_symlinked_version_dir_config_or_model_dir_is_refused(
     assert moto_s3.keys(s3_bucket) == []
 
 
+def test_a_config_input_type_the_export_contradicts_is_refused_before_any_request(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg
+) -> None:
+    """An input declared TYPE_STRING in config.pbtxt while the export (export.json's example and the
+    config's own warm-up) says float32 is refused with exit 2, one line naming the input and both
+    types, and nothing is written (issue 45: it was published and pinned; Triton refuses it at load)."""
+    config = (
+        'name: "simple"\nbackend: "python"\nmax_batch_size: 4\n'
+        'input { name: "INPUT__0" data_type: TYPE_STRING dims: [3] }\n'
+        'output { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }\n'
+        'model_warmup { name: "batch_1" batch_size: 1 inputs { key: "INPUT__0" value { data_type: TYPE_FP32 '
+        "dims: [3] zero_data: true } } }\n"
+    )
+    model = python_model(tmp_path / "m", "simple", config=config)
+    (model / "export.json").write_text(json.dumps({"example_dtypes": ["float32"], "example_shapes": [[2, 3]]}))
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 2, r.err
+    assert r.err.splitlines() == [
+        f"model-sync: {model / 'config.pbtxt'} input INPUT__0: data_type TYPE_STRING, but the export says TYPE_FP32 "
+        "(export.json example_dtypes: float32; model_warmup batch_1: TYPE_FP32); allowed: data_type: TYPE_FP32, "
+        "what the model was exported with (or export it again)"
+    ]
+    assert moto_s3.requests()[before:] == []  # refused before any request
+
+
 def test_config_symlink_inside_the_model_directory_is_accepted(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
     model = python_model(tmp_path / "m", "simple")
     (model / "config.pbtxt").rename(model / "config.real.pbtxt")
