@@ -10,7 +10,8 @@
                      pin moved by another writer while push/promote/rollback ran (conditional pin flip)
     5  S3            S3 unreachable, credentials missing or rejected, access denied
     6  CHECK_FAILED  a verification failed (export output differs from eager, or the batch fails on the
-                     GPU export measures it on; `verify` not READY)
+                     GPU export measures it on; torch.export or the ONNX exporter refuses the model:
+                     model_sync/export/exporter_log.py; `verify` not READY)
     7  INCOMPATIBLE  version alignment, per export format (model_sync/serving/alignment.py): the
                      target Triton image's LibTorch is older than the torch that exported a
                      pytorch_libtorch model; a .pt2 compiled by another torch minor than the

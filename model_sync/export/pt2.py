@@ -25,6 +25,7 @@ import warnings
 from typing import Any
 
 from model_sync import errors
+from model_sync.export import exporter_log
 from model_sync.export.options import Artefact, ExportOptions, example_inputs
 
 
@@ -58,26 +59,27 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
     if dynamic:
         batch = torch.export.Dim("batch", min=1, max=opts.max_batch_size)
         shapes = tuple({0: batch} for _ in capture)
+    log = exporter_log.log_path(opts.output, opts.name)  # torch's own output goes there, kept when it fails
     try:
-        on_device = model.to(target)
-        with warnings.catch_warnings():  # torch's own deprecation notices (pytree): not the user's to act on
-            warnings.simplefilter("ignore", FutureWarning)
-            program = torch.export.export(on_device, tuple(t.to(target) for t in capture), dynamic_shapes=shapes)
+        with exporter_log.captured(log):
+            on_device = model.to(target)
+            with warnings.catch_warnings():  # torch's own deprecation notices (pytree): not the user's to act on
+                warnings.simplefilter("ignore", FutureWarning)
+                program = torch.export.export(on_device, tuple(t.to(target) for t in capture), dynamic_shapes=shapes)
     except Exception as e:
-        raise errors.SyncError(
-            errors.CHECK_FAILED,
-            f"torch.export: failed ({errors.one_line(str(e), 240)}); allowed: a module torch.export captures"
+        raise exporter_log.refusal(
+            e, "torch.export", "pt2", log, "a module torch.export captures"
             + (f" with a dynamic batch dimension 1..{opts.max_batch_size}" if dynamic else ""),
-        ) from None
+        ) from None  # fmt: skip
     path = os.path.join(version_dir, "model.pt2")
     try:
-        torch._inductor.aoti_compile_and_package(program, package_path=path)
+        with exporter_log.captured(log):
+            torch._inductor.aoti_compile_and_package(program, package_path=path)
     except Exception as e:
-        raise errors.SyncError(
-            errors.CHECK_FAILED,
-            f"aoti_compile_and_package: failed ({errors.one_line(str(e), 240)}); allowed: a program AOTInductor "
-            "compiles (a C++ compiler on PATH for the CPU, the CUDA toolkit's for a GPU)",
-        ) from None
+        raise exporter_log.refusal(
+            e, "aoti_compile_and_package", "pt2", log, "a program AOTInductor compiles (a C++ compiler on PATH for "
+            "the CPU, the CUDA toolkit's for a GPU)",
+        ) from None  # fmt: skip
     finally:
         model.to("cpu")
     runner = torch._inductor.aoti_load_package(path)

@@ -193,7 +193,7 @@ def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(
     tmp_path: Path, rclone_s3: object, caplog: pytest.LogCaptureFixture
 ) -> None:
     """--once gives up with exit 5 after --max-failures passes denied or without a bucket, and its
-    last line says that it gave up, why and the exit code (issue 45: it ended on "retrying in 0.7s")."""
+    last line says that it gave up, why and the exit code (before: it ended on "retrying in 0.7s")."""
     from model_sync import errors
     from tests.support.s3_servers import KEY, SECRET
 

@@ -121,7 +121,7 @@ def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_pat
 
 def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs) -> None:
     """A verified version whose object was rewritten after push (same size) is refused before
-    anything is copied or allocated in the target (issue 45: it was copied, then refused, leaving
+    anything is copied or allocated in the target (before: it was copied, then refused, leaving
     an allocation marker and two stderr lines), and `status` no longer calls it verified."""
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")

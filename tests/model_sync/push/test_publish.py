@@ -343,7 +343,7 @@ def test_bad_input_one_line_error_and_nothing_written(
 )
 def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, message) -> None:
     """Every symlink inside a version is refused with exit 2 and nothing written, dot-named ones
-    too (issue 45: a dot-named file symlink was skipped silently, against docs/model-sync.md)."""
+    too (before: a dot-named file symlink was skipped silently, against docs/model-sync.md)."""
     model = python_model(tmp_path / "m", "simple")
     make(model / "1")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
@@ -411,7 +411,7 @@ def test_a_config_input_type_the_export_contradicts_is_refused_before_any_reques
 ) -> None:
     """An input declared TYPE_STRING in config.pbtxt while the export (export.json's example and the
     config's own warm-up) says float32 is refused with exit 2, one line naming the input and both
-    types, and nothing is written (issue 45: it was published and pinned; Triton refuses it at load)."""
+    types, and nothing is written (before: it was published and pinned; Triton refuses it at load)."""
     config = (
         'name: "simple"\nbackend: "python"\nmax_batch_size: 4\n'
         'input { name: "INPUT__0" data_type: TYPE_STRING dims: [3] }\n'
@@ -483,7 +483,7 @@ def test_a_file_changed_during_the_upload_leaves_no_file_of_the_refused_version(
     tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch
 ) -> None:
     """A push refused after its upload (a file edited while it was sent: exit 4, the pin kept)
-    deletes what it uploaded (issue 45: 302 MB stayed for `prune` to find 24 h later); only the
+    deletes what it uploaded (before: 302 MB stayed for `prune` to find 24 h later); only the
     allocation marker, an audit record, stays, so the number is never reused. One line."""
     from model_sync.push import uploads
 

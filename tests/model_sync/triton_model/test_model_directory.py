@@ -59,7 +59,7 @@ def test_name_overrides_the_directory_name_and_is_checked(tmp_path: Path) -> Non
 
 def test_dot_files_dot_dirs_and_pycache_are_skipped_but_a_dot_symlink_is_refused(tmp_path: Path) -> None:
     """Dot-named regular files and directories and __pycache__ are not published; a dot-named symlink
-    is refused like every symlink (docs/model-sync.md; issue 45: it was skipped silently)."""
+    is refused like every symlink (docs/model-sync.md; a dot-named one was skipped silently before)."""
     d = python_model(
         tmp_path,
         "simple",
