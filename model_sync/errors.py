@@ -10,7 +10,8 @@
                      pin moved by another writer while push/promote/rollback ran (conditional pin flip)
     5  S3            S3 unreachable, credentials missing or rejected, access denied
     6  CHECK_FAILED  a verification failed (export output differs from eager, or the batch fails on the
-                     GPU export measures it on; `verify` not READY)
+                     GPU export measures it on; torch.export or the ONNX exporter refuses the model:
+                     model_sync/export/exporter_log.py; `verify` not READY)
     7  INCOMPATIBLE  version alignment, per export format (model_sync/serving/alignment.py): the
                      target Triton image's LibTorch is older than the torch that exported a
                      pytorch_libtorch model; a .pt2 compiled by another torch minor than the
@@ -89,6 +90,14 @@ def s3(message: str, kind: str = "") -> SyncError:
 
 def incompatible(message: str) -> SyncError:
     return SyncError(INCOMPATIBLE, message)
+
+
+def with_note(err: SyncError, note: str) -> SyncError:
+    """`err` (same code and kind) with `; <note>` appended to its one line: what a refused command
+    did about what it had written before the refusal (model_sync.versions.catalog.discard_files)."""
+    out = SyncError(err.code, f"{err}; {note}")
+    out.message_kind, out.run_wide, out.s3_kind = err.message_kind, err.run_wide, err.s3_kind
+    return out
 
 
 def one_line(text: str, limit: int = 300) -> str:

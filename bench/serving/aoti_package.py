@@ -58,7 +58,7 @@ def build(factory: str, shape: tuple[int, ...], max_batch_size: int, config: Pat
         capture = [torch.randn(max(2, min(4, max_batch_size)), *shape)]
         package = tmp / "1" / MODEL_FILES["pt2"]
         compile_package(model, capture, torch.device(device, 0) if device == "cuda" else torch.device("cpu"),
-                        max_batch_size, str(package))  # fmt: skip
+                        max_batch_size, str(package), str(output / f"{name}.export.log"))  # fmt: skip
         cfg = model_config.read_file(str(config))
         cfg.name = name
         cfg.platform = PLATFORMS["pt2"]

@@ -147,6 +147,8 @@ class RepositoryAgent:
                     failures += 1
                     self.metrics.failed(e.kind if isinstance(e, S3Unavailable) else "other")
                     delay = backoff_delay(failures, self.settings.interval, self.settings.backoff_max)
+                    if once and failures >= self.settings.max_failures:
+                        return self._give_up(e, failures)
                     if isinstance(e, S3Unavailable):
                         what = "s3 access denied" if isinstance(e, S3AccessDenied) else "s3 unavailable"
                         log.warning(
@@ -165,8 +167,6 @@ class RepositoryAgent:
                             delay,
                         )
                         self._report(force=False)
-                    if once and failures >= self.settings.max_failures:
-                        return errors.S3 if isinstance(e, S3Unavailable) else errors.UNEXPECTED
                 self.stop.wait(delay)
             log.info("stop requested: exiting")
             if not once:
@@ -176,6 +176,26 @@ class RepositoryAgent:
         finally:
             self.local.clear_staging()
             self.close()
+
+    def _give_up(self, e: Exception, failures: int) -> int:
+        """`--once` after --max-failures failed passes in a row: the last failure is recorded, and
+        one last line says that it gave up, why and the exit code (5: S3's, else 1)."""
+        code = errors.S3 if isinstance(e, S3Unavailable) else errors.UNEXPECTED
+        if isinstance(e, S3Unavailable):
+            why = f"{'s3 access denied' if isinstance(e, S3AccessDenied) else 's3 unavailable'}: {e}"
+        else:
+            self.last_error = f"pass failed: {describe(e)}"
+            why = self.last_error
+            self._report(force=False)
+        log.error(
+            "gave up after %d failed passes in a row (--max-failures %d), the last: %s; the local repository "
+            "is as it was; exit %d",
+            failures,
+            self.settings.max_failures,
+            why,
+            code,
+        )
+        return code
 
     def once_exit_code(self) -> int:
         pinned = [name for name, st in self.models.items() if st.pin_text is not None or st.pinned]

@@ -15,14 +15,11 @@ ref: https://docs.pytorch.org/docs/stable/onnx_export.html (torch.onnx.export, d
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import os
 import warnings
 from typing import Any
 
-from model_sync import errors
+from model_sync.export import exporter_log
 from model_sync.export.options import Artefact, ExportOptions, example_inputs
 
 
@@ -42,12 +39,11 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         batch = torch.export.Dim("batch", min=1, max=opts.max_batch_size)
         shapes = tuple({0: batch} for _ in capture)
     path = os.path.join(version_dir, "model.onnx")
-    chatter = io.StringIO()  # the exporter reports its steps on stdout; export prints one line
-    quiet = logging.getLogger("torch.onnx")  # and logs what it skips (torchvision's ops when absent)
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
+    # The exporter reports its steps on stdout and logs what it skips (torchvision's ops when absent):
+    # all of it goes to the export's log, kept when it fails; export prints one line.
+    log = exporter_log.log_path(opts.output, opts.name)
     try:
-        with contextlib.redirect_stdout(chatter), warnings.catch_warnings():
+        with exporter_log.captured(log), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecation notices (pytree)
             program = torch.onnx.export(
                 model, tuple(capture), dynamo=True, input_names=names, output_names=outputs,
@@ -56,13 +52,10 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
             assert program is not None
             program.save(path)
     except Exception as e:
-        raise errors.SyncError(
-            errors.CHECK_FAILED,
-            f"torch.onnx.export: failed ({errors.one_line(str(e), 240)}); allowed: a module the dynamo exporter "
-            "translates" + (f", with a dynamic batch dimension 1..{opts.max_batch_size}" if dynamic else ""),
-        ) from None
-    finally:
-        quiet.setLevel(level)
+        raise exporter_log.refusal(
+            e, "torch.onnx.export", "onnx", log, "a module the dynamo exporter translates"
+            + (f", with a dynamic batch dimension 1..{opts.max_batch_size}" if dynamic else ""),
+        ) from None  # fmt: skip
     proto = onnx.load(path, load_external_data=False)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])

@@ -11,20 +11,8 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.contract import layout
-from model_sync.triton_model.formats import FORMATS
+from model_sync.triton_model.formats import FORMATS, TRITON_DTYPES
 
-TRITON_DTYPES = {
-    "float32": "TYPE_FP32",
-    "float16": "TYPE_FP16",
-    "bfloat16": "TYPE_BF16",
-    "float64": "TYPE_FP64",
-    "int64": "TYPE_INT64",
-    "int32": "TYPE_INT32",
-    "int16": "TYPE_INT16",
-    "int8": "TYPE_INT8",
-    "uint8": "TYPE_UINT8",
-    "bool": "TYPE_BOOL",
-}
 KINDS = ("KIND_AUTO", "KIND_CPU", "KIND_GPU")
 # --rtol/--atol defaults: (rtol, atol) of the re-loaded model against eager. TorchScript runs
 # eager's own kernels; AOTInductor's generated kernels and ONNX Runtime's reorder floating-point

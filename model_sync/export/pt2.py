@@ -25,6 +25,7 @@ import warnings
 from typing import Any
 
 from model_sync import errors
+from model_sync.export import exporter_log
 from model_sync.export.options import Artefact, ExportOptions, example_inputs
 
 
@@ -46,10 +47,11 @@ def device_of(opts: ExportOptions) -> str:
     return "cuda" if kind == "KIND_GPU" else "cpu"
 
 
-def compile_package(model: Any, capture: list[Any], target: Any, max_batch_size: int, path: str) -> None:
+def compile_package(model: Any, capture: list[Any], target: Any, max_batch_size: int, path: str, log: str) -> None:
     """torch.export `model` on `target` from the example `capture` (batch dimension dynamic,
     1..max_batch_size, when max_batch_size > 1: see the docstring) and AOTInductor-compile it to
-    `path`; failures exit 6 with one line. Not loaded here (export re-loads it; the GPU benchmark
+    `path`; torch's own output goes to `log` (kept when it fails), failures exit 6 with one line
+    (model_sync/export/exporter_log.py). Not loaded here (export re-loads it; the GPU benchmark
     serves it from Triton's C++ loader instead)."""
     import torch
     import torch._inductor
@@ -60,24 +62,24 @@ def compile_package(model: Any, capture: list[Any], target: Any, max_batch_size:
         batch = torch.export.Dim("batch", min=1, max=max_batch_size)
         shapes = tuple({0: batch} for _ in capture)
     try:
-        on_device = model.to(target)
-        with warnings.catch_warnings():  # torch's own deprecation notices (pytree): not the user's to act on
-            warnings.simplefilter("ignore", FutureWarning)
-            program = torch.export.export(on_device, tuple(t.to(target) for t in capture), dynamic_shapes=shapes)
+        with exporter_log.captured(log):
+            on_device = model.to(target)
+            with warnings.catch_warnings():  # torch's own deprecation notices (pytree): not the user's to act on
+                warnings.simplefilter("ignore", FutureWarning)
+                program = torch.export.export(on_device, tuple(t.to(target) for t in capture), dynamic_shapes=shapes)
     except Exception as e:
-        raise errors.SyncError(
-            errors.CHECK_FAILED,
-            f"torch.export: failed ({errors.one_line(str(e), 240)}); allowed: a module torch.export captures"
+        raise exporter_log.refusal(
+            e, "torch.export", "pt2", log, "a module torch.export captures"
             + (f" with a dynamic batch dimension 1..{max_batch_size}" if dynamic else ""),
-        ) from None
+        ) from None  # fmt: skip
     try:
-        torch._inductor.aoti_compile_and_package(program, package_path=path)
+        with exporter_log.captured(log):
+            torch._inductor.aoti_compile_and_package(program, package_path=path)
     except Exception as e:
-        raise errors.SyncError(
-            errors.CHECK_FAILED,
-            f"aoti_compile_and_package: failed ({errors.one_line(str(e), 240)}); allowed: a program AOTInductor "
-            "compiles (a C++ compiler on PATH for the CPU, the CUDA toolkit's for a GPU)",
-        ) from None
+        raise exporter_log.refusal(
+            e, "aoti_compile_and_package", "pt2", log, "a program AOTInductor compiles (a C++ compiler on PATH for "
+            "the CPU, the CUDA toolkit's for a GPU)",
+        ) from None  # fmt: skip
     finally:
         model.to("cpu")
 
@@ -91,7 +93,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
     capture = example_inputs(opts, max(2, int(inputs[0].shape[0])), opts.seed) if dynamic else inputs
     target = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
     path = os.path.join(version_dir, "model.pt2")
-    compile_package(model, capture, target, opts.max_batch_size, path)
+    # torch's own output goes beside the model directory (exporter_log), kept when it fails
+    compile_package(model, capture, target, opts.max_batch_size, path, exporter_log.log_path(opts.output, opts.name))
     runner = torch._inductor.aoti_load_package(path)
     archs: list[str] | None = None
     if device == "cuda":

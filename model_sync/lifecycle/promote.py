@@ -7,9 +7,12 @@
   2. target version number: the SAME N when it is free in the target (staging v7 is prod v7, easy
      to trace), else the next free number; allocated with the same create-only marker as push;
      a target version already promoted from the same source version is reused (idempotent re-run);
-  3. server-side copy of every file (s3transfer managed copy: CopyObject, or UploadPartCopy for big
+  3. the source's files checked against its manifest (as in 4) before anything is written to the
+     target: a version whose object was rewritten is refused (exit 4) with nothing copied or allocated;
+     then server-side copy of every file (s3transfer managed copy: CopyObject, or UploadPartCopy for big
      files) when both environments share an endpoint, else a streamed GET -> upload;
-  4. checksums re-verified in the target: on AWS S3, HeadObject(ChecksumMode=ENABLED) SHA256 when it
+  4. checksums re-verified in the target (a mismatch or a failed copy deletes what was copied:
+     model_sync.versions.catalog.discard_files): on AWS S3, HeadObject(ChecksumMode=ENABLED) SHA256 when it
      is a full-object SHA256; otherwise, and ALWAYS against custom endpoints (moto and rclone store a
      client-sent checksum without verifying it, measured), the object is re-read and hashed;
   5. target manifest and provenance (audit/promotions/<model>/<N'>.json) written, the pin flipped last,
@@ -138,29 +141,32 @@ class _Discard:
         pass
 
 
-def _verify_target(dst: Bucket, model: str, version: int, files: dict[str, Any]) -> str:
+def _verify_files(repo: Bucket, model: str, version: int, files: dict[str, Any], outcome: str) -> str:
+    """Every file of `version` in `repo` against the manifest's sha256 and size: the source before
+    anything is copied, the target after the copy. A mismatch is refused (exit 4), its line ending
+    with `outcome` (what was, and was not, done). Returns how it was checked."""
     methods: set[str] = set()
     for rel, meta in sorted(files.items()):
-        key = dst.key(layout.version_file_key(model, version, rel))
+        key = repo.key(layout.version_file_key(model, version, rel))
         try:
-            head = dst.client.head_object(Bucket=dst.root.bucket, Key=key, ChecksumMode="ENABLED")
+            head = repo.client.head_object(Bucket=repo.root.bucket, Key=key, ChecksumMode="ENABLED")
             # Only AWS S3 verifies a stored checksum against the body; S3-compatible servers (moto,
             # rclone) keep whatever the client sent, so against a custom endpoint we always re-hash.
-            digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if aws_hosted(dst.env) else None
+            digest = b64_sha256_to_hex(head.get("ChecksumSHA256", "")) if aws_hosted(repo.env) else None
             if digest is None:  # read back and hashed as it streams in (download.download)
                 digest, size = download.download(
-                    dst.client, dst.root.bucket, key, _Discard(), int(head["ContentLength"]), COPY
+                    repo.client, repo.root.bucket, key, _Discard(), int(head["ContentLength"]), COPY
                 )
                 methods.add("rehash")
             else:
                 size = int(head["ContentLength"])
                 methods.add("s3-checksum")
         except Exception as e:
-            raise translate(e, dst.env, layout.version_file_key(model, version, rel)) from None
+            raise translate(e, repo.env, layout.version_file_key(model, version, rel)) from None
         if digest != meta["sha256"] or size != meta["size"]:
             raise errors.refused(
-                f"checksum: {dst.uri(layout.version_file_key(model, version, rel))} is {digest}/{size} bytes, "
-                f"manifest says {meta['sha256']}/{meta['size']}; nothing was pinned"
+                f"checksum: {repo.uri(layout.version_file_key(model, version, rel))} is {digest}/{size} bytes, "
+                f"manifest says {meta['sha256']}/{meta['size']}; {outcome}"
             )
     return methods.pop() if len(methods) == 1 else "mixed"
 
@@ -217,27 +223,6 @@ def check_gpu_memory(doc: dict[str, Any], dst: Bucket) -> list[str]:
     new = gpu_plan.Need.from_manifest(doc, f"{doc['model']} (promoted v{doc['version']})")
     return gpu_plan.check(dst, [doc["model"]], lambda _model: new, lambda _models: f"{doc['model']} version "
                           f"{doc['version']}")  # fmt: skip
-
-
-def _discard_copies(dst: Bucket, model: str, target: int, console: Console) -> None:
-    """After a failed copy or checksum check: delete what was copied into repository/<m>/<target>/
-    (nothing references it: no manifest, no pin). The allocation marker stays (a version number is
-    never reused). A role that may not delete (the CI promoter, by design) leaves the files to
-    `prune`, which removes versions without a manifest once they are older than its safe age."""
-    prefix = layout.version_prefix(model, target)
-    try:
-        objects, _ = dst.list(prefix)
-        if objects:
-            dst.delete([o["Key"] for o in objects])
-            console.warn(
-                f"promote failed: deleted the {len(objects)} file(s) copied to {dst.uri(prefix)} (version "
-                f"{target} stays allocated, never reused)"
-            )
-    except errors.SyncError as e:
-        console.warn(
-            f"promote failed: the files copied to {dst.uri(prefix)} could not be deleted ({e}); `model-sync "
-            f"prune {model} --env {dst.env.name}` removes them (no manifest)"
-        )
 
 
 def promote(
@@ -301,15 +286,21 @@ def promote(
         how = "gray release, then pin" if canary is not None else "pin"
         console.line(f"(dryrun) {how}: {model} version {target} ({dst.uri(layout.config_key(model))})")
         return target
+    # the source's files first: a version that no longer matches its manifest writes nothing to the target
+    _verify_files(src, model, version, doc["files"], f"nothing was copied to {dst.env.name}; allowed: a version "
+                  "whose files match its manifest (push it again)")  # fmt: skip
     ignored = None if dst.env.unenforced_writes_accepted else dst.ignored_conditions()
     if ignored:
         console.warn(f"{dst.env.endpoint_url or 'S3'} ignores {ignored}: concurrent promotions of {model} can race")
     target = catalog.allocate(dst, model, "promote", by, preferred=version)
     try:
         _copy(src, dst, model, version, target, doc["files"], console)
-        method = _verify_target(dst, model, target, doc["files"])
-    except BaseException:
-        _discard_copies(dst, model, target, console)
+        method = _verify_files(dst, model, target, doc["files"], "nothing was pinned")
+    except Exception as e:  # a failed copy or check: nothing copied may stay
+        error = e if isinstance(e, errors.SyncError) else translate(e, dst.env, layout.version_prefix(model, target))
+        raise errors.with_note(error, catalog.discard_files(dst, model, target, error)) from None
+    except BaseException:  # interrupted (SIGINT) mid-copy: the same cleanup, then the interruption's own line
+        catalog.discard_files(dst, model, target)
         raise
 
     cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))

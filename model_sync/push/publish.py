@@ -29,8 +29,8 @@ Per model, in this order; the pin flip (8) is the version's commit point:
      concurrency; ChecksumSHA256 = the manifest digest for single-part files, so S3 itself rejects
      content that differs from what was hashed; ChecksumAlgorithm SHA256 per part otherwise);
      files identical to the pinned version are server-side copied instead of re-uploaded;
-  6. re-check the files: re-stat every local file; changed or vanished during the push -> refuse
-     (nothing pinned);
+  6. re-check the files: re-stat every local file (also before 4: a change since hashing is refused
+     before anything is written); changed or vanished during the push -> refuse (nothing pinned);
   7. write the manifest: manifests/<model>/<N>.json, create-only (its document:
      model_sync/records/version_manifest.py);
   8. flip the pin: rewrite repository/<model>/config.pbtxt pinned to N (one PUT, conditional on
@@ -40,8 +40,11 @@ Per model, in this order; the pin flip (8) is the version's commit point:
   9. record the flip: append audit/pins/<model>/<stamp>-<N>.json (the stack of earlier pins);
  10. signal the agents: rewrite manifests/_pins/<model>.json (a failure only warns: the flip is
      committed, and the agents' full resync finds it).
-A failure before 8 leaves an unpinned, possibly partial version N that nothing points at; a
-re-run allocates N+1 and `prune` removes the debris. Versions are never overwritten.
+A refusal or failure in 5-6 deletes what this push wrote under repository/<model>/<N>/
+(model_sync.versions.catalog.discard_files; the allocation marker stays, so N is never reused),
+said at the end of its one line; a role that may not delete (the CI publisher), an S3 failure
+every request would hit, or a killed process leaves the files to `prune`. A failure in 7-8 leaves
+an unpinned version N that nothing points at. Versions are never overwritten.
 Models are published concurrently (PushOptions.model_workers threads sharing one Bucket and its
 botocore client: single requests for small files, s3transfer for multipart ones; the options and
 their bounds: model_sync/push/push_options.py). The first S3 failure of a kind every model would hit
@@ -224,6 +227,7 @@ class Publisher:
         reuse = {rel for rel, e in entries.items() if pinned and pinned["files"].get(rel) == e}
         m.cfg  # noqa: B018 - parse + check now (the config cache may have spared load() the parse): bad input fails before any write
         self._check_stop(m)
+        self._check_unchanged(m)  # a file changed since it was hashed: refused before anything is written
         self._print_notes()
         if self.options.dry_run:
             return self._dry_run(m, catalog.highest_allocated(repo, name) + 1, reuse, pin.version)
@@ -238,10 +242,14 @@ class Publisher:
         # its marker is new and its directory empty, else moves past the highest allocated.
         version = catalog.allocate(repo, name, "push", self.by, hint=pin.version or 0)
         result = PushResult(name, "pushed", version)
-        self.uploader.transfer(m, version, reuse, pin.version, result)
-        self._check_unchanged(m)
-        doc = build_manifest(m, version, self.by, self.compatibility.get(name))
-        self._check_stop(m)
+        try:
+            self.uploader.transfer(m, version, reuse, pin.version, result)
+            self._check_unchanged(m)
+            doc = build_manifest(m, version, self.by, self.compatibility.get(name))
+            self._check_stop(m)
+        except Exception as e:  # refused before its manifest: nothing of version N may stay
+            error = e if isinstance(e, errors.SyncError) else translate(e, repo.env, layout.model_prefix(name))
+            raise errors.with_note(error, catalog.discard_files(repo, name, version, error)) from None
         if not repo.put_new(layout.manifest_key(name, version), codec.dumps(doc)):
             raise errors.refused(
                 f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh "

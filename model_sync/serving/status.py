@@ -92,6 +92,7 @@ def model_status(
         ],  # what `rollback` would pin: it exists
         "provenance": None,
         "verified": None,
+        "files_changed": None,  # the pinned version's files differ from its manifest (catalog.changed_since_manifest)
         "version_details": version_details(
             repo, model, versions, manifests, images if images is not None else {repo.env.name: repo.env.triton_image}
         ),
@@ -122,6 +123,10 @@ def model_status(
             out["verified"] = found[1]["passed"] if found else None
         except codec.RecordError:
             out["verified"] = False
+        if doc is not None:  # a verification vouches for the files its manifest describes, not for rewritten ones
+            out["files_changed"] = catalog.changed_since_manifest(repo, model, pin.version, doc)
+            if out["files_changed"] is not None and out["verified"]:
+                out["verified"] = False
     return out
 
 
@@ -252,7 +257,9 @@ def command(
                     served_cell(s),
                     str(s["previous_pin"] or "-"),
                     ",".join(str(v) + ("*" if v in s["incomplete"] else "") for v in s["versions"]) or "-",
-                    {True: "yes", False: "FAILED", None: "-"}[s["verified"]],
+                    "NO (files changed)"
+                    if s["files_changed"]
+                    else {True: "yes", False: "FAILED", None: "-"}[s["verified"]],
                     f"{prov.get('by', '-')} {prov.get('at', '')}".strip(),
                     f"{origin['env']} v{origin['version']}" if origin else "-",
                 )
@@ -281,6 +288,13 @@ def command(
                     f"PIN INDEX DISAGREES: {s['model']} in {name}: {s['pin_index']['detail']}; the agents pick the pin "
                     "up at their next full listing (within --full-resync of the write, 300 s by default), or at once "
                     "when restarted; a flip by model-sync (push, promote, rollback) rewrites the entry"
+                )
+    for name, body in report.items():
+        for s in body["models"]:
+            if s["files_changed"]:
+                print(
+                    f"FILES CHANGED: {s['model']} in {name} version {s['pinned']}: {s['files_changed']}; no "
+                    "verification vouches for it and promote refuses it; allowed: push the model again"
                 )
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
         print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")

@@ -30,6 +30,7 @@ from typing import Any
 from google.protobuf import text_format
 
 from model_sync.contract import layout
+from model_sync.triton_model.formats import TRITON_DTYPES
 
 
 def _load_pb2() -> ModuleType:
@@ -143,6 +144,32 @@ def pinned_text(cfg: Any, version: int, name: str | None = None) -> str:
     if name is not None:
         out.name = name
     return dumps(out)
+
+
+def check_io_types(cfg: Any, example_dtypes: Any, source: str) -> None:
+    """Every input's data_type against what the export says it is: export.json's `example_dtypes`
+    (input i is INPUT__i) and each model_warmup sample's data for it. Triton refuses a warm-up of
+    another type at load, and a model exported for float32 gets garbage as TYPE_STRING."""
+    pb = _load_pb2()
+    exported = list(example_dtypes) if isinstance(example_dtypes, list) else []
+    for inp in cfg.input:
+        declared = pb.DataType.Name(inp.data_type)
+        says: dict[str, list[str]] = {}
+        index = inp.name.removeprefix("INPUT__")
+        if index.isdigit() and int(index) < len(exported) and exported[int(index)] in TRITON_DTYPES:
+            dtype = exported[int(index)]
+            says.setdefault(TRITON_DTYPES[dtype], []).append(f"export.json example_dtypes: {dtype}")
+        for sample in cfg.model_warmup:
+            if inp.name in sample.inputs:
+                name = pb.DataType.Name(sample.inputs[inp.name].data_type)
+                says.setdefault(name, []).append(f"model_warmup {sample.name}: {name}")
+        for want, where in says.items():
+            if want != declared:
+                raise ConfigPbtxtError(
+                    f"{source} input {inp.name}: data_type {declared}, but the export says {want} "
+                    f"({'; '.join(where)}); allowed: data_type: {want}, what the model was exported with (or "
+                    "export it again)"
+                )
 
 
 def check(cfg: Any, source: str, model_name: str | None = None) -> None:

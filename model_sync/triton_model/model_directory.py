@@ -8,7 +8,8 @@
                              checked against the target's Triton image (compat.py), never uploaded
 
 A repository directory (no config.pbtxt, subdirectories that have one) holds several models.
-Symlinks, sockets and other non-regular files are refused; `__pycache__` and dot-files are skipped.
+Symlinks, sockets and other non-regular files are refused, dot-named ones too; `__pycache__`, dot-named
+regular files and dot-directories are skipped.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class LocalModel:
         when the config cache knows these bytes."""
         if self._cfg is None:
             self._cfg = _parse_config(self.config, os.path.join(self.dir, layout.CONFIG_FILE), self.name)
+            _check_io_types(self._cfg, self.export_meta, os.path.join(self.dir, layout.CONFIG_FILE))
         return self._cfg
 
     def pinned_text(self, version: int) -> str:
@@ -90,6 +92,16 @@ class LocalModel:
         return text
 
 
+def _check_io_types(cfg: Any, meta: dict[str, Any], config_path: str) -> None:
+    """The inputs' data types against export.json's and the warm-up's (model_config.check_io_types): exit 2."""
+    from model_sync.triton_model import model_config
+
+    try:
+        model_config.check_io_types(cfg, meta.get("example_dtypes"), config_path)
+    except model_config.ConfigPbtxtError as e:
+        raise errors.usage(str(e)) from None
+
+
 def _parse_config(data: bytes, config_path: str, model: str) -> Any:
     from model_sync.triton_model import model_config
 
@@ -102,8 +114,8 @@ def _parse_config(data: bytes, config_path: str, model: str) -> Any:
 
 
 def _scan_version_dir(root: str) -> dict[str, LocalFile]:
-    """Every regular file under `root` by its '/'-separated relative path. Dot-files, dot-directories
-    and __pycache__ are skipped; a symlink (to a directory, or not a dot-file) or any other
+    """Every regular file under `root` by its '/'-separated relative path. Dot-named regular files,
+    dot-directories and __pycache__ are skipped; every symlink (dot-named too) and every other
     non-regular entry is refused, and so is a directory that cannot be read. One scandir per
     directory and one lstat per file (os.walk + lstat + relpath cost twice as much: 50 models)."""
     import stat as _stat
@@ -130,22 +142,20 @@ def _scan_version_dir(root: str) -> dict[str, LocalFile]:
                     raise errors.usage(
                         f"model directory: {full} is a symlink; allowed: regular files and directories only"
                     )
-                if name.startswith("."):
-                    continue
-                raise errors.usage(
+                raise errors.usage(  # dot-named too: what it points at would decide what Triton loads
                     f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)"
                 )
             if entry.is_dir(follow_symlinks=False):
                 if not (name.startswith(".") or name == "__pycache__"):
                     pending.append((full, f"{prefix}{name}/"))
                 continue
-            if name.startswith("."):
-                continue
             st = entry.stat(follow_symlinks=False)
             if not _stat.S_ISREG(st.st_mode):
                 raise errors.usage(
                     f"model directory: {full} is not a regular file; allowed: regular files only (no symlinks)"
                 )
+            if name.startswith("."):
+                continue
             rel = prefix + name
             try:
                 layout.check_file_path(rel)
@@ -255,6 +265,8 @@ def load(path: str, name: str | None = None, configs: ConfigCache | None = None)
                 f"{meta_path}: not JSON ({e}); allowed: the export.json `model-sync export` writes"
             ) from None
         check_export_meta(meta, meta_path)
+    if cfg is not None:  # parsed here (else on first use of LocalModel.cfg, before any write)
+        _check_io_types(cfg, meta, config_path)
     return LocalModel(
         model,
         path,

@@ -12,7 +12,7 @@ from typing import Any
 from model_sync import errors
 from model_sync.contract import layout
 from model_sync.records import codec
-from model_sync.s3.bucket import Bucket
+from model_sync.s3.bucket import Bucket, modified_of
 
 MAX_ALLOCATION_ATTEMPTS = 64
 
@@ -108,6 +108,29 @@ def is_complete(repo: Bucket, model: str, version: int, doc: dict[str, Any]) -> 
     return None
 
 
+def changed_since_manifest(repo: Bucket, model: str, version: int, doc: dict[str, Any]) -> str | None:
+    """What of `version`'s files is not what its manifest describes, from one listing and one
+    HeadObject: a file missing, of another size, or rewritten after the manifest was written (a
+    version's files are written before its manifest and never again, so a later LastModified, in
+    the server's own whole seconds, is a rewrite); None when nothing shows. A same-size rewrite
+    within the manifest's second is not seen here: only re-hashing sees every one (promote does)."""
+    prefix = layout.version_prefix(model, version)
+    objects, _ = repo.list(prefix)
+    present = {o["Key"][len(prefix) :]: o for o in objects}
+    head = repo.head(layout.manifest_key(model, version))
+    written = head[1] if head is not None else None
+    for path, meta in sorted(doc["files"].items()):
+        obj = present.get(path)
+        if obj is None:
+            return f"{path} is missing"
+        if int(obj["Size"]) != meta["size"]:
+            return f"{path} has {obj['Size']} bytes, its manifest says {meta['size']}"
+        modified = modified_of(obj)
+        if written is not None and modified is not None and modified > written:
+            return f"{path} was rewritten after its manifest"
+    return None
+
+
 def highest_allocated(repo: Bucket, model: str) -> int:
     objects, _ = repo.list(layout.allocations_prefix(model))
     numbers = [v for v in (layout.version_from_json_key(o["Key"]) for o in objects) if v is not None]
@@ -164,6 +187,32 @@ def allocate(
         f"version allocation for {model}: {MAX_ALLOCATION_ATTEMPTS} collisions in a row; allowed: retry when "
         "concurrent publishers finish"
     )
+
+
+def discard_files(repo: Bucket, model: str, version: int, cause: errors.SyncError | None = None) -> str:
+    """After a refusal between allocating `version` and writing its manifest (push: a file changed
+    during the upload; promote: a copy that failed): delete the objects under
+    repository/<model>/<version>/, which nothing references (no manifest, no pin), and say so, for
+    the end of the refusal's one line (errors.with_note). The allocation marker stays: it is an
+    audit record (no role may delete under audit/), and a version number is never reused. A role
+    that may not delete (the CI publisher and promoter, by design) leaves the files to `prune`,
+    which removes versions without a manifest once they are older than its --stale-hours; so does a
+    `cause` every request of the run would meet (endpoint, credentials): no request is tried."""
+    prefix = layout.version_prefix(model, version)
+    kept = f"version {version} stays allocated, never reused"
+    try:
+        if cause is not None and cause.run_wide:
+            raise cause
+        objects, _ = repo.list(prefix)
+        if objects:
+            repo.delete([o["Key"] for o in objects])
+    except errors.SyncError as e:
+        why = "" if e is cause else f" ({e})"
+        return (
+            f"its files in {repo.uri(prefix)} could not be deleted{why}; `model-sync prune {model} --env "
+            f"{repo.env.name}` removes them ({kept})"
+        )
+    return f"its {len(objects)} file(s) in {repo.uri(prefix)} were deleted ({kept})"
 
 
 def read_history(repo: Bucket, model: str) -> PinHistory:

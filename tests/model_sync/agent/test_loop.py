@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -188,7 +189,11 @@ def test_loop_survives_access_denied_keeps_serving_and_recovers(tmp_path: Path, 
     assert key not in rclone_s3.keys(bucket)  # type: ignore[attr-defined]
 
 
-def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rclone_s3: object) -> None:
+def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(
+    tmp_path: Path, rclone_s3: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--once gives up with exit 5 after --max-failures passes denied or without a bucket, and its
+    last line says that it gave up, why and the exit code (before: it ended on "retrying in 0.7s")."""
     from model_sync import errors
     from tests.support.s3_servers import KEY, SECRET
 
@@ -200,11 +205,21 @@ def test_once_maps_access_denied_and_no_such_bucket_to_exit_5(tmp_path: Path, rc
     assert denied.run(once=True) == errors.S3
     assert denied.last_error is not None
     assert _sample(denied, "model_sync_agent_pass_failures_total", kind="denied") == 5  # the default --max-failures
+    last = caplog.records[-1]
+    assert last.levelname == "ERROR", caplog.text
+    assert re.fullmatch(
+        r"gave up after 5 failed passes in a row \(--max-failures 5\), the last: s3 access denied: .+; the local "
+        r"repository is as it was; exit 5",
+        last.getMessage(),
+    ), last.getMessage()
+    assert sum("retrying" in r.getMessage() for r in caplog.records) == 4  # never after the last attempt
     missing = ag.RepositoryAgent(
         _adopted(tmp_path / "b", "models-absent"), _repo(rclone_s3, "models-absent", KEY, SECRET)
     )  # type: ignore[arg-type]
     assert missing.run(once=True) == errors.S3
     assert "NoSuchBucket" in (missing.last_error or "")
+    assert caplog.records[-1].getMessage().startswith("gave up after 5 failed passes in a row"), caplog.text
+    assert caplog.records[-1].getMessage().endswith("; exit 5")
     assert _sample(missing, "model_sync_agent_pass_failures_total", kind="no-bucket") == 5
 
 

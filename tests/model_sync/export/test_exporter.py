@@ -52,6 +52,13 @@ FACTORIES = textwrap.dedent(
     def branchy():
         return Branchy()
 
+    class Eig(torch.nn.Module):  # eigenvalues: an operator ONNX has no function for
+        def forward(self, x):
+            return torch.linalg.eigvalsh(x @ x.transpose(-1, -2))
+
+    def eig():
+        return Eig()
+
     def not_a_module():
         return 42
     """
@@ -375,3 +382,58 @@ def test_the_real_tritonserver_runs_the_warmup_before_ready(
         np.testing.assert_array_equal(out.as_numpy("OUTPUT__1"), y * 2)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("factory", "shape", "fmt", "line"),
+    [
+        (
+            "branchy",
+            "4,3",
+            "pt2",
+            r"torch\.export: data-dependent control flow in forward at .*exportfactories\.py:\d+ \(`return x \* 2 if "
+            r"x\.sum\(\) > -1e30 else x`\): --format pt2 captures one graph and cannot branch on a tensor's value; "
+            r"allowed: torch\.cond for the branch, or --format torchscript; full log: (\S+)",
+        ),
+        (
+            "branchy",
+            "4,3",
+            "onnx",
+            r"torch\.onnx\.export: data-dependent control flow in forward at .*exportfactories\.py:\d+ \(`return x "
+            r"\* 2 if x\.sum\(\) > -1e30 else x`\): --format onnx captures one graph and cannot branch on a "
+            r"tensor's value; allowed: torch\.cond for the branch, or --format torchscript; full log: (\S+)",
+        ),
+        (
+            "eig",
+            "4,3,3",
+            "onnx",
+            r"torch\.onnx\.export: operator aten\._linalg_eigh\.default has no ONNX function \(--format onnx\); "
+            r"allowed: --format torchscript or pt2, operators ONNX has, or a custom op with an ONNX translation; full "
+            r"log: (\S+)",
+        ),
+    ],
+)
+def test_an_exporter_refusal_is_one_line_naming_the_construct_with_the_full_log_in_a_file(
+    factories, capfd, factory, shape, fmt, line
+) -> None:
+    """A model torch.export or the ONNX exporter refuses (a branch on a tensor's value, an operator
+    without an ONNX function) exits 6 with ONE line on stderr naming the construct or operator, the
+    format and what is allowed, and nothing else on stdout or stderr (before: 14 to 26 lines of
+    torch's warnings, or one line cut mid-sentence with ANSI colour codes); the exporters' whole
+    output goes to the log file the line names."""
+    from model_sync.cli import main
+
+    capfd.readouterr()
+    code = main(["export", f"exportfactories:{factory}", "--name", "m", "--output", str(factories),
+                 "--example-shape", shape, "--format", fmt, "--target", "local"])  # fmt: skip
+    r = capfd.readouterr()  # everything written: print, logging handlers, warnings and torch's C++ alike
+    assert code == 6, r.err
+    assert len(r.err.splitlines()) == 1, r.err
+    assert "\x1b" not in r.err
+    found = re.fullmatch("model-sync: " + line + "\n", r.err)
+    assert found, r.err
+    assert r.out == ""
+    log = Path(found.group(1))
+    assert log == factories / "m.export.log"
+    assert log.stat().st_size > 0
+    assert [p.name for p in factories.iterdir()] == ["m.export.log"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -118,21 +120,32 @@ def test_promote_takes_next_free_number_and_records_skipped_verification(tmp_pat
 
 
 def test_promote_refuses_a_tampered_source_file(tmp_path, capsys, moto_s3, envs) -> None:
+    """A verified version whose object was rewritten after push (same size) is refused before
+    anything is copied or allocated in the target (before: it was copied, then refused, leaving
+    an allocation marker and two stderr lines), and `status` no longer calls it verified."""
     cfg, staging, prod = envs
     _push(capsys, tmp_path, cfg, "one")
+    _verify_record(moto_s3, staging, 1)
+    time.sleep(1.01 - time.time() % 1)  # S3's LastModified has whole seconds: the rewrite comes a second later
     moto_s3.client().put_object(
         Bucket=staging, Key="repository/simple/1/model.pt", Body=b"x" * 300
     )  # same size as "one"*100
-    r = run_cli(capsys, *promote_args("simple", 1, cfg, "--skip-verification"))
+    r = run_cli(capsys, *promote_args("simple", 1, cfg))
     assert r.code == 4, r.err
-    assert "checksum: s3://" in r.err
-    assert "nothing was pinned" in r.err
-    assert pinned_version(moto_s3, prod, "simple") is None
-    # the failed promote removed what it copied; only the allocation stays.
-    assert moto_s3.keys(prod, "repository/") == []
-    assert moto_s3.keys(prod, "manifests/") == []
-    assert moto_s3.keys(prod, "audit/allocations/simple/") == ["audit/allocations/simple/1.json"]
-    assert "deleted the 2 file(s) copied to" in r.err
+    assert r.err.splitlines() == [
+        f"model-sync: checksum: s3://{staging}/repository/simple/1/model.pt is "
+        f"{hashlib.sha256(b'x' * 300).hexdigest()}/300 bytes, manifest says "
+        f"{hashlib.sha256(b'one' * 100).hexdigest()}/300; nothing was copied to prod; allowed: a version whose "
+        "files match its manifest (push it again)"
+    ]
+    assert moto_s3.keys(prod) == []
+    r = run_cli(capsys, "status", "--env", "staging", "--config", cfg, "--output", "json")
+    s = json.loads(r.out)["staging"]["models"][0]
+    assert (s["pinned"], s["verified"]) == (1, False)
+    assert s["files_changed"] == "model.pt was rewritten after its manifest"
+    r = run_cli(capsys, "status", "--env", "staging", "--config", cfg)
+    assert "NO (files changed)" in r.out
+    assert "FILES CHANGED: simple in staging version 1: model.pt was rewritten after its manifest" in r.out
 
 
 def test_promote_dry_run_writes_nothing(tmp_path, capsys, moto_s3, envs) -> None:

@@ -337,9 +337,13 @@ def test_bad_input_one_line_error_and_nothing_written(
             lambda v: (v / ".hidden-dir").symlink_to(v.parent),
             ".hidden-dir is a symlink",
         ),  # never entered, even dot-named
+        (lambda v: (v / ".hidden-link").symlink_to("/etc/hostname"), ".hidden-link is not a regular file"),
+        (lambda v: (v / ".dangling").symlink_to(v / "nowhere"), ".dangling is not a regular file"),
     ],
 )
 def test_symlinks_are_refused(tmp_path, capsys, moto_s3, s3_bucket, cfg, make, message) -> None:
+    """Every symlink inside a version is refused with exit 2 and nothing written, dot-named ones
+    too (before: a dot-named file symlink was skipped silently, against docs/model-sync.md)."""
     model = python_model(tmp_path / "m", "simple")
     make(model / "1")
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
@@ -402,6 +406,32 @@ def test_symlinked_version_dir_config_or_model_dir_is_refused(
     assert moto_s3.keys(s3_bucket) == []
 
 
+def test_a_config_input_type_the_export_contradicts_is_refused_before_any_request(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg
+) -> None:
+    """An input declared TYPE_STRING in config.pbtxt while the export (export.json's example and the
+    config's own warm-up) says float32 is refused with exit 2, one line naming the input and both
+    types, and nothing is written (before: it was published and pinned; Triton refuses it at load)."""
+    config = (
+        'name: "simple"\nbackend: "python"\nmax_batch_size: 4\n'
+        'input { name: "INPUT__0" data_type: TYPE_STRING dims: [3] }\n'
+        'output { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }\n'
+        'model_warmup { name: "batch_1" batch_size: 1 inputs { key: "INPUT__0" value { data_type: TYPE_FP32 '
+        "dims: [3] zero_data: true } } }\n"
+    )
+    model = python_model(tmp_path / "m", "simple", config=config)
+    (model / "export.json").write_text(json.dumps({"example_dtypes": ["float32"], "example_shapes": [[2, 3]]}))
+    before = len(moto_s3.requests())
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 2, r.err
+    assert r.err.splitlines() == [
+        f"model-sync: {model / 'config.pbtxt'} input INPUT__0: data_type TYPE_STRING, but the export says TYPE_FP32 "
+        "(export.json example_dtypes: float32; model_warmup batch_1: TYPE_FP32); allowed: data_type: TYPE_FP32, "
+        "what the model was exported with (or export it again)"
+    ]
+    assert moto_s3.requests()[before:] == []  # refused before any request
+
+
 def test_config_symlink_inside_the_model_directory_is_accepted(tmp_path, capsys, moto_s3, s3_bucket, cfg) -> None:
     model = python_model(tmp_path / "m", "simple")
     (model / "config.pbtxt").rename(model / "config.real.pbtxt")
@@ -414,7 +444,6 @@ def test_dot_files_dot_dirs_and_pycache_are_skipped_not_refused(tmp_path, capsys
     model = python_model(tmp_path / "m", "simple")
     version = model / "1"
     (version / ".hidden").write_text("x")
-    (version / ".hidden-link").symlink_to(version / "nowhere")  # a dot-named file symlink is skipped, as before
     (version / "__pycache__").mkdir()
     (version / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"pyc")
     (version / ".git").mkdir()
@@ -444,9 +473,40 @@ def test_file_changed_after_hashing_is_caught_by_the_restat(
     monkeypatch.setattr(publish, "hash_files", hash_then_change)
     r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
     assert r.code == 4, r.err
+    assert len(r.err.splitlines()) == 1, r.err
     assert "file changed during push" in r.err
-    assert pinned_version(moto_s3, s3_bucket, "simple") is None
-    assert moto_s3.keys(s3_bucket, "manifests/") == []
+    # a change before the version is allocated is caught before anything is written
+    assert moto_s3.keys(s3_bucket) == []
+
+
+def test_a_file_changed_during_the_upload_leaves_no_file_of_the_refused_version(
+    tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch
+) -> None:
+    """A push refused after its upload (a file edited while it was sent: exit 4, the pin kept)
+    deletes what it uploaded (before: 302 MB stayed for `prune` to find 24 h later); only the
+    allocation marker, an audit record, stays, so the number is never reused. One line."""
+    from model_sync.push import uploads
+
+    model = python_model(tmp_path / "m", "simple")
+    assert run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg).code == 0
+    (model / "1" / "model.pt").write_bytes(os.urandom(4096))  # version 2: one upload, one server-side copy
+    real = uploads.Uploader.transfer
+
+    def transfer_then_change(self, m, *args):
+        real(self, m, *args)
+        (model / "1" / "model.pt").write_bytes(os.urandom(4096))
+
+    monkeypatch.setattr(uploads.Uploader, "transfer", transfer_then_change)
+    r = run_cli(capsys, "push", str(model), "--env", "staging", "--config", cfg)
+    assert r.code == 4, r.err
+    assert r.err.splitlines() == [
+        f"model-sync: file changed during push: {model / '1' / 'model.pt'}; nothing was pinned, re-run push when the "
+        f"model directory is stable; its 2 file(s) in s3://{s3_bucket}/repository/simple/2/ were deleted (version 2 "
+        "stays allocated, never reused)"
+    ]
+    assert pinned_version(moto_s3, s3_bucket, "simple") == 1
+    assert moto_s3.keys(s3_bucket, "repository/simple/2/") == []
+    assert moto_s3.keys(s3_bucket, "manifests/simple/") == ["manifests/simple/1.json"]
 
 
 def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_bucket, cfg, monkeypatch) -> None:

@@ -57,7 +57,9 @@ def test_name_overrides_the_directory_name_and_is_checked(tmp_path: Path) -> Non
     refused(d, r"^model name: 'a b'; allowed: .* \(from --name\)$", name="a b")
 
 
-def test_dot_files_dot_dirs_pycache_and_dot_symlinks_are_skipped(tmp_path: Path) -> None:
+def test_dot_files_dot_dirs_and_pycache_are_skipped_but_a_dot_symlink_is_refused(tmp_path: Path) -> None:
+    """Dot-named regular files and directories and __pycache__ are not published; a dot-named symlink
+    is refused like every symlink (docs/model-sync.md; a dot-named one was skipped silently before)."""
     d = python_model(
         tmp_path,
         "simple",
@@ -69,8 +71,10 @@ def test_dot_files_dot_dirs_pycache_and_dot_symlinks_are_skipped(tmp_path: Path)
             "pkg/__pycache__/x.pyc": b"c",
         },
     )
-    (d / "1" / ".link").symlink_to(d / "1" / "model.py")
     assert sorted(model_directory.discover(str(d))[0].files) == ["model.py"]
+    (d / "1" / ".link").symlink_to(d / "1" / "model.py")
+    with pytest.raises(errors.SyncError, match=r"1/\.link is not a regular file; allowed: regular files only"):
+        model_directory.discover(str(d))
 
 
 def test_the_config_cache_spares_the_parse_of_known_bytes(tmp_path: Path) -> None:
