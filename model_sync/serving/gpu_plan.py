@@ -4,8 +4,16 @@ An environment's `tritonGpus` (model-sync.yaml or the stack output; model_sync/e
 names each deployment's GPU, its memory and its models. For one deployment, on the fullest GPU
 of a replica:
 
-    planned = sum over its models of  instances on that GPU x (bytes_per_instance + CUDA_CONTEXT_BYTES)
+    planned = PROCESS_CONTEXT_BYTES                   (once: the replica's tritonserver process)
+            + sum over its models of  instances on that GPU x (bytes_per_instance + INSTANCE_BYTES)
     allowed = HEADROOM x the GPU's memory          (push and promote refuse planned > allowed: exit 7)
+
+Instances of Triton's own backends (pytorch_libtorch, torch_aoti, onnxruntime) are threads of the
+server process and share its one CUDA context; a python-backend instance (`export --target local`)
+is a stub process of its own, so it pays a context each (CUDA_CONTEXT_BYTES instead of
+INSTANCE_BYTES, and no shared PROCESS_CONTEXT_BYTES unless another model shares the process).
+The constants and where they were measured are beside them below; docs/gpu-benchmark.md has the
+plan-against-observed table (bench/results/memory-plan.json: within 10 % on every row).
 
 `bytes_per_instance` is export's record (model_sync/serving/gpu_memory.py), carried by the manifest
 (schema v3). Each model counts the version its pin serves, except the one being pushed or
@@ -49,6 +57,15 @@ MIB = 1 << 20
 # python backend, whose every instance is its own stub process with its own context, and
 # conservative for the libtorch backend, whose instances share their process' context.
 CUDA_CONTEXT_BYTES = 686 * MIB
+# Triton's PyTorch backend (r24.10, built from the pinned sources), NVIDIA H100 80GB, torch 2.11 +
+# CUDA 13.0, measured with NVML per tritonserver process (bench/serving/memory.py; bench/results/
+# memory-plan.json, `fit`): three models (54, 302 and 554 MiB per instance by export's figure) at 1,
+# 2 and 4 instances, a least-squares line through the nine rows: one server process holds 696 MiB
+# beside its instances (the CUDA context, libtorch's kernels and handles), and each instance 76 MiB
+# beyond export's figure (its own stream's allocator pool and cuBLAS/cuDNN workspaces).
+PROCESS_CONTEXT_BYTES = 696 * MIB
+INSTANCE_BYTES = 76 * MIB
+OWN_PROCESS_BACKENDS = ("python",)  # a backend whose every instance is a process (and a context) of its own
 HEADROOM = 0.90  # the share of one GPU's memory a deployment's instances may plan to use
 GPU_KINDS = ("KIND_GPU", "KIND_AUTO", "KIND_MODEL")  # instance kinds that take GPU memory (see above)
 NO_GPUS = "the environment does not name its GPUs (tritonGpus in model-sync.yaml or the stack output)"
@@ -81,6 +98,12 @@ class Need:
                    gpu["bytes_per_instance"] if gpu else None, tuple(doc.get("instance_groups") or ()),
                    doc["version"], doc.get("platform") or doc.get("backend"))  # fmt: skip
 
+    @property
+    def shares_context(self) -> bool:
+        """Its instances are threads of the server process (None: a need that names no backend is
+        planned as a process per instance, the larger allowance)."""
+        return self.backend is not None and self.backend not in OWN_PROCESS_BACKENDS
+
     def on_gpu(self, gpu: int | None) -> int:
         """Instances Triton places on GPU `gpu` (None: a GPU that no group of any model lists)."""
         return sum(g["count"] for g in self.groups
@@ -96,7 +119,8 @@ class Share:
 
     @property
     def per_instance(self) -> int:
-        return (self.need.bytes_per_instance or 0) + CUDA_CONTEXT_BYTES
+        allowance = INSTANCE_BYTES if self.need.shares_context else CUDA_CONTEXT_BYTES
+        return (self.need.bytes_per_instance or 0) + allowance
 
     @property
     def bytes(self) -> int:
@@ -116,8 +140,13 @@ class Plan:
     unknown: tuple[str, ...]
 
     @property
+    def process_bytes(self) -> int:
+        """The server process' own context, once, when an instance shares it."""
+        return PROCESS_CONTEXT_BYTES if any(s.need.shares_context for s in self.shares) else 0
+
+    @property
     def planned(self) -> int:
-        return sum(s.bytes for s in self.shares)
+        return self.process_bytes + sum(s.bytes for s in self.shares)
 
     @property
     def allowed(self) -> int:
@@ -156,16 +185,25 @@ class Plan:
         return (
             f"{who} -> {env}: gpu memory: deployment {self.deployment.deployment} would plan {human(self.planned)} "
             f"on one {self._card()}, more than the {human(self.allowed)} allowed ({HEADROOM:.0%} of it); largest: "
-            f"{largest} (each instance + {human(CUDA_CONTEXT_BYTES)} CUDA context allowance){self._unknown_text()}; "
+            f"{largest} ({self._allowances()}){self._unknown_text()}; "
             "allowed: fewer GPU instances (instance_group count), a smaller max_batch_size, or a bigger GPU"
         )
+
+    def _allowances(self) -> str:
+        parts = []
+        if self.process_bytes:
+            parts.append(f"{human(PROCESS_CONTEXT_BYTES)} for the server process, each instance + {human(INSTANCE_BYTES)}")
+        if any(not s.need.shares_context for s in self.shares):
+            parts.append(f"each python-backend instance + {human(CUDA_CONTEXT_BYTES)} CUDA context")
+        return "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
         d = self.deployment
         return {
             "deployment": d.deployment, "gpu": d.gpu, "memory_bytes": d.memory_bytes, "allowed_bytes": self.allowed,
             "planned_bytes": self.planned, "fits": self.fits, "headroom": HEADROOM,
-            "cuda_context_bytes": CUDA_CONTEXT_BYTES, "unknown": list(self.unknown),
+            "cuda_context_bytes": CUDA_CONTEXT_BYTES, "process_context_bytes": self.process_bytes,
+            "unknown": list(self.unknown),
             "models": [{"model": s.need.model, "version": s.need.version, "instances_per_gpu": s.instances,
                         "bytes_per_instance": s.need.bytes_per_instance, "bytes": s.bytes} for s in self.shares],
         }  # fmt: skip

@@ -29,7 +29,26 @@ def _need(model: str, bytes_per_instance: int | None, *groups: dict) -> Need:
 def test_the_docs_state_the_allowance_and_the_headroom_the_planner_uses() -> None:
     doc = " ".join((Path(__file__).resolve().parents[3] / "docs" / "model-sync.md").read_text().split())
     assert f"`CUDA_CONTEXT_BYTES`, {CUDA_CONTEXT_BYTES // MIB} MiB, measured on an H200" in doc
+    assert f"`PROCESS_CONTEXT_BYTES`, {gpu_plan.PROCESS_CONTEXT_BYTES // MIB} MiB" in doc
+    assert f"`INSTANCE_BYTES`, {gpu_plan.INSTANCE_BYTES // MIB} MiB" in doc
     assert f"`HEADROOM` ({HEADROOM:.0%})".replace("%", " %") in doc
+
+
+def test_instances_of_one_server_process_share_its_context_and_python_backend_instances_do_not() -> None:
+    """The recalibration (bench/results/memory-plan.json): Triton's own backends' instances are threads
+    of one process, one context for the deployment; a python-backend instance is a process of its own."""
+    libtorch = Need("r", "r v1", GIB, (_group(count=4),), 1, "pytorch_libtorch")
+    aoti = Need("p", "p v1", 2 * GIB, (_group(count=1),), 1, "torch_aoti")
+    python = Need("w", "w v1", GIB, (_group(count=2),), 1, "python")
+    per = GIB + gpu_plan.INSTANCE_BYTES
+    assert gpu_plan.plan(CARD, [libtorch]).planned == gpu_plan.PROCESS_CONTEXT_BYTES + 4 * per
+    both = gpu_plan.plan(CARD, [libtorch, aoti])
+    assert both.planned == gpu_plan.PROCESS_CONTEXT_BYTES + 4 * per + 2 * GIB + gpu_plan.INSTANCE_BYTES
+    assert gpu_plan.plan(CARD, [python]).planned == 2 * (GIB + CUDA_CONTEXT_BYTES)
+    mixed = gpu_plan.plan(CARD, [libtorch, python])
+    assert mixed.planned == gpu_plan.PROCESS_CONTEXT_BYTES + 4 * per + 2 * (GIB + CUDA_CONTEXT_BYTES)
+    assert mixed.to_json()["process_context_bytes"] == gpu_plan.PROCESS_CONTEXT_BYTES
+    assert "696.0 MiB for the server process, each instance + 76.0 MiB" in mixed.refusal("r", "prod")
 
 
 def test_instances_per_gpu_follow_tritons_placement() -> None:
@@ -70,7 +89,7 @@ def test_the_refusal_is_one_line_naming_the_deployment_the_gpu_the_bytes_and_the
     assert plan.refusal("b", "prod") == (
         "b -> prod: gpu memory: deployment default would plan 74.7 GiB on one H100 (80.0 GiB), more than the "
         "72.0 GiB allowed (90% of it); largest: b v1 2 x 20.7 GiB = 41.3 GiB, c v1 3 x 9.7 GiB = 29.0 GiB, "
-        "d v1 1 x 2.7 GiB = 2.7 GiB (each instance + 686.0 MiB CUDA context allowance); not counted (GPU memory "
+        "d v1 1 x 2.7 GiB = 2.7 GiB (each python-backend instance + 686.0 MiB CUDA context); not counted (GPU memory "
         "unknown): e v1; allowed: fewer GPU instances (instance_group count), a smaller max_batch_size, or a "
         "bigger GPU"
     )
@@ -111,7 +130,7 @@ def test_check_reads_the_pinned_versions_of_the_other_models(tmp_path, capsys, m
     env = environments.resolve("staging", cfg)
     repo = Bucket(environments.Environment(env.name, env.root, env.endpoint_url, env.region, triton_gpus=(CARD,)))
     assert gpu_plan.pinned_needs(repo, ["pinned0", "bert"]) == [
-        Need("pinned0", "pinned0 v1", None, (_group("KIND_AUTO"),), 1)
+        Need("pinned0", "pinned0 v1", None, (_group("KIND_AUTO"),), 1, "python")
     ]
     keys = moto_s3.keys(bucket)
     new = _need("resnet", 30 * GIB, _group(count=2))
