@@ -1,0 +1,141 @@
+"""The GPU benchmark's parts for Triton's own PyTorch backend that run without a GPU: the backend
+build's checks and edits (bench.serving.pytorch_backend), the config a .pt2 server loads, the
+summaries the result files carry (P4, whole-batch requests, consolidation, the memory plan against
+what NVML saw), and the baseline server's answers to perf_analyzer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import zoo
+from bench.consolidation import run as consolidation
+from bench.serving import memory, protocol, pytorch_backend, stats
+from bench.serving.baseline_server import describe
+from bench.serving.served import served_config
+from model_sync.serving import gpu_plan
+from model_sync.triton_model import model_config
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+PINNED = ROOT.parent / "shared" / "triton-src"  # where this workplace keeps the archives (bench.serving.bundle)
+
+
+def result(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def test_a_tweak_edits_its_file_and_stops_the_build_when_its_target_is_gone(tmp_path: Path) -> None:
+    """A build-only edit that no longer finds its line (a new upstream commit) stops the build
+    with one line, instead of building something else."""
+    (tmp_path / "backend").mkdir()
+    cmake = tmp_path / "backend" / "CMakeLists.txt"
+    cmake.write_text('set_target_properties(kernel_library_new PROPERTIES CUDA_ARCHITECTURES "53;60-real")\n')
+    tweak = pytorch_backend.tweaks("90-real", pt2_by_env=False)[1]
+    tweak.apply(tmp_path)
+    assert cmake.read_text() == 'set_target_properties(kernel_library_new PROPERTIES CUDA_ARCHITECTURES "90-real")\n'
+    cmake.write_text('set_target_properties(kernels PROPERTIES CUDA_ARCHITECTURES "${ARCHS}")\n')
+    with pytest.raises(pytorch_backend.BuildError, match=r"not found in backend/CMakeLists.txt"):
+        tweak.apply(tmp_path)
+
+
+def test_an_archive_that_is_not_the_pinned_one_is_refused_before_anything_is_unpacked(tmp_path: Path) -> None:
+    name = "core-r24.10.tar.gz"
+    (tmp_path / name).write_bytes(b"not the archive")
+    with pytest.raises(pytorch_backend.BuildError, match=r"sha256 .*; allowed: a77d172b"):
+        pytorch_backend.verify(tmp_path, [name])
+    with pytest.raises(pytorch_backend.BuildError, match="missing"):
+        pytorch_backend.verify(tmp_path, ["common-r24.10.tar.gz"])
+    with pytest.raises(pytorch_backend.BuildError, match="r24.10 has no torch_aoti"):
+        pytorch_backend.build(tmp_path, tmp_path, tmp_path, "r24.10", cuda_arch="90-real", gpu=True,
+                              pt2_by_env=True, server_lib=None, log=tmp_path / "log")  # fmt: skip
+    assert not (tmp_path / "r24.10").exists()
+
+
+@pytest.mark.skipif(not PINNED.is_dir(), reason="the pinned archives are not beside this checkout")
+@pytest.mark.parametrize("release", sorted(pytorch_backend.RELEASES))
+def test_every_tweak_finds_its_target_in_the_pinned_sources(tmp_path: Path, release: str) -> None:
+    root = pytorch_backend.unpack(PINNED, release, tmp_path)
+    for tweak in pytorch_backend.tweaks("90-real", pt2_by_env=release == "main"):
+        tweak.apply(root)
+    assert pytorch_backend.PT2_ENV in (root / "pytorch_backend/src/libtorch.cc").read_text() or release == "r24.10"
+
+
+def test_the_server_environment_finds_the_backend_torch_and_the_pt2_switch(tmp_path: Path) -> None:
+    env = pytorch_backend.runtime_env({"LD_LIBRARY_PATH": "/x"}, tmp_path, pt2=True)
+    paths = env["LD_LIBRARY_PATH"].split(":")
+    assert paths[0] == str(tmp_path) and paths[1].endswith("torch/lib") and paths[-1] == "/x"
+    assert env[pytorch_backend.PT2_ENV] == "1"
+    assert pytorch_backend.PT2_ENV not in pytorch_backend.runtime_env({}, tmp_path)
+
+
+def test_a_torch_aoti_config_is_served_to_the_measurement_build_as_backend_pytorch() -> None:
+    cfg = model_config.ModelConfig(name="m", platform="torch_aoti", max_batch_size=8)
+    served = model_config.parse(served_config(model_config.dumps(cfg), pt2=True))
+    assert (served.platform, served.backend, served.default_model_filename) == ("", "pytorch", "model.pt2")
+    assert served.max_batch_size == 8
+    assert served_config("name: 'x'", pt2=False) == "name: 'x'"
+
+
+def test_the_recorded_sweep_names_its_backend_and_its_p4_summary_is_recomputed_from_its_points() -> None:
+    doc = result("serving-libtorch.json")
+    assert doc["environment"]["backend"].startswith("pytorch_libtorch")
+    assert all(t["backend"] for t in doc["triton"])
+    assert [b["release"] for b in doc["environment"]["backend_builds"]] == ["r24.10", "main"]
+    assert stats.p4_summary(doc) == doc["summary"]["p4"]
+    assert stats.batched_summary(doc) == doc["summary"]["batched"]
+    p4 = doc["summary"]["p4"]["best"]
+    assert p4["client"] == stats.CUDA_SHM_CLIENT and p4["p99_ms"] <= stats.TARGET_P4_P99_MS
+
+
+def test_perf_analyzer_request_rate_csv() -> None:
+    rows = stats.parse_perf_analyzer_csv(
+        "Request Rate,Inferences/Second,Client Send,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n"
+        "20,18.5,287,0,12402,18069,19663,61369\n"
+    )
+    assert rows == [{"request_rate": 20.0, "throughput": 18.5, "client_send_ms": 0.287, "client_recv_ms": 0.0,
+                     "p50_ms": 12.402, "p90_ms": 18.069, "p95_ms": 19.663, "p99_ms": 61.369}]  # fmt: skip
+
+
+def test_the_memory_plan_comes_within_ten_percent_of_every_observed_configuration() -> None:
+    """GPU memory planning's constants against NVML's figures on Triton's PyTorch backend: a change
+    to gpu_plan that breaks the 10 % fails here; the recorded comparison is what gpu_plan says now."""
+    doc = result("memory-plan.json")
+    assert len(doc["rows"]) == 11 and doc["backend"].startswith("pytorch_libtorch")
+    assert memory.compare(doc) == doc["comparison"]
+    assert all(abs(row["error_pct"]) <= 10 for row in doc["comparison"]), doc["comparison"]
+    assert round(doc["fit"]["process_mib"]) * gpu_plan.MIB == gpu_plan.PROCESS_CONTEXT_BYTES
+    assert round(doc["fit"]["instance_mib"]) * gpu_plan.MIB == gpu_plan.INSTANCE_BYTES
+
+
+def test_the_consolidation_summary_is_recomputed_from_its_steps() -> None:
+    doc = result("consolidation.json")
+    assert len(doc["models"]) == len(zoo.ZOO) == 12
+    assert consolidation.summary(doc["arms"], doc["p99_ms"]) == doc["summary"]
+    assert doc["backend"]["b"].startswith("pytorch_libtorch")
+
+
+def test_the_twelve_model_deployment_is_planned_within_ten_percent_of_what_it_used() -> None:
+    """The consolidation run's arm (b), twelve models at two instances each in one server, planned
+    by gpu_plan from export's figures against the GPU memory NVML saw with the models loaded."""
+    doc = result("consolidation.json")
+    needs = [gpu_plan.Need(n, n, m["gpu_memory_per_instance"], ({"kind": "KIND_GPU", "count": 2, "gpus": []},),
+                           backend="pytorch_libtorch") for n, m in doc["models"].items()]  # fmt: skip
+    row = {"models": [{"model": n.model, "bytes_per_instance": n.bytes_per_instance, "count": 2,
+                       "platform": "pytorch_libtorch"} for n in needs]}  # fmt: skip
+    observed = doc["arms"]["b"]["gpu_memory_idle_mib"] * gpu_plan.MIB
+    assert abs(memory.planned(row) - observed) / observed <= 0.10
+
+
+def test_the_baseline_answers_perf_analyzers_metadata_and_echoes_request_ids() -> None:
+    pages = describe("m", (3, 4), (1, 10))
+    assert json.loads(pages["/v2/models/m"])["inputs"][0]["shape"] == [1, 3, 4]
+    assert json.loads(pages["/v2/models/m/config"])["max_batch_size"] == 0
+    body, hl = protocol.encode_request(protocol.Tensor("INPUT__0", (1, 2), b"\0" * 8), "OUTPUT__0")
+    assert protocol.request_id(body, hl) is None
+    with_id = json.dumps({"id": "7", "inputs": []}).encode()
+    assert protocol.request_id(with_id, len(with_id)) == "7"
+    payload, header = protocol.encode_response("m", protocol.Tensor("OUTPUT__0", (1, 2), b"\0" * 8), "7")
+    assert json.loads(payload[:header])["id"] == "7"
