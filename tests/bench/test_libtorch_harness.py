@@ -48,7 +48,7 @@ def test_an_archive_that_is_not_the_pinned_one_is_refused_before_anything_is_unp
         pytorch_backend.verify(tmp_path, [name])
     with pytest.raises(pytorch_backend.BuildError, match="missing"):
         pytorch_backend.verify(tmp_path, ["common-r24.10.tar.gz"])
-    with pytest.raises(pytorch_backend.BuildError, match="r24.10 has no torch_aoti"):
+    with pytest.raises(pytorch_backend.BuildError, match=r"r24\.10 has no torch_aoti"):
         pytorch_backend.build(tmp_path, tmp_path, tmp_path, "r24.10", cuda_arch="90-real", gpu=True,
                               pt2_by_env=True, server_lib=None, log=tmp_path / "log")  # fmt: skip
     assert not (tmp_path / "r24.10").exists()
@@ -66,7 +66,9 @@ def test_every_tweak_finds_its_target_in_the_pinned_sources(tmp_path: Path, rele
 def test_the_server_environment_finds_the_backend_torch_and_the_pt2_switch(tmp_path: Path) -> None:
     env = pytorch_backend.runtime_env({"LD_LIBRARY_PATH": "/x"}, tmp_path, pt2=True)
     paths = env["LD_LIBRARY_PATH"].split(":")
-    assert paths[0] == str(tmp_path) and paths[1].endswith("torch/lib") and paths[-1] == "/x"
+    assert paths[0] == str(tmp_path)
+    assert paths[1].endswith("torch/lib")
+    assert paths[-1] == "/x"
     assert env[pytorch_backend.PT2_ENV] == "1"
     assert pytorch_backend.PT2_ENV not in pytorch_backend.runtime_env({}, tmp_path)
 
@@ -87,7 +89,8 @@ def test_the_recorded_sweep_names_its_backend_and_its_p4_summary_is_recomputed_f
     assert stats.p4_summary(doc) == doc["summary"]["p4"]
     assert stats.batched_summary(doc) == doc["summary"]["batched"]
     p4 = doc["summary"]["p4"]["best"]
-    assert p4["client"] == stats.CUDA_SHM_CLIENT and p4["p99_ms"] <= stats.TARGET_P4_P99_MS
+    assert p4["client"] == stats.CUDA_SHM_CLIENT
+    assert p4["p99_ms"] <= stats.TARGET_P4_P99_MS
 
 
 def test_perf_analyzer_request_rate_csv() -> None:
@@ -103,7 +106,8 @@ def test_the_memory_plan_comes_within_ten_percent_of_every_observed_configuratio
     """GPU memory planning's constants against NVML's figures on Triton's PyTorch backend: a change
     to gpu_plan that breaks the 10 % fails here; the recorded comparison is what gpu_plan says now."""
     doc = result("memory-plan.json")
-    assert len(doc["rows"]) == 11 and doc["backend"].startswith("pytorch_libtorch")
+    assert len(doc["rows"]) == 11
+    assert doc["backend"].startswith("pytorch_libtorch")
     assert memory.compare(doc) == doc["comparison"]
     assert all(abs(row["error_pct"]) <= 10 for row in doc["comparison"]), doc["comparison"]
     assert round(doc["fit"]["process_mib"]) * gpu_plan.MIB == gpu_plan.PROCESS_CONTEXT_BYTES
