@@ -143,3 +143,18 @@ def test_the_baseline_answers_perf_analyzers_metadata_and_echoes_request_ids() -
     assert protocol.request_id(with_id, len(with_id)) == "7"
     payload, header = protocol.encode_response("m", protocol.Tensor("OUTPUT__0", (1, 2), b"\0" * 8), "7")
     assert json.loads(payload[:header])["id"] == "7"
+
+
+def test_the_readme_rows_state_what_the_result_files_hold() -> None:
+    """README's rows for the real backend, the consolidation and the memory plan, against the files."""
+    readme = (ROOT / "README.md").read_text()
+    p4 = result("serving-libtorch.json")["summary"]["p4"]
+    assert f"{p4['best']['throughput']:,.0f} req/s at p99 {p4['best']['p99_ms']:.1f} ms" in readme
+    assert f"{p4['raw_fraction'] * 100:.1f} % of raw TorchScript" in readme
+    s = result("consolidation.json")["summary"]
+    assert f"one tritonserver: {s['b_req_s']:,.0f} req/s" in readme
+    assert f"{s['a_req_s']:,.0f} req/s, at p99 {s['a_worst_p99_ms']:.0f} ms): {s['throughput_ratio']:.1f}x" in readme
+    assert f"GPU memory in use -{s['memory_reduction'] * 100:.0f} %" in readme
+    assert f"GPU {s['b_gpu_util_pct']:.0f} % busy" in readme
+    errors = [row["error_pct"] for row in result("memory-plan.json")["comparison"]]
+    assert f"({min(errors):.1f} to {max(errors):+.1f} %)" in readme
