@@ -270,10 +270,17 @@ def test_the_cuda_context_allowance_is_the_measured_one() -> None:
     assert gpu_plan.CUDA_CONTEXT_BYTES == round(measured["context_mib"]) * gpu_plan.MIB
 
 
-def test_gpu_benchmark_warmup_table() -> None:
-    """docs/gpu-benchmark.md's warm-up rows equal bench/results/warmup-gpu.json's medians."""
-    summary = result("warmup-gpu.json")["summary"]
-    for scenario, label in (("warmup", "| warm-up (the default) |"), ("no-warmup", "| `--no-warmup` |")):
+@pytest.mark.parametrize(
+    ("name", "suffix"), [("warmup-gpu.json", ""), ("warmup-gpu-libtorch.json", ", pytorch_libtorch")]
+)
+def test_gpu_benchmark_warmup_table(name: str, suffix: str) -> None:
+    """docs/gpu-benchmark.md's warm-up rows equal the warm-up result's medians: the python backend's
+    (warmup-gpu.json) and Triton's PyTorch backend's (warmup-gpu-libtorch.json)."""
+    summary = result(name)["summary"]
+    for scenario, label in (
+        ("warmup", f"| warm-up (the default){suffix} |"),
+        ("no-warmup", f"| `--no-warmup`{suffix} |"),
+    ):
         first, second, batch, steady, ready = grab(
             r"\| ([\d.]+) ms \| ([\d.]+) ms \| ([\d.]+) ms \| ([\d.]+) ms \| ([\d.]+) s \|",
             doc_line("docs/gpu-benchmark.md", label),
