@@ -13,8 +13,8 @@ backend has no torch, unless --allow-local-target (recorded); an environment wit
 `tritonImage` (the local demo) accepts it.
 
 GPU memory planning: where the environment names its deployments' GPUs (`tritonGpus`), a version
-that would overcommit its deployment's GPU (instances x GPU memory per instance from export.json,
-plus a CUDA context allowance each, over 90 % of one GPU) is refused with exit code 7 before
+that would overcommit its deployment's GPU (the server process' CUDA context, plus instances x GPU
+memory per instance from export.json and a per-instance allowance, over 90 % of one GPU) is refused with exit code 7 before
 anything is written; otherwise one line says how much it plans, or why it was not checked.
 """
 

@@ -192,7 +192,9 @@ class Plan:
     def _allowances(self) -> str:
         parts = []
         if self.process_bytes:
-            parts.append(f"{human(PROCESS_CONTEXT_BYTES)} for the server process, each instance + {human(INSTANCE_BYTES)}")
+            parts.append(
+                f"{human(PROCESS_CONTEXT_BYTES)} for the server process, each instance + {human(INSTANCE_BYTES)}"
+            )
         if any(not s.need.shares_context for s in self.shares):
             parts.append(f"each python-backend instance + {human(CUDA_CONTEXT_BYTES)} CUDA context")
         return "; ".join(parts)

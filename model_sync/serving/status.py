@@ -154,7 +154,10 @@ def _print_gpu_memory(report: dict[str, Any]) -> None:
     print()
     if len(rows) > 1:
         _print_table(rows)
-        print("PLANNED = on one GPU: instances x (GPU memory per instance + CUDA context allowance), pinned versions")
+        print(
+            "PLANNED = on one GPU: the server process' context + instances x (GPU memory per instance + an "
+            "allowance), pinned versions"
+        )
     for name in unknown_envs:
         print(f"gpu memory: not planned in {name}: {NO_GPUS}")
 

@@ -106,7 +106,7 @@ def test_promote_refuses_a_version_that_overcommits_the_targets_gpu(tmp_path, ca
         assert r.err.splitlines() == [
             "model-sync: b version 1 -> prod: gpu memory: deployment default would plan 2.7 GiB on one toy (2.7 GiB), "
             "more than the 2.4 GiB allowed (90% of it); largest: b (promoted v1) 2 x 686.0 MiB = 1.3 GiB, a v1 2 x "
-            "686.0 MiB = 1.3 GiB (each instance + 686.0 MiB CUDA context allowance); allowed: fewer GPU instances "
+            "686.0 MiB = 1.3 GiB (each python-backend instance + 686.0 MiB CUDA context); allowed: fewer GPU instances "
             "(instance_group count), a smaller max_batch_size, or a bigger GPU"
         ]
     assert moto_s3.keys(prod) == keys

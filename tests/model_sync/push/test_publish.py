@@ -558,7 +558,7 @@ def test_push_refuses_a_version_that_overcommits_its_deployments_gpu(tmp_path, c
         assert r.err.splitlines() == [
             "model-sync: b -> staging: gpu memory: deployment default would plan 2.7 GiB on one toy (2.7 GiB), more "
             "than the 2.4 GiB allowed (90% of it); largest: b (this push) 2 x 686.0 MiB = 1.3 GiB, a v1 2 x 686.0 MiB "
-            "= 1.3 GiB (each instance + 686.0 MiB CUDA context allowance); allowed: fewer GPU instances "
+            "= 1.3 GiB (each python-backend instance + 686.0 MiB CUDA context); allowed: fewer GPU instances "
             "(instance_group count), a smaller max_batch_size, or a bigger GPU"
         ]
         assert r.out == ""
