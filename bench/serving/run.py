@@ -1,19 +1,24 @@
 """The GPU serving benchmark, one command on an NVIDIA GPU host (bench/serving/device.sh):
 
-  1. `model-sync export --target local` writes one Triton model per configuration variant
-     (instance count, preferred batch sizes, queue delay; KIND_GPU) and export format (--formats:
-     TorchScript, AOTInductor .pt2, ONNX; the name gets -pt2 / -onnx), ResNet-18 random weights;
+  1. `model-sync export` writes one Triton model per configuration variant (instance count,
+     preferred batch sizes, queue delay; KIND_GPU) and export format (--formats; the name gets -pt2 /
+     -onnx), ResNet-18 random weights: `--target cloud` under `--backend pytorch_libtorch` (the
+     production config, served by Triton's own PyTorch backend that bench.serving.pytorch_backend
+     built into the triton root; a .pt2 compiled by bench.serving.aoti_package), `--target local`
+     under `--backend python` (the python-backend wrapper: CPU runs of the harness);
   2. raw limit: each format's exported file on the GPU at batch 64 and 256 (bench.serving.raw; ONNX
      through ONNX Runtime's CUDA provider), each in its own process;
   3. baseline: the one-request-at-a-time HTTP server (bench.serving.baseline_server) driven by
      bench.serving.loadgen at concurrency 1;
-  4. tritonserver (python backend on the GPU) serves every variant; perf_analyzer (gRPC, system
-     shared memory for the input and output tensors) sweeps the concurrency per variant, while
-     Triton's /metrics (batches actually executed), GPU utilisation and client/server CPU are recorded;
-     the best variant is also driven over HTTP by the same client as the baseline (transport check:
-     one probe request first records Triton's raw answer, and the load asks for the output in the
-     form that answer showed works);
-  5. writes <out>/serving.json (bench.serving.stats.SCHEMA) and the server logs.
+  4. tritonserver serves every variant (bench.serving.served: .pt2 models on a server of their own);
+     perf_analyzer (gRPC, the tensors in system and/or CUDA shared memory: --sweep-shm) sweeps the
+     concurrency per variant, while Triton's /metrics (batches actually executed), GPU utilisation
+     and client/server CPU are recorded; with --client-batch, whole-batch requests too; the best
+     variant is also driven over HTTP by the same client as the baseline (transport check: one
+     probe request first records Triton's raw answer, and the load asks for the output in the form
+     that answer showed works);
+  5. writes <out>/serving.json (bench.serving.stats.SCHEMA; its environment and every entry name the
+     backend) and the server logs.
 
 Every phase is guarded: a failure is recorded in `errors` and the run goes on, so one run returns
 everything that worked. `--deadline-s` keeps the whole run inside a wall-clock budget.
