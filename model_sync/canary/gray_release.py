@@ -70,8 +70,12 @@ class GrayRelease:
         self.record = OwnedRecord(repo, model, version, by)
         self._mark: Any = None  # the metrics at the start of the step's window (once its replicas serve it)
         self._served_at: float | None = None
-        self._s3_back: _dt.datetime | None = None  # when S3 answered again after the run saw it fail
-        self._s3_failed = False
+        # Since when a silent replica counts as silent after an S3 outage the run saw (None: none
+        # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
+        # its first attempt after S3 returns can come up to about twice the outage later (a healthy
+        # fleet was taken for dead after a 6 s outage: its agents were still backing off).
+        self._s3_back: _dt.datetime | None = None
+        self._s3_down_at: _dt.datetime | None = None  # when the run first saw S3 fail (None: answering)
 
     # -- the run --
 
@@ -167,8 +171,9 @@ class GrayRelease:
             if self.clock() >= codec.parse_time(self.doc["deadline_at"]).timestamp():
                 self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
             pin = self.record.unmoved()
-            if self._s3_failed:
-                self._s3_back, self._s3_failed = _dt.datetime.now(_dt.UTC), False
+            if self._s3_down_at is not None:
+                back = _dt.datetime.now(_dt.UTC)
+                self._s3_back, self._s3_down_at = back + 2 * (back - self._s3_down_at), None
             served = self._canary_served(step)
             step = self.doc["steps"][-1]  # re-balanced
             if not served:
@@ -185,7 +190,7 @@ class GrayRelease:
         except errors.SyncError as e:
             if e.code not in (errors.S3,):
                 raise
-            self._s3_failed = True
+            self._s3_down_at = self._s3_down_at or _dt.datetime.now(_dt.UTC)
             self.console.warn(f"canary: {e}; retrying until the deadline {self.doc['deadline_at']}")
             self.sleep(self.poll)
             return None

@@ -7,8 +7,9 @@ LIVE_HEARTBEATS of its own heartbeat (`heartbeat_seconds` in the report: 30 s by
 an agent rewrites its report at least once per heartbeat, so a replica silent for three of them
 has stopped (its pod died or was replaced; Kubernetes brings a new one under a new name, which
 reports as a new replica). Silence counts only while S3 answers: after an outage every report is
-old, because no agent could write one, so a report is never taken for older than the time S3
-has been answering the run again (`reachable_since`).
+old, because no agent could write one, so a report is never taken for older than the time since
+`reachable_since`: the gray release passes S3's return plus twice the outage it saw, since an agent
+backing off exponentially may first retry that long after S3 answers again.
 
 The share is replica-based: k = floor(share x N / 100), at least 1, at most N x MAX_STEP_PERCENT
 / 100, so the canary never takes more than the configured share, except that one replica is the
