@@ -47,7 +47,9 @@ from model_sync.sandbox import runtime
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "bench" / "serving" / ".dist"
 ORT_DIST = ROOT / "bench" / "serving" / ".dist-ort"
-TRITON_SRC = ROOT.parent / "shared" / "triton-src"  # where this workplace keeps the pinned archives
+# The folder holding the pinned source archives of Triton's PyTorch backend (bench.serving.pytorch_backend
+# .ARCHIVES; upstream commits in docs/gpu-benchmark.md): --triton-src, else $TRITON_SRC, else none.
+TRITON_SRC_ENV = "TRITON_SRC"
 PART_BYTES = 59 * 1024 * 1024  # one part with the repository (4 MiB) stays under one transfer (64 MiB)
 LIMIT_BYTES = 60 * 1024 * 1024  # keeps the repository + bundle copy to the GPU host small (one transfer under 64 MiB)
 STUB_PYTHON = "3.12"  # the GPU machine's python3
@@ -169,13 +171,13 @@ def copy_sources(src: Path, dest: Path) -> None:
         shutil.copy2(src / name, dest / name)
 
 
-def build(dist: Path = DIST, triton_src: Path = TRITON_SRC) -> Path:
+def build(dist: Path = DIST, triton_src: Path | None = None) -> Path:
     wheels = dist / "wheels"
-    if triton_src.is_dir():
+    if triton_src is not None:
         copy_sources(triton_src, dist / "triton-src")
     else:  # CPU runs of the harness (the python backend) need no backend build
-        print(f"bundle: warning: {triton_src}: no such folder; the GPU host cannot build Triton's PyTorch backend "
-              "from this bundle (device.sh BACKEND=python only); allowed: --triton-src DIR", file=sys.stderr)  # fmt: skip
+        print(f"bundle: warning: no --triton-src or ${TRITON_SRC_ENV}: the GPU host cannot build Triton's PyTorch "
+              "backend from this bundle (device.sh BACKEND=python only); allowed: --triton-src DIR", file=sys.stderr)  # fmt: skip
     pytriton = runtime.fetch_wheel()  # sha256-pinned in model_sync/sandbox/runtime.py
     client = fetch("tritonclient==2.51.0", ROOT / ".cache" / "wheels")
     for spec in CARRIED:
@@ -267,8 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--triton-src",
         type=Path,
-        default=TRITON_SRC,
-        help=f"folder holding the pinned source archives of Triton's PyTorch backend (default {TRITON_SRC})",
+        default=Path(os.environ[TRITON_SRC_ENV]) if os.environ.get(TRITON_SRC_ENV) else None,
+        help=f"folder holding the pinned source archives of Triton's PyTorch backend (default ${TRITON_SRC_ENV}; "
+        "without either the bundle carries none and the GPU host cannot build the backend)",
     )
     a = p.parse_args(argv)
     try:
