@@ -11,6 +11,7 @@ ref: https://docs.pytorch.org/vision/stable/models.html
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import Any
@@ -37,40 +38,16 @@ def _vision(name: str) -> nn.Module:
     return model.eval()
 
 
-def resnet18() -> nn.Module:
-    return _vision("resnet18")
-
-
-def resnet34() -> nn.Module:
-    return _vision("resnet34")
-
-
-def resnet50() -> nn.Module:
-    return _vision("resnet50")
-
-
-def mobilenet_v3_small() -> nn.Module:
-    return _vision("mobilenet_v3_small")
-
-
-def mobilenet_v3_large() -> nn.Module:
-    return _vision("mobilenet_v3_large")
-
-
-def efficientnet_b0() -> nn.Module:
-    return _vision("efficientnet_b0")
-
-
-def regnet_y_400mf() -> nn.Module:
-    return _vision("regnet_y_400mf")
-
-
-def shufflenet_v2_x1_0() -> nn.Module:
-    return _vision("shufflenet_v2_x1_0")
-
-
-def squeezenet1_1() -> nn.Module:
-    return _vision("squeezenet1_1")
+# The torchvision classifiers, each a `MODULE:FACTORY` (load_factory calls it with no argument).
+resnet18 = functools.partial(_vision, "resnet18")
+resnet34 = functools.partial(_vision, "resnet34")
+resnet50 = functools.partial(_vision, "resnet50")
+mobilenet_v3_small = functools.partial(_vision, "mobilenet_v3_small")
+mobilenet_v3_large = functools.partial(_vision, "mobilenet_v3_large")
+efficientnet_b0 = functools.partial(_vision, "efficientnet_b0")
+regnet_y_400mf = functools.partial(_vision, "regnet_y_400mf")
+shufflenet_v2_x1_0 = functools.partial(_vision, "shufflenet_v2_x1_0")
+squeezenet1_1 = functools.partial(_vision, "squeezenet1_1")
 
 
 def _mlp(sizes: tuple[int, ...]) -> nn.Module:

@@ -56,11 +56,9 @@ class Server:
 
 
 class Served:
-    def __init__(self, state: RunState, server: Server | None = None) -> None:
+    def __init__(self, state: RunState, server: Server) -> None:
         self.state = state
-        root = Path(self.state.a.triton_root)
-        names = tuple(t["name"] for t in state.doc["triton"])
-        self.server = server or Server("all", names, root / "pytriton/tritonserver/backends")
+        self.server = server
         self.repo = state.work / f"served-{self.server.tag}"
 
     def stage(self) -> None:
@@ -70,9 +68,8 @@ class Served:
             shutil.copytree(self.state.repo / name, self.repo / name)
             text = (self.repo / name / "config.pbtxt").read_text()
             (self.repo / name / "config.pbtxt").write_text(served_config(text, self.server.pt2))
-            entry = next(t for t in self.state.doc["triton"] if t["name"] == name)
             if self.server.pt2:
-                entry["served_config_pbtxt"] = (self.repo / name / "config.pbtxt").read_text()
+                self.entry(name)["served_config_pbtxt"] = (self.repo / name / "config.pbtxt").read_text()
 
     def argv(self, http: int, grpc: int, metrics: int) -> list[str]:
         root = Path(self.state.a.triton_root)

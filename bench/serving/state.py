@@ -104,12 +104,11 @@ class RunState:
 
     def best_name(self, among: tuple[str, ...] | None = None) -> str:
         """The model the extra checks (CUDA shared memory, HTTP) drive: the best point's when it is
-        `among` the server's models (default: any), else the last variant's."""
+        `among` the server's models (default: any), else the last of them (default: the last variant)."""
         best = self.best()
         if best and (among is None or best["variant"] in among):
             return str(best["variant"])
-        names = [v.name for v in self.variants]
-        return next((n for n in reversed(among) if n in names), among[-1]) if among else names[-1]
+        return among[-1] if among else self.variants[-1].name
 
     def child_env(self) -> dict[str, str]:
         """The environment of the run's Python children (export, raw): this repository and

@@ -245,9 +245,14 @@ def validate_result(doc: Mapping[str, Any]) -> None:
             _check_point(p, f"triton[{i}].points[{j}]")
 
 
+def raw_rates(raw: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """A raw-limit list as {batch: images per second}."""
+    return {int(r["batch"]): float(r["img_per_s"]) for r in raw}
+
+
 def summarize(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The best Triton point within the p99 budget against the baseline and the raw limit."""
-    raw = {int(r["batch"]): float(r["img_per_s"]) for r in doc["raw"]}
+    raw = raw_rates(doc["raw"])
     raw_ref = raw.get(RAW_REFERENCE_BATCH, max(raw.values()))
     base = max(float(p["throughput"]) for p in doc["baseline"]["points"])
     candidates = [
@@ -294,7 +299,7 @@ def summarize(doc: Mapping[str, Any]) -> dict[str, Any]:
 def p4_summary(doc: Mapping[str, Any]) -> dict[str, Any]:
     """P4: the best TorchScript perf_analyzer point (system or CUDA shared memory) within
     TARGET_P4_P99_MS against the raw limit at RAW_REFERENCE_BATCH."""
-    raw = {int(r["batch"]): float(r["img_per_s"]) for r in doc["raw"]}
+    raw = raw_rates(doc["raw"])
     raw_ref = raw.get(RAW_REFERENCE_BATCH, max(raw.values())) if raw else 0.0
     points = [
         (float(p["throughput"]), v, p)
@@ -324,7 +329,7 @@ def batched_summary(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per format and client, the best point of requests that carry whole batches (`--client-batch`):
     images/s within TARGET_P99_MS, and its share of the format's raw limit at RAW_REFERENCE_BATCH
     (TorchScript's where the format has none: the .pt2 raw limit needs torch's Python loader)."""
-    raws = {f: {int(r["batch"]): float(r["img_per_s"]) for r in rs} for f, rs in doc.get("raw_by_format", {}).items()}
+    raws = {f: raw_rates(rs) for f, rs in doc.get("raw_by_format", {}).items()}
     ts = raws.get("torchscript", {}).get(RAW_REFERENCE_BATCH)
     out = []
     for v in doc["triton"]:
@@ -382,7 +387,7 @@ def format_summary(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     point's share of its own raw limit, and its throughput against TorchScript's best."""
     out = []
     for fmt, raws in doc.get("raw_by_format", {}).items():
-        raw = {int(r["batch"]): float(r["img_per_s"]) for r in raws}
+        raw = raw_rates(raws)
         ref = raw.get(RAW_REFERENCE_BATCH, max(raw.values())) if raw else None
         points = [
             (float(p["throughput"]), v["name"], p)

@@ -74,7 +74,7 @@ class GrayRelease:
         # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
         # its first attempt after S3 returns can come up to about twice the outage later (a healthy
         # fleet was taken for dead after a 6 s outage: its agents were still backing off).
-        self._s3_back: _dt.datetime | None = None
+        self._silence_from: _dt.datetime | None = None
         self._s3_down_at: _dt.datetime | None = None  # when the run first saw S3 fail (None: answering)
 
     # -- the run --
@@ -173,7 +173,7 @@ class GrayRelease:
             pin = self.record.unmoved()
             if self._s3_down_at is not None:
                 back = _dt.datetime.now(_dt.UTC)
-                self._s3_back, self._s3_down_at = back + 2 * (back - self._s3_down_at), None
+                self._silence_from, self._s3_down_at = back + 2 * (back - self._s3_down_at), None
             served = self._canary_served(step)
             step = self.doc["steps"][-1]  # re-balanced
             if not served:
@@ -219,7 +219,7 @@ class GrayRelease:
         (a replica that stopped reporting is replaced, a scaled fleet re-balanced: the window
         restarts), and aborts with fewer than 2 live replicas, on a load failure or past
         loadTimeoutSeconds."""
-        fleet = placement.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._s3_back)
+        fleet = placement.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._silence_from)
         listed = self.doc["replicas"]
         gone = fleet.describe_gone(listed)
         if len(fleet.live) < 2:

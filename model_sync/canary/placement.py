@@ -61,8 +61,9 @@ class Fleet:
 def observe(repo: Any, model: str, deployment: str | None, now: _dt.datetime | None = None,
             reachable_since: _dt.datetime | None = None) -> Fleet:  # fmt: skip
     """The fleet of `deployment` for `model` (None: the one deployment that reports it; refused
-    when several do), from the replicas' status records; `reachable_since`: when S3 answered
-    again after an outage (None: no outage seen)."""
+    when several do), from the replicas' status records; `reachable_since`: no report counts as
+    older than the time since then (after an outage: S3's return plus the agents' backoff; None:
+    no outage seen)."""
     now = now or _dt.datetime.now(_dt.UTC)
     docs = replicas.read_status_docs(repo)
     found = replicas.served(docs, model, now)  # reported the model within replicas.DEFAULT_DEPARTED
