@@ -59,7 +59,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 version_policy { specific { versions: [ %d ] } }
 """
-SLEEP = {1: 0.002, 2: 0.02}  # version 2 is ten times slower
+SLEEP = {1: 0.002, 2: 0.05}  # version 2 is 25 times slower
 
 
 def _server(tmp: Path, runtime: TritonRuntime, version: int) -> TritonServer:
@@ -69,6 +69,14 @@ def _server(tmp: Path, runtime: TritonRuntime, version: int) -> TritonServer:
     (repo / "m" / str(version) / "model.py").write_text(MODEL_PY.format(sleep=SLEEP[version]))
     precompile_python(repo / "m" / str(version))  # as the agent does: else the stub's pyc makes Triton reload it
     return TritonServer(repo, tmp / f"v{version}" / "triton.log", runtime=runtime)
+
+
+def _tells_the_versions_apart(figures: dict[int, metrics.Figures]) -> bool:
+    """Triton's own summary sees the slower version: the canary's p99 is no faster than its model
+    can answer, and most stable requests are well under it. A busy CPU can stretch the stable
+    version's few slowest requests to 12 ms (its p99, seen in CI), so its p95 is what is compared."""
+    canary_p99, stable_p95 = figures[2].p99_ms, figures[1].p95_ms
+    return canary_p99 is not None and stable_p95 is not None and canary_p99 >= 1000 * SLEEP[2] > 2 * stable_p95
 
 
 def _load(server: TritonServer, requests: int, fail_every: int, value: float = -1.0) -> tuple[int, int]:
@@ -132,7 +140,7 @@ def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) 
     assert (figures[2].requests, figures[2].errors) == canary == (40, 4)
     assert figures[3] == metrics.Figures()  # a version nobody serves: nothing, no figures
     assert figures[1].p99_ms is not None and figures[2].p99_ms is not None  # noqa: PT018
-    assert figures[2].p99_ms > 2.5 * figures[1].p99_ms, figures  # Triton's own summary sees the slower version
+    assert _tells_the_versions_apart(figures), figures
     assert figures[1].queue_us is not None and figures[1].queue_us >= 0  # noqa: PT018
     # A python model's error *response* fails the request, and Triton counts it as a success.
     mark = source.mark()
@@ -169,7 +177,7 @@ def test_prometheus_metrics_give_the_same_figures(tmp_path: Path, servers: list[
             # a few seconds here, over 300 s in the cloud); the error ratio is what the verdict reads.
             assert abs(figures[version].requests - sent) <= 0.3 * sent, (version, figures)
             assert abs(figures[version].error_ratio - failed / sent) <= 0.01, (version, figures)
-        assert figures[2].p99_ms and figures[1].p99_ms and figures[2].p99_ms > 2.5 * figures[1].p99_ms  # noqa: PT018
+        assert _tells_the_versions_apart(figures), figures
     finally:
         prom.stop()
     with pytest.raises(metrics.MetricsError, match=r"^prometheus http://127.0.0.1:9/api/v1/query: .*allowed:"):
