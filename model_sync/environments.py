@@ -18,8 +18,8 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         prometheusUrl: https://...                # Prometheus (its /api/v1/query), e.g. through
         eksCluster: triton-platform-prod        #   the EKS API's service proxy, with a token from
                                                 #   the AWS credentials for this cluster
-        tritonMetricsUrls:                      # or each replica's Triton /metrics (locally)
-          - http://127.0.0.1:8002/metrics
+        tritonMetricsUrls:                      # or each replica's Triton /metrics (locally), by the
+          default-0: http://127.0.0.1:8002/metrics   #   replica id its agent reports as
         canaryPolicies:                         # optional, per model: steps and thresholds
           resnet: {steps: [25, 50], stepSeconds: 120}   # (model_sync/contract/canary_policy.py; default: its defaults)
         tritonGpus:                             # optional: each Triton deployment's GPU, for GPU memory
@@ -113,7 +113,7 @@ class Environment:
     unenforced_writes_accepted: bool = False  # unenforcedConditionalWrites: accepted
     prometheus_url: str | None = None  # the gray release's Prometheus (model_sync.canary.metrics)
     eks_cluster: str | None = None  # the EKS cluster whose API server proxies prometheus_url (bearer token)
-    metrics_urls: tuple[str, ...] = ()  # or each replica's Triton /metrics (locally)
+    metrics_urls: tuple[tuple[str, str], ...] = ()  # or each replica's Triton /metrics (locally): (replica id, URL)
     canary_policies: tuple[tuple[str, CanaryPolicy], ...] = ()  # model -> its gray release policy
     triton_gpus: tuple[DeploymentGpu, ...] | None = None  # tritonGpus; None: the environment does not know its GPUs
     source: str = "flags"  # where it was resolved from (config path, pulumi stack)
@@ -191,14 +191,20 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
     return envs
 
 
-def _metrics_urls(where: str, value: Any) -> tuple[str, ...]:
+def _metrics_urls(where: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """tritonMetricsUrls: replica id (as its agent reports, layout.REPLICA_ID_RE) -> its Triton
+    /metrics URL; the gray release ties each replica's liveness to its own endpoint."""
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(
-        isinstance(u, str) and re.match(r"^https?://[^\s/]+/\S*$", u) for u in value
-    ):
-        raise errors.usage(f"{where}.tritonMetricsUrls: {value!r}; allowed: a list of http(s)://host:port/metrics URLs")
-    return tuple(value)
+    if not isinstance(value, dict) or not value or not all(
+        isinstance(r, str) and layout.REPLICA_ID_RE.match(r) and isinstance(u, str)
+        and re.match(r"^https?://[^\s/]+/\S*$", u) for r, u in value.items()
+    ):  # fmt: skip
+        raise errors.usage(
+            f"{where}.tritonMetricsUrls: {value!r}; allowed: a mapping of replica id (as its agent reports it) -> "
+            "http(s)://host:port/metrics URL"
+        )
+    return tuple(sorted(value.items()))
 
 
 def _policies(where: str, value: Any) -> tuple[tuple[str, CanaryPolicy], ...]:

@@ -21,17 +21,23 @@ measures that exactly the listed replicas serve the canary from the window's sta
 Service's randomness (kube-proxy's spread adds its own binomial noise). Medians with min/max.
 
 Then `--aa` releases of `good` against a stable `good` (A/A: identical code, a new version each
-time) and `--tail` releases of `tail` against a stable `slow` (the same 30 ms model, +150 ms on
-3 % of its requests; at the lab's TAIL_RATE, 80 requests a second), one after another:
+time), spread over `--fresh` labs started from nothing, so that `--fresh` of them are the first
+release after the fleet started (its canary replicas just loaded, stable's served for minutes),
+and `--tail` releases of `tail` against a stable `slow` (the same 30 ms model, +150 ms on 3 % of
+its requests; at the lab's TAIL_RATE, 80 requests a second), one after another. The policy is the
+lab's short steps (POLICY: 25 and 50 %, 5 s each, 40 requests per track) with the product's default
+thresholds and floors (model_sync.contract.canary_policy.CanaryPolicy):
 
   false_aborts           A/A releases the analysis aborted (any reason): the noise the rules let in
+  strikes                A/A windows that failed on latency once and were judged again (the cold
+                         canary rule, model_sync.canary.gray_release): what the rule absorbed
   detected               tail releases aborted on p99 latency, and seconds_to_verdict: from the
                          window's start (its replicas serve the canary) to the failing verdict
   mean_rule_*            the rule before it (p99 beyond its bounds only when the window's mean is
                          beyond them too), applied to the same figures each step recorded: what
                          it would have decided on the same releases
 
-    .venv/bin/python -m bench.canary.run [--repeat 3] [--aa 20] [--tail 10] [--out bench/results/canary.json]
+    .venv/bin/python -m bench.canary.run [--repeat 3] [--aa 30] [--fresh 3] [--tail 10] [--out bench/results/canary.json]
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ def _release(lab: Any, kind: str) -> dict[str, Any]:
     return figures
 
 
-def _analysis(lab: Any, kind: str, count: int, rate: float) -> list[dict[str, Any]]:
+def _analysis(lab: Any, kind: str, count: int, rate: float, first: int = -1) -> list[dict[str, Any]]:
     """`count` releases of `kind` at `rate` requests a second: each one's outcome, reason, the
     seconds from its last step's window start to its verdict, and what the mean-confirmed p99 rule
     said of its steps."""
@@ -96,9 +102,11 @@ def _analysis(lab: Any, kind: str, count: int, rate: float) -> list[dict[str, An
         run = {"kind": kind, "i": i, "outcome": done.figures["outcome"], "exit_code": done.code,
                "reason": done.figures["reason"], "seconds_to_verdict": verdict_s,
                "mean_rule_fails": any(mean_rule_fails(s, policy) for s in done.doc["steps"]),
+               "first_after_start": i == first, "strikes": sum(s.get("strikes", 0) for s in done.doc["steps"]),
                "failed_outside_canary": done.figures["failed_stable"] + done.figures["failed_other"],
                "steps": [{k: s.get(k) for k in ("share_percent", "verdict", "figures")} for s in done.doc["steps"]]}  # fmt: skip
-        print(json.dumps({k: run[k] for k in ("kind", "i", "outcome", "reason", "mean_rule_fails")}), flush=True)
+        print(json.dumps({k: run[k] for k in ("kind", "i", "outcome", "reason", "strikes", "seconds_to_verdict")}),
+              flush=True)  # fmt: skip
         out.append(run)
     return out
 
@@ -112,6 +120,11 @@ def summarise_analysis(aa: list[dict[str, Any]], tail: list[dict[str, Any]]) -> 
             "releases": len(aa),
             "false_aborts": sum(r["outcome"] == "aborted" for r in aa),
             "false_abort_reasons": sorted({r["reason"] for r in aa if r["outcome"] == "aborted"}),
+            "first_after_start": {
+                "releases": sum(r["first_after_start"] for r in aa),
+                "aborted": sum(r["first_after_start"] and r["outcome"] == "aborted" for r in aa),
+            },
+            "releases_with_strikes": sum(r["strikes"] > 0 for r in aa),
             "mean_rule_false_aborts": sum(r["mean_rule_fails"] for r in aa),
             "failed_outside_canary": sum(r["failed_outside_canary"] for r in aa),
         },
@@ -119,6 +132,7 @@ def summarise_analysis(aa: list[dict[str, Any]], tail: list[dict[str, Any]]) -> 
             "releases": len(tail),
             "detected": sum(p99_abort(r) for r in tail),
             "seconds_to_verdict": _spread([r["seconds_to_verdict"] for r in tail if p99_abort(r)]),
+            "releases_with_strikes": sum(r["strikes"] > 0 for r in tail),
             "mean_rule_detected": sum(r["mean_rule_fails"] for r in tail),
             "failed_outside_canary": sum(r["failed_outside_canary"] for r in tail),
         },
@@ -147,36 +161,50 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _kinds(lab: Any, repeat: int) -> list[dict[str, Any]]:
+    runs = []
+    for rep in range(repeat):
+        for kind in KINDS:
+            run = _release(lab, kind)
+            run["repeat"] = rep
+            runs.append(run)
+            print(json.dumps({k: run[k] for k in ("kind", "outcome", "exit_code", "answered_by_canary")}
+                             | {"steps": run["steps"], "zero_s": run.get("seconds_to_zero_canary")}),
+                  flush=True)  # fmt: skip
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.canary.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of the four releases (default 3)")
-    parser.add_argument("--aa", type=int, default=20, help="A/A releases: good against good (default 20)")
+    parser.add_argument("--aa", type=int, default=30, help="A/A releases: good against good (default 30)")
+    parser.add_argument("--fresh", type=int, default=3, help="labs the A/A releases are spread over (default 3)")
     parser.add_argument("--tail", type=int, default=10, help="tail-regression releases (default 10)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/canary.json"), help="the results file")
     args = parser.parse_args(argv)
     from model_sync.sandbox.canary_lab import POLICY, TAIL_RATE, TRAFFIC_RATE, TRAFFIC_THREADS, CanaryLab
 
     runs: list[dict[str, Any]] = []
+    aa: list[dict[str, Any]] = []
+    tail: list[dict[str, Any]] = []
     load = [round(x, 2) for x in os.getloadavg()]
+    fresh = max(1, args.fresh)
     with tempfile.TemporaryDirectory(prefix="bench-canary-") as tmp:
-        lab = CanaryLab(Path(tmp)).start()
-        try:
-            lab.stable()
-            for rep in range(args.repeat):
-                for kind in KINDS:
-                    run = _release(lab, kind)
-                    run["repeat"] = rep
-                    runs.append(run)
-                    print(json.dumps({k: run[k] for k in ("kind", "outcome", "exit_code", "answered_by_canary")}
-                                     | {"steps": run["steps"], "zero_s": run.get("seconds_to_zero_canary")}),
-                          flush=True)  # fmt: skip
-            aa = _analysis(lab, "good", args.aa, TRAFFIC_RATE)
-            lab.stable("slow")  # the tail regression's stable: the same model without the tail
-            tail = _analysis(lab, "tail", args.tail, TAIL_RATE)
-        finally:
-            lab.stop()
+        for n in range(fresh):
+            lab = CanaryLab(Path(tmp) / f"lab-{n}").start()
+            try:
+                lab.stable()
+                share = args.aa // fresh + (n < args.aa % fresh)
+                aa += _analysis(lab, "good", share, TRAFFIC_RATE, first=0)  # the first: after the fleet started
+                if n == 0:
+                    runs += _kinds(lab, args.repeat)
+                if n == fresh - 1 and args.tail:
+                    lab.stable("slow")  # the tail regression's stable: the same model without the tail
+                    tail = _analysis(lab, "tail", args.tail, TAIL_RATE)
+            finally:
+                lab.stop()
     doc = {
         "benchmark": "gray release on the local stack (bench/canary/run.py)",
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -188,8 +216,17 @@ def main(argv: list[str] | None = None) -> int:
             "traffic": f"round robin, {TRAFFIC_RATE:g} requests a second ({TAIL_RATE:g} for the tail releases), "
             f"at most {TRAFFIC_THREADS} in flight",
             "repeat": args.repeat,
+            "aa_labs": fresh,
+            "thresholds": "the product's defaults (CanaryPolicy()): only steps, stepSeconds, deadlineSeconds, "
+            "loadTimeoutSeconds and minRequests are the lab's",
         },
-        "targets": {"share_points_abs": "<= 3", "seconds_to_zero_canary": "<= 10"},
+        "targets": {
+            "share_points_abs": "<= 3",
+            "seconds_to_zero_canary": "<= 10",
+            "aa_false_aborts": "0",
+            "tail_detected": "10 of 10",
+        },
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "summary": summarise(runs),
         "analysis": summarise_analysis(aa, tail),
         "runs": runs,

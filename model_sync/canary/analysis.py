@@ -5,6 +5,7 @@ produces `Figures` either way (docs/architecture.md#gray-release)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ class Figures:
     queue_us: float | None = None
     mean_ms: float | None = None
     p95_ms: float | None = None
+    replicas_p99_ms: tuple[float, ...] = ()  # each replica's p99 (Triton's summary), ascending
+    replicas_p95_ms: tuple[float, ...] = ()
 
     @property
     def error_ratio(self) -> float:
@@ -45,7 +48,15 @@ class Figures:
             "p95_ms": r(self.p95_ms),
             "mean_ms": r(self.mean_ms),
             "queue_us": r(self.queue_us),
+            "replicas_p99_ms": [round(v, 3) for v in self.replicas_p99_ms],
         }
+
+    def replica_at(self, q: float) -> Figures:
+        """These figures with p99 and p95 of the replica at quantile `q` of the track's replicas
+        (linear between neighbours; 0.5: the median) instead of the worst; as given without
+        per-replica figures."""
+        return dataclasses.replace(self, p99_ms=_at(self.replicas_p99_ms, q, self.p99_ms),
+                                   p95_ms=_at(self.replicas_p95_ms, q, self.p95_ms))  # fmt: skip
 
     def describe(self) -> str:
         p99 = "-" if self.p99_ms is None else f"{self.p99_ms:.1f} ms"
@@ -53,10 +64,31 @@ class Figures:
         return f"{self.requests} requests, {100 * self.error_ratio:.2f} % errors, p99 {p99}, queue {queue}"
 
 
+def _at(values: tuple[float, ...], q: float, default: float | None) -> float | None:
+    """The value at quantile `q` of the ascending `values`, linear between neighbours."""
+    if not values:
+        return default
+    pos = q * (len(values) - 1)
+    low = int(pos)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (pos - low)
+
+
 @dataclass(frozen=True)
 class Verdict:
     outcome: str  # PASS, FAIL or INCONCLUSIVE
     reason: str  # one line: the figure that decided, or why none could
+    latency: bool = False  # a FAIL on a latency figure (p99, p95, queue time), not on errors
+
+
+def tracks(canary: Figures, stable: Figures) -> tuple[Figures, Figures]:
+    """The two tracks as judged (docs/agent.md#what-a-gray-release-reads-from-a-replica): the
+    canary's worst replica against the stable replicas' k/(k+1) quantile, k the canary's replicas:
+    what the worst of k stable replicas typically is (for one canary replica, the stable median).
+    Per-replica summaries cannot be merged; worst against worst favours the canary when stable has
+    more replicas, worst against the median aborts identical code more often as k grows."""
+    k = max(1, len(canary.replicas_p99_ms))
+    return canary, stable.replica_at(k / (k + 1))
 
 
 def judge(canary: Figures, stable: Figures, policy: CanaryPolicy) -> Verdict:
@@ -89,6 +121,7 @@ def judge(canary: Figures, stable: Figures, policy: CanaryPolicy) -> Verdict:
                 FAIL,
                 f"{name} latency: canary {mine:.1f} ms vs stable {theirs:.1f} ms; allowed: at most {ratio:g}x "
                 f"(max{key}Ratio) or {floor:g} ms above (min{key}DeltaMs)",
+                latency=True,
             )
     if _beyond(canary.queue_us, stable.queue_us, policy.max_queue_ratio, policy.min_queue_delta_us):
         return Verdict(
@@ -96,6 +129,7 @@ def judge(canary: Figures, stable: Figures, policy: CanaryPolicy) -> Verdict:
             f"queue time: canary {canary.queue_us:.0f} µs vs stable {stable.queue_us:.0f} µs; allowed: at most "
             f"{policy.max_queue_ratio:g}x (maxQueueRatio) or {policy.min_queue_delta_us:g} µs above "
             "(minQueueDeltaMicroseconds)",
+            latency=True,
         )
     return Verdict(PASS, f"canary {canary.describe()}; stable {stable.describe()}")
 

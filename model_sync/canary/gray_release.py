@@ -4,17 +4,21 @@ and ends in one decision:
 
 1. The canary record (model_sync.records.canary_record) names the replicas that serve the canary version;
    their agents follow it, every other replica keeps the stable pin. The share is replica-based:
-   k of the N live replicas reporting the model (model_sync.canary.placement: k = floor(share x N),
+   k of the N live replicas that take traffic (model_sync.canary.placement: k = floor(share x N),
    at least 1, at most N/2), k/N of the traffic a Service spreads evenly. At every poll the list
-   follows the live fleet: a listed replica that stopped reporting (3 of its heartbeats) is
-   replaced by a live one, the HPA's scaling re-balances it, and either restarts the step's
-   window, so that a window holds one share on live replicas. With fewer than 2 live replicas
-   the run aborts at once.
+   follows the live fleet: a listed replica whose metrics stop answering or that stopped reporting
+   (3 of its heartbeats) is replaced by a live one, a change of N (the HPA's scaling, a replica
+   lost or back) re-balances it, and either restarts the step's window, so that a window holds
+   one share on live replicas and the record states that share. With fewer than 2 live replicas
+   the run aborts at once, naming the replicas lost.
 2. Each step waits until its replicas serve the canary READY (a canary that fails to load, or
    takes longer than loadTimeoutSeconds, aborts the run: its replicas keep serving stable), then
    compares canary and stable from Triton's metrics over the step (model_sync.canary.metrics,
-   model_sync.canary.analysis) at every poll. A failing verdict aborts at once; a pass after stepSeconds
-   moves to the next step; inconclusive keeps the step going.
+   model_sync.canary.analysis: the canary's worst replica against the stable replicas' k/(k+1)
+   quantile) at every poll. A failure on errors aborts at once; a failure on latency (p99, p95, queue time)
+   aborts when a fresh window confirms it, holding REJUDGE_REQUESTS_PER_REPLICA canary requests per
+   canary replica (a replica just loaded may answer its first requests cold: docs/agent.md); a
+   pass after stepSeconds moves to the next step; inconclusive keeps the step going.
 3. After the last step the stable pin is flipped to the canary version (conditional, as every
    flip; a version no replica would serve is refused before the record is written and again
    before this flip: model_sync.versions.pinnable, exit 4) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
@@ -40,7 +44,7 @@ from typing import Any, NoReturn
 
 from model_sync import errors
 from model_sync.canary import placement
-from model_sync.canary.analysis import FAIL, PASS, Figures, judge
+from model_sync.canary.analysis import FAIL, INCONCLUSIVE, PASS, Figures, Verdict, judge, tracks
 from model_sync.canary.metrics import MetricsSource
 from model_sync.canary.owned_record import EXIT_MOVED, OwnedRecord
 from model_sync.canary.placement import canary_replicas
@@ -54,6 +58,10 @@ from model_sync.ui import Console
 from model_sync.versions import catalog, pinnable
 
 EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not load, the deadline
+# After a latency failure, the window that confirms it holds at least this many canary requests per
+# canary replica: each replica's p99 (Triton's summary, since its load when younger than 60 s) is
+# then not one of its two slowest requests, which a replica just loaded may answer cold.
+REJUDGE_REQUESTS_PER_REPLICA = 200
 
 __all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
 
@@ -70,6 +78,7 @@ class GrayRelease:
         self.record = OwnedRecord(repo, model, version, by)
         self._mark: Any = None  # the metrics at the start of the step's window (once its replicas serve it)
         self._served_at: float | None = None
+        self._strike: str | None = None  # the step's latency failure waiting for the next window's verdict
         # Since when a silent replica counts as silent after an S3 outage the run saw (None: none
         # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
         # its first attempt after S3 returns can come up to about twice the outage later (a healthy
@@ -96,11 +105,18 @@ class GrayRelease:
         self._start_or_resume(pin)
         while self.doc["state"] == RUNNING:
             step = self.doc["steps"][-1]
-            if step["ended_at"] is not None:  # passed: the next step, or promote after the last
-                later = [s for s in self.policy.steps if s > step["share_percent"]]
-                self._begin_step(later[0]) if later else self._promote(pin, config_text)
+            later = [s for s in self.policy.steps if s > step["share_percent"]]
+            if step["ended_at"] is not None and not later:  # every step passed
+                self._promote(pin, config_text)
                 continue
-            pin = self._poll_step(step) or pin
+            try:  # a step begun or polled: S3's and the metrics' failures are retried until the deadline
+                pin = self._begin_step(later[0]) if step["ended_at"] is not None else self._poll_step(step) or pin
+            except errors.SyncError as e:
+                if e.code != errors.S3:
+                    raise
+                self._s3_down_at = self._s3_down_at or _dt.datetime.now(_dt.UTC)
+                self.console.warn(f"canary: {e}; retrying until the deadline {self.doc['deadline_at']}")
+                self.sleep(self.poll)
         return self.doc
 
     @property
@@ -153,8 +169,17 @@ class GrayRelease:
         )
         self._begin_step(self.policy.steps[0])
 
-    def _begin_step(self, share: int) -> None:
-        fleet = placement.observe(self.repo, self.model, self.doc["deployment"])
+    def _fleet(self, listed: list[str]) -> placement.Fleet:
+        """The live replicas that take traffic (`listed`: the canary's, taking it or switching to it),
+        their metrics answering now."""
+        fleet = placement.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._silence_from)
+        fleet = fleet.serving(listed)
+        return fleet.answering(self.metrics.answering(fleet.ids))
+
+    def _begin_step(self, share: int) -> catalog.Pin:
+        """The step at `share` %: its replicas listed, its window not started; the stable pin as read."""
+        pin = self.record.unmoved()
+        fleet = self._fleet(self.doc["replicas"])
         chosen = canary_replicas(fleet.ids, self.doc["replicas"], share, self.canary_id)
         step = canary_record.new_step(share, len(chosen), len(fleet.live), codec.now())
         self.record.save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
@@ -162,56 +187,69 @@ class GrayRelease:
             f"step: {share} % configured, {len(chosen)} of {len(fleet.live)} live replicas "
             f"({step['effective_percent']:g} % of the traffic): {', '.join(chosen)}"
         )
-        self._mark, self._served_at = None, None
+        self._mark, self._served_at, self._strike = None, None, None
+        return pin
 
-    def _poll_step(self, step: dict[str, Any]) -> catalog.Pin | None:
+    def _poll_step(self, step: dict[str, Any]) -> catalog.Pin:
         """One poll of the running step: deadline, moved pin or record, liveness and load,
-        figures, verdict. The stable pin as read (None when S3 did not answer)."""
-        try:
-            if self.clock() >= codec.parse_time(self.doc["deadline_at"]).timestamp():
-                self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
-            pin = self.record.unmoved()
-            if self._s3_down_at is not None:
-                back = _dt.datetime.now(_dt.UTC)
-                self._silence_from, self._s3_down_at = back + 2 * (back - self._s3_down_at), None
-            served = self._canary_served(step)
-            step = self.doc["steps"][-1]  # re-balanced
-            if not served:
-                self.sleep(self.poll)
-                return pin
-            if self._mark is None:
-                self._mark, self._served_at = self.metrics.mark(), self.clock()
-                self.record.save(
-                    steps=[*self.doc["steps"][:-1], {**step, "window_from": codec.format_time(self._served_at)}]
-                )
-                self.sleep(self.poll)
-                return pin
-            figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])
-        except errors.SyncError as e:
-            if e.code not in (errors.S3,):
-                raise
-            self._s3_down_at = self._s3_down_at or _dt.datetime.now(_dt.UTC)
-            self.console.warn(f"canary: {e}; retrying until the deadline {self.doc['deadline_at']}")
+        figures, verdict. The stable pin as read."""
+        if self.clock() >= codec.parse_time(self.doc["deadline_at"]).timestamp():
+            self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
+        pin = self.record.unmoved()
+        if self._s3_down_at is not None:
+            back = _dt.datetime.now(_dt.UTC)
+            self._silence_from, self._s3_down_at = back + 2 * (back - self._s3_down_at), None
+        served = self._canary_served(step)
+        step = self.doc["steps"][-1]  # re-balanced
+        if not served:
             self.sleep(self.poll)
-            return None
+            return pin
+        if self._mark is None:
+            self._mark, self._served_at = self.metrics.mark(), self.clock()
+            self.record.save(
+                steps=[*self.doc["steps"][:-1], {**step, "window_from": codec.format_time(self._served_at)}]
+            )
+            self.sleep(self.poll)
+            return pin
+        figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])
         self._judge(step, figures[self.version], figures[self.doc["stable_version"]])
         return pin
 
     def _judge(self, step: dict[str, Any], canary: Figures, stable: Figures) -> None:
+        """Record the window's verdict and act on it: a failure on errors aborts at once; one on
+        latency aborts when the next window fails on latency too (the first is judged again on a
+        fresh window: a canary just loaded answers its first requests cold); a pass after
+        stepSeconds ends the step."""
+        canary, stable = tracks(canary, stable)
         verdict = judge(canary, stable, self.policy)
+        again = REJUDGE_REQUESTS_PER_REPLICA * len(self.doc["replicas"])
+        if self._strike is not None and verdict.outcome == FAIL and verdict.latency and canary.requests < again:
+            verdict = Verdict(INCONCLUSIVE, f"{verdict.reason}; judged again once the canary has answered {again} "
+                              f"requests in this window (it has {canary.requests})")  # fmt: skip
+        strike = verdict.outcome == FAIL and verdict.latency and self._strike is None
+        first = verdict.reason
+        if strike:
+            verdict = Verdict(INCONCLUSIVE, f"{first}; judged again on a fresh window before aborting "
+                              "(a latency failure must repeat)")  # fmt: skip
+        elif verdict.outcome == PASS:
+            self._strike = None
         done = verdict.outcome == FAIL or (
             verdict.outcome == PASS and self.clock() - (self._served_at or 0) >= self.policy.step_seconds
         )
         both = canary.requests + stable.requests
         update = {"verdict": verdict.outcome, "reason": verdict.reason, "ended_at": codec.now() if done else None,
                   "figures": {"canary": canary.record(), "stable": stable.record()},
+                  "strikes": step.get("strikes", 0) + strike,
                   "observed_percent": round(100 * canary.requests / both, 2) if both else None}  # fmt: skip
-        if step["verdict"] != verdict.outcome or done:
+        if step["verdict"] != verdict.outcome or done or strike:
             self.console.line(f"step {step['share_percent']} %: {verdict.outcome}: {verdict.reason}")
         self.record.save(steps=[*self.doc["steps"][:-1], {**step, **update}])
         if verdict.outcome == FAIL:
-            self._abort(f"step {step['share_percent']} %: {verdict.reason}")
-        elif not done:
+            self._abort(f"step {step['share_percent']} %: {verdict.reason}"
+                        + (f" (and in the window before: {self._strike})" if self._strike and verdict.latency else ""))  # fmt: skip
+        if strike:
+            self._strike, self._mark = first, None  # the next poll starts a fresh window
+        if not done:
             self.sleep(self.poll)
 
     def _canary_served(self, step: dict[str, Any]) -> bool:
@@ -219,8 +257,8 @@ class GrayRelease:
         (a replica that stopped reporting is replaced, a scaled fleet re-balanced: the window
         restarts), and aborts with fewer than 2 live replicas, on a load failure or past
         loadTimeoutSeconds."""
-        fleet = placement.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._silence_from)
         listed = self.doc["replicas"]
+        fleet = self._fleet(listed)
         gone = fleet.describe_gone(listed)
         if len(fleet.live) < 2:
             self._abort(

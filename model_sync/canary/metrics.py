@@ -24,7 +24,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +52,8 @@ class MetricsSource(Protocol):
     def mark(self) -> Any: ...
 
     def figures(self, mark: Any, versions: Sequence[int]) -> dict[int, Figures]: ...
+
+    def answering(self, replicas: Sequence[str]) -> set[str]: ...
 
 
 def _http() -> Any:
@@ -90,68 +92,89 @@ def parse(text: str, model: str) -> Scrape:
 
 @dataclass
 class TritonMetrics:
-    """The replicas' Triton metrics endpoints (http://HOST:PORT/metrics), scraped directly."""
+    """The replicas' Triton metrics endpoints, by replica id (replica -> http://HOST:PORT/metrics),
+    scraped directly."""
 
     model: str
-    urls: tuple[str, ...]
+    urls: Mapping[str, str]
     _pool: Any = field(default=None, init=False, repr=False)
     _away: set[str] = field(default_factory=set, init=False, repr=False)  # endpoints not answering now
 
-    def scrape(self) -> dict[str, Scrape]:
-        """url -> its scrape; a replica that does not answer is left out (restarting, scaled away)."""
+    def scrape(self, replicas: Sequence[str] | None = None) -> dict[str, Scrape]:
+        """replica -> its scrape (of `replicas`, default every one); a replica that does not answer
+        is left out (dead, restarting, scaled away)."""
         self._pool = self._pool or _http()
         found: dict[str, Scrape] = {}
-        for url in self.urls:
-            try:
-                reply = self._pool.request("GET", url)
-                status = reply.status
-            except Exception as e:  # urllib3's errors: the replica is away this time
-                status, why = 0, errors.one_line(str(e))
-            else:
-                why = f"HTTP {status}"
-            if status != 200:
-                if url not in self._away:
-                    log.warning("metrics %s: %s; left out of the figures while it does not answer", url, why)
-                self._away.add(url)
-                continue
-            if url in self._away:
-                log.warning("metrics %s: answers again", url)
-                self._away.discard(url)
-            found[url] = parse(reply.data.decode(), self.model)
+        for replica in sorted(self.urls) if replicas is None else replicas:
+            url = self.urls.get(replica)
+            text = None if url is None else self._get(url)
+            if text is not None:
+                found[replica] = parse(text, self.model)
+        return found
+
+    def _get(self, url: str) -> str | None:
+        """The endpoint's text; None (named in a warning, once until it answers again) when it does
+        not answer 200."""
+        try:
+            reply = self._pool.request("GET", url)
+            status = reply.status
+        except Exception as e:  # urllib3's errors: the replica is away this time
+            status, why = 0, errors.one_line(str(e))
+        else:
+            why = f"HTTP {status}"
+        if status != 200:
+            if url not in self._away:
+                log.warning("metrics %s: %s; left out of the figures while it does not answer", url, why)
+            self._away.add(url)
+            return None
+        if url in self._away:
+            log.warning("metrics %s: answers again", url)
+            self._away.discard(url)
+        return str(reply.data.decode())
+
+    def _scrape_some(self) -> dict[str, Scrape]:
+        found = self.scrape()
         if not found:
             raise MetricsError(
-                f"metrics: none of {', '.join(self.urls)} answered; allowed: reachable Triton /metrics endpoints "
-                "(tritonMetricsUrls)"
+                f"metrics: none of {', '.join(self.urls.values())} answered; allowed: reachable Triton /metrics "
+                "endpoints (tritonMetricsUrls)"
             )
         return found
 
     def mark(self) -> dict[str, Scrape]:
-        return self.scrape()
+        return self._scrape_some()
+
+    def answering(self, replicas: Sequence[str]) -> set[str]:
+        """Those of `replicas` whose endpoint answers now (one without an entry in tritonMetricsUrls
+        never does)."""
+        return set(self.scrape(replicas))
 
     def figures(self, mark: dict[str, Scrape], versions: Sequence[int]) -> dict[int, Figures]:
-        now = self.scrape()
+        now = self._scrape_some()
         out: dict[int, Figures] = {}
         for v in versions:
             totals = {SUCCESS: 0.0, FAILURE: 0.0, QUEUE: 0.0, DURATION: 0.0}
-            tails: dict[str, float] = {}
-            for url, scrape in now.items():
-                before = mark.get(url, {})
+            tails: dict[str, dict[str, float]] = {q: {} for q in QUANTILES.values()}
+            for replica, scrape in now.items():
+                before = mark.get(replica, {})
                 for metric in totals:
                     value, start = scrape.get((metric, v), 0.0), before.get((metric, v), 0.0)
                     totals[metric] += value - start if value >= start else value  # went down: restarted
                 for q in QUANTILES.values():
                     if (q, v) in scrape:
-                        tails[q] = max(tails.get(q, 0.0), scrape[(q, v)])
+                        tails[q][replica] = scrape[(q, v)]
             out[v] = _figures(totals[SUCCESS], totals[FAILURE], totals[QUEUE], totals[DURATION], tails)
         return out
 
 
-def _figures(success: float, failure: float, queue_us: float, duration_us: float, tails: dict[str, float]) -> Figures:
-    """Figures from a window's counter increases and the quantiles (µs, by "p99"/"p95") known."""
+def _figures(success: float, failure: float, queue_us: float, duration_us: float,
+             tails: Mapping[str, Mapping[str, float]]) -> Figures:  # fmt: skip
+    """Figures from a window's counter increases and each replica's quantiles (µs; by "p99"/"p95",
+    then replica): the version's p99 and p95 are its worst replica's, each replica's p99 kept."""
     ok, failed = round(success), round(failure)
 
     def ms(q: str) -> float | None:
-        return tails[q] / 1000.0 if q in tails else None
+        return max(tails[q].values()) / 1000.0 if tails.get(q) else None
 
     return Figures(
         requests=ok + failed,
@@ -160,6 +183,8 @@ def _figures(success: float, failure: float, queue_us: float, duration_us: float
         p95_ms=ms("p95"),
         queue_us=queue_us / success if success > 0 else None,
         mean_ms=duration_us / success / 1000.0 if success > 0 else None,
+        replicas_p99_ms=tuple(sorted(v / 1000.0 for v in tails.get("p99", {}).values())),
+        replicas_p95_ms=tuple(sorted(v / 1000.0 for v in tails.get("p95", {}).values())),
     )
 
 
@@ -210,6 +235,31 @@ class PrometheusMetrics:
 
     def query(self, promql: str) -> dict[int, float]:
         """version -> value of an instant query grouped `by (version)`."""
+        out: dict[int, float] = {}
+        for labels, value in self._rows(promql):
+            if labels.get("version", "").isdigit():
+                out[int(labels["version"])] = value
+        return out
+
+    def by_pod(self, promql: str) -> dict[int, dict[str, float]]:
+        """version -> pod -> value of an instant query grouped `by (version, pod)`."""
+        out: dict[int, dict[str, float]] = {}
+        for labels, value in self._rows(promql):
+            if labels.get("version", "").isdigit() and labels.get("pod"):
+                out.setdefault(int(labels["version"]), {})[labels["pod"]] = value
+        return out
+
+    def answering(self, replicas: Sequence[str]) -> set[str]:
+        """Those of `replicas` (pod names) whose every scrape target is up now: a pod that died is
+        down at its next scrape and gone once its endpoints are removed."""
+        if not replicas:
+            return set()
+        pods = "|".join(r.replace(".", "\\\\.") for r in replicas)
+        return {labels["pod"] for labels, value in self._rows(f'min by (pod) (up{{pod=~"{pods}"}})')
+                if value == 1 and labels.get("pod") in replicas}  # fmt: skip
+
+    def _rows(self, promql: str) -> list[tuple[dict[str, str], float]]:
+        """An instant query's result: (labels, value) per series, NaN left out."""
         self._pool = self._pool or _http()
         headers = {"Authorization": f"Bearer {self.token()}"} if self.token else {}
         where = f"{self.url.rstrip('/')}/api/v1/query"
@@ -225,12 +275,8 @@ class PrometheusMetrics:
                 f"prometheus {where}: HTTP {reply.status} {errors.one_line(reply.data.decode(errors='replace'))}; "
                 "allowed: Prometheus's query API answering with status success"
             )
-        out: dict[int, float] = {}
-        for row in doc["data"]["result"]:
-            version = row["metric"].get("version", "")
-            if version.isdigit() and not math.isnan(float(row["value"][1])):
-                out[int(version)] = float(row["value"][1])
-        return out
+        rows = [(row["metric"], float(row["value"][1])) for row in doc["data"]["result"]]
+        return [(labels, value) for labels, value in rows if not math.isnan(value)]
 
     def mark(self) -> float:
         return self.clock()
@@ -242,11 +288,11 @@ class PrometheusMetrics:
         failure = self.query(f"sum by (version) (increase({FAILURE}{{{sel}}}[{window}]))")
         queue = self.query(f"sum by (version) (increase({QUEUE}{{{sel}}}[{window}]))")
         duration = self.query(f"sum by (version) (increase({DURATION}{{{sel}}}[{window}]))")
-        tails = {q: self.query(f'max by (version) ({SUMMARY}{{{sel},quantile="{quantile}"}})')
+        tails = {q: self.by_pod(f'max by (version, pod) ({SUMMARY}{{{sel},quantile="{quantile}"}})')
                  for quantile, q in QUANTILES.items()}  # fmt: skip
         out = {}
         for v in versions:
-            known = {q: by_version[v] for q, by_version in tails.items() if v in by_version}
+            known = {q: by_version.get(v, {}) for q, by_version in tails.items()}
             out[v] = _figures(success.get(v, 0.0), failure.get(v, 0.0), queue.get(v, 0.0), duration.get(v, 0.0), known)
         return out
 
@@ -260,7 +306,7 @@ def for_environment(env: Any, model: str, session: Any = None) -> MetricsSource:
         token = (lambda: eks_token(cluster, region, session)) if cluster else None
         return PrometheusMetrics(model, env.prometheus_url, token)
     if env.metrics_urls:
-        return TritonMetrics(model, tuple(env.metrics_urls))
+        return TritonMetrics(model, dict(env.metrics_urls))
     raise errors.usage(
         f"canary: environment {env.name!r} has no metrics for the analysis; allowed: prometheusUrl (a stack output) "
         "or tritonMetricsUrls in model-sync.yaml, or promote --no-canary"

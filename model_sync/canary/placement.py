@@ -2,15 +2,18 @@
 a deployment that report the model, the ones that stopped reporting, and k of the N live ones for
 a step's share.
 
-A replica is live while its last status report (model_sync.serving.replicas) is younger than
-LIVE_HEARTBEATS of its own heartbeat (`heartbeat_seconds` in the report: 30 s by default, so 90 s):
-an agent rewrites its report at least once per heartbeat, so a replica silent for three of them
-has stopped (its pod died or was replaced; Kubernetes brings a new one under a new name, which
+A replica is live while its Triton metrics answer (asked at every poll: a pod that died stops
+answering at once, long before its report ages) and its last status report
+(model_sync.serving.replicas) is younger than LIVE_HEARTBEATS of its own heartbeat
+(`heartbeat_seconds` in the report: 30 s by default, so 90 s): an agent rewrites its report at
+least once per heartbeat, so a replica silent for three of them has stopped (its pod died or was replaced; Kubernetes brings a new one under a new name, which
 reports as a new replica). Silence counts only while S3 answers: after an outage every report is
 old, because no agent could write one, so a report is never taken for older than the time since
 `reachable_since`: the gray release passes S3's return plus twice the outage it saw, since an agent
 backing off exponentially may first retry that long after S3 answers again.
 
+N counts the live replicas that take traffic: a new replica still loading its first version of
+the model is not in the Service yet, and joins N (restarting the step's window) once it serves one.
 The share is replica-based: k = floor(share x N / 100), at least 1, at most N x MAX_STEP_PERCENT
 / 100, so the canary never takes more than the configured share, except that one replica is the
 least it can run on (with N < 100 / share, that one replica is 1/N of the traffic, more than the
@@ -19,6 +22,7 @@ share: the record states that effective share).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 from dataclasses import dataclass
@@ -40,10 +44,23 @@ class Fleet:
     deployment: str
     live: dict[str, dict[str, Any]]
     silent: dict[str, float]
+    unanswering: frozenset[str] = frozenset()  # reporting, but their metrics do not answer: not live
 
     @property
     def ids(self) -> list[str]:
         return sorted(self.live)
+
+    def serving(self, listed: list[str]) -> Fleet:
+        """The replicas that take traffic: those that serve a version of the model (a replica
+        still loading its first one is not in the Service yet), and the `listed` canary replicas
+        (switching to the canary)."""
+        live = {r: e for r, e in self.live.items() if e["serving"] or r in listed}
+        return dataclasses.replace(self, live=live)
+
+    def answering(self, answered: set[str]) -> Fleet:
+        """The fleet without the live replicas whose metrics did not answer (`answered`: those that did)."""
+        mute = frozenset(r for r in self.live if r not in answered)
+        return dataclasses.replace(self, live={r: e for r, e in self.live.items() if r not in mute}, unanswering=mute)
 
     def describe_gone(self, listed: list[str]) -> str:
         """Why each of `listed` is not live, one clause each ("" when every one is)."""
@@ -51,7 +68,9 @@ class Fleet:
         for replica in listed:
             if replica in self.live:
                 continue
-            if replica in self.silent:
+            if replica in self.unanswering:
+                parts.append(f"{replica}'s metrics do not answer")
+            elif replica in self.silent:
                 parts.append(f"{replica} stopped reporting ({self.silent[replica]:.0f}s since its last report)")
             else:
                 parts.append(f"{replica} no longer reports the model")

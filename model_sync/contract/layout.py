@@ -71,6 +71,9 @@ CANARY_PREFIX = MANIFESTS_PREFIX + "_canary/"  # read by the agents (serving rea
 SIGNALS_PREFIX = MANIFESTS_PREFIX + "_"  # _pins/ and _canary/: what an agent lists every pass (one request)
 CANARY_AUDIT_PREFIX = AUDIT_PREFIX + "canaries/"
 CANARY_ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")  # <stamp>-<8 hex>: sorts in time
+# A replica's id, its status record's name (status/<deployment>/<replica>.json): its pod's name
+# (the agent's --replica-id, $POD_NAME) lower-cased into a DNS subdomain.
+REPLICA_ID_RE = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
 
 # The contract between the stacks (components/) and model_sync, defined here once and imported by both:
 # the model-name rule, the agent's entry point and the prefixes above.

@@ -90,6 +90,9 @@ final form is also written once to audit/canaries/<model>/<id>.json:
   FIGURES = {"requests": 210, "errors": 0, "error_ratio": 0.0, "p99_ms": 12.5 | null, "p95_ms": 9.8 | null,
              "mean_ms": 6.1 | null, "queue_us": 85.0 | null}   # over the step's window, one version's
   (listed_at, restarts, observed_percent and p95_ms are absent from records written before them)
+  A step's "strikes" counts its windows that failed on latency (the first is judged again on a
+  fresh window before the run aborts); FIGURES' "replicas_p99_ms" lists each replica's p99 (the
+  track's p99 is the canary's worst replica, the stable replicas' median): both absent before them.
 
 pin (audit/pins/<model>/<stamp>-<N>.json, "model-sync.pin/v1"), one per flip:
     {"schema": "model-sync.pin/v1", "model": "resnet", "version": 4, "previous": 3 | null,
@@ -458,7 +461,10 @@ _FIGURES = _obj(
         "mean_ms": _NULLABLE_NUMBER,
         "queue_us": _NULLABLE_NUMBER,
     },
-    {"p95_ms": _NULLABLE_NUMBER},  # since p95 can be judged: records written before lack it
+    {
+        "p95_ms": _NULLABLE_NUMBER,  # since p95 can be judged: records written before lack it
+        "replicas_p99_ms": {"type": "array", "items": {"type": "number", "minimum": 0}},  # each replica's p99
+    },
 )
 _PERCENT = {"type": "number", "minimum": 0, "maximum": 100}
 CANARY_SCHEMA: dict[str, Any] = _obj(
@@ -491,6 +497,7 @@ CANARY_SCHEMA: dict[str, Any] = _obj(
                     "listed_at": _TIME,  # when the step's replica list last changed (its load timeout runs from it)
                     "restarts": _COUNT,  # how often the window restarted (the replicas or the fleet changed)
                     "observed_percent": {"type": ["number", "null"], "minimum": 0, "maximum": 100},
+                    "strikes": _COUNT,  # latency failures of its windows (one is judged again before aborting)
                 },
             ),
         },

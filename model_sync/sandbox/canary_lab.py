@@ -45,6 +45,7 @@ from model_sync.sandbox.fleet import LocalFleet, S3Target, subprocess_environ
 from model_sync.sandbox.procs import wait_until
 from model_sync.sandbox.s3server import MotoS3Server
 from model_sync.sandbox.traffic import Records, RoundRobinTraffic
+from model_sync.versions import catalog
 
 MODEL = "canary-demo"
 TS_MODEL = "canary-ts"
@@ -194,6 +195,13 @@ class CanaryLab:
             self.traffic.remove(self.fleet.replicas[index].http_url)
         self.fleet.kill_replica(index)
 
+    def replace_dead(self, index: int, model: str = MODEL) -> None:
+        """Kubernetes replaces the pod of replica `index`, killed: it leaves the fleet, and a new pod
+        (the next spare, under a new name) joins the Service once it serves the model."""
+        self.fleet.forget_replica(index)
+        self.prepare_scale_out(1)
+        self.scale_out(model)
+
     def prepare_scale_out(self, count: int) -> None:
         """`count` more pods scheduled (the spares first): their tritonservers start, their agents
         not yet, so they report nothing and take no traffic until `scale_out`."""
@@ -220,8 +228,8 @@ class CanaryLab:
     def _join(self, url: str, position: int, model: str) -> None:
         """The replica at `position` joins the Service once it serves a version of `model` READY:
         the pin, or the canary version when a running gray release lists it already."""
-        pinned = json.loads(self.cli("status", "--env", "prod", model, "--output", "json").stdout)
-        versions = {int(pinned["prod"]["models"][0]["pinned"])}
+        pinned = catalog.read_pin(self._prod(), model).version  # read here, not by a CLI run: no lag to join
+        versions = {pinned} if pinned is not None else set()
         doc = self.canary_record(model)
         if doc is not None and doc["state"] == "running":
             versions.add(int(doc["canary_version"]))

@@ -13,6 +13,9 @@ so that any two of them can be versions N and N+1 of the same name.
              which); it runs TAIL_INSTANCES instances, so a slowed request holds one and the
              others answer on (with one, every request queued behind it would be slow too)
     broken   initialize() raises: the load fails and the version is never READY
+    cold     as good, but each instance answers its first COLD_REQUESTS requests after its load
+             (the warm-up's zeros and the smoke's ones aside) COLD_EXTRA_S later: identical code
+             whose replicas just loaded it answer a few requests cold, what a cold canary is
 
 Every kind declares the same config (INPUT0 / OUTPUT0, TYPE_FP32, dims [4], max_batch_size 0, one
 CPU instance but tail's TAIL_INSTANCES, zero-filled model_warmup as `export` writes it), written through ModelConfig (model_sync.triton_model.model_config), and `model-sync push` takes the
@@ -42,7 +45,7 @@ from typing import Any
 from model_sync.contract import layout
 from model_sync.triton_model import model_config
 
-KINDS = ("good", "errors", "slow", "broken", "tail")
+KINDS = ("good", "errors", "slow", "broken", "tail", "cold")
 INPUT = "INPUT0"
 OUTPUT = "OUTPUT0"
 DIMS = (4,)
@@ -52,6 +55,8 @@ ERROR_MODULUS = 20  # `errors` fails the inputs whose first value, rounded, is E
 ERROR_RESIDUE = 13  # ... i.e. 1 request in 20 (5 %) when INPUT0[0] counts 0, 1, 2, ...; never the smoke's 1.0
 TAIL_PERCENT = 3  # `tail` slows the inputs whose first value, rounded, is below 3 mod 100 (never the smoke's 1.0 ...
 TAIL_EXTRA_S = 0.150  # ... nor the warm-up's 0: both are below 3, so `tail` skips values under 100) by this much
+COLD_REQUESTS = 2  # `cold` answers each instance's first 2 requests after its load ...
+COLD_EXTRA_S = 0.100  # ... this much later: they decide a p99 over fewer than 200 requests
 TAIL_INSTANCES = 4  # `tail`'s CPU instances: as many as the lab's client threads, so no request waits for a slow one
 # What `errors` raises; it names the version that failed, so a client can attribute the failure exactly
 # (injected_version) instead of by the replica's nearest answer in time.
@@ -77,11 +82,14 @@ MESSAGE = {message!r}
 ERROR_RESIDUE = {residue!r}
 TAIL_PERCENT = {tail_percent!r}
 TAIL_EXTRA_S = {tail_extra!r}
+COLD_REQUESTS = {cold_requests!r}
+COLD_EXTRA_S = {cold_extra!r}
 
 
 class TritonPythonModel:
     def initialize(self, args):
         self.version = args["model_version"]
+        self.answered = 0  # requests answered since the load, the warm-up's and the smoke's aside
         if KIND == "broken":
             raise RuntimeError("canary model 'broken': initialize fails on purpose")
 
@@ -91,6 +99,10 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, {input!r}).as_numpy()
             time.sleep(DELAY_S)
             first = float(x.flat[0])
+            if first not in (0.0, 1.0):
+                self.answered += 1
+                if KIND == "cold" and self.answered <= COLD_REQUESTS:
+                    time.sleep(COLD_EXTRA_S)
             if KIND == "tail" and first >= 100 and int(round(first)) % 100 < TAIL_PERCENT:
                 time.sleep(TAIL_EXTRA_S)
             if KIND == "errors" and int(round(first)) % ERROR_MODULUS == ERROR_RESIDUE:
@@ -161,6 +173,8 @@ def model_py(kind: str) -> str:
         residue=ERROR_RESIDUE,
         tail_percent=TAIL_PERCENT,
         tail_extra=TAIL_EXTRA_S,
+        cold_requests=COLD_REQUESTS,
+        cold_extra=COLD_EXTRA_S,
         input=INPUT,
         output=OUTPUT,
     )

@@ -139,7 +139,8 @@ class LocalPlatform:
                 f"    tritonUrl: {self.first(name).http_url}",
             ]
             if REPLICAS[name] > 1:  # the gray release's figures: every replica's /metrics
-                metrics = [f"http://127.0.0.1:{t.metrics_port}/metrics" for t in self.replicas(name)]
+                metrics = {rid: f"http://127.0.0.1:{t.metrics_port}/metrics" for rid, t in self.tritons.items()
+                           if rid.startswith(f"{name}-")}  # fmt: skip
                 lines += [f"    tritonMetricsUrls: {json.dumps(metrics)}",
                           f"    canaryPolicies: {json.dumps({MODEL: CANARY_POLICY})}"]  # fmt: skip
         self.config_path.parent.mkdir(parents=True, exist_ok=True)

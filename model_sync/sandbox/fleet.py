@@ -237,6 +237,11 @@ class LocalFleet:
     def metrics_urls(self) -> list[str]:
         return [r.metrics_url for r in self.replicas]
 
+    @property
+    def metrics_by_replica(self) -> dict[str, str]:
+        """replica id -> its metrics endpoint, the spares' included (tritonMetricsUrls)."""
+        return {r.replica_id: r.metrics_url for r in [*self.replicas, *self._spare]}
+
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> LocalFleet:
         """Start every replica at once (tritonserver until live, then its agent); on any failure
@@ -288,6 +293,13 @@ class LocalFleet:
         """SIGKILL replica `index`'s agent and tritonserver: a pod that died. Its last status report
         stays behind and goes stale; its endpoints refuse connections."""
         replica = self.replicas[index]
+        replica.agent.kill()
+        if replica.triton.process is not None:
+            replica.triton.process.kill()
+
+    def forget_replica(self, index: int) -> None:
+        """Replica `index`, killed (kill_replica), leaves the fleet; the replicas after it move up one."""
+        replica = self.replicas.pop(index)
         replica.agent.kill()
         if replica.triton.process is not None:
             replica.triton.process.kill()
@@ -351,7 +363,7 @@ class LocalFleet:
             "region": self.s3.region,
             "tritonUrl": self.replicas[0].http_url,
             "grpcUrl": self.replicas[0].grpc_url,
-            "tritonMetricsUrls": self.metrics_urls + [r.metrics_url for r in self._spare],
+            "tritonMetricsUrls": self.metrics_by_replica,
         }
         if self.s3.unenforced_conditional_writes:
             entry["unenforcedConditionalWrites"] = "accepted"

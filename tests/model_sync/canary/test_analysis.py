@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from model_sync.canary.analysis import FAIL, INCONCLUSIVE, PASS, Figures, judge
+from model_sync.canary.analysis import FAIL, INCONCLUSIVE, PASS, Figures, judge, tracks
 from model_sync.contract.canary_policy import CanaryPolicy
 
 POLICY = CanaryPolicy(min_requests=100)
@@ -67,6 +67,26 @@ def test_figures_record_matches_the_canary_schema() -> None:
     record = Figures(requests=3, errors=1, p99_ms=12.34567, queue_us=None, mean_ms=4.0).record()
     assert record == {
         "requests": 3, "errors": 1, "error_ratio": 0.333333, "p99_ms": 12.346, "p95_ms": None, "mean_ms": 4.0,
-        "queue_us": None,
+        "queue_us": None, "replicas_p99_ms": [],
     }  # fmt: skip
     assert set(record) == set(schemas._FIGURES["properties"])
+
+
+def test_the_canary_worst_replica_is_judged_against_what_the_worst_of_as_many_stable_replicas_is() -> None:
+    """Per-replica quantiles cannot be merged: the canary's worst replica (what its unluckiest
+    clients see) against the stable replicas' k/(k+1) quantile, k the canary's replicas (what the
+    worst of k identical replicas typically is): one canary replica against the stable median, so
+    one slow stable replica (a busy node) does not raise the bar; two against the upper third."""
+    one = Figures(requests=300, p99_ms=30.0, replicas_p99_ms=(30.0,), p95_ms=9.0, replicas_p95_ms=(9.0,))
+    stable = Figures(requests=900, p99_ms=40.0, replicas_p99_ms=(10.0, 12.0, 40.0), p95_ms=20.0,
+                     replicas_p95_ms=(7.0, 8.0, 20.0))  # fmt: skip
+    judged_canary, judged_stable = tracks(one, stable)
+    assert judged_canary == one
+    assert (judged_stable.p99_ms, judged_stable.p95_ms) == (12.0, 8.0)  # the median of three
+    verdict = judge(judged_canary, judged_stable, CanaryPolicy())
+    assert (verdict.outcome, verdict.latency) == (FAIL, True), verdict  # 30 ms > 1.5 x 12 and 5 ms above
+    assert verdict.reason.startswith("p99 latency: canary 30.0 ms vs stable 12.0 ms"), verdict
+    assert judge(one, stable, CanaryPolicy()).outcome == PASS  # worst against worst would have passed it
+    two = Figures(requests=300, p99_ms=30.0, replicas_p99_ms=(11.0, 30.0))
+    assert tracks(two, stable)[1].p99_ms == pytest.approx(12.0 + (40.0 - 12.0) / 3)  # quantile 2/3 of three
+    assert Figures(p99_ms=7.0).replica_at(0.5).p99_ms == 7.0  # no per-replica figures: as given

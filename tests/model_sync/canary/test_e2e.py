@@ -19,30 +19,37 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from model_sync import errors
+from model_sync.records import codec
 from model_sync.sandbox.canary_lab import MODEL, POLICY, TAIL_RATE, TS_MODEL, CanaryLab, measure
 from model_sync.sandbox.procs import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.latency, pytest.mark.timeout(600)]
 
 
-# The lab's policy with a 50 ms p99 floor (the benchmark's, on a quiet machine, is the default 5 ms)
+# The lab's policy with an 80 ms p99 floor (the benchmark's, on a quiet machine, is the default 5 ms)
 # and 120 requests a track before any verdict (the lab's 40): under make test's load (three workers,
 # the other e2e modules' servers) a fresh canary replica of identical code measured p99 52.9 ms
 # against stable's 17.3 ms, and a verdict on its first 40 requests reads the slowest of them as its
-# p99. Every latency regression here is far above it: the tail's p99 ~180 ms, the 3x-slower
-# version's an overloaded queue. The queue-time floor likewise, 20 ms: a clean run aborted a good
-# version on queue time alone (canary 1861 µs against stable 548 µs) while a neighbouring test held
-# the CPU; no scenario here is decided on queue time (analysis's own tests judge it).
-E2E_POLICY = {**POLICY, "minP99DeltaMs": 50, "minRequests": 120, "minQueueDeltaMicroseconds": 20_000}
+# p99. A replica that has just loaded a version answers slower for seconds, not for a few requests,
+# and its summary holds them for its first minute: in the window that confirms a latency failure,
+# identical code read 73.7 ms against the stable median's 19.5 ms at a load average of 10. Every
+# latency regression here is far above 80 ms: the tail's p99 ~180 ms, the 3x-slower version's an
+# overloaded queue, the cold version's first window ~110 ms more. The queue-time floor likewise, 20 ms:
+# a clean run aborted a good version on queue time alone (canary 1861 µs against stable 548 µs) while
+# a neighbouring test held the CPU; no scenario here is decided on queue time (analysis's own tests
+# judge it).
+E2E_POLICY = {**POLICY, "minP99DeltaMs": 80, "minRequests": 120, "minQueueDeltaMicroseconds": 20_000}
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CanaryLab]:
-    stack = CanaryLab(Path(tmp_path_factory.mktemp("canary")), policy=dict(E2E_POLICY)).start()
+    # Five spares: two for each scale-out scenario, one to bring the fleet back to four before the last.
+    stack = CanaryLab(Path(tmp_path_factory.mktemp("canary")), spares=5, policy=dict(E2E_POLICY)).start()
     try:
         stack.stable()
         yield stack
@@ -117,10 +124,26 @@ def test_a_tail_only_regression_is_aborted_on_p99(lab: CanaryLab) -> None:
     assert done.code == errors.CHECK_FAILED, done.stderr
     assert done.doc["decision"]["reason"].startswith("step 25 %: p99 latency: canary"), done.doc["decision"]
     canary, stable_figures = (done.doc["steps"][-1]["figures"][k] for k in ("canary", "stable"))
-    assert canary["p99_ms"] > stable_figures["p99_ms"] + 50, (canary, stable_figures)  # the verdict's own floor
+    assert canary["p99_ms"] > stable_figures["p99_ms"] + E2E_POLICY["minP99DeltaMs"], (canary, stable_figures)
     assert (done.figures["failed_stable"], done.figures["failed_canary"], done.figures["failed_other"]) == (0, 0, 0), (
         done.figures["unexpected_failures"]
     )
+
+
+def test_a_canary_whose_replicas_answer_their_first_requests_cold_is_promoted(lab: CanaryLab) -> None:
+    """Identical code, but each replica that loads it answers its first two requests 100 ms late (a
+    cold canary): the first window fails on p99 (two of ~120 requests are its p99), the fresh window
+    that must confirm it holds 200 requests per canary replica and passes, so the release is
+    promoted; both steps record the strike."""
+    code, figures, doc, err = _release(lab, "cold")
+    assert code == errors.OK, err
+    assert [s["verdict"] for s in doc["steps"]] == ["pass", "pass"], doc["steps"]
+    assert doc["steps"][0]["strikes"] >= 1, doc["steps"][0]  # the cold requests failed a first window
+    assert (figures["failed_stable"], figures["failed_canary"], figures["failed_other"]) == (0, 0, 0), figures[
+        "unexpected_failures"
+    ]
+    assert _stable(lab) == doc["canary_version"]
+    lab.fleet.wait_ready(MODEL, doc["canary_version"])
 
 
 def test_a_version_three_times_slower_is_aborted_on_latency(lab: CanaryLab) -> None:
@@ -143,8 +166,21 @@ def test_a_version_that_fails_to_load_is_aborted_and_takes_no_traffic(lab: Canar
     ]
 
 
-def _index(replica: str) -> int:
-    return int(replica.rsplit("-", 1)[1])
+def _window(lab: CanaryLab, run: subprocess.Popen[str], step: int) -> dict:
+    """Until this release's `step`-th step (1-based) runs its window; its record. An AssertionError
+    with the release's exit code when it ends first (the record read may be the last release's)."""
+
+    def started(doc: dict) -> bool:
+        if run.poll() is not None:
+            raise AssertionError(f"the release ended (exit {run.returncode}) before step {step}'s window")
+        return doc["state"] == "running" and len(doc["steps"]) == step and bool(doc["steps"][-1]["window_from"])
+
+    return lab.wait_record(started, 90, f"step {step}'s window")
+
+
+def _index(lab: CanaryLab, replica: str) -> int:
+    """Replica id -> its position in the lab's fleet (and in the traffic's urls)."""
+    return next(i for i, r in enumerate(lab.fleet.replicas) if r.replica_id == replica)
 
 
 def test_an_s3_outage_during_the_canary_fails_no_request_and_ends_decided(lab: CanaryLab) -> None:
@@ -279,15 +315,80 @@ def test_scaling_out_never_takes_more_than_the_configured_share_and_restarts_the
     assert "1/6 (relisted" in row and "16.67 %" in row, shown.stdout  # noqa: PT018
 
 
+def test_a_fleet_that_grows_while_a_window_runs_is_recorded_at_the_share_clients_saw(lab: CanaryLab) -> None:
+    """4 -> 6 replicas once step 1's window runs: the new pods report while they still load the
+    stable version, and count in the fleet (restarting the window) only once they serve it, as the
+    Service sends them traffic only then. Every step's recorded share is the one clients saw."""
+    added: list[int] = []
+
+    def scale_out(run: subprocess.Popen[str]) -> None:
+        _window(lab, run, 1)
+        added.extend(lab.scale_out())
+
+    lab.prepare_scale_out(2)
+    try:
+        done = lab.release("good", during=scale_out)
+    finally:
+        lab.scale_in(2)
+    assert done.code == errors.OK, done.stderr
+    steps = done.doc["steps"]
+    assert steps[-1]["fleet"] == 6, steps
+    for mine, theirs in zip(done.figures["steps"], steps, strict=True):  # what clients saw, what the record says
+        assert abs(mine["observed_percent"] - theirs["effective_percent"]) <= 4, (done.figures["steps"], steps)
+    grew = next(i for i, step in enumerate(steps) if step["fleet"] == 6)
+    assert grew == len(steps) - 1 or steps[grew]["restarts"] >= 1, steps  # grown in a step: its window restarted
+
+
+def test_a_canary_replica_that_dies_just_before_the_decision_is_not_promoted_on_its_share(lab: CanaryLab) -> None:
+    """One of two canary replicas dies (agent and tritonserver) 1 s into the 5 s window of the 50 %
+    step, too late for its status report to age (3 heartbeats, 6 s) before the step passes: its
+    metrics stop answering, so the next poll lists the survivor alone on the 3 live replicas and
+    restarts the window; the record's share is the live one (1 of 3) and what clients saw."""
+    victim: dict[str, Any] = {}
+
+    def kill_in_the_last_step(run: subprocess.Popen[str]) -> None:
+        doc = _window(lab, run, 2)
+        started = time.time() - codec.parse_time(doc["steps"][-1]["window_from"]).timestamp()
+        time.sleep(max(0.0, 1.0 - started))
+        victim["index"], victim["id"] = _index(lab, doc["replicas"][0]), doc["replicas"][0]
+        lab.kill(int(victim["index"]))
+        victim["killed"] = time.monotonic()
+        lab.wait_record(lambda d: d["state"] != "running" or doc["replicas"][0] not in d["replicas"], 30,
+                        "the dead replica relisted")  # fmt: skip
+        victim["relisted"] = time.monotonic()
+
+    try:
+        done = lab.release("good", during=kill_in_the_last_step)
+    finally:
+        if "index" in victim:
+            lab.replace_dead(int(victim["index"]))  # Kubernetes replaces the pod: four live for the last scenario
+    assert done.code == errors.OK, done.stderr
+    assert "id" in victim, done.doc["steps"]  # the 50 % step's window ran: a replica was killed in it
+    dead = str(victim["id"])
+    last = done.doc["steps"][-1]
+    assert (last["share_percent"], last["replicas"], last["fleet"], last["effective_percent"]) == (50, 1, 3, 33.33), (
+        last
+    )
+    assert last["restarts"] >= 1, last
+    assert f"re-balance: {dead}'s metrics do not answer" in done.stdout, done.stdout
+    assert victim["relisted"] - victim["killed"] <= 4, victim  # a poll (1.25 s) and its reads, not 3 heartbeats
+    assert abs(done.figures["steps"][-1]["observed_percent"] - 33.33) <= 5, done.figures["steps"]
+    lost = [r for r in done.records.failed() if r.replica != victim["index"]]
+    assert lost == [], lost  # only requests in flight to the dead replica failed
+
+
 def test_a_dead_canary_replica_is_replaced_by_a_live_one_and_its_window_restarts(lab: CanaryLab) -> None:
     """The only canary replica dies in step 1 (agent and tritonserver killed, gone from the
-    Service): within 3 of its heartbeats the run lists a live replica instead, restarts the
-    step's window and goes on; step 2 states the share of the 3 live replicas."""
+    Service): its metrics stop answering, so the run lists a live replica instead at its next
+    poll (its status report would take 3 heartbeats to age), restarts the step's window and goes
+    on; step 2 states the share of the 3 live replicas."""
     victim: dict[str, int] = {}
+    dead: list[str] = []
 
-    def kill_the_canary(run: subprocess.Popen[str]) -> None:
-        doc = lab.wait_step(run=run)
-        victim["index"] = _index(doc["replicas"][0])
+    def kill_the_canary(run: subprocess.Popen[str]) -> None:  # once step 1's window runs, well before it can pass
+        doc = _window(lab, run, 1)
+        victim["index"] = _index(lab, doc["replicas"][0])
+        dead.append(doc["replicas"][0])
         lab.kill(victim["index"])
         victim["killed"] = time.monotonic()  # type: ignore[assignment]
         lab.wait_record(lambda d: d["state"] != "running" or doc["replicas"][0] not in d["replicas"], 30,
@@ -295,12 +396,11 @@ def test_a_dead_canary_replica_is_replaced_by_a_live_one_and_its_window_restarts
         victim["relisted"] = time.monotonic()  # type: ignore[assignment]
 
     done = lab.release("good", during=kill_the_canary)  # the last scenario: the dead replica stays dead
-    dead = f"default-{victim['index']}"
     assert done.code == errors.OK, done.stderr
     assert victim["relisted"] - victim["killed"] <= 3 * 2.0 + 10, victim  # 3 heartbeats of 2 s, then polls and reads
     first, second = done.doc["steps"]
     assert first["restarts"] >= 1 and first["fleet"] == 3, first  # noqa: PT018
-    assert f"re-balance: {dead} stopped reporting" in done.stdout, done.stdout
+    assert f"re-balance: {dead[0]}'s metrics do not answer" in done.stdout, done.stdout
     assert (second["replicas"], second["fleet"], second["effective_percent"]) == (1, 3, 33.33), second
     assert abs(done.figures["steps"][1]["observed_percent"] - 33.33) <= 5, done.figures
     # Only requests in flight to the dead replica when it died failed.

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, start_http_server
 
 from model_sync import environments, errors
 from model_sync.canary import ending, gray_release
@@ -31,7 +32,7 @@ def _release(tmp_path: Path, capsys, server: S3Server, bucket: str, aws_env, ver
         assert run_cli(capsys, "push", str(src), "--env", "prod", "--config", cfg).code == 0
     assert run_cli(capsys, "rollback", "m", "--env", "prod", "--config", cfg, "--yes").code == 0  # pin 1; 2 published
     repo = Bucket(environments.Environment("prod", layout.Root(bucket), server.endpoint, "us-east-1"))
-    return gray_release.GrayRelease(repo, "m", version, CanaryPolicy(), TritonMetrics("m", ("http://127.0.0.1:9/metrics",)),
+    return gray_release.GrayRelease(repo, "m", version, CanaryPolicy(), TritonMetrics("m", {"default-0": "http://127.0.0.1:9/metrics"}),
                               console=Console(quiet=True), by="tests", poll=0.01)  # fmt: skip
 
 
@@ -123,19 +124,34 @@ def _report(replica: str, serving: int, heartbeat: float) -> bytes:
 
 class Agents:
     """Heartbeats of replica status records (0.3 s) for `replicas`, each serving version 1, until
-    `silence(replica)` stops one: what a pod that died leaves behind."""
+    `silence(replica)` stops one: what a pod that died leaves behind; and each replica's metrics
+    endpoint (a real prometheus_client exposition server, no series: the gray release asks it only
+    whether it answers), until `die(replica)` shuts it down too."""
 
-    def __init__(self, server: S3Server, bucket: str, replicas: list[str]) -> None:
-        self.client, self.bucket, self.live = server.client(), bucket, set(replicas)
+    def __init__(self, server: S3Server, bucket: str, replicas: list[str], heartbeat: float = 0.3) -> None:
+        self.client, self.bucket, self.live, self.heartbeat = server.client(), bucket, set(replicas), heartbeat
+        self.endpoints = {r: start_http_server(0, addr="127.0.0.1", registry=CollectorRegistry()) for r in replicas}
         self._stop = threading.Event()
         self._beat()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def metrics(self) -> TritonMetrics:
+        return TritonMetrics(
+            "m", {r: f"http://127.0.0.1:{s.server_port}/metrics" for r, (s, _) in self.endpoints.items()}
+        )
+
+    def die(self, replica: str) -> float:
+        """The replica's pod dies: its metrics endpoint stops answering (its report stops too)."""
+        endpoint, _ = self.endpoints[replica]
+        endpoint.shutdown()
+        endpoint.server_close()
+        return self.silence(replica)
+
     def _beat(self) -> None:
         for replica in sorted(self.live):
             self.client.put_object(Bucket=self.bucket, Key=f"status/default/{replica}.json",
-                                   Body=_report(replica, 1, 0.3))  # fmt: skip
+                                   Body=_report(replica, 1, self.heartbeat))  # fmt: skip
 
     def _run(self) -> None:
         while not self._stop.wait(0.3):
@@ -148,6 +164,9 @@ class Agents:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
+        for endpoint, _ in self.endpoints.values():
+            endpoint.shutdown()
+            endpoint.server_close()
 
 
 def _listed(release: gray_release.GrayRelease, count: int = 1, timeout: float = 10) -> dict:
@@ -166,6 +185,7 @@ def test_a_listed_replica_that_stops_reporting_is_replaced_and_the_window_restar
     release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
     release.policy = CanaryPolicy(steps=(25, 50), step_seconds=5, deadline_seconds=120, load_timeout_seconds=60)
     agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1", "default-2"])
+    release.metrics = agents.metrics()
     outcome: list[BaseException] = []
     run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)
     try:
@@ -196,12 +216,52 @@ def test_a_listed_replica_that_stops_reporting_is_replaced_and_the_window_restar
     )
 
 
+def test_a_listed_replica_whose_metrics_stop_answering_is_replaced_at_the_next_poll(
+    tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
+) -> None:
+    """Liveness at every decision: a canary replica's pod dies and its reports would take 3 of its
+    30 s heartbeats to age; its metrics endpoint stops answering at once, so the next poll lists a
+    live replica instead and the step's window starts again (nothing judged on the dead one)."""
+    release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
+    release.policy = CanaryPolicy(steps=(25, 50), step_seconds=5, deadline_seconds=120, load_timeout_seconds=60)
+    agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1", "default-2"], heartbeat=30.0)
+    release.metrics = agents.metrics()
+    outcome: list[BaseException] = []
+    run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)
+    try:
+        run.start()
+        first = _listed(release)
+        died = agents.die(first["replicas"][0])
+        doc = _relisted(release, first["replicas"], 10)
+        took = time.monotonic() - died
+        step = doc["steps"][-1]
+        assert first["replicas"][0] not in doc["replicas"] and len(doc["replicas"]) == 1, doc  # noqa: PT018
+        assert (step["fleet"], step["replicas"], step["restarts"], step["window_from"]) == (2, 1, 1, None), step
+        assert took <= 3.0, took  # a poll (0.01 s) and its reads: not 3 heartbeats (90 s)
+        assert ending.abort(release.repo, "m", "tests") is not None
+        run.join(10)
+    finally:
+        agents.stop()
+    assert len(outcome) == 1 and outcome[0].code == errors.REFUSED, outcome  # type: ignore[attr-defined]  # noqa: PT018
+
+
+def _relisted(release: gray_release.GrayRelease, before: list[str], timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = canary_record.read(release.repo, "m").doc
+        if doc and doc["replicas"] and doc["replicas"] != before:
+            return doc
+        time.sleep(0.05)
+    raise AssertionError(f"the replicas {before} were not relisted within {timeout}s")
+
+
 def test_with_fewer_than_two_live_replicas_the_run_aborts_at_once_naming_the_silent_one(
     tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
 ) -> None:
     release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
     release.policy = CanaryPolicy(steps=(25, 50), step_seconds=5, deadline_seconds=600, load_timeout_seconds=300)
     agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1"])
+    release.metrics = agents.metrics()
     try:
         outcome: list[BaseException] = []
         run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)

@@ -18,7 +18,7 @@ def _config(tmp_path: Path, server: S3Server, staging: str, prod: str, metrics: 
     cfg = write_config(tmp_path / "model-sync.yaml", server, {"staging": f"s3://{staging}", "prod": f"s3://{prod}"})
     if metrics:
         doc = yaml.safe_load(Path(cfg).read_text())
-        doc["environments"]["prod"]["tritonMetricsUrls"] = ["http://127.0.0.1:9/metrics"]
+        doc["environments"]["prod"]["tritonMetricsUrls"] = {"r0": "http://127.0.0.1:9/metrics"}
         doc["environments"]["prod"]["canaryPolicies"] = {"m": {"steps": [50], "stepSeconds": 5}}
         Path(cfg).write_text(yaml.safe_dump(doc))
     return cfg

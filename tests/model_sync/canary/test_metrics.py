@@ -132,7 +132,9 @@ def _settled(source: TritonMetrics, mark: object, sent: dict[int, int]) -> dict[
 
 
 def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) -> None:
-    source = TritonMetrics("m", (*map(_metrics_url, servers), "http://127.0.0.1:9/metrics"))  # one replica away
+    urls = {f"r{i}": _metrics_url(s) for i, s in enumerate(servers)} | {"r9": "http://127.0.0.1:9/metrics"}
+    source = TritonMetrics("m", urls)  # one replica away
+    assert source.answering(["r0", "r1", "r9", "r7"]) == {"r0", "r1"}  # r7: no endpoint listed, never answers
     mark = source.mark()
     stable, canary = _load(servers[0], 60, fail_every=1000), _load(servers[1], 40, fail_every=10)
     figures = _settled(source, mark, {1: 60, 2: 40})
@@ -141,6 +143,8 @@ def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) 
     assert figures[3] == metrics.Figures()  # a version nobody serves: nothing, no figures
     assert figures[1].p99_ms is not None and figures[2].p99_ms is not None  # noqa: PT018
     assert _tells_the_versions_apart(figures), figures
+    assert len(figures[1].replicas_p99_ms) == len(figures[2].replicas_p99_ms) == 1  # one replica serves each
+    assert figures[2].replicas_p99_ms[0] == figures[2].p99_ms
     assert figures[1].queue_us is not None and figures[1].queue_us >= 0  # noqa: PT018
     # A python model's error *response* fails the request, and Triton counts it as a success.
     mark = source.mark()
@@ -148,7 +152,7 @@ def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) 
     settled = _settled(source, mark, {1: 10})
     assert (settled[1].requests, settled[1].errors) == (10, 0)
     with pytest.raises(metrics.MetricsError, match=r"^metrics: none of http://127.0.0.1:9/metrics answered;"):
-        TritonMetrics("m", ("http://127.0.0.1:9/metrics",)).mark()
+        TritonMetrics("m", {"r9": "http://127.0.0.1:9/metrics"}).mark()
 
 
 def test_prometheus_metrics_give_the_same_figures(tmp_path: Path, servers: list[TritonServer]) -> None:
@@ -178,6 +182,11 @@ def test_prometheus_metrics_give_the_same_figures(tmp_path: Path, servers: list[
             assert abs(figures[version].requests - sent) <= 0.3 * sent, (version, figures)
             assert abs(figures[version].error_ratio - failed / sent) <= 0.01, (version, figures)
         assert _tells_the_versions_apart(figures), figures
+        assert figures[2].replicas_p99_ms == (figures[2].p99_ms,)  # by pod: the one replica serving version 2
+        assert source.answering(["triton-default-0", "triton-default-1", "triton-default-7"]) == {
+            "triton-default-0",
+            "triton-default-1",
+        }
     finally:
         prom.stop()
     with pytest.raises(metrics.MetricsError, match=r"^prometheus http://127.0.0.1:9/api/v1/query: .*allowed:"):

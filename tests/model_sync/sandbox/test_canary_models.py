@@ -66,7 +66,7 @@ def test_slow_sleeps_three_times_as_long_as_good() -> None:
 
 
 def test_write_model_rejects_an_unknown_kind_a_bad_name_or_version_and_an_existing_directory(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"kind: 'flaky'; allowed: good, errors, slow, broken"):
+    with pytest.raises(ValueError, match=r"kind: 'flaky'; allowed: good, errors, slow, broken, tail, cold"):
         canary_models.write_model(tmp_path, "m", "flaky")
     with pytest.raises(layout.LayoutError, match=r"model name: 'Bad Name'"):
         canary_models.write_model(tmp_path, "Bad Name", "good")
@@ -94,7 +94,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory, triton_runtime: TritonRunti
     server = TritonServer(root / "models", root / "triton.log", runtime=triton_runtime)
     try:
         server.start()
-        for kind in ("good", "errors", "slow", "tail"):
+        for kind in ("good", "errors", "slow", "tail", "cold"):
             server.wait_version_ready(kind, 1, timeout=60)
         yield server
     finally:
@@ -199,6 +199,21 @@ def test_tail_slows_exactly_the_predicted_inputs_by_150_ms(triton: TritonServer)
     for r in held_back:
         assert min(_latency_alone(client, "tail", r.seq) for _ in range(3)) < canary_models.TAIL_EXTRA_S, r
     client.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_cold_answers_its_first_requests_after_the_load_late_then_as_good(triton: TritonServer) -> None:
+    """The cold canary: the warm-up (zeros) and the smoke (ones) do not count; the first
+    COLD_REQUESTS requests after them answer COLD_EXTRA_S late, and the rest as `good` would, so a
+    p99 over more than 100 x COLD_REQUESTS requests no longer sees them."""
+    records = _traffic(triton, "cold", 40)  # seq 0 and 1 are the warm-up's and the smoke's values
+    assert not records.failed(), records.errors()
+    latency = {r.seq: r.latency for r in records}
+    cold = [2, 3][: canary_models.COLD_REQUESTS]
+    assert all(latency[seq] >= canary_models.COLD_EXTRA_S for seq in cold), latency
+    warm = [v for seq, v in latency.items() if seq > cold[-1]]
+    assert sorted(warm)[len(warm) // 2] < canary_models.COLD_EXTRA_S, latency  # the median answers as good's
 
 
 def _latency_alone(client: httpclient.InferenceServerClient, model: str, seq: int) -> float:

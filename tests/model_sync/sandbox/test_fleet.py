@@ -177,7 +177,7 @@ def test_write_config_replaces_the_fleets_environment_and_keeps_the_others(tmp_p
         "region": "us-east-1",
         "tritonUrl": fleet.replicas[0].http_url,
         "grpcUrl": fleet.replicas[0].grpc_url,
-        "tritonMetricsUrls": fleet.metrics_urls,
+        "tritonMetricsUrls": {"default-0": fleet.metrics_urls[0], "default-1": fleet.metrics_urls[1]},
         "canaryPolicies": {MODEL: {"steps": [10, 50]}},
     }
 
@@ -187,7 +187,7 @@ def test_the_fleets_config_is_one_model_sync_reads(tmp_path: Path) -> None:
     env = environments.resolve("local", config=str(fleet.write_config(tmp_path / "model-sync.yaml")))
     assert (env.bucket, env.endpoint_url, env.region) == ("models-x", "http://127.0.0.1:9", "us-east-1")
     assert (env.triton_url, env.grpc_url) == (fleet.replicas[0].http_url, fleet.replicas[0].grpc_url)
-    assert list(env.metrics_urls) == fleet.metrics_urls
+    assert dict(env.metrics_urls) == {"default-0": fleet.metrics_urls[0], "default-1": fleet.metrics_urls[1]}
 
 
 # ---- one real fleet, shared by the e2e tests below ------------------------------------------
