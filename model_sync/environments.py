@@ -23,12 +23,12 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         canaryPolicies:                         # optional, per model: steps and thresholds
           resnet: {steps: [25, 50], stepSeconds: 120}   # (model_sync/contract/canary_policy.py; default: its defaults)
         tritonGpus:                             # optional: each Triton deployment's GPU, for GPU memory
-          default:                              #   planning (model_sync/serving/gpu_plan.py): push/promote refuse
+          default:                              #   planning (model_sync/admission/gpu_plan.py): push/promote refuse
             gpu: H100                           #   a version that overcommits it (exit 7), status shows
             memoryGiB: 80                       #   the plan; without it nothing is checked (and they say so)
             models: [resnet, bert]              #   the models the deployment serves (a model in one only)
             architectures: [sm_90]              #   optional: its node group's CUDA architectures; a .pt2
-                                                #   compiled for others is refused (model_sync/serving/alignment.py)
+                                                #   compiled for others is refused (model_sync/admission/alignment.py)
       prod:
         pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
         pulumiCwd: ../infra                     # optional, relative to the config file
@@ -93,7 +93,7 @@ class DeploymentGpu:
     memory_gib: float  # memory of ONE GPU, GiB
     models: tuple[str, ...]  # the models the deployment serves
     # the CUDA architectures of every instance type its node group may launch (sm_90); ():
-    # unknown. A .pt2 compiled for CUDA must have been compiled for each (model_sync/serving/alignment.py)
+    # unknown. A .pt2 compiled for CUDA must have been compiled for each (model_sync/admission/alignment.py)
     architectures: tuple[str, ...] = ()
 
     @property

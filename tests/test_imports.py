@@ -31,9 +31,9 @@ LAZY = {
             ("push", "model_sync.push.publish"),
             ("push", "model_sync.push.push_options"),
             ("rollback", "model_sync.lifecycle.rollback"),
-            ("status", "model_sync.serving.status"),
-            ("verify", "model_sync.serving.verify"),
-            ("_common", "model_sync.serving.replicas"),
+            ("status", "model_sync.observation.status"),
+            ("verify", "model_sync.observation.verify"),
+            ("_common", "model_sync.observation.replicas"),
         )
     },
     # The agent's names are loaded on first use: the agent's CLI reads the settings' defaults
@@ -147,9 +147,35 @@ def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
 def test_no_import_runs_both_ways_between_model_syncs_packages() -> None:
     edges, _ = graph()
     found = packages(edges)
-    assert {"model_sync.versions", "model_sync.lifecycle", "model_sync.serving"} <= found.keys()
+    assert {
+        "model_sync.versions",
+        "model_sync.lifecycle",
+        "model_sync.admission",
+        "model_sync.observation",
+    } <= found.keys()
     assert "model_sync.versions" in found["model_sync.lifecycle"]  # edges were read
     assert cycles(found) == []
+
+
+# model_sync's layered packages, top to bottom, as docs/architecture.md#the-data-plane states them: each
+# imports only those below its own. `admission` (may a version be pushed or promoted) sits below
+# `observation` (what the replicas serve): `status` shows each version's alignment and each deployment's
+# GPU plan, while deciding admission never reads a replica's report.
+MODEL_SYNC_LAYERS = ("lifecycle", "push", "canary", "observation", "admission", "versions", "records", "triton_model",
+                     "s3", "contract")  # fmt: skip
+
+
+def test_model_syncs_layered_packages_import_only_those_below() -> None:
+    edges, _ = graph()
+    found = packages(edges)
+    upward = [
+        f"{layer} -> {target}"
+        for i, layer in enumerate(MODEL_SYNC_LAYERS)
+        for target in sorted(found[f"model_sync.{layer}"])
+        if target.removeprefix("model_sync.") in MODEL_SYNC_LAYERS[: i + 1]
+    ]
+    assert "model_sync.contract" in found["model_sync.versions"]  # edges were read
+    assert upward == []
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

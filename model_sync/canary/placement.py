@@ -26,7 +26,7 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.contract.canary_policy import MAX_STEP_PERCENT
-from model_sync.serving import replicas
+from model_sync.observation import replicas
 
 LIVE_HEARTBEATS = 3  # a replica whose report is older than this many of its heartbeats has stopped
 

@@ -30,11 +30,11 @@ for model.onnx). A local KIND_GPU model also gets FORCE_CPU_ONLY_INPUT_TENSORS "
 holds on the GPU reach it through DLPack.
 
 export.json (beside config.pbtxt, never uploaded) records what `push` copies into the manifest and
-checks against the target's Triton (model_sync/serving/alignment.py): the format, the exporting torch
+checks against the target's Triton (model_sync/admission/alignment.py): the format, the exporting torch
 version; TorchScript's file format version and operators (torch.jit.export_opnames); a .pt2's device
 and the GPU architectures it was compiled for; an ONNX model's opset and IR version; and
 `gpu_memory`, one instance's GPU memory at the largest batch, measured on a GPU or estimated without
-one (model_sync/serving/gpu_memory.py), which push and promote plan with (model_sync/serving/gpu_plan.py).
+one (model_sync/export/gpu_memory.py), which push and promote plan with (model_sync/admission/gpu_plan.py).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import Any
 
 from model_sync import __version__, errors
 from model_sync.contract import layout
+from model_sync.export import gpu_memory
 from model_sync.export.options import (
     KINDS,
     TOLERANCES,
@@ -58,7 +59,6 @@ from model_sync.export.options import (
     ExportOptions,
     example_inputs,
 )
-from model_sync.serving import gpu_memory
 from model_sync.triton_model import model_config
 from model_sync.triton_model.formats import FORMATS, MODEL_FILES, PLATFORMS
 from model_sync.ui import error
@@ -269,8 +269,8 @@ def command(opts: ExportOptions) -> dict[str, Any]:
             "target": opts.target,
             "torch_version": torch.__version__,
             **art.meta,
-            # One instance's GPU memory at the largest batch (model_sync/serving/gpu_memory.py): the input
-            # of push/promote's GPU memory planning (model_sync/serving/gpu_plan.py).
+            # One instance's GPU memory at the largest batch (model_sync/export/gpu_memory.py): the input
+            # of push/promote's GPU memory planning (model_sync/admission/gpu_plan.py).
             "gpu_memory": gpu,
             "example_shapes": [list(s) for s in opts.shapes],
             "example_dtypes": [opts.dtype_of(i) for i in range(len(opts.shapes))],

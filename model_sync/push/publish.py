@@ -3,11 +3,11 @@ the command: docs/model-sync.md).
 
 Per model, in this order; the pin flip (8) is the version's commit point:
   1. check alignment: before any S3 request, a version the target's Triton cannot load in its export
-     format is refused (exit 7, model_sync/serving/alignment.py: a pytorch_libtorch model exported with a
+     format is refused (exit 7, model_sync/admission/alignment.py: a pytorch_libtorch model exported with a
      newer torch than the image's LibTorch, a .pt2 of another torch or GPU architecture, an ONNX opset
      or IR version above the image's ONNX Runtime's) unless
      --allow-version-skew (recorded in the manifest's `compatibility`); before any write, GPU
-     memory planning (model_sync/serving/gpu_plan.py) refuses new versions that would overcommit
+     memory planning (model_sync/admission/gpu_plan.py) refuses new versions that would overcommit
      their deployment's GPU (the environment's `tritonGpus`, exit 7), the plan, or why it was not
      checked, printed once; a python-backend model.py that answers with
      `InferenceResponse(error=...)` is named in a warning (model_sync/push/error_responses.py:
@@ -60,6 +60,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
+from model_sync.admission import alignment, gpu_plan
 from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.parallel import Background, parallel_map
@@ -72,21 +73,20 @@ from model_sync.records.version_manifest import build_manifest, file_entries, gp
 from model_sync.s3 import clients
 from model_sync.s3.bucket import Bucket, who
 from model_sync.s3.failures import translate
-from model_sync.serving import alignment, gpu_plan
 from model_sync.triton_model import instance_groups, model_directory
 from model_sync.triton_model.model_directory import LocalModel
 from model_sync.ui import Console, error
 from model_sync.versions import catalog
 
 if TYPE_CHECKING:
-    from model_sync.serving.replicas import Wait
+    from model_sync.observation.replicas import Wait
 
 
 def check_alignment(
     models: list[LocalModel], env: Environment, allow_skew: bool, allow_local_target: bool = False
 ) -> dict[str, dict[str, Any]]:
     """{model: compatibility record} for env's Triton image and GPUs, per export format
-    (model_sync/serving/alignment.py); raises exit 7 (INCOMPATIBLE) naming the model, the environment
+    (model_sync/admission/alignment.py); raises exit 7 (INCOMPATIBLE) naming the model, the environment
     and what does not match. Runs before any S3 request."""
     records: dict[str, dict[str, Any]] = {}
 
@@ -106,7 +106,7 @@ def check_alignment(
 
 
 def check_gpu_memory(repo: Bucket, models: list[LocalModel]) -> list[str]:
-    """GPU memory planning of the new versions (model_sync/serving/gpu_plan.py): export.json's gpu_memory
+    """GPU memory planning of the new versions (model_sync/admission/gpu_plan.py): export.json's gpu_memory
     of every model read strictly (exit 2, before any request), then exit 7 when one would
     overcommit its deployment's GPU; else the lines to print. Reads the other models' pins only
     for an environment with `tritonGpus`, and parses config.pbtxt only for models it plans."""

@@ -2,7 +2,7 @@
 manifest.MANIFEST_V4): every file's sha256 and size (`file_entries`, also what the no-op decision
 compares with the pinned manifest), the pinned config text, source, exporter, compatibility with
 the target image, export.json's GPU memory per instance (read strictly: `read_gpu_memory`) and the
-config's instance groups (GPU memory planning, model_sync/serving/gpu_plan.py), who and when
+config's instance groups (GPU memory planning, model_sync/admission/gpu_plan.py), who and when
 (`build_manifest`, validated before it is returned)."""
 
 from __future__ import annotations
