@@ -21,7 +21,7 @@ from model_sync.admission import alignment, gpu_plan
 from model_sync.admission.gpu_plan import NO_GPUS, human
 from model_sync.contract import layout
 from model_sync.observation import replicas, verify
-from model_sync.records import canary_record, codec
+from model_sync.records import canary_record, codec, compatibility
 from model_sync.s3.bucket import Bucket
 from model_sync.versions import catalog
 
@@ -41,7 +41,7 @@ def version_details(
         platform, backend = (doc["platform"], doc["backend"]) if doc else ("", "")
         loads = {env: (alignment.loadable(doc, image) if doc else "unknown") for env, image in sorted(images.items())}
         out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
-                    "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
+                    "compatibility": compatibility.read(doc["compatibility"]) if doc and "compatibility" in doc else None})  # fmt: skip
     return out
 
 

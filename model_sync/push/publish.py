@@ -69,6 +69,7 @@ from model_sync.push.push_options import PushOptions
 from model_sync.push.result import PushResult
 from model_sync.push.uploads import Uploader, hash_files, vanished
 from model_sync.records import codec
+from model_sync.records import compatibility as compatibility_record
 from model_sync.records.version_manifest import build_manifest, file_entries, gpu_memory_of
 from model_sync.s3 import clients
 from model_sync.s3.bucket import Bucket, who
@@ -245,7 +246,7 @@ class Publisher:
         try:
             self.uploader.transfer(m, version, reuse, pin.version, result)
             self._check_unchanged(m)
-            doc = build_manifest(m, version, self.by, self.compatibility.get(name))
+            doc = build_manifest(m, version, self.by, self.compatibility[name])
             self._check_stop(m)
         except Exception as e:  # refused before its manifest: nothing of version N may stay
             error = e if isinstance(e, errors.SyncError) else translate(e, repo.env, layout.model_prefix(name))
@@ -312,7 +313,7 @@ def push(
     for name, record in sorted(compatibility.items()):
         if str(record.get("detail") or "").startswith("published with --allow-local-target"):
             console.warn(f"{name} -> {repo.env.name}: {record['detail']} (recorded in the manifest)")
-        if record["result"] == "skew-allowed":
+        if record["result"] == compatibility_record.Result.SKEW_ALLOWED:
             console.warn(
                 f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, "
                 "recorded in the manifest)"

@@ -20,7 +20,7 @@ after every version file is uploaded and before the pin flips:
      "compatibility": {"triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3" | null,
                        "libtorch_version": "2.9.0a0" | null,
                        "result": "compatible" | "exempt" | "skew-allowed",
-                       "detail": "why (the skew / exemption message)" | null},   # model_sync.contract.compat
+                       "detail": "why (the skew / exemption message)" | null},   # model_sync/records/compatibility.py
      "created_by": "arn:aws:sts::...:assumed-role/... | unix user", "created_at": "RFC 3339 UTC"}
   v1 ("model-sync.manifest/v1": no `exporter.operators`, no `compatibility`) and v2
   ("model-sync.manifest/v2": no `gpu_memory`, no `instance_groups`) are still read. v3 (what
@@ -195,11 +195,20 @@ MANIFEST_SCHEMA: dict[str, Any] = _obj(
     },
 )
 
+
+class CompatibilityResult(enum.StrEnum):
+    """A compatibility record's verdict (model_sync/records/compatibility.py writes and reads it)."""
+
+    COMPATIBLE = "compatible"  # the target's Triton loads the version, as far as the rules can prove
+    EXEMPT = "exempt"  # not the rules' to judge (a python-backend model), or a local target allowed
+    SKEW_ALLOWED = "skew-allowed"  # refused or unproven, published anyway (--allow-version-skew): `detail` says why
+
+
 COMPATIBILITY: dict[str, Any] = _obj(
     {
         "triton_image": _NULLABLE_STR,
         "libtorch_version": _NULLABLE_STR,
-        "result": {"enum": ["compatible", "exempt", "skew-allowed"]},
+        "result": {"enum": [r.value for r in CompatibilityResult]},
         "detail": _NULLABLE_STR,
     },
 )
