@@ -39,11 +39,6 @@ LAZY = {
     # The agent's names are loaded on first use: the agent's CLI reads the settings' defaults
     # without importing the S3 layer or the records.
     ("model_sync.agent", "model_sync.records.codec"): "parser",
-    # export copies this file into the model; importing it is locating it (it runs inside Triton).
-    ("model_sync.export.exporter", "model_sync.export.torch_python_backend"): "copied file",
-    ("model_sync.export.exporter", "model_sync.export.onnx_python_backend"): "copied file",
-    # export imports the one format it writes: `--format torchscript` loads neither AOTInductor nor ONNX.
-    **{("model_sync.export.exporter", f"model_sync.export.{m}"): "format" for m in ("torchscript", "pt2", "onnx")},
     # protobuf's text_format (config.pbtxt parsing) is loaded only when a config is parsed: a push
     # of unchanged models loads neither it nor s3transfer (tests/model_sync/push/test_publish_skips.py).
     **{

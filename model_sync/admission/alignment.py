@@ -210,6 +210,16 @@ def check_onnx(exporter: Mapping[str, Any], image: str) -> None:
         )
 
 
+# The rule of each export format not served by LibTorch (FORMATS: torchscript is assess_libtorch's):
+# (exporter, image, the instance groups' kinds, the deployment's GPUs) -> the image's PyTorch where
+# the rule compared with it; raises one line when the version does not load.
+Rule = Callable[[Mapping[str, Any], str, Callable[[], list[str]], "DeploymentGpu | None"], "str | None"]
+RULES: dict[str, Rule] = {
+    "pt2": lambda exporter, image, kinds, gpus: check_pt2(exporter, image, kinds(), gpus),
+    "onnx": lambda exporter, image, kinds, gpus: check_onnx(exporter, image),
+}
+
+
 def assess(
     *,
     platform: str,
@@ -236,10 +246,7 @@ def assess(
     try:
         if image is None:
             raise compat.UnverifiableError(UNKNOWN_IMAGE)
-        if fmt == "pt2":
-            serving = check_pt2(exporter, image, kinds(), gpus)
-        else:
-            check_onnx(exporter, image)
+        serving = RULES[fmt](exporter, image, kinds, gpus)
     except (compat.VersionSkewError, compat.UnverifiableError, compat.UnknownImageError, ArchitectureError,
             OnnxOpsetError) as e:  # fmt: skip
         if not allow_skew:
@@ -272,11 +279,8 @@ def loadable(doc: Mapping[str, Any], image: str | None) -> str:
     if image is None:
         return "unknown"
     try:
-        if fmt == "pt2":
-            kinds = [g["kind"] for g in doc.get("instance_groups") or [{"kind": "KIND_AUTO"}]]
-            check_pt2(exporter, image, kinds, None)
-        else:
-            check_onnx(exporter, image)
+        RULES[fmt](exporter, image, lambda: [g["kind"] for g in doc.get("instance_groups") or [{"kind": "KIND_AUTO"}]],
+                   None)  # fmt: skip
     except (compat.UnverifiableError, compat.UnknownImageError):
         return "unknown"
     except ValueError:  # VersionSkewError, ArchitectureError, OnnxOpsetError

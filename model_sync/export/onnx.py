@@ -82,3 +82,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         load=load,
         device_wide=True,
     )
+
+
+def facts(meta: dict[str, Any]) -> str:
+    """What `export` prints of export.json for an ONNX model."""
+    return f"ONNX opset {meta.get('onnx_opset')}, IR {meta.get('onnx_ir_version')}"

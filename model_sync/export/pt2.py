@@ -106,3 +106,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         meta={"device": device, "gpu_architectures": archs},
         load=(lambda _device: torch._inductor.aoti_load_package(path)) if device == "cuda" else None,
     )
+
+
+def facts(meta: dict[str, Any]) -> str:
+    """What `export` prints of export.json for a .pt2 package."""
+    return f"AOTInductor for {', '.join(meta.get('gpu_architectures') or []) or meta.get('device')}"
