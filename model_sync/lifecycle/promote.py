@@ -313,11 +313,7 @@ def promote(
         created_by=by,
         created_at=codec.now(),
     )
-    if not dst.put_new(layout.manifest_key(model, target), codec.dumps(new_doc)):
-        raise errors.refused(
-            f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version "
-            "(never overwritten)"
-        )
+    catalog.write_manifest(dst, model, target, new_doc)
     canary_id = canary_record.new_id() if canary is not None else None
     record = {
         "schema": codec.PROMOTION_V3,
