@@ -38,7 +38,7 @@ LAZY = {
     },
     # The agent's names are loaded on first use: the agent's CLI reads the settings' defaults
     # without importing the S3 layer or the records.
-    ("model_sync.agent", "model_sync.records.codec"): "parser",
+    ("model_sync.agent", "model_sync.records.codec"): "agent",
     # protobuf's text_format (config.pbtxt parsing) is loaded only when a config is parsed: a push
     # of unchanged models loads neither it nor s3transfer (tests/model_sync/push/test_publish_skips.py).
     **{
