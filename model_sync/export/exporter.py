@@ -12,7 +12,7 @@ in one of three formats, each produced by the framework's own exporter:
   3. check: the file is RE-LOADED from disk (torch.jit.load, aoti_load_package, an ONNX Runtime CPU
      session) and gets the same seeded example inputs as eager, and a second example with another
      batch size (catches shapes baked in); every output must match eager within --rtol/--atol
-     (torch.testing.assert_close; defaults per format: TOLERANCES) or export fails with exit code 6;
+     (torch.testing.assert_close; defaults per format: FORMAT_TABLE) or export fails with exit code 6;
   4. config.pbtxt built as a ModelConfig protobuf: INPUT__i / OUTPUT__i (the names every backend
      here takes: the PyTorch backend's `<name>__<index>` convention for pytorch_libtorch and
      torch_aoti, the graph's own names for onnxruntime_onnx, which the ONNX export gives them) with
