@@ -1,6 +1,7 @@
 """Imports of the project's own modules run one way: no cycle among model_sync's and components'
 modules (counting imports under TYPE_CHECKING and inside functions), nor among model_sync's
-packages (a package imports another only where that one imports nothing of it); a module imports another
+packages (a package imports another only where that one imports nothing of it), and the data plane's
+layered packages only downwards (MODEL_SYNC_LAYERS, docs/architecture.md#the-data-plane); a module imports another
 inside a function only where a reason below says why; the stack config's parser sits above every
 component it validates for, which import only the layers below it (vocabulary, errors, readers,
 model), and each module of the stack config imports only the layers before its own."""
