@@ -117,7 +117,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check --quiet .
 	$(PY) -m tools.pulumi_yaml --check
-	$(VENV)/bin/yamllint -s -c .yamllint.yaml stacks Pulumi.yaml
+	$(VENV)/bin/yamllint -s -c .yamllint.yaml stacks Pulumi.yaml examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy components model_sync tools __main__.py

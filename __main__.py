@@ -27,6 +27,7 @@ from components.node_group import build_node_groups
 from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.stack_config.loading import load_from_pulumi
 from components.triton_deployment import build_triton_deployments
+from model_sync.contract import stack_outputs
 
 config = load_from_pulumi()
 
@@ -274,13 +275,13 @@ pulumi.export(
 pulumi.export("ingressApiKeys", ingress.api_keys)  # secret: {client: API key}
 # Gray releases (model-sync canary / promote): each model's policy, from its deployment's `canary`.
 pulumi.export(
-    "canaryPolicies",
+    stack_outputs.CANARY_POLICIES,
     {m: {"deployment": d.name, **d.canary.to_mapping()} for d in config.triton_deployments for m in d.models},
 )
 # GPU memory planning (model-sync push / promote refuse a version that would overcommit a card): each
 # deployment's GPU, the one its node group guarantees, and the models sharing it.
 pulumi.export(
-    "tritonGpus",
+    stack_outputs.TRITON_GPUS,
     {
         d.name: {"gpu": gpu.model, "memoryGiB": gpu.memory_gib, "models": list(d.models), "architectures": archs}
         for d in config.triton_deployments

@@ -25,7 +25,31 @@ COPY docker/agent-requirements.txt ./agent-requirements.txt
 # --no-deps: exactly the pinned set, nothing resolved at build time.
 RUN python -m pip install --no-deps --require-hashes -r agent-requirements.txt
 COPY pyproject.toml ./
-COPY model_sync ./model_sync
+# The agent's import closure only, file by file (no export, push, sandbox or torch code): what
+# `python -m tools.agent_closure` prints, followed from the ENTRYPOINT with ast (in-function imports,
+# the command cli imports by name and the agent package's lazily loaded modules included);
+# tests/model_sync/agent/test_image.py fails when an import is added without its COPY, or a COPY is unneeded.
+COPY model_sync/__init__.py model_sync/__main__.py model_sync/cli.py model_sync/environments.py \
+    model_sync/errors.py model_sync/ui.py ./model_sync/
+COPY model_sync/agent/__init__.py model_sync/agent/bucket.py model_sync/agent/canaries.py \
+    model_sync/agent/exceptions.py model_sync/agent/loads.py model_sync/agent/loop.py \
+    model_sync/agent/metrics.py model_sync/agent/pins.py model_sync/agent/pod_disk.py \
+    model_sync/agent/replica_record.py model_sync/agent/settings.py model_sync/agent/staging.py \
+    model_sync/agent/state.py model_sync/agent/triton.py ./model_sync/agent/
+COPY model_sync/commands/__init__.py model_sync/commands/_common.py model_sync/commands/agent.py \
+    ./model_sync/commands/
+COPY model_sync/contract/__init__.py model_sync/contract/canary_policy.py model_sync/contract/compat.py \
+    model_sync/contract/ingress.py model_sync/contract/layout.py model_sync/contract/stack_outputs.py \
+    ./model_sync/contract/
+COPY model_sync/observation/__init__.py model_sync/observation/replicas.py model_sync/observation/smoke.py \
+    ./model_sync/observation/
+COPY model_sync/records/__init__.py model_sync/records/canary_record.py model_sync/records/codec.py \
+    model_sync/records/schemas.py model_sync/records/servable.py ./model_sync/records/
+COPY model_sync/s3/__init__.py model_sync/s3/bucket.py model_sync/s3/clients.py model_sync/s3/conditional.py \
+    model_sync/s3/download.py model_sync/s3/endpoint.py model_sync/s3/failures.py model_sync/s3/transfer.py \
+    ./model_sync/s3/
+COPY model_sync/triton_model/__init__.py model_sync/triton_model/formats.py \
+    model_sync/triton_model/model_config.py ./model_sync/triton_model/
 # The package itself without its dependency ranges (torch is an optional extra and never installed).
 RUN python -m pip install --no-deps --no-build-isolation . \
     && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"

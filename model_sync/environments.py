@@ -23,12 +23,12 @@ Config file (first found: --config PATH, $MODEL_SYNC_CONFIG, ./model-sync.yaml):
         canaryPolicies:                         # optional, per model: steps and thresholds
           resnet: {steps: [25, 50], stepSeconds: 120}   # (model_sync/contract/canary_policy.py; default: its defaults)
         tritonGpus:                             # optional: each Triton deployment's GPU, for GPU memory
-          default:                              #   planning (model_sync/serving/gpu_plan.py): push/promote refuse
+          default:                              #   planning (model_sync/admission/gpu_plan.py): push/promote refuse
             gpu: H100                           #   a version that overcommits it (exit 7), status shows
             memoryGiB: 80                       #   the plan; without it nothing is checked (and they say so)
             models: [resnet, bert]              #   the models the deployment serves (a model in one only)
             architectures: [sm_90]              #   optional: its node group's CUDA architectures; a .pt2
-                                                #   compiled for others is refused (model_sync/serving/alignment.py)
+                                                #   compiled for others is refused (model_sync/admission/alignment.py)
       prod:
         pulumiStack: acme/triton-platform/prod  # read the rest from `pulumi stack output --json`
         pulumiCwd: ../infra                     # optional, relative to the config file
@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model_sync import errors
-from model_sync.contract import layout
+from model_sync.contract import layout, stack_outputs
 from model_sync.contract.canary_policy import CanaryPolicy, CanaryPolicyError
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -70,11 +70,11 @@ ENV_KEYS = (
     "prometheusUrl",
     "eksCluster",
     "tritonMetricsUrls",
-    "canaryPolicies",
-    "tritonGpus",
+    stack_outputs.CANARY_POLICIES,
+    stack_outputs.TRITON_GPUS,
 )
 # not strings: checked by _metrics_urls / _policies / _triton_gpus
-_STRUCTURED_KEYS = ("tritonMetricsUrls", "canaryPolicies", "tritonGpus")
+_STRUCTURED_KEYS = ("tritonMetricsUrls", stack_outputs.CANARY_POLICIES, stack_outputs.TRITON_GPUS)
 CONFIG_NAME = "model-sync.yaml"
 # A Triton deployment's name (the stack's `tritonDeployments` keys: components/stack_config/triton_deployments.py).
 DEPLOYMENT_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -93,7 +93,7 @@ class DeploymentGpu:
     memory_gib: float  # memory of ONE GPU, GiB
     models: tuple[str, ...]  # the models the deployment serves
     # the CUDA architectures of every instance type its node group may launch (sm_90); ():
-    # unknown. A .pt2 compiled for CUDA must have been compiled for each (model_sync/serving/alignment.py)
+    # unknown. A .pt2 compiled for CUDA must have been compiled for each (model_sync/admission/alignment.py)
     architectures: tuple[str, ...] = ()
 
     @property
@@ -182,8 +182,12 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
                 f"{body['unenforcedConditionalWrites']!r}; allowed: 'accepted' (or leave it out)"
             )
         body["tritonMetricsUrls"] = _metrics_urls(f"{path} environments.{name}", body.get("tritonMetricsUrls"))
-        body["canaryPolicies"] = _policies(f"{path} environments.{name}", body.get("canaryPolicies"))
-        body["tritonGpus"] = _triton_gpus(f"{path} environments.{name}", body.get("tritonGpus"))
+        body[stack_outputs.CANARY_POLICIES] = _policies(
+            f"{path} environments.{name}", body.get(stack_outputs.CANARY_POLICIES)
+        )
+        body[stack_outputs.TRITON_GPUS] = _triton_gpus(
+            f"{path} environments.{name}", body.get(stack_outputs.TRITON_GPUS)
+        )
         if "bucket" not in body and "pulumiStack" not in body:
             raise errors.usage(
                 f"{path} environments.{name}: no bucket; allowed: set 'bucket' (s3://bucket[/prefix]) or 'pulumiStack'"
@@ -389,10 +393,14 @@ def resolve(
                                ("eksCluster", outs.get("clusterName"))):  # fmt: skip
                 if isinstance(value, str) and value:
                     body.setdefault(key, value)
-            if not body.get("canaryPolicies") and outs.get("canaryPolicies"):
-                body["canaryPolicies"] = _policies(f"pulumi stack {body['pulumiStack']}", outs["canaryPolicies"])
-            if body.get("tritonGpus") is None and outs.get("tritonGpus") is not None:
-                body["tritonGpus"] = _triton_gpus(f"pulumi stack {body['pulumiStack']}", outs["tritonGpus"])
+            if not body.get(stack_outputs.CANARY_POLICIES) and outs.get(stack_outputs.CANARY_POLICIES):
+                body[stack_outputs.CANARY_POLICIES] = _policies(
+                    f"pulumi stack {body['pulumiStack']}", outs[stack_outputs.CANARY_POLICIES]
+                )
+            if body.get(stack_outputs.TRITON_GPUS) is None and outs.get(stack_outputs.TRITON_GPUS) is not None:
+                body[stack_outputs.TRITON_GPUS] = _triton_gpus(
+                    f"pulumi stack {body['pulumiStack']}", outs[stack_outputs.TRITON_GPUS]
+                )
             source = f"pulumi stack {body['pulumiStack']}"
     uri = bucket or body.get("bucket")
     if not uri:
@@ -419,7 +427,7 @@ def resolve(
         prometheus_url=body.get("prometheusUrl"),
         eks_cluster=body.get("eksCluster"),
         metrics_urls=body.get("tritonMetricsUrls") or (),
-        canary_policies=body.get("canaryPolicies") or (),
-        triton_gpus=body.get("tritonGpus"),
+        canary_policies=body.get(stack_outputs.CANARY_POLICIES) or (),
+        triton_gpus=body.get(stack_outputs.TRITON_GPUS),
         source=source,
     )

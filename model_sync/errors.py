@@ -12,7 +12,7 @@
     6  CHECK_FAILED  a verification failed (export output differs from eager, or the batch fails on the
                      GPU export measures it on; torch.export or the ONNX exporter refuses the model:
                      model_sync/export/exporter_log.py; `verify` not READY)
-    7  INCOMPATIBLE  version alignment, per export format (model_sync/serving/alignment.py): the
+    7  INCOMPATIBLE  version alignment, per export format (model_sync/admission/alignment.py): the
                      target Triton image's LibTorch is older than the torch that exported a
                      pytorch_libtorch model; a .pt2 compiled by another torch minor than the
                      image's, for another device or GPU architecture than the deployment's, or
@@ -21,7 +21,7 @@
                      (`--allow-version-skew` overrides and is recorded); a `--target local`
                      model for an NGC tritonserver image (`--allow-local-target`, recorded);
                      and GPU memory planning: a version that does not fit the environment's
-                     GPUs, i.e. would overcommit its deployment's GPU (model_sync/serving/gpu_plan.py)
+                     GPUs, i.e. would overcommit its deployment's GPU (model_sync/admission/gpu_plan.py)
     8  INTERRUPTED   a gray release stopped (SIGINT) before its decision: the canary keeps its
                      replicas; `status` shows it, a re-run resumes it, `canary --abort` ends it
 

@@ -1,6 +1,7 @@
 """Imports of the project's own modules run one way: no cycle among model_sync's and components'
 modules (counting imports under TYPE_CHECKING and inside functions), nor among model_sync's
-packages (a package imports another only where that one imports nothing of it); a module imports another
+packages (a package imports another only where that one imports nothing of it), and the data plane's
+layered packages only downwards (MODEL_SYNC_LAYERS, docs/architecture.md#the-data-plane); a module imports another
 inside a function only where a reason below says why; the stack config's parser sits above every
 component it validates for, which import only the layers below it (vocabulary, errors, readers,
 model), and each module of the stack config imports only the layers before its own."""
@@ -31,19 +32,14 @@ LAZY = {
             ("push", "model_sync.push.publish"),
             ("push", "model_sync.push.push_options"),
             ("rollback", "model_sync.lifecycle.rollback"),
-            ("status", "model_sync.serving.status"),
-            ("verify", "model_sync.serving.verify"),
-            ("_common", "model_sync.serving.replicas"),
+            ("status", "model_sync.observation.status"),
+            ("verify", "model_sync.observation.verify"),
+            ("_common", "model_sync.observation.replicas"),
         )
     },
     # The agent's names are loaded on first use: the agent's CLI reads the settings' defaults
     # without importing the S3 layer or the records.
-    ("model_sync.agent", "model_sync.records.codec"): "parser",
-    # export copies this file into the model; importing it is locating it (it runs inside Triton).
-    ("model_sync.export.exporter", "model_sync.export.torch_python_backend"): "copied file",
-    ("model_sync.export.exporter", "model_sync.export.onnx_python_backend"): "copied file",
-    # export imports the one format it writes: `--format torchscript` loads neither AOTInductor nor ONNX.
-    **{("model_sync.export.exporter", f"model_sync.export.{m}"): "format" for m in ("torchscript", "pt2", "onnx")},
+    ("model_sync.agent", "model_sync.records.codec"): "agent",
     # protobuf's text_format (config.pbtxt parsing) is loaded only when a config is parsed: a push
     # of unchanged models loads neither it nor s3transfer (tests/model_sync/push/test_publish_skips.py).
     **{
@@ -147,9 +143,35 @@ def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
 def test_no_import_runs_both_ways_between_model_syncs_packages() -> None:
     edges, _ = graph()
     found = packages(edges)
-    assert {"model_sync.versions", "model_sync.lifecycle", "model_sync.serving"} <= found.keys()
+    assert {
+        "model_sync.versions",
+        "model_sync.lifecycle",
+        "model_sync.admission",
+        "model_sync.observation",
+    } <= found.keys()
     assert "model_sync.versions" in found["model_sync.lifecycle"]  # edges were read
     assert cycles(found) == []
+
+
+# model_sync's layered packages, top to bottom, as docs/architecture.md#the-data-plane states them: each
+# imports only those below its own. `admission` (may a version be pushed or promoted) sits below
+# `observation` (what the replicas serve): `status` shows each version's alignment and each deployment's
+# GPU plan, while deciding admission never reads a replica's report.
+MODEL_SYNC_LAYERS = ("lifecycle", "push", "canary", "observation", "admission", "versions", "records", "triton_model",
+                     "s3", "contract")  # fmt: skip
+
+
+def test_model_syncs_layered_packages_import_only_those_below() -> None:
+    edges, _ = graph()
+    found = packages(edges)
+    upward = [
+        f"{layer} -> {target}"
+        for i, layer in enumerate(MODEL_SYNC_LAYERS)
+        for target in sorted(found[f"model_sync.{layer}"])
+        if target.removeprefix("model_sync.") in MODEL_SYNC_LAYERS[: i + 1]
+    ]
+    assert "model_sync.contract" in found["model_sync.versions"]  # edges were read
+    assert upward == []
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

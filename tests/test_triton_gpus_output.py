@@ -1,5 +1,5 @@
-"""`tritonGpus`, the stack output model-sync's GPU memory planning reads (model_sync/serving/gpu_plan.py)
-and its alignment of a .pt2 (model_sync/serving/alignment.py): every Triton deployment of every stack
+"""`tritonGpus`, the stack output model-sync's GPU memory planning reads (model_sync/admission/gpu_plan.py)
+and its alignment of a .pt2 (model_sync/admission/alignment.py): every Triton deployment of every stack
 with the GPU its node group guarantees, the CUDA architectures its instance types may bring, and its
 models, as recorded by the real __main__.py under Pulumi's mocks, and read back by model-sync's own
 environment parser."""

@@ -1,7 +1,7 @@
 """What one model instance holds on the GPU beyond what PyTorch's allocator reports: the CUDA
 context (driver state, kernels of the loaded libraries: cuBLAS, cuDNN), measured in a fresh
 process as NVML's per-process GPU memory minus torch.cuda.memory_reserved(). It is the
-per-instance allowance of GPU memory planning (model_sync/serving/gpu_plan.py): every python-backend
+per-instance allowance of GPU memory planning (model_sync/admission/gpu_plan.py): every python-backend
 instance is its own stub process, and so its own CUDA context.
 
 Phases, in one process: after CUDA init and a 1-element tensor; after torch.jit.load of the

@@ -1,5 +1,5 @@
 """GPU memory of `pytorch_libtorch` models as Triton serves them, against GPU memory planning's
-prediction (model_sync/serving/gpu_plan.py), on the GPU host (bench/serving/device.sh, MEMORY=1):
+prediction (model_sync/admission/gpu_plan.py), on the GPU host (bench/serving/device.sh, MEMORY=1):
 
     python3 -m bench.serving.memory --triton-root W/triton --perf-analyzer W/triton/perf/bin/perf_analyzer \
         --out OUT/memory-plan.json [--models mlp-small resnet18 resnet50] [--counts 1 2 4]
@@ -34,10 +34,10 @@ from typing import Any
 from bench import zoo
 from bench.serving import pytorch_backend
 from bench.serving.instruments import log, process_gpu_bytes
+from model_sync.admission import gpu_plan
 from model_sync.environments import DeploymentGpu
 from model_sync.sandbox.procs import http_status, wait_until
 from model_sync.sandbox.runtime import TritonRuntime, TritonServer
-from model_sync.serving import gpu_plan
 from model_sync.triton_model import model_config
 
 SCHEMA = "triton-platform/bench-memory-plan/v1"

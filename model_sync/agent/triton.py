@@ -18,8 +18,8 @@ from typing import Any
 from model_sync.agent.exceptions import VersionRejected
 from model_sync.agent.state import ModelState
 from model_sync.errors import describe
+from model_sync.observation import smoke as smoke_inference
 from model_sync.records.codec import ReplicaState, format_time
-from model_sync.serving import smoke as smoke_inference
 
 log = logging.getLogger("model_sync.agent")
 TIMED_OUT = "not READY within"  # how await_loads' reason for a load past --ready-timeout begins
@@ -171,7 +171,7 @@ def smoke(
     probe: TritonProbe, name: str, version: int, config_text: str | None, clock: Callable[[], float]
 ) -> dict[str, Any]:
     """Smoke inference of `name`/`version` on loopback, inputs from the pinned config
-    (model_sync.serving.smoke): the record kept as ModelState.smoke (`_at`: not reported)."""
+    (model_sync.observation.smoke): the record kept as ModelState.smoke (`_at`: not reported)."""
 
     try:
         if config_text is None:

@@ -50,10 +50,10 @@ from model_sync.canary.owned_record import EXIT_MOVED, OwnedRecord
 from model_sync.canary.placement import canary_replicas
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
+from model_sync.observation import replicas
 from model_sync.records import canary_record, codec
 from model_sync.records.canary_record import ABORTED, PROMOTED, RUNNING
 from model_sync.s3.bucket import Bucket
-from model_sync.serving import replicas
 from model_sync.ui import Console
 from model_sync.versions import catalog, pinnable
 

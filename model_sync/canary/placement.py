@@ -4,7 +4,7 @@ a step's share.
 
 A replica is live while its Triton metrics answer (asked at every poll: a pod that died stops
 answering at once, long before its report ages) and its last status report
-(model_sync.serving.replicas) is younger than LIVE_HEARTBEATS of its own heartbeat
+(model_sync.observation.replicas) is younger than LIVE_HEARTBEATS of its own heartbeat
 (`heartbeat_seconds` in the report: 30 s by default, so 90 s): an agent rewrites its report at
 least once per heartbeat, so a replica silent for three of them has stopped (its pod died or was replaced; Kubernetes brings a new one under a new name, which
 reports as a new replica). Silence counts only while S3 answers: after an outage every report is
@@ -30,7 +30,7 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.contract.canary_policy import MAX_STEP_PERCENT
-from model_sync.serving import replicas
+from model_sync.observation import replicas
 
 LIVE_HEARTBEATS = 3  # a replica whose report is older than this many of its heartbeats has stopped
 
@@ -38,7 +38,7 @@ LIVE_HEARTBEATS = 3  # a replica whose report is older than this many of its hea
 @dataclass(frozen=True)
 class Fleet:
     """One deployment's replicas reporting a model: `live` (replica id -> what it serves, an entry
-    of model_sync.serving.replicas.served) and `silent` (replica id -> seconds since its last report, for
+    of model_sync.observation.replicas.served) and `silent` (replica id -> seconds since its last report, for
     those past LIVE_HEARTBEATS of their heartbeat)."""
 
     deployment: str

@@ -144,10 +144,10 @@ def emit(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def wait(args: argparse.Namespace, repo: Any, model: str, version: int, console: Any) -> dict[str, str] | None:
-    """--wait: block until every replica serves `version` (model_sync.serving.replicas.wait_served); None without --wait."""
+    """--wait: block until every replica serves `version` (model_sync.observation.replicas.wait_served); None without --wait."""
     if not getattr(args, "wait", False):
         return None
-    from model_sync.serving import replicas
+    from model_sync.observation import replicas
 
     if args.wait_timeout <= 0:
         raise errors.usage(f"--wait-timeout: {args.wait_timeout:g}; allowed: seconds > 0")

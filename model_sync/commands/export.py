@@ -31,6 +31,7 @@ from typing import Any
 from model_sync import errors
 from model_sync.commands import _common
 from model_sync.export import profiles as _profiles
+from model_sync.triton_model.formats import FORMATS
 from model_sync.ui import Console
 
 NAME = "export"
@@ -77,8 +78,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--format",
         dest="format",
-        choices=("torchscript", "pt2", "onnx"),
-        default="torchscript",
+        choices=FORMATS,
+        default=FORMATS[0],
         help="the exported file (listed above; default torchscript)",
     )
     p.add_argument(
@@ -199,13 +200,8 @@ def run(args: argparse.Namespace) -> int:
         **preset,
     )
     meta = exporter.command(opts)
-    facts = {
-        "torchscript": f"TorchScript format {meta.get('torchscript_format_version')}",
-        "pt2": f"AOTInductor for {', '.join(meta.get('gpu_architectures') or []) or meta.get('device')}",
-        "onnx": f"ONNX opset {meta.get('onnx_opset')}, IR {meta.get('onnx_ir_version')}",
-    }[meta["format"]]
     Console(args.quiet).line(
-        f"exported: {args.name} ({meta['format']}, {meta['method']}, torch {meta['torch_version']}, {facts}) "
+        f"exported: {args.name} ({meta['format']}, {meta['method']}, torch {meta['torch_version']}, {exporter.facts(meta)}) "
         f"to {args.output}/{args.name}"
     )
     return errors.OK

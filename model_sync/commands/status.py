@@ -32,7 +32,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync.serving import status
+    from model_sync.observation import status
 
     _common.check_names(*args.models)
     status.command(args.env, args.config, args.models, lambda name: _common.resolve(args, name), args.output)

@@ -85,7 +85,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync.serving import verify
+    from model_sync.observation import verify
 
     _common.check_names(args.model, version=args.version)
     doc, failure = verify.command(

@@ -12,7 +12,9 @@ PyTorch version.
 # NGC ships pre-release builds (e.g. "2.9.0a0+<sha>"): such a build is treated as the
 # minor release it precedes, so a model exported with torch 2.9.x is accepted by it.
 Bumping the Triton image (components/upstream/versions.py) without adding its row here fails
-`make test`.
+`make test`. This module holds the facts and the LibTorch comparison; the verdict on one version for
+one environment, per export format, and the compatibility record it writes are
+model_sync/admission/alignment.py's (the record: model_sync/records/compatibility.py).
 """
 
 from __future__ import annotations
@@ -195,87 +197,10 @@ def local_target_detail(image: str) -> str:
 # ref: https://github.com/triton-inference-server/pytorch_backend#configuration
 LIBTORCH_PLATFORM = "pytorch_libtorch"
 LIBTORCH_BACKEND = "pytorch"
-RESULTS = ("compatible", "exempt", "skew-allowed")
 
 
 def served_by_libtorch(platform: str, backend: str) -> bool:
     return platform == LIBTORCH_PLATFORM or backend == LIBTORCH_BACKEND
-
-
-def assess(
-    *,
-    platform: str,
-    backend: str,
-    exporter_torch: str | None,
-    image: str | None,
-    allow_skew: bool = False,
-    target: str | None = None,
-    allow_local_target: bool = False,
-) -> dict[str, str | None]:
-    """The `compatibility` provenance record of one model version for one target image.
-
-    Raises VersionSkewError / UnknownImageError / UnverifiableError (one line each) unless the
-    model is exempt, loads, or `allow_skew` is set (then result "skew-allowed" with the reason).
-    A model exported with `target` "local" for an NGC image whose python backend has no torch
-    raises LocalTargetError unless `allow_local_target` (then "exempt", the override in `detail`)."""
-    if target == "local" and image is not None and python_backend_lacks_torch(image):
-        if not allow_local_target:
-            raise LocalTargetError(local_target_detail(image))
-        return {
-            "triton_image": image,
-            "libtorch_version": None,
-            "result": "exempt",
-            "detail": f"published with --allow-local-target: {local_target_detail(image).split('; allowed:')[0]}",
-        }
-    if not served_by_libtorch(platform, backend):
-        return {
-            "triton_image": image,
-            "libtorch_version": None,
-            "result": "exempt",
-            "detail": f"backend {backend or platform!r} is not LibTorch: the serving environment's own torch loads it",
-        }
-    serving: str | None = None
-    try:
-        if image is None:
-            raise UnverifiableError(
-                "triton image: unknown for the target environment; allowed: set tritonImage in model-sync.yaml "
-                "(or the stack output tritonImage, or --triton-image), or --allow-version-skew"
-            )
-        serving = libtorch_version(image)
-        if exporter_torch is None:
-            raise UnverifiableError(
-                "torch version: unknown (no export.json torch_version for a pytorch_libtorch model); "
-                "allowed: a directory written by `model-sync export`, or --allow-version-skew"
-            )
-        detail = check(exporter_torch, image, allow_skew=allow_skew)
-    except (UnverifiableError, UnknownImageError) as e:
-        if not allow_skew:
-            raise
-        detail = str(e)
-    return {
-        "triton_image": image,
-        "libtorch_version": serving,
-        "result": "skew-allowed" if detail else "compatible",
-        "detail": detail,
-    }
-
-
-def loadable(
-    platform: str, backend: str, exporter_torch: str | None, image: str | None, target: str | None = None
-) -> str:
-    """For `status`: "yes" / "no" (version skew, or a `--target local` model for an NGC image whose
-    python backend has no torch) / "exempt" (not LibTorch) / "unknown" (torch version or image
-    unknown, or the image has no table entry)."""
-    if target == "local" and image is not None and python_backend_lacks_torch(image):
-        return "no"
-    if not served_by_libtorch(platform, backend):
-        return "exempt"
-    if exporter_torch is None or image is None:
-        return "unknown"
-    try:
-        return "yes" if can_load(exporter_torch, image) else "no"
-    except ValueError:  # UnknownImageError, or a malformed version
-        return "unknown"
 
 
 def read_file_format_version(path: Path) -> int:

@@ -12,7 +12,7 @@ in one of three formats, each produced by the framework's own exporter:
   3. check: the file is RE-LOADED from disk (torch.jit.load, aoti_load_package, an ONNX Runtime CPU
      session) and gets the same seeded example inputs as eager, and a second example with another
      batch size (catches shapes baked in); every output must match eager within --rtol/--atol
-     (torch.testing.assert_close; defaults per format: TOLERANCES) or export fails with exit code 6;
+     (torch.testing.assert_close; defaults per format: FORMAT_TABLE) or export fails with exit code 6;
   4. config.pbtxt built as a ModelConfig protobuf: INPUT__i / OUTPUT__i (the names every backend
      here takes: the PyTorch backend's `<name>__<index>` convention for pytorch_libtorch and
      torch_aoti, the graph's own names for onnxruntime_onnx, which the ONNX export gives them) with
@@ -30,16 +30,17 @@ for model.onnx). A local KIND_GPU model also gets FORCE_CPU_ONLY_INPUT_TENSORS "
 holds on the GPU reach it through DLPack.
 
 export.json (beside config.pbtxt, never uploaded) records what `push` copies into the manifest and
-checks against the target's Triton (model_sync/serving/alignment.py): the format, the exporting torch
+checks against the target's Triton (model_sync/admission/alignment.py): the format, the exporting torch
 version; TorchScript's file format version and operators (torch.jit.export_opnames); a .pt2's device
 and the GPU architectures it was compiled for; an ONNX model's opset and IR version; and
 `gpu_memory`, one instance's GPU memory at the largest batch, measured on a GPU or estimated without
-one (model_sync/serving/gpu_memory.py), which push and promote plan with (model_sync/serving/gpu_plan.py).
+one (model_sync/export/gpu_memory.py), which push and promote plan with (model_sync/admission/gpu_plan.py).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -49,22 +50,14 @@ from typing import Any
 
 from model_sync import __version__, errors
 from model_sync.contract import layout
-from model_sync.export.options import (
-    KINDS,
-    TOLERANCES,
-    TRITON_DTYPES,
-    WRAPPERS,
-    Artefact,
-    ExportOptions,
-    example_inputs,
-)
-from model_sync.serving import gpu_memory
+from model_sync.export import gpu_memory
+from model_sync.export.options import KINDS, TRITON_DTYPES, Artefact, ExportOptions, example_inputs
 from model_sync.triton_model import model_config
-from model_sync.triton_model.formats import FORMATS, MODEL_FILES, PLATFORMS
+from model_sync.triton_model.formats import FORMAT_TABLE, FORMATS, MODEL_FILES, PLATFORMS
 from model_sync.ui import error
 
-__all__ = ["FORMATS", "KINDS", "MODEL_FILES", "PLATFORMS", "TOLERANCES", "TRITON_DTYPES", "Artefact", "ExportOptions",
-           "command", "compare", "example_inputs"]  # fmt: skip
+__all__ = ["FORMATS", "KINDS", "MODEL_FILES", "PLATFORMS", "TRITON_DTYPES", "Artefact", "ExportOptions", "command",
+           "compare", "example_inputs", "facts"]  # fmt: skip
 
 
 def load_factory(spec: str) -> Any:
@@ -102,16 +95,7 @@ def _as_tuple(out: Any) -> tuple[Any, ...]:
     raise errors.usage(f"model output: {type(out).__name__}; allowed: a tensor or a tuple/list of tensors")
 
 
-# How the checks name each format's re-loaded model, and what to try when it fails where eager did not.
-LABELS = {"torchscript": "TorchScript", "pt2": "AOTInductor (.pt2)", "onnx": "ONNX Runtime"}
-HINTS = {
-    "torchscript": "shapes not baked in by tracing (try --method script)",
-    "pt2": "a model torch.export captures with a dynamic batch dimension (no data-dependent Python branches)",
-    "onnx": "a model the dynamo exporter captures with a dynamic batch dimension (or --format torchscript)",
-}
-
-
-def _run(model: Any, inputs: list[Any], what: str, check: str = "", fmt: str = "torchscript") -> tuple[Any, ...]:
+def _run(model: Any, inputs: list[Any], what: str, check: str = "", fmt: str = FORMATS[0]) -> tuple[Any, ...]:
     import torch
 
     try:
@@ -124,8 +108,8 @@ def _run(model: Any, inputs: list[Any], what: str, check: str = "", fmt: str = "
         if check:
             raise errors.SyncError(
                 errors.CHECK_FAILED,
-                f"export check ({check}): the {LABELS[fmt]} model failed where eager did not on {shapes} "
-                f"({' '.join(str(e).split())[:160]}); allowed: {HINTS[fmt]}",
+                f"export check ({check}): the {FORMAT_TABLE[fmt].label} model failed where eager did not on {shapes} "
+                f"({' '.join(str(e).split())[:160]}); allowed: {FORMAT_TABLE[fmt].hint}",
             ) from None
         raise errors.usage(
             f"example inputs: {shapes} rejected by the {what} model ({' '.join(str(e).split())[:200]}); "
@@ -134,11 +118,11 @@ def _run(model: Any, inputs: list[Any], what: str, check: str = "", fmt: str = "
 
 
 def compare(
-    expected: tuple[Any, ...], actual: tuple[Any, ...], rtol: float, atol: float, what: str, fmt: str = "torchscript"
+    expected: tuple[Any, ...], actual: tuple[Any, ...], rtol: float, atol: float, what: str, fmt: str = FORMATS[0]
 ) -> None:
     import torch
 
-    label = LABELS[fmt]
+    label = FORMAT_TABLE[fmt].label
     if len(expected) != len(actual):
         raise errors.SyncError(
             errors.CHECK_FAILED,
@@ -195,10 +179,10 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
     group.count = opts.instance_count
     if (
         opts.target == "local"
-        and opts.format != "onnx"
+        and FORMAT_TABLE[opts.format].wrapper == "torch_python_backend"
         and group.kind == model_config.pb2.ModelInstanceGroup.Kind.Value("KIND_GPU")
     ):
-        # The python backend copies every input to the CPU unless told otherwise; the wrapper
+        # The python backend copies every input to the CPU unless told otherwise; the torch wrapper
         # takes GPU inputs (CUDA shared-memory clients) through DLPack instead.
         # ref: https://github.com/triton-inference-server/python_backend#input-tensor-device-placement
         cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
@@ -208,21 +192,21 @@ def build_config(opts: ExportOptions, inputs: list[Any], outputs: tuple[Any, ...
     return cfg
 
 
+def _format_module(fmt: str) -> Any:
+    """The format's module, model_sync/export/<fmt>.py (FORMAT_TABLE's row names it), imported when it
+    is used: `export --format torchscript` loads neither AOTInductor nor ONNX."""
+    return importlib.import_module(f"model_sync.export.{FORMAT_TABLE[fmt].name}")
+
+
 def _export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str) -> Artefact:
-    """The format's exporter: writes the model file into `version_dir` and re-loads it. Each
-    format's module is imported here, when it is used: `export --format torchscript` loads neither
-    AOTInductor nor ONNX."""
-    if opts.format == "pt2":
-        from model_sync.export import pt2
+    """The format's exporter: writes the model file into `version_dir` and re-loads it."""
+    artefact: Artefact = _format_module(opts.format).export(opts, model, inputs, version_dir)
+    return artefact
 
-        return pt2.export(opts, model, inputs, version_dir)
-    if opts.format == "onnx":
-        from model_sync.export import onnx
 
-        return onnx.export(opts, model, inputs, version_dir)
-    from model_sync.export import torchscript
-
-    return torchscript.export(opts, model, inputs, version_dir)
+def facts(meta: dict[str, Any]) -> str:
+    """What export.json says of the exported file, in one phrase, by its format's module."""
+    return str(_format_module(meta["format"]).facts(meta))
 
 
 def command(opts: ExportOptions) -> dict[str, Any]:
@@ -241,7 +225,7 @@ def command(opts: ExportOptions) -> dict[str, Any]:
     try:
         os.makedirs(os.path.join(tmp, "1"))
         art = _export(opts, model, inputs, os.path.join(tmp, "1"))
-        label = LABELS[opts.format]
+        label = FORMAT_TABLE[opts.format].label
         compare(eager_out, _run(art.run, inputs, label, "example 1", opts.format), opts.rtol, opts.atol,
                 "example 1", opts.format)  # fmt: skip
         if opts.max_batch_size > 1:
@@ -265,12 +249,12 @@ def command(opts: ExportOptions) -> dict[str, Any]:
             "tool": f"model-sync {__version__}",
             "format": opts.format,
             "factory": opts.factory,
-            "method": opts.method if opts.format == "torchscript" else "export",
+            "method": FORMAT_TABLE[opts.format].method or opts.method,
             "target": opts.target,
             "torch_version": torch.__version__,
             **art.meta,
-            # One instance's GPU memory at the largest batch (model_sync/serving/gpu_memory.py): the input
-            # of push/promote's GPU memory planning (model_sync/serving/gpu_plan.py).
+            # One instance's GPU memory at the largest batch (model_sync/export/gpu_memory.py): the input
+            # of push/promote's GPU memory planning (model_sync/admission/gpu_plan.py).
             "gpu_memory": gpu,
             "example_shapes": [list(s) for s in opts.shapes],
             "example_dtypes": [opts.dtype_of(i) for i in range(len(opts.shapes))],
@@ -295,11 +279,9 @@ def command(opts: ExportOptions) -> dict[str, Any]:
 
 
 def _wrapper_file(fmt: str) -> str:
-    """The python-backend model.py `--target local` copies for `fmt` (importing it only locates it)."""
-    if WRAPPERS[fmt] == "onnx_python_backend":
-        from model_sync.export import onnx_python_backend
-
-        return str(onnx_python_backend.__file__)
-    from model_sync.export import torch_python_backend
-
-    return str(torch_python_backend.__file__)
+    """The python-backend model.py `--target local` copies for `fmt` (located, not imported: it runs
+    inside Triton)."""
+    spec = importlib.util.find_spec(f"model_sync.export.{FORMAT_TABLE[fmt].wrapper}")
+    origin = spec.origin if spec is not None else None
+    assert origin is not None
+    return origin

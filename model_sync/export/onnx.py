@@ -8,7 +8,7 @@ With max_batch_size > 1 the batch dimension is exported dynamic (torch.export.Di
 the graph's first dimension is a symbol), captured from an example of at least 2 rows. --onnx-opset
 chooses the opset (the exporter's default otherwise); export.json records the model's opset of the
 default domain and its IR version, which push and promote compare with the ONNX Runtime of the
-target's Triton image (model_sync/serving/alignment.py), plus the onnx and onnxruntime versions
+target's Triton image (model_sync/admission/alignment.py), plus the onnx and onnxruntime versions
 that wrote and checked it.
 ref: https://docs.pytorch.org/docs/stable/onnx_export.html (torch.onnx.export, dynamo=True)
 """
@@ -82,3 +82,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         load=load,
         device_wide=True,
     )
+
+
+def facts(meta: dict[str, Any]) -> str:
+    """What `export` prints of export.json for an ONNX model."""
+    return f"ONNX opset {meta.get('onnx_opset')}, IR {meta.get('onnx_ir_version')}"

@@ -11,14 +11,9 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.contract import layout
-from model_sync.triton_model.formats import FORMATS, TRITON_DTYPES
+from model_sync.triton_model.formats import FORMAT_TABLE, FORMATS, TRITON_DTYPES
 
 KINDS = ("KIND_AUTO", "KIND_CPU", "KIND_GPU")
-# --rtol/--atol defaults: (rtol, atol) of the re-loaded model against eager. TorchScript runs
-# eager's own kernels; AOTInductor's generated kernels and ONNX Runtime's reorder floating-point
-# sums (fused matmul/add, other reduction orders), so their results differ in the last bits.
-TOLERANCES = {"torchscript": (1e-5, 1e-6), "pt2": (1e-4, 1e-5), "onnx": (1e-4, 1e-5)}
-WRAPPERS = {"torchscript": "torch_python_backend", "pt2": "torch_python_backend", "onnx": "onnx_python_backend"}
 
 
 @dataclass
@@ -45,7 +40,7 @@ class ExportOptions:
     dtypes: tuple[str, ...]
     method: str = "trace"  # torchscript only; pt2 and onnx record "export" (torch.export)
     target: str = "cloud"
-    rtol: float | None = None  # None: TOLERANCES[format]
+    rtol: float | None = None  # None: the format's (FORMAT_TABLE[format].tolerances)
     atol: float | None = None
     max_batch_size: int = 8
     dynamic_batching: bool = True
@@ -64,7 +59,7 @@ class ExportOptions:
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise errors.usage(f"--format: {self.format!r}; allowed: {', '.join(FORMATS)}")
-        if self.format != "torchscript" and self.method != "trace":
+        if FORMAT_TABLE[self.format].method is not None and self.method != "trace":
             raise errors.usage(
                 f"--method: {self.method!r} with --format {self.format}; allowed: --method only with --format "
                 "torchscript (pt2 and onnx are captured by torch.export)"
@@ -73,7 +68,7 @@ class ExportOptions:
             raise errors.usage(
                 f"--onnx-opset: {self.onnx_opset} with --format {self.format}; allowed: 7..30, with --format onnx only"
             )
-        rtol, atol = TOLERANCES[self.format]
+        rtol, atol = FORMAT_TABLE[self.format].tolerances
         object.__setattr__(self, "rtol", rtol if self.rtol is None else self.rtol)
         object.__setattr__(self, "atol", atol if self.atol is None else self.atol)
         if ":" not in self.factory or not all(self.factory.partition(":")[::2]):

@@ -10,7 +10,7 @@ compiled them. So:
   - export.json records `device` and, for CUDA, `gpu_architectures` (the compute capability the
     kernels were built for, as nvcc names it: sm_90) beside `torch_version`; push and promote refuse
     an environment whose image runs another torch minor, or whose deployment's GPUs have another
-    architecture (model_sync/serving/alignment.py);
+    architecture (model_sync/admission/alignment.py);
   - with max_batch_size > 1 the batch dimension is exported dynamic (torch.export.Dim, 1..max_batch_size),
     captured from an example of at least 2 rows (an example of 1 row would specialise it to 1).
 A CPU package is built for this machine's vector instructions (inductor's ISA detection): it is the
@@ -106,3 +106,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
         meta={"device": device, "gpu_architectures": archs},
         load=(lambda _device: torch._inductor.aoti_load_package(path)) if device == "cuda" else None,
     )
+
+
+def facts(meta: dict[str, Any]) -> str:
+    """What `export` prints of export.json for a .pt2 package."""
+    return f"AOTInductor for {', '.join(meta.get('gpu_architectures') or []) or meta.get('device')}"

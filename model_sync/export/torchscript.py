@@ -63,3 +63,8 @@ def export(opts: ExportOptions, model: Any, inputs: list[Any], version_dir: str)
 def _torchscript_deprecation(w: warnings.WarningMessage) -> bool:
     """torch's "`torch.jit.trace` is deprecated. Please switch to torch.compile or torch.export"."""
     return issubclass(w.category, DeprecationWarning | FutureWarning) and str(w.message).startswith("`torch.jit.")
+
+
+def facts(meta: dict[str, Any]) -> str:
+    """What `export` prints of export.json for a TorchScript file."""
+    return f"TorchScript format {meta.get('torchscript_format_version')}"

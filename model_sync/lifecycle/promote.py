@@ -22,11 +22,11 @@
      a gray release's (model_sync.canary.gray_release): N' serves a growing share of the replicas first and
      is pinned only when every step's analysis passed (exit 6 when it aborts).
 
-Version alignment (model_sync/serving/alignment.py, per export format) is checked right after step 1, before anything is
+Version alignment (model_sync/admission/alignment.py, per export format) is checked right after step 1, before anything is
 written to the target: a pytorch_libtorch model whose exporting torch is newer than the LibTorch
 in the TARGET's Triton image is refused (exit 7) unless --allow-version-skew; the target
 manifest and the promotion record carry the `compatibility` verdict for the target image.
-GPU memory planning (model_sync/serving/gpu_plan.py) comes next, against the TARGET's `tritonGpus` and
+GPU memory planning (model_sync/admission/gpu_plan.py) comes next, against the TARGET's `tritonGpus` and
 the versions pinned there: a version that would overcommit its deployment's GPU is refused
 (exit 7). The target manifest is schema v3 and keeps the source's GPU memory record (a v1/v2
 source: null, unknown) with the config's instance groups.
@@ -38,20 +38,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from model_sync import environments, errors
+from model_sync.admission import alignment, gpu_plan
 from model_sync.canary import ending, launch, metrics
 from model_sync.contract import layout
+from model_sync.observation import verify
 from model_sync.records import canary_record, codec
 from model_sync.s3 import download, transfer
 from model_sync.s3.bucket import Bucket, b64_sha256_to_hex, who
 from model_sync.s3.clients import aws_hosted
 from model_sync.s3.failures import translate
-from model_sync.serving import alignment, gpu_plan, verify
 from model_sync.triton_model import instance_groups
 from model_sync.ui import Console
 from model_sync.versions import catalog, pinnable
 
 if TYPE_CHECKING:
-    from model_sync.serving.replicas import Wait
+    from model_sync.observation.replicas import Wait
 
 # Server-side copies: one CopyObject per file up to S3's 5 GiB limit, so that S3 computes the
 # copy's full-object SHA256 (the target is then verified with one HeadObject on AWS S3, where a
@@ -312,11 +313,7 @@ def promote(
         created_by=by,
         created_at=codec.now(),
     )
-    if not dst.put_new(layout.manifest_key(model, target), codec.dumps(new_doc)):
-        raise errors.refused(
-            f"manifest: {dst.uri(layout.manifest_key(model, target))} already exists; allowed: a fresh version "
-            "(never overwritten)"
-        )
+    catalog.write_manifest(dst, model, target, new_doc)
     canary_id = canary_record.new_id() if canary is not None else None
     record = {
         "schema": codec.PROMOTION_V3,

@@ -22,7 +22,7 @@ from model_sync.versions import catalog, pinnable
 
 if TYPE_CHECKING:
     from model_sync.environments import Environment
-    from model_sync.serving.replicas import Wait
+    from model_sync.observation.replicas import Wait
 
 
 def command(

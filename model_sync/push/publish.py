@@ -3,11 +3,11 @@ the command: docs/model-sync.md).
 
 Per model, in this order; the pin flip (8) is the version's commit point:
   1. check alignment: before any S3 request, a version the target's Triton cannot load in its export
-     format is refused (exit 7, model_sync/serving/alignment.py: a pytorch_libtorch model exported with a
+     format is refused (exit 7, model_sync/admission/alignment.py: a pytorch_libtorch model exported with a
      newer torch than the image's LibTorch, a .pt2 of another torch or GPU architecture, an ONNX opset
      or IR version above the image's ONNX Runtime's) unless
      --allow-version-skew (recorded in the manifest's `compatibility`); before any write, GPU
-     memory planning (model_sync/serving/gpu_plan.py) refuses new versions that would overcommit
+     memory planning (model_sync/admission/gpu_plan.py) refuses new versions that would overcommit
      their deployment's GPU (the environment's `tritonGpus`, exit 7), the plan, or why it was not
      checked, printed once; a python-backend model.py that answers with
      `InferenceResponse(error=...)` is named in a warning (model_sync/push/error_responses.py:
@@ -60,6 +60,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
+from model_sync.admission import alignment, gpu_plan
 from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.parallel import Background, parallel_map
@@ -67,26 +68,25 @@ from model_sync.push import error_responses, skip_cache
 from model_sync.push.push_options import PushOptions
 from model_sync.push.result import PushResult
 from model_sync.push.uploads import Uploader, hash_files, vanished
-from model_sync.records import codec
+from model_sync.records import compatibility as compatibility_record
 from model_sync.records.version_manifest import build_manifest, file_entries, gpu_memory_of
 from model_sync.s3 import clients
 from model_sync.s3.bucket import Bucket, who
 from model_sync.s3.failures import translate
-from model_sync.serving import alignment, gpu_plan
 from model_sync.triton_model import instance_groups, model_directory
 from model_sync.triton_model.model_directory import LocalModel
 from model_sync.ui import Console, error
 from model_sync.versions import catalog
 
 if TYPE_CHECKING:
-    from model_sync.serving.replicas import Wait
+    from model_sync.observation.replicas import Wait
 
 
 def check_alignment(
     models: list[LocalModel], env: Environment, allow_skew: bool, allow_local_target: bool = False
 ) -> dict[str, dict[str, Any]]:
     """{model: compatibility record} for env's Triton image and GPUs, per export format
-    (model_sync/serving/alignment.py); raises exit 7 (INCOMPATIBLE) naming the model, the environment
+    (model_sync/admission/alignment.py); raises exit 7 (INCOMPATIBLE) naming the model, the environment
     and what does not match. Runs before any S3 request."""
     records: dict[str, dict[str, Any]] = {}
 
@@ -106,7 +106,7 @@ def check_alignment(
 
 
 def check_gpu_memory(repo: Bucket, models: list[LocalModel]) -> list[str]:
-    """GPU memory planning of the new versions (model_sync/serving/gpu_plan.py): export.json's gpu_memory
+    """GPU memory planning of the new versions (model_sync/admission/gpu_plan.py): export.json's gpu_memory
     of every model read strictly (exit 2, before any request), then exit 7 when one would
     overcommit its deployment's GPU; else the lines to print. Reads the other models' pins only
     for an environment with `tritonGpus`, and parses config.pbtxt only for models it plans."""
@@ -184,7 +184,7 @@ class Publisher:
         A cache hit whose pin text is the one just read is not parsed again. The pin GET overlaps
         the hashing of the local files (`hashing`)."""
         name = m.name
-        found = self.repo.get_with_meta(layout.config_key(name))
+        found = catalog.get_pin(self.repo, name)
         if self.hashing is not None:
             self.hashing.result()
         if found is None:
@@ -214,23 +214,48 @@ class Publisher:
     def _up_to_date(self, m: LocalModel, pin: catalog.Pin, pinned: dict[str, Any] | None) -> PushResult | None:
         if not self._identical(m, pinned):
             return None
-        self.console.line(f"up to date: {m.name} version {pin.version} ({self.repo.uri(layout.config_key(m.name))})")
+        self.console.line(f"up to date: {m.name} version {pin.version} ({catalog.pin_uri(self.repo, m.name)})")
         return PushResult(m.name, "up-to-date", pin.version)
 
     def push_model(self, m: LocalModel) -> PushResult:
+        """The publish protocol's steps 2-10 for one model (the module docstring numbers them)."""
         repo, name = self.repo, m.name
-        pin, pinned = self.read_pinned(m)
+        pin, pinned = self.read_pinned(m)  # 2-3: hashed (in the background) and the pin read
         done = self._up_to_date(m, pin, pinned)
         if done is not None:
             return done
-        entries = file_entries(m)
-        reuse = {rel for rel, e in entries.items() if pinned and pinned["files"].get(rel) == e}
-        m.cfg  # noqa: B018 - parse + check now (the config cache may have spared load() the parse): bad input fails before any write
-        self._check_stop(m)
-        self._check_unchanged(m)  # a file changed since it was hashed: refused before anything is written
-        self._print_notes()
+        reuse = self._reusable(m, pinned)
+        self._check_before_writing(m)
         if self.options.dry_run:
             return self._dry_run(m, catalog.highest_allocated(repo, name) + 1, reuse, pin.version)
+        self._warn_unenforced()
+        version = catalog.allocate(repo, name, "push", self.by, hint=pin.version or 0)  # 4: pinned + 1 first
+        result = PushResult(name, "pushed", version)
+        doc = self._upload(m, version, reuse, pin, result)  # 5-6, and the manifest's document
+        catalog.write_manifest(repo, name, version, doc)  # 7
+        # 8-10: the conditional flip (the commit point), its history record, the agents' signal
+        flip = catalog.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin, warn=self.console.warn)
+        self._cache_pin(name, flip, version, doc)
+        self.console.line(f"pinned: {name} version {version} ({catalog.pin_uri(repo, name)})")
+        return result
+
+    @staticmethod
+    def _reusable(m: LocalModel, pinned: dict[str, Any] | None) -> set[str]:
+        """The files identical to the pinned version's: copied server-side, not uploaded."""
+        entries = file_entries(m)
+        return {rel for rel, e in entries.items() if pinned and pinned["files"].get(rel) == e}
+
+    def _check_before_writing(self, m: LocalModel) -> None:
+        """Bad input fails before any write: the config parsed and checked now (the config cache may
+        have spared load() the parse), an interrupt, a file changed since it was hashed."""
+        m.cfg  # noqa: B018
+        self._check_stop(m)
+        self._check_unchanged(m)
+        self._print_notes()
+
+    def _warn_unenforced(self) -> None:
+        """Once per run: the server ignores conditional writes, so concurrent pushes can race."""
+        repo = self.repo
         ignored = None if repo.env.unenforced_writes_accepted else repo.ignored_conditions()
         if ignored and not self.warned:
             self.warned = True
@@ -238,30 +263,31 @@ class Publisher:
                 f"{repo.env.endpoint_url or 'S3'} ignores {ignored} (e.g. rclone serve s3): concurrent pushes "
                 "can race; AWS S3 and moto enforce both"
             )
-        # The first candidate is the pinned version + 1 (no listing); allocate() claims it only if
-        # its marker is new and its directory empty, else moves past the highest allocated.
-        version = catalog.allocate(repo, name, "push", self.by, hint=pin.version or 0)
-        result = PushResult(name, "pushed", version)
+
+    def _upload(
+        self, m: LocalModel, version: int, reuse: set[str], pin: catalog.Pin, result: PushResult
+    ) -> dict[str, Any]:
+        """Steps 5-6: the files of `version` uploaded (or copied) and re-checked, and its manifest's
+        document. A refusal or failure deletes what was written under the version (nothing may stay
+        of a version refused before its manifest; the allocation marker stays)."""
         try:
             self.uploader.transfer(m, version, reuse, pin.version, result)
             self._check_unchanged(m)
-            doc = build_manifest(m, version, self.by, self.compatibility.get(name))
+            doc = build_manifest(m, version, self.by, self.compatibility[m.name])
             self._check_stop(m)
-        except Exception as e:  # refused before its manifest: nothing of version N may stay
-            error = e if isinstance(e, errors.SyncError) else translate(e, repo.env, layout.model_prefix(name))
-            raise errors.with_note(error, catalog.discard_files(repo, name, version, error)) from None
-        if not repo.put_new(layout.manifest_key(name, version), codec.dumps(doc)):
-            raise errors.refused(
-                f"manifest: {repo.uri(layout.manifest_key(name, version))} already exists; allowed: a fresh "
-                "version (never overwritten)"
-            )
-        flip = catalog.flip_pin(repo, name, version, doc["config_pbtxt"], "push", self.by, pin, warn=self.console.warn)
-        if self.pins.path is not None:  # the PUT response has no LastModified: one HeadObject for the cache key
-            head = repo.head(layout.config_key(name))
-            if head is not None and head[0] == flip.etag:
-                self.pins.put(name, flip.etag, head[1], version, doc["config_pbtxt"], doc)
-        self.console.line(f"pinned: {name} version {version} ({repo.uri(layout.config_key(name))})")
-        return result
+        except Exception as e:
+            error = e if isinstance(e, errors.SyncError) else translate(e, self.repo.env, layout.model_prefix(m.name))
+            raise errors.with_note(error, catalog.discard_files(self.repo, m.name, version, error)) from None
+        return doc
+
+    def _cache_pin(self, name: str, flip: catalog.Flip, version: int, doc: dict[str, Any]) -> None:
+        """The new pin in the local pin cache, keyed by its ETag and LastModified (one HEAD: the PUT's
+        response has no LastModified); nothing when the cache is off."""
+        if self.pins.path is None:
+            return
+        head = catalog.head_pin(self.repo, name)
+        if head is not None and head[0] == flip.etag:
+            self.pins.put(name, flip.etag, head[1], version, doc["config_pbtxt"], doc)
 
     def _print_notes(self) -> None:
         with self._lock:
@@ -287,7 +313,7 @@ class Publisher:
             else:
                 self.console.line(f"(dryrun) upload: {f.path} to {dest}")
                 result.uploaded.append(rel)
-        self.console.line(f"(dryrun) pin: {m.name} version {version} ({self.repo.uri(layout.config_key(m.name))})")
+        self.console.line(f"(dryrun) pin: {m.name} version {version} ({catalog.pin_uri(self.repo, m.name)})")
         return result
 
     def _check_unchanged(self, m: LocalModel) -> None:
@@ -312,7 +338,7 @@ def push(
     for name, record in sorted(compatibility.items()):
         if str(record.get("detail") or "").startswith("published with --allow-local-target"):
             console.warn(f"{name} -> {repo.env.name}: {record['detail']} (recorded in the manifest)")
-        if record["result"] == "skew-allowed":
+        if record["result"] == compatibility_record.Result.SKEW_ALLOWED:
             console.warn(
                 f"{name} -> {repo.env.name}: {record['detail']} (published anyway: --allow-version-skew, "
                 "recorded in the manifest)"

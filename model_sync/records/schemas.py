@@ -20,19 +20,19 @@ after every version file is uploaded and before the pin flips:
      "compatibility": {"triton_image": "nvcr.io/nvidia/tritonserver:25.10-py3" | null,
                        "libtorch_version": "2.9.0a0" | null,
                        "result": "compatible" | "exempt" | "skew-allowed",
-                       "detail": "why (the skew / exemption message)" | null},   # model_sync.contract.compat
+                       "detail": "why (the skew / exemption message)" | null},   # model_sync/records/compatibility.py
      "created_by": "arn:aws:sts::...:assumed-role/... | unix user", "created_at": "RFC 3339 UTC"}
   v1 ("model-sync.manifest/v1": no `exporter.operators`, no `compatibility`) and v2
   ("model-sync.manifest/v2": no `gpu_memory`, no `instance_groups`) are still read. v3 (what
-  model-sync writes) adds GPU memory planning (model_sync/serving/gpu_plan.py), both fields required:
+  model-sync writes) adds GPU memory planning (model_sync/admission/gpu_plan.py), both fields required:
      "gpu_memory": null | {"bytes_per_instance": 123, "method": "measured" | "estimated" | "cpu",
                            "batch": 8, "device": "NVIDIA H100 80GB HBM3" | null,
-                           "basis": "one line: what the figure counts"},   # export.json's, model_sync/serving/gpu_memory.py
+                           "basis": "one line: what the figure counts"},   # export.json's, model_sync/export/gpu_memory.py
      "instance_groups": [{"kind": "KIND_GPU" | "KIND_CPU" | "KIND_AUTO" | "KIND_MODEL", "count": 2,
                           "gpus": [] | [0, 1]}]   # config.pbtxt's, as Triton places them (gpu_plan.instance_groups)
   null gpu_memory (a directory export did not write) and v1/v2 manifests mean "unknown": the
   planner counts nothing for them and says so. v4 (what model-sync writes now) adds the export
-  format and what its alignment compares (model_sync/serving/alignment.py), to `exporter`, each
+  format and what its alignment compares (model_sync/admission/alignment.py), to `exporter`, each
   required and nullable:
      "exporter": {..., "method": "trace" | "script" | "export" | null,
                   "format": "torchscript" | "pt2" | "onnx" | null,
@@ -198,11 +198,20 @@ MANIFEST_SCHEMA: dict[str, Any] = _obj(
     },
 )
 
+
+class CompatibilityResult(enum.StrEnum):
+    """A compatibility record's verdict (model_sync/records/compatibility.py writes and reads it)."""
+
+    COMPATIBLE = "compatible"  # the target's Triton loads the version, as far as the rules can prove
+    EXEMPT = "exempt"  # not the rules' to judge (a python-backend model), or a local target allowed
+    SKEW_ALLOWED = "skew-allowed"  # refused or unproven, published anyway (--allow-version-skew): `detail` says why
+
+
 COMPATIBILITY: dict[str, Any] = _obj(
     {
         "triton_image": _NULLABLE_STR,
         "libtorch_version": _NULLABLE_STR,
-        "result": {"enum": ["compatible", "exempt", "skew-allowed"]},
+        "result": {"enum": [r.value for r in CompatibilityResult]},
         "detail": _NULLABLE_STR,
     },
 )
@@ -224,7 +233,7 @@ def _manifest_v2(v1: dict[str, Any]) -> dict[str, Any]:
 
 
 GPU_MEMORY_METHODS = ("measured", "estimated", "cpu")
-# export.json's `gpu_memory` and the manifest's (v3): one model instance's GPU memory (model_sync/serving/gpu_memory.py).
+# export.json's `gpu_memory` and the manifest's (v3): one model instance's GPU memory (model_sync/export/gpu_memory.py).
 GPU_MEMORY: dict[str, Any] = _obj(
     {
         "bytes_per_instance": {"type": "integer", "minimum": 0},
@@ -304,7 +313,7 @@ VERIFICATION_SCHEMA: dict[str, Any] = _obj(
         "verified_by": {"type": "string", "minLength": 1},
         "verified_at": _TIME,
     },
-    # evidence: what the pass rests on (model_sync.serving.verify EVIDENCE_*); absent in older records.
+    # evidence: what the pass rests on (model_sync.observation.verify EVIDENCE_*); absent in older records.
     {"detail": {"type": "string"}, "evidence": {"enum": ["replica-smoke", "replica-smoke+direct-http-grpc"]}},
 )
 

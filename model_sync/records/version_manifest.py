@@ -2,7 +2,7 @@
 manifest.MANIFEST_V4): every file's sha256 and size (`file_entries`, also what the no-op decision
 compares with the pinned manifest), the pinned config text, source, exporter, compatibility with
 the target image, export.json's GPU memory per instance (read strictly: `read_gpu_memory`) and the
-config's instance groups (GPU memory planning, model_sync/serving/gpu_plan.py), who and when
+config's instance groups (GPU memory planning, model_sync/admission/gpu_plan.py), who and when
 (`build_manifest`, validated before it is returned)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import socket
 from typing import Any
 
 from model_sync import __version__, errors
-from model_sync.contract import compat
 from model_sync.records import codec
 from model_sync.records.schemas import GPU_MEMORY
 from model_sync.triton_model import instance_groups
@@ -50,7 +49,7 @@ def gpu_memory_of(m: LocalModel) -> dict[str, Any] | None:
     return read_gpu_memory(m.export_meta.get("gpu_memory"), os.path.join(m.dir, EXPORT_META))
 
 
-def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str, Any]) -> dict[str, Any]:
     meta = m.export_meta
     doc = {
         "schema": codec.MANIFEST_V4,
@@ -79,14 +78,7 @@ def build_manifest(m: LocalModel, version: int, by: str, compatibility: dict[str
             "onnx_opset": meta.get("onnx_opset"),
             "onnx_ir_version": meta.get("onnx_ir_version"),
         },
-        "compatibility": compatibility
-        or compat.assess(
-            platform=m.platform,
-            backend=m.backend,
-            exporter_torch=meta.get("torch_version"),
-            image=None,
-            allow_skew=True,
-        ),
+        "compatibility": compatibility,
         "gpu_memory": gpu_memory_of(m),
         "instance_groups": instance_groups.of(m.cfg),
         "created_by": by,

@@ -20,7 +20,7 @@ so that any two of them can be versions N and N+1 of the same name.
 Every kind declares the same config (INPUT0 / OUTPUT0, TYPE_FP32, dims [4], max_batch_size 0, one
 CPU instance but tail's TAIL_INSTANCES, zero-filled model_warmup as `export` writes it), written through ModelConfig (model_sync.triton_model.model_config), and `model-sync push` takes the
 directory as it is: `<dest>/<name>/config.pbtxt` + `<dest>/<name>/<version_dir>/model.py`. Neither the
-warm-up (zeros) nor the smoke inference (model_sync.serving.smoke: ones) is a failing input, so Triton, the
+warm-up (zeros) nor the smoke inference (model_sync.observation.smoke: ones) is a failing input, so Triton, the
 agent and `verify` accept an `errors` version as a load that works.
 
 Why raise (measured on tritonserver 2.51, CPU): a request answered with

@@ -36,7 +36,7 @@ from model_sync.sandbox.procs import Process, http_status, wait_until
 from model_sync.sandbox.runtime import TritonServer, ensure_tritonserver
 from model_sync.sandbox.s3server import MotoS3Server
 from model_sync.sandbox.traffic import RoundRobinTraffic
-from model_sync.triton_model.formats import FORMATS
+from model_sync.triton_model.formats import FORMAT_TABLE, FORMATS
 
 ENVS = ("staging", "prod")
 REPLICAS = {"staging": 1, "prod": 2}  # prod: one replica serves the canary, the other stable
@@ -241,9 +241,9 @@ def eager(factory: str) -> list[list[float]]:
         return [[float(x) for x in row] for row in model(torch.tensor(INPUT, dtype=torch.float32))]
 
 
-# How far prod's answer may be from eager PyTorch's, per format (export checks the same, at its
-# own --rtol/--atol defaults: AOTInductor's and ONNX Runtime's kernels reorder floating-point sums).
-TOLERANCE = {"torchscript": 1e-5, "pt2": 1e-4, "onnx": 1e-4}
+# How far prod's answer may be from eager PyTorch's, per format: export's --rtol default for it
+# (AOTInductor's and ONNX Runtime's kernels reorder floating-point sums).
+TOLERANCE = {name: f.tolerances[0] for name, f in FORMAT_TABLE.items()}
 
 
 def publish(platform: LocalPlatform, root: Path, factory: str, fmt: str = "torchscript") -> int:

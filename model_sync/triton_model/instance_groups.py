@@ -1,5 +1,5 @@
 """The instance groups of a model's config.pbtxt as Triton places them: what the manifest records as
-`instance_groups`, and what GPU memory planning (model_sync/serving/gpu_plan.py) counts per GPU."""
+`instance_groups`, and what GPU memory planning (model_sync/admission/gpu_plan.py) counts per GPU."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from model_sync import errors
 from model_sync.contract import layout
+from model_sync.triton_model import formats
 
 EXPORT_META = "export.json"
 
@@ -172,7 +173,7 @@ def check_export_meta(meta: Any, where: str) -> None:
     for key, ok, allowed in (
         ("torch_version", lambda v: isinstance(v, str) and bool(v), "a torch version string such as '2.13.0+cpu'"),
         ("torchscript_format_version", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-        ("format", lambda v: v in ("torchscript", "pt2", "onnx"), "'torchscript', 'pt2' or 'onnx'"),
+        ("format", lambda v: v in formats.FORMATS, formats.allowed()),
         ("method", lambda v: v in ("trace", "script", "export"), "'trace', 'script' or 'export'"),
         ("target", lambda v: v in ("cloud", "local"), "'cloud' or 'local'"),
         ("device", lambda v: v in ("cpu", "cuda"), "'cpu' or 'cuda'"),

@@ -33,11 +33,26 @@ class PinHistory:
 
 
 def read_pin(repo: Bucket, model: str) -> Pin:
-    found = repo.get_with_meta(layout.config_key(model))
+    found = get_pin(repo, model)
     if found is None:
         return Pin(model, None, None)
     data, etag, modified = found
     return parse_pin(repo, model, data, etag, modified)
+
+
+def get_pin(repo: Bucket, model: str) -> tuple[bytes, str | None, int | None] | None:
+    """The pin's bytes, ETag and LastModified (one GET), unparsed; None: the model has no pin."""
+    return repo.get_with_meta(layout.config_key(model))
+
+
+def head_pin(repo: Bucket, model: str) -> tuple[str | None, int | None] | None:
+    """The pin's ETag and LastModified (one HEAD: a PUT's response has no LastModified)."""
+    return repo.head(layout.config_key(model))
+
+
+def pin_uri(repo: Bucket, model: str) -> str:
+    """s3://bucket/[prefix/]repository/<model>/config.pbtxt, as every command names a pin."""
+    return repo.uri(layout.config_key(model))
 
 
 def parse_pin(repo: Bucket, model: str, data: bytes, etag: str | None = None, modified: int | None = None) -> Pin:
@@ -66,6 +81,16 @@ def read_manifest(repo: Bucket, model: str, version: int, required: bool = True)
         return codec.read_manifest(data, model, version)
     except codec.RecordError as e:
         raise errors.refused(f"{repo.uri(layout.manifest_key(model, version))}: {e}") from None
+
+
+def write_manifest(repo: Bucket, model: str, version: int, doc: dict[str, Any]) -> None:
+    """Write a version's manifest, create-only: a manifest is written once (push and promote, after
+    the version's files and before its pin); refused (exit 4) when one already exists."""
+    if not repo.put_new(layout.manifest_key(model, version), codec.dumps(doc)):
+        raise errors.refused(
+            f"manifest: {repo.uri(layout.manifest_key(model, version))} already exists; allowed: a fresh version "
+            "(never overwritten)"
+        )
 
 
 def list_models(repo: Bucket) -> list[str]:

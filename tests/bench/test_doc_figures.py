@@ -263,7 +263,7 @@ def test_readme_gray_release_row() -> None:
 
 # ---- GPU memory planning's allowance (bench/results/serving.json, cuda_context) ------------------
 def test_the_cuda_context_allowance_is_the_measured_one() -> None:
-    from model_sync.serving import gpu_plan
+    from model_sync.admission import gpu_plan
 
     measured = result("serving.json")["cuda_context"]
     assert measured["gpu"] == "NVIDIA H200"

@@ -16,7 +16,7 @@ from bench.consolidation import run as consolidation
 from bench.serving import memory, protocol, pytorch_backend, stats
 from bench.serving.baseline_server import describe
 from bench.serving.served import served_config
-from model_sync.serving import gpu_plan
+from model_sync.admission import gpu_plan
 from model_sync.triton_model import model_config
 
 ROOT = Path(__file__).resolve().parents[2]

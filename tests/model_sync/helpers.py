@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from model_sync.admission.gpu_plan import CUDA_CONTEXT_BYTES
 from model_sync.agent.settings import AgentSettings
 from model_sync.cli import main
 from model_sync.contract import layout
 from model_sync.records import codec
-from model_sync.serving.gpu_plan import CUDA_CONTEXT_BYTES
 from model_sync.triton_model import model_config
 from tests.support.s3_servers import S3Server
 
@@ -88,7 +88,7 @@ def manifest_doc(server: S3Server, bucket: str, model: str, version: int) -> dic
     return codec.read_manifest(server.get(bucket, layout.manifest_key(model, version)), model, version)
 
 
-# Two small models for GPU memory planning (model_sync/serving/gpu_memory.py, gpu_plan.py): `narrow` and `wide`.
+# Two small models for GPU memory planning (model_sync/export/gpu_memory.py, gpu_plan.py): `narrow` and `wide`.
 GPU_FACTORIES = textwrap.dedent(
     """
     import torch

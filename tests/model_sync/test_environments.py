@@ -212,7 +212,7 @@ def test_sdk_endpoint_variables_fill_in_a_missing_endpoint(tmp_path, monkeypatch
         resolve()
 
 
-# ---- tritonGpus: each deployment's GPU, for GPU memory planning (model_sync/serving/gpu_plan.py) ------------
+# ---- tritonGpus: each deployment's GPU, for GPU memory planning (model_sync/admission/gpu_plan.py) ------------
 
 GPUS_YAML = (
     "environments:\n  prod:\n    bucket: s3://models-p\n    tritonGpus:\n"

@@ -138,3 +138,60 @@ def test_every_distribution_the_agent_imports_is_pinned_for_the_image() -> None:
     assert "prometheus_client" in third_party
     assert len(seen) > 20
     assert missing == {}, missing
+
+
+def _copied_closure() -> dict[str, list[str]]:
+    """The Dockerfile's COPY instructions into ./model_sync/...: destination directory -> its sources."""
+    out: dict[str, list[str]] = {}
+    for op, args in instructions(DOCKERFILE.read_text()):
+        *sources, dest = args.split()
+        if op == "COPY" and dest.startswith("./model_sync"):
+            assert dest.endswith("/"), f"COPY ... {dest}: a directory destination ends with /"
+            assert dest.removeprefix("./").rstrip("/") not in out, f"two COPY instructions into {dest}"
+            out[dest.removeprefix("./").rstrip("/")] = sorted(sources)
+    return out
+
+
+def test_the_image_copies_exactly_the_agents_import_closure() -> None:
+    """docker/agent.Dockerfile copies the files tools/agent_closure.py follows from the ENTRYPOINT, each
+    into its own directory: a new import without its COPY, or a COPY nothing imports, fails here
+    (`python -m tools.agent_closure` prints the lines)."""
+    from tools import agent_closure
+
+    expected = agent_closure.files()
+    assert _copied_closure() == expected
+    copied = {f for fs in expected.values() for f in fs}
+    # What the walk must find: in-function imports (_common's --wait), the lazily loaded agent modules,
+    # the command cli imports by name; and what the agent never imports stays out.
+    assert {
+        "model_sync/observation/replicas.py",
+        "model_sync/agent/metrics.py",
+        "model_sync/commands/agent.py",
+    } <= copied
+    assert not {f for f in copied if f.split("/")[1] in ("export", "push", "sandbox", "lifecycle", "canary")}
+    assert "model_sync/commands/export.py" not in copied
+
+
+def test_the_closure_alone_runs_the_agent_command(tmp_path: Path) -> None:
+    """The copied files are enough: in a directory holding only them, every module of the closure imports
+    and the agent's command line parses."""
+    from tools import agent_closure
+
+    for paths in agent_closure.files().values():
+        for rel in paths:
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
+    code = (
+        "import os, sys\n"  # the checkout (the editable install's path entry) is left out: only the copies
+        f"sys.path[:] = [{str(tmp_path)!r}] + [p for p in sys.path if p and os.path.realpath(p) != {str(ROOT)!r}]\n"
+        "import importlib, runpy\n"
+        f"for m in {[m for m in agent_closure.closure() if m != 'model_sync.__main__']!r}: importlib.import_module(m)\n"
+        "import model_sync\n"
+        f"assert model_sync.__file__.startswith({str(tmp_path)!r}), model_sync.__file__\n"
+        "import model_sync.agent as a; a.RepositoryAgent, a.AgentSettings\n"
+        "sys.argv = ['model-sync', 'agent', '--help']\n"  # the ENTRYPOINT, as `python -m model_sync agent --help`
+        "try:\n    runpy.run_module('model_sync', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -19,6 +19,7 @@ import yaml
 
 from components.upstream import versions
 from model_sync import errors
+from model_sync.admission import alignment
 from model_sync.contract import compat
 from tests.model_sync.helpers import manifest_doc, pinned_version, promote_args, python_model, run_cli
 from tests.pulumi_kit import Run
@@ -167,7 +168,7 @@ def test_unknown_images_are_rejected(image: str, match: str) -> None:
 )
 def test_can_load_compares_minor_versions(torch: str, image: str, loads: bool) -> None:
     assert compat.can_load(torch, image) is loads
-    assert compat.loadable("pytorch_libtorch", "", torch, image) == ("yes" if loads else "no")
+    assert alignment.loadable_libtorch("pytorch_libtorch", "", torch, image) == ("yes" if loads else "no")
 
 
 def test_check_names_both_versions_or_returns_the_skew_when_allowed() -> None:
@@ -212,23 +213,26 @@ def test_check_names_both_versions_or_returns_the_skew_when_allowed() -> None:
 )
 def test_assess_refuses_what_it_cannot_prove_unless_allowed(kwargs, error, match) -> None:
     with pytest.raises(error, match=match):
-        compat.assess(platform="pytorch_libtorch", backend="", **kwargs)
-    record = compat.assess(platform="pytorch_libtorch", backend="", allow_skew=True, **kwargs)
+        alignment.assess_libtorch(platform="pytorch_libtorch", backend="", **kwargs)
+    record = alignment.assess_libtorch(platform="pytorch_libtorch", backend="", allow_skew=True, **kwargs)
     assert record["result"] == "skew-allowed"
     assert re.search(match, record["detail"] or "")
-    assert compat.loadable("pytorch_libtorch", "", kwargs["exporter_torch"], kwargs["image"]) in ("no", "unknown")
+    assert alignment.loadable_libtorch("pytorch_libtorch", "", kwargs["exporter_torch"], kwargs["image"]) in (
+        "no",
+        "unknown",
+    )
 
 
 def test_assess_accepts_loadable_and_exempts_python_backend() -> None:
-    assert compat.assess(platform="pytorch_libtorch", backend="", exporter_torch="2.9.1", image=OLD_IMAGE) == {
+    assert alignment.assess_libtorch(platform="pytorch_libtorch", backend="", exporter_torch="2.9.1", image=OLD_IMAGE) == {
         "triton_image": OLD_IMAGE, "libtorch_version": "2.9.0a0", "result": "compatible", "detail": None,
     }  # fmt: skip
     # `backend: "pytorch"` is the same LibTorch backend as `platform: "pytorch_libtorch"`.
     with pytest.raises(compat.VersionSkewError):
-        compat.assess(platform="", backend="pytorch", exporter_torch="2.13.0", image=OLD_IMAGE)
-    exempt = compat.assess(platform="", backend="python", exporter_torch="2.13.0", image=None)
+        alignment.assess_libtorch(platform="", backend="pytorch", exporter_torch="2.13.0", image=OLD_IMAGE)
+    exempt = alignment.assess_libtorch(platform="", backend="python", exporter_torch="2.13.0", image=None)
     assert (exempt["result"], exempt["libtorch_version"]) == ("exempt", None)
-    assert compat.loadable("", "python", "2.13.0", OLD_IMAGE) == "exempt"
+    assert alignment.loadable_libtorch("", "python", "2.13.0", OLD_IMAGE) == "exempt"
 
 
 def test_read_file_format_version_needs_a_version_record(tmp_path: Path) -> None:
@@ -436,15 +440,15 @@ def test_python_backend_torch_rule(image, refused) -> None:
                 r"export with --target cloud, a <YY\.MM>-pyt-python-py3 image, or --allow-local-target$"
             ),
         ):
-            compat.assess(**kwargs, target="local")
-        assert str(compat.assess(**kwargs, target="local", allow_local_target=True)["detail"]).startswith(
+            alignment.assess_libtorch(**kwargs, target="local")
+        assert str(alignment.assess_libtorch(**kwargs, target="local", allow_local_target=True)["detail"]).startswith(
             "published with --allow-local-target: local target:"
         )
-        assert compat.loadable("", "python", "2.13.0", image, "local") == "no"
+        assert alignment.loadable_libtorch("", "python", "2.13.0", image, "local") == "no"
     else:
-        assert compat.assess(**kwargs, target="local")["result"] == "exempt"
+        assert alignment.assess_libtorch(**kwargs, target="local")["result"] == "exempt"
     assert (
-        compat.assess(**kwargs, target=None)["result"] == "exempt"
+        alignment.assess_libtorch(**kwargs, target=None)["result"] == "exempt"
     )  # a hand-written python model is not a `--target local` export
 
 

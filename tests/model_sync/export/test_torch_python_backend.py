@@ -18,10 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from model_sync.agent.pod_disk import precompile_python
+from model_sync.observation import smoke
 from model_sync.sandbox import torchscript_models
 from model_sync.sandbox.procs import wait_until
 from model_sync.sandbox.runtime import TritonRuntime, TritonServer
-from model_sync.serving import smoke
 from model_sync.triton_model import model_config, model_directory
 from tests.model_sync.helpers import run_cli, write_config
 from tests.support.s3_servers import S3Server

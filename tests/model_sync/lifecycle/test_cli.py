@@ -34,8 +34,8 @@ def _push(capsys, tmp_path: Path, cfg: str, content: str, env: str = "staging") 
 def _verify_record(server: S3Server, bucket: str, version: int, passed: bool = True, pinned: bool = True) -> str:
     """One verify attempt of simple `version`, written by verify.record (the one writer)."""
     from model_sync import environments
+    from model_sync.observation import verify as vf
     from model_sync.s3.bucket import Bucket
-    from model_sync.serving import verify as vf
 
     raw = server.get(bucket, f"manifests/simple/{version}.json")
     result = vf.Verification("simple", version, replicas={"triton/pod-0": "READY" if passed else "FAILED: boom"},

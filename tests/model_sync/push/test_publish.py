@@ -528,7 +528,7 @@ def test_file_vanishing_mid_push_pins_nothing(tmp_path, capsys, moto_s3, s3_buck
     assert moto_s3.keys(s3_bucket, "manifests/") == []
 
 
-# ---- GPU memory planning (model_sync/serving/gpu_plan.py): refused before anything is written -------------
+# ---- GPU memory planning (model_sync/admission/gpu_plan.py): refused before anything is written -------------
 
 
 @pytest.fixture

@@ -140,7 +140,7 @@ def test_v4_manifest_round_trips_with_gpu_memory_instance_groups_and_its_format(
 def test_v3_manifests_still_read_and_upgrade_with_an_unknown_format() -> None:
     """Manifests written before export formats stay readable; a v3 document carrying v4-only fields
     is rejected; promote upgrades them to v4 with the format facts null (alignment then goes by
-    their platform: model_sync/serving/alignment.py)."""
+    their platform: model_sync/admission/alignment.py)."""
     doc = _as_v3(_manifest())
     jsonschema.validate(doc, codec.MANIFEST_SCHEMA_V3)
     assert codec.read_manifest(json.dumps(doc), "resnet", 3)["schema"] == "model-sync.manifest/v3"

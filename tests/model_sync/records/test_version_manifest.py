@@ -15,7 +15,7 @@ from model_sync.environments import Environment
 from model_sync.push import publish
 from model_sync.push.push_options import PushOptions
 from model_sync.push.uploads import hash_files
-from model_sync.records import codec
+from model_sync.records import codec, compatibility
 from model_sync.records.version_manifest import build_manifest, file_entries, read_gpu_memory
 from model_sync.s3.bucket import Bucket
 from model_sync.triton_model import model_directory
@@ -41,7 +41,7 @@ def test_the_manifest_round_trips_through_the_strict_reader(
         "model.pt": {"sha256": hashlib.sha256(b"weights").hexdigest(), "size": 7},
         "model.py": {"sha256": hashlib.sha256(b"# a\n").hexdigest(), "size": 4},
     }
-    doc = build_manifest(m, 3, "tester")
+    doc = build_manifest(m, 3, "tester", compatibility.record(None, None, compatibility.Result.EXEMPT, None))
     assert (doc["schema"], doc["model"], doc["version"], doc["files"], doc["created_by"]) == (
         codec.MANIFEST_V4,
         "simple",

@@ -15,11 +15,11 @@ import tritonclient.http as httpclient
 
 from model_sync.agent.pod_disk import precompile_python
 from model_sync.contract import layout
+from model_sync.observation import smoke
 from model_sync.sandbox import canary_models
 from model_sync.sandbox.procs import wait_until
 from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 from model_sync.sandbox.traffic import Records, RoundRobinTraffic
-from model_sync.serving import smoke
 from model_sync.triton_model import model_config, model_directory
 from tests.support.triton import metric_value
 from tests.support.triton import triton_runtime as triton_runtime_fixture

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from model_sync import errors
-from model_sync.contract import compat, layout
+from model_sync.admission import alignment
+from model_sync.contract import layout
 from model_sync.environments import Environment
 from model_sync.records import codec
 from model_sync.s3 import clients
@@ -78,7 +79,7 @@ def manifest_doc(version: int, files: dict[str, int] | None = None) -> dict[str,
         "source": {"path": "/src/m", "host": "h", "git_commit": None, "promoted_from": None},
         "exporter": {"tool": "model-sync tests", "method": None, "torch_version": None,
                      "torchscript_format_version": None, "target": None, "operators": None},
-        "compatibility": compat.assess(platform="", backend="python", exporter_torch=None, image=None),
+        "compatibility": alignment.assess_libtorch(platform="", backend="python", exporter_torch=None, image=None),
         "created_by": "tests", "created_at": codec.now(),
     }  # fmt: skip
 

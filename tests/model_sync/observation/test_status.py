@@ -1,6 +1,6 @@
-"""model_sync.serving.status against a real moto_server: the pinned, previous and available versions,
-what each replica reports serving (model_sync.serving.replicas) and the pin flagged when no replica
-serves it READY; each deployment's planned GPU memory against its card (model_sync/serving/gpu_plan.py).
+"""model_sync.observation.status against a real moto_server: the pinned, previous and available versions,
+what each replica reports serving (model_sync.observation.replicas) and the pin flagged when no replica
+serves it READY; each deployment's planned GPU memory against its card (model_sync/admission/gpu_plan.py).
 The tables and JSON of `model-sync status` are in test_lifecycle.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from model_sync.serving.gpu_plan import CUDA_CONTEXT_BYTES, human
+from model_sync.admission.gpu_plan import CUDA_CONTEXT_BYTES, human
 from tests.model_sync.helpers import (
     TOY_GPUS,
     gpu_config,
@@ -20,7 +20,7 @@ from tests.model_sync.helpers import (
     python_model,
     run_cli,
 )
-from tests.model_sync.serving.test_replicas import _report, two_versions
+from tests.model_sync.observation.test_replicas import _report, two_versions
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def pushed(tmp_path, capsys, moto_s3, aws_env):
 
 
 def test_model_status_shows_what_each_replica_serves(pushed) -> None:
-    from model_sync.serving import status
+    from model_sync.observation import status
 
     client, bucket, repo = pushed
     client.put_object(
@@ -84,7 +84,7 @@ def test_status_says_when_the_pin_index_and_the_pin_disagree(pushed, capsys, tmp
     """A pin written without its pin-index entry (a crash between the two writes, another tool)
     reaches the agents only at their next full listing: status names the disagreement, in the
     JSON and in one line of the table's output."""
-    from model_sync.serving import status
+    from model_sync.observation import status
 
     client, bucket, repo = pushed
     assert status.model_status(repo, "simple")["pin_index"] == {"version": 2, "agrees": True, "detail": None}

@@ -1,4 +1,4 @@
-"""model_sync/serving/gpu_plan.py: Triton's placement of instance groups on the GPUs of a replica, the sum
+"""model_sync/admission/gpu_plan.py: Triton's placement of instance groups on the GPUs of a replica, the sum
 over a deployment's models against the headroom of one GPU, unknown models, the lines it prints,
 and reading the pinned versions from a real moto_server. The refusals of `push`, `promote` and the
 plan in `status` are in test_push.py, test_promote.py and test_status.py."""
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from model_sync import errors
+from model_sync.admission import gpu_plan
+from model_sync.admission.gpu_plan import CUDA_CONTEXT_BYTES, HEADROOM, Need, human
 from model_sync.environments import DeploymentGpu
-from model_sync.serving import gpu_plan
-from model_sync.serving.gpu_plan import CUDA_CONTEXT_BYTES, HEADROOM, Need, human
 
 GIB, MIB = 1 << 30, 1 << 20
 CARD = DeploymentGpu("default", "H100", 80, ("resnet", "bert", "tok", "pinned0"))

@@ -1,4 +1,4 @@
-"""model_sync.serving.replicas against a real moto_server: the replicas' status records read strictly
+"""model_sync.observation.replicas against a real moto_server: the replicas' status records read strictly
 (an unreadable one serves nothing), what each serves, and --wait's wait_served."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def pushed(tmp_path, capsys, moto_s3, aws_env):
 
 def test_wait_served_returns_once_served_and_fails_on_a_failed_load(pushed) -> None:
     from model_sync import errors
-    from model_sync.serving import replicas
+    from model_sync.observation import replicas
     from model_sync.ui import Console
 
     client, bucket, repo = pushed
@@ -68,7 +68,7 @@ def test_wait_served_returns_once_served_and_fails_on_a_failed_load(pushed) -> N
 
 
 def test_status_records_are_read_strictly(pushed) -> None:
-    from model_sync.serving import replicas
+    from model_sync.observation import replicas
 
     client, bucket, repo = pushed
     client.put_object(Bucket=bucket, Key="status/triton/pod-0.json", Body=_report("simple", [2]))

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from model_sync.serving import verify as vf
-from model_sync.serving.verify import default_grpc_url
+from model_sync.observation import verify as vf
+from model_sync.observation.verify import default_grpc_url
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.UTC)
 

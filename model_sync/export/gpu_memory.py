@@ -1,7 +1,7 @@
 """One model instance's GPU memory, as `export` records it in export.json (`gpu_memory`) and
 `push` reads it strictly and copies it into the manifest (model_sync/records/version_manifest.py,
 `read_gpu_memory`; schema: model_sync.records.schemas.GPU_MEMORY); the planner
-(model_sync/serving/gpu_plan.py) sums it over a deployment's models.
+(model_sync/admission/gpu_plan.py) sums it over a deployment's models.
 
 At the largest batch Triton may form for the model (`max_batch_size`; a model that does not batch,
 max_batch_size 0, at the example's own shape, recorded as batch 1):

@@ -1,4 +1,4 @@
-"""Unit tests of the smoke inference (model_sync.serving.smoke): tensor specs, smoke inputs, output
+"""Unit tests of the smoke inference (model_sync.observation.smoke): tensor specs, smoke inputs, output
 checks, the agent's binary request and reply, and verify's ingress credentials. The real smoke
 inferences (agent loopback, HTTP and gRPC against tritonserver) are in test_agent_e2e.py."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_sync.serving import smoke as vf
+from model_sync.observation import smoke as vf
 from model_sync.triton_model import model_config
 
 

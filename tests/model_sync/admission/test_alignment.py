@@ -164,7 +164,7 @@ def test_promote_checks_the_onnx_opset_against_the_targets_image(tmp_path, capsy
     ],
 )
 def test_status_says_whether_each_image_loads_a_version_in_its_format(exporter, platform, image, loads) -> None:
-    from model_sync.serving import alignment
+    from model_sync.admission import alignment
 
     doc = {"platform": platform, "backend": "", "exporter": exporter,
            "instance_groups": [{"kind": "KIND_CPU", "count": 1, "gpus": []}]}  # fmt: skip

@@ -15,7 +15,7 @@ INSTANCE_BYTES, and no shared PROCESS_CONTEXT_BYTES unless another model shares 
 The constants and where they were measured are beside them below; docs/gpu-benchmark.md has the
 plan-against-observed table (bench/results/memory-plan.json: within 10 % on every row).
 
-`bytes_per_instance` is export's record (model_sync/serving/gpu_memory.py), carried by the manifest
+`bytes_per_instance` is export's record (model_sync/export/gpu_memory.py), carried by the manifest
 (schema v3). Each model counts the version its pin serves, except the one being pushed or
 promoted, which counts the new version. While a new version loads, the version it replaces is
 still loaded (Triton unloads it once the new one is READY): when the plan with both does not fit,

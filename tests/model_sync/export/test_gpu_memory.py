@@ -1,4 +1,4 @@
-"""model_sync/serving/gpu_memory.py: what `export` records in export.json as one instance's GPU memory,
+"""model_sync/export/gpu_memory.py: what `export` records in export.json as one instance's GPU memory,
 estimated here (no GPU: parameters + buffers + inputs and outputs at the largest batch, asserted
 against the real tensors of the module), `cpu` for KIND_CPU, measured where torch sees a GPU. Its
 strict reading by `push` is in tests/model_sync/records/test_version_manifest.py."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from model_sync.serving import gpu_memory
+from model_sync.export import gpu_memory
 from tests.model_sync.helpers import export_model, gpu_factories
 
 

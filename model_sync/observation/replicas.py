@@ -1,7 +1,7 @@
 """What the serving replicas report: their status records (status/<deployment>/<replica>.json,
 written by the repository agents, read with model_sync.records.codec's strict reader), what each
 serves (`served`, shown by `status`), and --wait's poll until every replica serves a version
-READY (`wait_served`). Whether that passes as verification is model_sync.serving.verify's call."""
+READY (`wait_served`). Whether that passes as verification is model_sync.observation.verify's call."""
 
 from __future__ import annotations
 

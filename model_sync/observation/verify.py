@@ -18,7 +18,7 @@ Every attempt, pass or fail, is recorded as a new audit/verifications/<model>/<N
 overwriting an earlier one; `promote` requires the latest attempt made while N was pinned to
 have passed (promote.gate_record). Works from CI without network access to the cluster
 (evidence = replica smoke inferences read from the bucket). The replica status records are read
-with model_sync.records.codec's strict reader (model_sync.serving.replicas, which also tells `status` and
+with model_sync.records.codec's strict reader (model_sync.observation.replicas, which also tells `status` and
 --wait what the replicas serve).
 """
 
@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
 from model_sync.contract import layout
+from model_sync.observation import replicas, smoke
 from model_sync.records import codec
 from model_sync.records.codec import ReplicaState
 from model_sync.s3.bucket import Bucket, who
-from model_sync.serving import replicas, smoke
 from model_sync.triton_model import model_config
 from model_sync.ui import Console
 from model_sync.versions import catalog

@@ -7,7 +7,7 @@ the deployment that serves the model (`tritonGpus.<deployment>.architectures`: e
 its node group may launch). One rule per format:
 
     torchscript  platform pytorch_libtorch: the image's LibTorch minor >= the exporting torch's
-                 (compat.assess, as before formats existed)
+                 (assess_libtorch, as before formats existed)
     pt2          platform torch_aoti: the image's release has the torch_aoti platform; its PyTorch
                  is the torch that compiled the package (same minor: AOTInductor output is compiled
                  code calling that torch's C++ ABI); a package compiled for CUDA runs on the GPU
@@ -17,11 +17,12 @@ its node group may launch). One rule per format:
     onnx         platform onnxruntime_onnx: the model's opset (default domain) and IR version are
                  at most those the image's ONNX Runtime implements (compat.ONNX_RUNTIME_SUPPORT)
 
-A `--target local` model (python backend) of any format is compat.assess's: exempt, except for an
+A `--target local` model (python backend) of any format is assess_libtorch's: exempt, except for an
 NGC image, whose python backend has neither torch nor ONNX Runtime. Whatever cannot be proven
 (an unknown image, no recorded opset, no architectures for a CUDA package) is refused like a
 mismatch; `--allow-version-skew` publishes anyway and the verdict is recorded in the manifest's
-`compatibility` (result "skew-allowed", the reason in `detail`).
+`compatibility` (result "skew-allowed", the reason in `detail`; the record's one writer and reader:
+model_sync/records/compatibility.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from model_sync import errors
 from model_sync.contract import compat
+from model_sync.records import compatibility
+from model_sync.records.compatibility import Result
 from model_sync.triton_model.formats import FORMAT_OF_PLATFORM, FORMATS
 
 if TYPE_CHECKING:
@@ -55,6 +58,75 @@ def format_of(platform: str, exporter: Mapping[str, Any]) -> str:
 
 def _minor(version: str) -> tuple[int, int]:
     return compat._minor(version)
+
+
+UNKNOWN_IMAGE = (
+    "triton image: unknown for the target environment; allowed: set tritonImage in model-sync.yaml "
+    "(or the stack output tritonImage, or --triton-image), or --allow-version-skew"
+)
+
+
+def assess_libtorch(
+    *,
+    platform: str,
+    backend: str,
+    exporter_torch: str | None,
+    image: str | None,
+    allow_skew: bool = False,
+    target: str | None = None,
+    allow_local_target: bool = False,
+) -> dict[str, Any]:
+    """The compatibility record of a TorchScript or python-backend version for one target image.
+
+    Raises VersionSkewError / UnknownImageError / UnverifiableError (one line each) unless the
+    model is exempt, loads, or `allow_skew` is set (then result "skew-allowed" with the reason).
+    A model exported with `target` "local" for an NGC image whose python backend has no torch
+    raises LocalTargetError unless `allow_local_target` (then "exempt", the override in `detail`)."""
+    if target == "local" and image is not None and compat.python_backend_lacks_torch(image):
+        if not allow_local_target:
+            raise compat.LocalTargetError(compat.local_target_detail(image))
+        refusal = compat.local_target_detail(image).split("; allowed:")[0]
+        return compatibility.record(image, None, Result.EXEMPT, f"published with --allow-local-target: {refusal}")
+    if not compat.served_by_libtorch(platform, backend):
+        return compatibility.record(
+            image, None, Result.EXEMPT,
+            f"backend {backend or platform!r} is not LibTorch: the serving environment's own torch loads it",
+        )  # fmt: skip
+    serving: str | None = None
+    detail: str | None = None
+    try:
+        if image is None:
+            raise compat.UnverifiableError(UNKNOWN_IMAGE)
+        serving = compat.libtorch_version(image)
+        if exporter_torch is None:
+            raise compat.UnverifiableError(
+                "torch version: unknown (no export.json torch_version for a pytorch_libtorch model); "
+                "allowed: a directory written by `model-sync export`, or --allow-version-skew"
+            )
+        detail = compat.check(exporter_torch, image, allow_skew=allow_skew)
+    except (compat.UnverifiableError, compat.UnknownImageError) as e:
+        if not allow_skew:
+            raise
+        detail = str(e)
+    return compatibility.record(image, serving, Result.SKEW_ALLOWED if detail else Result.COMPATIBLE, detail)
+
+
+def loadable_libtorch(
+    platform: str, backend: str, exporter_torch: str | None, image: str | None, target: str | None = None
+) -> str:
+    """For `status`: "yes" / "no" (version skew, or a `--target local` model for an NGC image whose
+    python backend has no torch) / "exempt" (not LibTorch) / "unknown" (torch version or image
+    unknown, or the image has no table entry)."""
+    if target == "local" and image is not None and compat.python_backend_lacks_torch(image):
+        return "no"
+    if not compat.served_by_libtorch(platform, backend):
+        return "exempt"
+    if exporter_torch is None or image is None:
+        return "unknown"
+    try:
+        return "yes" if compat.can_load(exporter_torch, image) else "no"
+    except ValueError:  # UnknownImageError, or a malformed version
+        return "unknown"
 
 
 def check_pt2(exporter: Mapping[str, Any], image: str, kinds: list[str], gpus: DeploymentGpu | None) -> str:
@@ -138,6 +210,16 @@ def check_onnx(exporter: Mapping[str, Any], image: str) -> None:
         )
 
 
+# The rule of each export format not served by LibTorch (FORMATS: torchscript is assess_libtorch's):
+# (exporter, image, the instance groups' kinds, the deployment's GPUs) -> the image's PyTorch where
+# the rule compared with it; raises one line when the version does not load.
+Rule = Callable[[Mapping[str, Any], str, Callable[[], list[str]], "DeploymentGpu | None"], "str | None"]
+RULES: dict[str, Rule] = {
+    "pt2": lambda exporter, image, kinds, gpus: check_pt2(exporter, image, kinds(), gpus),
+    "onnx": lambda exporter, image, kinds, gpus: check_onnx(exporter, image),
+}
+
+
 def assess(
     *,
     platform: str,
@@ -155,7 +237,7 @@ def assess(
     `kinds` gives the instance groups' kinds (read only for a pt2 package)."""
     fmt = format_of(platform, exporter)
     if backend == "python" or fmt == "torchscript":
-        return compat.assess(
+        return assess_libtorch(
             platform=platform, backend=backend, exporter_torch=exporter.get("torch_version"), image=image,
             allow_skew=allow_skew, target=exporter.get("target"), allow_local_target=allow_local_target,
         )  # fmt: skip
@@ -163,25 +245,14 @@ def assess(
     detail: str | None = None
     try:
         if image is None:
-            raise compat.UnverifiableError(
-                "triton image: unknown for the target environment; allowed: set tritonImage in model-sync.yaml "
-                "(or the stack output tritonImage, or --triton-image), or --allow-version-skew"
-            )
-        if fmt == "pt2":
-            serving = check_pt2(exporter, image, kinds(), gpus)
-        else:
-            check_onnx(exporter, image)
+            raise compat.UnverifiableError(UNKNOWN_IMAGE)
+        serving = RULES[fmt](exporter, image, kinds, gpus)
     except (compat.VersionSkewError, compat.UnverifiableError, compat.UnknownImageError, ArchitectureError,
             OnnxOpsetError) as e:  # fmt: skip
         if not allow_skew:
             raise
         detail = str(e)
-    return {
-        "triton_image": image,
-        "libtorch_version": serving,
-        "result": "skew-allowed" if detail else "compatible",
-        "detail": detail,
-    }
+    return compatibility.record(image, serving, Result.SKEW_ALLOWED if detail else Result.COMPATIBLE, detail)
 
 
 def of_manifest(doc: Mapping[str, Any], env: Environment, allow_skew: bool, allow_local_target: bool) -> dict[str, Any]:
@@ -204,15 +275,12 @@ def loadable(doc: Mapping[str, Any], image: str | None) -> str:
     platform, backend, exporter = doc["platform"], doc["backend"], doc["exporter"]
     fmt = format_of(platform, exporter)
     if backend == "python" or fmt == "torchscript":
-        return compat.loadable(platform, backend, exporter.get("torch_version"), image, exporter.get("target"))
+        return loadable_libtorch(platform, backend, exporter.get("torch_version"), image, exporter.get("target"))
     if image is None:
         return "unknown"
     try:
-        if fmt == "pt2":
-            kinds = [g["kind"] for g in doc.get("instance_groups") or [{"kind": "KIND_AUTO"}]]
-            check_pt2(exporter, image, kinds, None)
-        else:
-            check_onnx(exporter, image)
+        RULES[fmt](exporter, image, lambda: [g["kind"] for g in doc.get("instance_groups") or [{"kind": "KIND_AUTO"}]],
+                   None)  # fmt: skip
     except (compat.UnverifiableError, compat.UnknownImageError):
         return "unknown"
     except ValueError:  # VersionSkewError, ArchitectureError, OnnxOpsetError

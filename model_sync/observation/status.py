@@ -1,12 +1,12 @@
 """`status`: per model, the pinned version, what each replica serves (from its agent's status
 report: version, state and the one-line reason of a failed load; a pin no replica serves READY
-is flagged PIN NOT SERVED; model_sync.serving.replicas), the available versions (complete = manifest +
+is flagged PIN NOT SERVED; model_sync.observation.replicas), the available versions (complete = manifest +
 every file), the previous pin, provenance and whether it was verified; per version, the torch
 that exported it and whether each shown environment's Triton image can load it
-(model_sync.serving.alignment.loadable, per export format); whether the pin-index entry agrees with
+(model_sync.admission.alignment.loadable, per export format); whether the pin-index entry agrees with
 the pin (a pin written without it reaches the agents only at their next full listing); per Triton
 deployment of the environment's `tritonGpus`, the GPU memory its pinned versions plan on one GPU
-against what the card allows (model_sync/serving/gpu_plan.py), or that the environment does not
+against what the card allows (model_sync/admission/gpu_plan.py), or that the environment does not
 know its GPUs."""
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from model_sync import environments, errors
+from model_sync.admission import alignment, gpu_plan
+from model_sync.admission.gpu_plan import NO_GPUS, human
 from model_sync.contract import layout
-from model_sync.records import canary_record, codec
+from model_sync.observation import replicas, verify
+from model_sync.records import canary_record, codec, compatibility
 from model_sync.s3.bucket import Bucket
-from model_sync.serving import alignment, gpu_plan, replicas, verify
-from model_sync.serving.gpu_plan import NO_GPUS, human
 from model_sync.versions import catalog
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def version_details(
         platform, backend = (doc["platform"], doc["backend"]) if doc else ("", "")
         loads = {env: (alignment.loadable(doc, image) if doc else "unknown") for env, image in sorted(images.items())}
         out.append({"version": v, "torch_version": torch, "platform": platform or backend or None, "loadable": loads,
-                    "compatibility": doc.get("compatibility") if doc else None})  # fmt: skip
+                    "compatibility": compatibility.read(doc["compatibility"]) if doc and "compatibility" in doc else None})  # fmt: skip
     return out
 
 
