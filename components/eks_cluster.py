@@ -38,13 +38,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.eks_addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
-from components.iam.arns import role_identity, role_key, role_name_key
+from components.eks.addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
+from components.iam.arns import CLUSTER_ADMIN_POLICY_ARN, role_identity, role_key, role_name_key
 from components.stack_config import cidr_rules
 from components.stack_config.vocabulary import CLOUDWATCH_RETENTION_DAYS, CONTROL_PLANE_LOG_TYPES
 from components.upstream.versions import EKS_ADDON_VERSIONS
 
-CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 CLUSTER_ROLE_POLICY_ARNS = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
 _CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/\d{1,2}$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")

@@ -59,16 +59,21 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
-from components.iam.arns import is_customer_managed_policy
-from components.iam.github_oidc import GITHUB_OIDC_HOST, PULL_REQUEST_REF, github_subject, github_trust_policy
+from components.iam.arns import CLUSTER_ADMIN_POLICY_ARN, CLUSTER_VIEW_POLICY_ARN, is_customer_managed_policy
+from components.iam.github_oidc import (
+    GIT_REF,
+    GITHUB_OIDC_HOST,
+    GITHUB_REPO,
+    PULL_REQUEST_REF,
+    github_subject,
+    github_trust_policy,
+)
 from components.iam.pod_identity import pod_identity_principal_condition, pod_identity_trust
+from components.iam.promotion import PROMOTION_SOURCE_READ_PREFIXES
 from components.kubernetes import naming
-from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
-from components.stack_config.vocabulary import ENVIRONMENTS, GIT_REF, GITHUB_OIDC_ARN, GITHUB_REPO
+from components.stack_config.vocabulary import ENVIRONMENTS, GITHUB_OIDC_ARN
 from model_sync.contract import layout
 
-CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 # ref: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/ViewOnlyAccess.html
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
 ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)

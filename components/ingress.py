@@ -24,7 +24,7 @@ from components.gateway import access, certificates, network, proxy, routes, tra
 from components.gateway.args import IngressArgs
 from components.kubernetes import naming
 from components.kubernetes.helm import pinned_release as _release
-from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.upstream import versions
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"

@@ -25,7 +25,7 @@ from components.gpu import gpu_contract
 from components.kubernetes import naming, network_policies
 from components.kubernetes.helm import pinned_release as _release
 from components.kubernetes.network_policies import pods_in, rule, tcp
-from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.upstream import versions
 
 LOKI_PORT = 3100

@@ -36,17 +36,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.iam.promotion import PROMOTION_SOURCE_READ_PREFIXES
 from components.stack_config.vocabulary import ENVIRONMENTS
 from model_sync.contract import layout
 
-# What a promoter must read in the source (staging) bucket: the versions and their
-# manifests, the replicas' status and the verification records.
-PROMOTION_SOURCE_READ_PREFIXES = (
-    layout.REPOSITORY_PREFIX,
-    layout.MANIFESTS_PREFIX,
-    layout.STATUS_PREFIX,
-    layout.AUDIT_PREFIX,
-)
 ABORT_INCOMPLETE_MULTIPART_DAYS = 7
 STATUS_NONCURRENT_DAYS = 1
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")

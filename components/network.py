@@ -28,10 +28,6 @@ import pulumi_aws as aws
 
 from components.stack_config.vocabulary import NAT_MODES
 
-# Availability zones where the EKS control plane cannot place its network interfaces.
-# ref: https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets
-EKS_UNSUPPORTED_ZONE_IDS = ("use1-az3", "usw1-az2", "cac1-az3")
-
 # Every tag key the subnets carry for load-balancer discovery.
 ELB_ROLE_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
@@ -49,7 +45,7 @@ class NetworkArgs:
     region: the AWS region of the stack (names the S3 endpoint service; required).
     vpc_cidr: IPv4 CIDR of the VPC, private, prefix /16 to /20 (required).
     availability_zones: the zones to span, 2 to 6 distinct names (required; the stack model picks
-        the first N of `eks_zone_names()`).
+        the first N of `stack_config.zones.eks_zone_names()`).
     nat_gateway_mode: `perAz` (default; one NAT per AZ, no cross-AZ dependency) or `single`.
     tags: extra tags on every resource (default none).
     """
@@ -107,18 +103,6 @@ def _build_subnet_cidrs(vpc_cidr: str, zone_count: int) -> tuple[list[str], list
     private = [str(n) for n in eighths[:zone_count]]
     public = [str(n) for n in list(eighths[7].subnets(prefixlen_diff=3))[:zone_count]]
     return private, public
-
-
-def eks_zone_names() -> list[str]:
-    """The region's zones an EKS cluster can use, asked of AWS (the stack model checks
-    `availabilityZoneCount` against them before any resource exists)."""
-    zones = aws.get_availability_zones(
-        state="available",
-        # Regular zones only: Local Zones and Wavelength zones are opt-in.
-        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
-        exclude_zone_ids=list(EKS_UNSUPPORTED_ZONE_IDS),
-    )
-    return list(zones.names)
 
 
 def _build_subnet_tags(cluster_name: str, public: bool, zone: str, base: Mapping[str, str]) -> dict[str, str]:

@@ -32,17 +32,20 @@ import pulumi_random as random
 
 from components.gpu import gpu_contract, node_fit
 from components.kubernetes import naming, network_policies
+from components.kubernetes.triton_server import (
+    ADMIN_HEADER,
+    AGENT_METRICS_PORT,
+    AGENT_METRICS_PORT_NAME,
+    GRPC_PORT,
+    HTTP_PORT,
+    METRICS_PORT,
+    QUEUE_TIME_METRIC,
+)
 from components.stack_config.model import TritonDeploymentConfig
 from components.stack_config.vocabulary import ENVIRONMENTS
 from components.upstream import versions
 from model_sync.contract import layout
 
-HTTP_PORT = 8000
-GRPC_PORT = 8001
-METRICS_PORT = 8002
-# The agent sidecar's own /metrics (model_sync agent --metrics-port), scraped through the PodMonitor.
-AGENT_METRICS_PORT = 8003
-AGENT_METRICS_PORT_NAME = "agent-metrics"
 UID = 1000  # the NGC image's `triton-server` user
 
 MODELS_MOUNT = "/models"
@@ -60,14 +63,8 @@ SHM_DIR = "/dev/shm"  # noqa: S108 (the memory-backed emptyDir Triton and its ba
 # ref:
 # https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
 ADMIN_PROTOCOLS = ("model-repository", "statistics", "logging", "trace", "shared-memory")
-ADMIN_HEADER = "admin-key"
-# On gRPC Triton reads that header as metadata `triton-grpc-protocol-<header>` (tritonserver
-# 2.51 refuses a restricted RPC with "expecting header 'triton-grpc-protocol-admin-key'").
-GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 
-# The custom metric prometheus-adapter serves (components/monitoring/queries.py defines the rule).
-QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
 REPOSITORY_POLL_SECONDS = 2
 PRESTOP_SLEEP_MAX_SECONDS = 15
 # A new pod counts as available only after this much readiness.

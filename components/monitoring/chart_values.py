@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from components.gpu import gpu_contract
 from components.kubernetes import naming
+from components.kubernetes.triton_server import QUEUE_TIME_METRIC
 from components.monitoring.queries import adapter_rules
-from components.triton_deployment import QUEUE_TIME_METRIC
 
 if TYPE_CHECKING:
     from components.monitoring.args import MonitoringArgs

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.kubernetes.helm import pinned_release as _release
+from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.monitoring.access import (
     PROMETHEUS_QUERY_ROLE,
     network_policy_specs,
@@ -33,7 +34,6 @@ from components.monitoring.chart_values import (
     kube_prometheus_stack_values,
 )
 from components.monitoring.dashboard import dashboard
-from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.upstream import versions
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from components.kubernetes import naming
-from components.triton_deployment import QUEUE_TIME_METRIC
+from components.kubernetes.triton_server import QUEUE_TIME_METRIC
 
 if TYPE_CHECKING:
     from components.monitoring.args import MonitoredDeployment
