@@ -133,7 +133,7 @@ def _build_storage_class(reclaim_policy: str, kms_key_arn: str | None) -> dict[s
         "metadata": {
             "name": naming.STORAGE_CLASS,
             "annotations": {DEFAULT_CLASS_ANNOTATION: "true"},
-            "labels": {"app.kubernetes.io/part-of": "triton-platform"},
+            "labels": dict(naming.PART_OF_LABELS),
         },
         "provisioner": PROVISIONER,
         "parameters": parameters,

@@ -34,6 +34,7 @@ import pulumi_aws as aws
 from components.gpu import gpu_contract
 from components.iam.pod_identity import pod_identity_trust
 from components.kubernetes.helm import pinned_release
+from components.stack_config.declarations import check_declared
 from components.upstream import versions
 
 NAMESPACE = "kube-system"
@@ -95,16 +96,16 @@ class ClusterAutoscalerArgs:
             raise ValueError(
                 f"ClusterAutoscalerArgs.gpu_pools: {names} repeats a name; allowed: unique node group names"
             )
-        if not 1 <= self.scale_down_unneeded_minutes <= 1440:
-            raise ValueError(
-                f"ClusterAutoscalerArgs.scale_down_unneeded_minutes: {self.scale_down_unneeded_minutes} is out of "
-                "range; allowed: 1 to 1440"
-            )
-        if not 0 <= self.scale_down_delay_after_add_minutes <= 1440:
-            raise ValueError(
-                "ClusterAutoscalerArgs.scale_down_delay_after_add_minutes: "
-                f"{self.scale_down_delay_after_add_minutes} is out of range; allowed: 0 to 1440"
-            )
+        check_declared(
+            "ClusterAutoscalerArgs.scale_down_unneeded_minutes",
+            "scaleDownUnneededMinutes",
+            self.scale_down_unneeded_minutes,
+        )
+        check_declared(
+            "ClusterAutoscalerArgs.scale_down_delay_after_add_minutes",
+            "scaleDownDelayAfterAddMinutes",
+            self.scale_down_delay_after_add_minutes,
+        )
 
 
 def _build_trust_policy(cluster_arn: str) -> str:

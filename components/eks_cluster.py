@@ -40,6 +40,8 @@ import pulumi_kubernetes as k8s
 
 from components.eks.addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.iam.arns import CLUSTER_ADMIN_POLICY_ARN, role_identity, role_key, role_name_key
+from components.iam.kms_keys import key_with_alias
+from components.iam.roles import role_with_policies
 from components.stack_config import cidr_rules
 from components.stack_config.vocabulary import CLOUDWATCH_RETENTION_DAYS, CONTROL_PLANE_LOG_TYPES
 from components.upstream.versions import EKS_ADDON_VERSIONS
@@ -223,33 +225,20 @@ class EksCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
 
-        role = aws.iam.Role(
+        role, attachments = role_with_policies(
             f"{name}-role",
+            CLUSTER_ROLE_POLICY_ARNS,
+            child,
             name=f"{args.cluster_name}-cluster",
             assume_role_policy=json.dumps(_build_assume_role_policy("eks.amazonaws.com")),
             tags=tags,
-            opts=child,
         )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child
-            )
-            for arn in CLUSTER_ROLE_POLICY_ARNS
-        ]
-
-        key = aws.kms.Key(
+        key = key_with_alias(
             f"{name}-secrets-key",
-            description=f"EKS {args.cluster_name}: envelope encryption of Kubernetes secrets",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
+            f"{args.cluster_name}-eks-secrets",
+            f"EKS {args.cluster_name}: envelope encryption of Kubernetes secrets",
+            child,
             tags=tags,
-            opts=child,
-        )
-        aws.kms.Alias(
-            f"{name}-secrets-key-alias",
-            name=f"alias/{args.cluster_name}-eks-secrets",
-            target_key_id=key.key_id,
-            opts=child,
         )
         encryption = aws.iam.RolePolicy(
             f"{name}-role-encryption",

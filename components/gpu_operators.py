@@ -176,9 +176,7 @@ class GpuOperators(pulumi.ComponentResource):
 
         ns = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.namespace, labels={**_PSA_LABELS, "app.kubernetes.io/part-of": "triton-platform"}
-            ),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels={**_PSA_LABELS, **naming.PART_OF_LABELS}),
             opts=child,
         )
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[ns])

@@ -51,7 +51,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,8 +70,9 @@ from components.iam.github_oidc import (
 from components.iam.pod_identity import pod_identity_principal_condition, pod_identity_trust
 from components.iam.promotion import PROMOTION_SOURCE_READ_PREFIXES
 from components.kubernetes import naming
-from components.stack_config.vocabulary import ENVIRONMENTS, GITHUB_OIDC_ARN
+from components.stack_config.vocabulary import BUCKET_NAME, ENVIRONMENTS, GITHUB_OIDC_ARN, KMS_KEY_ARN
 from model_sync.contract import layout
+from model_sync.contract.dns_label import DNS_LABEL
 
 # ref: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/ViewOnlyAccess.html
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
@@ -99,9 +99,6 @@ CI_ROLE_PURPOSES: dict[str, str] = {
     "publisher": "models",
     "promoter": "models",
 }
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -156,7 +153,7 @@ class IdentitiesArgs:
                 "allowed: one or more distinct deployment names"
             )
         for d in self.triton_deployments:
-            if not _DNS_LABEL.match(d):
+            if not DNS_LABEL.match(d):
                 raise ValueError(
                     f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, "
                     "digits and '-'"
@@ -199,12 +196,12 @@ class IdentitiesArgs:
                 f"{naming.KUBERNETES_GROUP_RULE}, or ''"
             )
         if self.environment == "prod":
-            if not _BUCKET.match(self.promotion_source_bucket):
+            if not BUCKET_NAME.match(self.promotion_source_bucket):
                 raise ValueError(
                     f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket!r} is not a bucket name; "
                     "allowed: the staging model-repository bucket (required in prod)"
                 )
-            if not _KMS_KEY_ARN.match(self.promotion_source_kms_key_arn):
+            if not KMS_KEY_ARN.match(self.promotion_source_kms_key_arn):
                 raise ValueError(
                     f"IdentitiesArgs.promotion_source_kms_key_arn: {self.promotion_source_kms_key_arn!r} is not a "
                     "KMS key ARN; allowed: the staging bucket's key ARN (required in prod)"

@@ -72,7 +72,7 @@ class Ingress(pulumi.ComponentResource):
         in_triton: Any = lambda n: {  # noqa: E731
             "name": n,
             "namespace": args.triton_namespace,
-            "labels": {"app.kubernetes.io/part-of": "triton-platform"},
+            "labels": dict(naming.PART_OF_LABELS),
         }
 
         def custom(role: str, api: str, kind: str, metadata: Any, spec: Any, opts: pulumi.ResourceOptions) -> Any:

@@ -26,6 +26,7 @@ from components.kubernetes import naming, network_policies
 from components.kubernetes.helm import pinned_release as _release
 from components.kubernetes.network_policies import pods_in, rule, tcp
 from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.stack_config.declarations import check_declared
 from components.upstream import versions
 
 LOKI_PORT = 3100
@@ -65,10 +66,7 @@ class LogShippingArgs:
 
     def __post_init__(self) -> None:
         network_policies.check_vpc_cidr("LogShippingArgs", self.vpc_cidr)
-        if not 1 <= self.retention_days <= 365:
-            raise ValueError(
-                f"LogShippingArgs.retention_days: {self.retention_days!r} is out of range; allowed: 1 to 365"
-            )
+        check_declared("LogShippingArgs.retention_days", "lokiRetentionDays", self.retention_days)
         if not 10 <= self.storage_gib <= 10_000:
             raise ValueError(f"LogShippingArgs.storage_gib: {self.storage_gib!r} is out of range; allowed: 10 to 10000")
         if not 1 <= self.shipper_replicas <= 10:
@@ -316,7 +314,7 @@ class LogShipping(pulumi.ComponentResource):
             meta: Any = {
                 "name": "loki-datasource",
                 "namespace": args.grafana_namespace,
-                "labels": {"app.kubernetes.io/part-of": "triton-platform", "grafana_datasource": "1"},
+                "labels": {**naming.PART_OF_LABELS, "grafana_datasource": "1"},
             }
             self.datasource = k8s.core.v1.ConfigMap(
                 f"{name}-grafana-datasource",

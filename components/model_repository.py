@@ -36,7 +36,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.iam.kms_keys import key_with_alias
 from components.iam.promotion import PROMOTION_SOURCE_READ_PREFIXES
+from components.stack_config.declarations import check_declared
 from components.stack_config.vocabulary import ENVIRONMENTS
 from model_sync.contract import layout
 
@@ -86,11 +88,11 @@ class ModelRepositoryArgs:
                 f"ModelRepositoryArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as "
                 "us-east-1"
             )
-        if not 1 <= self.noncurrent_version_days <= 3650:
-            raise ValueError(
-                f"ModelRepositoryArgs.noncurrent_version_days: {self.noncurrent_version_days!r} is out of range; "
-                "allowed: 1 to 3650"
-            )
+        check_declared(
+            "ModelRepositoryArgs.noncurrent_version_days",
+            "modelRepositoryNoncurrentVersionDays",
+            self.noncurrent_version_days,
+        )
         if self.force_destroy and self.environment != "dev":
             raise ValueError(
                 f"ModelRepositoryArgs.force_destroy: True is not allowed in {self.environment}; allowed: True in dev "
@@ -275,20 +277,13 @@ class ModelRepository(pulumi.ComponentResource):
         account_id = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self)).account_id
         name_of_bucket = bucket_name(args.environment, account_id)
 
-        key = aws.kms.Key(
+        key = key_with_alias(
             f"{name}-key",
-            description=f"S3 model repository {name_of_bucket}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
+            f"triton-platform-{args.environment}-models",
+            f"S3 model repository {name_of_bucket}",
+            child,
             policy=json.dumps(_build_key_policy(account_id, args.region, name_of_bucket, args.read_principal_arns)),
             tags=tags,
-            opts=child,
-        )
-        aws.kms.Alias(
-            f"{name}-key-alias",
-            name=f"alias/triton-platform-{args.environment}-models",
-            target_key_id=key.key_id,
-            opts=child,
         )
 
         bucket = aws.s3.Bucket(

@@ -28,7 +28,6 @@ ref: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +36,10 @@ import pulumi
 import pulumi_aws as aws
 
 from components.gpu import gpu_contract
+from components.iam.roles import role_with_policies
 from components.stack_config.model import NodeGroupConfig
 from components.stack_config.vocabulary import CAPACITY_TYPES, GPU_AMI_TYPES, NODE_GROUP_KINDS, SYSTEM_AMI_TYPES
+from model_sync.contract.dns_label import DNS_LABEL
 
 NODE_ROLE_POLICY_ARNS = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -46,7 +47,6 @@ NODE_ROLE_POLICY_ARNS = (
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
 )
 IMDS_HOP_LIMIT = 1
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class NodeGroupArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.group_name):
+        if not DNS_LABEL.match(self.group_name):
             raise ValueError(
                 f"NodeGroupArgs.group_name: {self.group_name!r} is not valid; allowed: a DNS label of at most 32 "
                 "characters"
@@ -201,19 +201,14 @@ class NodeGroup(pulumi.ComponentResource):
         self.labels = _build_labels(args)
         self.taints = _build_taints(args.kind)
 
-        role = aws.iam.Role(
+        role, attachments = role_with_policies(
             f"{name}-node-role",
+            NODE_ROLE_POLICY_ARNS,
+            child,
             name_prefix=f"{args.group_name}-node-",
             assume_role_policy=json.dumps(_build_node_assume_role_policy()),
             tags=tags,
-            opts=child,
         )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child
-            )
-            for arn in NODE_ROLE_POLICY_ARNS
-        ]
 
         template = aws.ec2.LaunchTemplate(
             f"{name}-launch-template",

@@ -148,7 +148,7 @@ def labels(d: TritonDeploymentConfig) -> dict[str, str]:
     return {
         **selector_labels(d),
         "app.kubernetes.io/component": "inference",
-        "app.kubernetes.io/part-of": "triton-platform",
+        **naming.PART_OF_LABELS,
         "triton-platform.io/deployment": d.name,
     }
 

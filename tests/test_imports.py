@@ -165,6 +165,7 @@ STACK_CONFIG_BELOW_THE_PARSER = {
     "components.stack_config.vocabulary",
     "components.stack_config.errors",
     "components.stack_config.readers",
+    "components.stack_config.declarations",  # the keys' bounds, which the Args hold their fields to
     "components.stack_config.model",
     "components.stack_config.cidr_rules",
 }

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from components.kubernetes import naming
 from components.kubernetes.helm import pinned_release as _release
 from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.monitoring.access import (
@@ -63,7 +64,7 @@ class Monitoring(pulumi.ComponentResource):
             return {
                 "name": obj,
                 "namespace": args.namespace,
-                "labels": {"app.kubernetes.io/part-of": "triton-platform", **(extra or {})},
+                "labels": {**naming.PART_OF_LABELS, **(extra or {})},
             }
 
         password = random.RandomPassword(f"{name}-grafana-admin-password", length=32, special=False, opts=child)

@@ -63,7 +63,6 @@ DEFAULT_VPC_CIDR = "10.0.0.0/16"
 
 # ---- value shapes ------------------------------------------------------------------------
 
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 INSTANCE_TYPE = re.compile(r"^([a-z][a-z0-9-]*?)\.([0-9a-z]+)$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$")

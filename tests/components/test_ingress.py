@@ -219,7 +219,10 @@ JWT = JwtArgs("https://login.example.com/", ("triton",), "https://login.example.
                 r"IPv4\) lets \(almost\) every client through"
             ),
         ),
-        ({"request_body_limit_mib": 0}, r"request_body_limit_mib: 0 is out of range; allowed: 1 to 1024"),
+        (
+            {"request_body_limit_mib": 0},
+            r"request_body_limit_mib: 0 is out of range; allowed: an integer from 1 to 1024",
+        ),
         ({"rate_limit_rps": 100_001}, r"rate_limit_rps: 100001 is out of range"),
         ({"replicas": 0}, r"IngressArgs\.replicas: 0 is not allowed"),
         ({"vpc_cidr": "::/0"}, r"IngressArgs\.vpc_cidr: '::/0' is not allowed; allowed: the VPC's IPv4 CIDR"),
@@ -247,7 +250,10 @@ def test_args_validation(overrides: dict[str, Any], match: str) -> None:
         ({"issuer": "http://login.example.com/"}, r"JwtArgs\.issuer: 'http://login\.example\.com/' is not allowed"),
         ({"jwks_uri": "login.example.com"}, r"JwtArgs\.jwks_uri: 'login\.example\.com' is not allowed"),
         ({"audiences": ()}, r"JwtArgs\.audiences: \[\] is not allowed"),
-        ({"jwks_cache_seconds": 10}, r"JwtArgs\.jwks_cache_seconds: 10 is out of range; allowed: 60 to 86400"),
+        (
+            {"jwks_cache_seconds": 10},
+            r"JwtArgs\.jwks_cache_seconds: 10 is out of range; allowed: an integer from 60 to 86400",
+        ),
         ({"models_claim": "a b"}, r"JwtArgs\.models_claim: 'a b' is not allowed"),
         ({"rate_limit_rps": 0}, r"JwtArgs\.rate_limit_rps: 0 is out of range"),
     ],
