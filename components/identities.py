@@ -352,6 +352,11 @@ def _build_promoter_policy(bucket_arn: str, key_arn: str, source_bucket: str, so
     }
 
 
+def _role_prefix(args: IdentitiesArgs) -> str:
+    """The names of this environment's roles start with it: `triton-platform-<environment>-<role>`."""
+    return f"triton-platform-{args.environment}"
+
+
 # --------------------------------------------------------------------------------------
 # The component.
 # --------------------------------------------------------------------------------------
@@ -370,19 +375,41 @@ class Identities(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: IdentitiesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:iam:Identities", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = dict(args.tags)
-        prefix = f"triton-platform-{args.environment}"
+        # The account's GitHub OIDC provider, owned by its bootstrap stack (components/account_bootstrap.py).
+        self.github_oidc_provider_arn = pulumi.Output.from_input(args.github_oidc_provider_arn)
+        serving = self._serving(name, args)
+        self._model_roles(name, args)
+        self._prometheus_access(name, args)
+        deployer, preview = self._deployer_and_preview(name, args)
 
-        # ---- serving role + Pod Identity associations --------------------------------
+        self.serving_role_arn = serving.arn
+        self.deployer_role_arn = deployer.arn
+        self.preview_role_arn = preview.arn
+
+        outputs: dict[str, Any] = {
+            "servingRoleArn": self.serving_role_arn,
+            "deployerRoleArn": self.deployer_role_arn,
+            "previewRoleArn": self.preview_role_arn,
+            "githubOidcProviderArn": self.github_oidc_provider_arn,
+            "podIdentityAssociationIds": self.pod_identity_association_ids,
+        }
+        if self.publisher_role_arn is not None:
+            outputs["publisherRoleArn"] = self.publisher_role_arn
+        if self.promoter_role_arn is not None:
+            outputs["promoterRoleArn"] = self.promoter_role_arn
+        self.register_outputs(outputs)
+
+    def _serving(self, name: str, args: IdentitiesArgs) -> aws.iam.Role:
+        """The serving role and one Pod Identity association per Triton deployment."""
+        child = pulumi.ResourceOptions(parent=self)
         serving = aws.iam.Role(
             f"{name}-serving-role",
-            name=f"{prefix}-serving",
+            name=f"{_role_prefix(args)}-serving",
             description="Triton pods: read the model repository, write replica status",
             assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(
                 lambda arn: json.dumps(_build_serving_trust(arn, args.triton_deployments))
             ),
-            tags=tags,
+            tags=dict(args.tags),
             opts=child,
         )
         aws.iam.RolePolicy(
@@ -402,34 +429,33 @@ class Identities(pulumi.ComponentResource):
                 service_account=naming.triton_service_account(deployment),
                 role_arn=serving.arn,
                 disable_session_tags=False,  # the trust and the status statements read the session tags
-                tags=tags,
+                tags=dict(args.tags),
                 opts=child,
             )
             self.pod_identity_association_ids[deployment] = assoc.association_id
+        return serving
 
-        # ---- GitHub OIDC -----------------------------------------------------------
-        # The account's provider, owned by its bootstrap stack (components/account_bootstrap.py).
-        provider_arn: pulumi.Output[str] = pulumi.Output.from_input(args.github_oidc_provider_arn)
-        self.github_oidc_provider_arn = provider_arn
+    def _ci_role(self, name: str, args: IdentitiesArgs, role: str, description: str) -> aws.iam.Role:
+        """The CI role `role`, trusted by the GitHub OIDC provider for its workflow's subjects only."""
+        subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
+        trust = self.github_oidc_provider_arn.apply(lambda arn: json.dumps(github_trust_policy(arn, subjects)))
+        return aws.iam.Role(
+            f"{name}-{role}-role",
+            name=f"{_role_prefix(args)}-{role}",
+            description=description,
+            assume_role_policy=trust,
+            max_session_duration=CI_SESSION_SECONDS[role],
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
-        def ci_role(role: str, description: str) -> aws.iam.Role:
-            subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
-            trust = provider_arn.apply(lambda arn: json.dumps(github_trust_policy(arn, subjects)))
-            return aws.iam.Role(
-                f"{name}-{role}-role",
-                name=f"{prefix}-{role}",
-                description=description,
-                assume_role_policy=trust,
-                max_session_duration=CI_SESSION_SECONDS[role],
-                tags=tags,
-                opts=child,
-            )
-
-        # ---- publisher (staging) / promoter (prod) -------------------------------------
+    def _model_roles(self, name: str, args: IdentitiesArgs) -> None:
+        """The publisher (staging) or the promoter (prod), with its bucket policy."""
+        child = pulumi.ResourceOptions(parent=self)
         self.publisher_role_arn = None
         self.promoter_role_arn = None
         if args.environment == "staging":
-            publisher = ci_role("publisher", "CI: publish model versions to the staging repository")
+            publisher = self._ci_role(name, args, "publisher", "CI: publish model versions to the staging repository")
             aws.iam.RolePolicy(
                 f"{name}-publisher-policy",
                 role=publisher.id,
@@ -440,7 +466,7 @@ class Identities(pulumi.ComponentResource):
             )
             self.publisher_role_arn = publisher.arn
         if args.environment == "prod":
-            promoter = ci_role("promoter", "CI: promote verified model versions from staging to prod")
+            promoter = self._ci_role(name, args, "promoter", "CI: promote verified model versions from staging to prod")
             aws.iam.RolePolicy(
                 f"{name}-promoter-policy",
                 role=promoter.id,
@@ -455,28 +481,10 @@ class Identities(pulumi.ComponentResource):
             )
             self.promoter_role_arn = promoter.arn
 
-        def cluster_access(role_name: str, role: aws.iam.Role, policy_arn: str) -> None:
-            """An EKS access entry for `role` with one cluster-scoped access policy."""
-            entry = aws.eks.AccessEntry(
-                f"{name}-{role_name}-access",
-                cluster_name=args.cluster_name,
-                principal_arn=role.arn,
-                type="STANDARD",
-                tags=tags,
-                opts=child,
-            )
-            aws.eks.AccessPolicyAssociation(
-                f"{name}-{role_name}-access-policy",
-                cluster_name=args.cluster_name,
-                principal_arn=entry.principal_arn,
-                policy_arn=policy_arn,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                opts=child,
-            )
-
-        # ---- the gray release's Prometheus queries (publisher / promoter) -------------------
-        # An access entry with no access policy: the role authenticates to the cluster as a
-        # member of `prometheus_query_group`, which only the monitoring namespace's Role binds.
+    def _prometheus_access(self, name: str, args: IdentitiesArgs) -> None:
+        """The gray release's Prometheus queries (publisher / promoter): an access entry with no access
+        policy, so the role authenticates to the cluster as a member of `prometheus_query_group`, which
+        only the monitoring namespace's Role binds."""
         canary_roles = {"publisher": self.publisher_role_arn, "promoter": self.promoter_role_arn}
         for role_name, role_arn in canary_roles.items():
             if role_arn is None or not args.prometheus_query_group:
@@ -487,41 +495,48 @@ class Identities(pulumi.ComponentResource):
                 principal_arn=role_arn,
                 type="STANDARD",
                 kubernetes_groups=[args.prometheus_query_group],
-                tags=tags,
-                opts=child,
+                tags=dict(args.tags),
+                opts=pulumi.ResourceOptions(parent=self),
             )
 
-        # ---- deployer --------------------------------------------------------------------
-        deployer = ci_role("deployer", "CI: pulumi up for this stack")
+    def _cluster_access(
+        self, name: str, args: IdentitiesArgs, role_name: str, role: aws.iam.Role, policy_arn: str
+    ) -> None:
+        """An EKS access entry for `role` with one cluster-scoped access policy."""
+        child = pulumi.ResourceOptions(parent=self)
+        entry = aws.eks.AccessEntry(
+            f"{name}-{role_name}-access",
+            cluster_name=args.cluster_name,
+            principal_arn=role.arn,
+            type="STANDARD",
+            tags=dict(args.tags),
+            opts=child,
+        )
+        aws.eks.AccessPolicyAssociation(
+            f"{name}-{role_name}-access-policy",
+            cluster_name=args.cluster_name,
+            principal_arn=entry.principal_arn,
+            policy_arn=policy_arn,
+            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            opts=child,
+        )
+
+    def _deployer_and_preview(self, name: str, args: IdentitiesArgs) -> tuple[aws.iam.Role, aws.iam.Role]:
+        """The deployer (pulumi up: its policies, cluster admin) and the preview role (pull requests)."""
+        child = pulumi.ResourceOptions(parent=self)
+        deployer = self._ci_role(name, args, "deployer", "CI: pulumi up for this stack")
         for arn in args.deployer_policy_arns:
             aws.iam.RolePolicyAttachment(
                 f"{name}-deployer-{arn.rsplit('/', 1)[-1].lower()}", role=deployer.name, policy_arn=arn, opts=child
             )
-        cluster_access("deployer", deployer, CLUSTER_ADMIN_POLICY_ARN)
+        self._cluster_access(name, args, "deployer", deployer, CLUSTER_ADMIN_POLICY_ARN)
 
-        # ---- preview (pull requests) -------------------------------------------------
         # `pulumi preview` on a pull request runs the PR's code, so its role can only read:
         # AWS's ViewOnlyAccess (describe/list, no object or secret reads) and the EKS view
         # policy. Trusted only for pull_request runs of pull-request.yml in preview-<stack>.
-        preview = ci_role("preview", "CI: read-only pulumi preview for pull requests")
+        preview = self._ci_role(name, args, "preview", "CI: read-only pulumi preview for pull requests")
         aws.iam.RolePolicyAttachment(
             f"{name}-preview-viewonly", role=preview.name, policy_arn=PREVIEW_POLICY_ARN, opts=child
         )
-        cluster_access("preview", preview, CLUSTER_VIEW_POLICY_ARN)
-
-        self.serving_role_arn = serving.arn
-        self.deployer_role_arn = deployer.arn
-        self.preview_role_arn = preview.arn
-
-        outputs: dict[str, Any] = {
-            "servingRoleArn": self.serving_role_arn,
-            "deployerRoleArn": self.deployer_role_arn,
-            "previewRoleArn": self.preview_role_arn,
-            "githubOidcProviderArn": self.github_oidc_provider_arn,
-            "podIdentityAssociationIds": self.pod_identity_association_ids,
-        }
-        if self.publisher_role_arn is not None:
-            outputs["publisherRoleArn"] = self.publisher_role_arn
-        if self.promoter_role_arn is not None:
-            outputs["promoterRoleArn"] = self.promoter_role_arn
-        self.register_outputs(outputs)
+        self._cluster_access(name, args, "preview", preview, CLUSTER_VIEW_POLICY_ARN)
+        return deployer, preview
