@@ -289,6 +289,25 @@ class ModelRepository(pulumi.ComponentResource):
         bucket = aws.s3.Bucket(
             f"{name}-bucket", bucket=name_of_bucket, force_destroy=args.force_destroy, tags=tags, opts=child
         )
+        self._guard_rails(name, args, bucket, key)
+
+        self.bucket_name = bucket.bucket
+        self.bucket_arn = bucket.arn
+        self.repository_uri = bucket.bucket.apply(repository_uri)
+        self.kms_key_arn = key.arn
+        self.register_outputs(
+            {
+                "bucketName": self.bucket_name,
+                "bucketArn": self.bucket_arn,
+                "repositoryUri": self.repository_uri,
+                "kmsKeyArn": self.kms_key_arn,
+            }
+        )
+
+    def _guard_rails(self, name: str, args: ModelRepositoryArgs, bucket: aws.s3.Bucket, key: aws.kms.Key) -> None:
+        """The bucket's public-access block, owner-enforced ownership, versioning, SSE-KMS with `key`, its
+        policy and lifecycle rules."""
+        child = pulumi.ResourceOptions(parent=self)
         pab = aws.s3.BucketPublicAccessBlock(
             f"{name}-public-access-block",
             bucket=bucket.id,
@@ -340,17 +359,4 @@ class ModelRepository(pulumi.ComponentResource):
             rules=_build_lifecycle_rules(args.noncurrent_version_days),
             # Noncurrent-version rules need versioning enabled first.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
-        )
-
-        self.bucket_name = bucket.bucket
-        self.bucket_arn = bucket.arn
-        self.repository_uri = bucket.bucket.apply(repository_uri)
-        self.kms_key_arn = key.arn
-        self.register_outputs(
-            {
-                "bucketName": self.bucket_name,
-                "bucketArn": self.bucket_arn,
-                "repositoryUri": self.repository_uri,
-                "kmsKeyArn": self.kms_key_arn,
-            }
         )

@@ -210,24 +210,43 @@ class NodeGroup(pulumi.ComponentResource):
             tags=tags,
         )
 
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-launch-template",
-            name_prefix=f"{args.group_name}-",
-            description=f"EKS node group {args.group_name}: IMDSv2 hop limit 1, encrypted gp3",
-            metadata_options=_build_metadata_options(),
-            block_device_mappings=_build_block_devices(args.ami_type, args.disk_size_gib),
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(
-                    resource_type=kind, tags={**tags, "Name": f"{args.group_name}-node"}
-                )
-                for kind in ("instance", "volume")
-            ],
-            update_default_version=True,
-            tags=tags,
-            opts=child,
+        template = self._launch_template(name, args, tags)
+        group = self._node_group(name, args, role, attachments, template, tags)
+
+        self.node_group_name = group.node_group_name
+        self.node_group_arn = group.arn
+        self.node_role_arn = role.arn
+        self.node_role_name = role.name
+        self.launch_template_id = template.id
+        # The managed group's Auto Scaling group (scale-from-zero tags go on it).
+        self.autoscaling_group_name = group.resources.apply(
+            lambda res: res[0].autoscaling_groups[0].name  # type: ignore[index]
+        )
+        self.register_outputs(
+            {
+                "groupName": self.group_name,
+                "kind": self.kind,
+                "labels": self.labels,
+                "taints": self.taints,
+                "nodeGroupName": self.node_group_name,
+                "nodeGroupArn": self.node_group_arn,
+                "nodeRoleArn": self.node_role_arn,
+                "launchTemplateId": self.launch_template_id,
+                "autoscalingGroupName": self.autoscaling_group_name,
+            }
         )
 
-        group = aws.eks.NodeGroup(
+    def _node_group(
+        self,
+        name: str,
+        args: NodeGroupArgs,
+        role: aws.iam.Role,
+        attachments: list[aws.iam.RolePolicyAttachment],
+        template: aws.ec2.LaunchTemplate,
+        tags: dict[str, str],
+    ) -> aws.eks.NodeGroup:
+        """The managed node group: its scaling bounds (the autoscaler owns the size), labels and taints."""
+        return aws.eks.NodeGroup(
             f"{name}-node-group",
             cluster_name=args.cluster_name,
             # A prefix, so a replacement (new instance types, AMI type) is created before the old group is deleted.
@@ -258,27 +277,23 @@ class NodeGroup(pulumi.ComponentResource):
             ),
         )
 
-        self.node_group_name = group.node_group_name
-        self.node_group_arn = group.arn
-        self.node_role_arn = role.arn
-        self.node_role_name = role.name
-        self.launch_template_id = template.id
-        # The managed group's Auto Scaling group (scale-from-zero tags go on it).
-        self.autoscaling_group_name = group.resources.apply(
-            lambda res: res[0].autoscaling_groups[0].name  # type: ignore[index]
-        )
-        self.register_outputs(
-            {
-                "groupName": self.group_name,
-                "kind": self.kind,
-                "labels": self.labels,
-                "taints": self.taints,
-                "nodeGroupName": self.node_group_name,
-                "nodeGroupArn": self.node_group_arn,
-                "nodeRoleArn": self.node_role_arn,
-                "launchTemplateId": self.launch_template_id,
-                "autoscalingGroupName": self.autoscaling_group_name,
-            }
+    def _launch_template(self, name: str, args: NodeGroupArgs, tags: dict[str, str]) -> aws.ec2.LaunchTemplate:
+        """The nodes' launch template: IMDSv2 with hop limit 1, an encrypted gp3 root volume, the tags."""
+        return aws.ec2.LaunchTemplate(
+            f"{name}-launch-template",
+            name_prefix=f"{args.group_name}-",
+            description=f"EKS node group {args.group_name}: IMDSv2 hop limit 1, encrypted gp3",
+            metadata_options=_build_metadata_options(),
+            block_device_mappings=_build_block_devices(args.ami_type, args.disk_size_gib),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags={**tags, "Name": f"{args.group_name}-node"}
+                )
+                for kind in ("instance", "volume")
+            ],
+            update_default_version=True,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
 
