@@ -158,6 +158,16 @@ class IdentitiesArgs:
                     f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, "
                     "digits and '-'"
                 )
+        self._check_github()
+        if self.prometheus_query_group and not naming.KUBERNETES_GROUP.fullmatch(self.prometheus_query_group):
+            raise ValueError(
+                f"IdentitiesArgs.prometheus_query_group: {self.prometheus_query_group!r} is not allowed; allowed: "
+                f"{naming.KUBERNETES_GROUP_RULE}, or ''"
+            )
+        self._check_promotion_source()
+
+    def _check_github(self) -> None:
+        """The repository, the deploy refs, the deployer's policies and the account's OIDC provider."""
         if not GITHUB_REPO.match(self.github_repository):
             raise ValueError(
                 f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub "
@@ -190,11 +200,9 @@ class IdentitiesArgs:
                 f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC "
                 f"provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty"
             )
-        if self.prometheus_query_group and not naming.KUBERNETES_GROUP.fullmatch(self.prometheus_query_group):
-            raise ValueError(
-                f"IdentitiesArgs.prometheus_query_group: {self.prometheus_query_group!r} is not allowed; allowed: "
-                f"{naming.KUBERNETES_GROUP_RULE}, or ''"
-            )
+
+    def _check_promotion_source(self) -> None:
+        """The staging bucket and key prod promotes from: required in prod, refused elsewhere."""
         if self.environment == "prod":
             if not BUCKET_NAME.match(self.promotion_source_bucket):
                 raise ValueError(

@@ -163,8 +163,16 @@ def _build_key_policy(account_id: str, region: str, bucket: str, readers: Sequen
 
 
 def _build_bucket_policy(bucket_arn: str, key_arn: str, readers: Sequence[str]) -> dict[str, Any]:
+    statements = _deny_statements(bucket_arn, key_arn)
+    if readers:
+        statements += _promotion_statements(bucket_arn, readers)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _deny_statements(bucket_arn: str, key_arn: str) -> list[dict[str, Any]]:
+    """No request without TLS 1.2, no object encrypted other than with this bucket's key."""
     objects = f"{bucket_arn}/*"
-    statements: list[dict[str, Any]] = [
+    return [
         {
             "Sid": "DenyInsecureTransport",
             "Effect": "Deny",
@@ -207,29 +215,29 @@ def _build_bucket_policy(bucket_arn: str, key_arn: str, readers: Sequence[str]) 
             },
         },
     ]
-    if readers:
-        principal, who = _readers(readers)
-        statements.append(
-            {
-                "Sid": "CrossAccountPromotionList",
-                "Effect": "Allow",
-                "Principal": principal,
-                "Action": "s3:ListBucket",
-                "Resource": bucket_arn,
-                "Condition": {**who, "StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
-            }
-        )
-        statements.append(
-            {
-                "Sid": "CrossAccountPromotionRead",
-                "Effect": "Allow",
-                "Principal": principal,
-                "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
-                "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES],
-                "Condition": who,
-            }
-        )
-    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _promotion_statements(bucket_arn: str, readers: Sequence[str]) -> list[dict[str, Any]]:
+    """The cross-account promoters' list and read of the promotion prefixes."""
+    principal, who = _readers(readers)
+    return [
+        {
+            "Sid": "CrossAccountPromotionList",
+            "Effect": "Allow",
+            "Principal": principal,
+            "Action": "s3:ListBucket",
+            "Resource": bucket_arn,
+            "Condition": {**who, "StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
+        },
+        {
+            "Sid": "CrossAccountPromotionRead",
+            "Effect": "Allow",
+            "Principal": principal,
+            "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
+            "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES],
+            "Condition": who,
+        },
+    ]
 
 
 def _build_lifecycle_rules(noncurrent_days: int) -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
