@@ -34,12 +34,15 @@ from components.gpu import gpu_contract, node_fit
 from components.kubernetes import naming, network_policies
 from components.kubernetes.triton_server import (
     ADMIN_HEADER,
+    AGENT_INIT_CONTAINER,
     AGENT_METRICS_PORT,
     AGENT_METRICS_PORT_NAME,
+    AGENT_SIDECAR,
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
     QUEUE_TIME_METRIC,
+    TRITON_CONTAINER,
 )
 from components.stack_config.model import TritonDeploymentConfig
 from components.stack_config.vocabulary import ENVIRONMENTS
@@ -357,7 +360,7 @@ def _agent_containers(
     models_mount, tmp_mount = _mounts()
     agent_resources = {"requests": dict(node_fit.AGENT_REQUESTS), "limits": {"cpu": "1", "memory": "1Gi"}}
     agent_init = {
-        "name": "agent-init",
+        "name": AGENT_INIT_CONTAINER,
         "image": agent_image,
         "imagePullPolicy": "IfNotPresent",
         "command": agent_command(d, environment=environment, bucket=bucket, region=region, once=True),
@@ -368,7 +371,7 @@ def _agent_containers(
     }
     agent = {
         **agent_init,
-        "name": "agent",
+        "name": AGENT_SIDECAR,
         "command": agent_command(d, environment=environment, bucket=bucket, region=region, once=False),
         "resources": agent_resources,
         # A native sidecar: started before tritonserver, stopped after it.
@@ -393,7 +396,7 @@ def _triton_container(d: TritonDeploymentConfig, triton_image: str, admin_secret
     """tritonserver: its ports, probes, drain on stop, GPU and memory, and mounts."""
     models_mount, tmp_mount = _mounts()
     triton = {
-        "name": "tritonserver",
+        "name": TRITON_CONTAINER,
         "image": triton_image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["tritonserver"],

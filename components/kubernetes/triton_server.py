@@ -1,5 +1,5 @@
 """What other components must know of a Triton server pod: its ports, the header its admin
-protocols answer to, and the metric its replicas are scaled on.
+protocols answer to, its containers' names and the metric its replicas are scaled on.
 
 Defined once so the Deployment that runs tritonserver (components/triton_deployment.py), the
 ingress that routes to it (components/gateway/) and the monitoring that scrapes and scales it
@@ -20,6 +20,12 @@ ADMIN_HEADER = "admin-key"
 # On gRPC Triton reads that header as metadata `triton-grpc-protocol-<header>` (tritonserver
 # 2.51 refuses a restricted RPC with "expecting header 'triton-grpc-protocol-admin-key'").
 GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"
+
+# The containers of a Triton pod, which the log panels and the alerts name: tritonserver, the agent's
+# first sync and the agent as a native sidecar (an init container with restartPolicy Always).
+TRITON_CONTAINER = "tritonserver"
+AGENT_INIT_CONTAINER = "agent-init"
+AGENT_SIDECAR = "agent"
 
 # The custom metric prometheus-adapter serves (components/monitoring/queries.py defines the rule)
 # and the HorizontalPodAutoscaler of each Triton deployment scales on.

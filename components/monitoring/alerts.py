@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from components.kubernetes import naming
+from components.kubernetes.triton_server import AGENT_SIDECAR, TRITON_CONTAINER
 from components.monitoring.agent import AgentAlertTiming, agent_rules
 from components.monitoring.queries import (
-    AGENT_SIDECAR,
     CANARY_WINDOW,
-    TRITON_CONTAINER,
     duration_of,
     duration_seconds,
     failure_ratio_query,
