@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from components.kubernetes import naming, network_policies
 from components.stack_config import cidr_rules
 from components.stack_config.declarations import check_declared
-from components.stack_config.vocabulary import DNS_NAME, HTTPS_URL, INGRESS_AUTHENTICATION, JWT_CLAIM
+from components.stack_config.readers import read_dns_label, read_str
+from components.stack_config.vocabulary import DNS_NAME, EMAIL, HTTPS_URL, INGRESS_AUTHENTICATION, JWT_CLAIM
 from model_sync.contract import layout
-from model_sync.contract.dns_label import DNS_LABEL
 
 ACME_SERVERS = {
     "letsencrypt": "https://acme-v02.api.letsencrypt.org/directory",
@@ -132,8 +132,7 @@ class IngressArgs:
                 f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as "
                 "inference.example.com"
             )
-        if "@" not in self.acme_email:
-            raise ValueError(f"IngressArgs.acme_email: {self.acme_email!r} is not allowed; allowed: an e-mail address")
+        read_str("IngressArgs.acme_email", self.acme_email, EMAIL, "an e-mail address")
         check_declared("IngressArgs.tls_issuer", "tlsIssuer", self.tls_issuer)
         self._check_backends()
         self._check_cidrs()
@@ -202,11 +201,7 @@ class IngressArgs:
                 "(no API keys are made)"
             )
         for c in self.clients:
-            if not DNS_LABEL.match(c):
-                raise ValueError(
-                    f"IngressArgs.clients: {c!r} is not allowed; allowed: a DNS label (lowercase letters, digits, "
-                    "'-'; at most 32 characters)"
-                )
+            read_dns_label("IngressArgs.clients", c)
         if len(set(self.clients)) != len(self.clients):
             raise ValueError(
                 f"IngressArgs.clients: {list(self.clients)!r} has duplicates; allowed: each client name once"

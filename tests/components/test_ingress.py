@@ -195,7 +195,7 @@ JWT = JwtArgs("https://login.example.com/", ("triton",), "https://login.example.
     ("overrides", "match"),
     [
         ({"domain": "Example"}, r"IngressArgs\.domain: 'Example' is not allowed"),
-        ({"acme_email": "nobody"}, r"IngressArgs\.acme_email: 'nobody' is not allowed"),
+        ({"acme_email": "nobody"}, r"IngressArgs\.acme_email: 'nobody' is not valid; allowed: an e-mail address"),
         (
             {"tls_issuer": "zerossl"},
             r"IngressArgs\.tls_issuer: 'zerossl' is not allowed; allowed: letsencrypt \| letsencrypt-staging",
@@ -227,7 +227,10 @@ JWT = JwtArgs("https://login.example.com/", ("triton",), "https://login.example.
         ({"replicas": 0}, r"IngressArgs\.replicas: 0 is not allowed"),
         ({"vpc_cidr": "::/0"}, r"IngressArgs\.vpc_cidr: '::/0' is not allowed; allowed: the VPC's IPv4 CIDR"),
         ({"clients": ()}, r"IngressArgs\.clients: \(\) is not allowed"),
-        ({"clients": ("a:b",)}, r"IngressArgs\.clients: 'a:b' is not allowed; allowed: a DNS label"),
+        (
+            {"clients": ("a:b",)},
+            r"IngressArgs\.clients: 'a:b' is not valid; allowed: a DNS label: lowercase letters, digits and '-'",
+        ),
         ({"clients": ("a", "a")}, r"IngressArgs\.clients: \['a', 'a'\] has duplicates"),
         ({"authentication": "oidc"}, r"IngressArgs\.authentication: 'oidc' is not allowed; allowed: api-keys"),
         ({"authentication": "jwt", "clients": ()}, r"IngressArgs\.jwt: None is not allowed with authentication 'jwt'"),
