@@ -68,8 +68,10 @@ class ClusterAutoscalerArgs:
     region: AWS region of the cluster.
     kubernetes_version: cluster minor version; picks the matching autoscaler image.
     gpu_pools: the GPU node groups, keyed by `GpuPool.name` (unique).
-    scale_down_unneeded_minutes: minutes a node must be unneeded before removal (1-1440).
-    scale_down_delay_after_add_minutes: minutes after a scale-up before scale-down (0-1440).
+    scale_down_unneeded_minutes: minutes a node must be unneeded before removal (the bounds declared for
+        `scaleDownUnneededMinutes`).
+    scale_down_delay_after_add_minutes: minutes after a scale-up before scale-down (the bounds declared
+        for `scaleDownDelayAfterAddMinutes`).
     system_node_selector: where the autoscaler itself runs (the system group's labels).
     service_monitor: create the chart's ServiceMonitor (needs the Prometheus Operator CRDs).
     """
