@@ -9,7 +9,7 @@ import pulumi
 
 from components.block_storage import BlockStorage, BlockStorageArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, GpuPool
-from components.eks_addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
+from components.eks.addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
 from components.gateway.args import IngressArgs, JwtArgs, TritonBackend
 from components.gpu.gpu_instances import architectures, gpus_per_node, guaranteed_gpu
@@ -17,6 +17,7 @@ from components.gpu_operators import GpuOperators, GpuOperatorsArgs
 from components.identities import Identities, IdentitiesArgs
 from components.ingress import Ingress
 from components.kubernetes.naming import PROMETHEUS_QUERY_GROUP, TRITON_NAMESPACE, triton_app_name
+from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.log_shipping import LogShipping, LogShippingArgs
 from components.model_repository import ModelRepository, ModelRepositoryArgs
 from components.monitoring.alerts import runbooks_url
@@ -24,7 +25,6 @@ from components.monitoring.args import MonitoredDeployment, MonitoringArgs
 from components.monitoring.monitoring import Monitoring
 from components.network import Network, NetworkArgs
 from components.node_group import build_node_groups
-from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.stack_config.loading import load_from_pulumi
 from components.triton_deployment import build_triton_deployments
 from model_sync.contract import stack_outputs

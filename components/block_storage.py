@@ -133,7 +133,7 @@ def _build_storage_class(reclaim_policy: str, kms_key_arn: str | None) -> dict[s
         "metadata": {
             "name": naming.STORAGE_CLASS,
             "annotations": {DEFAULT_CLASS_ANNOTATION: "true"},
-            "labels": {"app.kubernetes.io/part-of": "triton-platform"},
+            "labels": dict(naming.PART_OF_LABELS),
         },
         "provisioner": PROVISIONER,
         "parameters": parameters,
@@ -152,32 +152,9 @@ class BlockStorage(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: BlockStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:storage:BlockStorage", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
 
-        role = aws.iam.Role(
-            f"{name}-role",
-            description="EBS CSI driver (EKS Pod Identity): create, attach and delete this cluster's volumes",
-            assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(_build_trust_policy),
-            tags=tags,
-            opts=child,
-        )
-        grants: list[pulumi.Resource] = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-role-managed-policy", role=role.name, policy_arn=MANAGED_POLICY_ARN, opts=child
-            )
-        ]
-        kms_key: pulumi.Output[str] | None = None
-        if args.kms_key_arn is not None:
-            kms_key = pulumi.Output.from_input(args.kms_key_arn)
-            grants.append(
-                aws.iam.RolePolicy(
-                    f"{name}-role-kms",
-                    role=role.id,
-                    policy=kms_key.apply(lambda arn: json.dumps(_build_kms_policy(arn))),
-                    opts=child,
-                )
-            )
+        role, grants, kms_key = self._role(name, args)
 
         self.addon_version = EKS_ADDON_VERSIONS[args.kubernetes_version][ADDON]
         addon = aws.eks.Addon(
@@ -215,3 +192,34 @@ class BlockStorage(pulumi.ComponentResource):
         self.register_outputs(
             {"roleArn": self.role_arn, "addonVersion": self.addon_version, "storageClassName": self.storage_class_name}
         )
+
+    def _role(
+        self, name: str, args: BlockStorageArgs
+    ) -> tuple[aws.iam.Role, list[pulumi.Resource], pulumi.Output[str] | None]:
+        """The driver's role (Pod Identity), its managed policy and, with a customer key, its KMS grant."""
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        role = aws.iam.Role(
+            f"{name}-role",
+            description="EBS CSI driver (EKS Pod Identity): create, attach and delete this cluster's volumes",
+            assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(_build_trust_policy),
+            tags=tags,
+            opts=child,
+        )
+        grants: list[pulumi.Resource] = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-role-managed-policy", role=role.name, policy_arn=MANAGED_POLICY_ARN, opts=child
+            )
+        ]
+        kms_key: pulumi.Output[str] | None = None
+        if args.kms_key_arn is not None:
+            kms_key = pulumi.Output.from_input(args.kms_key_arn)
+            grants.append(
+                aws.iam.RolePolicy(
+                    f"{name}-role-kms",
+                    role=role.id,
+                    policy=kms_key.apply(lambda arn: json.dumps(_build_kms_policy(arn))),
+                    opts=child,
+                )
+            )
+        return role, grants, kms_key

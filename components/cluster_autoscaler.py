@@ -34,6 +34,7 @@ import pulumi_aws as aws
 from components.gpu import gpu_contract
 from components.iam.pod_identity import pod_identity_trust
 from components.kubernetes.helm import pinned_release
+from components.stack_config.declarations import check_declared
 from components.upstream import versions
 
 NAMESPACE = "kube-system"
@@ -67,8 +68,10 @@ class ClusterAutoscalerArgs:
     region: AWS region of the cluster.
     kubernetes_version: cluster minor version; picks the matching autoscaler image.
     gpu_pools: the GPU node groups, keyed by `GpuPool.name` (unique).
-    scale_down_unneeded_minutes: minutes a node must be unneeded before removal (1-1440).
-    scale_down_delay_after_add_minutes: minutes after a scale-up before scale-down (0-1440).
+    scale_down_unneeded_minutes: minutes a node must be unneeded before removal (the bounds declared for
+        `scaleDownUnneededMinutes`).
+    scale_down_delay_after_add_minutes: minutes after a scale-up before scale-down (the bounds declared
+        for `scaleDownDelayAfterAddMinutes`).
     system_node_selector: where the autoscaler itself runs (the system group's labels).
     service_monitor: create the chart's ServiceMonitor (needs the Prometheus Operator CRDs).
     """
@@ -95,16 +98,16 @@ class ClusterAutoscalerArgs:
             raise ValueError(
                 f"ClusterAutoscalerArgs.gpu_pools: {names} repeats a name; allowed: unique node group names"
             )
-        if not 1 <= self.scale_down_unneeded_minutes <= 1440:
-            raise ValueError(
-                f"ClusterAutoscalerArgs.scale_down_unneeded_minutes: {self.scale_down_unneeded_minutes} is out of "
-                "range; allowed: 1 to 1440"
-            )
-        if not 0 <= self.scale_down_delay_after_add_minutes <= 1440:
-            raise ValueError(
-                "ClusterAutoscalerArgs.scale_down_delay_after_add_minutes: "
-                f"{self.scale_down_delay_after_add_minutes} is out of range; allowed: 0 to 1440"
-            )
+        check_declared(
+            "ClusterAutoscalerArgs.scale_down_unneeded_minutes",
+            "scaleDownUnneededMinutes",
+            self.scale_down_unneeded_minutes,
+        )
+        check_declared(
+            "ClusterAutoscalerArgs.scale_down_delay_after_add_minutes",
+            "scaleDownDelayAfterAddMinutes",
+            self.scale_down_delay_after_add_minutes,
+        )
 
 
 def _build_trust_policy(cluster_arn: str) -> str:

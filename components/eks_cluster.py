@@ -38,13 +38,14 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.eks_addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
-from components.iam.arns import role_identity, role_key, role_name_key
+from components.eks.addons import BEFORE_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
+from components.iam.arns import CLUSTER_ADMIN_POLICY_ARN, role_identity, role_key, role_name_key
+from components.iam.kms_keys import key_with_alias
+from components.iam.roles import role_with_policies
 from components.stack_config import cidr_rules
 from components.stack_config.vocabulary import CLOUDWATCH_RETENTION_DAYS, CONTROL_PLANE_LOG_TYPES
 from components.upstream.versions import EKS_ADDON_VERSIONS
 
-CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 CLUSTER_ROLE_POLICY_ARNS = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
 _CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/\d{1,2}$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
@@ -221,112 +222,17 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:eks:EksCluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = dict(args.tags)
-
-        role = aws.iam.Role(
-            f"{name}-role",
-            name=f"{args.cluster_name}-cluster",
-            assume_role_policy=json.dumps(_build_assume_role_policy("eks.amazonaws.com")),
-            tags=tags,
-            opts=child,
-        )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child
-            )
-            for arn in CLUSTER_ROLE_POLICY_ARNS
-        ]
-
-        key = aws.kms.Key(
-            f"{name}-secrets-key",
-            description=f"EKS {args.cluster_name}: envelope encryption of Kubernetes secrets",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            tags=tags,
-            opts=child,
-        )
-        aws.kms.Alias(
-            f"{name}-secrets-key-alias",
-            name=f"alias/{args.cluster_name}-eks-secrets",
-            target_key_id=key.key_id,
-            opts=child,
-        )
-        encryption = aws.iam.RolePolicy(
-            f"{name}-role-encryption",
-            role=role.id,
-            policy=key.arn.apply(lambda arn: json.dumps(_build_encryption_policy(arn))),
-            opts=child,
-        )
-
-        # Created before the cluster so EKS does not create it first with no retention.
-        # ref: https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
-        log_group = aws.cloudwatch.LogGroup(
-            f"{name}-logs",
-            name=f"/aws/eks/{args.cluster_name}/cluster",
-            retention_in_days=args.log_retention_days,
-            tags=tags,
-            opts=child,
-        )
-
-        cluster = aws.eks.Cluster(
-            f"{name}-cluster",
-            name=args.cluster_name,
-            role_arn=role.arn,
-            version=args.kubernetes_version,
-            vpc_config=_build_vpc_config(args.subnet_ids, args.public_access_cidrs),
-            access_config=aws.eks.ClusterAccessConfigArgs(
-                authentication_mode="API", bootstrap_cluster_creator_admin_permissions=False
-            ),
-            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
-                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn), resources=["secrets"]
-            ),
-            enabled_cluster_log_types=list(args.log_types),
-            bootstrap_self_managed_addons=False,  # managed add-ons below are the only copies
-            # Standard support only: a cluster left on an old version fails loudly instead of
-            # silently moving to paid extended support.
-            # ref: https://docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html
-            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
-            deletion_protection=args.deletion_protection,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, encryption, log_group]),
-        )
-
-        associations: list[pulumi.Resource] = []
-        name_keys = [role_name_key(a) for a in args.cluster_admin_role_arns]
-        for arn in args.cluster_admin_role_arns:
-            # Children are keyed `<account>-<role name>` (one name may exist in two accounts); a
-            # name unique in the list keeps the URN it had when keys were the name alone.
-            child_name = f"{name}-admin-{role_key(arn)}"
-            old = f"{name}-admin-{role_name_key(arn)}" if name_keys.count(role_name_key(arn)) == 1 else None
-            entry = aws.eks.AccessEntry(
-                child_name,
-                cluster_name=cluster.name,
-                principal_arn=arn,
-                type="STANDARD",
-                tags=tags,
-                opts=_kept(self, old),
-            )
-            associations.append(
-                aws.eks.AccessPolicyAssociation(
-                    f"{child_name}-policy",
-                    cluster_name=cluster.name,
-                    principal_arn=entry.principal_arn,
-                    policy_arn=CLUSTER_ADMIN_POLICY_ARN,
-                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                    opts=_kept(self, old and f"{old}-policy"),
-                )
-            )
-
+        cluster, key, log_group = self._control_plane(name, args)
+        associations = self._admin_access(name, args, cluster)
         self.addons = EksAddons(
             f"{name}-addons",
             EksAddonsArgs(
                 cluster_name=cluster.name,
                 kubernetes_version=args.kubernetes_version,
                 addons=BEFORE_COMPUTE_ADDONS,
-                tags=tags,
+                tags=dict(args.tags),
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
         self.cluster_name = cluster.name
@@ -362,3 +268,92 @@ class EksCluster(pulumi.ComponentResource):
                 "kubernetesVersion": self.kubernetes_version,
             }
         )
+
+    def _control_plane(
+        self, name: str, args: EksClusterArgs
+    ) -> tuple[aws.eks.Cluster, aws.kms.Key, aws.cloudwatch.LogGroup]:
+        """The cluster's role, its secrets' KMS key, its log group, and the cluster after all three."""
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        role, attachments = role_with_policies(
+            f"{name}-role",
+            CLUSTER_ROLE_POLICY_ARNS,
+            child,
+            name=f"{args.cluster_name}-cluster",
+            assume_role_policy=json.dumps(_build_assume_role_policy("eks.amazonaws.com")),
+            tags=tags,
+        )
+        key = key_with_alias(
+            f"{name}-secrets-key",
+            f"{args.cluster_name}-eks-secrets",
+            f"EKS {args.cluster_name}: envelope encryption of Kubernetes secrets",
+            child,
+            tags=tags,
+        )
+        encryption = aws.iam.RolePolicy(
+            f"{name}-role-encryption",
+            role=role.id,
+            policy=key.arn.apply(lambda arn: json.dumps(_build_encryption_policy(arn))),
+            opts=child,
+        )
+        # Created before the cluster so EKS does not create it first with no retention.
+        # ref: https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs",
+            name=f"/aws/eks/{args.cluster_name}/cluster",
+            retention_in_days=args.log_retention_days,
+            tags=tags,
+            opts=child,
+        )
+        cluster = aws.eks.Cluster(
+            f"{name}-cluster",
+            name=args.cluster_name,
+            role_arn=role.arn,
+            version=args.kubernetes_version,
+            vpc_config=_build_vpc_config(args.subnet_ids, args.public_access_cidrs),
+            access_config=aws.eks.ClusterAccessConfigArgs(
+                authentication_mode="API", bootstrap_cluster_creator_admin_permissions=False
+            ),
+            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn), resources=["secrets"]
+            ),
+            enabled_cluster_log_types=list(args.log_types),
+            bootstrap_self_managed_addons=False,  # managed add-ons below are the only copies
+            # Standard support only: a cluster left on an old version fails loudly instead of
+            # silently moving to paid extended support.
+            # ref: https://docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
+            deletion_protection=args.deletion_protection,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, encryption, log_group]),
+        )
+        return cluster, key, log_group
+
+    def _admin_access(self, name: str, args: EksClusterArgs, cluster: aws.eks.Cluster) -> list[pulumi.Resource]:
+        """An access entry with the cluster-admin policy for each of `cluster_admin_role_arns`."""
+        associations: list[pulumi.Resource] = []
+        name_keys = [role_name_key(a) for a in args.cluster_admin_role_arns]
+        for arn in args.cluster_admin_role_arns:
+            # Children are keyed `<account>-<role name>` (one name may exist in two accounts); a
+            # name unique in the list keeps the URN it had when keys were the name alone.
+            child_name = f"{name}-admin-{role_key(arn)}"
+            old = f"{name}-admin-{role_name_key(arn)}" if name_keys.count(role_name_key(arn)) == 1 else None
+            entry = aws.eks.AccessEntry(
+                child_name,
+                cluster_name=cluster.name,
+                principal_arn=arn,
+                type="STANDARD",
+                tags=dict(args.tags),
+                opts=_kept(self, old),
+            )
+            associations.append(
+                aws.eks.AccessPolicyAssociation(
+                    f"{child_name}-policy",
+                    cluster_name=cluster.name,
+                    principal_arn=entry.principal_arn,
+                    policy_arn=CLUSTER_ADMIN_POLICY_ARN,
+                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    opts=_kept(self, old and f"{old}-policy"),
+                )
+            )
+        return associations

@@ -33,7 +33,7 @@ import pulumi_kubernetes as k8s
 from components.gpu import gpu_contract
 from components.kubernetes import naming, network_policies
 from components.kubernetes.helm import pinned_release
-from components.serving_namespace import ServingNamespaceArgs, create_network_policies
+from components.kubernetes.serving_namespace import ServingNamespaceArgs, create_network_policies
 from components.upstream import versions
 
 # privileged: the device plugin mounts host paths (/var/lib/kubelet/device-plugins) and
@@ -176,14 +176,12 @@ class GpuOperators(pulumi.ComponentResource):
 
         ns = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.namespace, labels={**_PSA_LABELS, "app.kubernetes.io/part-of": "triton-platform"}
-            ),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels={**_PSA_LABELS, **naming.PART_OF_LABELS}),
             opts=child,
         )
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[ns])
         # The same default deny, DNS and allow policies every platform namespace gets
-        # (components/serving_namespace.py), beside this component's own Namespace.
+        # (components/kubernetes/serving_namespace.py), beside this component's own Namespace.
         self.network_policies = create_network_policies(
             name,
             ServingNamespaceArgs(args.namespace, pod_security="privileged", allow=network_policy_specs(args)),

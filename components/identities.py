@@ -51,7 +51,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,16 +58,22 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.eks_cluster import CLUSTER_ADMIN_POLICY_ARN
-from components.iam.arns import is_customer_managed_policy
-from components.iam.github_oidc import GITHUB_OIDC_HOST, PULL_REQUEST_REF, github_subject, github_trust_policy
+from components.iam.arns import CLUSTER_ADMIN_POLICY_ARN, CLUSTER_VIEW_POLICY_ARN, is_customer_managed_policy
+from components.iam.github_oidc import (
+    GIT_REF,
+    GITHUB_OIDC_HOST,
+    GITHUB_REPO,
+    PULL_REQUEST_REF,
+    github_subject,
+    github_trust_policy,
+)
 from components.iam.pod_identity import pod_identity_principal_condition, pod_identity_trust
+from components.iam.promotion import PROMOTION_SOURCE_READ_PREFIXES
 from components.kubernetes import naming
-from components.model_repository import PROMOTION_SOURCE_READ_PREFIXES
-from components.stack_config.vocabulary import ENVIRONMENTS, GIT_REF, GITHUB_OIDC_ARN, GITHUB_REPO
+from components.stack_config.vocabulary import BUCKET_NAME, ENVIRONMENTS, GITHUB_OIDC_ARN, KMS_KEY_ARN
 from model_sync.contract import layout
+from model_sync.contract.dns_label import DNS_LABEL
 
-CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 # ref: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/ViewOnlyAccess.html
 PREVIEW_POLICY_ARN = "arn:aws:iam::aws:policy/job-function/ViewOnlyAccess"
 ALL_PREFIXES = (layout.REPOSITORY_PREFIX, layout.MANIFESTS_PREFIX, layout.STATUS_PREFIX, layout.AUDIT_PREFIX)
@@ -94,9 +99,6 @@ CI_ROLE_PURPOSES: dict[str, str] = {
     "publisher": "models",
     "promoter": "models",
 }
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]{36}$")
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,21 @@ class IdentitiesArgs:
                 "allowed: one or more distinct deployment names"
             )
         for d in self.triton_deployments:
-            if not _DNS_LABEL.match(d):
+            if not DNS_LABEL.match(d):
                 raise ValueError(
                     f"IdentitiesArgs.triton_deployments: {d!r} is not a DNS label; allowed: lowercase letters, "
                     "digits and '-'"
                 )
+        self._check_github()
+        if self.prometheus_query_group and not naming.KUBERNETES_GROUP.fullmatch(self.prometheus_query_group):
+            raise ValueError(
+                f"IdentitiesArgs.prometheus_query_group: {self.prometheus_query_group!r} is not allowed; allowed: "
+                f"{naming.KUBERNETES_GROUP_RULE}, or ''"
+            )
+        self._check_promotion_source()
+
+    def _check_github(self) -> None:
+        """The repository, the deploy refs, the deployer's policies and the account's OIDC provider."""
         if not GITHUB_REPO.match(self.github_repository):
             raise ValueError(
                 f"IdentitiesArgs.github_repository: {self.github_repository!r} is not valid; allowed: a GitHub "
@@ -188,18 +200,16 @@ class IdentitiesArgs:
                 f"IdentitiesArgs.github_oidc_provider_arn: {self.github_oidc_provider_arn!r} is not the GitHub OIDC "
                 f"provider; allowed: arn:aws:iam::<account>:oidc-provider/{GITHUB_OIDC_HOST} or empty"
             )
-        if self.prometheus_query_group and not naming.KUBERNETES_GROUP.fullmatch(self.prometheus_query_group):
-            raise ValueError(
-                f"IdentitiesArgs.prometheus_query_group: {self.prometheus_query_group!r} is not allowed; allowed: "
-                f"{naming.KUBERNETES_GROUP_RULE}, or ''"
-            )
+
+    def _check_promotion_source(self) -> None:
+        """The staging bucket and key prod promotes from: required in prod, refused elsewhere."""
         if self.environment == "prod":
-            if not _BUCKET.match(self.promotion_source_bucket):
+            if not BUCKET_NAME.match(self.promotion_source_bucket):
                 raise ValueError(
                     f"IdentitiesArgs.promotion_source_bucket: {self.promotion_source_bucket!r} is not a bucket name; "
                     "allowed: the staging model-repository bucket (required in prod)"
                 )
-            if not _KMS_KEY_ARN.match(self.promotion_source_kms_key_arn):
+            if not KMS_KEY_ARN.match(self.promotion_source_kms_key_arn):
                 raise ValueError(
                     f"IdentitiesArgs.promotion_source_kms_key_arn: {self.promotion_source_kms_key_arn!r} is not a "
                     "KMS key ARN; allowed: the staging bucket's key ARN (required in prod)"
@@ -350,6 +360,11 @@ def _build_promoter_policy(bucket_arn: str, key_arn: str, source_bucket: str, so
     }
 
 
+def _role_prefix(args: IdentitiesArgs) -> str:
+    """The names of this environment's roles start with it: `triton-platform-<environment>-<role>`."""
+    return f"triton-platform-{args.environment}"
+
+
 # --------------------------------------------------------------------------------------
 # The component.
 # --------------------------------------------------------------------------------------
@@ -368,19 +383,41 @@ class Identities(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: IdentitiesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:iam:Identities", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = dict(args.tags)
-        prefix = f"triton-platform-{args.environment}"
+        # The account's GitHub OIDC provider, owned by its bootstrap stack (components/account_bootstrap.py).
+        self.github_oidc_provider_arn = pulumi.Output.from_input(args.github_oidc_provider_arn)
+        serving = self._serving(name, args)
+        self._model_roles(name, args)
+        self._prometheus_access(name, args)
+        deployer, preview = self._deployer_and_preview(name, args)
 
-        # ---- serving role + Pod Identity associations --------------------------------
+        self.serving_role_arn = serving.arn
+        self.deployer_role_arn = deployer.arn
+        self.preview_role_arn = preview.arn
+
+        outputs: dict[str, Any] = {
+            "servingRoleArn": self.serving_role_arn,
+            "deployerRoleArn": self.deployer_role_arn,
+            "previewRoleArn": self.preview_role_arn,
+            "githubOidcProviderArn": self.github_oidc_provider_arn,
+            "podIdentityAssociationIds": self.pod_identity_association_ids,
+        }
+        if self.publisher_role_arn is not None:
+            outputs["publisherRoleArn"] = self.publisher_role_arn
+        if self.promoter_role_arn is not None:
+            outputs["promoterRoleArn"] = self.promoter_role_arn
+        self.register_outputs(outputs)
+
+    def _serving(self, name: str, args: IdentitiesArgs) -> aws.iam.Role:
+        """The serving role and one Pod Identity association per Triton deployment."""
+        child = pulumi.ResourceOptions(parent=self)
         serving = aws.iam.Role(
             f"{name}-serving-role",
-            name=f"{prefix}-serving",
+            name=f"{_role_prefix(args)}-serving",
             description="Triton pods: read the model repository, write replica status",
             assume_role_policy=pulumi.Output.from_input(args.cluster_arn).apply(
                 lambda arn: json.dumps(_build_serving_trust(arn, args.triton_deployments))
             ),
-            tags=tags,
+            tags=dict(args.tags),
             opts=child,
         )
         aws.iam.RolePolicy(
@@ -400,34 +437,33 @@ class Identities(pulumi.ComponentResource):
                 service_account=naming.triton_service_account(deployment),
                 role_arn=serving.arn,
                 disable_session_tags=False,  # the trust and the status statements read the session tags
-                tags=tags,
+                tags=dict(args.tags),
                 opts=child,
             )
             self.pod_identity_association_ids[deployment] = assoc.association_id
+        return serving
 
-        # ---- GitHub OIDC -----------------------------------------------------------
-        # The account's provider, owned by its bootstrap stack (components/account_bootstrap.py).
-        provider_arn: pulumi.Output[str] = pulumi.Output.from_input(args.github_oidc_provider_arn)
-        self.github_oidc_provider_arn = provider_arn
+    def _ci_role(self, name: str, args: IdentitiesArgs, role: str, description: str) -> aws.iam.Role:
+        """The CI role `role`, trusted by the GitHub OIDC provider for its workflow's subjects only."""
+        subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
+        trust = self.github_oidc_provider_arn.apply(lambda arn: json.dumps(github_trust_policy(arn, subjects)))
+        return aws.iam.Role(
+            f"{name}-{role}-role",
+            name=f"{_role_prefix(args)}-{role}",
+            description=description,
+            assume_role_policy=trust,
+            max_session_duration=CI_SESSION_SECONDS[role],
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
-        def ci_role(role: str, description: str) -> aws.iam.Role:
-            subjects = github_role_subjects(role, args.environment, args.github_repository, args.github_deploy_refs)
-            trust = provider_arn.apply(lambda arn: json.dumps(github_trust_policy(arn, subjects)))
-            return aws.iam.Role(
-                f"{name}-{role}-role",
-                name=f"{prefix}-{role}",
-                description=description,
-                assume_role_policy=trust,
-                max_session_duration=CI_SESSION_SECONDS[role],
-                tags=tags,
-                opts=child,
-            )
-
-        # ---- publisher (staging) / promoter (prod) -------------------------------------
+    def _model_roles(self, name: str, args: IdentitiesArgs) -> None:
+        """The publisher (staging) or the promoter (prod), with its bucket policy."""
+        child = pulumi.ResourceOptions(parent=self)
         self.publisher_role_arn = None
         self.promoter_role_arn = None
         if args.environment == "staging":
-            publisher = ci_role("publisher", "CI: publish model versions to the staging repository")
+            publisher = self._ci_role(name, args, "publisher", "CI: publish model versions to the staging repository")
             aws.iam.RolePolicy(
                 f"{name}-publisher-policy",
                 role=publisher.id,
@@ -438,7 +474,7 @@ class Identities(pulumi.ComponentResource):
             )
             self.publisher_role_arn = publisher.arn
         if args.environment == "prod":
-            promoter = ci_role("promoter", "CI: promote verified model versions from staging to prod")
+            promoter = self._ci_role(name, args, "promoter", "CI: promote verified model versions from staging to prod")
             aws.iam.RolePolicy(
                 f"{name}-promoter-policy",
                 role=promoter.id,
@@ -453,28 +489,10 @@ class Identities(pulumi.ComponentResource):
             )
             self.promoter_role_arn = promoter.arn
 
-        def cluster_access(role_name: str, role: aws.iam.Role, policy_arn: str) -> None:
-            """An EKS access entry for `role` with one cluster-scoped access policy."""
-            entry = aws.eks.AccessEntry(
-                f"{name}-{role_name}-access",
-                cluster_name=args.cluster_name,
-                principal_arn=role.arn,
-                type="STANDARD",
-                tags=tags,
-                opts=child,
-            )
-            aws.eks.AccessPolicyAssociation(
-                f"{name}-{role_name}-access-policy",
-                cluster_name=args.cluster_name,
-                principal_arn=entry.principal_arn,
-                policy_arn=policy_arn,
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                opts=child,
-            )
-
-        # ---- the gray release's Prometheus queries (publisher / promoter) -------------------
-        # An access entry with no access policy: the role authenticates to the cluster as a
-        # member of `prometheus_query_group`, which only the monitoring namespace's Role binds.
+    def _prometheus_access(self, name: str, args: IdentitiesArgs) -> None:
+        """The gray release's Prometheus queries (publisher / promoter): an access entry with no access
+        policy, so the role authenticates to the cluster as a member of `prometheus_query_group`, which
+        only the monitoring namespace's Role binds."""
         canary_roles = {"publisher": self.publisher_role_arn, "promoter": self.promoter_role_arn}
         for role_name, role_arn in canary_roles.items():
             if role_arn is None or not args.prometheus_query_group:
@@ -485,41 +503,48 @@ class Identities(pulumi.ComponentResource):
                 principal_arn=role_arn,
                 type="STANDARD",
                 kubernetes_groups=[args.prometheus_query_group],
-                tags=tags,
-                opts=child,
+                tags=dict(args.tags),
+                opts=pulumi.ResourceOptions(parent=self),
             )
 
-        # ---- deployer --------------------------------------------------------------------
-        deployer = ci_role("deployer", "CI: pulumi up for this stack")
+    def _cluster_access(
+        self, name: str, args: IdentitiesArgs, role_name: str, role: aws.iam.Role, policy_arn: str
+    ) -> None:
+        """An EKS access entry for `role` with one cluster-scoped access policy."""
+        child = pulumi.ResourceOptions(parent=self)
+        entry = aws.eks.AccessEntry(
+            f"{name}-{role_name}-access",
+            cluster_name=args.cluster_name,
+            principal_arn=role.arn,
+            type="STANDARD",
+            tags=dict(args.tags),
+            opts=child,
+        )
+        aws.eks.AccessPolicyAssociation(
+            f"{name}-{role_name}-access-policy",
+            cluster_name=args.cluster_name,
+            principal_arn=entry.principal_arn,
+            policy_arn=policy_arn,
+            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            opts=child,
+        )
+
+    def _deployer_and_preview(self, name: str, args: IdentitiesArgs) -> tuple[aws.iam.Role, aws.iam.Role]:
+        """The deployer (pulumi up: its policies, cluster admin) and the preview role (pull requests)."""
+        child = pulumi.ResourceOptions(parent=self)
+        deployer = self._ci_role(name, args, "deployer", "CI: pulumi up for this stack")
         for arn in args.deployer_policy_arns:
             aws.iam.RolePolicyAttachment(
                 f"{name}-deployer-{arn.rsplit('/', 1)[-1].lower()}", role=deployer.name, policy_arn=arn, opts=child
             )
-        cluster_access("deployer", deployer, CLUSTER_ADMIN_POLICY_ARN)
+        self._cluster_access(name, args, "deployer", deployer, CLUSTER_ADMIN_POLICY_ARN)
 
-        # ---- preview (pull requests) -------------------------------------------------
         # `pulumi preview` on a pull request runs the PR's code, so its role can only read:
         # AWS's ViewOnlyAccess (describe/list, no object or secret reads) and the EKS view
         # policy. Trusted only for pull_request runs of pull-request.yml in preview-<stack>.
-        preview = ci_role("preview", "CI: read-only pulumi preview for pull requests")
+        preview = self._ci_role(name, args, "preview", "CI: read-only pulumi preview for pull requests")
         aws.iam.RolePolicyAttachment(
             f"{name}-preview-viewonly", role=preview.name, policy_arn=PREVIEW_POLICY_ARN, opts=child
         )
-        cluster_access("preview", preview, CLUSTER_VIEW_POLICY_ARN)
-
-        self.serving_role_arn = serving.arn
-        self.deployer_role_arn = deployer.arn
-        self.preview_role_arn = preview.arn
-
-        outputs: dict[str, Any] = {
-            "servingRoleArn": self.serving_role_arn,
-            "deployerRoleArn": self.deployer_role_arn,
-            "previewRoleArn": self.preview_role_arn,
-            "githubOidcProviderArn": self.github_oidc_provider_arn,
-            "podIdentityAssociationIds": self.pod_identity_association_ids,
-        }
-        if self.publisher_role_arn is not None:
-            outputs["publisherRoleArn"] = self.publisher_role_arn
-        if self.promoter_role_arn is not None:
-            outputs["promoterRoleArn"] = self.promoter_role_arn
-        self.register_outputs(outputs)
+        self._cluster_access(name, args, "preview", preview, CLUSTER_VIEW_POLICY_ARN)
+        return deployer, preview

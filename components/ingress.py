@@ -24,11 +24,25 @@ from components.gateway import access, certificates, network, proxy, routes, tra
 from components.gateway.args import IngressArgs
 from components.kubernetes import naming
 from components.kubernetes.helm import pinned_release as _release
-from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.upstream import versions
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 ENVOY_GATEWAY_API = "gateway.envoyproxy.io/v1alpha1"
+
+
+def _in_triton(args: IngressArgs, object_name: str) -> Any:
+    """The metadata of an object the ingress keeps in the Triton namespace."""
+    return {"name": object_name, "namespace": args.triton_namespace, "labels": dict(naming.PART_OF_LABELS)}
+
+
+def _custom(
+    name: str, role: str, api: str, kind: str, metadata: Any, spec: Any, opts: pulumi.ResourceOptions
+) -> k8s.apiextensions.CustomResource:
+    """A custom resource (cert-manager's, Gateway API's, Envoy Gateway's) named `<name>-<role>`."""
+    return k8s.apiextensions.CustomResource(
+        f"{name}-{role}", api_version=api, kind=kind, metadata=metadata, spec=spec, opts=opts
+    )
 
 
 class Ingress(pulumi.ComponentResource):
@@ -43,8 +57,34 @@ class Ingress(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: IngressArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:Ingress", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        self._charts(name, args)
+        # cert-manager's Gateway API solver and the Gateway both need the chart's CRDs first.
+        after_charts = pulumi.ResourceOptions(parent=self, depends_on=[self.cert_manager, self.envoy_gateway])
+        self._certificates(name, args, after_charts)
+        api_keys_secret = self._api_keys(name, args)
+        self._gateway(name, args, after_charts)
+        # Policies before routes: a route only ever exists with its SecurityPolicy and limits in
+        # place (a route without its SecurityPolicy would be open to every client).
+        policy_deps: list[pulumi.Resource] = [self.envoy_gateway, *api_keys_secret]
+        self._routes(name, args, pulumi.ResourceOptions(parent=self, depends_on=policy_deps))
 
+        self.http_host = pulumi.Output.from_input(args.http_host)
+        self.grpc_host = pulumi.Output.from_input(args.grpc_host)
+        self.http_endpoint = pulumi.Output.from_input(f"https://{args.http_host}")
+        self.grpc_endpoint = pulumi.Output.from_input(f"{args.grpc_host}:443")
+        self.register_outputs(
+            {
+                "httpHost": self.http_host,
+                "grpcHost": self.grpc_host,
+                "httpEndpoint": self.http_endpoint,
+                "grpcEndpoint": self.grpc_endpoint,
+                "apiKeys": self.api_keys,
+            }
+        )
+
+    def _charts(self, name: str, args: IngressArgs) -> None:
+        """The ingress and cert-manager namespaces, and the two charts in them."""
+        child = pulumi.ResourceOptions(parent=self)
         ingress_ns = ServingNamespace(
             f"{name}-namespace",
             ServingNamespaceArgs(args.ingress_namespace, allow=network.ingress_network_policy_specs(args)),
@@ -69,20 +109,11 @@ class Ingress(pulumi.ComponentResource):
             proxy.envoy_gateway_values(args),
             pulumi.ResourceOptions(parent=self, depends_on=[ingress_ns]),
         )
-        in_triton: Any = lambda n: {  # noqa: E731
-            "name": n,
-            "namespace": args.triton_namespace,
-            "labels": {"app.kubernetes.io/part-of": "triton-platform"},
-        }
 
-        def custom(role: str, api: str, kind: str, metadata: Any, spec: Any, opts: pulumi.ResourceOptions) -> Any:
-            return k8s.apiextensions.CustomResource(
-                f"{name}-{role}", api_version=api, kind=kind, metadata=metadata, spec=spec, opts=opts
-            )
-
-        # cert-manager's Gateway API solver and the Gateway both need the chart's CRDs first.
-        after_charts = pulumi.ResourceOptions(parent=self, depends_on=[self.cert_manager, self.envoy_gateway])
-        self.cluster_issuer = custom(
+    def _certificates(self, name: str, args: IngressArgs, after_charts: pulumi.ResourceOptions) -> None:
+        """The ClusterIssuer, the hosts' Certificate and the NetworkPolicy that lets the ACME solver answer."""
+        self.cluster_issuer = _custom(
+            name,
             "cluster-issuer",
             "cert-manager.io/v1",
             "ClusterIssuer",
@@ -90,19 +121,26 @@ class Ingress(pulumi.ComponentResource):
             certificates.cluster_issuer_spec(args),
             after_charts,
         )
-        self.certificate = custom(
+        self.certificate = _custom(
+            name,
             "certificate",
             "cert-manager.io/v1",
             "Certificate",
-            in_triton(proxy.TLS_SECRET),
+            _in_triton(args, proxy.TLS_SECRET),
             certificates.certificate_spec(args),
             pulumi.ResourceOptions(parent=self, depends_on=[self.cluster_issuer]),
         )
         solver_spec: Any = network.acme_solver_policy_spec(args.ingress_namespace)
         k8s.networking.v1.NetworkPolicy(
-            f"{name}-acme-solver-policy", metadata=in_triton("allow-acme-http01-solver"), spec=solver_spec, opts=child
+            f"{name}-acme-solver-policy",
+            metadata=_in_triton(args, "allow-acme-http01-solver"),
+            spec=solver_spec,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
+    def _api_keys(self, name: str, args: IngressArgs) -> list[pulumi.Resource]:
+        """One generated key per API client (`self.api_keys`) and, with API keys on, their htpasswd Secret."""
+        child = pulumi.ResourceOptions(parent=self)
         # One key per API client; `<name>-<client>-api-key` keeps each key across upgrades.
         keys = {
             c: random.RandomPassword(f"{name}-{c}-api-key", length=48, special=False, opts=child).result
@@ -111,19 +149,21 @@ class Ingress(pulumi.ComponentResource):
         # (Output.all of no keyword answers a list: a JWT-only stack exports an empty map.)
         all_keys: pulumi.Output[dict[str, str]] = pulumi.Output.all(**keys) if keys else pulumi.Output.from_input({})
         self.api_keys = pulumi.Output.secret(all_keys)
-        policy_deps: list[pulumi.Resource] = [self.envoy_gateway]
-        if args.api_keys_on:
-            policy_deps.append(
-                k8s.core.v1.Secret(
-                    f"{name}-api-keys",
-                    metadata=in_triton(access.API_KEYS_SECRET),
-                    type="Opaque",
-                    string_data={access.HTPASSWD_KEY: all_keys.apply(access.htpasswd_users)},
-                    opts=child,
-                )
-            )
+        if not args.api_keys_on:
+            return []
+        secret = k8s.core.v1.Secret(
+            f"{name}-api-keys",
+            metadata=_in_triton(args, access.API_KEYS_SECRET),
+            type="Opaque",
+            string_data={access.HTPASSWD_KEY: all_keys.apply(access.htpasswd_users)},
+            opts=child,
+        )
+        return [secret]
 
-        self.gateway_class = custom(
+    def _gateway(self, name: str, args: IngressArgs, after_charts: pulumi.ResourceOptions) -> None:
+        """The GatewayClass, the EnvoyProxy that shapes the proxies, and the Gateway."""
+        self.gateway_class = _custom(
+            name,
             "gateway-class",
             GATEWAY_API,
             "GatewayClass",
@@ -131,81 +171,81 @@ class Ingress(pulumi.ComponentResource):
             {"controllerName": proxy.CONTROLLER_NAME},
             after_charts,
         )
-        self.envoy_proxy = custom(
+        self.envoy_proxy = _custom(
+            name,
             "envoy-proxy",
             ENVOY_GATEWAY_API,
             "EnvoyProxy",
-            in_triton(proxy.ENVOY_PROXY),
+            _in_triton(args, proxy.ENVOY_PROXY),
             proxy.envoy_proxy_spec(args),
             after_charts,
         )
-        self.gateway = custom(
+        self.gateway = _custom(
+            name,
             "gateway",
             GATEWAY_API,
             "Gateway",
-            in_triton(naming.GATEWAY_NAME),
+            _in_triton(args, naming.GATEWAY_NAME),
             proxy.gateway_spec(args),
             pulumi.ResourceOptions(parent=self, depends_on=[self.gateway_class, self.envoy_proxy, self.certificate]),
         )
-        # Policies before routes: a route only ever exists with its SecurityPolicy and limits in
-        # place (a route without its SecurityPolicy would be open to every client).
-        policies = pulumi.ResourceOptions(parent=self, depends_on=policy_deps)
+
+    def _routes(self, name: str, args: IngressArgs, policies: pulumi.ResourceOptions) -> None:
+        """Each public route after its traffic limits and SecurityPolicy (`policies`), and the HTTP redirect."""
         public = routes.public_routes(args)
         limits = [
-            custom(f"traffic-{policy}", ENVOY_GATEWAY_API, "BackendTrafficPolicy", in_triton(policy), spec, policies)
+            _custom(
+                name,
+                f"traffic-{policy}",
+                ENVOY_GATEWAY_API,
+                "BackendTrafficPolicy",
+                _in_triton(args, policy),
+                spec,
+                policies,
+            )
             for policy, spec in traffic.backend_traffic_policy_specs(args, public).items()
         ]
         limits.append(
-            custom(
+            _custom(
+                name,
                 "client-traffic",
                 ENVOY_GATEWAY_API,
                 "ClientTrafficPolicy",
-                in_triton(traffic.CLIENT_POLICY),
+                _in_triton(args, traffic.CLIENT_POLICY),
                 traffic.client_traffic_policy_spec(args),
                 policies,
             )
         )
         self.security_policies = {
-            r.name: custom(
+            r.name: _custom(
+                name,
                 f"security-{r.name}",
                 ENVOY_GATEWAY_API,
                 "SecurityPolicy",
-                in_triton(r.name),
+                _in_triton(args, r.name),
                 access.security_policy_spec(args, r),
                 policies,
             )
             for r in public
         }
         self.routes = {
-            r.name: custom(
+            r.name: _custom(
+                name,
                 f"route-{r.name}",
                 GATEWAY_API,
                 r.kind,
-                in_triton(r.name),
+                _in_triton(args, r.name),
                 r.spec,
                 pulumi.ResourceOptions(parent=self, depends_on=[self.gateway, self.security_policies[r.name], *limits]),
             )
             for r in public
         }
-        custom(
+        _custom(
+            name,
             "route-redirect",
             GATEWAY_API,
             "HTTPRoute",
-            in_triton(routes.REDIRECT_ROUTE),
+            _in_triton(args, routes.REDIRECT_ROUTE),
             routes.redirect_route_spec(args),
             pulumi.ResourceOptions(parent=self, depends_on=[self.gateway]),
-        )
-
-        self.http_host = pulumi.Output.from_input(args.http_host)
-        self.grpc_host = pulumi.Output.from_input(args.grpc_host)
-        self.http_endpoint = pulumi.Output.from_input(f"https://{args.http_host}")
-        self.grpc_endpoint = pulumi.Output.from_input(f"{args.grpc_host}:443")
-        self.register_outputs(
-            {
-                "httpHost": self.http_host,
-                "grpcHost": self.grpc_host,
-                "httpEndpoint": self.http_endpoint,
-                "grpcEndpoint": self.grpc_endpoint,
-                "apiKeys": self.api_keys,
-            }
         )

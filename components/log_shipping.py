@@ -25,7 +25,8 @@ from components.gpu import gpu_contract
 from components.kubernetes import naming, network_policies
 from components.kubernetes.helm import pinned_release as _release
 from components.kubernetes.network_policies import pods_in, rule, tcp
-from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
+from components.stack_config.declarations import check_declared
 from components.upstream import versions
 
 LOKI_PORT = 3100
@@ -65,10 +66,7 @@ class LogShippingArgs:
 
     def __post_init__(self) -> None:
         network_policies.check_vpc_cidr("LogShippingArgs", self.vpc_cidr)
-        if not 1 <= self.retention_days <= 365:
-            raise ValueError(
-                f"LogShippingArgs.retention_days: {self.retention_days!r} is out of range; allowed: 1 to 365"
-            )
+        check_declared("LogShippingArgs.retention_days", "lokiRetentionDays", self.retention_days)
         if not 10 <= self.storage_gib <= 10_000:
             raise ValueError(f"LogShippingArgs.storage_gib: {self.storage_gib!r} is out of range; allowed: 10 to 10000")
         if not 1 <= self.shipper_replicas <= 10:
@@ -78,51 +76,13 @@ class LogShippingArgs:
 
 
 def loki_values(args: LogShippingArgs) -> dict[str, Any]:
+    """The Loki chart's values: one binary on the system nodes, its filesystem store on an encrypted volume."""
     # ref: https://grafana.com/docs/loki/latest/setup/install/helm/install-monolithic/
     # ref: https://grafana.com/docs/loki/latest/operations/storage/retention/
     system = gpu_contract.system_node_labels()
     return {
         "deploymentMode": "SingleBinary",
-        "loki": {
-            "auth_enabled": False,
-            "commonConfig": {"replication_factor": 1},
-            "storage": {"type": "filesystem"},
-            "schemaConfig": {
-                "configs": [
-                    {
-                        "from": "2024-04-01",
-                        "store": "tsdb",
-                        "object_store": "filesystem",
-                        "schema": "v13",
-                        "index": {"prefix": "index_", "period": "24h"},
-                    }
-                ]
-            },
-            "limits_config": {"retention_period": f"{args.retention_days * 24}h"},
-            "compactor": {"retention_enabled": True, "delete_request_store": "filesystem"},
-            # The chart's contexts (uid 10001, read-only root, no capabilities) plus seccomp.
-            "podSecurityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 10001,
-                "runAsGroup": 10001,
-                "fsGroup": 10001,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containerSecurityContext": {
-                "allowPrivilegeEscalation": False,
-                "readOnlyRootFilesystem": True,
-                "capabilities": {"drop": ["ALL"]},
-            },
-            # /metrics answers while the ingester is still joining its ring or replaying its
-            # WAL (when /ready does not), so a long start-up is not killed.
-            "livenessProbe": {
-                "httpGet": {"path": "/metrics", "port": "http-metrics"},
-                "initialDelaySeconds": 30,
-                "periodSeconds": 30,
-                "timeoutSeconds": 5,
-                "failureThreshold": 5,
-            },
-        },
+        "loki": _loki_config(args),
         "singleBinary": {
             "replicas": 1,
             "nodeSelector": system,
@@ -146,6 +106,50 @@ def loki_values(args: LogShippingArgs) -> dict[str, Any]:
         # serviceAccount)
         "sidecar": {"rules": {"enabled": False}},
         "serviceAccount": {"automountServiceAccountToken": False},
+    }
+
+
+def _loki_config(args: LogShippingArgs) -> dict[str, Any]:
+    """Loki's own settings: filesystem storage, retention, its security contexts and liveness probe."""
+    return {
+        "auth_enabled": False,
+        "commonConfig": {"replication_factor": 1},
+        "storage": {"type": "filesystem"},
+        "schemaConfig": {
+            "configs": [
+                {
+                    "from": "2024-04-01",
+                    "store": "tsdb",
+                    "object_store": "filesystem",
+                    "schema": "v13",
+                    "index": {"prefix": "index_", "period": "24h"},
+                }
+            ]
+        },
+        "limits_config": {"retention_period": f"{args.retention_days * 24}h"},
+        "compactor": {"retention_enabled": True, "delete_request_store": "filesystem"},
+        # The chart's contexts (uid 10001, read-only root, no capabilities) plus seccomp.
+        "podSecurityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            "fsGroup": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containerSecurityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        # /metrics answers while the ingester is still joining its ring or replaying its
+        # WAL (when /ready does not), so a long start-up is not killed.
+        "livenessProbe": {
+            "httpGet": {"path": "/metrics", "port": "http-metrics"},
+            "initialDelaySeconds": 30,
+            "periodSeconds": 30,
+            "timeoutSeconds": 5,
+            "failureThreshold": 5,
+        },
     }
 
 
@@ -316,7 +320,7 @@ class LogShipping(pulumi.ComponentResource):
             meta: Any = {
                 "name": "loki-datasource",
                 "namespace": args.grafana_namespace,
-                "labels": {"app.kubernetes.io/part-of": "triton-platform", "grafana_datasource": "1"},
+                "labels": {**naming.PART_OF_LABELS, "grafana_datasource": "1"},
             }
             self.datasource = k8s.core.v1.ConfigMap(
                 f"{name}-grafana-datasource",

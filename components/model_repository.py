@@ -36,17 +36,12 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.iam.kms_keys import key_with_alias
+from components.iam.promotion import PROMOTION_SOURCE_READ_PREFIXES
+from components.stack_config.declarations import check_declared
 from components.stack_config.vocabulary import ENVIRONMENTS
 from model_sync.contract import layout
 
-# What a promoter must read in the source (staging) bucket: the versions and their
-# manifests, the replicas' status and the verification records.
-PROMOTION_SOURCE_READ_PREFIXES = (
-    layout.REPOSITORY_PREFIX,
-    layout.MANIFESTS_PREFIX,
-    layout.STATUS_PREFIX,
-    layout.AUDIT_PREFIX,
-)
 ABORT_INCOMPLETE_MULTIPART_DAYS = 7
 STATUS_NONCURRENT_DAYS = 1
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")
@@ -93,11 +88,11 @@ class ModelRepositoryArgs:
                 f"ModelRepositoryArgs.region: {self.region!r} is not an AWS region; allowed: a region name such as "
                 "us-east-1"
             )
-        if not 1 <= self.noncurrent_version_days <= 3650:
-            raise ValueError(
-                f"ModelRepositoryArgs.noncurrent_version_days: {self.noncurrent_version_days!r} is out of range; "
-                "allowed: 1 to 3650"
-            )
+        check_declared(
+            "ModelRepositoryArgs.noncurrent_version_days",
+            "modelRepositoryNoncurrentVersionDays",
+            self.noncurrent_version_days,
+        )
         if self.force_destroy and self.environment != "dev":
             raise ValueError(
                 f"ModelRepositoryArgs.force_destroy: True is not allowed in {self.environment}; allowed: True in dev "
@@ -168,8 +163,16 @@ def _build_key_policy(account_id: str, region: str, bucket: str, readers: Sequen
 
 
 def _build_bucket_policy(bucket_arn: str, key_arn: str, readers: Sequence[str]) -> dict[str, Any]:
+    statements = _deny_statements(bucket_arn, key_arn)
+    if readers:
+        statements += _promotion_statements(bucket_arn, readers)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _deny_statements(bucket_arn: str, key_arn: str) -> list[dict[str, Any]]:
+    """No request without TLS 1.2, no object encrypted other than with this bucket's key."""
     objects = f"{bucket_arn}/*"
-    statements: list[dict[str, Any]] = [
+    return [
         {
             "Sid": "DenyInsecureTransport",
             "Effect": "Deny",
@@ -212,29 +215,29 @@ def _build_bucket_policy(bucket_arn: str, key_arn: str, readers: Sequence[str]) 
             },
         },
     ]
-    if readers:
-        principal, who = _readers(readers)
-        statements.append(
-            {
-                "Sid": "CrossAccountPromotionList",
-                "Effect": "Allow",
-                "Principal": principal,
-                "Action": "s3:ListBucket",
-                "Resource": bucket_arn,
-                "Condition": {**who, "StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
-            }
-        )
-        statements.append(
-            {
-                "Sid": "CrossAccountPromotionRead",
-                "Effect": "Allow",
-                "Principal": principal,
-                "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
-                "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES],
-                "Condition": who,
-            }
-        )
-    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _promotion_statements(bucket_arn: str, readers: Sequence[str]) -> list[dict[str, Any]]:
+    """The cross-account promoters' list and read of the promotion prefixes."""
+    principal, who = _readers(readers)
+    return [
+        {
+            "Sid": "CrossAccountPromotionList",
+            "Effect": "Allow",
+            "Principal": principal,
+            "Action": "s3:ListBucket",
+            "Resource": bucket_arn,
+            "Condition": {**who, "StringLike": {"s3:prefix": [f"{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES]}},
+        },
+        {
+            "Sid": "CrossAccountPromotionRead",
+            "Effect": "Allow",
+            "Principal": principal,
+            "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
+            "Resource": [f"{bucket_arn}/{p}*" for p in PROMOTION_SOURCE_READ_PREFIXES],
+            "Condition": who,
+        },
+    ]
 
 
 def _build_lifecycle_rules(noncurrent_days: int) -> list[aws.s3.BucketLifecycleConfigurationRuleArgs]:
@@ -282,25 +285,37 @@ class ModelRepository(pulumi.ComponentResource):
         account_id = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self)).account_id
         name_of_bucket = bucket_name(args.environment, account_id)
 
-        key = aws.kms.Key(
+        key = key_with_alias(
             f"{name}-key",
-            description=f"S3 model repository {name_of_bucket}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
+            f"triton-platform-{args.environment}-models",
+            f"S3 model repository {name_of_bucket}",
+            child,
             policy=json.dumps(_build_key_policy(account_id, args.region, name_of_bucket, args.read_principal_arns)),
             tags=tags,
-            opts=child,
-        )
-        aws.kms.Alias(
-            f"{name}-key-alias",
-            name=f"alias/triton-platform-{args.environment}-models",
-            target_key_id=key.key_id,
-            opts=child,
         )
 
         bucket = aws.s3.Bucket(
             f"{name}-bucket", bucket=name_of_bucket, force_destroy=args.force_destroy, tags=tags, opts=child
         )
+        self._guard_rails(name, args, bucket, key)
+
+        self.bucket_name = bucket.bucket
+        self.bucket_arn = bucket.arn
+        self.repository_uri = bucket.bucket.apply(repository_uri)
+        self.kms_key_arn = key.arn
+        self.register_outputs(
+            {
+                "bucketName": self.bucket_name,
+                "bucketArn": self.bucket_arn,
+                "repositoryUri": self.repository_uri,
+                "kmsKeyArn": self.kms_key_arn,
+            }
+        )
+
+    def _guard_rails(self, name: str, args: ModelRepositoryArgs, bucket: aws.s3.Bucket, key: aws.kms.Key) -> None:
+        """The bucket's public-access block, owner-enforced ownership, versioning, SSE-KMS with `key`, its
+        policy and lifecycle rules."""
+        child = pulumi.ResourceOptions(parent=self)
         pab = aws.s3.BucketPublicAccessBlock(
             f"{name}-public-access-block",
             bucket=bucket.id,
@@ -352,17 +367,4 @@ class ModelRepository(pulumi.ComponentResource):
             rules=_build_lifecycle_rules(args.noncurrent_version_days),
             # Noncurrent-version rules need versioning enabled first.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
-        )
-
-        self.bucket_name = bucket.bucket
-        self.bucket_arn = bucket.arn
-        self.repository_uri = bucket.bucket.apply(repository_uri)
-        self.kms_key_arn = key.arn
-        self.register_outputs(
-            {
-                "bucketName": self.bucket_name,
-                "bucketArn": self.bucket_arn,
-                "repositoryUri": self.repository_uri,
-                "kmsKeyArn": self.kms_key_arn,
-            }
         )

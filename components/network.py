@@ -28,10 +28,6 @@ import pulumi_aws as aws
 
 from components.stack_config.vocabulary import NAT_MODES
 
-# Availability zones where the EKS control plane cannot place its network interfaces.
-# ref: https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets
-EKS_UNSUPPORTED_ZONE_IDS = ("use1-az3", "usw1-az2", "cac1-az3")
-
 # Every tag key the subnets carry for load-balancer discovery.
 ELB_ROLE_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
@@ -49,7 +45,7 @@ class NetworkArgs:
     region: the AWS region of the stack (names the S3 endpoint service; required).
     vpc_cidr: IPv4 CIDR of the VPC, private, prefix /16 to /20 (required).
     availability_zones: the zones to span, 2 to 6 distinct names (required; the stack model picks
-        the first N of `eks_zone_names()`).
+        the first N of `stack_config.zones.eks_zone_names()`).
     nat_gateway_mode: `perAz` (default; one NAT per AZ, no cross-AZ dependency) or `single`.
     tags: extra tags on every resource (default none).
     """
@@ -109,18 +105,6 @@ def _build_subnet_cidrs(vpc_cidr: str, zone_count: int) -> tuple[list[str], list
     return private, public
 
 
-def eks_zone_names() -> list[str]:
-    """The region's zones an EKS cluster can use, asked of AWS (the stack model checks
-    `availabilityZoneCount` against them before any resource exists)."""
-    zones = aws.get_availability_zones(
-        state="available",
-        # Regular zones only: Local Zones and Wavelength zones are opt-in.
-        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
-        exclude_zone_ids=list(EKS_UNSUPPORTED_ZONE_IDS),
-    )
-    return list(zones.names)
-
-
 def _build_subnet_tags(cluster_name: str, public: bool, zone: str, base: Mapping[str, str]) -> dict[str, str]:
     role_tag = ELB_ROLE_TAG if public else INTERNAL_ELB_ROLE_TAG
     tier = "public" if public else "private"
@@ -150,13 +134,48 @@ class Network(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:network:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        base_tags = dict(args.tags)
-
         self.availability_zones = list(args.availability_zones)
         private_cidrs, public_cidrs = _build_subnet_cidrs(args.vpc_cidr, len(self.availability_zones))
         self.private_subnet_cidrs = list(private_cidrs)
 
+        vpc, igw, public_rt = self._vpc(name, args)
+        public_subnets = self._subnets(name, args, vpc, "public", public_cidrs, public_rt)
+        private_subnets = self._subnets(name, args, vpc, "private", private_cidrs, None)
+        nats = self._nat_gateways(name, args, public_subnets, igw)
+        private_rts = self._private_routes(name, args, vpc, private_subnets, nats)
+        s3_endpoint = aws.ec2.VpcEndpoint(
+            f"{name}-s3-endpoint",
+            vpc_id=vpc.id,
+            vpc_endpoint_type="Gateway",
+            service_name=f"com.amazonaws.{args.region}.s3",
+            route_table_ids=[rt.id for rt in private_rts.values()],
+            tags={**args.tags, "Name": f"{args.cluster_name}-s3"},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+        self.vpc_id = vpc.id
+        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets.values()])
+        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets.values()])
+        self.private_route_table_ids = pulumi.Output.all(*[rt.id for rt in private_rts.values()])
+        self.nat_gateway_ids = pulumi.Output.all(*[n.id for n in nats.values()])
+        self.s3_endpoint_id = s3_endpoint.id
+        self.register_outputs(
+            {
+                "vpcId": self.vpc_id,
+                "availabilityZones": self.availability_zones,
+                "privateSubnetCidrs": self.private_subnet_cidrs,
+                "privateSubnetIds": self.private_subnet_ids,
+                "publicSubnetIds": self.public_subnet_ids,
+                "privateRouteTableIds": self.private_route_table_ids,
+                "natGatewayIds": self.nat_gateway_ids,
+                "s3EndpointId": self.s3_endpoint_id,
+            }
+        )
+
+    def _vpc(self, name: str, args: NetworkArgs) -> tuple[aws.ec2.Vpc, aws.ec2.InternetGateway, aws.ec2.RouteTable]:
+        """The VPC, its default security group emptied, its internet gateway and the public route table."""
+        child = pulumi.ResourceOptions(parent=self)
+        base_tags = dict(args.tags)
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=args.vpc_cidr,
@@ -178,7 +197,6 @@ class Network(pulumi.ComponentResource):
         igw = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=vpc.id, tags={**base_tags, "Name": args.cluster_name}, opts=child
         )
-
         public_rt = aws.ec2.RouteTable(
             f"{name}-public-rt",
             vpc_id=vpc.id,
@@ -186,57 +204,81 @@ class Network(pulumi.ComponentResource):
             tags={**base_tags, "Name": f"{args.cluster_name}-public"},
             opts=child,
         )
+        return vpc, igw, public_rt
 
-        public_subnets: dict[str, aws.ec2.Subnet] = {}
-        private_subnets: dict[str, aws.ec2.Subnet] = {}
-        for zone, pub_cidr, priv_cidr in zip(self.availability_zones, public_cidrs, private_cidrs, strict=True):
-            public_subnets[zone] = aws.ec2.Subnet(
-                f"{name}-public-{zone}",
+    def _subnets(
+        self,
+        name: str,
+        args: NetworkArgs,
+        vpc: aws.ec2.Vpc,
+        tier: str,
+        cidrs: list[str],
+        route_table: aws.ec2.RouteTable | None,
+    ) -> dict[str, aws.ec2.Subnet]:
+        """zone -> the `tier` (public | private) subnet in it; a public one is associated with `route_table`."""
+        child = pulumi.ResourceOptions(parent=self)
+        subnets: dict[str, aws.ec2.Subnet] = {}
+        for zone, cidr in zip(self.availability_zones, cidrs, strict=True):
+            subnets[zone] = aws.ec2.Subnet(
+                f"{name}-{tier}-{zone}",
                 vpc_id=vpc.id,
-                cidr_block=pub_cidr,
+                cidr_block=cidr,
                 availability_zone=zone,
-                map_public_ip_on_launch=False,  # only NAT gateways (own EIPs) and load balancers live here
-                tags=_build_subnet_tags(args.cluster_name, True, zone, base_tags),
-                opts=child,
-            )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-public-{zone}-rta", subnet_id=public_subnets[zone].id, route_table_id=public_rt.id, opts=child
-            )
-            private_subnets[zone] = aws.ec2.Subnet(
-                f"{name}-private-{zone}",
-                vpc_id=vpc.id,
-                cidr_block=priv_cidr,
-                availability_zone=zone,
+                # Public subnets hold only NAT gateways (own EIPs) and load balancers.
                 map_public_ip_on_launch=False,
-                tags=_build_subnet_tags(args.cluster_name, False, zone, base_tags),
+                tags=_build_subnet_tags(args.cluster_name, tier == "public", zone, dict(args.tags)),
                 opts=child,
             )
+            if route_table is not None:
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-{tier}-{zone}-rta", subnet_id=subnets[zone].id, route_table_id=route_table.id, opts=child
+                )
+        return subnets
 
+    def _nat_gateways(
+        self,
+        name: str,
+        args: NetworkArgs,
+        public_subnets: dict[str, aws.ec2.Subnet],
+        igw: aws.ec2.InternetGateway,
+    ) -> dict[str, aws.ec2.NatGateway]:
+        """zone -> its NAT gateway: one per zone (`perAz`) or one in the first zone (`single`)."""
         nat_zones = self.availability_zones if args.nat_gateway_mode == "perAz" else self.availability_zones[:1]
         nats: dict[str, aws.ec2.NatGateway] = {}
         for zone in nat_zones:
             eip = aws.ec2.Eip(
                 f"{name}-nat-{zone}-eip",
                 domain="vpc",
-                tags={**base_tags, "Name": f"{args.cluster_name}-nat-{zone}"},
-                opts=child,
+                tags={**args.tags, "Name": f"{args.cluster_name}-nat-{zone}"},
+                opts=pulumi.ResourceOptions(parent=self),
             )
             nats[zone] = aws.ec2.NatGateway(
                 f"{name}-nat-{zone}",
                 allocation_id=eip.id,
                 subnet_id=public_subnets[zone].id,
-                tags={**base_tags, "Name": f"{args.cluster_name}-{zone}"},
+                tags={**args.tags, "Name": f"{args.cluster_name}-{zone}"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
             )
+        return nats
 
+    def _private_routes(
+        self,
+        name: str,
+        args: NetworkArgs,
+        vpc: aws.ec2.Vpc,
+        private_subnets: dict[str, aws.ec2.Subnet],
+        nats: dict[str, aws.ec2.NatGateway],
+    ) -> dict[str, aws.ec2.RouteTable]:
+        """zone -> the private route table, out through the zone's NAT gateway (else the single one)."""
+        child = pulumi.ResourceOptions(parent=self)
         private_rts: dict[str, aws.ec2.RouteTable] = {}
         for zone in self.availability_zones:
-            nat = nats.get(zone, nats[nat_zones[0]])
+            nat = nats.get(zone, next(iter(nats.values())))
             private_rts[zone] = aws.ec2.RouteTable(
                 f"{name}-private-{zone}-rt",
                 vpc_id=vpc.id,
                 routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-                tags={**base_tags, "Name": f"{args.cluster_name}-private-{zone}"},
+                tags={**args.tags, "Name": f"{args.cluster_name}-private-{zone}"},
                 opts=child,
             )
             aws.ec2.RouteTableAssociation(
@@ -245,32 +287,4 @@ class Network(pulumi.ComponentResource):
                 route_table_id=private_rts[zone].id,
                 opts=child,
             )
-
-        s3_endpoint = aws.ec2.VpcEndpoint(
-            f"{name}-s3-endpoint",
-            vpc_id=vpc.id,
-            vpc_endpoint_type="Gateway",
-            service_name=f"com.amazonaws.{args.region}.s3",
-            route_table_ids=[rt.id for rt in private_rts.values()],
-            tags={**base_tags, "Name": f"{args.cluster_name}-s3"},
-            opts=child,
-        )
-
-        self.vpc_id = vpc.id
-        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets.values()])
-        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets.values()])
-        self.private_route_table_ids = pulumi.Output.all(*[rt.id for rt in private_rts.values()])
-        self.nat_gateway_ids = pulumi.Output.all(*[n.id for n in nats.values()])
-        self.s3_endpoint_id = s3_endpoint.id
-        self.register_outputs(
-            {
-                "vpcId": self.vpc_id,
-                "availabilityZones": self.availability_zones,
-                "privateSubnetCidrs": self.private_subnet_cidrs,
-                "privateSubnetIds": self.private_subnet_ids,
-                "publicSubnetIds": self.public_subnet_ids,
-                "privateRouteTableIds": self.private_route_table_ids,
-                "natGatewayIds": self.nat_gateway_ids,
-                "s3EndpointId": self.s3_endpoint_id,
-            }
-        )
+        return private_rts

@@ -28,7 +28,6 @@ ref: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +36,10 @@ import pulumi
 import pulumi_aws as aws
 
 from components.gpu import gpu_contract
+from components.iam.roles import role_with_policies
 from components.stack_config.model import NodeGroupConfig
 from components.stack_config.vocabulary import CAPACITY_TYPES, GPU_AMI_TYPES, NODE_GROUP_KINDS, SYSTEM_AMI_TYPES
+from model_sync.contract.dns_label import DNS_LABEL
 
 NODE_ROLE_POLICY_ARNS = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -46,7 +47,6 @@ NODE_ROLE_POLICY_ARNS = (
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
 )
 IMDS_HOP_LIMIT = 1
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class NodeGroupArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.group_name):
+        if not DNS_LABEL.match(self.group_name):
             raise ValueError(
                 f"NodeGroupArgs.group_name: {self.group_name!r} is not valid; allowed: a DNS label of at most 32 "
                 "characters"
@@ -201,38 +201,52 @@ class NodeGroup(pulumi.ComponentResource):
         self.labels = _build_labels(args)
         self.taints = _build_taints(args.kind)
 
-        role = aws.iam.Role(
+        role, attachments = role_with_policies(
             f"{name}-node-role",
+            NODE_ROLE_POLICY_ARNS,
+            child,
             name_prefix=f"{args.group_name}-node-",
             assume_role_policy=json.dumps(_build_node_assume_role_policy()),
             tags=tags,
-            opts=child,
-        )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-role-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child
-            )
-            for arn in NODE_ROLE_POLICY_ARNS
-        ]
-
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-launch-template",
-            name_prefix=f"{args.group_name}-",
-            description=f"EKS node group {args.group_name}: IMDSv2 hop limit 1, encrypted gp3",
-            metadata_options=_build_metadata_options(),
-            block_device_mappings=_build_block_devices(args.ami_type, args.disk_size_gib),
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(
-                    resource_type=kind, tags={**tags, "Name": f"{args.group_name}-node"}
-                )
-                for kind in ("instance", "volume")
-            ],
-            update_default_version=True,
-            tags=tags,
-            opts=child,
         )
 
-        group = aws.eks.NodeGroup(
+        template = self._launch_template(name, args, tags)
+        group = self._node_group(name, args, role, attachments, template, tags)
+
+        self.node_group_name = group.node_group_name
+        self.node_group_arn = group.arn
+        self.node_role_arn = role.arn
+        self.node_role_name = role.name
+        self.launch_template_id = template.id
+        # The managed group's Auto Scaling group (scale-from-zero tags go on it).
+        self.autoscaling_group_name = group.resources.apply(
+            lambda res: res[0].autoscaling_groups[0].name  # type: ignore[index]
+        )
+        self.register_outputs(
+            {
+                "groupName": self.group_name,
+                "kind": self.kind,
+                "labels": self.labels,
+                "taints": self.taints,
+                "nodeGroupName": self.node_group_name,
+                "nodeGroupArn": self.node_group_arn,
+                "nodeRoleArn": self.node_role_arn,
+                "launchTemplateId": self.launch_template_id,
+                "autoscalingGroupName": self.autoscaling_group_name,
+            }
+        )
+
+    def _node_group(
+        self,
+        name: str,
+        args: NodeGroupArgs,
+        role: aws.iam.Role,
+        attachments: list[aws.iam.RolePolicyAttachment],
+        template: aws.ec2.LaunchTemplate,
+        tags: dict[str, str],
+    ) -> aws.eks.NodeGroup:
+        """The managed node group: its scaling bounds (the autoscaler owns the size), labels and taints."""
+        return aws.eks.NodeGroup(
             f"{name}-node-group",
             cluster_name=args.cluster_name,
             # A prefix, so a replacement (new instance types, AMI type) is created before the old group is deleted.
@@ -263,27 +277,23 @@ class NodeGroup(pulumi.ComponentResource):
             ),
         )
 
-        self.node_group_name = group.node_group_name
-        self.node_group_arn = group.arn
-        self.node_role_arn = role.arn
-        self.node_role_name = role.name
-        self.launch_template_id = template.id
-        # The managed group's Auto Scaling group (scale-from-zero tags go on it).
-        self.autoscaling_group_name = group.resources.apply(
-            lambda res: res[0].autoscaling_groups[0].name  # type: ignore[index]
-        )
-        self.register_outputs(
-            {
-                "groupName": self.group_name,
-                "kind": self.kind,
-                "labels": self.labels,
-                "taints": self.taints,
-                "nodeGroupName": self.node_group_name,
-                "nodeGroupArn": self.node_group_arn,
-                "nodeRoleArn": self.node_role_arn,
-                "launchTemplateId": self.launch_template_id,
-                "autoscalingGroupName": self.autoscaling_group_name,
-            }
+    def _launch_template(self, name: str, args: NodeGroupArgs, tags: dict[str, str]) -> aws.ec2.LaunchTemplate:
+        """The nodes' launch template: IMDSv2 with hop limit 1, an encrypted gp3 root volume, the tags."""
+        return aws.ec2.LaunchTemplate(
+            f"{name}-launch-template",
+            name_prefix=f"{args.group_name}-",
+            description=f"EKS node group {args.group_name}: IMDSv2 hop limit 1, encrypted gp3",
+            metadata_options=_build_metadata_options(),
+            block_device_mappings=_build_block_devices(args.ami_type, args.disk_size_gib),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags={**tags, "Name": f"{args.group_name}-node"}
+                )
+                for kind in ("instance", "volume")
+            ],
+            update_default_version=True,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
 

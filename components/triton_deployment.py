@@ -32,17 +32,23 @@ import pulumi_random as random
 
 from components.gpu import gpu_contract, node_fit
 from components.kubernetes import naming, network_policies
+from components.kubernetes.triton_server import (
+    ADMIN_HEADER,
+    AGENT_INIT_CONTAINER,
+    AGENT_METRICS_PORT,
+    AGENT_METRICS_PORT_NAME,
+    AGENT_SIDECAR,
+    GRPC_PORT,
+    HTTP_PORT,
+    METRICS_PORT,
+    QUEUE_TIME_METRIC,
+    TRITON_CONTAINER,
+)
 from components.stack_config.model import TritonDeploymentConfig
 from components.stack_config.vocabulary import ENVIRONMENTS
 from components.upstream import versions
 from model_sync.contract import layout
 
-HTTP_PORT = 8000
-GRPC_PORT = 8001
-METRICS_PORT = 8002
-# The agent sidecar's own /metrics (model_sync agent --metrics-port), scraped through the PodMonitor.
-AGENT_METRICS_PORT = 8003
-AGENT_METRICS_PORT_NAME = "agent-metrics"
 UID = 1000  # the NGC image's `triton-server` user
 
 MODELS_MOUNT = "/models"
@@ -60,14 +66,8 @@ SHM_DIR = "/dev/shm"  # noqa: S108 (the memory-backed emptyDir Triton and its ba
 # ref:
 # https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md#limit-endpoint-access-beta
 ADMIN_PROTOCOLS = ("model-repository", "statistics", "logging", "trace", "shared-memory")
-ADMIN_HEADER = "admin-key"
-# On gRPC Triton reads that header as metadata `triton-grpc-protocol-<header>` (tritonserver
-# 2.51 refuses a restricted RPC with "expecting header 'triton-grpc-protocol-admin-key'").
-GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 
-# The custom metric prometheus-adapter serves (components/monitoring/queries.py defines the rule).
-QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
 REPOSITORY_POLL_SECONDS = 2
 PRESTOP_SLEEP_MAX_SECONDS = 15
 # A new pod counts as available only after this much readiness.
@@ -151,7 +151,7 @@ def labels(d: TritonDeploymentConfig) -> dict[str, str]:
     return {
         **selector_labels(d),
         "app.kubernetes.io/component": "inference",
-        "app.kubernetes.io/part-of": "triton-platform",
+        **naming.PART_OF_LABELS,
         "triton-platform.io/deployment": d.name,
     }
 
@@ -309,11 +309,58 @@ def pod_spec(
     triton_image: str,
     admin_secret: str,
 ) -> dict[str, Any]:
-    models_mount = {"name": "models", "mountPath": MODELS_MOUNT}
-    tmp_mount = {"name": "tmp", "mountPath": TMP_DIR}
+    """The pod: the agent (once, then as a native sidecar) beside tritonserver, on the deployment's GPU group."""
+    agent_init, agent = _agent_containers(
+        d, environment=environment, bucket=bucket, region=region, agent_image=agent_image, admin_secret=admin_secret
+    )
+    triton = _triton_container(d, triton_image, admin_secret)
+    spread = _topology_spread(d)
+    return {
+        "serviceAccountName": naming.triton_service_account(d.name),
+        # EKS Pod Identity injects its own projected token; nothing here calls the Kubernetes API.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": d.termination_grace_period_seconds,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": UID,
+            "runAsGroup": UID,
+            "fsGroup": UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "nodeSelector": gpu_contract.gpu_node_selector(d.node_group),
+        "tolerations": gpu_contract.gpu_tolerations(),
+        "topologySpreadConstraints": spread,
+        "initContainers": [agent_init, agent],
+        "containers": [triton],
+        "volumes": [
+            {"name": "models", "emptyDir": {"sizeLimit": f"{d.model_volume_gib}Gi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            # Memory-backed: counts against the pod's memory limit.
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{d.shm_size_gib}Gi"}},
+        ],
+    }
+
+
+def _mounts() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The models volume's and the private /tmp's mounts."""
+    return {"name": "models", "mountPath": MODELS_MOUNT}, {"name": "tmp", "mountPath": TMP_DIR}
+
+
+def _agent_containers(
+    d: TritonDeploymentConfig,
+    *,
+    environment: str,
+    bucket: pulumi.Input[str],
+    region: str,
+    agent_image: str,
+    admin_secret: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The agent's first sync (`agent-init`) and the agent as a native sidecar (`agent`)."""
+    models_mount, tmp_mount = _mounts()
     agent_resources = {"requests": dict(node_fit.AGENT_REQUESTS), "limits": {"cpu": "1", "memory": "1Gi"}}
     agent_init = {
-        "name": "agent-init",
+        "name": AGENT_INIT_CONTAINER,
         "image": agent_image,
         "imagePullPolicy": "IfNotPresent",
         "command": agent_command(d, environment=environment, bucket=bucket, region=region, once=True),
@@ -324,7 +371,7 @@ def pod_spec(
     }
     agent = {
         **agent_init,
-        "name": "agent",
+        "name": AGENT_SIDECAR,
         "command": agent_command(d, environment=environment, bucket=bucket, region=region, once=False),
         "resources": agent_resources,
         # A native sidecar: started before tritonserver, stopped after it.
@@ -342,8 +389,14 @@ def pod_spec(
             "successThreshold": 1,
         },
     }
+    return agent_init, agent
+
+
+def _triton_container(d: TritonDeploymentConfig, triton_image: str, admin_secret: str) -> dict[str, Any]:
+    """tritonserver: its ports, probes, drain on stop, GPU and memory, and mounts."""
+    models_mount, tmp_mount = _mounts()
     triton = {
-        "name": "tritonserver",
+        "name": TRITON_CONTAINER,
         "image": triton_image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["tritonserver"],
@@ -377,7 +430,12 @@ def pod_spec(
             {"name": "dshm", "mountPath": SHM_DIR},
         ],
     }
-    spread = [
+    return triton
+
+
+def _topology_spread(d: TritonDeploymentConfig) -> list[dict[str, Any]]:
+    """Replicas spread over zones where possible and over nodes always."""
+    return [
         {
             "maxSkew": 1,
             "topologyKey": "topology.kubernetes.io/zone",
@@ -391,31 +449,6 @@ def pod_spec(
             "labelSelector": {"matchLabels": selector_labels(d)},
         },
     ]
-    return {
-        "serviceAccountName": naming.triton_service_account(d.name),
-        # EKS Pod Identity injects its own projected token; nothing here calls the Kubernetes API.
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": d.termination_grace_period_seconds,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": UID,
-            "runAsGroup": UID,
-            "fsGroup": UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "nodeSelector": gpu_contract.gpu_node_selector(d.node_group),
-        "tolerations": gpu_contract.gpu_tolerations(),
-        "topologySpreadConstraints": spread,
-        "initContainers": [agent_init, agent],
-        "containers": [triton],
-        "volumes": [
-            {"name": "models", "emptyDir": {"sizeLimit": f"{d.model_volume_gib}Gi"}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-            # Memory-backed: counts against the pod's memory limit.
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{d.shm_size_gib}Gi"}},
-        ],
-    }
 
 
 def replica_ready_budget_seconds(d: TritonDeploymentConfig) -> int:
@@ -620,30 +653,47 @@ class TritonDeployment(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TritonDeploymentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-platform:serving:TritonDeployment", name, None, opts)
+        admin_secret_name = self._identity(name, args)
+        self._deployment(name, args, admin_secret_name)
+        self._service_and_policies(name, args)
+        self._monitoring(name, args)
+
+        self.service_name = self.service.metadata.name
+        self.deployment_name = self.deployment.metadata.name
+        self.service_account_name = self.service_account.metadata.name
+        self.register_outputs(
+            {
+                "serviceName": self.service_name,
+                "deploymentName": self.deployment_name,
+                "serviceAccountName": self.service_account_name,
+            }
+        )
+
+    def _identity(self, name: str, args: TritonDeploymentArgs) -> str:
+        """The ServiceAccount and the admin-key Secret; returns the Secret's name."""
         d = args.deployment
-        app = naming.triton_app_name(d.name)
         child = pulumi.ResourceOptions(parent=self)
-
-        def meta(obj_name: str) -> Any:
-            return {"name": obj_name, "namespace": args.namespace, "labels": labels(d)}
-
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-service-account",
-            metadata=meta(naming.triton_service_account(d.name)),
+            metadata=_meta(args, naming.triton_service_account(d.name)),
             automount_service_account_token=False,
             opts=child,
         )
-
         admin_key = random.RandomPassword(f"{name}-admin-key", length=48, special=False, opts=child)
-        admin_secret_name = f"{app}-admin-key"
+        admin_secret_name = f"{naming.triton_app_name(d.name)}-admin-key"
         self.admin_secret = k8s.core.v1.Secret(
             f"{name}-admin-secret",
-            metadata=meta(admin_secret_name),
+            metadata=_meta(args, admin_secret_name),
             type="Opaque",
             string_data={"key": admin_key.result},
             opts=child,
         )
+        return admin_secret_name
 
+    def _deployment(self, name: str, args: TritonDeploymentArgs, admin_secret_name: str) -> None:
+        """The Deployment, awaited for its whole rollout."""
+        d = args.deployment
+        app = naming.triton_app_name(d.name)
         pod = pod_spec(
             d,
             environment=args.environment,
@@ -659,7 +709,7 @@ class TritonDeployment(pulumi.ComponentResource):
         timeout = f"{rollout_timeout_seconds(d)}s"
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata={**meta(app), "annotations": deployment_metadata_annotations(d)},
+            metadata={**_meta(args, app), "annotations": deployment_metadata_annotations(d)},
             spec=_typed(deployment_spec(d, pod)),
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -669,15 +719,20 @@ class TritonDeployment(pulumi.ComponentResource):
             ),
         )
 
+    def _service_and_policies(self, name: str, args: TritonDeploymentArgs) -> None:
+        """The Service, the PodDisruptionBudget and the NetworkPolicy."""
+        d = args.deployment
+        app = naming.triton_app_name(d.name)
+        child = pulumi.ResourceOptions(parent=self)
         self.service = k8s.core.v1.Service(
-            f"{name}-service", metadata=meta(app), spec=_typed(service_spec(d)), opts=child
+            f"{name}-service", metadata=_meta(args, app), spec=_typed(service_spec(d)), opts=child
         )
         self.pdb = k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-pdb", metadata=meta(app), spec=_typed(pdb_spec(d)), opts=child
+            f"{name}-pdb", metadata=_meta(args, app), spec=_typed(pdb_spec(d)), opts=child
         )
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-network-policy",
-            metadata=meta(app),
+            metadata=_meta(args, app),
             spec=_typed(
                 network_policy_spec(
                     d, ingress_namespace=args.ingress_namespace, monitoring_namespace=args.monitoring_namespace
@@ -686,40 +741,40 @@ class TritonDeployment(pulumi.ComponentResource):
             opts=child,
         )
 
+    def _monitoring(self, name: str, args: TritonDeploymentArgs) -> None:
+        """With monitoring: the HPA on queue time, the ServiceMonitor and the agent's PodMonitor."""
+        d = args.deployment
+        app = naming.triton_app_name(d.name)
+        child = pulumi.ResourceOptions(parent=self)
         self.hpa: k8s.autoscaling.v2.HorizontalPodAutoscaler | None = None
         self.service_monitor: k8s.apiextensions.CustomResource | None = None
         self.pod_monitor: k8s.apiextensions.CustomResource | None = None
-        if args.monitoring:
-            self.hpa = k8s.autoscaling.v2.HorizontalPodAutoscaler(
-                f"{name}-hpa", metadata=meta(app), spec=_typed(hpa_spec(d)), opts=child
-            )
-            self.service_monitor = k8s.apiextensions.CustomResource(
-                f"{name}-service-monitor",
-                api_version="monitoring.coreos.com/v1",
-                kind="ServiceMonitor",
-                metadata=meta(app),
-                spec=_typed(service_monitor_spec(d, args.namespace)),
-                opts=child,
-            )
-            self.pod_monitor = k8s.apiextensions.CustomResource(
-                f"{name}-pod-monitor",
-                api_version="monitoring.coreos.com/v1",
-                kind="PodMonitor",
-                metadata=meta(f"{app}-agent"),
-                spec=_typed(pod_monitor_spec(d, args.namespace)),
-                opts=child,
-            )
-
-        self.service_name = self.service.metadata.name
-        self.deployment_name = self.deployment.metadata.name
-        self.service_account_name = self.service_account.metadata.name
-        self.register_outputs(
-            {
-                "serviceName": self.service_name,
-                "deploymentName": self.deployment_name,
-                "serviceAccountName": self.service_account_name,
-            }
+        if not args.monitoring:
+            return
+        self.hpa = k8s.autoscaling.v2.HorizontalPodAutoscaler(
+            f"{name}-hpa", metadata=_meta(args, app), spec=_typed(hpa_spec(d)), opts=child
         )
+        self.service_monitor = k8s.apiextensions.CustomResource(
+            f"{name}-service-monitor",
+            api_version="monitoring.coreos.com/v1",
+            kind="ServiceMonitor",
+            metadata=_meta(args, app),
+            spec=_typed(service_monitor_spec(d, args.namespace)),
+            opts=child,
+        )
+        self.pod_monitor = k8s.apiextensions.CustomResource(
+            f"{name}-pod-monitor",
+            api_version="monitoring.coreos.com/v1",
+            kind="PodMonitor",
+            metadata=_meta(args, f"{app}-agent"),
+            spec=_typed(pod_monitor_spec(d, args.namespace)),
+            opts=child,
+        )
+
+
+def _meta(args: TritonDeploymentArgs, obj_name: str) -> Any:
+    """The metadata of an object of this deployment: its name, namespace and labels."""
+    return {"name": obj_name, "namespace": args.namespace, "labels": labels(args.deployment)}
 
 
 def build_triton_deployments(

@@ -39,7 +39,8 @@ COPY model_sync/agent/__init__.py model_sync/agent/bucket.py model_sync/agent/ca
 COPY model_sync/commands/__init__.py model_sync/commands/_common.py model_sync/commands/agent.py \
     ./model_sync/commands/
 COPY model_sync/contract/__init__.py model_sync/contract/canary_policy.py model_sync/contract/compat.py \
-    model_sync/contract/ingress.py model_sync/contract/layout.py model_sync/contract/stack_outputs.py \
+    model_sync/contract/dns_label.py model_sync/contract/ingress.py model_sync/contract/layout.py \
+    model_sync/contract/stack_outputs.py \
     ./model_sync/contract/
 COPY model_sync/observation/__init__.py model_sync/observation/replicas.py model_sync/observation/smoke.py \
     ./model_sync/observation/

@@ -55,6 +55,7 @@ from typing import Any
 from model_sync import errors
 from model_sync.contract import layout, stack_outputs
 from model_sync.contract.canary_policy import CanaryPolicy, CanaryPolicyError
+from model_sync.contract.dns_label import DNS_LABEL
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 ENV_KEYS = (
@@ -76,8 +77,6 @@ ENV_KEYS = (
 # not strings: checked by _metrics_urls / _policies / _triton_gpus
 _STRUCTURED_KEYS = ("tritonMetricsUrls", stack_outputs.CANARY_POLICIES, stack_outputs.TRITON_GPUS)
 CONFIG_NAME = "model-sync.yaml"
-# A Triton deployment's name (the stack's `tritonDeployments` keys: components/stack_config/triton_deployments.py).
-DEPLOYMENT_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 GPU_KEYS = ("gpu", "memoryGiB", "models")  # tritonGpus.<deployment>: every key required
 OPTIONAL_GPU_KEYS = ("architectures",)  # ... and these may be left out
 ARCHITECTURE_RE = re.compile(r"^sm_[0-9]{2,3}a?$")  # a CUDA compute capability as nvcc names it: sm_90
@@ -244,7 +243,7 @@ def _triton_gpus(where: str, value: Any) -> tuple[DeploymentGpu, ...] | None:
     out: list[DeploymentGpu] = []
     served: dict[str, str] = {}
     for name, body in value.items():
-        if not isinstance(name, str) or not DEPLOYMENT_NAME_RE.match(name):
+        if not isinstance(name, str) or not DNS_LABEL.match(name):
             raise errors.usage(
                 f"{key}: {name!r}; allowed: deployment names (a DNS label: a-z 0-9 -, starting with a letter, at most "
                 "32 characters)"

@@ -4,7 +4,10 @@ packages (a package imports another only where that one imports nothing of it), 
 layered packages only downwards (MODEL_SYNC_LAYERS, docs/architecture.md#the-data-plane); a module imports another
 inside a function only where a reason below says why; the stack config's parser sits above every
 component it validates for, which import only the layers below it (vocabulary, errors, readers,
-model), and each module of the stack config imports only the layers before its own."""
+model), and each module of the stack config imports only the layers before its own. No module of
+components/ imports a file directly in components/ (a component: only __main__.py, the bootstrap
+program and the tests build components), and no import runs both ways between components'
+packages, each file directly in components/ counted as a package of its own."""
 
 from __future__ import annotations
 
@@ -184,6 +187,7 @@ STACK_CONFIG_BELOW_THE_PARSER = {
     "components.stack_config.vocabulary",
     "components.stack_config.errors",
     "components.stack_config.readers",
+    "components.stack_config.declarations",  # the keys' bounds, which the Args hold their fields to
     "components.stack_config.model",
     "components.stack_config.cidr_rules",
 }
@@ -198,6 +202,7 @@ STACK_CONFIG_LAYERS = (
     ("rules",),
     ("cluster", "node_groups", "triton_deployments", "images", "edge", "delivery", "observability"),
     ("parser",),
+    ("zones",),
     ("loading",),
 )
 
@@ -226,3 +231,56 @@ def test_the_stack_config_modules_import_only_the_layers_before_theirs() -> None
             wrong += [f"{m} -> {t}" for t in edges[f"{package}.{m}"] if t.startswith(package) and t not in below]
         below |= {f"{package}.{m}" for m in layer}
     assert wrong == []
+
+
+def component_files() -> set[str]:
+    """The modules directly in components/: one component each."""
+    return {f"components.{p.stem}" for p in (ROOT / "components").glob("*.py") if p.stem != "__init__"}
+
+
+def imports_of_component_files(edges: dict[str, set[str]], files: set[str]) -> list[str]:
+    """`importer -> imported` for every module of components/ that imports one of `files`."""
+    return sorted(f"{m} -> {t}" for m, targets in edges.items() if m.startswith("components.") for t in targets & files)
+
+
+def test_no_module_of_components_imports_a_component_file() -> None:
+    edges, _ = graph()
+    files = component_files()
+    assert {"components.triton_deployment", "components.ingress", "components.identities"} <= files
+    assert imports_of_component_files(edges, files) == []
+
+
+def component_packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """components' packages (and the files directly in it) -> those of them their modules import."""
+
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    found: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        if module.startswith("components."):
+            found.setdefault(package(module), set()).update(
+                package(t) for t in targets if t.startswith("components.") and package(t) != package(module)
+            )
+    return found
+
+
+def test_no_import_runs_both_ways_between_components_packages() -> None:
+    edges, _ = graph()
+    found = component_packages(edges)
+    assert {"components.stack_config", "components.iam", "components.kubernetes", "components.gateway"} <= found.keys()
+    assert "components.iam" in found["components.stack_config"]  # edges were read
+    assert cycles(found) == []
+
+
+def test_the_component_checks_see_an_import_of_a_component_file_and_a_cycle() -> None:
+    edges = {
+        "components.gateway.routes": {"components.triton_deployment", "components.kubernetes.naming"},
+        "components.kubernetes.naming": {"components.gateway.args"},
+        "components.gateway.args": set(),
+        "components.triton_deployment": set(),
+    }
+    assert imports_of_component_files(edges, {"components.triton_deployment"}) == [
+        "components.gateway.routes -> components.triton_deployment"
+    ]
+    assert cycles(component_packages(edges)) == [["components.gateway", "components.kubernetes"]]

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.iam.github_oidc import GIT_REF, GITHUB_REPO
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_bool, read_list, read_str
-from components.stack_config.vocabulary import AWS_REGION, GIT_REF, GITHUB_REPO
+from components.stack_config.vocabulary import AWS_REGION
 
 PROJECT = "triton-platform-bootstrap"
 # An ECR repository name. ref: https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_CreateRepository.html

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 
 from components.kubernetes import naming, network_policies
 from components.stack_config import cidr_rules
-from components.stack_config.vocabulary import DNS_NAME, HTTPS_URL, INGRESS_AUTHENTICATION, JWT_CLAIM
+from components.stack_config.declarations import check_declared
+from components.stack_config.readers import read_dns_label, read_str
+from components.stack_config.vocabulary import DNS_NAME, EMAIL, HTTPS_URL, INGRESS_AUTHENTICATION, JWT_CLAIM
 from model_sync.contract import layout
 
 ACME_SERVERS = {
@@ -22,7 +23,6 @@ API_KEYS, JWT, BOTH = AUTHENTICATION
 DEFAULT_CLIENT = "default"
 # A claim value granting every model (or deployment) of the stack.
 ANY = "*"
-_CLIENT = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,8 @@ class JwtArgs:
             raise ValueError(
                 f"JwtArgs.audiences: {list(self.audiences)!r} is not allowed; allowed: 1 or more non-empty audiences"
             )
-        if not 60 <= self.jwks_cache_seconds <= 86400:
-            raise ValueError(
-                f"JwtArgs.jwks_cache_seconds: {self.jwks_cache_seconds!r} is out of range; allowed: 60 to 86400"
-            )
+        check_declared("JwtArgs.jwks_cache_seconds", "ingressJwtJwksCacheSeconds", self.jwks_cache_seconds)
+        check_declared("JwtArgs.rate_limit_rps", "ingressJwtRateLimitRps", self.rate_limit_rps)
         for field, value in (
             ("models_claim", self.models_claim),
             ("deployments_claim", self.deployments_claim),
@@ -84,8 +82,6 @@ class JwtArgs:
                     f"JwtArgs.{field}: {value!r} is not allowed; allowed: a claim name (letters, digits, _ : -), "
                     "'.' between the names of a nested claim"
                 )
-        if not 1 <= self.rate_limit_rps <= 100_000:
-            raise ValueError(f"JwtArgs.rate_limit_rps: {self.rate_limit_rps!r} is out of range; allowed: 1 to 100000")
 
 
 @dataclass(frozen=True)
@@ -136,24 +132,13 @@ class IngressArgs:
                 f"IngressArgs.domain: {self.domain!r} is not allowed; allowed: a lowercase DNS name such as "
                 "inference.example.com"
             )
-        if "@" not in self.acme_email:
-            raise ValueError(f"IngressArgs.acme_email: {self.acme_email!r} is not allowed; allowed: an e-mail address")
-        if self.tls_issuer not in ACME_SERVERS:
-            raise ValueError(
-                f"IngressArgs.tls_issuer: {self.tls_issuer!r} is not allowed; allowed: {' | '.join(ACME_SERVERS)}"
-            )
+        read_str("IngressArgs.acme_email", self.acme_email, EMAIL, "an e-mail address")
+        check_declared("IngressArgs.tls_issuer", "tlsIssuer", self.tls_issuer)
         self._check_backends()
         self._check_cidrs()
         self._check_authentication()
-        if not 1 <= self.request_body_limit_mib <= 1024:
-            raise ValueError(
-                f"IngressArgs.request_body_limit_mib: {self.request_body_limit_mib!r} is out of range; allowed: 1 to "
-                "1024"
-            )
-        if not 1 <= self.rate_limit_rps <= 100_000:
-            raise ValueError(
-                f"IngressArgs.rate_limit_rps: {self.rate_limit_rps!r} is out of range; allowed: 1 to 100000"
-            )
+        check_declared("IngressArgs.request_body_limit_mib", "ingressRequestBodyLimitMiB", self.request_body_limit_mib)
+        check_declared("IngressArgs.rate_limit_rps", "ingressRateLimitRps", self.rate_limit_rps)
         if self.replicas < 1:
             raise ValueError(f"IngressArgs.replicas: {self.replicas!r} is not allowed; allowed: 1 or more")
 
@@ -204,11 +189,7 @@ class IngressArgs:
             )
 
     def _check_authentication(self) -> None:
-        if self.authentication not in AUTHENTICATION:
-            raise ValueError(
-                f"IngressArgs.authentication: {self.authentication!r} is not allowed; allowed: "
-                f"{' | '.join(AUTHENTICATION)}"
-            )
+        check_declared("IngressArgs.authentication", "ingressAuthentication", self.authentication)
         if self.api_keys_on:
             if not self.clients:
                 raise ValueError(
@@ -220,11 +201,7 @@ class IngressArgs:
                 "(no API keys are made)"
             )
         for c in self.clients:
-            if not _CLIENT.match(c):
-                raise ValueError(
-                    f"IngressArgs.clients: {c!r} is not allowed; allowed: a DNS label (lowercase letters, digits, "
-                    "'-'; at most 32 characters)"
-                )
+            read_dns_label("IngressArgs.clients", c)
         if len(set(self.clients)) != len(self.clients):
             raise ValueError(
                 f"IngressArgs.clients: {list(self.clients)!r} has duplicates; allowed: each client name once"

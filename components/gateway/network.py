@@ -23,7 +23,7 @@ from components.gateway.proxy import (
 )
 from components.kubernetes import naming, network_policies
 from components.kubernetes.network_policies import from_api_server_rule, pods_in, rule, tcp
-from components.triton_deployment import GRPC_PORT, HTTP_PORT
+from components.kubernetes.triton_server import GRPC_PORT, HTTP_PORT
 
 ACME_SOLVER_PORT = 8089
 ACME_SOLVER_LABELS = {"acme.cert-manager.io/http01-solver": "true"}

@@ -30,7 +30,7 @@ from typing import Any
 
 from components.gateway.args import JWT, IngressArgs, TritonBackend
 from components.kubernetes import naming
-from components.triton_deployment import ADMIN_HEADER, GRPC_ADMIN_HEADER, GRPC_PORT, HTTP_PORT
+from components.kubernetes.triton_server import ADMIN_HEADER, GRPC_ADMIN_HEADER, GRPC_PORT, HTTP_PORT
 from model_sync.contract.ingress import DEPLOYMENT_HEADER
 
 GRPC_SERVICE = "inference.GRPCInferenceService"

@@ -15,6 +15,10 @@ ROLE_ARN = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>[0-9]{12}):role/(?:[\w+=,.@-]+/)*(?P<name>[\w+=,.@-]{1,64})$"
 )
 POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>aws|[0-9]{12}):policy/[\w+=,.@/-]{1,512}$")
+# The EKS access policies the access entries bind: the cluster's admins and the deployer get
+# the first (components/eks_cluster.py, components/identities.py), the preview role the second.
+CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+CLUSTER_VIEW_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 
 
 def policy_account(policy_arn: str) -> str | None:

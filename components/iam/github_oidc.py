@@ -20,8 +20,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from components.stack_config.vocabulary import GIT_REF, GITHUB_REPO
-
+# A branch or tag ref the CI roles' workflows may run from (no wildcards, no environments).
+GIT_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
+GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 GITHUB_OIDC_AUDIENCE = "sts.amazonaws.com"
 # The repository's OIDC subject template (PUT /repos/{owner}/{repo}/actions/oidc/customization/sub

@@ -25,6 +25,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from model_sync.contract.dns_label import RFC1123_LABEL
+
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 # Session tags EKS Pod Identity adds (ref: pod-id-abac.html, "List of session tags added by EKS Pod Identity").
 TAG_CLUSTER_ARN = "eks-cluster-arn"
@@ -33,7 +35,6 @@ TAG_SERVICE_ACCOUNT = "kubernetes-service-account"
 _CLUSTER_ARN = re.compile(
     r"^arn:aws[a-z-]*:eks:[a-z0-9-]+:(?P<account>[0-9]{12}):cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 )
-_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def cluster_account(cluster_arn: str) -> str:
@@ -48,7 +49,7 @@ def cluster_account(cluster_arn: str) -> str:
 
 
 def _check_names(namespace: str, service_accounts: Sequence[str]) -> None:
-    if not _K8S_NAME.match(namespace):
+    if not RFC1123_LABEL.match(namespace):
         raise ValueError(f"namespace: {namespace!r} is not a Kubernetes name; allowed: a DNS label")
     if not service_accounts or len(set(service_accounts)) != len(service_accounts):
         raise ValueError(
@@ -56,7 +57,7 @@ def _check_names(namespace: str, service_accounts: Sequence[str]) -> None:
             "service accounts"
         )
     for sa in service_accounts:
-        if not _K8S_NAME.match(sa):
+        if not RFC1123_LABEL.match(sa):
             raise ValueError(f"service_accounts: {sa!r} is not a Kubernetes name; allowed: DNS labels")
 
 

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import re
 
+from components.stack_config.vocabulary import PROJECT
+
+# The label every Kubernetes object the platform creates itself carries (Helm charts label their own).
+# ref: https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/
+PART_OF_LABELS = {"app.kubernetes.io/part-of": PROJECT}
+
 TRITON_NAMESPACE = "triton"
 MONITORING_NAMESPACE = "monitoring"
 LOGGING_NAMESPACE = "logging"
@@ -29,8 +35,6 @@ CERT_MANAGER_NAMESPACE = "cert-manager"
 GPU_OPERATORS_NAMESPACE = "gpu-operators"
 # The default StorageClass (encrypted gp3, EBS CSI driver): components/block_storage.py.
 # PVC-backed charts (Prometheus, Alertmanager, Loki) set storageClassName to it.
-STORAGE_CLASS = "gp3-encrypted"
-# The encrypted gp3 StorageClass (EBS CSI driver) every persistent volume claim names.
 STORAGE_CLASS = "gp3-encrypted"
 # The Kubernetes group the CI roles that run gray releases (staging publisher, prod promoter) get
 # through their EKS access entries (components/identities.py); the monitoring namespace binds it

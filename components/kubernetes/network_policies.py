@@ -1,6 +1,6 @@
 """NetworkPolicy specs, built in one place for every namespace the platform owns.
 
-Each platform namespace (components/serving_namespace.py) denies all ingress and egress of
+Each platform namespace (components/kubernetes/serving_namespace.py) denies all ingress and egress of
 every pod (`default_deny`) and lets every pod resolve names through the cluster DNS
 (`allow_dns`); each component then declares, with `policy`, exactly the flows its
 workloads need (scrapes, webhooks, API-server calls, log pushes, ACME). Plain data only:

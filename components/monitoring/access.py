@@ -76,8 +76,29 @@ POD_LABELS = {
 
 def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
     """The monitoring namespace's allow policies (role -> spec), on top of its default deny."""
-    ns, pods = args.namespace, POD_LABELS
     api = network_policies.api_server_rule(args.vpc_cidr)
+    return {
+        **_prometheus_policies(args),
+        **_alertmanager_and_grafana_policies(args),
+        # The operator's admission webhook and the adapter's aggregated API are called by the API server.
+        "webhooks": network_policies.policy(
+            None,
+            ingress=[
+                from_api_server_rule(args.vpc_cidr, *tcp(OPERATOR_PORT, ADAPTER_PORT)),
+            ],
+        ),
+        "adapter": network_policies.policy(
+            POD_LABELS["adapter"],
+            egress=[rule([pods_in(args.namespace, POD_LABELS["prometheus"])], *tcp(PROMETHEUS_PORT))],
+        ),
+        # Clients of the API server: the operator, kube-state-metrics, the admission Jobs, the adapter.
+        "api-server": network_policies.policy(None, egress=[api]),
+    }
+
+
+def _prometheus_policies(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
+    """Prometheus' own policy, and the one that lets it scrape every pod of the namespace."""
+    ns, pods = args.namespace, POD_LABELS
     return {
         # Scrapes every monitor's target (pods anywhere on SCRAPE_PORTS; the kubelets,
         # node-exporter on the host network and the API server by the VPC's addresses),
@@ -115,6 +136,14 @@ def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
                 ),
             ],
         ),
+    }
+
+
+def _alertmanager_and_grafana_policies(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
+    """Alertmanager's and Grafana's policies."""
+    ns, pods = args.namespace, POD_LABELS
+    api = network_policies.api_server_rule(args.vpc_cidr)
+    return {
         # Alertmanager: alerts from Prometheus, Grafana's alertmanager datasource, the HA mesh
         # between replicas, Slack's webhook (HTTPS).
         "alertmanager": network_policies.policy(
@@ -146,18 +175,6 @@ def network_policy_specs(args: MonitoringArgs) -> dict[str, dict[str, Any]]:
                 api,
             ],
         ),
-        # The operator's admission webhook and the adapter's aggregated API are called by the API server.
-        "webhooks": network_policies.policy(
-            None,
-            ingress=[
-                from_api_server_rule(args.vpc_cidr, *tcp(OPERATOR_PORT, ADAPTER_PORT)),
-            ],
-        ),
-        "adapter": network_policies.policy(
-            pods["adapter"], egress=[rule([pods_in(ns, pods["prometheus"])], *tcp(PROMETHEUS_PORT))]
-        ),
-        # Clients of the API server: the operator, kube-state-metrics, the admission Jobs, the adapter.
-        "api-server": network_policies.policy(None, egress=[api]),
     }
 
 

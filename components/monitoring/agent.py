@@ -64,32 +64,11 @@ def agent_rules(ns: str, d: MonitoredDeployment, timing: AgentAlertTiming | None
     d.load_timeout_seconds; `ns` is the Triton namespace."""
     timing = timing or AgentAlertTiming()
     p = pods(ns, d)
-    age = f"(time() - {LAST_SUCCESS}{{{p}}})"
-    stale_for, stale_for_words = duration_of(timing.stale_for_seconds)
-    _, stale_words = duration_of(timing.stale_seconds)
     failed_for, failed_for_words = duration_of(timing.failed_for_seconds)
     load_for, load_words = duration_of(d.load_timeout_seconds)
     by_pod = "namespace, pod, model"
     return [
-        {
-            "alert": "TritonAgentStale",
-            # A replica behind while a peer is current: one replica's S3 path, credentials or pass,
-            # not the bucket (an outage of every replica leaves none current: the other alerts and
-            # `model-sync verify` see that).
-            "expr": (
-                f"{age} > {timing.stale_seconds} and on (namespace) "
-                f"(count by (namespace) ({age} <= {timing.stale_seconds}) > 0)"
-            ),
-            "for": stale_for,
-            "labels": {"severity": "warning", "deployment": d.name},
-            "annotations": {
-                "summary": (
-                    f"Triton {d.name}: the model-sync agent in {{{{ $labels.pod }}}} has completed no pass for "
-                    f"more than {stale_words} while another replica's has, for {stale_for_words}: it keeps "
-                    "serving what it has, and new pins do not reach it"
-                ),
-            },
-        },
+        _stale_rule(d, p, timing),
         {
             "alert": "TritonPinnedVersionFailed",
             "expr": f"count by (namespace, model, state, reason) ({STATE}{{{p},{NOT_SERVING}}} == 1) > 0",
@@ -121,6 +100,32 @@ def agent_rules(ns: str, d: MonitoredDeployment, timing: AgentAlertTiming | None
             },
         },
     ]
+
+
+def _stale_rule(d: MonitoredDeployment, p: str, timing: AgentAlertTiming) -> dict[str, Any]:
+    """TritonAgentStale: one replica's agent has completed no pass for `timing.stale_seconds` while a peer's has."""
+    age = f"(time() - {LAST_SUCCESS}{{{p}}})"
+    stale_for, stale_for_words = duration_of(timing.stale_for_seconds)
+    _, stale_words = duration_of(timing.stale_seconds)
+    return {
+        "alert": "TritonAgentStale",
+        # A replica behind while a peer is current: one replica's S3 path, credentials or pass,
+        # not the bucket (an outage of every replica leaves none current: the other alerts and
+        # `model-sync verify` see that).
+        "expr": (
+            f"{age} > {timing.stale_seconds} and on (namespace) "
+            f"(count by (namespace) ({age} <= {timing.stale_seconds}) > 0)"
+        ),
+        "for": stale_for,
+        "labels": {"severity": "warning", "deployment": d.name},
+        "annotations": {
+            "summary": (
+                f"Triton {d.name}: the model-sync agent in {{{{ $labels.pod }}}} has completed no pass for "
+                f"more than {stale_words} while another replica's has, for {stale_for_words}: it keeps "
+                "serving what it has, and new pins do not reach it"
+            ),
+        },
+    }
 
 
 def agent_panel_queries(triton_namespace: str) -> dict[str, tuple[str, str, str]]:

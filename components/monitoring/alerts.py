@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from components.kubernetes import naming
+from components.kubernetes.triton_server import AGENT_SIDECAR, TRITON_CONTAINER
 from components.monitoring.agent import AgentAlertTiming, agent_rules
 from components.monitoring.queries import (
-    AGENT_SIDECAR,
     CANARY_WINDOW,
-    TRITON_CONTAINER,
     duration_of,
     duration_seconds,
     failure_ratio_query,
@@ -111,33 +110,51 @@ def alert_rule_groups(args: MonitoringArgs, agent_timing: AgentAlertTiming | Non
     `agent_timing`) and `gpu` (DCGM). Every rule's annotations carry `runbook_url`:
     `<args.runbooks_url>#<alert name in lower case>`."""
     ns = f'namespace="{args.triton_namespace}"'
-    triton: list[dict[str, Any]] = []
-    for d in args.deployments:
-        threshold = 5 * d.queue_time_target_microseconds
-        pods = f'{ns},pod=~"{naming.triton_app_name(d.name)}-.*"'
-        triton.append(
-            {
-                "alert": "TritonQueueLatencyP99High",
-                "expr": (
-                    f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}'
-                ),
-                "for": "10m",
-                "labels": {"severity": "warning", "deployment": d.name},
-                "annotations": {
-                    "summary": (
-                        f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs "
-                        "(5x the HPA target) for 10 minutes"
-                    ),
-                    "description": (
-                        "Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, "
-                        "or batching is misconfigured. (Triton times successful requests only: "
-                        "while every request fails, TritonInferenceFailureRatioHigh fires instead.)"
-                    ),
-                },
-            }
-        )
-    triton += [canary_stuck_rule(ns, d) for d in args.deployments]
-    triton += [
+    triton = [
+        *(_queue_latency_rule(ns, d) for d in args.deployments),
+        *(canary_stuck_rule(ns, d) for d in args.deployments),
+        *_triton_namespace_rules(ns),
+    ]
+    gpu = _gpu_rules()
+    agent = [rule for d in args.deployments for rule in agent_rules(args.triton_namespace, d, agent_timing)]
+    # Every rule links its runbook section, added here so that no rule can go without one.
+    return [
+        {"name": name, "rules": [_with_runbook(r, args.runbooks_url) for r in rules]}
+        for name, rules in (("triton", triton), ("model-sync-agent", agent), ("gpu", gpu))
+    ]
+
+
+def _queue_latency_rule(ns: str, d: MonitoredDeployment) -> dict[str, Any]:
+    """TritonQueueLatencyP99High of deployment `d`: its p99 queue time above 5x its HPA target."""
+    threshold = 5 * d.queue_time_target_microseconds
+    pods = f'{ns},pod=~"{naming.triton_app_name(d.name)}-.*"'
+    return {
+        "alert": "TritonQueueLatencyP99High",
+        "expr": (f'max by (namespace, model) (nv_inference_queue_summary_us{{{pods},quantile="0.99"}}) > {threshold}'),
+        "for": "10m",
+        "labels": {"severity": "warning", "deployment": d.name},
+        "annotations": {
+            "summary": (
+                f"Triton {d.name}: p99 queue time of {{{{ $labels.model }}}} above {threshold} µs "
+                "(5x the HPA target) for 10 minutes"
+            ),
+            "description": (
+                "Requests wait in Triton's queue: the HPA is at maxReplicas, GPU nodes cannot be added, "
+                "or batching is misconfigured. (Triton times successful requests only: "
+                "while every request fails, TritonInferenceFailureRatioHigh fires instead.)"
+            ),
+        },
+    }
+
+
+def _triton_namespace_rules(ns: str) -> list[dict[str, Any]]:
+    """The Triton namespace's failure ratio, readiness, model loads and restarts."""
+    return [*_triton_health_rules(ns), *_triton_restart_rules(ns)]
+
+
+def _triton_health_rules(ns: str) -> list[dict[str, Any]]:
+    """Failing requests, a deployment with no ready replica, a placed model that does not load."""
+    return [
         {
             "alert": "TritonInferenceFailureRatioHigh",
             # 1 when every request fails (the dashboard's failure-ratio panel is the same query).
@@ -186,6 +203,12 @@ def alert_rule_groups(args: MonitoringArgs, agent_timing: AgentAlertTiming | Non
                 )
             },
         },
+    ]
+
+
+def _triton_restart_rules(ns: str) -> list[dict[str, Any]]:
+    """tritonserver or the agent sidecar restarting."""
+    return [
         restarting_rule(
             "TritonServerRestarting",
             f'kube_pod_container_status_restarts_total{{{ns},container="{TRITON_CONTAINER}"}}',
@@ -203,7 +226,11 @@ def alert_rule_groups(args: MonitoringArgs, agent_timing: AgentAlertTiming | Non
             "no new pin is placed while it crash-loops; tritonserver keeps serving what it loaded; see the agent's log",
         ),
     ]
-    gpu = [
+
+
+def _gpu_rules() -> list[dict[str, Any]]:
+    """The `gpu` group (DCGM): a GPU idle or saturated."""
+    return [
         # The wait is the `for:` over a short (5-minute) average: a long averaging window
         # adds nothing for a GPU idle or saturated from its first sample (the average is
         # true at once) and its own length for one that becomes so, so the wait would
@@ -232,10 +259,4 @@ def alert_rule_groups(args: MonitoringArgs, agent_timing: AgentAlertTiming | Non
                 )
             },
         },
-    ]
-    agent = [rule for d in args.deployments for rule in agent_rules(args.triton_namespace, d, agent_timing)]
-    # Every rule links its runbook section, added here so that no rule can go without one.
-    return [
-        {"name": name, "rules": [_with_runbook(r, args.runbooks_url) for r in rules]}
-        for name, rules in (("triton", triton), ("model-sync-agent", agent), ("gpu", gpu))
     ]

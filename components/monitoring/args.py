@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.kubernetes import naming, network_policies
+from components.stack_config.declarations import check_declared
 
 # An absolute https URL of a page: alerts append `#<section>` to it.
 RUNBOOKS_URL = re.compile(r"https://[^\s/?#]+/[^\s?#]*")
@@ -108,18 +109,11 @@ class MonitoringArgs:
                 f"MonitoringArgs.query_group: {self.query_group!r} is not allowed; allowed: "
                 f"{naming.KUBERNETES_GROUP_RULE}"
             )
-        if not 1 <= self.prometheus_retention_days <= 365:
-            raise ValueError(
-                f"MonitoringArgs.prometheus_retention_days: {self.prometheus_retention_days!r} is out of range; "
-                "allowed: 1 to 365"
-            )
-        if not 10 <= self.prometheus_storage_gib <= 10_000:
-            raise ValueError(
-                f"MonitoringArgs.prometheus_storage_gib: {self.prometheus_storage_gib!r} is out of range; "
-                "allowed: 10 to 10000"
-            )
-        if not 1 <= self.replicas <= 5:
-            raise ValueError(f"MonitoringArgs.replicas: {self.replicas!r} is out of range; allowed: 1 to 5")
+        check_declared(
+            "MonitoringArgs.prometheus_retention_days", "prometheusRetentionDays", self.prometheus_retention_days
+        )
+        check_declared("MonitoringArgs.prometheus_storage_gib", "prometheusStorageGiB", self.prometheus_storage_gib)
+        check_declared("MonitoringArgs.replicas", "platformReplicas", self.replicas)
         if (
             isinstance(self.slack_webhook_url, str)
             and self.slack_webhook_url

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from components.gpu import gpu_contract
 from components.kubernetes import naming
+from components.kubernetes.triton_server import QUEUE_TIME_METRIC
 from components.monitoring.queries import adapter_rules
-from components.triton_deployment import QUEUE_TIME_METRIC
 
 if TYPE_CHECKING:
     from components.monitoring.args import MonitoringArgs
@@ -114,6 +114,16 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
         # well above steady use). The operator, its admission Jobs and kube-state-metrics
         # already run non-root, read-only, without capabilities, under seccomp RuntimeDefault
         # (the charts' defaults); node-exporter and Grafana get what their defaults lack.
+        **_exporter_values(system),
+        "prometheus": _prometheus_values(args, system),
+        "alertmanager": _alertmanager_values(args, system),
+        "grafana": _grafana_values(args, system),
+    }
+
+
+def _exporter_values(system: dict[str, str]) -> dict[str, Any]:
+    """The operator, kube-state-metrics and node-exporter."""
+    return {
         "prometheusOperator": {
             "nodeSelector": system,
             "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
@@ -155,93 +165,105 @@ def kube_prometheus_stack_values(args: MonitoringArgs) -> dict[str, Any]:
                 "capabilities": {"drop": ["ALL"]},
             },
         },
-        "prometheus": {
-            "prometheusSpec": {
-                "replicas": args.replicas,
-                "retention": f"{args.prometheus_retention_days}d",
-                # Keep 15 % of the volume free so compaction never fills it.
-                "retentionSize": f"{int(args.prometheus_storage_gib * 0.85)}GB",
-                # The encrypted gp3 class by name: EKS has no usable default StorageClass.
-                "storageSpec": {
-                    "volumeClaimTemplate": {
-                        "spec": {
-                            "storageClassName": naming.STORAGE_CLASS,
-                            "accessModes": ["ReadWriteOnce"],
-                            "resources": {"requests": {"storage": f"{args.prometheus_storage_gib}Gi"}},
-                        }
+    }
+
+
+def _prometheus_values(args: MonitoringArgs, system: dict[str, str]) -> dict[str, Any]:
+    """Prometheus: replicas, retention, its encrypted volume, every monitor and rule selected."""
+    return {
+        "prometheusSpec": {
+            "replicas": args.replicas,
+            "retention": f"{args.prometheus_retention_days}d",
+            # Keep 15 % of the volume free so compaction never fills it.
+            "retentionSize": f"{int(args.prometheus_storage_gib * 0.85)}GB",
+            # The encrypted gp3 class by name: EKS has no usable default StorageClass.
+            "storageSpec": {
+                "volumeClaimTemplate": {
+                    "spec": {
+                        "storageClassName": naming.STORAGE_CLASS,
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": f"{args.prometheus_storage_gib}Gi"}},
                     }
-                },
-                # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's.
-                "serviceMonitorSelectorNilUsesHelmValues": False,
-                "podMonitorSelectorNilUsesHelmValues": False,
-                "ruleSelectorNilUsesHelmValues": False,
-                "nodeSelector": system,
-                "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
-            }
-        },
-        "alertmanager": {
-            "config": alertmanager_config(args.slack_enabled),
-            "alertmanagerSpec": {
-                "replicas": args.replicas,
-                "nodeSelector": system,
-                "secrets": [SLACK_SECRET] if args.slack_enabled else [],
-                "resources": {
-                    "requests": {"cpu": "50m", "memory": "128Mi"},
-                    "limits": {"cpu": "500m", "memory": "256Mi"},
-                },
+                }
+            },
+            # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's.
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "podMonitorSelectorNilUsesHelmValues": False,
+            "ruleSelectorNilUsesHelmValues": False,
+            "nodeSelector": system,
+            "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+        }
+    }
+
+
+def _alertmanager_values(args: MonitoringArgs, system: dict[str, str]) -> dict[str, Any]:
+    """Alertmanager: its routes (Slack when a webhook is set) and replicas."""
+    return {
+        "config": alertmanager_config(args.slack_enabled),
+        "alertmanagerSpec": {
+            "replicas": args.replicas,
+            "nodeSelector": system,
+            "secrets": [SLACK_SECRET] if args.slack_enabled else [],
+            "resources": {
+                "requests": {"cpu": "50m", "memory": "128Mi"},
+                "limits": {"cpu": "500m", "memory": "256Mi"},
             },
         },
-        "grafana": {
-            "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
-            # A Role in the monitoring namespace instead of a ClusterRole (the sidecars below).
-            # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml (rbac.namespaced)
-            "rbac": {"namespaced": True},
-            "nodeSelector": system,
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
-            # The chart's context plus a read-only root: Grafana writes to /var/lib/grafana and
-            # /var/lib/grafana-search (the chart's emptyDirs) and to /tmp (an emptyDir here).
-            # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml
-            # (containerSecurityContext, extraEmptyDirMounts)
-            "containerSecurityContext": {
+    }
+
+
+def _grafana_values(args: MonitoringArgs, system: dict[str, str]) -> dict[str, Any]:
+    """Grafana: its admin Secret, a namespaced Role, a read-only root, sidecars reading its own namespace only."""
+    return {
+        "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
+        # A Role in the monitoring namespace instead of a ClusterRole (the sidecars below).
+        # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml (rbac.namespaced)
+        "rbac": {"namespaced": True},
+        "nodeSelector": system,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+        # The chart's context plus a read-only root: Grafana writes to /var/lib/grafana and
+        # /var/lib/grafana-search (the chart's emptyDirs) and to /tmp (an emptyDir here).
+        # ref: https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml
+        # (containerSecurityContext, extraEmptyDirMounts)
+        "containerSecurityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "extraEmptyDirMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 (the container's own emptyDir)
+        "sidecar": {
+            # Both sidecars (dashboards, datasources) take these; they write only into
+            # their mounted folders, so the root can be read-only (Loki's chart runs the
+            # same k8s-sidecar image that way by default).
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "128Mi"},
+                "limits": {"cpu": "500m", "memory": "256Mi"},
+            },
+            "securityContext": {
                 "allowPrivilegeEscalation": False,
-                "privileged": False,
                 "readOnlyRootFilesystem": True,
                 "capabilities": {"drop": ["ALL"]},
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
-            "extraEmptyDirMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 (the container's own emptyDir)
-            "sidecar": {
-                # Both sidecars (dashboards, datasources) take these; they write only into
-                # their mounted folders, so the root can be read-only (Loki's chart runs the
-                # same k8s-sidecar image that way by default).
-                "resources": {
-                    "requests": {"cpu": "10m", "memory": "128Mi"},
-                    "limits": {"cpu": "500m", "memory": "256Mi"},
-                },
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                # Only Grafana's own namespace, where every dashboard and datasource of the
-                # platform lives (the charts' and this component's ConfigMaps, the Loki
-                # datasource): with rbac.namespaced the sidecars read ConfigMaps and Secrets
-                # there only, instead of every Secret in the cluster.
-                # (kube-prometheus-stack's own default for the dashboards is ALL.)
-                "dashboards": {
-                    "enabled": True,
-                    "label": "grafana_dashboard",
-                    "labelValue": "1",
-                    "searchNamespace": args.namespace,
-                },
-                "datasources": {
-                    "enabled": True,
-                    "label": "grafana_datasource",
-                    "labelValue": "1",
-                    "searchNamespace": args.namespace,
-                },
+            # Only Grafana's own namespace, where every dashboard and datasource of the
+            # platform lives (the charts' and this component's ConfigMaps, the Loki
+            # datasource): with rbac.namespaced the sidecars read ConfigMaps and Secrets
+            # there only, instead of every Secret in the cluster.
+            # (kube-prometheus-stack's own default for the dashboards is ALL.)
+            "dashboards": {
+                "enabled": True,
+                "label": "grafana_dashboard",
+                "labelValue": "1",
+                "searchNamespace": args.namespace,
             },
-            "defaultDashboardsTimezone": "utc",
+            "datasources": {
+                "enabled": True,
+                "label": "grafana_datasource",
+                "labelValue": "1",
+                "searchNamespace": args.namespace,
+            },
         },
+        "defaultDashboardsTimezone": "utc",
     }

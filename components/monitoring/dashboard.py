@@ -83,7 +83,42 @@ def dashboard(
 ) -> dict[str, Any]:
     """The Triton + GPU dashboard (Grafana JSON model), log panels, then the ingress's clients."""
     ns = f'namespace="{triton_namespace}"'
-    panels = [
+    panels = _serving_panels(ns)
+    # Canary vs stable: a row, then its three panels side by side.
+    panels.append(
+        {
+            "id": len(panels) + 1,
+            "type": "row",
+            "title": "Canary vs stable",
+            "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": 32},
+            "panels": [],
+        }
+    )
+    for i, (title, (expr, unit)) in enumerate(canary_queries(triton_namespace).items()):
+        panels.append(_panel(len(panels) + 1, title, expr, unit, 33, 8 * i, "{{model}} v{{version}}", w=8))
+    for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
+        panels.append(_log_panel(len(panels) + 1, title, expr, 41 + 10 * (i // 2), 12 * (i % 2)))
+    y = 41 + 10 * ((len(log_queries(triton_namespace, deployments)) + 1) // 2)
+    panels.append(
+        {
+            "id": len(panels) + 1,
+            "type": "row",
+            "title": "Clients (ingress access log)",
+            "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+            "panels": [],
+        }
+    )
+    for i, (title, expr) in enumerate(client_queries(ingress_namespace).items()):
+        panels.append(_client_panel(len(panels) + 1, title, expr, y + 1, 8 * i))
+    panels += agent_row(triton_namespace, len(panels) + 1, max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels))
+    return {"uid": "triton-platform", **_dashboard_settings(ns), "panels": panels}
+
+
+def _serving_panels(ns: str) -> list[dict[str, Any]]:
+    """Requests, failures, queue and compute time, ready replicas, GPU utilisation and memory."""
+    return [
         _panel(
             1,
             "Inference requests / s by model",
@@ -127,6 +162,13 @@ def dashboard(
             12,
             "{{deployment}}",
         ),
+        *_gpu_panels(),
+    ]
+
+
+def _gpu_panels() -> list[dict[str, Any]]:
+    """GPU utilisation and memory used, per node and GPU (DCGM)."""
+    return [
         _panel(
             7,
             "GPU utilisation",
@@ -146,37 +188,11 @@ def dashboard(
             "{{Hostname}} gpu {{gpu}}",
         ),
     ]
-    # Canary vs stable: a row, then its three panels side by side.
-    panels.append(
-        {
-            "id": len(panels) + 1,
-            "type": "row",
-            "title": "Canary vs stable",
-            "collapsed": False,
-            "gridPos": {"h": 1, "w": 24, "x": 0, "y": 32},
-            "panels": [],
-        }
-    )
-    for i, (title, (expr, unit)) in enumerate(canary_queries(triton_namespace).items()):
-        panels.append(_panel(len(panels) + 1, title, expr, unit, 33, 8 * i, "{{model}} v{{version}}", w=8))
-    for i, (title, expr) in enumerate(log_queries(triton_namespace, deployments).items()):
-        panels.append(_log_panel(len(panels) + 1, title, expr, 41 + 10 * (i // 2), 12 * (i % 2)))
-    y = 41 + 10 * ((len(log_queries(triton_namespace, deployments)) + 1) // 2)
-    panels.append(
-        {
-            "id": len(panels) + 1,
-            "type": "row",
-            "title": "Clients (ingress access log)",
-            "collapsed": False,
-            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
-            "panels": [],
-        }
-    )
-    for i, (title, expr) in enumerate(client_queries(ingress_namespace).items()):
-        panels.append(_client_panel(len(panels) + 1, title, expr, y + 1, 8 * i))
-    panels += agent_row(triton_namespace, len(panels) + 1, max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels))
+
+
+def _dashboard_settings(ns: str) -> dict[str, Any]:
+    """The dashboard's title, time range, refresh and variables (datasources, the model)."""
     return {
-        "uid": "triton-platform",
         "title": "Triton inference + GPU",
         "schemaVersion": 39,
         "version": 1,
@@ -205,5 +221,4 @@ def dashboard(
                 },
             ]
         },
-        "panels": panels,
     }

@@ -15,7 +15,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from components.kubernetes import naming
 from components.kubernetes.helm import pinned_release as _release
+from components.kubernetes.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.monitoring.access import (
     PROMETHEUS_QUERY_ROLE,
     network_policy_specs,
@@ -33,7 +35,6 @@ from components.monitoring.chart_values import (
     kube_prometheus_stack_values,
 )
 from components.monitoring.dashboard import dashboard
-from components.serving_namespace import ServingNamespace, ServingNamespaceArgs
 from components.upstream import versions
 
 
@@ -58,41 +59,13 @@ class Monitoring(pulumi.ComponentResource):
             opts=child,
         )
         after_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
-
-        def meta(obj: str, extra: dict[str, str] | None = None) -> Any:
-            return {
-                "name": obj,
-                "namespace": args.namespace,
-                "labels": {"app.kubernetes.io/part-of": "triton-platform", **(extra or {})},
-            }
-
-        password = random.RandomPassword(f"{name}-grafana-admin-password", length=32, special=False, opts=child)
-        self.grafana_admin_password = pulumi.Output.secret(password.result)
-        grafana_secret = k8s.core.v1.Secret(
-            f"{name}-grafana-admin",
-            metadata=meta(GRAFANA_ADMIN_SECRET),
-            type="Opaque",
-            string_data={"admin-user": "admin", "admin-password": password.result},
-            opts=after_ns,
-        )
-        release_deps: list[pulumi.Resource] = [ns, exporter_ns, grafana_secret]
-        if args.slack_enabled:
-            release_deps.append(
-                k8s.core.v1.Secret(
-                    f"{name}-alertmanager-slack",
-                    metadata=meta(SLACK_SECRET),
-                    type="Opaque",
-                    string_data={"url": pulumi.Output.secret(args.slack_webhook_url)},
-                    opts=after_ns,
-                )
-            )
-
+        secrets = self._secrets(name, args, after_ns)
         self.stack = _release(
             f"{name}-kube-prometheus-stack",
             versions.KUBE_PROMETHEUS_STACK_CHART,
             args.namespace,
             kube_prometheus_stack_values(args),
-            pulumi.ResourceOptions(parent=self, depends_on=release_deps),
+            pulumi.ResourceOptions(parent=self, depends_on=[ns, exporter_ns, *secrets]),
         )
         after_stack = pulumi.ResourceOptions(parent=self, depends_on=[self.stack])
         self.adapter = _release(
@@ -102,10 +75,53 @@ class Monitoring(pulumi.ComponentResource):
             adapter_values(args),
             after_stack,
         )
+        self._dashboard_and_rules(name, args, after_ns, after_stack)
+        self._prometheus_query_access(name, args, after_ns)
 
+        self.namespace_name = ns.namespace_name
+        self.prometheus_proxy_path = prometheus_proxy_path(args.namespace)
+        self.register_outputs(
+            {
+                "namespaceName": self.namespace_name,
+                "grafanaAdminPassword": self.grafana_admin_password,
+                "prometheusProxyPath": self.prometheus_proxy_path,
+            }
+        )
+
+    def _secrets(self, name: str, args: MonitoringArgs, after_ns: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """Grafana's generated admin password and, with a Slack webhook, Alertmanager's."""
+        password = random.RandomPassword(
+            f"{name}-grafana-admin-password", length=32, special=False, opts=pulumi.ResourceOptions(parent=self)
+        )
+        self.grafana_admin_password = pulumi.Output.secret(password.result)
+        secrets: list[pulumi.Resource] = [
+            k8s.core.v1.Secret(
+                f"{name}-grafana-admin",
+                metadata=_meta(args, GRAFANA_ADMIN_SECRET),
+                type="Opaque",
+                string_data={"admin-user": "admin", "admin-password": password.result},
+                opts=after_ns,
+            )
+        ]
+        if args.slack_enabled:
+            secrets.append(
+                k8s.core.v1.Secret(
+                    f"{name}-alertmanager-slack",
+                    metadata=_meta(args, SLACK_SECRET),
+                    type="Opaque",
+                    string_data={"url": pulumi.Output.secret(args.slack_webhook_url)},
+                    opts=after_ns,
+                )
+            )
+        return secrets
+
+    def _dashboard_and_rules(
+        self, name: str, args: MonitoringArgs, after_ns: pulumi.ResourceOptions, after_stack: pulumi.ResourceOptions
+    ) -> None:
+        """The Triton + GPU dashboard's ConfigMap and the PrometheusRule of the alerts."""
         self.dashboard = k8s.core.v1.ConfigMap(
             f"{name}-dashboard",
-            metadata=meta("triton-dashboard", DASHBOARD_LABEL),
+            metadata=_meta(args, "triton-dashboard", DASHBOARD_LABEL),
             data={
                 "triton.json": json.dumps(
                     dashboard(args.triton_namespace, args.deployments, args.ingress_namespace), indent=1, sort_keys=True
@@ -118,32 +134,31 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-rules",
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
-            metadata=meta("triton-alerts"),
+            metadata=_meta(args, "triton-alerts"),
             spec=rules_spec,
             opts=after_stack,
         )
 
-        # The canary analysis' read of Prometheus through the API server (access.py's docstring).
+    def _prometheus_query_access(self, name: str, args: MonitoringArgs, after_ns: pulumi.ResourceOptions) -> None:
+        """The canary analysis' read of Prometheus through the API server (access.py's docstring)."""
         query_rules: Any = prometheus_query_rules()
         query_role = k8s.rbac.v1.Role(
-            f"{name}-prometheus-query-role", metadata=meta(PROMETHEUS_QUERY_ROLE), rules=query_rules, opts=after_ns
+            f"{name}-prometheus-query-role",
+            metadata=_meta(args, PROMETHEUS_QUERY_ROLE),
+            rules=query_rules,
+            opts=after_ns,
         )
         role_ref: Any = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PROMETHEUS_QUERY_ROLE}
         subjects: Any = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": args.query_group}]
         k8s.rbac.v1.RoleBinding(
             f"{name}-prometheus-query-binding",
-            metadata=meta(PROMETHEUS_QUERY_ROLE),
+            metadata=_meta(args, PROMETHEUS_QUERY_ROLE),
             role_ref=role_ref,
             subjects=subjects,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[query_role]),
         )
 
-        self.namespace_name = ns.namespace_name
-        self.prometheus_proxy_path = prometheus_proxy_path(args.namespace)
-        self.register_outputs(
-            {
-                "namespaceName": self.namespace_name,
-                "grafanaAdminPassword": self.grafana_admin_password,
-                "prometheusProxyPath": self.prometheus_proxy_path,
-            }
-        )
+
+def _meta(args: MonitoringArgs, obj: str, extra: dict[str, str] | None = None) -> Any:
+    """The metadata of an object in the monitoring namespace."""
+    return {"name": obj, "namespace": args.namespace, "labels": {**naming.PART_OF_LABELS, **(extra or {})}}

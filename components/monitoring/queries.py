@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from components.kubernetes import naming
-from components.triton_deployment import QUEUE_TIME_METRIC
+from components.kubernetes.triton_server import AGENT_INIT_CONTAINER, AGENT_SIDECAR, QUEUE_TIME_METRIC, TRITON_CONTAINER
 
 if TYPE_CHECKING:
     from components.monitoring.args import MonitoredDeployment
@@ -25,10 +25,7 @@ FAILURE_WINDOW = "5m"
 # The rate window of the gray-release alert and panels: a version "takes requests" while its rate
 # over this window is above 0, so it still does for up to this long after its last request.
 CANARY_WINDOW = "5m"
-# The containers of a Triton pod (components/triton_deployment.py), which the log panels and the alerts name.
-TRITON_CONTAINER = "tritonserver"
-AGENT_CONTAINERS = ("agent-init", "agent")
-AGENT_SIDECAR = AGENT_CONTAINERS[1]  # the native sidecar (an init container with restartPolicy Always)
+AGENT_CONTAINERS = (AGENT_INIT_CONTAINER, AGENT_SIDECAR)
 
 
 def duration_seconds(duration: str) -> int:

@@ -87,13 +87,18 @@ class Key:
     def read(self, value: Any) -> Any:
         """`value` checked against the declared type and bounds: a boolean; an integer in its range; a
         string among its choices. Any other key has a reader of its own, in the module of its area."""
-        key = config_key(self.name)
         if self.type == "boolean":
-            return read_bool(key, value)
+            return read_bool(config_key(self.name), value)
+        return self.check(config_key(self.name), value)
+
+    def check(self, where: str, value: Any) -> Any:
+        """`value` held to the declared bounds (an integer's range, a string's choices), a ConfigError
+        naming `where`: the stack key, or the field of a component's Args that the key fills
+        (`IngressArgs.rate_limit_rps`), so an Args accepts exactly what the stack file may say."""
         if self.type == "integer" and self.minimum is not None and self.maximum is not None:
-            return read_int(key, value, self.minimum, self.maximum)
+            return read_int(where, value, self.minimum, self.maximum)
         if self.type == "string" and self.choices:
-            return read_choice(key, value, self.choices)
+            return read_choice(where, value, self.choices)
         raise TypeError(f"{self.name}: its declaration alone does not say how to read it")
 
 
@@ -504,6 +509,11 @@ KEYS: tuple[Key, ...] = (
 )
 
 KEYS_BY_NAME = {k.name: k for k in KEYS}
+
+
+def check_declared(where: str, name: str, value: Any) -> None:
+    """A component's Args field `where`, filled from key `name`, held to that key's declared bounds."""
+    KEYS_BY_NAME[name].check(where, value)
 
 
 def declared_values(raw: Mapping[str, Any]) -> tuple[Any, dict[str, Any], set[str]]:

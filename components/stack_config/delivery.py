@@ -7,14 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.iam.arns import POLICY_ARN, ROLE_ARN, is_customer_managed_policy, policy_identity
+from components.iam.github_oidc import GIT_REF, GITHUB_REPO
 from components.stack_config import rules
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_list, read_str
 from components.stack_config.vocabulary import (
     BUCKET_NAME,
-    GIT_REF,
     GITHUB_OIDC_ARN,
-    GITHUB_REPO,
     KMS_KEY_ARN,
     config_key,
 )

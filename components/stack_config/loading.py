@@ -16,11 +16,11 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.network import eks_zone_names
 from components.stack_config.errors import ConfigError
 from components.stack_config.model import StackConfig
 from components.stack_config.parser import parse
 from components.stack_config.readers import DuplicateKeyError, UniqueKeyLoader
+from components.stack_config.zones import eks_zone_names
 
 
 def load_from_pulumi(get_env: Callable[[], Mapping[str, str]] | None = None) -> StackConfig:

@@ -65,19 +65,30 @@ def parse(
         stack=stack,
         environment=environment,
         region=region,
-        kubernetes_version=cluster.read_kubernetes_version(values["kubernetesVersion"]),
         **network,
         **api_access,
         cluster_log_types=log_types,
-        cluster_log_retention_days=cluster.read_log_retention(values["clusterLogRetentionDays"]),
         node_groups=tuple(groups.values()),
-        **read_declared(values, "nodeAutoscalingEnabled", "scaleDownUnneededMinutes", "scaleDownDelayAfterAddMinutes"),
         **repository,
         **github,
         triton_deployments=tritons,
         agent_image=agent_image,
-        triton_image=images.read_triton_image(values["tritonImage"], environment),
         **ingress,
+        alertmanager_slack_webhook_url=webhook,
+        **deployer,
+        **promotion,
+        **authentication,
+        **_read_the_rest(values, environment),
+    )
+
+
+def _read_the_rest(values: Mapping[str, Any], environment: str) -> dict[str, Any]:
+    """The keys read on their own, with no rule between them and another (read last, in this order)."""
+    return {
+        "kubernetes_version": cluster.read_kubernetes_version(values["kubernetesVersion"]),
+        "cluster_log_retention_days": cluster.read_log_retention(values["clusterLogRetentionDays"]),
+        **read_declared(values, "nodeAutoscalingEnabled", "scaleDownUnneededMinutes", "scaleDownDelayAfterAddMinutes"),
+        "triton_image": images.read_triton_image(values["tritonImage"], environment),
         **read_declared(
             values,
             "ingressRequestBodyLimitMiB",
@@ -89,8 +100,4 @@ def parse(
             "loggingEnabled",
             "lokiRetentionDays",
         ),
-        alertmanager_slack_webhook_url=webhook,
-        **deployer,
-        **promotion,
-        **authentication,
-    )
+    }

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from components.stack_config.errors import ConfigError
-from components.stack_config.vocabulary import DNS_LABEL, QUANTITY
+from components.stack_config.vocabulary import QUANTITY
+from model_sync.contract.dns_label import DNS_LABEL, DNS_LABEL_RULE
 
 
 def read_int(key: str, value: Any, lo: int, hi: int) -> int:
@@ -76,7 +77,7 @@ def read_dns_label(key: str, value: Any) -> str:
         key,
         value,
         DNS_LABEL,
-        "a DNS label: lowercase letters, digits and '-', starting with a letter, at most 32 characters",
+        DNS_LABEL_RULE,
     )
 
 

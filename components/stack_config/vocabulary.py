@@ -1,7 +1,8 @@
 """The stack config's vocabulary: the names, choices and value shapes components share with the parser.
 
 Plain data. The components check their Args against these (the environments, NAT modes,
-capacity and AMI types, log types and retentions, GitHub refs), and the parser above them
+capacity and AMI types, log types and retentions; GitHub's repository and ref shapes are
+components/iam/github_oidc.py's), and the parser above them
 checks the stack against the same ones, so a value the stack accepts is never refused halfway
 through a `pulumi up`.
 """
@@ -62,13 +63,9 @@ DEFAULT_VPC_CIDR = "10.0.0.0/16"
 
 # ---- value shapes ------------------------------------------------------------------------
 
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 INSTANCE_TYPE = re.compile(r"^([a-z][a-z0-9-]*?)\.([0-9a-z]+)$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$")
-# A branch or tag ref the CI roles' workflows may run from (no wildcards, no environments).
-GIT_REF = re.compile(r"^refs/(heads|tags)/[\w./-]+$")
-GITHUB_REPO = re.compile(r"^[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}$")
 IMAGE_PINNED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 IMAGE_TAGGED = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$")
 # An NGC tritonserver image or a registry mirror of it:

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from components.eks_addons import AFTER_COMPUTE_ADDONS, BEFORE_COMPUTE_ADDONS, EksAddonsArgs, _build_addon_configuration
+from components.eks.addons import AFTER_COMPUTE_ADDONS, BEFORE_COMPUTE_ADDONS, EksAddonsArgs, _build_addon_configuration
 from components.eks_cluster import (
-    CLUSTER_ADMIN_POLICY_ARN,
     EksClusterArgs,
     _build_kubeconfig,
     _build_vpc_config,
     role_key,
 )
+from components.iam.arns import CLUSTER_ADMIN_POLICY_ARN
 from components.upstream import versions
 from tests.components._helpers import assert_children_prefixed, policy, registered_outputs
 from tests.pulumi_kit import Run, run_program, stack_config

@@ -195,7 +195,7 @@ JWT = JwtArgs("https://login.example.com/", ("triton",), "https://login.example.
     ("overrides", "match"),
     [
         ({"domain": "Example"}, r"IngressArgs\.domain: 'Example' is not allowed"),
-        ({"acme_email": "nobody"}, r"IngressArgs\.acme_email: 'nobody' is not allowed"),
+        ({"acme_email": "nobody"}, r"IngressArgs\.acme_email: 'nobody' is not valid; allowed: an e-mail address"),
         (
             {"tls_issuer": "zerossl"},
             r"IngressArgs\.tls_issuer: 'zerossl' is not allowed; allowed: letsencrypt \| letsencrypt-staging",
@@ -219,12 +219,18 @@ JWT = JwtArgs("https://login.example.com/", ("triton",), "https://login.example.
                 r"IPv4\) lets \(almost\) every client through"
             ),
         ),
-        ({"request_body_limit_mib": 0}, r"request_body_limit_mib: 0 is out of range; allowed: 1 to 1024"),
+        (
+            {"request_body_limit_mib": 0},
+            r"request_body_limit_mib: 0 is out of range; allowed: an integer from 1 to 1024",
+        ),
         ({"rate_limit_rps": 100_001}, r"rate_limit_rps: 100001 is out of range"),
         ({"replicas": 0}, r"IngressArgs\.replicas: 0 is not allowed"),
         ({"vpc_cidr": "::/0"}, r"IngressArgs\.vpc_cidr: '::/0' is not allowed; allowed: the VPC's IPv4 CIDR"),
         ({"clients": ()}, r"IngressArgs\.clients: \(\) is not allowed"),
-        ({"clients": ("a:b",)}, r"IngressArgs\.clients: 'a:b' is not allowed; allowed: a DNS label"),
+        (
+            {"clients": ("a:b",)},
+            r"IngressArgs\.clients: 'a:b' is not valid; allowed: a DNS label: lowercase letters, digits and '-'",
+        ),
         ({"clients": ("a", "a")}, r"IngressArgs\.clients: \['a', 'a'\] has duplicates"),
         ({"authentication": "oidc"}, r"IngressArgs\.authentication: 'oidc' is not allowed; allowed: api-keys"),
         ({"authentication": "jwt", "clients": ()}, r"IngressArgs\.jwt: None is not allowed with authentication 'jwt'"),
@@ -247,7 +253,10 @@ def test_args_validation(overrides: dict[str, Any], match: str) -> None:
         ({"issuer": "http://login.example.com/"}, r"JwtArgs\.issuer: 'http://login\.example\.com/' is not allowed"),
         ({"jwks_uri": "login.example.com"}, r"JwtArgs\.jwks_uri: 'login\.example\.com' is not allowed"),
         ({"audiences": ()}, r"JwtArgs\.audiences: \[\] is not allowed"),
-        ({"jwks_cache_seconds": 10}, r"JwtArgs\.jwks_cache_seconds: 10 is out of range; allowed: 60 to 86400"),
+        (
+            {"jwks_cache_seconds": 10},
+            r"JwtArgs\.jwks_cache_seconds: 10 is out of range; allowed: an integer from 60 to 86400",
+        ),
         ({"models_claim": "a b"}, r"JwtArgs\.models_claim: 'a b' is not allowed"),
         ({"rate_limit_rps": 0}, r"JwtArgs\.rate_limit_rps: 0 is out of range"),
     ],

@@ -85,7 +85,10 @@ def test_grafana_datasource_only_with_monitoring(staging: Run) -> None:
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"retention_days": 0}, r"LogShippingArgs\.retention_days: 0 is out of range; allowed: 1 to 365"),
+        (
+            {"retention_days": 0},
+            r"LogShippingArgs\.retention_days: 0 is out of range; allowed: an integer from 1 to 365",
+        ),
         ({"storage_gib": 1}, r"LogShippingArgs\.storage_gib: 1 is out of range"),
         ({"shipper_replicas": 0}, r"LogShippingArgs\.shipper_replicas: 0 is out of range"),
         (

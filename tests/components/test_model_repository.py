@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from components.iam.promotion import PROMOTION_SOURCE_READ_PREFIXES
 from components.model_repository import (
     ABORT_INCOMPLETE_MULTIPART_DAYS,
-    PROMOTION_SOURCE_READ_PREFIXES,
     ModelRepositoryArgs,
     _build_bucket_policy,
     bucket_name,

@@ -6,11 +6,8 @@ import ipaddress
 
 import pytest
 
-from components.network import (
-    EKS_UNSUPPORTED_ZONE_IDS,
-    NetworkArgs,
-    _build_subnet_cidrs,
-)
+from components.network import NetworkArgs, _build_subnet_cidrs
+from components.stack_config.zones import EKS_UNSUPPORTED_ZONE_IDS
 from tests.components._helpers import assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Run
 

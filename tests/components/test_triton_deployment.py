@@ -13,14 +13,12 @@ import pytest
 
 from components.gpu import gpu_contract
 from components.kubernetes import naming
+from components.kubernetes.triton_server import ADMIN_HEADER, GRPC_ADMIN_HEADER, QUEUE_TIME_METRIC
 from components.stack_config.model import TritonDeploymentConfig
 from components.triton_deployment import (
-    ADMIN_HEADER,
     ADMIN_KEY_ENV,
     ADMIN_PROTOCOLS,
-    GRPC_ADMIN_HEADER,
     NODE_PROVISIONING_SECONDS,
-    QUEUE_TIME_METRIC,
     REPOSITORY_DIR,
     STAGING_DIR,
     TritonDeploymentArgs,

@@ -54,7 +54,7 @@ OUTSIDE_THE_RENDER: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     (
-        "the EKS CoreDNS add-on's Service (components/eks_addons.py), which serves metrics on 9153",
+        "the EKS CoreDNS add-on's Service (components/eks/addons.py), which serves metrics on 9153",
         {
             "kind": "Service",
             "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},

@@ -10,8 +10,8 @@ import pytest
 
 from components.gpu import gpu_contract
 from components.kubernetes import naming
+from components.kubernetes.triton_server import QUEUE_TIME_METRIC
 from components.monitoring import chart_values
-from components.triton_deployment import QUEUE_TIME_METRIC
 from tests.components._helpers import assert_bounded_resources, assert_restricted_container, assert_restricted_pod
 from tests.components.monitoring._helpers import RELEASE
 from tests.pulumi_kit import Run

@@ -69,8 +69,14 @@ def test_without_monitoring_no_prometheus_url_and_no_query_access() -> None:
     ("overrides", "match"),
     [
         ({"deployments": ()}, r"MonitoringArgs\.deployments: \(\) is not allowed"),
-        ({"prometheus_retention_days": 0}, r"prometheus_retention_days: 0 is out of range; allowed: 1 to 365"),
-        ({"prometheus_storage_gib": 5}, r"prometheus_storage_gib: 5 is out of range; allowed: 10 to 10000"),
+        (
+            {"prometheus_retention_days": 0},
+            r"prometheus_retention_days: 0 is out of range; allowed: an integer from 1 to 365",
+        ),
+        (
+            {"prometheus_storage_gib": 5},
+            r"prometheus_storage_gib: 5 is out of range; allowed: an integer from 10 to 10000",
+        ),
         ({"replicas": 0}, r"MonitoringArgs\.replicas: 0 is out of range"),
         ({"vpc_cidr": "vpc"}, r"MonitoringArgs\.vpc_cidr: 'vpc' is not allowed; allowed: the VPC's IPv4 CIDR"),
         (

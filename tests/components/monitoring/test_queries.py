@@ -8,8 +8,8 @@ from pathlib import Path
 
 import promql_parser
 
+from components.kubernetes.triton_server import QUEUE_TIME_METRIC
 from components.monitoring.queries import queue_time_query
-from components.triton_deployment import QUEUE_TIME_METRIC
 from tests.components.monitoring._helpers import RELEASE, program_rules
 from tests.pulumi_kit import Run
 from tests.support.prometheus import promtool_test, rules_file

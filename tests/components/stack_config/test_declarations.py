@@ -12,8 +12,10 @@ from components.stack_config.declarations import (
     KEYS_BY_NAME,
     NODE_GROUP_FIELDS,
     TRITON_FIELDS,
+    check_declared,
     pulumi_yaml_config,
 )
+from components.stack_config.errors import ConfigError
 from components.stack_config.model import StackConfig
 from tests.components.stack_config._helpers import K, fails, raw
 from tests.pulumi_kit import ROOT
@@ -135,3 +137,20 @@ def test_the_structured_keys_list_their_declared_fields() -> None:
         f"Mapping of deployment name -> {{{', '.join(f.name for f in TRITON_FIELDS)}}}; canary: "
     )
     assert [f.name for f in NODE_GROUP_FIELDS["gpu"]] == [f.name for f in NODE_GROUP_FIELDS["system"]]
+
+
+def test_an_args_field_is_held_to_the_bounds_of_the_key_it_comes_from() -> None:
+    check_declared("IngressArgs.rate_limit_rps", "ingressRateLimitRps", 100_000)
+    check_declared("IngressArgs.tls_issuer", "tlsIssuer", "letsencrypt-staging")
+    with pytest.raises(
+        ConfigError,
+        match=r"^IngressArgs\.rate_limit_rps: 100001 is out of range; allowed: an integer from 1 to 100000$",
+    ):
+        check_declared("IngressArgs.rate_limit_rps", "ingressRateLimitRps", 100_001)
+    with pytest.raises(
+        ConfigError,
+        match=r"^IngressArgs\.tls_issuer: 'zerossl' is not allowed; allowed: letsencrypt \| letsencrypt-staging$",
+    ):
+        check_declared("IngressArgs.tls_issuer", "tlsIssuer", "zerossl")
+    with pytest.raises(TypeError, match="does not say how to read it"):
+        check_declared("IngressArgs.domain", "domain", "example.com")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components.kubernetes import network_policies
-from components.serving_namespace import ServingNamespaceArgs, namespace_labels, namespace_policies
+from components.kubernetes.serving_namespace import ServingNamespaceArgs, namespace_labels, namespace_policies
 from tests.components._helpers import assert_children_prefixed, registered_outputs
 from tests.pulumi_kit import Run
 

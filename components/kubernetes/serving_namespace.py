@@ -9,7 +9,6 @@ Objects: Namespace `<namespace>`; NetworkPolicies `default-deny`, `allow-dns` an
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +16,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes import network_policies
+from components.kubernetes import naming, network_policies
+from model_sync.contract.dns_label import RFC1123_LABEL
 
 POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class ServingNamespaceArgs:
     allow: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _DNS_LABEL.match(self.namespace):
+        if not RFC1123_LABEL.match(self.namespace):
             raise ValueError(
                 f"ServingNamespaceArgs.namespace: {self.namespace!r} is not allowed; allowed: a DNS label (lowercase "
                 "letters, digits, '-')"
@@ -60,7 +59,7 @@ class ServingNamespaceArgs:
                 "allow policies only with default_deny=True"
             )
         for role in self.allow:
-            if not _DNS_LABEL.match(role) or role in ("dns", "default-deny"):
+            if not RFC1123_LABEL.match(role) or role in ("dns", "default-deny"):
                 raise ValueError(
                     f"ServingNamespaceArgs.allow: role {role!r} is not allowed; allowed: a DNS label other than "
                     "'dns' (created as allow-<role>)"
@@ -71,7 +70,7 @@ def namespace_labels(args: ServingNamespaceArgs) -> dict[str, str]:
     # ref:
     # https://kubernetes.io/docs/concepts/security/pod-security-admission/#pod-security-admission-labels-for-namespaces
     return {
-        "app.kubernetes.io/part-of": "triton-platform",
+        **naming.PART_OF_LABELS,
         "pod-security.kubernetes.io/enforce": args.pod_security,
         "pod-security.kubernetes.io/enforce-version": "latest",
         "pod-security.kubernetes.io/warn": "restricted",
@@ -106,7 +105,7 @@ def create_network_policies(
                 {
                     "name": policy_name,
                     "namespace": args.namespace,
-                    "labels": {"app.kubernetes.io/part-of": "triton-platform"},
+                    "labels": dict(naming.PART_OF_LABELS),
                 }
             ),
             spec=_typed(spec),
