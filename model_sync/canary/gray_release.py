@@ -15,10 +15,12 @@ and ends in one decision:
    takes longer than loadTimeoutSeconds, aborts the run: its replicas keep serving stable), then
    compares canary and stable from Triton's metrics over the step (model_sync.canary.metrics,
    model_sync.canary.analysis: the canary's worst replica against the stable replicas' k/(k+1)
-   quantile) at every poll. A failure on errors aborts at once; a failure on latency (p99, p95, queue time)
-   aborts when a fresh window confirms it, holding REJUDGE_REQUESTS_PER_REPLICA canary requests per
-   canary replica (a replica just loaded may answer its first requests cold: docs/agent.md); a
-   pass after stepSeconds moves to the next step; inconclusive keeps the step going.
+   quantile) at every poll. A failure on errors aborts at once; a failure on latency (p99, p95,
+   queue time) aborts when a fresh window confirms it, judged once every canary replica has served
+   latencyConfirmAfterSeconds since its load (Triton's summaries cover the last 60 s: a replica just
+   loaded answers its first requests cold, docs/agent.md) and holding REJUDGE_REQUESTS_PER_REPLICA
+   canary requests per canary replica; a pass after stepSeconds moves to the next step;
+   inconclusive keeps the step going.
 3. After the last step the stable pin is flipped to the canary version (conditional, as every
    flip; a version no replica would serve is refused before the record is written and again
    before this flip: model_sync.versions.pinnable, exit 4) and the record ends `promoted`; an abort ends it `aborted`, and its replicas return to
@@ -59,8 +61,8 @@ from model_sync.versions import catalog, pinnable
 
 EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not load, the deadline
 # After a latency failure, the window that confirms it holds at least this many canary requests per
-# canary replica: each replica's p99 (Triton's summary, since its load when younger than 60 s) is
-# then not one of its two slowest requests, which a replica just loaded may answer cold.
+# canary replica (and comes latencyConfirmAfterSeconds after their load): each replica's p99 is then
+# not one of its two slowest requests, whatever the traffic.
 REJUDGE_REQUESTS_PER_REPLICA = 200
 
 __all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
@@ -79,6 +81,7 @@ class GrayRelease:
         self._mark: Any = None  # the metrics at the start of the step's window (once its replicas serve it)
         self._served_at: float | None = None
         self._strike: str | None = None  # the step's latency failure waiting for the next window's verdict
+        self._loaded_at: float | None = None  # when every listed replica first served the canary (this listing)
         # Since when a silent replica counts as silent after an S3 outage the run saw (None: none
         # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
         # its first attempt after S3 returns can come up to about twice the outage later (a healthy
@@ -187,7 +190,7 @@ class GrayRelease:
             f"step: {share} % configured, {len(chosen)} of {len(fleet.live)} live replicas "
             f"({step['effective_percent']:g} % of the traffic): {', '.join(chosen)}"
         )
-        self._mark, self._served_at, self._strike = None, None, None
+        self._mark, self._served_at, self._strike, self._loaded_at = None, None, None, None
         return pin
 
     def _poll_step(self, step: dict[str, Any]) -> catalog.Pin:
@@ -206,6 +209,7 @@ class GrayRelease:
             return pin
         if self._mark is None:
             self._mark, self._served_at = self.metrics.mark(), self.clock()
+            self._loaded_at = self._loaded_at or self._served_at  # a fresh window after a strike keeps it
             self.record.save(
                 steps=[*self.doc["steps"][:-1], {**step, "window_from": codec.format_time(self._served_at)}]
             )
@@ -222,10 +226,10 @@ class GrayRelease:
         stepSeconds ends the step."""
         canary, stable = tracks(canary, stable)
         verdict = judge(canary, stable, self.policy)
-        again = REJUDGE_REQUESTS_PER_REPLICA * len(self.doc["replicas"])
-        if self._strike is not None and verdict.outcome == FAIL and verdict.latency and canary.requests < again:
-            verdict = Verdict(INCONCLUSIVE, f"{verdict.reason}; judged again once the canary has answered {again} "
-                              f"requests in this window (it has {canary.requests})")  # fmt: skip
+        if self._strike is not None and verdict.outcome == FAIL and verdict.latency and not self._confirmable(canary):
+            verdict = Verdict(INCONCLUSIVE, f"{verdict.reason}; judged again once every canary replica has served "
+                              f"{self.policy.latency_confirm_after_seconds}s since its load "
+                              f"(latencyConfirmAfterSeconds) and {self._again()} canary requests in this window")  # fmt: skip
         strike = verdict.outcome == FAIL and verdict.latency and self._strike is None
         first = verdict.reason
         if strike:
@@ -251,6 +255,15 @@ class GrayRelease:
             self._strike, self._mark = first, None  # the next poll starts a fresh window
         if not done:
             self.sleep(self.poll)
+
+    def _again(self) -> int:
+        return REJUDGE_REQUESTS_PER_REPLICA * len(self.doc["replicas"])
+
+    def _confirmable(self, canary: Figures) -> bool:
+        """Whether a window may confirm a latency failure: every canary replica has served
+        latencyConfirmAfterSeconds since its load, and the window holds _again() canary requests."""
+        served = self.clock() - (self._loaded_at or self.clock())
+        return served >= self.policy.latency_confirm_after_seconds and canary.requests >= self._again()
 
     def _canary_served(self, step: dict[str, Any]) -> bool:
         """True once every listed replica serves the canary READY; first re-lists the live fleet
@@ -291,7 +304,7 @@ class GrayRelease:
             f"({step['effective_percent']:g} % of the traffic); the step's window starts again"
         )
         self.record.save(replicas=chosen, steps=[*self.doc["steps"][:-1], step])
-        self._mark, self._served_at = None, None
+        self._mark, self._served_at, self._loaded_at = None, None, None
 
     # -- the decision --
 

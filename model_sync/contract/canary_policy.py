@@ -34,6 +34,7 @@ _BOUNDS: dict[str, tuple[str, type, float, float]] = {
     "minP95DeltaMs": ("min_p95_delta_ms", float, 0.0, 60_000.0),
     "maxQueueRatio": ("max_queue_ratio", float, 1.0, 100.0),
     "minQueueDeltaMicroseconds": ("min_queue_delta_us", float, 0.0, 60_000_000.0),
+    "latencyConfirmAfterSeconds": ("latency_confirm_after_seconds", int, 0, 3_600),
 }
 MAX_STEP_PERCENT = 50  # a canary never serves more than half of the traffic: the stable track keeps the rest
 
@@ -55,6 +56,10 @@ class CanaryPolicy:
     min_p95_delta_ms: float = 5.0  # ... and at least this many ms above it
     max_queue_ratio: float = 2.0  # fail: canary mean queue time > stable's x this ...
     min_queue_delta_us: float = 1_000.0  # ... and at least this many µs above it
+    # A latency failure aborts only when a later window confirms it, judged once every canary replica
+    # has served this long since its load: Triton's latency summaries cover the last 60 s, so a replica's
+    # first requests (answered cold) have left them by then (docs/agent.md).
+    latency_confirm_after_seconds: int = 60
 
     def __post_init__(self) -> None:
         steps = self.steps

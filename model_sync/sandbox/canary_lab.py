@@ -49,8 +49,9 @@ from model_sync.versions import catalog
 
 MODEL = "canary-demo"
 TS_MODEL = "canary-ts"
-# Short steps for a 2-core machine: the shares map exactly onto 4 replicas (1 and 2 of them).
-POLICY = {"steps": [25, 50], "stepSeconds": 5, "deadlineSeconds": 90, "minRequests": 40, "loadTimeoutSeconds": 45}
+# Short steps for a 2-core machine: the shares map exactly onto 4 replicas (1 and 2 of them). The
+# deadline leaves room for a latency failure confirmed in each step (latencyConfirmAfterSeconds, 60 s).
+POLICY = {"steps": [25, 50], "stepSeconds": 5, "deadlineSeconds": 300, "minRequests": 40, "loadTimeoutSeconds": 45}
 
 
 def inputs(seq: int) -> dict[str, Any]:
