@@ -82,6 +82,7 @@ class GrayRelease:
         self._served_at: float | None = None
         self._strike: str | None = None  # the step's latency failure waiting for the next window's verdict
         self._loaded_at: float | None = None  # when every listed replica first served the canary (this listing)
+        self._counted: set[str] = set()  # replicas N has counted: those the run started with, then those taking traffic
         # Since when a silent replica counts as silent after an S3 outage the run saw (None: none
         # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
         # its first attempt after S3 returns can come up to about twice the outage later (a healthy
@@ -149,6 +150,7 @@ class GrayRelease:
             self.canary_id = doc["id"]
             self.policy = CanaryPolicy.from_mapping(doc["policy"], "canary record policy")  # the one it started with
             self.console.line(f"resuming: canary {doc['id']} of {self.model} version {self.version}")
+            self._counted = set(placement.observe(self.repo, self.model, doc["deployment"]).live)
             if doc["stable_version"] != pin.version:
                 self.record.pin_moved(pin)
             if not doc["steps"]:
@@ -156,6 +158,7 @@ class GrayRelease:
             return
         now = self.clock()
         fleet = placement.observe(self.repo, self.model, None)
+        self._counted = set(fleet.live)  # N starts with every live replica; later ones once they take traffic
         if len(fleet.live) < 2:
             raise errors.refused(
                 f"canary: {len(fleet.live)} live replica(s) report {self.model} in {self.repo.env.name}; allowed: at "
@@ -177,7 +180,12 @@ class GrayRelease:
         their metrics answering now."""
         fleet = placement.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._silence_from)
         fleet = fleet.serving(listed)
-        return fleet.answering(self.metrics.answering(fleet.ids))
+        answered = self.metrics.answering(fleet.ids)
+        fleet = fleet.answering(answered)
+        joining = {r for r in fleet.live if r not in self._counted and r not in listed and not answered.get(r)}
+        fleet = fleet.without(joining)  # in no Service yet: joins N once it has answered a request
+        self._counted |= set(fleet.live)
+        return fleet
 
     def _begin_step(self, share: int) -> catalog.Pin:
         """The step at `share` %: its replicas listed, its window not started; the stable pin as read."""

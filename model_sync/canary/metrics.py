@@ -53,7 +53,7 @@ class MetricsSource(Protocol):
 
     def figures(self, mark: Any, versions: Sequence[int]) -> dict[int, Figures]: ...
 
-    def answering(self, replicas: Sequence[str]) -> set[str]: ...
+    def answering(self, replicas: Sequence[str]) -> dict[str, float]: ...
 
 
 def _http() -> Any:
@@ -144,10 +144,11 @@ class TritonMetrics:
     def mark(self) -> dict[str, Scrape]:
         return self._scrape_some()
 
-    def answering(self, replicas: Sequence[str]) -> set[str]:
+    def answering(self, replicas: Sequence[str]) -> dict[str, float]:
         """Those of `replicas` whose endpoint answers now (one without an entry in tritonMetricsUrls
-        never does)."""
-        return set(self.scrape(replicas))
+        never does), each with the requests of the model it has answered (every version)."""
+        return {replica: sum(v for (metric, _), v in scrape.items() if metric in (SUCCESS, FAILURE))
+                for replica, scrape in self.scrape(replicas).items()}  # fmt: skip
 
     def figures(self, mark: dict[str, Scrape], versions: Sequence[int]) -> dict[int, Figures]:
         now = self._scrape_some()
@@ -249,14 +250,21 @@ class PrometheusMetrics:
                 out.setdefault(int(labels["version"]), {})[labels["pod"]] = value
         return out
 
-    def answering(self, replicas: Sequence[str]) -> set[str]:
-        """Those of `replicas` (pod names) whose every scrape target is up now: a pod that died is
-        down at its next scrape and gone once its endpoints are removed."""
+    def answering(self, replicas: Sequence[str]) -> dict[str, float]:
+        """Those of `replicas` (pod names) whose every scrape target is up now (a pod that died is
+        down at its next scrape and gone once its endpoints are removed), each with the requests of
+        the model it has answered (every version)."""
         if not replicas:
-            return set()
+            return {}
         pods = "|".join(r.replace(".", "\\\\.") for r in replicas)
-        return {labels["pod"] for labels, value in self._rows(f'min by (pod) (up{{pod=~"{pods}"}})')
-                if value == 1 and labels.get("pod") in replicas}  # fmt: skip
+        up = {labels["pod"] for labels, value in self._rows(f'min by (pod) (up{{pod=~"{pods}"}})')
+              if value == 1 and labels.get("pod") in replicas}  # fmt: skip
+        sel = f'model="{self.model}",pod=~"{pods}"'
+        answered: dict[str, float] = {}
+        for metric in (SUCCESS, FAILURE):
+            for labels, value in self._rows(f"sum by (pod) ({metric}{{{sel}}})"):
+                answered[labels.get("pod", "")] = answered.get(labels.get("pod", ""), 0.0) + value
+        return {pod: answered.get(pod, 0.0) for pod in up}
 
     def _rows(self, promql: str) -> list[tuple[dict[str, str], float]]:
         """An instant query's result: (labels, value) per series, NaN left out."""

@@ -12,8 +12,10 @@ old, because no agent could write one, so a report is never taken for older than
 `reachable_since`: the gray release passes S3's return plus twice the outage it saw, since an agent
 backing off exponentially may first retry that long after S3 answers again.
 
-N counts the live replicas that take traffic: a new replica still loading its first version of
-the model is not in the Service yet, and joins N (restarting the step's window) once it serves one.
+N counts the live replicas that take traffic: a replica that appeared during the run joins N
+(restarting the step's window) once it serves a version and its metrics show it has answered a
+request, i.e. once the Service sends it traffic (a pod is in the Service only after its readiness
+probe passes, seconds after it serves).
 The share is replica-based: k = floor(share x N / 100), at least 1, at most N x MAX_STEP_PERCENT
 / 100, so the canary never takes more than the configured share, except that one replica is the
 least it can run on (with N < 100 / share, that one replica is 1/N of the traffic, more than the
@@ -25,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,10 +60,15 @@ class Fleet:
         live = {r: e for r, e in self.live.items() if e["serving"] or r in listed}
         return dataclasses.replace(self, live=live)
 
-    def answering(self, answered: set[str]) -> Fleet:
+    def answering(self, answered: Collection[str]) -> Fleet:
         """The fleet without the live replicas whose metrics did not answer (`answered`: those that did)."""
         mute = frozenset(r for r in self.live if r not in answered)
         return dataclasses.replace(self, live={r: e for r, e in self.live.items() if r not in mute}, unanswering=mute)
+
+    def without(self, joining: Collection[str]) -> Fleet:
+        """The fleet without `joining`: replicas not in the Service yet (they report and serve, but
+        have answered no request)."""
+        return dataclasses.replace(self, live={r: e for r, e in self.live.items() if r not in joining})
 
     def describe_gone(self, listed: list[str]) -> str:
         """Why each of `listed` is not live, one clause each ("" when every one is)."""

@@ -72,6 +72,9 @@ INTERRUPTIBLE_CLI = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "sys.argv[0] = 'model-sync'; runpy.run_module('model_sync', run_name='__main__', alter_sys=True)"
 )
+# A pod joins the Service at its next readiness probe after it serves: at worst the Deployment's
+# readinessProbe.periodSeconds (components/triton_deployment.py) later.
+READINESS_PERIOD_S = 5.0
 # The clients: 160 requests a second, half of what 4 replicas of one 10 ms instance each answer (so
 # 3 of them, after one died, still keep up), at most 8 in flight.
 TRAFFIC_RATE = 160.0
@@ -209,14 +212,15 @@ class CanaryLab:
         with ThreadPoolExecutor(max_workers=count) as pool:
             self._pending = list(pool.map(lambda _: self.fleet.add_replica(start_agent=False), range(count)))
 
-    def scale_out(self, model: str = MODEL) -> list[int]:
+    def scale_out(self, model: str = MODEL, ready: Callable[[], None] | None = None) -> list[int]:
         """The prepared pods' agents start: each loads what the bucket pins, reports, and joins the
-        Service once it serves the model's pin READY. Their indexes."""
+        Service once it serves the model's pin READY (`ready()` then, before the readiness probe
+        lets it in). Their indexes."""
         added, self._pending = self._pending, []
         for replica in added:
             replica.agent.start()
         for replica in added:
-            self._join(replica.http_url, self.fleet.replicas.index(replica), model)
+            self._join(replica.http_url, self.fleet.replicas.index(replica), model, ready)
         return [r.index for r in added]
 
     def scale_in(self, count: int) -> None:
@@ -226,16 +230,20 @@ class CanaryLab:
                 self.traffic.remove(self.fleet.replicas[-1].http_url)
             self.fleet.remove_replica()
 
-    def _join(self, url: str, position: int, model: str) -> None:
-        """The replica at `position` joins the Service once it serves a version of `model` READY:
-        the pin, or the canary version when a running gray release lists it already."""
-        pinned = catalog.read_pin(self._prod(), model).version  # read here, not by a CLI run: no lag to join
+    def _join(self, url: str, position: int, model: str, ready: Callable[[], None] | None = None) -> None:
+        """The replica at `position` joins the Service READINESS_PERIOD_S after it serves a version
+        of `model` READY (the pin, or the canary version when a running gray release lists it
+        already), as the kubelet's readiness probe would let it in at worst."""
+        pinned = catalog.read_pin(self._prod(), model).version
         versions = {pinned} if pinned is not None else set()
         doc = self.canary_record(model)
         if doc is not None and doc["state"] == "running":
             versions.add(int(doc["canary_version"]))
         wait_until(lambda: any(self.fleet.version_ready(position, model, v) for v in versions), 90,
                    what=f"{model} version {sorted(versions)} READY on replica {position}")  # fmt: skip
+        if ready is not None:
+            ready()
+        time.sleep(READINESS_PERIOD_S)  # the kubelet's next readiness probe: then the Service sends it traffic
         if self.traffic is not None:
             self.traffic.add(url)
 

@@ -318,5 +318,15 @@ def test_architecture_gray_release_analysis_figures() -> None:
     assert_rounds_to(median, spread["median"])
     assert_rounds_to(low, spread["min"])
     assert_rounds_to(high, spread["max"])
-    assert data["aa"]["releases"] >= 20 and data["tail"]["releases"] >= 10  # noqa: PT018
+    assert data["aa"]["releases"] >= 30 and data["tail"]["releases"] >= 10  # noqa: PT018
+    assert data["aa"]["first_after_start"]["releases"] >= 3  # the first release after a fresh start, each lab's
     assert data["aa"]["failed_outside_canary"] == data["tail"]["failed_outside_canary"] == 0
+    first, strikes = grab(
+        r"([0-9]+) of them the first release after a fresh start, ([0-9]+) with a latency failure confirmed away", line
+    )
+    assert (int(first), int(strikes)) == (
+        data["aa"]["first_after_start"]["releases"],
+        data["aa"]["releases_with_strikes"],
+    )
+    policy = result("canary.json")["scenario"]["policy"]
+    assert not {"minP99DeltaMs", "latencyConfirmAfterSeconds", "maxP99Ratio"} & set(policy)  # the product's defaults
