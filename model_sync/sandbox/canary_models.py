@@ -13,9 +13,10 @@ so that any two of them can be versions N and N+1 of the same name.
              which); it runs TAIL_INSTANCES instances, so a slowed request holds one and the
              others answer on (with one, every request queued behind it would be slow too)
     broken   initialize() raises: the load fails and the version is never READY
-    cold     as good, but each instance answers its first COLD_REQUESTS requests after its load
-             (the warm-up's zeros and the smoke's ones aside) COLD_EXTRA_S later: identical code
-             whose replicas just loaded it answer a few requests cold, what a cold canary is
+    cold     as good, but its first instance answers its first COLD_REQUESTS requests after its
+             load (the warm-up's zeros and the smoke's ones aside) COLD_EXTRA_S later: identical
+             code whose replicas just loaded it answer a few requests cold, what a cold canary is;
+             it runs TAIL_INSTANCES instances, so no request waits behind a cold one
 
 Every kind declares the same config (INPUT0 / OUTPUT0, TYPE_FP32, dims [4], max_batch_size 0, one
 CPU instance but tail's TAIL_INSTANCES, zero-filled model_warmup as `export` writes it), written through ModelConfig (model_sync.triton_model.model_config), and `model-sync push` takes the
@@ -90,6 +91,7 @@ class TritonPythonModel:
     def initialize(self, args):
         self.version = args["model_version"]
         self.answered = 0  # requests answered since the load, the warm-up's and the smoke's aside
+        self.first = args["model_instance_name"].endswith("_0")  # cold: only the first instance is
         if KIND == "broken":
             raise RuntimeError("canary model 'broken': initialize fails on purpose")
 
@@ -101,7 +103,7 @@ class TritonPythonModel:
             first = float(x.flat[0])
             if first not in (0.0, 1.0):
                 self.answered += 1
-                if KIND == "cold" and self.answered <= COLD_REQUESTS:
+                if KIND == "cold" and self.first and self.answered <= COLD_REQUESTS:
                     time.sleep(COLD_EXTRA_S)
             if KIND == "tail" and first >= 100 and int(round(first)) % 100 < TAIL_PERCENT:
                 time.sleep(TAIL_EXTRA_S)
@@ -186,7 +188,7 @@ def write_model(dest_dir: Path | str, name: str, kind: str, version_dir: int = 1
     FileExistsError unless `overwrite` (then it is replaced: push wants exactly one version dir)."""
     _check_kind(kind)
     layout.check_version(version_dir)
-    cfg = config(name, TAIL_INSTANCES if kind == "tail" else 1)
+    cfg = config(name, TAIL_INSTANCES if kind in ("tail", "cold") else 1)
     model_dir = Path(dest_dir) / name
     if model_dir.exists():
         if not overwrite:
