@@ -39,14 +39,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.latency, pytest.mark.timeout(600)]
 # and its summary holds them for its first minute: in the window that confirms a latency failure,
 # identical code read 73.7 ms against the stable median's 19.5 ms at a load average of 10. Every
 # latency regression here is far above 80 ms: the tail's p99 ~180 ms, the 3x-slower version's an
-# overloaded queue, the cold version's first window ~110 ms more. The queue-time floor likewise, 20 ms:
-# a clean run aborted a good version on queue time alone (canary 1861 µs against stable 548 µs) while
-# a neighbouring test held the CPU; no scenario here is decided on queue time (analysis's own tests
-# judge it). A latency failure is confirmed 10 s after the canary replicas' load (the default 60 s:
-# make test's time budget, to which three latency aborts and the cold version's two strikes would
-# each add up to a minute): by then each canary replica has answered ~400 requests, so its p99 is
-# past its two cold ones and a few held back by the load (at once, on 200 a replica, a clean run
-# aborted the cold version at 112.5 ms); the benchmark measures the default.
+# overloaded queue. The queue-time floor likewise, 20 ms: a clean run aborted a good version on queue
+# time alone (canary 1861 µs against stable 548 µs) while a neighbouring test held the CPU; no
+# scenario here is decided on queue time (analysis's own tests judge it). A latency failure is
+# confirmed 10 s after the canary replicas' load, not the default 60 s: make test's time budget, to
+# which each latency abort would add most of a minute; the benchmark measures the default.
 E2E_POLICY = {**POLICY, "minP99DeltaMs": 80, "minRequests": 120, "minQueueDeltaMicroseconds": 20_000,
               "latencyConfirmAfterSeconds": 10}  # fmt: skip
 
