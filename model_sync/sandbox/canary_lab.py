@@ -219,8 +219,11 @@ class CanaryLab:
         added, self._pending = self._pending, []
         for replica in added:
             replica.agent.start()
-        for replica in added:
-            self._join(replica.http_url, self.fleet.replicas.index(replica), model, ready)
+        if added:  # each pod's readiness probe is its own: they join side by side
+            with ThreadPoolExecutor(max_workers=len(added)) as pool:
+                joins = [pool.submit(self._join, r.http_url, self.fleet.replicas.index(r), model, ready) for r in added]
+                for join in joins:
+                    join.result()
         return [r.index for r in added]
 
     def scale_in(self, count: int) -> None:
