@@ -83,6 +83,7 @@ class GrayRelease:
         self._strike: str | None = None  # the step's latency failure waiting for the next window's verdict
         self._loaded_at: float | None = None  # when every listed replica first served the canary (this listing)
         self._counted: set[str] = set()  # replicas N has counted: those the run started with, then those taking traffic
+        self._live: list[str] = []  # the live replicas of the last poll (the window's fleet)
         # Since when a silent replica counts as silent after an S3 outage the run saw (None: none
         # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
         # its first attempt after S3 returns can come up to about twice the outage later (a healthy
@@ -185,6 +186,7 @@ class GrayRelease:
         joining = {r for r in fleet.live if r not in self._counted and r not in listed and not answered.get(r)}
         fleet = fleet.without(joining)  # in no Service yet: joins N once it has answered a request
         self._counted |= set(fleet.live)
+        self._live = list(fleet.live)
         return fleet
 
     def _begin_step(self, share: int) -> catalog.Pin:
@@ -224,8 +226,18 @@ class GrayRelease:
             self.sleep(self.poll)
             return pin
         figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])
+        if not self._window_whole():
+            self.sleep(self.poll)  # the next poll relists the replica that stopped answering
+            return pin
         self._judge(step, figures[self.version], figures[self.doc["stable_version"]])
         return pin
+
+    def _window_whole(self) -> bool:
+        """Whether every live replica still answers once the window's figures are read. One that
+        died after this poll's liveness check is left out of the figures (they sum those that
+        answer): its window is not judged, so a step never passes on the survivors of a replica
+        that died just before the decision."""
+        return set(self._live) <= set(self.metrics.answering(self._live))
 
     def _judge(self, step: dict[str, Any], canary: Figures, stable: Figures) -> None:
         """Record the window's verdict and act on it: a failure on errors aborts at once; one on

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from model_sync import environments, errors
 from model_sync.canary import ending, gray_release
@@ -110,11 +112,11 @@ def test_a_version_no_replica_would_serve_is_refused_at_the_start_and_at_the_fin
     assert canary_record.read(release.repo, "m").etag == etag
 
 
-def _report(replica: str, serving: int, heartbeat: float) -> bytes:
+def _report(replica: str, serving: int, heartbeat: float, pinned: int = 1) -> bytes:
     """Replica `replica`'s status record, as its agent writes it: serving m `serving` READY, now."""
     now = codec.format_time(time.time())
-    entry = {"pinned": [serving], "serving": [serving], "state": "READY", "error": None, "failed": {},
-             "local_versions": [serving], "smoke": None}  # fmt: skip
+    entry = {"pinned": [pinned], "serving": [serving], "state": "READY", "error": None, "failed": {},
+             "local_versions": sorted({pinned, serving}), "smoke": None}  # fmt: skip
     return codec.dumps({"schema": codec.REPLICA_STATUS, "env": "prod", "deployment": "default",
                            "replica": replica, "bucket_uri": "s3://b", "triton_url": None,
                            "heartbeat_seconds": heartbeat, "s3_reachable": True, "last_s3_ok_at": now,
@@ -126,11 +128,15 @@ class Agents:
     """Heartbeats of replica status records (0.3 s) for `replicas`, each serving version 1, until
     `silence(replica)` stops one: what a pod that died leaves behind; and each replica's metrics
     endpoint (a real prometheus_client exposition server, no series: the gray release asks it only
-    whether it answers), until `die(replica)` shuts it down too."""
+    whether it answers), until `die(replica)` shuts it down too. With `canary` (the replicas a run
+    lists), those report serving version 2, the canary, as their agents would once loaded."""
 
-    def __init__(self, server: S3Server, bucket: str, replicas: list[str], heartbeat: float = 0.3) -> None:
+    def __init__(self, server: S3Server, bucket: str, replicas: list[str], heartbeat: float = 0.3,
+                 canary: Callable[[], list[str]] = list) -> None:  # fmt: skip
         self.client, self.bucket, self.live, self.heartbeat = server.client(), bucket, set(replicas), heartbeat
-        self.endpoints = {r: start_http_server(0, addr="127.0.0.1", registry=CollectorRegistry()) for r in replicas}
+        self.canary = canary
+        self.registries = {r: CollectorRegistry() for r in replicas}
+        self.endpoints = {r: start_http_server(0, addr="127.0.0.1", registry=self.registries[r]) for r in replicas}
         self._stop = threading.Event()
         self._beat()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -149,9 +155,10 @@ class Agents:
         return self.silence(replica)
 
     def _beat(self) -> None:
+        canary = set(self.canary())
         for replica in sorted(self.live):
             self.client.put_object(Bucket=self.bucket, Key=f"status/default/{replica}.json",
-                                   Body=_report(replica, 1, self.heartbeat))  # fmt: skip
+                                   Body=_report(replica, 2 if replica in canary else 1, self.heartbeat))  # fmt: skip
 
     def _run(self) -> None:
         while not self._stop.wait(0.3):
@@ -277,6 +284,74 @@ def test_with_fewer_than_two_live_replicas_the_run_aborts_at_once_naming_the_sil
     assert ended is not None
     assert (ended["state"], ended["replicas"]) == ("aborted", [])
     assert ended["decision"]["reason"].startswith("no live replica can take the canary")
+
+
+class _DiesBeforeItsFigures:
+    """The run's metrics, where the canary replica's pod dies between a poll's liveness check and
+    the figures it reads next, once the window has run `after` seconds: in the poll that would pass
+    the step. Requests keep coming to every replica: `tick()` adds 20 to each version, alike."""
+
+    def __init__(self, agents: Agents, release: gray_release.GrayRelease, after: float) -> None:
+        self.inner, self.agents, self.release, self.after = agents.metrics(), agents, release, after
+        self.died: list[str] = []
+        self.marked = time.monotonic()
+        self._requests = []
+        for registry in agents.registries.values():
+            ok = Counter("nv_inference_request_success", "", ["model", "version"], registry=registry)
+            tail = Gauge("nv_inference_request_summary_us", "", ["model", "version", "quantile"], registry=registry)
+            for version in ("1", "2"):
+                for quantile in ("0.99", "0.95"):
+                    tail.labels("m", version, quantile).set(10_000)
+            self._requests.append(ok)
+
+    def tick(self) -> None:
+        for ok in self._requests:
+            for version in ("1", "2"):
+                ok.labels("m", version).inc(20)
+
+    def mark(self) -> Any:
+        self.marked = time.monotonic()
+        return self.inner.mark()
+
+    def answering(self, replicas: Sequence[str]) -> dict[str, float]:
+        return self.inner.answering(replicas)
+
+    def figures(self, mark: Any, versions: Sequence[int]) -> Any:
+        if not self.died and time.monotonic() - self.marked >= self.after:
+            self.died.append(self.release.doc["replicas"][0])
+            self.agents.die(self.died[0])
+        return self.inner.figures(mark, versions)
+
+
+def test_a_canary_replica_that_dies_between_the_liveness_check_and_the_figures_does_not_pass_the_step(
+    tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
+) -> None:
+    """The edge of a replica dying just before the decision: its metrics answered this poll's
+    liveness check, then it died before the figures were read, which sum the replicas that answer.
+    The window is not judged on the survivors: the next poll lists a live replica instead, the
+    window starts again, and only a whole window passes the step."""
+    release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
+    release.policy = CanaryPolicy(steps=(50,), step_seconds=1, deadline_seconds=60, load_timeout_seconds=30,
+                                  min_requests=10)  # fmt: skip
+    listed = lambda: (canary_record.read(release.repo, "m").doc or {}).get("replicas", [])  # noqa: E731
+    agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1", "default-2"], heartbeat=30.0, canary=listed)
+    metrics = _DiesBeforeItsFigures(agents, release, after=1.0)
+    release.metrics, release.poll = metrics, 0.05
+    outcome: list[BaseException] = []
+    run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)
+    try:
+        run.start()
+        while run.is_alive():
+            metrics.tick()
+            time.sleep(0.05)
+    finally:
+        agents.stop()
+    assert outcome == [], outcome
+    doc = canary_record.read(release.repo, "m").doc
+    assert doc is not None and doc["state"] == "promoted", doc  # noqa: PT018
+    assert len(metrics.died) == 1, metrics.died
+    step = doc["steps"][-1]
+    assert (step["verdict"], step["fleet"], step["replicas"], step["restarts"]) == ("pass", 2, 1, 1), step
 
 
 def _catch(fn, into: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
