@@ -256,7 +256,9 @@ class CanaryLab:
         """Clients at `rate` requests a second over the Service's replicas, TRAFFIC_THREADS at most
         in flight: an open loop, so a replica slower for a moment gets no more requests than the
         others (a closed loop over fewer replicas than threads piles them onto it)."""
-        self.traffic = RoundRobinTraffic(self.fleet.http_urls, model, INPUTS[model], concurrency=TRAFFIC_THREADS,
+        pending = {r.http_url for r in self._pending}  # scheduled pods: in no Service until scale_out
+        urls = [url for url in self.fleet.http_urls if url not in pending]
+        self.traffic = RoundRobinTraffic(urls, model, INPUTS[model], concurrency=TRAFFIC_THREADS,
                                          rate=rate).start()  # fmt: skip
         return self.traffic
 
@@ -290,8 +292,14 @@ class CanaryLab:
         self.start_traffic(model=model, rate=rate)  # before the promote: its copy takes seconds
         started = time.monotonic()
         run = self.start_cli(*self.promote_args(version, model=model))
-        if during is not None:
-            during(run)
+        try:
+            if during is not None:
+                during(run)
+        except BaseException:  # the scenario failed: no run and no clients are left behind for the next
+            run.kill()
+            run.wait(timeout=30)
+            self.stop_traffic()
+            raise
         stdout, stderr = run.communicate(timeout=300)
         seconds = time.monotonic() - started
         time.sleep(2)

@@ -304,6 +304,7 @@ def test_a_fleet_that_grows_in_a_step_is_recorded_at_the_share_clients_saw(lab: 
     finally:
         lab.scale_in(2)
     assert done.code == errors.OK, done.stderr
+    assert not done.records.failed(), done.records.errors()  # a scheduled pod gets no traffic before it joins
     steps = done.doc["steps"]
     assert (steps[-1]["replicas"], steps[-1]["fleet"], steps[-1]["effective_percent"]) == (3, 6, 50.0), steps
     for mine, theirs in zip(done.figures["steps"], steps, strict=True):  # what clients saw, what the record says
