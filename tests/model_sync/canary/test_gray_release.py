@@ -288,13 +288,14 @@ def test_with_fewer_than_two_live_replicas_the_run_aborts_at_once_naming_the_sil
 
 class _DiesBeforeItsFigures:
     """The run's metrics, where the canary replica's pod dies between a poll's liveness check and
-    the figures it reads next, once the window has run `after` seconds: in the poll that would pass
-    the step. Requests keep coming to every replica: `tick()` adds 20 to each version, alike."""
+    the figures it reads next, in the poll whose window has run stepSeconds: the one that would pass
+    the step. The run's clock moves only in its own sleeps (the test's), so that poll is known
+    exactly. Requests keep coming to every replica: `tick()` adds 20 to each version, alike."""
 
-    def __init__(self, agents: Agents, release: gray_release.GrayRelease, after: float) -> None:
-        self.inner, self.agents, self.release, self.after = agents.metrics(), agents, release, after
+    def __init__(self, agents: Agents, release: gray_release.GrayRelease) -> None:
+        self.inner, self.agents, self.release = agents.metrics(), agents, release
         self.died: list[str] = []
-        self.marked = time.monotonic()
+        self.marked = release.clock()
         self._requests = []
         for registry in agents.registries.values():
             ok = Counter("nv_inference_request_success", "", ["model", "version"], registry=registry)
@@ -310,14 +311,14 @@ class _DiesBeforeItsFigures:
                 ok.labels("m", version).inc(20)
 
     def mark(self) -> Any:
-        self.marked = time.monotonic()
+        self.marked = self.release.clock()  # the window's start: the run reads its clock next, unmoved
         return self.inner.mark()
 
     def answering(self, replicas: Sequence[str]) -> dict[str, float]:
         return self.inner.answering(replicas)
 
     def figures(self, mark: Any, versions: Sequence[int]) -> Any:
-        if not self.died and time.monotonic() - self.marked >= self.after:
+        if not self.died and self.release.clock() - self.marked >= self.release.policy.step_seconds:
             self.died.append(self.release.doc["replicas"][0])
             self.agents.die(self.died[0])
         return self.inner.figures(mark, versions)
@@ -333,10 +334,17 @@ def test_a_canary_replica_that_dies_between_the_liveness_check_and_the_figures_d
     release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
     release.policy = CanaryPolicy(steps=(50,), step_seconds=1, deadline_seconds=60, load_timeout_seconds=30,
                                   min_requests=10)  # fmt: skip
+    now = [time.time()]
+
+    def sleep(seconds: float) -> None:  # the run's time passes in its sleeps only
+        time.sleep(min(seconds, 0.05))
+        now[0] += seconds
+
+    release.clock, release.sleep, release.poll = (lambda: now[0]), sleep, 0.5  # two polls a window
     listed = lambda: (canary_record.read(release.repo, "m").doc or {}).get("replicas", [])  # noqa: E731
     agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1", "default-2"], heartbeat=30.0, canary=listed)
-    metrics = _DiesBeforeItsFigures(agents, release, after=1.0)
-    release.metrics, release.poll = metrics, 0.05
+    metrics = _DiesBeforeItsFigures(agents, release)
+    release.metrics = metrics
     outcome: list[BaseException] = []
     run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)
     try:
