@@ -181,8 +181,11 @@ def test_prometheus_metrics_give_the_same_figures(tmp_path: Path, servers: list[
         for version, (sent, failed) in total.items():
             # increase() extrapolates to the window's edges (by up to a scrape interval over a window of
             # a few seconds here, over 300 s in the cloud); the error ratio is what the verdict reads.
+            # Figures count whole requests: each extrapolated counter is rounded, which moves the ratio
+            # by up to one request (measured: 5 of 45 for 4 of 40 sent); a version mixed up is 0.05 off.
             assert abs(figures[version].requests - sent) <= 0.3 * sent, (version, figures)
-            assert abs(figures[version].error_ratio - failed / sent) <= 0.01, (version, figures)
+            one = 1 / figures[version].requests
+            assert abs(figures[version].error_ratio - failed / sent) <= one, (version, figures)
         assert _tells_the_versions_apart(figures), figures
         assert figures[2].replicas_p99_ms == (figures[2].p99_ms,)  # by pod: the one replica serving version 2
         answered = source.answering(["triton-default-0", "triton-default-1", "triton-default-7"])
