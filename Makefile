@@ -151,13 +151,16 @@ checks: lint typecheck policy-test workflow-lint scan
 # to moto). unit's progress
 # streams; the checks' output goes to a file of this run's own (a recipe with $(MAKE) runs even
 # under `make -n test`, which tests do: a fixed name was truncated by them) and is printed after
-# unit, then kept as .cache/checks.log. Either failing fails.
+# unit, then kept as .cache/checks.log. Either failing fails. The last lines name each failed
+# test (unit's FAILED/ERROR summary lines, cut to one line each, kept in .cache/unit.log): a log
+# read from its end showed the end of one failure's message and not which tests failed.
 test: bootstrap
-	@mkdir -p .cache; log=$$(mktemp .cache/checks.XXXXXX); \
+	@mkdir -p .cache; log=$$(mktemp .cache/checks.XXXXXX); ulog=$$(mktemp .cache/unit.XXXXXX); \
 	  nice -n 19 $(MAKE) --no-print-directory checks > $$log 2>&1 & lane=$$!; \
-	  $(MAKE) --no-print-directory unit; unit=$$?; wait $$lane; checks=$$?; \
+	  $(MAKE) --no-print-directory unit 2>&1 | tee $$ulog; unit=$${PIPESTATUS[0]}; wait $$lane; checks=$$?; \
 	  echo "---- make checks (lint typecheck policy-test workflow-lint scan):"; \
 	  cat $$log; mv -f $$log .cache/checks.log; echo "---- unit: exit $$unit, checks: exit $$checks"; \
+	  grep -E '^(FAILED|ERROR) ' $$ulog | cut -c1-240; mv -f $$ulog .cache/unit.log; \
 	  exit $$(( unit || checks ))
 
 render: $(STAMP) $(CHARTS_STAMP)
