@@ -132,7 +132,7 @@ typecheck: $(STAMP)
 # tests/conftest.py) once it runs anything else: without that, their contention made a fresh canary
 # replica of identical code read p99 52.9-91.2 ms against stable's 17-22 ms (a false abort). Four
 # workers (unit 397 s) still false-aborted an identical version after the S3 outage scenario.
-unit: $(STAMP) $(ACTIONLINT) $(CHARTS_STAMP) $(PROMETHEUS) $(LOGQL)
+unit: $(STAMP) $(SCAN_STAMP) $(ACTIONLINT) $(CHARTS_STAMP) $(PROMETHEUS) $(LOGQL)
 	$(VENV)/bin/pytest -n 3 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # From nothing, the three virtualenvs, the npm packages and Prometheus install side by side (mostly

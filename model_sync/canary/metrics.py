@@ -25,6 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,6 +39,9 @@ DURATION = "nv_inference_request_duration_us"  # cumulative, successful requests
 SUMMARY = "nv_inference_request_summary_us"  # --metrics-config summary_latencies=true
 QUANTILES = {"0.99": "p99", "0.95": "p95"}  # Triton's summary quantiles the analysis reads
 TIMEOUT = 10.0
+# Endpoints scraped side by side: a poll waits for the slowest, not for their sum (each endpoint that
+# refuses costs its retries, ~1 s: three scheduled-but-absent pods made every poll 3 s longer, measured).
+SCRAPES_AT_ONCE = 16
 log = logging.getLogger("model_sync.canary.gray_release")
 
 
@@ -104,13 +108,12 @@ class TritonMetrics:
         """replica -> its scrape (of `replicas`, default every one); a replica that does not answer
         is left out (dead, restarting, scaled away)."""
         self._pool = self._pool or _http()
-        found: dict[str, Scrape] = {}
-        for replica in sorted(self.urls) if replicas is None else replicas:
-            url = self.urls.get(replica)
-            text = None if url is None else self._get(url)
-            if text is not None:
-                found[replica] = parse(text, self.model)
-        return found
+        asked = [r for r in (sorted(self.urls) if replicas is None else replicas) if r in self.urls]
+        if not asked:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(SCRAPES_AT_ONCE, len(asked))) as pool:
+            texts = list(pool.map(lambda replica: self._get(self.urls[replica]), asked))
+        return {replica: parse(text, self.model) for replica, text in zip(asked, texts, strict=True) if text is not None}
 
     def _get(self, url: str) -> str | None:
         """The endpoint's text; None (named in a warning, once until it answers again) when it does

@@ -237,7 +237,7 @@ class CanaryLab:
         """The replica at `position` joins the Service READINESS_PERIOD_S after it serves a version
         of `model` READY (the pin, or the canary version when a running gray release lists it
         already), as the kubelet's readiness probe would let it in at worst."""
-        pinned = catalog.read_pin(self._prod(), model).version
+        pinned = self.pinned(model)
         versions = {pinned} if pinned is not None else set()
         doc = self.canary_record(model)
         if doc is not None and doc["state"] == "running":
@@ -266,6 +266,11 @@ class CanaryLab:
         assert self.traffic is not None
         records, self.traffic = self.traffic.stop(), None
         return records
+
+    def pinned(self, model: str = MODEL) -> int | None:
+        """The prod stable pin of `model`, read through model_sync's strict reader (the lab's one client:
+        no CLI start-up, 1.5 s of CPU each, between the scenarios' steps)."""
+        return catalog.read_pin(self._prod(), model).version
 
     def canary_record(self, model: str = MODEL) -> dict[str, Any] | None:
         """The prod canary record, through model_sync's strict reader (one client for the lab)."""

@@ -61,8 +61,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CanaryLab]:
 
 
 def _stable(lab: CanaryLab, model: str = MODEL) -> int:
-    pinned = json.loads(lab.cli("status", "--env", "prod", model, "--output", "json").stdout)
-    return int(pinned["prod"]["models"][0]["pinned"])
+    pinned = lab.pinned(model)
+    assert pinned is not None, f"{model} has no stable pin in prod"
+    return pinned
 
 
 def _release(lab: CanaryLab, kind: str, model: str = MODEL) -> tuple[int, dict, dict, str]:
