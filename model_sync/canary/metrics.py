@@ -113,7 +113,9 @@ class TritonMetrics:
             return {}
         with ThreadPoolExecutor(max_workers=min(SCRAPES_AT_ONCE, len(asked))) as pool:
             texts = list(pool.map(lambda replica: self._get(self.urls[replica]), asked))
-        return {replica: parse(text, self.model) for replica, text in zip(asked, texts, strict=True) if text is not None}
+        return {
+            replica: parse(text, self.model) for replica, text in zip(asked, texts, strict=True) if text is not None
+        }
 
     def _get(self, url: str) -> str | None:
         """The endpoint's text; None (named in a warning, once until it answers again) when it does
