@@ -106,6 +106,7 @@ class CanaryLab:
     replicas: int = 4
     spares: int = 2  # replicas `scale_out` can start (their metrics endpoints listed from the start)
     policy: dict[str, Any] = field(default_factory=lambda: dict(POLICY))
+    agent_interval: float = 0.5  # seconds between an agent's passes (its heartbeat stays 2 s)
     s3: MotoS3Server = field(init=False)
     fleet: LocalFleet = field(init=False)
     traffic: RoundRobinTraffic | None = field(default=None, init=False)
@@ -125,7 +126,7 @@ class CanaryLab:
         self.s3.start()
         target = S3Target.moto(self.s3, "models-prod")
         self.fleet = LocalFleet(self.root / "prod", target, replica_count=self.replicas, env="prod",
-                                interval=0.5, heartbeat=2.0, spares=self.spares)  # fmt: skip
+                                interval=self.agent_interval, heartbeat=2.0, spares=self.spares)  # fmt: skip
         self.fleet.start()
         staging = {"bucket": "s3://models-staging", "endpointUrl": self.s3.endpoint_url, "region": self.s3.region}
         self.config.write_text(json.dumps({"environments": {"staging": staging}}))  # YAML is a superset of JSON
