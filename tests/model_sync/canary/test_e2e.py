@@ -148,7 +148,7 @@ def test_a_canary_whose_replicas_answer_their_first_requests_cold_is_promoted(la
     (a cold canary: model_sync/sandbox/canary_models.py says why three): a first window fails on
     p99, and the window that confirms it (latencyConfirmAfterSeconds after the load, 200 canary
     requests per canary replica) passes, so the release is promoted with the strike recorded.
-    Before the rule (issue 44) the first failing window aborted it."""
+    Before the confirmation rule the first failing window aborted it."""
     code, figures, doc, err = _release(lab, "cold")
     assert code == errors.OK, err
     assert [s["verdict"] for s in doc["steps"]] == ["pass", "pass"], doc["steps"]
