@@ -2,7 +2,7 @@
 server with staging and prod, four real tritonserver replicas in prod each with its real agent,
 round-robin traffic over them standing in for the Service, and the CLI in subprocesses: push to
 staging, then `promote --to prod`, which runs the gray release (steps 25 and 50 %, 5 s each). Its
-verdicts on good, failing, slow, tail-slow and unloadable versions, then what happens around a
+verdicts on good, failing, slow, tail-slow, cold and unloadable versions, then what happens around a
 release: an S3 outage, an interrupted or killed run, the pin moved under it, the fleet scaled out,
 a canary replica that dies.
 
