@@ -24,13 +24,14 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _outcome(doc: dict, kind: str) -> list[dict]:
+def _outcome(doc: dict, kind: str) -> list[Any]:
     """The run's checks of `kind` (passed_checks, failed_checks) or its parsing errors (file paths)."""
     return list(doc.get("results", {}).get(kind, []))
 
@@ -69,12 +70,12 @@ def report(folders: list[Path], doc: dict) -> tuple[bool, list[str]]:
     """(clean, lines): a line per folder, then its findings and unparsed files."""
     passed = Counter(_folder(c["file_path"]) for c in _outcome(doc, "passed_checks"))
     failed = _outcome(doc, "failed_checks")
-    unparsed = [str(p) for p in doc.get("results", {}).get("parsing_errors", [])]
+    unparsed = [str(p) for p in _outcome(doc, "parsing_errors")]
     lines, clean = [], not unparsed
     for i, folder in enumerate(folders):
         mine = [c for c in failed if _folder(c["file_path"]) == i]
         lines.append(f"scan: {folder}: passed {passed[i]}, failed {len(mine)}")
-        if not folder.is_dir() or not any(folder.glob("*.yaml")):
+        if not any(folder.glob("*.yaml")):  # main() refused a folder that does not exist
             lines[-1] += " (no rendered manifests: run tools.render first)"
         elif passed[i] == 0:
             lines[-1] += " (checkov read nothing here)"

@@ -100,11 +100,9 @@ def test_demo_exports_pushes_verifies_promotes_and_serves_eager_equal_outputs(tm
         assert '"canary": null, "dry_run": false, "from": {"env": "staging", "version": 1}' in out
         assert out.count('"outcome": "promoted", "reason": "every step passed (50 %)"') == 1
         assert '"to": {"env": "prod", "version": 2}' in out
-        for old, new in ((1, 2),):
-            assert re.search(
-                rf"traffic during the gray release: \d+ requests \(version {old}: \d+, version {new}: \d+\), 0 failed",
-                out,
-            ), out[-3000:]
+        assert re.search(
+            r"traffic during the gray release: \d+ requests \(version 1: \d+, version 2: \d+\), 0 failed", out
+        ), out[-3000:]
         assert re.search(
             r"^    prod  demo-mlp  v2 vs v1  promoted  50 %  1/2       50 %       [0-9.]+ %  +pass", out, re.M
         ), out[-3000:]
