@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from model_sync import errors
@@ -64,6 +64,11 @@ EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not 
 # canary replica (and comes latencyConfirmAfterSeconds after their load): each replica's p99 is then
 # not one of its two slowest requests, whatever the traffic.
 REJUDGE_REQUESTS_PER_REPLICA = 200
+# The requests a replica's own agent sends a version it has reported READY: one smoke inference
+# (model_sync/agent/loads.py reports READY before it runs). A replica that appeared during the run
+# takes traffic once it has answered more than these since the run first saw it: counting its first
+# answered request took the smoke for a client and put a pod in N that no client reached yet.
+AGENT_REQUESTS_AFTER_READY = 1
 
 __all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
 
@@ -83,6 +88,7 @@ class GrayRelease:
         self._strike: str | None = None  # the step's latency failure waiting for the next window's verdict
         self._loaded_at: float | None = None  # when every listed replica first served the canary (this listing)
         self._counted: set[str] = set()  # replicas N has counted: those the run started with, then those taking traffic
+        self._first_answered: dict[str, float] = {}  # a replica not counted yet: its requests when the run first saw it
         self._live: list[str] = []  # the live replicas of the last poll (the window's fleet)
         # Since when a silent replica counts as silent after an S3 outage the run saw (None: none
         # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
@@ -183,11 +189,19 @@ class GrayRelease:
         fleet = fleet.serving(listed)
         answered = self.metrics.answering(fleet.ids)
         fleet = fleet.answering(answered)
-        joining = {r for r in fleet.live if r not in self._counted and r not in listed and not answered.get(r)}
-        fleet = fleet.without(joining)  # in no Service yet: joins N once it has answered a request
+        joining = {
+            r for r in fleet.live if r not in self._counted and r not in listed and not self._clients(r, answered)
+        }
+        fleet = fleet.without(joining)  # in no Service yet: joins N once clients reach it
         self._counted |= set(fleet.live)
         self._live = list(fleet.live)
         return fleet
+
+    def _clients(self, replica: str, answered: Mapping[str, float]) -> bool:
+        """Whether clients reach a replica the run did not count yet: it has answered more requests
+        since the run first saw it than its agent's own (AGENT_REQUESTS_AFTER_READY)."""
+        first = self._first_answered.setdefault(replica, answered[replica])
+        return answered[replica] - first > AGENT_REQUESTS_AFTER_READY
 
     def _begin_step(self, share: int) -> catalog.Pin:
         """The step at `share` %: its replicas listed, its window not started; the stable pin as read."""

@@ -13,9 +13,10 @@ old, because no agent could write one, so a report is never taken for older than
 backing off exponentially may first retry that long after S3 answers again.
 
 N counts the live replicas that take traffic: a replica that appeared during the run joins N
-(restarting the step's window) once it serves a version and its metrics show it has answered a
-request, i.e. once the Service sends it traffic (a pod is in the Service only after its readiness
-probe passes, seconds after it serves).
+(restarting the step's window) once it serves a version and its metrics show it has answered more
+requests since the run first saw it than its own agent sends it (the smoke inference after its
+READY report), i.e. once the Service sends it clients (a pod is in the Service only after its
+readiness probe passes and its endpoint propagates, seconds after it serves).
 The share is replica-based: k = floor(share x N / 100), at least 1, at most N x MAX_STEP_PERCENT
 / 100, so the canary never takes more than the configured share, except that one replica is the
 least it can run on (with N < 100 / share, that one replica is 1/N of the traffic, more than the

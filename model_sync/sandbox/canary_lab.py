@@ -130,8 +130,16 @@ class CanaryLab:
         self.fleet.start()
         staging = {"bucket": "s3://models-staging", "endpointUrl": self.s3.endpoint_url, "region": self.s3.region}
         self.config.write_text(json.dumps({"environments": {"staging": staging}}))  # YAML is a superset of JSON
-        self.fleet.write_config(self.config, {"canaryPolicies": {MODEL: self.policy, TS_MODEL: self.policy}})
+        self.use_policy()
         return self
+
+    def use_policy(self, policy: dict[str, Any] | None = None, model: str = MODEL) -> None:
+        """The gray release policy the next promotes of `model` run (canaryPolicies in model-sync.yaml,
+        read by each promote); None: the lab's own, for every model."""
+        policies = {MODEL: self.policy, TS_MODEL: self.policy}
+        if policy is not None:
+            policies[model] = policy
+        self.fleet.write_config(self.config, {"canaryPolicies": policies})
 
     def stop(self) -> None:
         if self.traffic is not None:
@@ -213,16 +221,18 @@ class CanaryLab:
         with ThreadPoolExecutor(max_workers=count) as pool:
             self._pending = list(pool.map(lambda _: self.fleet.add_replica(start_agent=False), range(count)))
 
-    def scale_out(self, model: str = MODEL, ready: Callable[[], None] | None = None) -> list[int]:
+    def scale_out(self, model: str = MODEL, ready: Callable[[], None] | None = None,
+                  join_after: float = READINESS_PERIOD_S) -> list[int]:  # fmt: skip
         """The prepared pods' agents start: each loads what the bucket pins, reports, and joins the
-        Service once it serves the model's pin READY (`ready()` then, before the readiness probe
-        lets it in). Their indexes."""
+        Service `join_after` seconds after it serves the model's pin READY (`ready()` then, before
+        the readiness probe lets it in). Their indexes."""
         added, self._pending = self._pending, []
         for replica in added:
             replica.agent.start()
         if added:  # each pod's readiness probe is its own: they join side by side
             with ThreadPoolExecutor(max_workers=len(added)) as pool:
-                joins = [pool.submit(self._join, r.http_url, self.fleet.replicas.index(r), model, ready) for r in added]
+                joins = [pool.submit(self._join, r.http_url, self.fleet.replicas.index(r), model, ready, join_after)
+                         for r in added]  # fmt: skip
                 for join in joins:
                     join.result()
         return [r.index for r in added]
@@ -234,10 +244,11 @@ class CanaryLab:
                 self.traffic.remove(self.fleet.replicas[-1].http_url)
             self.fleet.remove_replica()
 
-    def _join(self, url: str, position: int, model: str, ready: Callable[[], None] | None = None) -> None:
-        """The replica at `position` joins the Service READINESS_PERIOD_S after it serves a version
+    def _join(self, url: str, position: int, model: str, ready: Callable[[], None] | None = None,
+              join_after: float = READINESS_PERIOD_S) -> None:  # fmt: skip
+        """The replica at `position` joins the Service `join_after` seconds after it serves a version
         of `model` READY (the pin, or the canary version when a running gray release lists it
-        already), as the kubelet's readiness probe would let it in at worst."""
+        already): by default READINESS_PERIOD_S, as the kubelet's readiness probe lets it in at worst."""
         pinned = self.pinned(model)
         versions = {pinned} if pinned is not None else set()
         doc = self.canary_record(model)
@@ -247,7 +258,7 @@ class CanaryLab:
                    what=f"{model} version {sorted(versions)} READY on replica {position}")  # fmt: skip
         if ready is not None:
             ready()
-        time.sleep(READINESS_PERIOD_S)  # the kubelet's next readiness probe: then the Service sends it traffic
+        time.sleep(join_after)  # the kubelet's next readiness probe: then the Service sends it traffic
         if self.traffic is not None:
             self.traffic.add(url)
 

@@ -132,11 +132,11 @@ class Agents:
     lists), those report serving version 2, the canary, as their agents would once loaded."""
 
     def __init__(self, server: S3Server, bucket: str, replicas: list[str], heartbeat: float = 0.3,
-                 canary: Callable[[], list[str]] = list) -> None:  # fmt: skip
+                 canary: Callable[[], list[str]] = list, pending: Sequence[str] = ()) -> None:  # fmt: skip
         self.client, self.bucket, self.live, self.heartbeat = server.client(), bucket, set(replicas), heartbeat
         self.canary = canary
-        self.registries = {r: CollectorRegistry() for r in replicas}
-        self.endpoints = {r: start_http_server(0, addr="127.0.0.1", registry=self.registries[r]) for r in replicas}
+        self.registries = {r: CollectorRegistry() for r in [*replicas, *pending]}  # pending: report once join()ed
+        self.endpoints = {r: start_http_server(0, addr="127.0.0.1", registry=reg) for r, reg in self.registries.items()}
         self._stop = threading.Event()
         self._beat()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -163,6 +163,10 @@ class Agents:
     def _run(self) -> None:
         while not self._stop.wait(0.3):
             self._beat()
+
+    def join(self, replica: str) -> None:
+        """A pending replica's agent starts reporting (serving version 1 READY)."""
+        self.live.add(replica)
 
     def silence(self, replica: str) -> float:
         self.live.discard(replica)
@@ -215,6 +219,42 @@ def test_a_listed_replica_that_stops_reporting_is_replaced_and_the_window_restar
     assert str(outcome[0]).startswith(
         "canary: m version 2: another writer ended it aborted (aborted by an operator, by"
     )
+
+
+def test_a_replica_that_appears_joins_the_fleet_once_clients_reach_it_not_at_its_agents_smoke_inference(
+    tmp_path: Path, capsys, moto_s3: S3Server, s3_bucket: str, aws_env
+) -> None:
+    """A pod scaled out during a step reports READY, then its agent's smoke inference is the one
+    request it has answered: the Service sends it clients only after its readiness probe. The run
+    keeps the fleet at the replicas clients reach, and counts the new one (re-balancing, the window
+    restarted) once it has answered more than its agent's request."""
+    release = _release(tmp_path, capsys, moto_s3, s3_bucket, aws_env, 2)
+    release.policy = CanaryPolicy(steps=(50,), step_seconds=60, deadline_seconds=120, load_timeout_seconds=60)
+    agents = Agents(moto_s3, s3_bucket, ["default-0", "default-1", "default-2"], pending=["default-3"])
+    requests = Counter(
+        "nv_inference_request_success", "", ["model", "version"], registry=agents.registries["default-3"]
+    )
+    release.metrics = agents.metrics()
+    outcome: list[BaseException] = []
+    run = threading.Thread(target=lambda: _catch(release.run, outcome), daemon=True)
+    try:
+        run.start()
+        first = _listed(release)
+        agents.join("default-3")  # READY reported ...
+        time.sleep(0.5)
+        requests.labels("m", "1").inc(gray_release.AGENT_REQUESTS_AFTER_READY)  # ... then its agent's smoke inference
+        time.sleep(1.5)  # five of its reports, about 150 polls
+        still = canary_record.read(release.repo, "m").doc
+        assert still is not None and still["steps"][-1]["fleet"] == 3, still  # noqa: PT018
+        requests.labels("m", "1").inc(3)  # clients' requests: the Service sends it traffic
+        doc = _relisted(release, first["replicas"], 5)
+        step = doc["steps"][-1]
+        assert (step["fleet"], step["replicas"], step["restarts"]) == (4, 2, 1), step
+        assert ending.abort(release.repo, "m", "tests") is not None
+        run.join(10)
+    finally:
+        agents.stop()
+    assert len(outcome) == 1 and outcome[0].code == errors.REFUSED, outcome  # type: ignore[attr-defined]  # noqa: PT018
 
 
 def test_a_listed_replica_whose_metrics_stop_answering_is_replaced_at_the_next_poll(
