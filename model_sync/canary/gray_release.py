@@ -10,7 +10,8 @@ and ends in one decision:
    (3 of its heartbeats) is replaced by a live one, a change of N (the HPA's scaling, a replica
    lost or back) re-balances it, and either restarts the step's window, so that a window holds
    one share on live replicas and the record states that share. With fewer than 2 live replicas
-   the run aborts at once, naming the replicas lost.
+   the run aborts at once, naming the replicas lost (model_sync.canary.fleet_watch: which replicas N
+   counts, and whether a window's replicas still answer when its figures are read).
 2. Each step waits until its replicas serve the canary READY (a canary that fails to load, or
    takes longer than loadTimeoutSeconds, aborts the run: its replicas keep serving stable), then
    compares canary and stable from Triton's metrics over the step (model_sync.canary.metrics,
@@ -39,14 +40,13 @@ a re-run of the same version resumes it and `abort` ends it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from model_sync import errors
-from model_sync.canary import placement
 from model_sync.canary.analysis import FAIL, INCONCLUSIVE, PASS, Figures, Verdict, judge, tracks
+from model_sync.canary.fleet_watch import FleetWatch
 from model_sync.canary.metrics import MetricsSource
 from model_sync.canary.owned_record import EXIT_MOVED, OwnedRecord
 from model_sync.canary.placement import canary_replicas
@@ -64,11 +64,6 @@ EXIT_ABORTED = errors.CHECK_FAILED  # a failing verdict, a canary that does not 
 # canary replica (and comes latencyConfirmAfterSeconds after their load): each replica's p99 is then
 # not one of its two slowest requests, whatever the traffic.
 REJUDGE_REQUESTS_PER_REPLICA = 200
-# The requests a replica's own agent sends a version it has reported READY: one smoke inference
-# (model_sync/agent/loads.py reports READY before it runs). A replica that appeared during the run
-# takes traffic once it has answered more than these since the run first saw it: counting its first
-# answered request took the smoke for a client and put a pod in N that no client reached yet.
-AGENT_REQUESTS_AFTER_READY = 1
 
 __all__ = ["EXIT_ABORTED", "EXIT_MOVED", "GrayRelease"]
 
@@ -87,15 +82,7 @@ class GrayRelease:
         self._served_at: float | None = None
         self._strike: str | None = None  # the step's latency failure waiting for the next window's verdict
         self._loaded_at: float | None = None  # when every listed replica first served the canary (this listing)
-        self._counted: set[str] = set()  # replicas N has counted: those the run started with, then those taking traffic
-        self._first_answered: dict[str, float] = {}  # a replica not counted yet: its requests when the run first saw it
-        self._live: list[str] = []  # the live replicas of the last poll (the window's fleet)
-        # Since when a silent replica counts as silent after an S3 outage the run saw (None: none
-        # seen): S3's return plus twice the outage. An agent retries S3 with exponential backoff, so
-        # its first attempt after S3 returns can come up to about twice the outage later (a healthy
-        # fleet was taken for dead after a 6 s outage: its agents were still backing off).
-        self._silence_from: _dt.datetime | None = None
-        self._s3_down_at: _dt.datetime | None = None  # when the run first saw S3 fail (None: answering)
+        self.fleet = FleetWatch(repo, model)  # N and liveness, poll by poll
 
     # -- the run --
 
@@ -125,7 +112,7 @@ class GrayRelease:
             except errors.SyncError as e:
                 if e.code != errors.S3:
                     raise
-                self._s3_down_at = self._s3_down_at or _dt.datetime.now(_dt.UTC)
+                self.fleet.s3_failed()
                 self.console.warn(f"canary: {e}; retrying until the deadline {self.doc['deadline_at']}")
                 self.sleep(self.poll)
         return self.doc
@@ -157,15 +144,14 @@ class GrayRelease:
             self.canary_id = doc["id"]
             self.policy = CanaryPolicy.from_mapping(doc["policy"], "canary record policy")  # the one it started with
             self.console.line(f"resuming: canary {doc['id']} of {self.model} version {self.version}")
-            self._counted = set(placement.observe(self.repo, self.model, doc["deployment"]).live)
+            self.fleet.start(doc["deployment"])
             if doc["stable_version"] != pin.version:
                 self.record.pin_moved(pin)
             if not doc["steps"]:
                 self._begin_step(self.policy.steps[0])
             return
         now = self.clock()
-        fleet = placement.observe(self.repo, self.model, None)
-        self._counted = set(fleet.live)  # N starts with every live replica; later ones once they take traffic
+        fleet = self.fleet.start(None)  # N starts with every live replica; later ones once clients reach them
         if len(fleet.live) < 2:
             raise errors.refused(
                 f"canary: {len(fleet.live)} live replica(s) report {self.model} in {self.repo.env.name}; allowed: at "
@@ -182,31 +168,10 @@ class GrayRelease:
         )
         self._begin_step(self.policy.steps[0])
 
-    def _fleet(self, listed: list[str]) -> placement.Fleet:
-        """The live replicas that take traffic (`listed`: the canary's, taking it or switching to it),
-        their metrics answering now."""
-        fleet = placement.observe(self.repo, self.model, self.doc["deployment"], reachable_since=self._silence_from)
-        fleet = fleet.serving(listed)
-        answered = self.metrics.answering(fleet.ids)
-        fleet = fleet.answering(answered)
-        joining = {
-            r for r in fleet.live if r not in self._counted and r not in listed and not self._clients(r, answered)
-        }
-        fleet = fleet.without(joining)  # in no Service yet: joins N once clients reach it
-        self._counted |= set(fleet.live)
-        self._live = list(fleet.live)
-        return fleet
-
-    def _clients(self, replica: str, answered: Mapping[str, float]) -> bool:
-        """Whether clients reach a replica the run did not count yet: it has answered more requests
-        since the run first saw it than its agent's own (AGENT_REQUESTS_AFTER_READY)."""
-        first = self._first_answered.setdefault(replica, answered[replica])
-        return answered[replica] - first > AGENT_REQUESTS_AFTER_READY
-
     def _begin_step(self, share: int) -> catalog.Pin:
         """The step at `share` %: its replicas listed, its window not started; the stable pin as read."""
         pin = self.record.unmoved()
-        fleet = self._fleet(self.doc["replicas"])
+        fleet = self.fleet.look(self.metrics, self.doc["deployment"], self.doc["replicas"])
         chosen = canary_replicas(fleet.ids, self.doc["replicas"], share, self.canary_id)
         step = canary_record.new_step(share, len(chosen), len(fleet.live), codec.now())
         self.record.save(replicas=chosen, share_percent=share, steps=[*self.doc["steps"], step])
@@ -223,9 +188,7 @@ class GrayRelease:
         if self.clock() >= codec.parse_time(self.doc["deadline_at"]).timestamp():
             self._abort(f"deadline {self.doc['deadline_at']} passed: last verdict {step['verdict'] or 'none'}")
         pin = self.record.unmoved()
-        if self._s3_down_at is not None:
-            back = _dt.datetime.now(_dt.UTC)
-            self._silence_from, self._s3_down_at = back + 2 * (back - self._s3_down_at), None
+        self.fleet.s3_answered()
         served = self._canary_served(step)
         step = self.doc["steps"][-1]  # re-balanced
         if not served:
@@ -240,18 +203,11 @@ class GrayRelease:
             self.sleep(self.poll)
             return pin
         figures = self.metrics.figures(self._mark, [self.version, self.doc["stable_version"]])
-        if not self._window_whole():
+        if not self.fleet.whole(self.metrics):
             self.sleep(self.poll)  # the next poll relists the replica that stopped answering
             return pin
         self._judge(step, figures[self.version], figures[self.doc["stable_version"]])
         return pin
-
-    def _window_whole(self) -> bool:
-        """Whether every live replica still answers once the window's figures are read. One that
-        died after this poll's liveness check is left out of the figures (they sum those that
-        answer): its window is not judged, so a step never passes on the survivors of a replica
-        that died just before the decision."""
-        return set(self._live) <= set(self.metrics.answering(self._live))
 
     def _judge(self, step: dict[str, Any], canary: Figures, stable: Figures) -> None:
         """Record the window's verdict and act on it: a failure on errors aborts at once; one on
@@ -305,7 +261,7 @@ class GrayRelease:
         restarts), and aborts with fewer than 2 live replicas, on a load failure or past
         loadTimeoutSeconds."""
         listed = self.doc["replicas"]
-        fleet = self._fleet(listed)
+        fleet = self.fleet.look(self.metrics, self.doc["deployment"], listed)
         gone = fleet.describe_gone(listed)
         if len(fleet.live) < 2:
             self._abort(

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from model_sync import environments, errors
-from model_sync.canary import ending, gray_release
+from model_sync.canary import ending, fleet_watch, gray_release
 from model_sync.canary.metrics import TritonMetrics
 from model_sync.contract import layout
 from model_sync.contract.canary_policy import CanaryPolicy
@@ -242,7 +242,7 @@ def test_a_replica_that_appears_joins_the_fleet_once_clients_reach_it_not_at_its
         first = _listed(release)
         agents.join("default-3")  # READY reported ...
         time.sleep(0.5)
-        requests.labels("m", "1").inc(gray_release.AGENT_REQUESTS_AFTER_READY)  # ... then its agent's smoke inference
+        requests.labels("m", "1").inc(fleet_watch.AGENT_REQUESTS_AFTER_READY)  # ... then its agent's smoke inference
         time.sleep(1.5)  # five of its reports, about 150 polls
         still = canary_record.read(release.repo, "m").doc
         assert still is not None and still["steps"][-1]["fleet"] == 3, still  # noqa: PT018
