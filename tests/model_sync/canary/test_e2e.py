@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from model_sync import errors
+from model_sync.canary import placement
 from model_sync.contract.canary_policy import CanaryPolicy
 from model_sync.records import codec
 from model_sync.sandbox.canary_lab import MODEL, POLICY, TAIL_RATE, TS_MODEL, CanaryLab, measure
@@ -321,19 +322,19 @@ def test_a_pin_moved_under_the_release_ends_it_within_one_poll(lab: CanaryLab) -
 
 # How long after a scaled-out pod serves (and its agent reports) the Service sends it traffic: the
 # kubelet's readiness probe at worst (5 s, READINESS_PERIOD_S) and the endpoints' propagation on a
-# busy cluster, longer than a step's window (stepSeconds, 5 s). A run that counted a pod in the
-# fleet at its first report recorded a share clients never saw for the whole window: 1 of 6,
-# 16.67 %, while the window served 25 %.
+# busy cluster; longer than a step's window (stepSeconds, 5 s). A run that counted a pod in the fleet
+# at its first report, or at its agent's smoke inference, recorded step 1 at a share no client saw
+# (1 of 6, 16.67 %, while the window served 21.9 to 25 %: measured, and not at 7 s).
 GROW_JOIN_AFTER_S = 10.0
 
 
 def test_a_fleet_that_grows_in_a_step_is_recorded_at_the_share_clients_saw(lab: CanaryLab) -> None:
-    """4 -> 6 replicas in step 1 (the run held still while the pods start, so that they land in
-    it): the new pods report as soon as they serve, and the Service sends them traffic only
-    GROW_JOIN_AFTER_S later, longer than a step's window, so they count in the fleet (restarting
-    the window) once they have answered a request. The canary stays on floor(share x N) replicas
-    (1 of 6 at 25 %, not round(1.5) = 2), every step's recorded share is the one clients saw, and
-    `status` states the configured, effective and observed shares."""
+    """4 -> 6 replicas during the release: the pods start in step 1 (the run held still while they
+    start) and report as soon as they serve, and the Service sends them traffic only
+    GROW_JOIN_AFTER_S later, so they count in the fleet (restarting the window of the step they
+    join) once clients reach them. Every step's recorded share is the one clients saw; a step the
+    pods joined keeps the canary on floor(share x N) replicas (3 of 6 at 50 %; at 25 %, 1 of 6, not
+    round(1.5) = 2), and `status` states the configured, effective and observed shares."""
     added: list[int] = []
 
     def scale_out(run: subprocess.Popen[str]) -> None:
@@ -353,10 +354,13 @@ def test_a_fleet_that_grows_in_a_step_is_recorded_at_the_share_clients_saw(lab: 
     assert done.code == errors.OK, done.stderr
     assert not done.records.failed(), done.records.errors()  # a scheduled pod gets no traffic before it joins
     steps = done.doc["steps"]
-    assert (steps[-1]["replicas"], steps[-1]["fleet"], steps[-1]["effective_percent"]) == (3, 6, 50.0), steps
     for mine, theirs in zip(done.figures["steps"], steps, strict=True):  # what clients saw, what the record says
         assert theirs["effective_percent"] <= theirs["share_percent"], theirs
         assert abs(mine["observed_percent"] - theirs["effective_percent"]) <= 4, (done.figures["steps"], steps)
+    grown = [step for step in steps if step["fleet"] == 6]  # the pods joined before the last step passed
+    assert not grown or grown[0]["restarts"] >= 1, steps  # the step they joined restarted its window on them
+    for step in grown:
+        assert step["replicas"] == placement.share_count(6, step["share_percent"]), step
     first = steps[0]
     if first["fleet"] == 6:  # the new pods served before step 1 passed: its window restarted on them
         assert (first["replicas"], first["effective_percent"], first["restarts"] >= 1) == (1, 16.67, True), first
