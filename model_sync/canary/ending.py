@@ -28,16 +28,31 @@ def abort(repo: Bucket, model: str, by: str, reason: str = "aborted by an operat
     return stored.doc
 
 
+# How many times end_running reads the running record and ends it: the run itself rewrites the record
+# at its polls (a step's figures), and one such save landing between abort()'s read and its
+# conditional write refuses the write while the record still runs (seen under make test's load:
+# `promote --no-canary` failed, exit 4, with its pin already flipped). The run writes once per poll
+# (seconds), the read-and-write takes milliseconds: a second attempt meets a save only by chance.
+END_ATTEMPTS = 5
+
+
 def end_running(repo: Bucket, model: str, by: str, reason: str) -> dict[str, Any] | None:
     """End a running gray release after the pin was flipped by someone else (`rollback`, `promote
     --no-canary`): abort() that tolerates the run ending it first (it notices the moved pin at its
-    next poll). The record it ended, or None when none was running by the time it looked."""
-    try:
-        return abort(repo, model, by, reason)
-    except errors.SyncError as e:
-        if e.code != errors.REFUSED or canary_record.read(repo, model).running:
-            raise
-        return None
+    next poll), and reads and ends it again when the run saved a poll in between (END_ATTEMPTS).
+    The record it ended, or None when none was running by the time it looked."""
+    attempt = 1
+    while True:
+        try:
+            return abort(repo, model, by, reason)
+        except errors.SyncError as e:
+            if e.code != errors.REFUSED:
+                raise
+            if not canary_record.read(repo, model).running:
+                return None
+            if attempt == END_ATTEMPTS:
+                raise
+            attempt += 1
 
 
 def pin_moved(repo: Bucket, model: str, stable: int, pin: catalog.Pin) -> tuple[str, str]:
