@@ -226,6 +226,85 @@ def check_gpu_memory(doc: dict[str, Any], dst: Bucket) -> list[str]:
                           f"{doc['version']}")  # fmt: skip
 
 
+def _pin_copied(dst: Bucket, model: str, candidate: int, target_pin: catalog.Pin, notes: list[str], *,
+                dry_run: bool, console: Console, by: str, canary: GrayRun | None) -> int:  # fmt: skip
+    """A version promoted from the same source version before: pinned at once (or by its gray
+    release), nothing copied again; up to date when the target already pins it."""
+    if target_pin.version == candidate:
+        console.line(f"up to date: {model} version {candidate} already promoted and pinned in {dst.env.name}")
+        return candidate
+    for line in notes:
+        console.line(line)
+    if dry_run:
+        console.line(f"(dryrun) pin: {model} version {candidate} ({dst.uri(layout.config_key(model))})")
+        return candidate
+    existing = catalog.read_manifest(dst, model, candidate)
+    assert existing is not None
+    if canary is not None:
+        canary(dst, candidate, None)
+        return candidate
+    catalog.flip_pin(dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin, warn=console.warn)
+    _end_gray_release(dst, model, candidate, by, console)
+    console.line(f"pinned: {model} version {candidate} in {dst.env.name} (already copied)")
+    return candidate
+
+
+def _dry_run_copy(src: Bucket, dst: Bucket, model: str, version: int, doc: dict[str, Any], console: Console,
+                  canary: GrayRun | None) -> int:  # fmt: skip
+    """What a promotion would copy and pin, written nowhere; the target version it would take."""
+    free = dst.get(layout.allocation_key(model, version)) is None and version not in catalog.list_versions(dst, model)
+    target = version if free else catalog.highest_allocated(dst, model) + 1
+    for rel in sorted(doc["files"]):
+        console.line(
+            f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to "
+            f"{dst.uri(layout.version_file_key(model, target, rel))}"
+        )
+    how = "gray release, then pin" if canary is not None else "pin"
+    console.line(f"(dryrun) {how}: {model} version {target} ({dst.uri(layout.config_key(model))})")
+    return target
+
+
+def _copy_checked(src: Bucket, dst: Bucket, model: str, version: int, doc: dict[str, Any], console: Console,
+                  by: str) -> tuple[int, str]:  # fmt: skip
+    """Steps 2 to 4: the source's files checked, a target version allocated, every file copied and
+    checked there; (the target version, how its checksums were verified). A failure or an
+    interruption leaves no copied file behind."""
+    # the source's files first: a version that no longer matches its manifest writes nothing to the target
+    _verify_files(src, model, version, doc["files"], f"nothing was copied to {dst.env.name}; allowed: a version "
+                  "whose files match its manifest (push it again)")  # fmt: skip
+    ignored = None if dst.env.unenforced_writes_accepted else dst.ignored_conditions()
+    if ignored:
+        console.warn(f"{dst.env.endpoint_url or 'S3'} ignores {ignored}: concurrent promotions of {model} can race")
+    target = catalog.allocate(dst, model, "promote", by, preferred=version)
+    try:
+        _copy(src, dst, model, version, target, doc["files"], console)
+        return target, _verify_files(dst, model, target, doc["files"], "nothing was pinned")
+    except Exception as e:  # a failed copy or check: nothing copied may stay
+        error = e if isinstance(e, errors.SyncError) else translate(e, dst.env, layout.version_prefix(model, target))
+        raise errors.with_note(error, catalog.discard_files(dst, model, target, error)) from None
+    except BaseException:  # interrupted (SIGINT) mid-copy: the same cleanup, then the interruption's own line
+        catalog.discard_files(dst, model, target)
+        raise
+
+
+def _target_manifest(src: Bucket, model: str, version: int, target: int, doc: dict[str, Any],
+                     compatibility: dict[str, Any], by: str) -> dict[str, Any]:  # fmt: skip
+    """The target's manifest (schema v3): the source's, with the target's version and pinned config,
+    its provenance and the compatibility verdict for the target's image."""
+    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
+
+    cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))
+    new_doc = codec.upgrade_manifest(doc, compatibility, instance_groups.of(cfg))
+    new_doc.update(
+        version=target,
+        config_pbtxt=model_config.pinned_text(cfg, target, model),
+        source={**doc["source"], "promoted_from": {"env": src.env.name, "bucket_uri": src.env.uri, "version": version}},
+        created_by=by,
+        created_at=codec.now(),
+    )
+    return new_doc
+
+
 def promote(
     src: Bucket,
     dst: Bucket,
@@ -242,84 +321,29 @@ def promote(
 ) -> int:
     """Returns the target version number. With `canary`, the target pin is flipped by a gray
     release (canary(dst, target, canary id) runs it to its decision) instead of at once."""
-    from model_sync.triton_model import model_config  # protobuf's text_format: loaded only when a config is parsed
-
     layout.check_model_name(model)
     doc, _raw, record_key = _check_source(src, model, version, skip_verification)
     compatibility = check_alignment(doc, dst, allow_version_skew, allow_local_target)
     notes = check_gpu_memory(doc, dst)  # before anything is written to the target
-    src_uri = src.env.uri
     target_pin = catalog.read_pin(dst, model)
     for candidate in {version, target_pin.version} - {None}:
         assert candidate is not None
-        if _reusable(dst, model, candidate, src.env.name, src_uri, doc):
-            if target_pin.version == candidate:
-                console.line(f"up to date: {model} version {candidate} already promoted and pinned in {dst.env.name}")
-                return candidate
-            for line in notes:
-                console.line(line)
-            if dry_run:
-                console.line(f"(dryrun) pin: {model} version {candidate} ({dst.uri(layout.config_key(model))})")
-                return candidate
-            existing = catalog.read_manifest(dst, model, candidate)
-            assert existing is not None
-            if canary is not None:
-                canary(dst, candidate, None)
-                return candidate
-            catalog.flip_pin(
-                dst, model, candidate, existing["config_pbtxt"], "promote", by, target_pin, warn=console.warn
-            )
-            _end_gray_release(dst, model, candidate, by, console)
-            console.line(f"pinned: {model} version {candidate} in {dst.env.name} (already copied)")
-            return candidate
+        if _reusable(dst, model, candidate, src.env.name, src.env.uri, doc):
+            return _pin_copied(dst, model, candidate, target_pin, notes, dry_run=dry_run, console=console, by=by,
+                               canary=canary)  # fmt: skip
     for line in notes:
         console.line(line)
     if dry_run:
-        free = dst.get(layout.allocation_key(model, version)) is None and version not in catalog.list_versions(
-            dst, model
-        )
-        target = version if free else catalog.highest_allocated(dst, model) + 1
-        for rel in sorted(doc["files"]):
-            console.line(
-                f"(dryrun) copy: {src.uri(layout.version_file_key(model, version, rel))} to "
-                f"{dst.uri(layout.version_file_key(model, target, rel))}"
-            )
-        how = "gray release, then pin" if canary is not None else "pin"
-        console.line(f"(dryrun) {how}: {model} version {target} ({dst.uri(layout.config_key(model))})")
-        return target
-    # the source's files first: a version that no longer matches its manifest writes nothing to the target
-    _verify_files(src, model, version, doc["files"], f"nothing was copied to {dst.env.name}; allowed: a version "
-                  "whose files match its manifest (push it again)")  # fmt: skip
-    ignored = None if dst.env.unenforced_writes_accepted else dst.ignored_conditions()
-    if ignored:
-        console.warn(f"{dst.env.endpoint_url or 'S3'} ignores {ignored}: concurrent promotions of {model} can race")
-    target = catalog.allocate(dst, model, "promote", by, preferred=version)
-    try:
-        _copy(src, dst, model, version, target, doc["files"], console)
-        method = _verify_files(dst, model, target, doc["files"], "nothing was pinned")
-    except Exception as e:  # a failed copy or check: nothing copied may stay
-        error = e if isinstance(e, errors.SyncError) else translate(e, dst.env, layout.version_prefix(model, target))
-        raise errors.with_note(error, catalog.discard_files(dst, model, target, error)) from None
-    except BaseException:  # interrupted (SIGINT) mid-copy: the same cleanup, then the interruption's own line
-        catalog.discard_files(dst, model, target)
-        raise
-
-    cfg = model_config.parse(doc["config_pbtxt"], src.uri(layout.manifest_key(model, version)))
-    new_doc = codec.upgrade_manifest(doc, compatibility, instance_groups.of(cfg))
-    new_doc.update(
-        version=target,
-        config_pbtxt=model_config.pinned_text(cfg, target, model),
-        source={**doc["source"], "promoted_from": {"env": src.env.name, "bucket_uri": src_uri, "version": version}},
-        created_by=by,
-        created_at=codec.now(),
-    )
+        return _dry_run_copy(src, dst, model, version, doc, console, canary)
+    target, method = _copy_checked(src, dst, model, version, doc, console, by)
+    new_doc = _target_manifest(src, model, version, target, doc, compatibility, by)
     catalog.write_manifest(dst, model, target, new_doc)
     canary_id = canary_record.new_id() if canary is not None else None
     record = {
         "schema": codec.PROMOTION_V3,
         "model": model,
         "version": target,
-        "source": {"env": src.env.name, "bucket_uri": src_uri, "version": version},
+        "source": {"env": src.env.name, "bucket_uri": src.env.uri, "version": version},
         "target": {"env": dst.env.name, "bucket_uri": dst.env.uri},
         "verification": {"skipped": skip_verification, "record_key": record_key},
         "files": doc["files"],

@@ -222,7 +222,22 @@ def command(
 ) -> None:
     """`model-sync status`: `models` (default: every model) of `env` (default: every environment
     of the config), printed as tables or (`output` json) one JSON document."""
+    report = _report(env, config, models, resolve)
+    if output == "json":
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return
+    _print_models(report)
+    _print_replicas(report)
+    _print_canaries(report)
+    _print_warnings(report)
+    _print_versions(report)
+    _print_gpu_memory(report)
 
+
+def _report(
+    env: str | None, config: str | None, models: list[str], resolve: Callable[[str], Environment]
+) -> dict[str, Any]:
+    """Environment name -> its bucket, Triton image, models' status and GPU memory plan."""
     names = [env] if env else []
     if not names:
         path = environments.find_config(config)
@@ -245,9 +260,10 @@ def command(
             "models": [model_status(repo, m, images, docs) for m in shown],
             "gpu_memory": gpu_memory(repo),
         }
-    if output == "json":
-        print(json.dumps(report, indent=2, sort_keys=True))
-        return
+    return report
+
+
+def _print_models(report: dict[str, Any]) -> None:
     rows = [("ENV", "MODEL", "PINNED", "SERVED", "PREVIOUS", "VERSIONS", "VERIFIED", "PUBLISHED BY / AT", "FROM")]
     for name, body in report.items():
         for s in body["models"]:
@@ -269,6 +285,9 @@ def command(
                 )
             )
     _print_table(rows)
+
+
+def _print_replicas(report: dict[str, Any]) -> None:
     replica_rows: list[tuple[str, ...]] = [("ENV", "MODEL", "REPLICA", "SERVING", "STATE", "REASON")]
     for name, body in report.items():
         for s in body["models"]:
@@ -279,7 +298,11 @@ def command(
     if len(replica_rows) > 1:
         print()
         _print_table(replica_rows)
-    _print_canaries(report)
+
+
+def _print_warnings(report: dict[str, Any]) -> None:
+    """A pin no replica serves, a pin index that disagrees, a pinned version whose files changed,
+    incomplete versions."""
     if any(s["pin_served"] is False for body in report.values() for s in body["models"]):
         print(
             "PIN NOT SERVED: no replica reports the pinned version READY (see REASON; the replicas keep serving "
@@ -302,6 +325,9 @@ def command(
                 )
     if any(s["incomplete"] for body in report.values() for s in body["models"]):
         print("* incomplete: no manifest (an interrupted push; `model-sync prune` removes it)")
+
+
+def _print_versions(report: dict[str, Any]) -> None:
     label = {"yes": "yes", "no": "NO", "exempt": "exempt", "unknown": "?"}
     details: list[tuple[str, ...]] = [
         ("ENV", "MODEL", "VERSION", "TORCH", "LOADABLE (Triton image of each environment)")
@@ -316,4 +342,3 @@ def command(
         print()
         _print_table(details)
         print("VERSION* = pinned; NO = exported with a newer torch than the image's LibTorch (exit 7 on push/promote)")
-    _print_gpu_memory(report)
