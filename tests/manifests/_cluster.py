@@ -125,12 +125,13 @@ class Cluster:
 
 @functools.cache
 def cluster(stack: str) -> Cluster:
-    out = Path(tempfile.mkdtemp(prefix=f"cluster-{stack}-"))
-    write_render(stack_run(stack), out)
-    # Numbers as the provider sends them (the mocks record every number as a float).
-    program = [normalise(yaml.safe_load(p.read_text())) for p in sorted((out / "manifests").glob("*.yaml"))]
-    releases = {r.key: r for r in load_releases(out)}
-    version = kubernetes_version(out)
+    with tempfile.TemporaryDirectory(prefix=f"cluster-{stack}-") as tmp:  # read whole, then removed
+        out = Path(tmp)
+        write_render(stack_run(stack), out)
+        # Numbers as the provider sends them (the mocks record every number as a float).
+        program = [normalise(yaml.safe_load(p.read_text())) for p in sorted((out / "manifests").glob("*.yaml"))]
+        releases = {r.key: r for r in load_releases(out)}
+        version = kubernetes_version(out)
     rendered = Renderer().render_all(list(releases.values()), version)
     return Cluster(stack, version, program, releases, rendered.objects, rendered.errors, rendered.api_versions)
 
