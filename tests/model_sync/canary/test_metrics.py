@@ -22,7 +22,7 @@ import pytest
 from model_sync.agent.pod_disk import precompile_python
 from model_sync.canary import metrics
 from model_sync.canary.metrics import PrometheusMetrics, TritonMetrics
-from model_sync.sandbox.procs import wait_until
+from model_sync.sandbox.procs import free_port, wait_until
 from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 from tests.support.prometheus import PrometheusServer
 from tests.support.s3_servers import S3Server
@@ -155,6 +155,19 @@ def test_triton_metrics_count_each_version_exactly(servers: list[TritonServer]) 
     assert (settled[1].requests, settled[1].errors) == (10, 0)
     with pytest.raises(metrics.MetricsError, match=r"^metrics: none of http://127.0.0.1:9/metrics answered;"):
         TritonMetrics("m", {"r9": "http://127.0.0.1:9/metrics"}).mark()
+
+
+def test_a_replica_that_refuses_is_left_out_without_waiting_on_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listed replica with nothing listening (dead, or a pod not yet up) is asked once per scrape:
+    urllib3's retries and their backoff (~1 s) held every poll of a gray release back while one
+    listed replica was down."""
+    import urllib3
+
+    waits: list[object] = []
+    monkeypatch.setattr(urllib3.util.retry.Retry, "sleep", lambda self, response=None: waits.append(response))
+    url = f"http://127.0.0.1:{free_port()}/metrics"
+    assert TritonMetrics("m", {"r0": url}).scrape() == {}
+    assert waits == []
 
 
 def test_prometheus_metrics_give_the_same_figures(tmp_path: Path, servers: list[TritonServer]) -> None:
