@@ -52,6 +52,7 @@ def test_triton_argv_binds_loopback_and_polls_the_local_directory(tmp_path: Path
         "--disable-auto-complete-config",
         "--http-address=127.0.0.1",
         "--grpc-address=127.0.0.1",
+        f"--exit-timeout-secs={runtime.LOCAL_EXIT_TIMEOUT_S}",  # a stop drains seconds, not the cloud's grace period
     } <= set(argv)
     assert not any(a.startswith("--model-repository=s3://") for a in argv)
 
