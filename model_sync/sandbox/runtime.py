@@ -160,7 +160,6 @@ class TritonServer:
     metrics_port: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
     stub_python: str = sys.executable  # the python3 (numpy<2) whose site-packages the stub uses
-    exit_timeout_secs: int = LOCAL_EXIT_TIMEOUT_S
     process: Process | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -201,7 +200,7 @@ class TritonServer:
             # local tests see the series prod exports (p50-p99.9 latency summaries included).
             "--allow-metrics=true",
             "--metrics-config=summary_latencies=true",
-            f"--exit-timeout-secs={self.exit_timeout_secs}",
+            f"--exit-timeout-secs={LOCAL_EXIT_TIMEOUT_S}",
         ]
 
     def start(self, timeout: float = 90.0) -> TritonServer:
