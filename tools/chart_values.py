@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tools import yamlio
 
 # (chart, dotted path pattern) -> why keys below it are not the chart's. `**` matches any
 # number of leading segments, `*` exactly one.
@@ -72,14 +72,14 @@ def _merge(base: Any, over: Any) -> Any:
 
 
 def _chart_defaults(files: dict[str, bytes], prefix: str) -> dict[str, Any]:
-    values = yaml.safe_load(files.get(f"{prefix}values.yaml", b"")) or {}
-    meta = yaml.safe_load(files[f"{prefix}Chart.yaml"]) or {}
+    values = yamlio.load(files.get(f"{prefix}values.yaml", b"")) or {}
+    meta = yamlio.load(files[f"{prefix}Chart.yaml"]) or {}
     subcharts: dict[str, str] = {}
     for name in files:
         rest = name[len(prefix) :] if name.startswith(f"{prefix}charts/") else None
         parts = rest.split("/") if rest else []
         if len(parts) == 3 and parts[2] == "Chart.yaml":
-            sub_meta = yaml.safe_load(files[name]) or {}
+            sub_meta = yamlio.load(files[name]) or {}
             subcharts[str(sub_meta.get("name"))] = f"{prefix}charts/{parts[1]}/"
     for dep in meta.get("dependencies") or []:
         sub = subcharts.get(dep["name"])

@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from components.upstream import versions
+from tools import yamlio
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "charts"
@@ -87,7 +88,7 @@ def chart_metadata(archive: Path) -> dict[str, object]:
                 if len(parts) == 2 and parts[1] == "Chart.yaml" and member.isfile():
                     handle = tar.extractfile(member)
                     if handle is not None:
-                        meta = yaml.safe_load(handle.read())
+                        meta = yamlio.load(handle.read())
                         if isinstance(meta, dict):
                             return meta
     except (OSError, tarfile.TarError, yaml.YAMLError) as exc:

@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from components.upstream import versions
-from tools import charts
+from tools import charts, yamlio
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE_CACHE = ROOT / ".cache" / "helm-template"
@@ -62,7 +62,7 @@ class Release:
 
     @classmethod
     def load(cls, path: Path) -> Release:
-        doc = yaml.safe_load(path.read_text())
+        doc = yamlio.load(path.read_text())
         pinned = {(c.reference, c.version): c for c in charts.pinned_charts()}
         chart = pinned.get((doc["chart"], str(doc["version"])))
         if chart is None:
@@ -151,7 +151,7 @@ def _helm_pin() -> str:
     return hashlib.sha256((ROOT / "tools" / "helm" / "package-lock.json").read_bytes()).hexdigest()
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _Loader(yamlio.Loader):  # type: ignore[misc]
     """PyYAML's safe loader, except that a bare `=` is the string "=" (as in Kubernetes'
     YAML parser) rather than YAML 1.1's `value` tag, which CRD schemas use in enums."""
 

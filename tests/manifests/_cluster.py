@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.conftest import stack_run
+from tools import yamlio
 from tools.helm_template import Release, Renderer, kubernetes_version, load_releases, normalise
 from tools.render import write_render
 
@@ -129,7 +128,7 @@ def cluster(stack: str) -> Cluster:
         out = Path(tmp)
         write_render(stack_run(stack), out)
         # Numbers as the provider sends them (the mocks record every number as a float).
-        program = [normalise(yaml.safe_load(p.read_text())) for p in sorted((out / "manifests").glob("*.yaml"))]
+        program = [normalise(yamlio.load(p.read_text())) for p in sorted((out / "manifests").glob("*.yaml"))]
         releases = {r.key: r for r in load_releases(out)}
         version = kubernetes_version(out)
     rendered = Renderer().render_all(list(releases.values()), version)

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import stack_run
 from tests.pulumi_kit import ROOT, run_program
+from tools import yamlio
 from tools.render import INSTALL_ORDER, write_render
 
 
@@ -28,12 +28,12 @@ def test_render_writes_loadable_manifests_and_inventory(stack: str, tmp_path: Pa
     manifests = sorted((out / "manifests").glob("*.yaml"))
     assert len(manifests) == counts["manifests"] == len(run.kubernetes_objects())
     for path in manifests:
-        doc = yaml.safe_load(path.read_text())
+        doc = yamlio.load(path.read_text())
         for key in ("apiVersion", "kind"):
             assert doc[key], path.name
         assert doc["metadata"]["name"], path.name
     for path in (out / "helm").glob("*.yaml"):
-        release = yaml.safe_load(path.read_text())
+        release = yamlio.load(path.read_text())
         assert release["chart"], path.name
         assert release["version"], path.name
     assert isinstance(json.loads((out / "exports.json").read_text()), dict)
@@ -49,7 +49,7 @@ def test_two_renders_of_one_commit_are_the_same_files_in_install_order(tmp_path:
     assert files == sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
     for name in files:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
-    kinds = [yaml.safe_load(p.read_text())["kind"] for p in sorted((tmp_path / "a" / "manifests").glob("*.yaml"))]
+    kinds = [yamlio.load(p.read_text())["kind"] for p in sorted((tmp_path / "a" / "manifests").glob("*.yaml"))]
     ranks = [INSTALL_ORDER.index(k) if k in INSTALL_ORDER else len(INSTALL_ORDER) for k in kinds]
     assert ranks == sorted(ranks), kinds
     assert kinds[0] == "Namespace", kinds

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import STACKS, stack_run
+from tools import yamlio
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
@@ -29,7 +30,7 @@ OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
 
 
 def load(name: str) -> dict[str, Any]:
-    doc = yaml.safe_load((WORKFLOW_DIR / name).read_text())
+    doc = yamlio.load((WORKFLOW_DIR / name).read_text())
     doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the `on` key as True
     return doc
 
@@ -684,7 +685,7 @@ def test_every_pip_install_in_ci_checks_hashes() -> None:
     itself goes in with `--no-deps` (pip refuses an editable under hash checking)."""
     seen = 0
     for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
-        for job in yaml.safe_load(path.read_text())["jobs"].values():
+        for job in yamlio.load(path.read_text())["jobs"].values():
             for s in job.get("steps", []):
                 for line in str(s.get("run", "")).splitlines():
                     if re.search(r"\bpip install\b", line):

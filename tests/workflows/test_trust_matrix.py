@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.iam.github_oidc import GITHUB_OIDC_HOST, GITHUB_SUB_CLAIM_KEYS
 from components.identities import github_environment
 from tests.conftest import STACKS, stack_run
 from tests.pulumi_kit import stack_config
+from tools import yamlio
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
@@ -50,7 +50,7 @@ ROLE_VARIABLES: dict[str, str | None] = {
 
 
 def load(name: str) -> dict[str, Any]:
-    doc = yaml.safe_load((WORKFLOW_DIR / name).read_text())
+    doc = yamlio.load((WORKFLOW_DIR / name).read_text())
     doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the `on` key as True
     return doc
 

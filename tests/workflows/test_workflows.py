@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from components.identities import github_environment
+from tools import yamlio
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
@@ -30,7 +31,7 @@ ACTIONLINT_CONFIG = ROOT / "tools" / "actionlint" / "actionlint.yaml"
 
 
 def load(name: str) -> dict[str, Any]:
-    doc = yaml.safe_load((WORKFLOW_DIR / name).read_text())
+    doc = yamlio.load((WORKFLOW_DIR / name).read_text())
     doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the `on` key as True
     return doc
 
