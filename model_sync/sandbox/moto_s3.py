@@ -11,10 +11,12 @@ The state file says `serving` or `stopped` once a change is complete (written th
 --owner the process also exits when PID is no longer its parent: a stopped server never outlives
 the process that started it.
 
-One fix to moto 5.2.5 (`keep_replaced_objects_readable`): an overwrite closes the replaced object's
-buffer at once, so a GET that already holds that object answered 500 "I/O operation on closed file"
-(seen: 1 GET of ~10,000 racing a PUT, bench/s3/race.py). Here the buffer is closed when the last
-request holding the object is done, and the GET answers the old bytes, as AWS S3 does.
+Two changes to moto 5.2.5. A fix (`keep_replaced_objects_readable`): an overwrite closes the
+replaced object's buffer at once, so a GET that already holds that object answered 500 "I/O
+operation on closed file" (seen: 1 GET of ~10,000 racing a PUT, bench/s3/race.py). Here the buffer
+is closed when the last request holding the object is done, and the GET answers the old bytes, as
+AWS S3 does. A speed-up (`serialize_timestamps_without_dateutil`): the same responses, with the
+timestamps moto keeps as ISO 8601 strings read without dateutil.
 
 The server is the one moto's own ThreadedMotoServer runs (moto/moto_server/threaded_moto_server.py:
 werkzeug's threaded WSGI server over DomainDispatcherApplication(create_backend_app) with
@@ -110,6 +112,31 @@ def keep_replaced_objects_readable() -> None:
     FakeKey.dispose = dispose  # type: ignore[method-assign]
 
 
+def serialize_timestamps_without_dateutil() -> None:
+    """moto 5.2.5's response serializer turns every timestamp it writes (each listed key's
+    LastModified) into an aware datetime with botocore's parse_to_aware_datetime, whose strings go
+    through dateutil's generic parser: half of a ListObjectsV2's CPU here (17 ms for 30 keys,
+    measured), and the lab's agents list the bucket every pass. The ISO 8601 strings moto keeps are
+    read by datetime.fromisoformat instead, in UTC as botocore's parser returns them; any other
+    value still goes to botocore's function."""
+    from datetime import UTC, datetime
+
+    import moto.core.serialize as serialize
+
+    original = serialize.parse_to_aware_datetime
+
+    def parse_to_aware_datetime(value: Any) -> datetime:
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                return original(value)
+            return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+        return original(value)
+
+    serialize.parse_to_aware_datetime = parse_to_aware_datetime
+
+
 def write_state(path: Path, state: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(state + "\n")
@@ -131,6 +158,7 @@ def serve(port: int, state_file: Path, owner: int | None) -> None:
     # Blocked before any thread starts, so every thread inherits the mask: only sigtimedwait below takes them.
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     keep_replaced_objects_readable()
+    serialize_timestamps_without_dateutil()
     app = DomainDispatcherApplication(create_backend_app)
     listener: Listener | None = listen(port, app, state_file)
     while True:

@@ -172,6 +172,32 @@ def test_an_object_replaced_while_a_request_holds_it_still_reads_its_bytes() -> 
     assert done.stdout.splitlines() == ["I/O operation on closed file.", "b'old'"], done.stderr
 
 
+def test_timestamps_serialize_the_same_without_dateutil() -> None:
+    """The launcher's speed-up to moto (moto_s3.serialize_timestamps_without_dateutil) writes every
+    timestamp as moto's serializer did, in each format it writes (ISO 8601 in XML bodies, RFC 822 in
+    headers, epoch seconds in JSON), for the strings moto keeps and for datetimes; in a process of
+    its own, because it changes moto's module."""
+    script = (
+        "from datetime import datetime, timedelta, timezone\n"
+        "from moto.core.serialize import TimestampSerializer\n"
+        "from model_sync.sandbox import moto_s3\n"
+        "values = ['2026-12-07T14:00:00.123Z', '2026-12-07T14:00:00Z', '2026-12-07T14:00:00.000Z',\n"
+        "          '2026-12-07T14:00:00+00:00', '2026-12-07T14:00:00', '2026-12-07T16:00:00.5+02:00',\n"
+        "          'Mon, 07 Dec 2026 14:00:00 GMT', '1796652000', datetime(2026, 12, 7, 14, 0, 0, 123000),\n"
+        "          datetime(2026, 12, 7, 14, tzinfo=timezone(timedelta(hours=-5))), 1796652000.25]\n"
+        "def written():\n"
+        "    s = TimestampSerializer('iso8601')\n"
+        "    return [s._convert_timestamp_to_str(v, f) for v in values\n"
+        "            for f in ('iso8601', 'iso8601_zeroed', 'rfc822', 'unixtimestamp')]\n"
+        "before = written()\n"
+        "moto_s3.serialize_timestamps_without_dateutil()\n"
+        "after = written()\n"
+        "print(len(before), before == after, [(b, a) for b, a in zip(before, after) if b != a])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split()[:2] == ["44", "True"], done.stdout + done.stderr
+
+
 def test_a_get_racing_a_put_of_the_same_key_never_fails_nor_tears(moto: MotoS3Server) -> None:
     moto.create_buckets(BUCKET)
     moto.start()
