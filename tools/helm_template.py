@@ -151,12 +151,17 @@ def _helm_pin() -> str:
     return hashlib.sha256((ROOT / "tools" / "helm" / "package-lock.json").read_bytes()).hexdigest()
 
 
-class _Loader(yamlio.Loader):  # type: ignore[misc]
+class _Loader(yamlio.Loader):
     """PyYAML's safe loader, except that a bare `=` is the string "=" (as in Kubernetes'
     YAML parser) rather than YAML 1.1's `value` tag, which CRD schemas use in enums."""
 
 
-_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+def _value_as_string(loader: _Loader, node: yaml.Node) -> Any:
+    assert isinstance(node, yaml.ScalarNode)  # the `value` tag is resolved for plain scalars only
+    return loader.construct_scalar(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", _value_as_string)
 
 
 def _dump(docs: list[dict[str, Any]]) -> str:
