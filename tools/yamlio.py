@@ -22,8 +22,3 @@ Loader = yaml.CSafeLoader
 def load(text: str | bytes) -> Any:
     """One YAML document, as `yaml.safe_load` reads it."""
     return yaml.load(text, Loader=Loader)  # noqa: S506 - libyaml's safe loader
-
-
-def load_all(text: str | bytes) -> list[Any]:
-    """Every YAML document of `text`, as `yaml.safe_load_all` reads them."""
-    return list(yaml.load_all(text, Loader=Loader))
