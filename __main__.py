@@ -12,7 +12,8 @@ from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerAr
 from components.eks.addons import AFTER_COMPUTE_ADDONS, EksAddons, EksAddonsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs, cluster_name
 from components.gateway.args import IngressArgs, JwtArgs, TritonBackend
-from components.gpu.gpu_instances import architectures, gpus_per_node, guaranteed_gpu
+from components.gpu.gpu_instances import architectures, guaranteed_gpu
+from components.gpu.gpu_sharing import guaranteed_share_gib, shares_per_node
 from components.gpu_operators import GpuOperators, GpuOperatorsArgs
 from components.identities import Identities, IdentitiesArgs
 from components.ingress import Ingress
@@ -204,7 +205,7 @@ if config.node_autoscaling_enabled:
                 GpuPool(
                     name=g.name,
                     autoscaling_group_name=node_groups[g.name].autoscaling_group_name,
-                    gpus_per_node=gpus_per_node(g.instance_types),
+                    gpus_per_node=shares_per_node(g.sharing, g.instance_types),
                     capacity_type=g.capacity_type,
                 )
                 for g in config.gpu_node_groups
@@ -279,14 +280,21 @@ pulumi.export(
     {m: {"deployment": d.name, **d.canary.to_mapping()} for d in config.triton_deployments for m in d.models},
 )
 # GPU memory planning (model-sync push / promote refuse a version that would overcommit a card): each
-# deployment's GPU, the one its node group guarantees, and the models sharing it.
+# deployment's GPU, the one its node group guarantees, the memory of one replica's share of it (the whole
+# GPU's unless the group shares its GPUs: docs/serving-plane.md#gpu-sharing), and the models sharing it.
 pulumi.export(
     stack_outputs.TRITON_GPUS,
     {
-        d.name: {"gpu": gpu.model, "memoryGiB": gpu.memory_gib, "models": list(d.models), "architectures": archs}
+        d.name: {
+            "gpu": gpu.model,
+            "memoryGiB": guaranteed_share_gib(group.sharing, group.instance_types),
+            "sharing": group.sharing.describe(),
+            "models": list(d.models),
+            "architectures": architectures(group.instance_types),
+        }
         for d in config.triton_deployments
-        for types in [config.node_group(d.node_group).instance_types]
-        for gpu, archs in [(guaranteed_gpu(types), architectures(types))]
+        for group in [config.node_group(d.node_group)]
+        for gpu in [guaranteed_gpu(group.instance_types)]
     },
 )
 if monitoring is not None:

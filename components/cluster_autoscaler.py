@@ -41,6 +41,7 @@ NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 _TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 RELEASE_TIMEOUT_SECONDS = 600
+MAX_GPU_RESOURCES_PER_NODE = 16 * 48
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,16 @@ class GpuPool:
 
     name: str  # node group name (the key in config nodeGroups)
     autoscaling_group_name: pulumi.Input[str]
+    # The `nvidia.com/gpu` a node brings: its GPUs, times the shares of each on a shared group
+    # (components/gpu/gpu_sharing.py: at most 16 GPUs x 48 MPS clients).
     gpus_per_node: int
     capacity_type: str  # ON_DEMAND | SPOT
 
     def __post_init__(self) -> None:
-        if not 1 <= self.gpus_per_node <= 16:
-            raise ValueError(f"GpuPool.gpus_per_node: {self.gpus_per_node} is out of range; allowed: 1 to 16")
+        if not 1 <= self.gpus_per_node <= MAX_GPU_RESOURCES_PER_NODE:
+            raise ValueError(
+                f"GpuPool.gpus_per_node: {self.gpus_per_node} is out of range; allowed: 1 to {MAX_GPU_RESOURCES_PER_NODE}"
+            )
         if self.capacity_type not in ("ON_DEMAND", "SPOT"):
             raise ValueError(f"GpuPool.capacity_type: {self.capacity_type!r} is not allowed; allowed: ON_DEMAND | SPOT")
 

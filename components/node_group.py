@@ -27,6 +27,7 @@ ref: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.gpu import gpu_contract
+from components.gpu.gpu_instances import gpu_of
+from components.gpu.gpu_sharing import GpuSharing, bottlerocket_settings, refusal
 from components.iam.roles import role_with_policies
 from components.stack_config.model import NodeGroupConfig
 from components.stack_config.vocabulary import CAPACITY_TYPES, GPU_AMI_TYPES, NODE_GROUP_KINDS, SYSTEM_AMI_TYPES
@@ -66,6 +69,8 @@ class NodeGroupArgs:
     disk_size_gib: encrypted gp3 volume size in GiB, 20 to 16384 (default 100).
     labels: extra Kubernetes labels (default none); may not override the contract labels.
     tags: extra AWS tags on every resource (default none).
+    gpu_sharing: how a GPU group shares its GPUs (components/gpu/gpu_sharing.py; default whole GPUs);
+        anything else needs a Bottlerocket NVIDIA AMI and, for MIG, a profile every instance type's GPU offers.
     """
 
     group_name: str
@@ -82,6 +87,7 @@ class NodeGroupArgs:
     disk_size_gib: int = 100
     labels: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
+    gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
 
     def __post_init__(self) -> None:
         if not DNS_LABEL.match(self.group_name):
@@ -117,6 +123,16 @@ class NodeGroupArgs:
             raise ValueError(
                 f"NodeGroupArgs.disk_size_gib: {self.disk_size_gib!r} is out of range; allowed: 20 to 16384"
             )
+        if self.gpu_sharing.shared:
+            bad = (
+                refusal(self.gpu_sharing, self.ami_type, [gpu_of(t) for t in self.instance_types])
+                if self.kind == "gpu"
+                else ("", "is set on a system group", "whole")
+            )
+            if bad is not None:
+                raise ValueError(
+                    f"NodeGroupArgs.gpu_sharing: {self.gpu_sharing.describe()!r} {bad[1]}; allowed: {bad[2]}"
+                )
         reserved = set(_contract_labels(self.kind, self.group_name))
         clash = sorted(reserved & set(self.labels))
         if clash:
@@ -278,7 +294,10 @@ class NodeGroup(pulumi.ComponentResource):
         )
 
     def _launch_template(self, name: str, args: NodeGroupArgs, tags: dict[str, str]) -> aws.ec2.LaunchTemplate:
-        """The nodes' launch template: IMDSv2 with hop limit 1, an encrypted gp3 root volume, the tags."""
+        """The nodes' launch template: IMDSv2 with hop limit 1, an encrypted gp3 root volume, the tags; on a
+        shared GPU group, the Bottlerocket settings that share its GPUs as user data (EKS merges them)."""
+        shared = args.gpu_sharing.shared
+        settings = bottlerocket_settings(args.gpu_sharing, [gpu_of(t) for t in args.instance_types]) if shared else ""
         return aws.ec2.LaunchTemplate(
             f"{name}-launch-template",
             name_prefix=f"{args.group_name}-",
@@ -291,6 +310,7 @@ class NodeGroup(pulumi.ComponentResource):
                 )
                 for kind in ("instance", "volume")
             ],
+            user_data=base64.b64encode(settings.encode()).decode() if settings else None,
             update_default_version=True,
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),
@@ -324,6 +344,7 @@ def build_node_groups(
                 disk_size_gib=g.disk_size_gib,
                 labels=dict(g.labels),
                 tags=tags,
+                gpu_sharing=g.sharing,
             ),
             opts=opts,
         )

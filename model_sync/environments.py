@@ -78,7 +78,7 @@ ENV_KEYS = (
 _STRUCTURED_KEYS = ("tritonMetricsUrls", stack_outputs.CANARY_POLICIES, stack_outputs.TRITON_GPUS)
 CONFIG_NAME = "model-sync.yaml"
 GPU_KEYS = ("gpu", "memoryGiB", "models")  # tritonGpus.<deployment>: every key required
-OPTIONAL_GPU_KEYS = ("architectures",)  # ... and these may be left out
+OPTIONAL_GPU_KEYS = ("architectures", "sharing")  # ... and these may be left out
 ARCHITECTURE_RE = re.compile(r"^sm_[0-9]{2,3}a?$")  # a CUDA compute capability as nvcc names it: sm_90
 MAX_GPU_MEMORY_GIB = 1024
 
@@ -94,6 +94,9 @@ class DeploymentGpu:
     # the CUDA architectures of every instance type its node group may launch (sm_90); ():
     # unknown. A .pt2 compiled for CUDA must have been compiled for each (model_sync/admission/alignment.py)
     architectures: tuple[str, ...] = ()
+    # how its node group shares a GPU among replicas (`whole`, `time-slicing x2`, `mig 1g.10gb`, as the
+    # stack names it: docs/serving-plane.md#gpu-sharing); memory_gib is then one replica's share
+    sharing: str = "whole"
 
     @property
     def memory_bytes(self) -> int:
@@ -285,7 +288,13 @@ def _triton_gpus(where: str, value: Any) -> tuple[DeploymentGpu, ...] | None:
                 f"{key}.{name}.architectures: {archs!r}; allowed: a list of CUDA architectures such as [sm_90] "
                 "(every instance type of the deployment's node group)"
             )
-        out.append(DeploymentGpu(name, gpu, float(memory), tuple(models), tuple(sorted(set(archs)))))
+        sharing = body.get("sharing", "whole")
+        if not isinstance(sharing, str) or not sharing.strip():
+            raise errors.usage(
+                f"{key}.{name}.sharing: {sharing!r}; allowed: how the node group shares a GPU, as the stack output "
+                "names it (whole, time-slicing x2, mps x4, mig 1g.10gb)"
+            )
+        out.append(DeploymentGpu(name, gpu, float(memory), tuple(models), tuple(sorted(set(archs))), sharing))
     return tuple(sorted(out, key=lambda d: d.deployment))
 
 

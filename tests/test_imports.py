@@ -200,6 +200,7 @@ STACK_CONFIG_LAYERS = (
     ("declarations",),
     ("model",),
     ("rules",),
+    ("gpu_sharing",),
     ("cluster", "node_groups", "triton_deployments", "images", "edge", "delivery", "observability"),
     ("parser",),
     ("zones",),

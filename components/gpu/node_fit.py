@@ -104,6 +104,10 @@ class ReplicaRequests:
     memory_bytes: int
     ephemeral_gib: int
 
+    def times(self, count: int) -> ReplicaRequests:
+        """What `count` such replicas on one node ask together (the replicas sharing a node's GPUs)."""
+        return ReplicaRequests(self.cpu_millis * count, self.memory_bytes * count, self.ephemeral_gib * count)
+
 
 def replica_requests(cpu: str, memory: str, model_volume_gib: int) -> ReplicaRequests:
     """What the scheduler reserves for one Triton pod: its containers' requests summed, or its

@@ -148,6 +148,7 @@ def _node_group_fields(kind: str) -> tuple[Field, ...]:
         Field("maxSize", required=True, minimum=1, maximum=1000),
         Field("diskSizeGiB", default=100 if gpu else 50, minimum=20, maximum=16384),
         Field("labels", default={}),
+        Field("gpuSharing"),  # GPU groups only: components/stack_config/gpu_sharing.py reads it
     )
 
 
@@ -251,7 +252,9 @@ KEYS: tuple[Key, ...] = (
         "nodeGroups",
         "object",
         f"Mapping of node group name -> {{{_listed(NODE_GROUP_FIELDS['gpu'])}}}. Exactly one system group; at least "
-        "one gpu group.",
+        "one gpu group. gpuSharing (gpu groups; absent: whole GPUs): {mode: whole|time-slicing|mps|mig, replicas "
+        "(time-slicing 2-16, mps 2-48), migProfile (mig)}, on amiType BOTTLEROCKET_x86_64_NVIDIA "
+        "(docs/serving-plane.md#gpu-sharing).",
     ),
     Key(
         "nodeAutoscalingEnabled",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.gpu.gpu_sharing import GpuSharing
 from components.upstream import versions
 from model_sync.contract.canary_policy import CanaryPolicy
 
@@ -27,6 +28,7 @@ class NodeGroupConfig:
     max_size: int
     disk_size_gib: int
     labels: tuple[tuple[str, str], ...] = ()
+    sharing: GpuSharing = field(default_factory=GpuSharing)  # gpuSharing: how its GPUs are shared (GPU groups)
 
     @property
     def is_gpu(self) -> bool:

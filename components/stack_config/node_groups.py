@@ -11,6 +11,7 @@ from typing import Any
 from components.gpu.gpu_instances import GPUS_PER_INSTANCE
 from components.stack_config.declarations import NODE_GROUP_FIELDS, Field, fields_required
 from components.stack_config.errors import ConfigError
+from components.stack_config.gpu_sharing import read_gpu_sharing
 from components.stack_config.model import NodeGroupConfig
 from components.stack_config.readers import read_dns_label, read_list, read_mapping, read_yaml_mapping
 from components.stack_config.vocabulary import GPU_INSTANCE_FAMILIES, INSTANCE_TYPE, config_key
@@ -61,6 +62,7 @@ def read_node_group(name: str, raw: Any) -> NodeGroupConfig:
         max_size=max_size,
         disk_size_gib=fields["diskSizeGiB"].read(base, m),
         labels=labels,
+        sharing=read_gpu_sharing(base, kind, m.get("gpuSharing"), ami, types),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from components.gpu import node_fit
-from components.gpu.gpu_instances import gpus_per_node
+from components.gpu.gpu_sharing import shares_per_node
 from components.iam.arns import policy_account
 from components.stack_config import cidr_rules
 from components.stack_config.declarations import KEYS
@@ -117,22 +117,30 @@ def check_gpu_capacity(
     groups: Mapping[str, NodeGroupConfig], tritons: tuple[TritonDeploymentConfig, ...], prod: bool
 ) -> None:
     """Every GPU group can hold what the Triton deployments scheduled on it may need:
-    maxSize x GPUs per node >= sum(maxReplicas x gpusPerReplica); a replica fits on one
-    node; in prod the on-demand floor (minSize) holds every deployment's minReplicas."""
+    maxSize x GPUs (GPU shares on a shared group) per node >= sum(maxReplicas x gpusPerReplica); a
+    replica fits on one node and takes one share of a shared GPU; in prod the on-demand floor
+    (minSize) holds every deployment's minReplicas."""
     for group in groups.values():
         if not group.is_gpu:
             continue
-        per_node = gpus_per_node(group.instance_types)
+        per_node = shares_per_node(group.sharing, group.instance_types)
+        unit = "GPU share(s)" if group.sharing.shared else "GPU(s)"
         served = [t for t in tritons if t.node_group == group.name]
         tkey = config_key("tritonDeployments")
         gkey = f"{config_key('nodeGroups')}.{group.name}"
         for t in served:
-            if t.gpus_per_replica > per_node:
+            most = 1 if group.sharing.shared else per_node
+            if t.gpus_per_replica > most:
+                where = (
+                    f"one {group.sharing.describe()} GPU share per replica"
+                    if group.sharing.shared
+                    else f"{per_node} GPU(s) per node"
+                )
                 raise ConfigError(
                     f"{tkey}.{t.name}.gpusPerReplica",
                     t.gpus_per_replica,
-                    f"does not fit on one node of {gkey} ({per_node} GPU(s) per node)",
-                    f"at most {per_node}",
+                    f"does not fit on one node of {gkey} ({where})",
+                    f"at most {most}",
                 )
         need_max = sum(t.max_replicas * t.gpus_per_replica for t in served)
         if need_max > group.max_size * per_node:
@@ -140,7 +148,7 @@ def check_gpu_capacity(
             raise ConfigError(
                 f"{gkey}.maxSize",
                 group.max_size,
-                f"holds {group.max_size * per_node} GPU(s) but {names} x gpusPerReplica need {need_max}",
+                f"holds {group.max_size * per_node} {unit} but {names} x gpusPerReplica need {need_max}",
                 f"maxSize >= {-(-need_max // per_node)} (or fewer maxReplicas)",
             )
         need_min = sum(t.min_replicas * t.gpus_per_replica for t in served)
@@ -149,17 +157,19 @@ def check_gpu_capacity(
             raise ConfigError(
                 f"{gkey}.minSize",
                 group.min_size,
-                f"keeps {group.min_size * per_node} on-demand GPU(s) but {names} x gpusPerReplica need {need_min}",
+                f"keeps {group.min_size * per_node} on-demand {unit} but {names} x gpusPerReplica need {need_min}",
                 f"minSize >= {-(-need_min // per_node)} in prod",
             )
 
 
 def check_replica_fit(groups: Mapping[str, NodeGroupConfig], tritons: tuple[TritonDeploymentConfig, ...]) -> None:
-    """One replica fits on one node of every instance type its group may launch (its CPU,
-    memory and model volume against what such a node leaves pods: components/gpu/node_fit.py)."""
+    """The replicas one node takes fit on one node of every instance type its group may launch: one
+    replica, or on a shared group one per GPU share of the node (their CPU, memory and model volumes
+    against what such a node leaves pods: components/gpu/node_fit.py)."""
     for t in tritons:
         group = groups[t.node_group]
-        asked = node_fit.replica_requests(t.cpu, t.memory, t.model_volume_gib)
+        count = shares_per_node(group.sharing, group.instance_types) if group.sharing.shared else 1
+        asked = node_fit.replica_requests(t.cpu, t.memory, t.model_volume_gib).times(count)
         for instance_type in group.instance_types:
             bad = node_fit.misfit(asked, node_fit.allocatable(instance_type, group.disk_size_gib))
             if bad is not None:
@@ -170,10 +180,15 @@ def check_replica_fit(groups: Mapping[str, NodeGroupConfig], tritons: tuple[Trit
                     else instance_type
                 )
                 value = {"cpu": t.cpu, "memory": t.memory}.get(field_name, t.model_volume_gib)
+                per = (
+                    f"for the {count} replicas sharing its GPUs ({group.sharing.describe()})"
+                    if count > 1
+                    else ("per replica")
+                )
                 raise ConfigError(
                     f"{config_key('tritonDeployments')}.{t.name}.{field_name}",
                     value,
-                    f"needs {need} per replica (with the agent sidecar) but a {instance_type} node of group "
+                    f"needs {need} {per} (with the agent sidecar) but a {instance_type} node of group "
                     f"{group.name!r} leaves pods {has}",
                     f"requests that fit {where} (components/gpu/node_fit.py), or a larger instance type or disk",
                 )

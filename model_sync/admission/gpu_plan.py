@@ -157,7 +157,10 @@ class Plan:
         return self.planned <= self.allowed
 
     def _card(self) -> str:
-        return f"{self.deployment.gpu} ({human(self.deployment.memory_bytes)})"
+        d = self.deployment
+        if d.sharing == "whole":
+            return f"{d.gpu} ({human(d.memory_bytes)})"
+        return f"{d.gpu} share ({d.sharing}: {human(d.memory_bytes)})"
 
     def _unknown_text(self) -> str:
         return f"; not counted (GPU memory unknown): {', '.join(self.unknown)}" if self.unknown else ""
@@ -202,7 +205,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         d = self.deployment
         return {
-            "deployment": d.deployment, "gpu": d.gpu, "memory_bytes": d.memory_bytes, "allowed_bytes": self.allowed,
+            "deployment": d.deployment, "gpu": d.gpu, "sharing": d.sharing, "memory_bytes": d.memory_bytes, "allowed_bytes": self.allowed,
             "planned_bytes": self.planned, "fits": self.fits, "headroom": HEADROOM,
             "cuda_context_bytes": CUDA_CONTEXT_BYTES, "process_context_bytes": self.process_bytes,
             "unknown": list(self.unknown),

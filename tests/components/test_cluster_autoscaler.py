@@ -174,15 +174,19 @@ def test_every_stack_runs_the_autoscaler_with_tags_for_each_gpu_group(any_stack:
             for t in tags
             if t.name.startswith(f"{component.name}-{group.name}-template-")
         }
+        # A shared group's node brings GPUs x shares (time-slicing: `replicas` per GPU; none of the stacks uses MIG).
+        assert group.sharing.mode in ("whole", "time-slicing")
         assert mine["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == str(
-            gpus_per_node(group.instance_types)
+            gpus_per_node(group.instance_types) * group.sharing.replicas
         )
         assert mine["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"
         assert all(t.inputs["tag"]["propagateAtLaunch"] is False for t in tags)
         group_resource = any_stack.one("aws:eks/nodeGroup:NodeGroup", f"nodegroup-{group.name}-node-group")
         asg = group_resource.state["resources"][0]["autoscalingGroups"][0]["name"]
         assert {
-            t.inputs["autoscalingGroupName"] for t in tags if t.name.startswith(f"{component.name}-{group.name}-")
+            t.inputs["autoscalingGroupName"]
+            for t in tags
+            if t.name.startswith(f"{component.name}-{group.name}-template-")
         } == {asg}
     release = any_stack.one("kubernetes:helm.sh/v3:Release", f"{component.name}-release")
     assert release.inputs["version"] == versions.CLUSTER_AUTOSCALER_CHART.version == "9.53.0"
@@ -194,7 +198,7 @@ def test_every_stack_runs_the_autoscaler_with_tags_for_each_gpu_group(any_stack:
     )
     # Tag children are named by the tag key (stable when a label is added), never by list index.
     assert sorted(
-        t.name for t in tags if t.name.startswith(f"{component.name}-{config.gpu_node_groups[0].name}-")
+        t.name for t in tags if t.name.startswith(f"{component.name}-{config.gpu_node_groups[0].name}-template-")
     ) == sorted(
         f"{component.name}-{config.gpu_node_groups[0].name}-template-{ca.tag_slug(k)}"
         for k in ca._build_node_template_tags(ca.GpuPool(config.gpu_node_groups[0].name, "x", 1, "ON_DEMAND"))

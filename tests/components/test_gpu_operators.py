@@ -20,7 +20,9 @@ from tests.pulumi_kit import Run, run_program
 
 GPU_OPERATORS = "triton-platform:gpu:GpuOperators"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-GPU_GROUPS = {"dev": ["gpu-l4"], "staging": ["gpu-l4"], "prod": ["gpu-a10g", "gpu-l4"]}
+GPU_GROUPS = {"dev": ["gpu-l4", "gpu-l4-shared"], "staging": ["gpu-l4"], "prod": ["gpu-a10g", "gpu-l4"]}
+# The groups whose Bottlerocket NVIDIA AMI runs its own device plugin: the chart's stays off them.
+HOST_PLUGIN_GROUPS = {"dev": ["gpu-l4-shared"], "staging": [], "prod": []}
 
 
 def _release(run: Run, role: str):
@@ -56,10 +58,13 @@ def test_pinned_charts_on_the_cluster_provider(
 @pytest.mark.parametrize("role", ["device-plugin", "dcgm-exporter"])
 def test_scheduling_derived_from_the_gpu_contract(any_stack: Run, role: str) -> None:
     values = _release(any_stack, role).inputs["values"]
+    groups = GPU_GROUPS[any_stack.stack]
+    if role == "device-plugin":
+        groups = [g for g in groups if g not in HOST_PLUGIN_GROUPS[any_stack.stack]]
     assert values["tolerations"] == gpu_contract.gpu_tolerations()
-    assert values["affinity"] == gpu_contract.gpu_node_affinity(GPU_GROUPS[any_stack.stack])
+    assert values["affinity"] == gpu_contract.gpu_node_affinity(groups)
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["values"] == GPU_GROUPS[any_stack.stack]
+    assert terms[0]["matchExpressions"][0]["values"] == groups
     assert "nodeSelector" not in values
 
 

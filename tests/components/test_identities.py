@@ -32,7 +32,7 @@ from tests.components._helpers import (
 from tests.pulumi_kit import ACCOUNT, Run, run_program, stack_config
 
 IDENTITIES = "triton-platform:iam:Identities"
-DEPLOYMENTS = {"dev": ["default"], "staging": ["default"], "prod": ["default", "large"]}
+DEPLOYMENTS = {"dev": ["default", "light"], "staging": ["default"], "prod": ["default", "large"]}
 REPO = "example-org/triton-platform"
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import tomllib
+
 import pytest
 
 from components.gpu import gpu_contract
 from components.node_group import IMDS_HOP_LIMIT, NODE_ROLE_POLICY_ARNS, NodeGroupArgs, _data_device_name
+from components.stack_config.parser import parse
 from tests.components._helpers import assert_children_prefixed, policy, registered_outputs
 from tests.pulumi_kit import Run
+from tests.pulumi_kit import stack_config as stack_file
 
 NODE_GROUP = "triton-platform:eks:NodeGroup"
 # stack -> group -> (kind, ami, capacity, min, desired, max, disk GiB, instance types)
@@ -15,6 +20,7 @@ EXPECTED = {
     "dev": {
         "system": ("system", "AL2023_x86_64_STANDARD", "ON_DEMAND", 2, 2, 3, 50, ["m7i.large"]),
         "gpu-l4": ("gpu", "AL2023_x86_64_NVIDIA", "SPOT", 0, 0, 2, 100, ["g6.xlarge", "g6.2xlarge"]),
+        "gpu-l4-shared": ("gpu", "BOTTLEROCKET_x86_64_NVIDIA", "SPOT", 0, 0, 2, 100, ["g6.xlarge"]),
     },
     "staging": {
         "system": ("system", "AL2023_x86_64_STANDARD", "ON_DEMAND", 2, 3, 4, 50, ["m7i.xlarge"]),
@@ -83,7 +89,7 @@ def test_launch_template_imdsv2_hop_limit_and_encrypted_gp3(any_stack: Run) -> N
         }
         assert IMDS_HOP_LIMIT == 1
         [bdm] = lt.inputs["blockDeviceMappings"]
-        assert bdm["deviceName"] == "/dev/xvda"
+        assert bdm["deviceName"] == ("/dev/xvdb" if spec[1].startswith("BOTTLEROCKET") else "/dev/xvda")
         assert bdm["ebs"] == {
             "volumeSize": spec[6],
             "volumeType": "gp3",
@@ -92,6 +98,35 @@ def test_launch_template_imdsv2_hop_limit_and_encrypted_gp3(any_stack: Run) -> N
         }
         g = _groups(any_stack)[name]
         assert g.inputs["launchTemplate"] == {"id": lt.state["id"], "version": "1"}
+
+
+def test_only_a_shared_gpu_group_carries_settings_and_they_are_bottlerockets_time_slicing(any_stack: Run) -> None:
+    """The launch template's user data is the Bottlerocket settings that share a group's GPUs (TOML, which
+    EKS merges into its own); a group of whole GPUs carries none, so its nodes boot as before."""
+    config = parse(stack_file(any_stack.stack), any_stack.stack)
+    for name in EXPECTED[any_stack.stack]:
+        lt = any_stack.one("aws:ec2/launchTemplate:LaunchTemplate", f"nodegroup-{name}-launch-template")
+        group = config.node_group(name)
+        if not (group.is_gpu and group.sharing.shared):
+            assert lt.inputs.get("userData") is None, name
+            continue
+        settings = tomllib.loads(base64.b64decode(lt.inputs["userData"]).decode())
+        assert settings == {
+            "settings": {
+                "kubelet-device-plugins": {
+                    "nvidia": {
+                        "device-sharing-strategy": "time-slicing",
+                        "time-slicing": {
+                            "replicas": group.sharing.replicas,
+                            "rename-by-default": False,
+                            "fail-requests-greater-than-one": True,
+                        },
+                    }
+                }
+            }
+        }
+    if any_stack.stack == "dev":
+        assert config.node_group("gpu-l4-shared").sharing.replicas == 2
 
 
 def test_node_role_has_exactly_the_minimal_policies(any_stack: Run) -> None:

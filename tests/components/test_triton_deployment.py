@@ -37,7 +37,7 @@ from tests.support.triton import triton_runtime  # noqa: F401 (fixture)
 
 COMPONENT = "triton-platform:serving:TritonDeployment"
 CLUSTER_PROVIDER = "cluster-k8s"  # EksCluster's kubernetes provider (logical name)
-DEPLOYMENTS = {"dev": ["default"], "staging": ["default"], "prod": ["default", "large"]}
+DEPLOYMENTS = {"dev": ["default", "light"], "staging": ["default"], "prod": ["default", "large"]}
 
 
 def _obj(run: Run, kind: str, name: str) -> dict[str, Any]:

@@ -273,7 +273,7 @@ def test_triton_gpus_from_the_stack_output_unless_the_file_sets_them(tmp_path, m
         ("{default: H100}", r"\.tritonGpus\.default: 'H100'; allowed: a mapping of gpu, memoryGiB, models$"),
         (
             "{default: {gpu: H100, memoryGiB: 80, models: [], count: 2}}",
-            r"\.tritonGpus\.default\.count: unknown key; allowed: gpu, memoryGiB, models, architectures$",
+            r"\.tritonGpus\.default\.count: unknown key; allowed: gpu, memoryGiB, models, architectures, sharing$",
         ),
         (
             "{default: {gpu: H100, models: []}}",

@@ -131,7 +131,7 @@ def test_the_structured_keys_list_their_declared_fields() -> None:
     the fields the parser reads, in order."""
     assert KEYS_BY_NAME["nodeGroups"].description.startswith(
         "Mapping of node group name -> {kind: system|gpu, instanceTypes, capacityType, amiType, minSize, desiredSize, "
-        "maxSize, diskSizeGiB, labels}. "
+        "maxSize, diskSizeGiB, labels, gpuSharing}. "
     )
     assert KEYS_BY_NAME["tritonDeployments"].description.startswith(
         f"Mapping of deployment name -> {{{', '.join(f.name for f in TRITON_FIELDS)}}}; canary: "

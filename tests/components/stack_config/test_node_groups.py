@@ -50,7 +50,8 @@ def test_exactly_one_system_group() -> None:
 
 def test_at_least_one_gpu_group() -> None:
     cfg = raw("dev")
-    del cfg[K + "nodeGroups"]["gpu-l4"]
+    for group in ("gpu-l4", "gpu-l4-shared"):
+        del cfg[K + "nodeGroups"][group]
     fails(cfg, r"nodeGroups: .* has no GPU group")
 
 

@@ -86,7 +86,7 @@ def test_canary_policy_is_parsed_per_deployment_with_defaults_for_what_is_left_o
         "minRequests": 50,
         "maxP99Ratio": 1.2,
     }
-    (d,) = parse(custom).triton_deployments
+    d = next(d for d in parse(custom).triton_deployments if d.name == "default")
     assert d.canary == CanaryPolicy(
         steps=(5, 20, 50), step_seconds=120, deadline_seconds=1800, min_requests=50, max_p99_ratio=1.2
     )
@@ -94,7 +94,7 @@ def test_canary_policy_is_parsed_per_deployment_with_defaults_for_what_is_left_o
     # Pulumi's spelling (the map as a JSON string) reads the same.
     from tests.pulumi_kit import to_pulumi_strings
 
-    (same,) = parse(to_pulumi_strings(custom)).triton_deployments
+    same = next(d for d in parse(to_pulumi_strings(custom)).triton_deployments if d.name == "default")
     assert same.canary == d.canary
     empty = raw("dev")
     empty[K + "tritonDeployments"]["default"]["canary"] = {}

@@ -95,6 +95,20 @@ def test_the_refusal_is_one_line_naming_the_deployment_the_gpu_the_bytes_and_the
     )
 
 
+def test_a_deployment_on_a_shared_gpu_is_planned_in_its_share_and_says_so() -> None:
+    """On a node group that time-slices its L4s two ways, the stack exports one replica's share (12 GiB):
+    a set that fits a whole L4 but not the share is refused, and the line names the share."""
+    share = DeploymentGpu("light", "L4", 12.0, ("a",), (), "time-slicing x2")
+    need = [_need("a", 5 * GIB, _group(count=2))]  # 2 x (5 GiB + context) = 11.3 GiB
+    assert gpu_plan.plan(DeploymentGpu("light", "L4", 24, ("a",)), need).fits
+    plan = gpu_plan.plan(share, need)
+    assert (plan.allowed, plan.fits) == (int(12 * GIB * HEADROOM), False)
+    assert "would plan 11.3 GiB on one L4 share (time-slicing x2: 12.0 GiB), more than the 10.8 GiB" in plan.refusal(
+        "a", "dev"
+    )
+    assert plan.to_json()["sharing"] == "time-slicing x2"
+
+
 @pytest.mark.parametrize(
     ("n", "text"),
     [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (512 * MIB, "512.0 MiB"), (int(1.25 * GIB), "1.2 GiB")],

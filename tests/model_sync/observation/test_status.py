@@ -64,7 +64,7 @@ def test_status_shows_each_deployments_planned_gpu_memory(tmp_path, capsys, moto
         "detail": None,
         "deployments": [
             {
-                "deployment": "default", "gpu": "toy", "memory_bytes": card, "allowed_bytes": int(0.9 * card),
+                "deployment": "default", "gpu": "toy", "sharing": "whole", "memory_bytes": card, "allowed_bytes": int(0.9 * card),
                 "planned_bytes": planned, "fits": True, "headroom": 0.9, "cuda_context_bytes": CUDA_CONTEXT_BYTES,
                 "process_context_bytes": 0, "unknown": ["c v1"],
                 "models": [{"model": "a", "version": 1, "instances_per_gpu": 2, "bytes_per_instance": per_instance,
