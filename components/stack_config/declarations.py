@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.gpu.gpu_sharing import MODES as SHARING_MODES
+from components.gpu.gpu_sharing import REPLICA_BOUNDS as SHARING_REPLICAS
+from components.gpu.gpu_sharing import SHARING_AMI_TYPE
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_bool, read_choice, read_int
 from components.stack_config.vocabulary import (
@@ -252,9 +255,9 @@ KEYS: tuple[Key, ...] = (
         "nodeGroups",
         "object",
         f"Mapping of node group name -> {{{_listed(NODE_GROUP_FIELDS['gpu'])}}}. Exactly one system group; at least "
-        "one gpu group. gpuSharing (gpu groups; absent: whole GPUs): {mode: whole|time-slicing|mps|mig, replicas "
-        "(time-slicing 2-16, mps 2-48), migProfile (mig)}, on amiType BOTTLEROCKET_x86_64_NVIDIA "
-        "(docs/serving-plane.md#gpu-sharing).",
+        f"one gpu group. gpuSharing (gpu groups; absent: whole GPUs): {{mode: {'|'.join(SHARING_MODES)}, replicas "
+        f"({', '.join(f'{mode} {lo}-{hi}' for mode, (lo, hi) in SHARING_REPLICAS.items())}), migProfile (mig)}}, on "
+        f"amiType {SHARING_AMI_TYPE} (docs/serving-plane.md#gpu-sharing).",
     ),
     Key(
         "nodeAutoscalingEnabled",

@@ -5,6 +5,7 @@ as a node would read them)."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from components.gpu.gpu_instances import Gpu, gpu_of
 from components.gpu.gpu_sharing import (
     MIG_GPU_KEYS,
     MIG_PROFILES,
+    REPLICA_BOUNDS,
+    SHARING_AMI_TYPE,
     GpuSharing,
     bottlerocket_settings,
     guaranteed_share_gib,
@@ -19,6 +22,7 @@ from components.gpu.gpu_sharing import (
     share_memory_gib,
     shares_per_node,
 )
+from components.stack_config.vocabulary import GPU_AMI_TYPES
 
 H100 = Gpu("H100", 80)
 BR = "BOTTLEROCKET_x86_64_NVIDIA"
@@ -107,3 +111,18 @@ def test_the_settings_are_bottlerockets_keys_for_each_mode_and_none_for_whole_gp
     # EKS's merge of launch-template user data refuses a table header with a quoted key: the GPU's quoted
     # key is on its own line under a plain header.
     assert all('"' not in line for line in text.splitlines() if line.startswith("["))
+
+
+def test_the_docs_state_the_bounds_the_profiles_and_the_ami_the_code_holds() -> None:
+    """docs/serving-plane.md#gpu-sharing is what users read: its table's bounds, its MIG rows and the AMI it
+    names are these, and that AMI is one a GPU group may take."""
+    doc = " ".join((Path(__file__).resolve().parents[3] / "docs" / "serving-plane.md").read_text().split())
+    for mode, (lo, hi) in REPLICA_BOUNDS.items():
+        assert f"| `{mode}` | " in doc, mode
+        assert f"({lo} to {hi})" in doc, mode
+    for gpu, profiles in MIG_PROFILES.items():
+        row = ", ".join(f"{p} x{n}" for p, n in profiles.items())
+        assert f"| {gpu.model} {gpu.memory_gib} GB (" in doc, gpu
+        assert f") | {row} |" in doc, gpu
+    assert f"`amiType: {SHARING_AMI_TYPE}`" in doc
+    assert SHARING_AMI_TYPE in GPU_AMI_TYPES
