@@ -22,6 +22,7 @@ ref: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profi
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -88,7 +89,7 @@ def refusal(sharing: GpuSharing, ami_type: str, gpus: list[Gpu]) -> tuple[str, s
         return (
             "mode",
             f"needs the host device plugin of amiType {SHARING_AMI_TYPE}, not {ami_type}",
-            (f"whole on {ami_type}, or amiType {SHARING_AMI_TYPE}"),
+            f"whole on {ami_type}, or amiType {SHARING_AMI_TYPE}",
         )
     if sharing.mode == "mig":
         for gpu in gpus:
@@ -108,12 +109,13 @@ def shares_per_gpu(sharing: GpuSharing, gpu: Gpu) -> int:
 
 
 def share_memory_gib(sharing: GpuSharing, gpu: Gpu) -> float:
-    """GPU memory one replica's models are planned in: the GPU's, its equal share, or the MIG profile's
-    (the GB of its name, 10**9 bytes: below what nvidia-smi reports the instance can use)."""
+    """GPU memory one replica's models are planned in, GiB rounded down to 0.01: the GPU's, its equal
+    share, or the MIG profile's (the GB of its name, 10**9 bytes: below what nvidia-smi reports the
+    instance can use)."""
     if sharing.mode == "mig":
         gb = int(_PROFILE_GB.match(sharing.mig_profile).group(1))  # type: ignore[union-attr]
-        return round(gb * 10**9 / 2**30, 2)
-    return round(gpu.memory_gib / sharing.replicas, 2)
+        return math.floor(gb * 10**9 / 2**30 * 100) / 100
+    return math.floor(gpu.memory_gib / sharing.replicas * 100) / 100
 
 
 def bottlerocket_settings(sharing: GpuSharing, gpus: list[Gpu]) -> str:

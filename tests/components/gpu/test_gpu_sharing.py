@@ -66,12 +66,12 @@ def test_mig_profiles_are_the_uniform_layouts_of_each_mig_capable_gpu_of_the_ins
 def test_a_share_holds_the_gpus_memory_over_its_replicas_or_the_mig_profiles_gb() -> None:
     assert share_memory_gib(GpuSharing(), Gpu("L4", 24)) == 24
     assert share_memory_gib(GpuSharing("time-slicing", 2), Gpu("L4", 24)) == 12
-    assert share_memory_gib(GpuSharing("mps", 3), H100) == 26.67
+    assert share_memory_gib(GpuSharing("mps", 3), H100) == 26.66
     assert share_memory_gib(GpuSharing("mig", 1, "1g.10gb"), H100) == 9.31  # 10 GB, below nvidia-smi's 9.75 GiB
     assert share_memory_gib(GpuSharing("mig", 1, "3g.40gb"), H100) == 37.25
     assert shares_per_node(GpuSharing("mig", 1, "1g.10gb"), ["p5.48xlarge"]) == 56  # 8 GPUs x 7
     assert shares_per_node(GpuSharing("time-slicing", 4), ["g6.xlarge", "g6.12xlarge"]) == 4  # the fewest
-    assert guaranteed_share_gib(GpuSharing("mig", 1, "1g.20gb"), ["p4de.24xlarge", "p5.48xlarge"]) == 18.63
+    assert guaranteed_share_gib(GpuSharing("mig", 1, "1g.20gb"), ["p4de.24xlarge", "p5.48xlarge"]) == 18.62
 
 
 def test_sharing_needs_bottlerockets_host_plugin_and_a_profile_the_gpu_offers() -> None:
