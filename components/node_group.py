@@ -242,6 +242,7 @@ class NodeGroup(pulumi.ComponentResource):
             {
                 "groupName": self.group_name,
                 "kind": self.kind,
+                "gpuSharing": args.gpu_sharing.describe(),  # in previews as words: the user data is base64
                 "labels": self.labels,
                 "taints": self.taints,
                 "nodeGroupName": self.node_group_name,

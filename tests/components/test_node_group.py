@@ -157,6 +157,7 @@ def test_component_shape(any_stack: Run) -> None:
         outputs = registered_outputs(any_stack, comp) if spec[0] == "gpu" else any_stack.component_outputs[comp.urn]
         assert outputs["groupName"] == name
         assert outputs["kind"] == spec[0]
+        assert outputs["gpuSharing"] == ("time-slicing x2" if name == "gpu-l4-shared" else "whole")
 
 
 # ---- builders and validation -----------------------------------------------------------
