@@ -9,7 +9,8 @@
 # serves the python-backend wrapper instead. SWEEP=0 skips the serving sweep; WARMUP_REPEAT=0 skips the
 # GPU warm-up measurement that follows it; MEMORY=1 runs the GPU memory calibration (bench.serving.memory,
 # memory-plan.json); CONSOLIDATION=1 the consolidation benchmark (bench.consolidation.run,
-# consolidation.json); FORMATS=torchscript,pt2 exports every variant in each format and writes
+# consolidation.json); PROFILES=1 each model's profile alone (bench.consolidation.profile,
+# model-profiles.json); FORMATS=torchscript,pt2 exports every variant in each format and writes
 # serving-formats.json; ORT_PARTS=DIR installs onnxruntime-gpu from the parts of bench/serving/.dist-ort/
 # copied into DIR, for BACKEND=python's ONNX wrapper.)
 # Results land in $OUT (serving.json, warmup-gpu.json + logs); copy them to bench/results/ and run
@@ -104,6 +105,12 @@ fi
 if [[ "${CONSOLIDATION:-0}" == 1 ]]; then
   PYTHONPATH="$PWD:$W/exsite" timeout "${CONSOLIDATION_TIMEOUT_S:-400}" python3 -m bench.consolidation.run \
     --triton-root "$W/triton" --perf-analyzer "$PA" --out "$OUT/consolidation.json" ${CONSOLIDATION_ARGS:-} \
+    || status=$?
+fi
+# Each model's serving profile alone on one instance (bench.consolidation.profile, model-profiles.json).
+if [[ "${PROFILES:-0}" == 1 ]]; then
+  PYTHONPATH="$PWD:$W/exsite" timeout "${PROFILES_TIMEOUT_S:-480}" python3 -m bench.consolidation.profile \
+    --triton-root "$W/triton" --perf-analyzer "$PA" --out "$OUT/model-profiles.json" ${PROFILES_ARGS:-} \
     || status=$?
 fi
 # Warm-up on the GPU: the first requests after a hot reload with model_warmup against without

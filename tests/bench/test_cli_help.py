@@ -22,6 +22,7 @@ MODULES = [
     "bench.serving.aoti_package",
     "bench.serving.memory",
     "bench.consolidation.run",
+    "bench.consolidation.profile",
     "bench.agent.p1_switch",
     "bench.agent.p2_requests",
     "bench.agent.ready_many",
