@@ -22,7 +22,9 @@ from model_sync import __version__, errors
 from model_sync.ui import error
 
 # In the order of a model's life: the help lists them so.
-COMMANDS: tuple[str, ...] = ("export", "push", "verify", "canary", "promote", "rollback", "status", "prune", "agent")
+COMMANDS: tuple[str, ...] = (
+    "export", "push", "verify", "canary", "promote", "rollback", "status", "prune", "plan", "agent"
+)  # fmt: skip
 
 
 class Parser(argparse.ArgumentParser):

@@ -7,7 +7,8 @@
     4  REFUSED       conflict or a safety rule: version collision, unverified promotion, pinned version
                      in prune, incomplete version, a version no replica would serve (rollback,
                      promote, canary: model_sync.versions.pinnable), content changed during push,
-                     pin moved by another writer while push/promote/rollback ran (conditional pin flip)
+                     pin moved by another writer while push/promote/rollback ran (conditional pin flip);
+                     `plan`: a model whose p99 target no measured step met, or that outgrows a GPU
     5  S3            S3 unreachable, credentials missing or rejected, access denied
     6  CHECK_FAILED  a verification failed (export output differs from eager, or the batch fails on the
                      GPU export measures it on; torch.export or the ONNX exporter refuses the model:

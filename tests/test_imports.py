@@ -32,6 +32,7 @@ LAZY = {
             ("export", "model_sync.export.exporter"),
             ("promote", "model_sync.lifecycle.promote"),
             ("prune", "model_sync.lifecycle.prune"),
+            ("plan", "model_sync.planning.placement"),
             ("push", "model_sync.push.publish"),
             ("push", "model_sync.push.push_options"),
             ("rollback", "model_sync.lifecycle.rollback"),
@@ -160,8 +161,8 @@ def test_no_import_runs_both_ways_between_model_syncs_packages() -> None:
 # imports only those below its own. `admission` (may a version be pushed or promoted) sits below
 # `observation` (what the replicas serve): `status` shows each version's alignment and each deployment's
 # GPU plan, while deciding admission never reads a replica's report.
-MODEL_SYNC_LAYERS = ("lifecycle", "push", "canary", "observation", "admission", "versions", "records", "triton_model",
-                     "s3", "contract")  # fmt: skip
+MODEL_SYNC_LAYERS = ("lifecycle", "push", "canary", "observation", "planning", "admission", "versions", "records",
+                     "triton_model", "s3", "contract")  # fmt: skip
 
 
 def test_model_syncs_layered_packages_import_only_those_below() -> None:

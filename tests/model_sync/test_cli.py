@@ -41,7 +41,18 @@ def test_push_keeps_triton_image_and_verify_has_quiet(capsys: pytest.CaptureFixt
 def test_commands_are_listed_in_the_order_of_a_models_life(capsys: pytest.CaptureFixture[str]) -> None:
     text = _help(capsys)
     listed = re.findall(r"^    ([a-z]+) ", text, re.MULTILINE)
-    assert listed == ["export", "push", "verify", "canary", "promote", "rollback", "status", "prune", "agent"], text
+    assert listed == [
+        "export",
+        "push",
+        "verify",
+        "canary",
+        "promote",
+        "rollback",
+        "status",
+        "prune",
+        "plan",
+        "agent",
+    ], text
 
 
 def test_an_option_means_one_thing_across_commands() -> None:

@@ -1,0 +1,46 @@
+"""`model-sync plan --profiles FILE --demand FILE --gpu-memory-gib N [--min-replicas N] [--output text|json]`
+
+Proposes Triton deployments for a set of models: which models share a GPU, how many instances of each
+a replica runs, and how many replicas (one GPU each), with each GPU's predicted busy share and planned
+memory against what it allows. From each model's serving profile measured alone on one instance
+(--profiles: the GPU benchmark's model-profiles.json, bench.consolidation.profile) and the demand
+(--demand, YAML: `models: {NAME: {rate: <peak requests a second>, p99Ms: <target>}}`), for the GPU the
+profiles were measured on (--gpu-memory-gib: its memory). Reads and writes nothing else.
+
+Exit codes: 0 planned; 2 usage (a file or value not allowed, a model without a profile); 4 refused (a
+model whose target no measured step met, or whose instances outgrow one GPU's memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from model_sync import errors
+from model_sync.commands import _common
+
+NAME = "plan"
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME,
+        help="propose deployments (models per GPU, instances, replicas) from measured profiles and demand",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--profiles", type=Path, required=True, metavar="FILE", help="model-profiles.json")
+    p.add_argument("--demand", type=Path, required=True, metavar="FILE", help="YAML: models: {NAME: {rate, p99Ms}}")
+    p.add_argument("--gpu-memory-gib", type=float, required=True, metavar="N", help="memory of the profiles' GPU")
+    p.add_argument("--min-replicas", type=int, default=1, metavar="N", help="replicas of each deployment (default 1)")
+    _common.add_output(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from model_sync.planning import placement
+
+    placement.command(args.profiles, args.demand, args.gpu_memory_gib, args.min_replicas, args.output)
+    return errors.OK

@@ -1,0 +1,137 @@
+"""Deployments for a set of models from their measured profiles (model_sync/planning/inputs.py).
+
+Per model, from its profile measured alone on one instance: the **capacity** of one instance at the
+model's p99 target is the highest throughput of a measured step whose p99 met the target (and that
+served its offered rate); the GPU share that step kept busy, per request, is its **GPU cost**. A model
+whose target no measured step met is refused (exit 4), naming it and the lowest p99 measured.
+
+Models are then placed, largest GPU cost first, into deployments (one GPU per replica): into the first
+deployment where, with its replicas, each replica's GPU stays under BUSY_TARGET and its planned memory
+(model_sync/admission/gpu_plan.py: the server process, each instance) under the GPU's allowance; else
+into a new deployment of as many replicas as the model's GPU cost needs (at least --min-replicas).
+Each replica runs, of each of its models, enough instances for that model's rate over the replicas at
+LOAD_TARGET of an instance's capacity. The prediction sums costs measured alone: models sharing a GPU
+contend for it, which the plan's GPU check measures (docs/model-sync.md#plan).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from model_sync import errors
+from model_sync.admission import gpu_plan
+from model_sync.planning import inputs
+from model_sync.planning.inputs import Demand, Profile, Profiles
+
+LOAD_TARGET = 0.8  # an instance planned at this share of its measured capacity
+BUSY_TARGET = 0.8  # a GPU planned at most this busy (the sum of its models' measured GPU cost)
+
+
+@dataclass(frozen=True)
+class Need:
+    """One model's demand against its profile: capacity of one instance at its target, GPU cost."""
+
+    demand: Demand
+    profile: Profile
+    capacity: float  # requests a second one instance serves within the p99 target
+    busy_per_request: float  # GPU busy fraction per request a second (measured alone)
+
+    @property
+    def busy(self) -> float:
+        return self.demand.rate * self.busy_per_request
+
+    def instances(self, replicas: int) -> int:
+        """Instances on each of `replicas` replicas for the model's rate, at LOAD_TARGET of capacity."""
+        return max(1, math.ceil(self.demand.rate / replicas / (self.capacity * LOAD_TARGET)))
+
+
+@dataclass
+class Deployment:
+    name: str
+    replicas: int
+    needs: list[Need] = field(default_factory=list)
+
+    def busy(self, extra: Need | None = None) -> float:
+        """One replica's GPU busy fraction (the models' costs, their rates split over the replicas)."""
+        return sum(n.busy for n in [*self.needs, *([extra] if extra else [])]) / self.replicas
+
+    def memory(self, extra: Need | None = None) -> int:
+        """One replica's planned GPU memory: the server process and each instance (gpu_plan's model)."""
+        needs = [*self.needs, *([extra] if extra else [])]
+        instances = sum(n.instances(self.replicas) * (n.profile.bytes_per_instance + gpu_plan.INSTANCE_BYTES)
+                        for n in needs)  # fmt: skip
+        return gpu_plan.PROCESS_CONTEXT_BYTES + instances
+
+
+def need_of(demand: Demand, profiles: Profiles) -> Need:
+    profile = profiles.models.get(demand.model)
+    if profile is None:
+        raise errors.SyncError(errors.USAGE, f"plan: model {demand.model}: no profile; allowed: one of "
+                                             f"{', '.join(sorted(profiles.models))}")  # fmt: skip
+    met = [p for p in profile.points if p.p99_ms <= demand.p99_ms]
+    if not met:
+        low = min(profile.points, key=lambda p: p.p99_ms, default=None)
+        seen = f"the lowest p99 measured is {low.p99_ms:g} ms at {low.rate:g} req/s" if low else "no step served"
+        raise errors.SyncError(errors.REFUSED, f"plan: model {demand.model}: no measured step of one instance meets "
+                                               f"p99 {demand.p99_ms:g} ms ({seen}); allowed: a p99 target the "
+                                               "profile met, or a profile measured at lower rates")  # fmt: skip
+    best = max(met, key=lambda p: p.throughput)
+    return Need(demand, profile, best.throughput, best.gpu_util_pct / 100 / best.throughput)
+
+
+def plan(demands: list[Demand], profiles: Profiles, gpu_memory_gib: float, min_replicas: int = 1) -> list[Deployment]:
+    """The deployments (see the module docstring); a model too big for one GPU's memory is refused."""
+    allowed = int(gpu_memory_gib * (1 << 30) * gpu_plan.HEADROOM)
+    deployments: list[Deployment] = []
+    for need in sorted((need_of(d, profiles) for d in demands), key=lambda n: -n.busy):
+        home = next((d for d in deployments if d.busy(need) <= BUSY_TARGET and d.memory(need) <= allowed), None)
+        if home is None:
+            home = Deployment(f"plan-{len(deployments) + 1}", max(min_replicas, math.ceil(need.busy / BUSY_TARGET)))
+            if home.memory(need) > allowed:
+                raise errors.SyncError(errors.REFUSED, f"plan: model {need.demand.model}: "
+                                       f"{need.instances(home.replicas)} instances need {gpu_plan.human(home.memory(need))}"
+                                       f" of GPU memory per replica, more than the {gpu_plan.human(allowed)} allowed; "
+                                       "allowed: a GPU with more memory, or a lower rate")  # fmt: skip
+            deployments.append(home)
+        home.needs.append(need)
+    return deployments
+
+
+def to_json(deployments: list[Deployment], profiles: Profiles, gpu_memory_gib: float) -> dict[str, Any]:
+    allowed = int(gpu_memory_gib * (1 << 30) * gpu_plan.HEADROOM)
+    return {
+        "gpu": profiles.gpu, "gpu_memory_gib": gpu_memory_gib, "backend": profiles.backend,
+        "load_target": LOAD_TARGET, "busy_target": BUSY_TARGET, "gpus": sum(d.replicas for d in deployments),
+        "deployments": [
+            {"name": d.name, "replicas": d.replicas, "gpu_busy_pct": round(100 * d.busy(), 1),
+             "memory_bytes": d.memory(), "memory_allowed_bytes": allowed,
+             "models": [{"model": n.demand.model, "rate": n.demand.rate, "p99_ms": n.demand.p99_ms,
+                         "instances": n.instances(d.replicas), "instance_capacity": round(n.capacity, 1),
+                         "profile_complete": n.profile.complete} for n in d.needs]}
+            for d in deployments
+        ],
+    }  # fmt: skip
+
+
+def command(profiles_path: Any, demand_path: Any, gpu_memory_gib: float, min_replicas: int, output: str) -> None:
+    """`model-sync plan`: read both files, plan, print the plan (text lines, or one JSON document)."""
+    if not 0 < gpu_memory_gib <= 1024 or min_replicas < 1:
+        raise errors.usage(
+            f"plan: --gpu-memory-gib {gpu_memory_gib:g} / --min-replicas {min_replicas}; allowed: a GPU memory in "
+            "(0, 1024] GiB and at least 1 replica"
+        )
+    profiles = inputs.read_profiles(profiles_path)
+    doc = to_json(plan(inputs.read_demand(demand_path), profiles, gpu_memory_gib, min_replicas), profiles,
+                  gpu_memory_gib)  # fmt: skip
+    if output == "json":
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    print(f"plan: {sum(len(d['models']) for d in doc['deployments'])} models on {doc['gpus']} GPU(s) "
+          f"({doc['gpu']}, {gpu_memory_gib:g} GiB; {doc['backend'].split(':')[0]})")  # fmt: skip
+    for d in doc["deployments"]:
+        models = ", ".join(f"{m['model']} x{m['instances']}" for m in d["models"])
+        print(f"{d['name']}: {d['replicas']} replica(s), each GPU {d['gpu_busy_pct']:g} % busy, "
+              f"{d['memory_bytes'] / 2**30:.1f} of {d['memory_allowed_bytes'] / 2**30:.1f} GiB: {models}")  # fmt: skip

@@ -1,0 +1,120 @@
+"""`model-sync plan` on the twelve models' real profiles (bench/results/model-profiles.json, measured on
+one H100): an instance's capacity at a target is read from the measured steps, the models are placed
+within the GPU's busy and memory targets, and what cannot be planned is one line with its exit code."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from model_sync import errors
+from model_sync.admission import gpu_plan
+from model_sync.environments import DeploymentGpu
+from model_sync.planning import inputs, placement
+
+ROOT = Path(__file__).resolve().parents[3]
+PROFILES = ROOT / "bench" / "results" / "model-profiles.json"
+
+
+def _demand(tmp_path: Path, models: dict) -> Path:
+    path = tmp_path / "demand.yaml"
+    path.write_text(yaml.safe_dump({"models": models}))
+    return path
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "model_sync", "plan", "--profiles", str(PROFILES), *args],
+                          capture_output=True, text=True, cwd=ROOT, check=False)  # fmt: skip
+
+
+def test_an_instances_capacity_is_the_best_measured_step_within_the_target() -> None:
+    profiles = inputs.read_profiles(PROFILES)
+    resnet18 = profiles.models["resnet18"]
+    at_80 = placement.need_of(inputs.Demand("resnet18", 100, 80), profiles)
+    assert at_80.capacity == max(p.throughput for p in resnet18.points if p.p99_ms <= 80)
+    at_30 = placement.need_of(inputs.Demand("resnet18", 100, 30), profiles)  # 1,600 req/s took p99 71 ms
+    assert at_30.capacity == max(p.throughput for p in resnet18.points if p.p99_ms <= 30) < at_80.capacity
+    best = max((p for p in resnet18.points if p.p99_ms <= 30), key=lambda p: p.throughput)
+    assert at_30.busy_per_request == best.gpu_util_pct / 100 / best.throughput
+
+
+def test_the_twelve_models_at_modest_rates_share_one_gpu_within_its_targets(tmp_path: Path) -> None:
+    names = list(inputs.read_profiles(PROFILES).models)
+    demand = _demand(tmp_path, {n: {"rate": 100, "p99Ms": 80} for n in names})
+    done = _cli("--demand", str(demand), "--gpu-memory-gib", "80", "--output", "json")
+    assert done.returncode == errors.OK, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["gpus"], doc["gpu"]) == (1, "NVIDIA H100 80GB HBM3")
+    (only,) = doc["deployments"]
+    assert sorted(m["model"] for m in only["models"]) == sorted(names)
+    assert only["gpu_busy_pct"] <= 100 * placement.BUSY_TARGET
+    for m in only["models"]:  # 100 req/s at 80 % of each instance's capacity
+        assert m["instances"] == math.ceil(100 / (m["instance_capacity"] * placement.LOAD_TARGET)), m
+    # The memory is gpu_plan's own plan of those instances, on the same allowance push and promote check.
+    needs = [gpu_plan.Need(m["model"], m["model"], inputs.read_profiles(PROFILES).models[m["model"]].bytes_per_instance,
+                           ({"kind": "KIND_GPU", "count": m["instances"], "gpus": []},), backend="pytorch_libtorch")
+             for m in only["models"]]  # fmt: skip
+    card = gpu_plan.plan(DeploymentGpu("plan", "H100", 80, tuple(names)), needs)
+    assert (only["memory_bytes"], only["memory_allowed_bytes"]) == (card.planned, card.allowed)
+
+
+def test_a_model_busier_than_one_gpu_gets_replicas_and_the_rest_are_packed_beside_it(tmp_path: Path) -> None:
+    profiles = inputs.read_profiles(PROFILES)
+    demands = [
+        inputs.Demand("resnet34", 3000, 80),
+        inputs.Demand("squeezenet", 300, 80),
+        inputs.Demand("mlp-small", 500, 80),
+    ]
+    deployments = placement.plan(demands, profiles, 80, min_replicas=2)
+    first = deployments[0]
+    heavy = placement.need_of(demands[0], profiles)
+    assert first.needs[0].demand.model == "resnet34"
+    assert first.replicas == max(2, math.ceil(heavy.busy / placement.BUSY_TARGET))
+    assert all(d.busy() <= placement.BUSY_TARGET for d in deployments)
+    assert all(d.memory() <= 80 * (1 << 30) * gpu_plan.HEADROOM for d in deployments)
+    assert sorted(n.demand.model for d in deployments for n in d.needs) == ["mlp-small", "resnet34", "squeezenet"]
+    assert heavy.instances(first.replicas) == math.ceil(
+        3000 / first.replicas / (heavy.capacity * placement.LOAD_TARGET)
+    )
+
+
+def test_a_target_no_measured_step_met_is_refused_naming_the_model(tmp_path: Path) -> None:
+    low = min(p.p99_ms for p in inputs.read_profiles(PROFILES).models["resnet50"].points)
+    done = _cli("--demand", str(_demand(tmp_path, {"resnet50": {"rate": 10, "p99Ms": 2}})), "--gpu-memory-gib", "80")
+    assert done.returncode == errors.REFUSED
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"model-sync: plan: model resnet50: no measured step of one instance meets p99 2 ms (the lowest p99 measured "
+        f"is {low:g} ms at 200 req/s); allowed: a p99 target the profile met, or a profile measured at lower rates"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("demand", "flags", "message"),
+    [
+        ({"gpt": {"rate": 1, "p99Ms": 80}}, [], r"plan: model gpt: no profile; allowed: one of efficientnet-b0, "),
+        ({"resnet18": {"rate": 1}}, [], r"models\.resnet18: \{'rate': 1\}; allowed: \{rate: requests a second, p99Ms"),
+        ({"resnet18": {"rate": -1, "p99Ms": 80}}, [], r"allowed: rate and p99Ms as positive numbers"),
+        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "0"], r"--gpu-memory-gib 0 / --min-replicas 1; allowed"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_usage_line(tmp_path: Path, demand: dict, flags: list[str], message: str) -> None:
+    done = _cli("--demand", str(_demand(tmp_path, demand)), *(flags or ["--gpu-memory-gib", "80"]))
+    assert done.returncode == errors.USAGE, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("model-sync: plan: ")
+    assert re.search(message, line), line
+
+
+def test_a_file_that_is_not_a_profiles_file_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "consolidation.json"
+    other.write_text((ROOT / "bench" / "results" / "consolidation.json").read_text())
+    with pytest.raises(errors.SyncError, match=r"schema 'triton-platform/bench-consolidation/v1'; allowed: "):
+        inputs.read_profiles(other)
