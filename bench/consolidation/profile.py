@@ -38,10 +38,10 @@ SCHEMA = "triton-platform/bench-model-profiles/v1"
 CONFIG: dict[str, Any] = {**consolidation.CONFIG, "instances": 1}
 
 
-def export_one(name: str, repo: Path, kind: str) -> dict[str, Any]:
-    """`model-sync export --target cloud` of zoo model `name` with one instance; what it measured."""
+def export_one(name: str, repo: Path, kind: str, instances: int = 1) -> dict[str, Any]:
+    """`model-sync export --target cloud` of zoo model `name` with `instances` (one: a profile); what it measured."""
     args = zoo.export_args(name, repo, max_batch=CONFIG["max_batch"], preferred=CONFIG["preferred"],
-                           delay_us=CONFIG["delay_us"], instances=CONFIG["instances"], kind=kind)  # fmt: skip
+                           delay_us=CONFIG["delay_us"], instances=instances, kind=kind)  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", "model_sync", "export", *args], capture_output=True, text=True,
                           cwd=consolidation.ROOT, timeout=900, check=False)  # fmt: skip
     if proc.returncode != 0:

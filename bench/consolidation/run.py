@@ -85,15 +85,18 @@ def export_all(a: argparse.Namespace, repo: Path) -> dict[str, Any]:
         return dict(pool.map(one, a.models))
 
 
-def perf_step(a: argparse.Namespace, targets: list[Target], rate: float, work: Path) -> dict[str, Any]:
-    """All models at `rate` requests/s each, at once; GPU utilisation and memory sampled meanwhile."""
+def perf_step(a: argparse.Namespace, targets: list[Target], rate: float, work: Path,
+              rates: dict[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
+    """All models at `rate` requests/s each (or each at its own, `rates`), at once; GPU utilisation and
+    memory sampled meanwhile."""
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = f"{Path(a.perf_analyzer).parent.parent / 'lib'}:{env.get('LD_LIBRARY_PATH', '')}"
     procs = []
     for t in targets:
-        csv_path = work / f"pa-{t.model}-{t.protocol}-{rate:g}.csv"
+        r = (rates or {}).get(t.model, rate)
+        csv_path = work / f"pa-{t.model}-{t.protocol}-{r:g}.csv"
         cmd = [a.perf_analyzer, "-m", t.model, "-u", t.url, "-i", t.protocol, "--async",
-               "--request-rate-range", f"{rate:g}:{rate:g}:1", "--request-distribution", "poisson",
+               "--request-rate-range", f"{r:g}:{r:g}:1", "--request-distribution", "poisson",
                "--measurement-interval", str(a.window_ms), "--max-trials", "3", "--stability-percentage", "999",
                "-f", str(csv_path)]  # fmt: skip
         procs.append((t, csv_path, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)))
@@ -107,10 +110,10 @@ def perf_step(a: argparse.Namespace, targets: list[Target], rate: float, work: P
             passed = False
             continue
         row = stats.parse_perf_analyzer_csv(csv_path.read_text())[0]
-        ok = row["p99_ms"] <= a.p99_ms and row["throughput"] >= SERVED_SHARE * rate
+        ok = row["p99_ms"] <= a.p99_ms and row["throughput"] >= SERVED_SHARE * (rates or {}).get(t.model, rate)
         passed = passed and ok
         models[t.model] = {k: round(v, 3) for k, v in row.items()} | {"ok": ok}
-    return {"rate_per_model": rate, "offered": rate * len(targets),
+    return {"rate_per_model": rate, "offered": sum((rates or {}).get(t.model, rate) for t in targets),
             "served": round(sum(m.get("throughput", 0.0) for m in models.values()), 1), "passed": passed,
             "gpu_util_pct": gpu.mean, "gpu_memory_used_mib": gpu.peak_memory_mib, "models": models}  # fmt: skip
 

@@ -10,7 +10,8 @@
 # GPU warm-up measurement that follows it; MEMORY=1 runs the GPU memory calibration (bench.serving.memory,
 # memory-plan.json); CONSOLIDATION=1 the consolidation benchmark (bench.consolidation.run,
 # consolidation.json); PROFILES=1 each model's profile alone (bench.consolidation.profile,
-# model-profiles.json); FORMATS=torchscript,pt2 exports every variant in each format and writes
+# model-profiles.json); PLAN_CHECK=FILE serves a model-sync plan as planned (bench.consolidation.plan_check,
+# plan-check.json); FORMATS=torchscript,pt2 exports every variant in each format and writes
 # serving-formats.json; ORT_PARTS=DIR installs onnxruntime-gpu from the parts of bench/serving/.dist-ort/
 # copied into DIR, for BACKEND=python's ONNX wrapper.)
 # Results land in $OUT (serving.json, warmup-gpu.json + logs); copy them to bench/results/ and run
@@ -111,6 +112,13 @@ fi
 if [[ "${PROFILES:-0}" == 1 ]]; then
   PYTHONPATH="$PWD:$W/exsite" timeout "${PROFILES_TIMEOUT_S:-480}" python3 -m bench.consolidation.profile \
     --triton-root "$W/triton" --perf-analyzer "$PA" --out "$OUT/model-profiles.json" ${PROFILES_ARGS:-} \
+    || status=$?
+fi
+# A `model-sync plan` served as planned on one GPU (bench.consolidation.plan_check, plan-check.json):
+# PLAN_CHECK=FILE, the plan's JSON (model-sync plan --output json) relative to the repository root.
+if [[ -n "${PLAN_CHECK:-}" ]]; then
+  PYTHONPATH="$PWD:$W/exsite" timeout "${PLAN_CHECK_TIMEOUT_S:-300}" python3 -m bench.consolidation.plan_check \
+    --plan "$PLAN_CHECK" --triton-root "$W/triton" --perf-analyzer "$PA" --out "$OUT/plan-check.json" \
     || status=$?
 fi
 # Warm-up on the GPU: the first requests after a hot reload with model_warmup against without

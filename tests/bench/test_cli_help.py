@@ -23,6 +23,7 @@ MODULES = [
     "bench.serving.memory",
     "bench.consolidation.run",
     "bench.consolidation.profile",
+    "bench.consolidation.plan_check",
     "bench.agent.p1_switch",
     "bench.agent.p2_requests",
     "bench.agent.ready_many",

@@ -1,0 +1,107 @@
+"""A `model-sync plan` served as planned on one GPU (bench/serving/device.sh, PLAN_CHECK=1): does the GPU
+hold what the plan says, and does every model get its rate within its p99 target?
+
+Input: the plan's JSON (`model-sync plan --output json`, from the profiles of bench.consolidation.profile
+and a demand file) with one deployment of one replica: the models one GPU serves. Each model is
+exported by `model-sync export --target cloud` with the plan's instance count (the profiles' config
+otherwise: max batch 32, preferred 16 and 32, 2 ms queue delay), all are served by one tritonserver on
+Triton's PyTorch backend (`pytorch_libtorch`), and each gets its own open-loop Poisson stream at its
+declared rate (perf_analyzer over HTTP, all at once): one uncounted warm-up step, then one measured step.
+It passes when the server's GPU memory, idle with every model loaded, is within 10 % of the plan's, and
+every model served >= SERVED_SHARE of its rate with its p99 within its target.
+
+    python3 -m bench.consolidation.plan_check --plan PLAN.json --triton-root W/triton \
+        --perf-analyzer W/triton/perf/bin/perf_analyzer --out OUT/plan-check.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.consolidation import profile
+from bench.consolidation import run as consolidation
+from bench.serving import stats
+from bench.serving.instruments import log, process_gpu_bytes
+from model_sync.sandbox.procs import LOOPBACK
+
+SCHEMA = "triton-platform/bench-plan-check/v1"
+MEMORY_TOLERANCE = 0.10
+
+
+def verdict(plan_doc: dict[str, Any], step: dict[str, Any], idle_bytes: int | None) -> dict[str, Any]:
+    """The check of one measured step against the plan: memory within MEMORY_TOLERANCE, every model's
+    rate served within its p99 target."""
+    (deployment,) = plan_doc["deployments"]
+    models = {}
+    for m in deployment["models"]:
+        row = step["models"].get(m["model"], {})
+        served, p99 = row.get("throughput", 0.0), row.get("p99_ms", float("inf"))
+        ok = served >= consolidation.SERVED_SHARE * m["rate"] and p99 <= m["p99_ms"]
+        models[m["model"]] = {"rate": m["rate"], "p99_target_ms": m["p99_ms"], "instances": m["instances"],
+                              "served": served, "p99_ms": p99, "ok": ok}  # fmt: skip
+    planned = deployment["memory_bytes"]
+    error = None if idle_bytes is None else (planned - idle_bytes) / idle_bytes
+    return {"models": models, "rates_met": all(m["ok"] for m in models.values()),
+            "memory_planned_bytes": planned, "memory_idle_bytes": idle_bytes, "memory_error": error,
+            "memory_within_10_percent": error is not None and abs(error) <= MEMORY_TOLERANCE,
+            "gpu_util_pct": step["gpu_util_pct"]}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.consolidation.plan_check", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--plan", type=Path, required=True, help="model-sync plan --output json, one deployment")
+    p.add_argument("--triton-root", required=True, help="the bundle's triton/, the PyTorch backend installed in it")
+    p.add_argument("--perf-analyzer", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--work", type=Path, default=Path("/tmp/bench-plan-check"))
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"))
+    p.add_argument("--window-ms", type=int, default=2500, help="perf_analyzer's measurement window (3 per step)")
+    a = p.parse_args(argv)
+    plan_doc = json.loads(a.plan.read_text())
+    (deployment,) = plan_doc["deployments"]
+    if deployment["replicas"] != 1:
+        p.error(f"--plan: {deployment['replicas']} replicas; allowed: a plan of one deployment on one GPU")
+    shutil.rmtree(a.work, ignore_errors=True)
+    repo = a.work / "repository"
+    repo.mkdir(parents=True)
+    instances = {m["model"]: m["instances"] for m in deployment["models"]}
+    a.models, a.p99_ms = list(instances), max(m["p99_ms"] for m in deployment["models"])
+    doc: dict[str, Any] = {"schema": SCHEMA, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                           "scenario": __doc__.split("\n\n")[1].strip(), "plan": plan_doc,
+                           "gpu": consolidation.gpu_name(a.device), "backend": plan_doc["backend"],
+                           "client": "perf_analyzer http, Poisson arrivals, one stream per model at its rate",
+                           "errors": []}  # fmt: skip
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda n: profile.export_one(n, repo, a.instance_kind, instances[n]), instances))
+        before = process_gpu_bytes(None) if a.device == "cuda" else 0
+        server = consolidation.triton_arm(a, repo, a.work)
+        try:
+            idle = process_gpu_bytes(None) - before if a.device == "cuda" else None
+            targets = [consolidation.Target(n, f"{LOOPBACK}:{server.http_port}", "http") for n in instances]
+            rates = {m["model"]: m["rate"] for m in deployment["models"]}
+            doc["warmup"] = consolidation.perf_step(a, targets, 0.0, a.work, rates)
+            doc["step"] = consolidation.perf_step(a, targets, 0.0, a.work, rates)
+        finally:
+            server.stop()
+        doc["check"] = verdict(plan_doc, doc["step"], idle)
+        log(f"check: {json.dumps({k: v for k, v in doc['check'].items() if k != 'models'})}")
+    except Exception as e:  # recorded
+        doc["errors"].append(f"{type(e).__name__}: {str(e)[:600]}")
+        log(f"!! {e}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(stats.finite(doc), indent=2, default=str) + "\n")
+    return 0 if not doc["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
