@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import zoo
+from bench.consolidation import plan_check
 from bench.consolidation import run as consolidation
 from bench.serving import memory, protocol, pytorch_backend, stats
 from bench.serving.baseline_server import describe
@@ -164,6 +165,25 @@ def test_each_models_profile_is_its_best_passing_step_and_its_server_is_planned_
         observed = m["gpu_memory_idle_mib"] * gpu_plan.MIB
         assert abs(memory.planned(row) - observed) / observed <= 0.10, name
         assert f"| {name} | {m['bytes_per_instance'] / 2**20:,.0f} | {best['throughput']:,.1f}" in text, name
+
+
+def test_the_plan_check_passes_only_with_every_rate_in_its_p99_and_the_memory_within_ten_percent() -> None:
+    """bench.consolidation.plan_check's verdict on one measured step: a model served under its rate's share,
+    or over its p99 target, fails the rates; memory is the plan's against the server's idle."""
+    plan = {"deployments": [{"memory_bytes": 1000, "models": [
+        {"model": "a", "rate": 100, "p99_ms": 80, "instances": 1},
+        {"model": "b", "rate": 200, "p99_ms": 20, "instances": 2}]}]}  # fmt: skip
+    good = {"gpu_util_pct": 40.0, "models": {"a": {"throughput": 99.0, "p99_ms": 30.0},
+                                              "b": {"throughput": 190.0, "p99_ms": 19.0}}}  # fmt: skip
+    check = plan_check.verdict(plan, good, 950)
+    assert (check["rates_met"], check["memory_within_10_percent"]) == (True, True)
+    assert round(check["memory_error"], 4) == round(50 / 950, 4)
+    slow = {**good, "models": {**good["models"], "b": {"throughput": 190.0, "p99_ms": 21.0}}}
+    assert plan_check.verdict(plan, slow, 950)["models"]["b"]["ok"] is False
+    short = {**good, "models": {**good["models"], "a": {"throughput": 70.0, "p99_ms": 30.0}}}  # < 75 % served
+    assert plan_check.verdict(plan, short, 950)["rates_met"] is False
+    assert plan_check.verdict(plan, {**good, "models": {"a": good["models"]["a"]}}, 950)["rates_met"] is False
+    assert plan_check.verdict(plan, good, 800)["memory_within_10_percent"] is False  # plan 25 % above
 
 
 def test_the_baseline_answers_perf_analyzers_metadata_and_echoes_request_ids() -> None:
