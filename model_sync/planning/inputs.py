@@ -15,6 +15,8 @@ from model_sync import errors
 from model_sync.contract import layout
 
 PROFILES_SCHEMA = "triton-platform/bench-model-profiles/v1"
+# The backend the profiles were served by, and the one gpu_plan plans their memory for.
+PROFILED_BACKEND = "pytorch_libtorch"
 DEMAND_KEYS = ("rate", "p99Ms")  # models.<name>: both required, nothing else
 
 
@@ -75,11 +77,14 @@ def read_profiles(path: Path) -> Profiles:
                 if p.get("throughput") is not None and p["throughput"] >= share * p["rate"]
             )
             models[name] = Profile(name, int(m["bytes_per_instance"]), points, bool(m["complete"]))
-        return Profiles(str(doc["gpu"]), str(doc["backend"]), share, models)
+        backend = str(doc["backend"])
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise _fail(
             path, f"a profile lacks {e}", f"{PROFILES_SCHEMA} as bench.consolidation.profile writes it"
         ) from None
+    if not backend.startswith(PROFILED_BACKEND):
+        raise _fail(path, f"backend {backend!r}", f"profiles served by {PROFILED_BACKEND} (the memory plan's backend)")
+    return Profiles(str(doc["gpu"]), backend, share, models)
 
 
 def read_demand(path: Path) -> list[Demand]:

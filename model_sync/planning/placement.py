@@ -23,8 +23,9 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.admission import gpu_plan
+from model_sync.environments import DeploymentGpu
 from model_sync.planning import inputs
-from model_sync.planning.inputs import Demand, Profile, Profiles
+from model_sync.planning.inputs import PROFILED_BACKEND, Demand, Profile, Profiles
 
 LOAD_TARGET = 0.8  # an instance planned at this share of its measured capacity
 BUSY_TARGET = 0.8  # a GPU planned at most this busy (the sum of its models' measured GPU cost)
@@ -59,11 +60,15 @@ class Deployment:
         return sum(n.busy for n in [*self.needs, *([extra] if extra else [])]) / self.replicas
 
     def memory(self, extra: Need | None = None) -> int:
-        """One replica's planned GPU memory: the server process and each instance (gpu_plan's model)."""
+        """One replica's planned GPU memory: gpu_plan's plan of its models' instances (Triton's PyTorch
+        backend, the profiles' backend: the server process once, then each instance)."""
         needs = [*self.needs, *([extra] if extra else [])]
-        instances = sum(n.instances(self.replicas) * (n.profile.bytes_per_instance + gpu_plan.INSTANCE_BYTES)
-                        for n in needs)  # fmt: skip
-        return gpu_plan.PROCESS_CONTEXT_BYTES + instances
+        planned = [gpu_plan.Need(n.demand.model, n.demand.model, n.profile.bytes_per_instance,
+                                 ({"kind": "KIND_GPU", "count": n.instances(self.replicas), "gpus": []},),
+                                 backend=PROFILED_BACKEND) for n in needs]  # fmt: skip
+        return gpu_plan.plan(
+            DeploymentGpu(self.name, "plan", 1024, tuple(n.demand.model for n in needs)), planned
+        ).planned
 
 
 def need_of(demand: Demand, profiles: Profiles) -> Need:
