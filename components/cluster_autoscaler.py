@@ -32,6 +32,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.gpu import gpu_contract
+from components.gpu.gpu_sharing import REPLICA_BOUNDS
 from components.iam.pod_identity import pod_identity_trust
 from components.kubernetes.helm import pinned_release
 from components.stack_config.declarations import check_declared
@@ -41,7 +42,8 @@ NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 _TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 RELEASE_TIMEOUT_SECONDS = 600
-MAX_GPU_RESOURCES_PER_NODE = 16 * 48
+# The most `nvidia.com/gpu` a node may advertise: 16 GPUs, each shared by the most replicas a mode allows.
+MAX_GPU_RESOURCES_PER_NODE = 16 * max(hi for _, hi in REPLICA_BOUNDS.values())
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class GpuPool:
     name: str  # node group name (the key in config nodeGroups)
     autoscaling_group_name: pulumi.Input[str]
     # The `nvidia.com/gpu` a node brings: its GPUs, times the shares of each on a shared group
-    # (components/gpu/gpu_sharing.py: at most 16 GPUs x 48 MPS clients).
+    # (components/gpu/gpu_sharing.py), at most MAX_GPU_RESOURCES_PER_NODE.
     gpus_per_node: int
     capacity_type: str  # ON_DEMAND | SPOT
 
