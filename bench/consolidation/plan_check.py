@@ -16,7 +16,6 @@ every model served >= SERVED_SHARE of its rate with its p99 within its target.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import shutil
@@ -27,7 +26,6 @@ from typing import Any
 
 from bench.consolidation import profile
 from bench.consolidation import run as consolidation
-from bench.serving import stats
 from bench.serving.instruments import log, process_gpu_bytes
 from model_sync.sandbox.procs import LOOPBACK
 
@@ -55,15 +53,8 @@ def verdict(plan_doc: dict[str, Any], step: dict[str, Any], idle_bytes: int | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.consolidation.plan_check", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = consolidation.server_parser("bench.consolidation.plan_check", __doc__, "/tmp/bench-plan-check")
     p.add_argument("--plan", type=Path, required=True, help="model-sync plan --output json, one deployment")
-    p.add_argument("--triton-root", required=True, help="the bundle's triton/, the PyTorch backend installed in it")
-    p.add_argument("--perf-analyzer", required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--work", type=Path, default=Path("/tmp/bench-plan-check"))
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"))
     p.add_argument("--window-ms", type=int, default=2500, help="perf_analyzer's measurement window (3 per step)")
     a = p.parse_args(argv)
     plan_doc = json.loads(a.plan.read_text())
@@ -98,9 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # recorded
         doc["errors"].append(f"{type(e).__name__}: {str(e)[:600]}")
         log(f"!! {e}")
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(stats.finite(doc), indent=2, default=str) + "\n")
-    return 0 if not doc["errors"] else 1
+    return consolidation.write_result(a.out, doc)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ from typing import Any
 
 from bench import zoo
 from bench.consolidation import run as consolidation
-from bench.serving import stats
 from bench.serving.instruments import log, process_gpu_bytes
 from model_sync.sandbox.procs import LOOPBACK
 
@@ -99,15 +98,8 @@ def profile_one(a: argparse.Namespace, name: str, exported: dict[str, Any], dead
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.consolidation.profile", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--triton-root", required=True, help="the bundle's triton/, the PyTorch backend installed in it")
-    p.add_argument("--perf-analyzer", required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--work", type=Path, default=Path("/tmp/bench-profiles"))
+    p = consolidation.server_parser("bench.consolidation.profile", __doc__, "/tmp/bench-profiles")
     p.add_argument("--models", nargs="+", default=list(zoo.ZOO), choices=list(zoo.ZOO))
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"))
     p.add_argument("--p99-ms", type=float, default=80.0, help="a step fails above this p99")
     p.add_argument("--start-rate", type=float, default=200.0, help="requests/s of the first step")
     p.add_argument("--resolution", type=float, default=0.15, help="bisect until the bracket is this share of the rate")
@@ -134,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # recorded: the models profiled are kept
             doc["errors"].append(f"{name}: {type(e).__name__}: {str(e)[:400]}")
             log(f"!! {name}: {e}")
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(stats.finite(doc), indent=2, default=str) + "\n")
-    return 0 if not doc["errors"] else 1
+    return consolidation.write_result(a.out, doc)
 
 
 if __name__ == "__main__":

@@ -253,16 +253,30 @@ def summary(arms: dict[str, Any], p99_ms: float) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.consolidation.run", description=__doc__,
+def server_parser(module: str, doc: str | None, work: str) -> argparse.ArgumentParser:
+    """The options every bench.consolidation module takes: the bundle's server and perf_analyzer, the result
+    file, its work folder (default `work`), the device and the instances' kind."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--triton-root", required=True, help="the bundle's triton/, the PyTorch backend installed in it")
     p.add_argument("--perf-analyzer", required=True)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--work", type=Path, default=Path("/tmp/bench-consolidation"))
-    p.add_argument("--models", nargs="+", default=list(zoo.ZOO), choices=list(zoo.ZOO))
+    p.add_argument("--work", type=Path, default=Path(work))
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--instance-kind", default="KIND_GPU", choices=("KIND_GPU", "KIND_CPU"))
+    return p
+
+
+def write_result(out: Path, doc: dict[str, Any]) -> int:
+    """The result file (non-finite floats as null); exit 0, or 1 when the run recorded errors."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(stats.finite(doc), indent=2, default=str) + "\n")
+    return 0 if not doc["errors"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = server_parser("bench.consolidation.run", __doc__, "/tmp/bench-consolidation")
+    p.add_argument("--models", nargs="+", default=list(zoo.ZOO), choices=list(zoo.ZOO))
     p.add_argument("--p99-ms", type=float, default=80.0)
     p.add_argument("--start-rate", type=float, default=25.0, help="requests/s per model of the first step")
     p.add_argument("--resolution", type=float, default=0.1, help="bisect until the bracket is this share of the rate")
@@ -289,10 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         doc["errors"].append(f"{type(e).__name__}: {str(e)[:600]}")
         log(f"!! {e}")
     doc["summary"] = summary(doc["arms"], a.p99_ms)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(stats.finite(doc), indent=2, default=str) + "\n")
+    code = write_result(a.out, doc)
     log(f"summary: {json.dumps(doc['summary'])}")
-    return 0 if not doc["errors"] else 1
+    return code
 
 
 def gpu_name(device: str) -> str:
