@@ -23,7 +23,7 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.admission import gpu_plan
-from model_sync.environments import DeploymentGpu
+from model_sync.environments import MAX_GPU_MEMORY_GIB, DeploymentGpu
 from model_sync.planning import inputs
 from model_sync.planning.inputs import PROFILED_BACKEND, Demand, Profile, Profiles
 
@@ -66,9 +66,9 @@ class Deployment:
         planned = [gpu_plan.Need(n.demand.model, n.demand.model, n.profile.bytes_per_instance,
                                  ({"kind": "KIND_GPU", "count": n.instances(self.replicas), "gpus": []},),
                                  backend=PROFILED_BACKEND) for n in needs]  # fmt: skip
-        return gpu_plan.plan(
-            DeploymentGpu(self.name, "plan", 1024, tuple(n.demand.model for n in needs)), planned
-        ).planned
+        # the card's size does not enter `planned` (the sum); what it allows is checked by plan()
+        card = DeploymentGpu(self.name, "plan", MAX_GPU_MEMORY_GIB, tuple(n.demand.model for n in needs))
+        return gpu_plan.plan(card, planned).planned
 
 
 def need_of(demand: Demand, profiles: Profiles) -> Need:
@@ -87,9 +87,14 @@ def need_of(demand: Demand, profiles: Profiles) -> Need:
     return Need(demand, profile, best.throughput, best.gpu_util_pct / 100 / best.throughput)
 
 
+def allowed_bytes(gpu_memory_gib: float) -> int:
+    """What one GPU of `gpu_memory_gib` allows a replica's models: gpu_plan's headroom of it."""
+    return int(gpu_memory_gib * (1 << 30) * gpu_plan.HEADROOM)
+
+
 def plan(demands: list[Demand], profiles: Profiles, gpu_memory_gib: float, min_replicas: int = 1) -> list[Deployment]:
     """The deployments (see the module docstring); a model too big for one GPU's memory is refused."""
-    allowed = int(gpu_memory_gib * (1 << 30) * gpu_plan.HEADROOM)
+    allowed = allowed_bytes(gpu_memory_gib)
     deployments: list[Deployment] = []
     for need in sorted((need_of(d, profiles) for d in demands), key=lambda n: -n.busy):
         home = next((d for d in deployments if d.busy(need) <= BUSY_TARGET and d.memory(need) <= allowed), None)
@@ -106,7 +111,7 @@ def plan(demands: list[Demand], profiles: Profiles, gpu_memory_gib: float, min_r
 
 
 def to_json(deployments: list[Deployment], profiles: Profiles, gpu_memory_gib: float) -> dict[str, Any]:
-    allowed = int(gpu_memory_gib * (1 << 30) * gpu_plan.HEADROOM)
+    allowed = allowed_bytes(gpu_memory_gib)
     return {
         "gpu": profiles.gpu, "gpu_memory_gib": gpu_memory_gib, "backend": profiles.backend,
         "load_target": LOAD_TARGET, "busy_target": BUSY_TARGET, "gpus": sum(d.replicas for d in deployments),
@@ -123,10 +128,10 @@ def to_json(deployments: list[Deployment], profiles: Profiles, gpu_memory_gib: f
 
 def command(profiles_path: Any, demand_path: Any, gpu_memory_gib: float, min_replicas: int, output: str) -> None:
     """`model-sync plan`: read both files, plan, print the plan (text lines, or one JSON document)."""
-    if not 0 < gpu_memory_gib <= 1024 or min_replicas < 1:
+    if not 0 < gpu_memory_gib <= MAX_GPU_MEMORY_GIB or min_replicas < 1:
         raise errors.usage(
             f"plan: --gpu-memory-gib {gpu_memory_gib:g} / --min-replicas {min_replicas}; allowed: a GPU memory in "
-            "(0, 1024] GiB and at least 1 replica"
+            f"(0, {MAX_GPU_MEMORY_GIB}] GiB and at least 1 replica"
         )
     profiles = inputs.read_profiles(profiles_path)
     doc = to_json(plan(inputs.read_demand(demand_path), profiles, gpu_memory_gib, min_replicas), profiles,
