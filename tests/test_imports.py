@@ -32,7 +32,7 @@ LAZY = {
             ("export", "model_sync.export.exporter"),
             ("promote", "model_sync.lifecycle.promote"),
             ("prune", "model_sync.lifecycle.prune"),
-            ("plan", "model_sync.planning.placement"),
+            ("plan", "model_sync.planning.document"),
             ("push", "model_sync.push.publish"),
             ("push", "model_sync.push.push_options"),
             ("rollback", "model_sync.lifecycle.rollback"),

@@ -1,8 +1,10 @@
-"""`model-sync plan --profiles FILE --demand FILE --gpu-memory-gib N [--min-replicas N] [--output text|json]`
+"""`model-sync plan --profiles FILE --demand FILE --gpu-memory-gib N [--min-replicas N]
+[--gpu-hour-usd PRICE] [--output text|json]`
 
 Proposes Triton deployments for a set of models: which models share a GPU, how many instances of each
 a replica runs, and how many replicas (one GPU each), with each GPU's predicted busy share and planned
-memory against what it allows. From each model's serving profile measured alone on one instance
+memory against what it allows, and with --gpu-hour-usd its monthly on-demand cost (every planned GPU on
+for 730 hours). From each model's serving profile measured alone on one instance
 (--profiles: the GPU benchmark's model-profiles.json, bench.consolidation.profile) and the demand
 (--demand, YAML: `models: {NAME: {rate: <peak requests a second>, p99Ms: <target>}}`), for the GPU the
 profiles were measured on (--gpu-memory-gib: its memory). Reads and writes nothing else.
@@ -34,13 +36,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--demand", type=Path, required=True, metavar="FILE", help="YAML: models: {NAME: {rate, p99Ms}}")
     p.add_argument("--gpu-memory-gib", type=float, required=True, metavar="N", help="memory of the profiles' GPU")
     p.add_argument("--min-replicas", type=int, default=1, metavar="N", help="replicas of each deployment (default 1)")
+    p.add_argument("--gpu-hour-usd", type=float, metavar="PRICE",
+                   help="on-demand price of one GPU-hour in your region: the plan's monthly cost")  # fmt: skip
     _common.add_output(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from model_sync.planning import placement
+    from model_sync.planning import document
 
-    placement.command(args.profiles, args.demand, args.gpu_memory_gib, args.min_replicas, args.output)
+    document.command(args.profiles, args.demand, args.gpu_memory_gib, args.min_replicas, args.gpu_hour_usd, args.output)
     return errors.OK

@@ -16,15 +16,12 @@ contend for it, which the plan's GPU check measures (docs/model-sync.md#plan).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from model_sync import errors
 from model_sync.admission import gpu_plan
 from model_sync.environments import MAX_GPU_MEMORY_GIB, DeploymentGpu
-from model_sync.planning import inputs
 from model_sync.planning.inputs import PROFILED_BACKEND, Demand, Profile, Profiles
 
 LOAD_TARGET = 0.8  # an instance planned at this share of its measured capacity
@@ -108,40 +105,3 @@ def plan(demands: list[Demand], profiles: Profiles, gpu_memory_gib: float, min_r
             deployments.append(home)
         home.needs.append(need)
     return deployments
-
-
-def to_json(deployments: list[Deployment], profiles: Profiles, gpu_memory_gib: float) -> dict[str, Any]:
-    allowed = allowed_bytes(gpu_memory_gib)
-    return {
-        "gpu": profiles.gpu, "gpu_memory_gib": gpu_memory_gib, "backend": profiles.backend,
-        "load_target": LOAD_TARGET, "busy_target": BUSY_TARGET, "gpus": sum(d.replicas for d in deployments),
-        "deployments": [
-            {"name": d.name, "replicas": d.replicas, "gpu_busy_pct": round(100 * d.busy(), 1),
-             "memory_bytes": d.memory(), "memory_allowed_bytes": allowed,
-             "models": [{"model": n.demand.model, "rate": n.demand.rate, "p99_ms": n.demand.p99_ms,
-                         "instances": n.instances(d.replicas), "instance_capacity": round(n.capacity, 1),
-                         "profile_complete": n.profile.complete} for n in d.needs]}
-            for d in deployments
-        ],
-    }  # fmt: skip
-
-
-def command(profiles_path: Any, demand_path: Any, gpu_memory_gib: float, min_replicas: int, output: str) -> None:
-    """`model-sync plan`: read both files, plan, print the plan (text lines, or one JSON document)."""
-    if not 0 < gpu_memory_gib <= MAX_GPU_MEMORY_GIB or min_replicas < 1:
-        raise errors.usage(
-            f"plan: --gpu-memory-gib {gpu_memory_gib:g} / --min-replicas {min_replicas}; allowed: a GPU memory in "
-            f"(0, {MAX_GPU_MEMORY_GIB}] GiB and at least 1 replica"
-        )
-    profiles = inputs.read_profiles(profiles_path)
-    doc = to_json(plan(inputs.read_demand(demand_path), profiles, gpu_memory_gib, min_replicas), profiles,
-                  gpu_memory_gib)  # fmt: skip
-    if output == "json":
-        print(json.dumps(doc, indent=2, sort_keys=True))
-        return
-    print(f"plan: {sum(len(d['models']) for d in doc['deployments'])} models on {doc['gpus']} GPU(s) "
-          f"({doc['gpu']}, {gpu_memory_gib:g} GiB; {doc['backend'].split(':')[0]})")  # fmt: skip
-    for d in doc["deployments"]:
-        models = ", ".join(f"{m['model']} x{m['instances']}" for m in d["models"])
-        print(f"{d['name']}: {d['replicas']} replica(s), each GPU {d['gpu_busy_pct']:g} % busy, "
-              f"{d['memory_bytes'] / 2**30:.1f} of {d['memory_allowed_bytes'] / 2**30:.1f} GiB: {models}")  # fmt: skip

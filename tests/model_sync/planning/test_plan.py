@@ -17,7 +17,7 @@ import yaml
 from model_sync import errors
 from model_sync.admission import gpu_plan
 from model_sync.environments import DeploymentGpu
-from model_sync.planning import inputs, placement
+from model_sync.planning import document, inputs, placement
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILES = ROOT / "bench" / "results" / "model-profiles.json"
@@ -102,7 +102,8 @@ def test_a_target_no_measured_step_met_is_refused_naming_the_model(tmp_path: Pat
         ({"gpt": {"rate": 1, "p99Ms": 80}}, [], r"plan: model gpt: no profile; allowed: one of efficientnet-b0, "),
         ({"resnet18": {"rate": 1}}, [], r"models\.resnet18: \{'rate': 1\}; allowed: \{rate: requests a second, p99Ms"),
         ({"resnet18": {"rate": -1, "p99Ms": 80}}, [], r"allowed: rate and p99Ms as positive numbers"),
-        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "0"], r"--gpu-memory-gib 0 / --min-replicas 1; allowed"),
+        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "0"], r"--gpu-memory-gib 0 / --min-replicas 1 /"),
+        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "80", "--gpu-hour-usd", "0"], r"--gpu-hour-usd 0.0; allowed: .* a positive price"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_usage_line(tmp_path: Path, demand: dict, flags: list[str], message: str) -> None:
@@ -118,3 +119,19 @@ def test_a_file_that_is_not_a_profiles_file_is_refused(tmp_path: Path) -> None:
     other.write_text((ROOT / "bench" / "results" / "consolidation.json").read_text())
     with pytest.raises(errors.SyncError, match=r"schema 'triton-platform/bench-consolidation/v1'; allowed: "):
         inputs.read_profiles(other)
+
+
+def test_the_monthly_cost_is_every_planned_gpu_all_month_at_the_given_price(tmp_path: Path) -> None:
+    demand = _demand(tmp_path, {"resnet34": {"rate": 3000, "p99Ms": 80}, "squeezenet": {"rate": 300, "p99Ms": 80}})
+    done = _cli("--demand", str(demand), "--gpu-memory-gib", "80", "--gpu-hour-usd", "6.88", "--output", "json")
+    assert done.returncode == errors.OK, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["gpus"] == sum(d["replicas"] for d in doc["deployments"]) > 1
+    assert doc["monthly_usd"] == round(doc["gpus"] * 6.88 * document.HOURS_PER_MONTH, 2)
+    text = _cli("--demand", str(demand), "--gpu-memory-gib", "80", "--gpu-hour-usd", "6.88").stdout.splitlines()
+    assert (
+        text[-1]
+        == f"cost: {doc['gpus']} GPU(s) x $6.88 a GPU-hour x 730 h = ${doc['monthly_usd']:,.2f} a month on demand"
+    )
+    unpriced = _cli("--demand", str(demand), "--gpu-memory-gib", "80").stdout.splitlines()
+    assert unpriced[-1] == "cost: not computed; give --gpu-hour-usd, the on-demand price of one GPU-hour"

@@ -1,0 +1,120 @@
+"""The plan as a document: `model-sync plan`'s output (text lines or one JSON document), its monthly cost,
+and the one strict reader of that JSON (what the stack writer, tools/stack_plan.py, and the plan's GPU
+check, bench.consolidation.plan_check, take).
+
+The monthly cost is every planned GPU on for a month of HOURS_PER_MONTH at the on-demand price of one
+GPU-hour the user gives (--gpu-hour-usd): prices differ per region and change, so none is built in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model_sync import errors
+from model_sync.environments import MAX_GPU_MEMORY_GIB
+from model_sync.planning import inputs, placement
+
+SCHEMA = "triton-platform/model-sync-plan/v1"
+HOURS_PER_MONTH = 730  # the month of AWS's on-demand prices and its pricing calculator
+
+
+@dataclass(frozen=True)
+class PlannedDeployment:
+    name: str
+    replicas: int  # at the declared peak rates, one GPU each
+    instances: dict[str, int]  # per model (in placement order): instances on each replica
+
+
+@dataclass(frozen=True)
+class Plan:
+    gpu: str  # the GPU the profiles were measured on, as the driver names it
+    gpu_memory_gib: float
+    min_replicas: int
+    deployments: tuple[PlannedDeployment, ...]
+
+
+def monthly_usd(gpus: int, gpu_hour_usd: float | None) -> float | None:
+    return None if gpu_hour_usd is None else round(gpus * gpu_hour_usd * HOURS_PER_MONTH, 2)
+
+
+def to_json(deployments: list[placement.Deployment], profiles: inputs.Profiles, gpu_memory_gib: float,
+            min_replicas: int, gpu_hour_usd: float | None) -> dict[str, Any]:  # fmt: skip
+    allowed = placement.allowed_bytes(gpu_memory_gib)
+    gpus = sum(d.replicas for d in deployments)
+    return {
+        "schema": SCHEMA, "gpu": profiles.gpu, "gpu_memory_gib": gpu_memory_gib, "backend": profiles.backend,
+        "load_target": placement.LOAD_TARGET, "busy_target": placement.BUSY_TARGET, "min_replicas": min_replicas,
+        "gpus": gpus, "gpu_hour_usd": gpu_hour_usd, "monthly_usd": monthly_usd(gpus, gpu_hour_usd),
+        "deployments": [
+            {"name": d.name, "replicas": d.replicas, "gpu_busy_pct": round(100 * d.busy(), 1),
+             "memory_bytes": d.memory(), "memory_allowed_bytes": allowed,
+             "models": [{"model": n.demand.model, "rate": n.demand.rate, "p99_ms": n.demand.p99_ms,
+                         "instances": n.instances(d.replicas), "instance_capacity": round(n.capacity, 1),
+                         "profile_complete": n.profile.complete} for n in d.needs]}
+            for d in deployments
+        ],
+    }  # fmt: skip
+
+
+def text_lines(doc: dict[str, Any]) -> list[str]:
+    lines = [f"plan: {sum(len(d['models']) for d in doc['deployments'])} models on {doc['gpus']} GPU(s) "
+             f"({doc['gpu']}, {doc['gpu_memory_gib']:g} GiB; {doc['backend'].split(':')[0]})"]  # fmt: skip
+    for d in doc["deployments"]:
+        models = ", ".join(f"{m['model']} x{m['instances']}" for m in d["models"])
+        lines.append(f"{d['name']}: {d['replicas']} replica(s), each GPU {d['gpu_busy_pct']:g} % busy, "
+                     f"{d['memory_bytes'] / 2**30:.1f} of {d['memory_allowed_bytes'] / 2**30:.1f} GiB: {models}")  # fmt: skip
+    if doc["monthly_usd"] is None:
+        lines.append("cost: not computed; give --gpu-hour-usd, the on-demand price of one GPU-hour")
+    else:
+        lines.append(f"cost: {doc['gpus']} GPU(s) x ${doc['gpu_hour_usd']:g} a GPU-hour x {HOURS_PER_MONTH} h = "
+                     f"${doc['monthly_usd']:,.2f} a month on demand")  # fmt: skip
+    return lines
+
+
+def command(profiles_path: Path, demand_path: Path, gpu_memory_gib: float, min_replicas: int,
+            gpu_hour_usd: float | None, output: str) -> None:  # fmt: skip
+    """`model-sync plan`: read both files, plan, print the plan (text lines, or one JSON document)."""
+    if (
+        not 0 < gpu_memory_gib <= MAX_GPU_MEMORY_GIB
+        or min_replicas < 1
+        or (gpu_hour_usd is not None and gpu_hour_usd <= 0)
+    ):
+        raise errors.usage(
+            f"plan: --gpu-memory-gib {gpu_memory_gib:g} / --min-replicas {min_replicas} / --gpu-hour-usd "
+            f"{gpu_hour_usd}; allowed: a GPU memory in (0, {MAX_GPU_MEMORY_GIB}] GiB, at least 1 replica and a "
+            "positive price"
+        )
+    profiles = inputs.read_profiles(profiles_path)
+    deployments = placement.plan(inputs.read_demand(demand_path), profiles, gpu_memory_gib, min_replicas)
+    doc = to_json(deployments, profiles, gpu_memory_gib, min_replicas, gpu_hour_usd)
+    print(json.dumps(doc, indent=2, sort_keys=True) if output == "json" else "\n".join(text_lines(doc)))
+
+
+def read_plan(path: Path) -> Plan:
+    """A plan's JSON (`model-sync plan --output json`), strictly: one line, exit 2, on anything else."""
+
+    def fail(what: str) -> errors.SyncError:
+        return errors.usage(
+            f"plan file {path}: {what}; allowed: the JSON of `model-sync plan --output json` ({SCHEMA})"
+        )
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise fail(f"not readable as JSON ({type(e).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise fail(f"schema {doc.get('schema') if isinstance(doc, dict) else None!r}")
+    try:
+        deployments = tuple(
+            PlannedDeployment(str(d["name"]), int(d["replicas"]), {str(m["model"]): int(m["instances"]) for m in d["models"]})
+            for d in doc["deployments"]
+        )  # fmt: skip
+        plan = Plan(str(doc["gpu"]), float(doc["gpu_memory_gib"]), int(doc["min_replicas"]), deployments)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise fail(f"lacks {e}") from None
+    if not deployments or any(d.replicas < 1 or not d.instances for d in deployments):
+        raise fail("a deployment without replicas or models")
+    return plan
