@@ -2,13 +2,14 @@
 hold what the plan says, and does every model get its rate within its p99 target?
 
 Input: the plan's JSON (`model-sync plan --output json`, from the profiles of bench.consolidation.profile
-and a demand file) with one deployment of one replica: the models one GPU serves. Each model is
-exported by `model-sync export --target cloud` with the plan's instance count (the profiles' config
-otherwise: max batch 32, preferred 16 and 32, 2 ms queue delay), all are served by one tritonserver on
-Triton's PyTorch backend (`pytorch_libtorch`), and each gets its own open-loop Poisson stream at its
-declared rate (perf_analyzer over HTTP, all at once): one uncounted warm-up step, then one measured step.
-It passes when the server's GPU memory, idle with every model loaded, is within 10 % of the plan's, and
-every model served >= SERVED_SHARE of its rate with its p99 within its target.
+and a demand file) whose deployments have one replica each: each deployment is what one GPU serves, and
+they are checked one after the other on the one GPU. Of a deployment, each model is exported by
+`model-sync export --target cloud` with the plan's instance count (the profiles' config otherwise: max
+batch 32, preferred 16 and 32, 2 ms queue delay), all are served by one tritonserver on Triton's PyTorch
+backend (`pytorch_libtorch`), and each gets its own open-loop Poisson stream at its declared rate
+(perf_analyzer over HTTP, all at once): one uncounted warm-up step, then one measured step. A deployment
+passes when the server's GPU memory, idle with every model loaded, is within 10 % of the plan's, and
+every model served >= SERVED_SHARE of its rate with its p99 within its target; the plan, when each does.
 
     python3 -m bench.consolidation.plan_check --plan PLAN.json --triton-root W/triton \
         --perf-analyzer W/triton/perf/bin/perf_analyzer --out OUT/plan-check.json
@@ -16,6 +17,7 @@ every model served >= SERVED_SHARE of its rate with its p99 within its target.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import shutil
@@ -29,14 +31,13 @@ from bench.consolidation import run as consolidation
 from bench.serving.instruments import log, process_gpu_bytes
 from model_sync.sandbox.procs import LOOPBACK
 
-SCHEMA = "triton-platform/bench-plan-check/v1"
+SCHEMA = "triton-platform/bench-plan-check/v2"  # v1: a plan of one deployment, its step and check at the top
 MEMORY_TOLERANCE = 0.10
 
 
-def verdict(plan_doc: dict[str, Any], step: dict[str, Any], idle_bytes: int | None) -> dict[str, Any]:
-    """The check of one measured step against the plan: memory within MEMORY_TOLERANCE, every model's
-    rate served within its p99 target."""
-    (deployment,) = plan_doc["deployments"]
+def verdict(deployment: dict[str, Any], step: dict[str, Any], idle_bytes: int | None) -> dict[str, Any]:
+    """The check of one deployment's measured step against the plan: memory within MEMORY_TOLERANCE, every
+    model's rate served within its p99 target."""
     models = {}
     for m in deployment["models"]:
         row = step["models"].get(m["model"], {})
@@ -52,43 +53,55 @@ def verdict(plan_doc: dict[str, Any], step: dict[str, Any], idle_bytes: int | No
             "gpu_util_pct": step["gpu_util_pct"]}  # fmt: skip
 
 
+def check_one(a: argparse.Namespace, deployment: dict[str, Any]) -> dict[str, Any]:
+    """One deployment on one tritonserver: export its models, serve them, measure their planned rates."""
+    work = a.work / deployment["name"]
+    repo = work / "repository"
+    repo.mkdir(parents=True)
+    instances = {m["model"]: m["instances"] for m in deployment["models"]}
+    one = argparse.Namespace(**{**vars(a), "models": list(instances),
+                                "p99_ms": max(m["p99_ms"] for m in deployment["models"])})  # fmt: skip
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda n: profile.export_one(n, repo, a.instance_kind, instances[n]), instances))
+    before = process_gpu_bytes(None) if a.device == "cuda" else 0
+    server = consolidation.triton_arm(one, repo, work)
+    try:
+        idle = process_gpu_bytes(None) - before if a.device == "cuda" else None
+        targets = [consolidation.Target(n, f"{LOOPBACK}:{server.http_port}", "http") for n in instances]
+        rates = {m["model"]: m["rate"] for m in deployment["models"]}
+        warmup = consolidation.perf_step(one, targets, 0.0, work, rates)
+        step = consolidation.perf_step(one, targets, 0.0, work, rates)
+    finally:
+        server.stop()
+    check = verdict(deployment, step, idle)
+    log(f"{deployment['name']}: {json.dumps({k: v for k, v in check.items() if k != 'models'})}")
+    return {"name": deployment["name"], "warmup": warmup, "step": step, "check": check}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = consolidation.server_parser("bench.consolidation.plan_check", __doc__, "/tmp/bench-plan-check")
-    p.add_argument("--plan", type=Path, required=True, help="model-sync plan --output json, one deployment")
+    p.add_argument("--plan", type=Path, required=True, help="model-sync plan --output json, one replica a deployment")
     p.add_argument("--window-ms", type=int, default=2500, help="perf_analyzer's measurement window (3 per step)")
     a = p.parse_args(argv)
     plan_doc = json.loads(a.plan.read_text())
-    (deployment,) = plan_doc["deployments"]
-    if deployment["replicas"] != 1:
-        p.error(f"--plan: {deployment['replicas']} replicas; allowed: a plan of one deployment on one GPU")
+    if any(d["replicas"] != 1 for d in plan_doc["deployments"]):
+        p.error("--plan: a deployment of more than one replica; allowed: deployments of one replica (one GPU each)")
     shutil.rmtree(a.work, ignore_errors=True)
-    repo = a.work / "repository"
-    repo.mkdir(parents=True)
-    instances = {m["model"]: m["instances"] for m in deployment["models"]}
-    a.models, a.p99_ms = list(instances), max(m["p99_ms"] for m in deployment["models"])
     doc: dict[str, Any] = {"schema": SCHEMA, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                            "scenario": __doc__.split("\n\n")[1].strip(), "plan": plan_doc,
                            "gpu": consolidation.gpu_name(a.device), "backend": plan_doc["backend"],
                            "client": "perf_analyzer http, Poisson arrivals, one stream per model at its rate",
-                           "errors": []}  # fmt: skip
-    try:
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda n: profile.export_one(n, repo, a.instance_kind, instances[n]), instances))
-        before = process_gpu_bytes(None) if a.device == "cuda" else 0
-        server = consolidation.triton_arm(a, repo, a.work)
+                           "deployments": [], "errors": []}  # fmt: skip
+    for deployment in plan_doc["deployments"]:
         try:
-            idle = process_gpu_bytes(None) - before if a.device == "cuda" else None
-            targets = [consolidation.Target(n, f"{LOOPBACK}:{server.http_port}", "http") for n in instances]
-            rates = {m["model"]: m["rate"] for m in deployment["models"]}
-            doc["warmup"] = consolidation.perf_step(a, targets, 0.0, a.work, rates)
-            doc["step"] = consolidation.perf_step(a, targets, 0.0, a.work, rates)
-        finally:
-            server.stop()
-        doc["check"] = verdict(plan_doc, doc["step"], idle)
-        log(f"check: {json.dumps({k: v for k, v in doc['check'].items() if k != 'models'})}")
-    except Exception as e:  # recorded
-        doc["errors"].append(f"{type(e).__name__}: {str(e)[:600]}")
-        log(f"!! {e}")
+            doc["deployments"].append(check_one(a, deployment))
+        except Exception as e:  # recorded
+            doc["errors"].append(f"{deployment['name']}: {type(e).__name__}: {str(e)[:600]}")
+            log(f"!! {e}")
+    checks = [d["check"] for d in doc["deployments"]]
+    complete = len(checks) == len(plan_doc["deployments"])
+    doc["check"] = {"rates_met": complete and all(c["rates_met"] for c in checks),
+                    "memory_within_10_percent": complete and all(c["memory_within_10_percent"] for c in checks)}  # fmt: skip
     return consolidation.write_result(a.out, doc)
 
 

@@ -170,9 +170,9 @@ def test_each_models_profile_is_its_best_passing_step_and_its_server_is_planned_
 def test_the_plan_check_passes_only_with_every_rate_in_its_p99_and_the_memory_within_ten_percent() -> None:
     """bench.consolidation.plan_check's verdict on one measured step: a model served under its rate's share,
     or over its p99 target, fails the rates; memory is the plan's against the server's idle."""
-    plan = {"deployments": [{"memory_bytes": 1000, "models": [
+    plan = {"memory_bytes": 1000, "models": [
         {"model": "a", "rate": 100, "p99_ms": 80, "instances": 1},
-        {"model": "b", "rate": 200, "p99_ms": 20, "instances": 2}]}]}  # fmt: skip
+        {"model": "b", "rate": 200, "p99_ms": 20, "instances": 2}]}  # fmt: skip
     good = {"gpu_util_pct": 40.0, "models": {"a": {"throughput": 99.0, "p99_ms": 30.0},
                                               "b": {"throughput": 190.0, "p99_ms": 19.0}}}  # fmt: skip
     check = plan_check.verdict(plan, good, 950)

@@ -45,24 +45,31 @@ def test_an_instances_capacity_is_the_best_measured_step_within_the_target() -> 
     assert at_30.busy_per_request == best.gpu_util_pct / 100 / best.throughput
 
 
-def test_the_twelve_models_at_modest_rates_share_one_gpu_within_its_targets(tmp_path: Path) -> None:
-    names = list(inputs.read_profiles(PROFILES).models)
+def test_the_twelve_models_share_as_few_gpus_as_their_summed_cost_needs_balanced_within_the_targets(
+    tmp_path: Path,
+) -> None:
+    profiles = inputs.read_profiles(PROFILES)
+    names = list(profiles.models)
     demand = _demand(tmp_path, {n: {"rate": 100, "p99Ms": 80} for n in names})
     done = _cli("--demand", str(demand), "--gpu-memory-gib", "80", "--output", "json")
     assert done.returncode == errors.OK, done.stderr
     doc = json.loads(done.stdout)
-    assert (doc["gpus"], doc["gpu"]) == (1, "NVIDIA H100 80GB HBM3")
-    (only,) = doc["deployments"]
-    assert sorted(m["model"] for m in only["models"]) == sorted(names)
-    assert only["gpu_busy_pct"] <= 100 * placement.BUSY_TARGET
-    for m in only["models"]:  # 100 req/s at 80 % of each instance's capacity
-        assert m["instances"] == math.ceil(100 / (m["instance_capacity"] * placement.LOAD_TARGET)), m
-    # The memory is gpu_plan's own plan of those instances, on the same allowance push and promote check.
-    needs = [gpu_plan.Need(m["model"], m["model"], inputs.read_profiles(PROFILES).models[m["model"]].bytes_per_instance,
-                           ({"kind": "KIND_GPU", "count": m["instances"], "gpus": []},), backend="pytorch_libtorch")
-             for m in only["models"]]  # fmt: skip
-    card = gpu_plan.plan(DeploymentGpu("plan", "H100", 80, tuple(names)), needs)
-    assert (only["memory_bytes"], only["memory_allowed_bytes"]) == (card.planned, card.allowed)
+    total = sum(placement.need_of(inputs.Demand(n, 100, 80), profiles).busy for n in names)
+    assert (doc["gpus"], doc["gpu"]) == (math.ceil(total / placement.BUSY_TARGET), "NVIDIA H100 80GB HBM3")
+    assert sorted(m["model"] for d in doc["deployments"] for m in d["models"]) == sorted(names)
+    busy = [d["gpu_busy_pct"] for d in doc["deployments"]]
+    assert max(busy) <= 100 * placement.BUSY_TARGET
+    assert max(busy) - min(busy) < 5  # each model onto the least busy GPU: balanced, not first-fit
+    for d in doc["deployments"]:
+        assert d["replicas"] == 1
+        for m in d["models"]:  # 100 req/s at 80 % of each instance's capacity
+            assert m["instances"] == math.ceil(100 / (m["instance_capacity"] * placement.LOAD_TARGET)), m
+        # The memory is gpu_plan's own plan of those instances, on the same allowance push and promote check.
+        needs = [gpu_plan.Need(m["model"], m["model"], profiles.models[m["model"]].bytes_per_instance,
+                               ({"kind": "KIND_GPU", "count": m["instances"], "gpus": []},), backend="pytorch_libtorch")
+                 for m in d["models"]]  # fmt: skip
+        card = gpu_plan.plan(DeploymentGpu("plan", "H100", 80, tuple(names)), needs)
+        assert (d["memory_bytes"], d["memory_allowed_bytes"]) == (card.planned, card.allowed)
 
 
 def test_a_model_busier_than_one_gpu_gets_replicas_and_the_rest_are_packed_beside_it(tmp_path: Path) -> None:
