@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # recorded
             doc["errors"].append(f"{deployment['name']}: {type(e).__name__}: {str(e)[:600]}")
             log(f"!! {e}")
+        consolidation.write_result(a.out, doc)  # what was measured survives a run cut short
     checks = [d["check"] for d in doc["deployments"]]
     complete = len(checks) == len(plan_doc["deployments"])
     doc["check"] = {"rates_met": complete and all(c["rates_met"] for c in checks),

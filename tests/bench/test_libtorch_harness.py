@@ -18,6 +18,7 @@ from bench.serving import memory, protocol, pytorch_backend, stats
 from bench.serving.baseline_server import describe
 from bench.serving.served import served_config
 from model_sync.admission import gpu_plan
+from model_sync.planning import placement
 from model_sync.triton_model import model_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,6 +185,21 @@ def test_the_plan_check_passes_only_with_every_rate_in_its_p99_and_the_memory_wi
     assert plan_check.verdict(plan, short, 950)["rates_met"] is False
     assert plan_check.verdict(plan, {**good, "models": {"a": good["models"]["a"]}}, 950)["rates_met"] is False
     assert plan_check.verdict(plan, good, 800)["memory_within_10_percent"] is False  # plan 25 % above
+
+
+def test_the_first_plan_check_missed_two_p99s_above_the_busy_target_the_planner_now_keeps() -> None:
+    """plan-check-busy80.json, the plan of the twelve models on one H100 at the first BUSY_TARGET (0.8):
+    its verdict recomputed from its measured step; it is the evidence the planner's BUSY_TARGET is set below."""
+    doc = result("plan-check-busy80.json")
+    (deployment,) = doc["plan"]["deployments"]
+    check = plan_check.verdict(deployment, doc["step"], doc["check"]["memory_idle_bytes"])
+    assert check == doc["check"]
+    assert doc["plan"]["busy_target"] == 0.8
+    assert doc["backend"].startswith("pytorch_libtorch")
+    assert doc["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert sorted(n for n, m in check["models"].items() if not m["ok"]) == ["efficientnet-b0", "resnet50"]
+    assert check["memory_within_10_percent"]
+    assert placement.BUSY_TARGET < deployment["gpu_busy_pct"] / 100
 
 
 def test_the_baseline_answers_perf_analyzers_metadata_and_echoes_request_ids() -> None:
