@@ -97,22 +97,25 @@ def allowed_bytes(gpu_memory_gib: float) -> int:
 
 
 def plan(demands: list[Demand], profiles: Profiles, gpu_memory_gib: float, min_replicas: int = 1) -> list[Deployment]:
-    """The deployments (see the module docstring); a model too big for one GPU's memory is refused."""
+    """The deployments, named plan-1, plan-2, ... (see the module docstring); a model too big for one GPU's
+    memory is refused."""
     allowed = allowed_bytes(gpu_memory_gib)
     needs = sorted((need_of(d, profiles) for d in demands), key=lambda n: -n.busy)
     alone = [n for n in needs if n.busy > BUSY_TARGET * min_replicas]
     shared = [n for n in needs if n not in alone]
-    deployments = [_new(f"plan-{i + 1}", max(min_replicas, math.ceil(n.busy / BUSY_TARGET)), n, allowed)
-                   for i, n in enumerate(alone)]  # fmt: skip
+    deployments = [_new("plan", max(min_replicas, math.ceil(n.busy / BUSY_TARGET)), n, allowed) for n in alone]
     opened = math.ceil(sum(n.busy for n in shared) / (BUSY_TARGET * min_replicas))
-    pool = [Deployment(f"plan-{len(deployments) + i + 1}", min_replicas) for i in range(opened)]
+    pool = [Deployment("plan", min_replicas) for _ in range(opened)]
     for need in shared:
         fits = [d for d in pool if d.busy(need) <= BUSY_TARGET and d.memory(need) <= allowed]
         if fits:
             min(fits, key=lambda d: d.busy()).needs.append(need)
         else:
-            pool.append(_new(f"plan-{len(deployments) + len(pool) + 1}", min_replicas, need, allowed))
-    return deployments + [d for d in pool if d.needs]
+            pool.append(_new("plan", min_replicas, need, allowed))
+    planned = deployments + [d for d in pool if d.needs]
+    for i, d in enumerate(planned):
+        d.name = f"plan-{i + 1}"
+    return planned
 
 
 def _new(name: str, replicas: int, need: Need, allowed: int) -> Deployment:
