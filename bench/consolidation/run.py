@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -50,7 +51,7 @@ from model_sync.sandbox.runtime import TritonRuntime, TritonServer
 SCHEMA = "triton-platform/bench-consolidation/v1"
 ROOT = Path(__file__).resolve().parents[2]
 # What export generates for every model of (b): the flags given to `model-sync export --target cloud`.
-CONFIG = {"max_batch": 32, "preferred": (16, 32), "delay_us": 2000, "instances": 2}
+CONFIG: dict[str, Any] = {"max_batch": 32, "preferred": (16, 32), "delay_us": 2000, "instances": 2}
 # A step fails when a model is served less than this share of its offered rate. Overload shows first as
 # a p99 that grows without bound (the arrivals are open-loop); perf_analyzer's own throughput reads
 # 78-93 % of a Poisson rate a server keeps up with (seen on CPU: its windows' edges), hence the margin.
@@ -103,7 +104,8 @@ def perf_step(a: argparse.Namespace, targets: list[Target], rate: float, work: P
     with GpuSampler() as gpu:
         outputs = [(t, csv_path, p.communicate(timeout=a.window_ms / 1000 * 8 + 60)[0], p.returncode)
                    for t, csv_path, p in procs]  # fmt: skip
-    models, passed = {}, True
+    models: dict[str, dict[str, Any]] = {}
+    passed = True
     for t, csv_path, out, rc in outputs:
         if rc != 0 or not csv_path.exists():
             models[t.model] = {"error": f"perf_analyzer exit {rc}: {out.decode(errors='replace').strip()[-300:]}"}
@@ -161,7 +163,7 @@ def baseline_arm(a: argparse.Namespace, repo: Path, work: Path) -> tuple[list[Pr
         procs.append(Process(f"baseline-{name}", cmd, work / f"baseline-{name}.log", cwd=ROOT).start())
         targets.append(Target(name, f"{LOOPBACK}:{port}", "http"))
     for t, p in zip(targets, procs, strict=True):
-        wait_until(lambda t=t: http_status(f"http://{t.url}/v2/health/ready") == 200, 300,
+        wait_until(functools.partial(_answers, f"http://{t.url}/v2/health/ready"), 300,
                    what=f"baseline {t.model} ready ({p.log_path})")  # fmt: skip
     return procs, targets
 
@@ -172,9 +174,14 @@ def triton_arm(a: argparse.Namespace, repo: Path, work: Path) -> TritonServer:
                           extra_env=pytorch_backend.runtime_env({}, backends))  # fmt: skip
     server.start(timeout=120)
     for name in a.models:
-        wait_until(lambda n=name: http_status(f"{server.http_url}/v2/models/{n}/ready") == 200, 300,
+        wait_until(functools.partial(_answers, f"{server.http_url}/v2/models/{name}/ready"), 300,
                    what=f"{name} READY ({server.log_path})")  # fmt: skip
     return server
+
+
+def _answers(url: str) -> bool:
+    """Whether `url` answers 200 (a readiness endpoint)."""
+    return http_status(url) == 200
 
 
 def run_arm(a: argparse.Namespace, arm: str, repo: Path, work: Path, deadline: float) -> dict[str, Any]:
