@@ -45,9 +45,8 @@ def command_lines(text: str) -> list[tuple[int, str]]:
 
 def argv_of(line: str) -> list[str]:
     words = shlex.split(line.replace("[", " ").replace("]", " "), comments=True)
+    words = words[1:] if words[0] == "$" else words  # a shell prompt
     start = 1 if words[0] == "model-sync" or words[0].endswith("/model-sync") else 3  # python -m model_sync
-    if words[0] == "$":
-        start += 1
     return words[start:]
 
 
@@ -79,3 +78,5 @@ def test_extractor_joins_continuations_and_skips_prose_and_the_local_module() ->
     )
     assert command_lines(text) == [(3, "model-sync verify m --env e [--model-version 3]   # note")]
     assert argv_of(command_lines(text)[0][1]) == ["verify", "m", "--env", "e", "--model-version", "3"]
+    for prompt in ("$ model-sync", "$ .venv/bin/model-sync", "$ python -m model_sync"):  # a shell prompt is not a word
+        assert argv_of(f"{prompt} status --env prod") == ["status", "--env", "prod"]
