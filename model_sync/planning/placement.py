@@ -30,7 +30,7 @@ from model_sync.planning.inputs import PROFILED_BACKEND, Demand, Profile, Profil
 LOAD_TARGET = 0.8  # an instance planned at this share of its measured capacity
 # A GPU planned at most this busy: the sum of its models' GPU cost, each measured alone. Measured on one H100
 # (bench/results/): the twelve zoo models sharing one GPU met every p99 <= 80 ms at a summed cost of 0.368
-# (consolidation.json) and missed two at 0.393 (plan-check-busy80.json, p99 95 and 205 ms); 0.3 leaves a
+# (consolidation.json) and missed two at 0.393 (plan-check-busy80.json, p99 95 and 205 ms); 0.3 leaves about a
 # fifth of margin below the pass for noise and other model mixes.
 BUSY_TARGET = 0.3
 
