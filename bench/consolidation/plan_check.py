@@ -10,6 +10,7 @@ backend (`pytorch_libtorch`), and each gets its own open-loop Poisson stream at 
 (perf_analyzer over HTTP, all at once): one uncounted warm-up step, then one measured step. A deployment
 passes when the server's GPU memory, idle with every model loaded, is within 10 % of the plan's, and
 every model served >= SERVED_SHARE of its rate with its p99 within its target; the plan, when each does.
+Only on the GPU the plan's profiles were measured on: on another, nothing runs and the file records why.
 
     python3 -m bench.consolidation.plan_check --plan PLAN.json --triton-root W/triton \
         --perf-analyzer W/triton/perf/bin/perf_analyzer --out OUT/plan-check.json
@@ -92,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                            "gpu": consolidation.gpu_name(a.device), "backend": plan_doc["backend"],
                            "client": "perf_analyzer http, Poisson arrivals, one stream per model at its rate",
                            "deployments": [], "errors": []}  # fmt: skip
-    for deployment in plan_doc["deployments"]:
+    if doc["gpu"] != plan_doc["gpu"]:  # a faster GPU would pass a plan the profiled one fails
+        doc["errors"].append(f"the plan is for the {plan_doc['gpu']}, this GPU is the {doc['gpu']}: not checked")
+    for deployment in plan_doc["deployments"] if not doc["errors"] else []:
         try:
             doc["deployments"].append(check_one(a, deployment))
         except Exception as e:  # recorded
