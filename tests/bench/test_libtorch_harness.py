@@ -202,6 +202,21 @@ def test_the_first_plan_check_missed_two_p99s_above_the_busy_target_the_planner_
     assert placement.BUSY_TARGET < deployment["gpu_busy_pct"] / 100
 
 
+def test_a_plan_is_checked_only_on_the_gpu_it_was_profiled_on(tmp_path: Path) -> None:
+    """plan_check on another device serves nothing and records why: a faster GPU would pass a plan the
+    profiled one fails."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(result("plan-check-busy80.json")["plan"]))
+    out = tmp_path / "plan-check.json"
+    argv = ["--plan", str(plan), "--triton-root", str(tmp_path / "none"), "--perf-analyzer", "none",
+            "--out", str(out), "--work", str(tmp_path / "work"), "--device", "cpu"]  # fmt: skip
+    assert plan_check.main(argv) == 1
+    doc = json.loads(out.read_text())
+    assert doc["errors"] == [f"the plan is for the NVIDIA H100 80GB HBM3, this GPU is the {doc['gpu']}: not checked"]
+    assert doc["deployments"] == []
+    assert doc["check"] == {"rates_met": False, "memory_within_10_percent": False}
+
+
 def test_the_baseline_answers_perf_analyzers_metadata_and_echoes_request_ids() -> None:
     pages = describe("m", (3, 4), (1, 10))
     assert json.loads(pages["/v2/models/m"])["inputs"][0]["shape"] == [1, 3, 4]
