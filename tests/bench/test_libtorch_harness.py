@@ -168,6 +168,21 @@ def test_each_models_profile_is_its_best_passing_step_and_its_server_is_planned_
         assert f"| {name} | {m['bytes_per_instance'] / 2**20:,.0f} | {best['throughput']:,.1f}" in text, name
 
 
+def test_a_repeated_profile_holds_its_memory_and_the_docs_state_how_far_its_best_rate_moved() -> None:
+    """model-profiles-repeat.json, six models profiled again on another H100: memory byte for byte the
+    same, the best rate not; docs/gpu-benchmark.md's range is computed from the two files."""
+    first, again = result("model-profiles.json"), result("model-profiles-repeat.json")
+    assert again["gpu"] == first["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert again["config"] == first["config"]
+    moves = []
+    for name, m in again["models"].items():
+        keys = ("bytes_per_instance", "gpu_memory_idle_mib")
+        assert [m[k] for k in keys] == [first["models"][name][k] for k in keys], name
+        moves.append(m["best"]["throughput"] / first["models"][name]["best"]["throughput"] - 1)
+    text = (ROOT / "docs" / "gpu-benchmark.md").read_text()
+    assert f"moved from {min(moves) * 100:.0f} % to +{max(moves) * 100:.0f} %" in text
+
+
 def test_the_plan_check_passes_only_with_every_rate_in_its_p99_and_the_memory_within_ten_percent() -> None:
     """bench.consolidation.plan_check's verdict on one measured step: a model served under its rate's share,
     or over its p99 target, fails the rates; memory is the plan's against the server's idle."""
