@@ -22,12 +22,14 @@ DEMAND_KEYS = ("rate", "p99Ms")  # models.<name>: both required, nothing else
 
 @dataclass(frozen=True)
 class Point:
-    """One measured step of one instance: the offered rate, what it served, its p99, the GPU's busy %."""
+    """One measured step of one instance: the offered rate, what it served, its p99, the GPU's busy %, and
+    whether it served the profile's share of its rate (a step that did not is a failure at any target)."""
 
     rate: float
     throughput: float
     p99_ms: float
     gpu_util_pct: float
+    served: bool
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class Profile:
 
     model: str
     bytes_per_instance: int
-    points: tuple[Point, ...]  # the steps that served >= the profile's served share of their rate
+    points: tuple[Point, ...]  # every measured step, by rate
     complete: bool  # the search found a failing rate above its best: the best is not a lower bound
 
 
@@ -71,11 +73,7 @@ def read_profiles(path: Path) -> Profiles:
         share = float(doc["served_share"])
         models = {}
         for name, m in doc["models"].items():
-            points = tuple(
-                Point(float(p["rate"]), float(p["throughput"]), float(p["p99_ms"]), float(p["gpu_util_pct"] or 0.0))
-                for p in m["curve"]
-                if p.get("throughput") is not None and p["throughput"] >= share * p["rate"]
-            )
+            points = tuple(sorted((_point(p, share) for p in m["curve"]), key=lambda p: p.rate))
             models[name] = Profile(name, int(m["bytes_per_instance"]), points, bool(m["complete"]))
         backend = str(doc["backend"])
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -85,6 +83,13 @@ def read_profiles(path: Path) -> Profiles:
     if not backend.startswith(PROFILED_BACKEND):
         raise _fail(path, f"backend {backend!r}", f"profiles served by {PROFILED_BACKEND} (the memory plan's backend)")
     return Profiles(str(doc["gpu"]), backend, share, models)
+
+
+def _point(step: dict[str, Any], share: float) -> Point:
+    """A curve's step; one perf_analyzer could not measure (no throughput) served nothing."""
+    served = step["throughput"] is not None and step["throughput"] >= share * step["rate"]
+    p99 = float("inf") if step["p99_ms"] is None else float(step["p99_ms"])
+    return Point(float(step["rate"]), float(step["throughput"] or 0.0), p99, float(step["gpu_util_pct"] or 0.0), served)
 
 
 def read_demand(path: Path) -> list[Demand]:

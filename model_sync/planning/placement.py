@@ -1,9 +1,10 @@
 """Deployments for a set of models from their measured profiles (model_sync/planning/inputs.py).
 
 Per model, from its profile measured alone on one instance: the **capacity** of one instance at the
-model's p99 target is the highest throughput of a measured step whose p99 met the target (and that
-served its offered rate); the GPU share that step kept busy, per request, is its **GPU cost**. A model
-whose target no measured step met is refused (exit 4), naming it and the lowest p99 measured.
+model's p99 target is the highest throughput of the steps, from the lowest rate up, that met the target
+(and served their offered rate) before the first that did not; the GPU share that step kept busy, per
+request, is its **GPU cost**. A model whose lowest measured rate already missed its target is refused
+(exit 4), naming it and that step's p99.
 
 Models are then placed, largest GPU cost first. A model busier than BUSY_TARGET of one GPU gets a
 deployment of its own with as many replicas (one GPU each) as its cost needs; the others share: as many
@@ -19,6 +20,7 @@ from the plan's GPU check (docs/model-sync.md#plan), not from what one GPU could
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -80,10 +82,13 @@ def need_of(demand: Demand, profiles: Profiles) -> Need:
     if profile is None:
         raise errors.SyncError(errors.USAGE, f"plan: model {demand.model}: no profile; allowed: one of "
                                              f"{', '.join(sorted(profiles.models))}")  # fmt: skip
-    met = [p for p in profile.points if p.p99_ms <= demand.p99_ms]
+    # The steps from the lowest rate up to the first that missed the target (or its rate): a step that met
+    # it above one that missed is not read as capacity (near the knee one step's p99 is chance).
+    met = list(itertools.takewhile(lambda p: p.served and p.p99_ms <= demand.p99_ms, profile.points))
     if not met:
-        low = min(profile.points, key=lambda p: p.p99_ms, default=None)
-        seen = f"the lowest p99 measured is {low.p99_ms:g} ms at {low.rate:g} req/s" if low else "no step served"
+        first = profile.points[0] if profile.points else None
+        seen = (f"its lowest rate measured, {first.rate:g} req/s, took p99 {first.p99_ms:g} ms"
+                f"{'' if first.served else ' and was not served'}" if first else "no step measured")  # fmt: skip
         raise errors.SyncError(errors.REFUSED, f"plan: model {demand.model}: no measured step of one instance meets "
                                                f"p99 {demand.p99_ms:g} ms ({seen}); allowed: a p99 target the "
                                                "profile met, or a profile measured at lower rates")  # fmt: skip
