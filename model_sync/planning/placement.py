@@ -6,8 +6,8 @@ model's p99 target is the highest throughput of the steps, from the lowest rate 
 request, is its **GPU cost**. A model whose lowest measured rate already missed its target is refused
 (exit 4), naming it and that step's p99.
 
-Models are then placed, largest GPU cost first. A model busier than BUSY_TARGET of one GPU gets a
-deployment of its own with as many replicas (one GPU each) as its cost needs; the others share: as many
+Models are then placed, largest GPU cost first. A model busier than BUSY_TARGET of --min-replicas GPUs
+gets a deployment of its own with as many replicas (one GPU each) as its cost needs; the others share: as many
 deployments as their summed cost needs at BUSY_TARGET (at least one), each model into the least busy of
 them where each replica's GPU stays within BUSY_TARGET and its planned memory (model_sync/admission/
 gpu_plan.py: the server process, each instance) within the GPU's allowance, or into a new one. Every
