@@ -183,7 +183,7 @@ def check_replica_fit(groups: Mapping[str, NodeGroupConfig], tritons: tuple[Trit
                 per = (
                     f"for the {count} replicas sharing its GPUs ({group.sharing.describe()})"
                     if count > 1
-                    else ("per replica")
+                    else "per replica"
                 )
                 raise ConfigError(
                     f"{config_key('tritonDeployments')}.{t.name}.{field_name}",
