@@ -3,7 +3,8 @@ hold what the plan says, and does every model get its rate within its p99 target
 
 Input: the plan's JSON (`model-sync plan --output json`, from the profiles of bench.consolidation.profile
 and a demand file) whose deployments have one replica each: each deployment is what one GPU serves, and
-they are checked one after the other on the one GPU. Of a deployment, each model is exported by
+they are checked one after the other on the one GPU (the whole plan --passes times, each deployment on a
+fresh server every time). Of a deployment, each model is exported by
 `model-sync export --target cloud` with the plan's instance count (the profiles' config otherwise: max
 batch 32, preferred 16 and 32, 2 ms queue delay), all are served by one tritonserver on Triton's PyTorch
 backend (`pytorch_libtorch`), and each gets its own open-loop Poisson stream at its declared rate
@@ -32,7 +33,8 @@ from bench.consolidation import run as consolidation
 from bench.serving.instruments import log, process_gpu_bytes
 from model_sync.sandbox.procs import LOOPBACK
 
-SCHEMA = "triton-platform/bench-plan-check/v2"  # v1: a plan of one deployment, its step and check at the top
+# v1: a plan of one deployment, its step and check at the top; v2: each deployment once, no `pass`
+SCHEMA = "triton-platform/bench-plan-check/v3"
 MEMORY_TOLERANCE = 0.10
 
 
@@ -54,16 +56,18 @@ def verdict(deployment: dict[str, Any], step: dict[str, Any], idle_bytes: int | 
             "gpu_util_pct": step["gpu_util_pct"]}  # fmt: skip
 
 
-def check_one(a: argparse.Namespace, deployment: dict[str, Any]) -> dict[str, Any]:
-    """One deployment on one tritonserver: export its models, serve them, measure their planned rates."""
+def check_one(a: argparse.Namespace, deployment: dict[str, Any], number: int) -> dict[str, Any]:
+    """One deployment on a fresh tritonserver: export its models (once, for every pass), serve them,
+    measure their planned rates."""
     work = a.work / deployment["name"]
     repo = work / "repository"
-    repo.mkdir(parents=True)
     instances = {m["model"]: m["instances"] for m in deployment["models"]}
     one = argparse.Namespace(**{**vars(a), "models": list(instances),
                                 "p99_ms": max(m["p99_ms"] for m in deployment["models"])})  # fmt: skip
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda n: profile.export_one(n, repo, a.instance_kind, instances[n]), instances))
+    if not repo.is_dir():
+        repo.mkdir(parents=True)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda n: profile.export_one(n, repo, a.instance_kind, instances[n]), instances))
     before = process_gpu_bytes(None) if a.device == "cuda" else 0
     server = consolidation.triton_arm(one, repo, work)
     try:
@@ -75,14 +79,15 @@ def check_one(a: argparse.Namespace, deployment: dict[str, Any]) -> dict[str, An
     finally:
         server.stop()
     check = verdict(deployment, step, idle)
-    log(f"{deployment['name']}: {json.dumps({k: v for k, v in check.items() if k != 'models'})}")
-    return {"name": deployment["name"], "warmup": warmup, "step": step, "check": check}
+    log(f"{deployment['name']} pass {number}: {json.dumps({k: v for k, v in check.items() if k != 'models'})}")
+    return {"name": deployment["name"], "pass": number, "warmup": warmup, "step": step, "check": check}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = consolidation.server_parser("bench.consolidation.plan_check", __doc__, "/tmp/bench-plan-check")
     p.add_argument("--plan", type=Path, required=True, help="model-sync plan --output json, one replica a deployment")
     p.add_argument("--window-ms", type=int, default=2500, help="perf_analyzer's measurement window (3 per step)")
+    p.add_argument("--passes", type=int, default=1, help="check the whole plan this many times, a fresh server each")
     a = p.parse_args(argv)
     plan_doc = json.loads(a.plan.read_text())
     if any(d["replicas"] != 1 for d in plan_doc["deployments"]):
@@ -95,15 +100,16 @@ def main(argv: list[str] | None = None) -> int:
                            "deployments": [], "errors": []}  # fmt: skip
     if doc["gpu"] != plan_doc["gpu"]:  # a faster GPU would pass a plan the profiled one fails
         doc["errors"].append(f"the plan is for the {plan_doc['gpu']}, this GPU is the {doc['gpu']}: not checked")
-    for deployment in plan_doc["deployments"] if not doc["errors"] else []:
+    runs = [(n, d) for n in range(1, a.passes + 1) for d in plan_doc["deployments"]] if not doc["errors"] else []
+    for number, deployment in runs:
         try:
-            doc["deployments"].append(check_one(a, deployment))
+            doc["deployments"].append(check_one(a, deployment, number))
         except Exception as e:  # recorded
-            doc["errors"].append(f"{deployment['name']}: {type(e).__name__}: {str(e)[:600]}")
+            doc["errors"].append(f"{deployment['name']} pass {number}: {type(e).__name__}: {str(e)[:600]}")
             log(f"!! {e}")
         consolidation.write_result(a.out, doc)  # what was measured survives a run cut short
     checks = [d["check"] for d in doc["deployments"]]
-    complete = len(checks) == len(plan_doc["deployments"])
+    complete = len(checks) == len(runs) > 0
     doc["check"] = {"rates_met": complete and all(c["rates_met"] for c in checks),
                     "memory_within_10_percent": complete and all(c["memory_within_10_percent"] for c in checks)}  # fmt: skip
     return consolidation.write_result(a.out, doc)

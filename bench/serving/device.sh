@@ -11,7 +11,7 @@
 # memory-plan.json); CONSOLIDATION=1 the consolidation benchmark (bench.consolidation.run,
 # consolidation.json); PROFILES=1 each model's profile alone (bench.consolidation.profile,
 # model-profiles.json); PLAN_CHECK=FILE serves a model-sync plan as planned (bench.consolidation.plan_check,
-# plan-check.json); FORMATS=torchscript,pt2 exports every variant in each format and writes
+# plan-check.json; PLAN_CHECK_ARGS="--passes 2" checks it twice); FORMATS=torchscript,pt2 exports every variant in each format and writes
 # serving-formats.json; ORT_PARTS=DIR installs onnxruntime-gpu from the parts of bench/serving/.dist-ort/
 # copied into DIR, for BACKEND=python's ONNX wrapper.)
 # Results land in $OUT (serving.json, warmup-gpu.json + logs); copy them to bench/results/ and run
@@ -119,7 +119,7 @@ fi
 if [[ -n "${PLAN_CHECK:-}" ]]; then
   PYTHONPATH="$PWD:$W/exsite" timeout "${PLAN_CHECK_TIMEOUT_S:-300}" python3 -m bench.consolidation.plan_check \
     --plan "$PLAN_CHECK" --triton-root "$W/triton" --perf-analyzer "$PA" --out "$OUT/plan-check.json" \
-    || status=$?
+    ${PLAN_CHECK_ARGS:-} || status=$?
 fi
 # Warm-up on the GPU: the first requests after a hot reload with model_warmup against without
 # (bench/warmup/run.py; KIND_GPU, max batch 32, warm-up at batch 1 and 16).

@@ -8,6 +8,7 @@ GPU-hour the user gives (--gpu-hour-usd): prices differ per region and change, s
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 from model_sync import errors
 from model_sync.environments import MAX_GPU_MEMORY_GIB
-from model_sync.planning import inputs, placement
+from model_sync.planning import choice, inputs, placement
 
 SCHEMA = "triton-platform/model-sync-plan/v1"
 HOURS_PER_MONTH = 730  # the month of AWS's on-demand prices and its pricing calculator
@@ -52,11 +53,22 @@ def to_json(deployments: list[placement.Deployment], profiles: inputs.Profiles, 
             {"name": d.name, "replicas": d.replicas, "gpu_busy_pct": round(100 * d.busy(), 1),
              "memory_bytes": d.memory(), "memory_allowed_bytes": allowed,
              "models": [{"model": n.demand.model, "rate": n.demand.rate, "p99_ms": n.demand.p99_ms,
-                         "instances": n.instances(d.replicas), "instance_capacity": round(n.capacity, 1),
+                         "instances": d.instances(n), "instance_capacity": round(n.capacity, 1),
                          "profile_complete": n.profile.complete} for n in d.needs]}
             for d in deployments
         ],
     }  # fmt: skip
+
+
+def kind_rows(kept: choice.Outcome, outcomes: list[choice.Outcome]) -> list[dict[str, Any]]:
+    """Each GPU kind weighed (when profiles of more than one were given): its plan's GPUs and cost, or why
+    it was refused, and which was kept."""
+    return [
+        {"gpu": o.kind.profiles.gpu, "gpu_memory_gib": o.kind.memory_gib, "gpu_hour_usd": o.kind.hour_usd,
+         "gpus": None if o.refused else o.gpus, "monthly_usd": None if o.refused else monthly_usd(o.gpus, o.kind.hour_usd),
+         "refused": o.refused, "chosen": o is kept}
+        for o in outcomes
+    ]  # fmt: skip
 
 
 def text_lines(doc: dict[str, Any]) -> list[str]:
@@ -71,25 +83,36 @@ def text_lines(doc: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"cost: {doc['gpus']} GPU(s) x ${doc['gpu_hour_usd']:g} a GPU-hour x {HOURS_PER_MONTH} h = "
                      f"${doc['monthly_usd']:,.2f} a month on demand")  # fmt: skip
+    for k in doc.get("kinds", []):
+        what = (f"refused: {k['refused'].removeprefix('plan: ')}" if k["refused"] else f"{k['gpus']} GPU(s)"
+                + ("" if k["monthly_usd"] is None else f", ${k['monthly_usd']:,.2f} a month"))  # fmt: skip
+        lines.append(f"kind {k['gpu']} ({k['gpu_memory_gib']:g} GiB): {what}{' (kept)' if k['chosen'] else ''}")
     return lines
 
 
-def command(profiles_path: Path, demand_path: Path, gpu_memory_gib: float, min_replicas: int,
-            gpu_hour_usd: float | None, output: str) -> None:  # fmt: skip
-    """`model-sync plan`: read both files, plan, print the plan (text lines, or one JSON document)."""
-    if (
-        not 0 < gpu_memory_gib <= MAX_GPU_MEMORY_GIB
-        or min_replicas < 1
-        or (gpu_hour_usd is not None and gpu_hour_usd <= 0)
-    ):
-        raise errors.usage(
-            f"plan: --gpu-memory-gib {gpu_memory_gib:g} / --min-replicas {min_replicas} / --gpu-hour-usd "
-            f"{gpu_hour_usd}; allowed: a GPU memory in (0, {MAX_GPU_MEMORY_GIB}] GiB, at least 1 replica and a "
-            "positive price"
-        )
-    profiles = inputs.read_profiles(profiles_path)
-    deployments = placement.plan(inputs.read_demand(demand_path), profiles, gpu_memory_gib, min_replicas)
-    doc = to_json(deployments, profiles, gpu_memory_gib, min_replicas, gpu_hour_usd)
+def command(profiles_paths: list[Path], demand_path: Path, gpu_memory_gib: list[float], min_replicas: int,
+            gpu_hour_usd: list[float], output: str) -> None:  # fmt: skip
+    """`model-sync plan`: read the files, plan each GPU kind, print the kept plan (text lines, or one JSON
+    document), with every kind weighed when there are several."""
+    counts = (len(profiles_paths), len(gpu_memory_gib), len(gpu_hour_usd))
+    if counts[1] != counts[0] or counts[2] not in (0, counts[0]):
+        raise errors.usage(f"plan: {counts[0]} --profiles, {counts[1]} --gpu-memory-gib, {counts[2]} --gpu-hour-usd; "
+                           "allowed: one --gpu-memory-gib per --profiles (its GPU kind), and one --gpu-hour-usd "
+                           "per --profiles or none")  # fmt: skip
+    for memory, price in itertools.zip_longest(gpu_memory_gib, gpu_hour_usd):
+        if not 0 < memory <= MAX_GPU_MEMORY_GIB or min_replicas < 1 or (price is not None and price <= 0):
+            raise errors.usage(
+                f"plan: --gpu-memory-gib {memory:g} / --min-replicas {min_replicas} / --gpu-hour-usd "
+                f"{price}; allowed: a GPU memory in (0, {MAX_GPU_MEMORY_GIB}] GiB, at least 1 replica and a "
+                "positive price"
+            )
+    demands = inputs.read_demand(demand_path)
+    kinds = [choice.Kind(inputs.read_profiles(path), memory, price) for path, memory, price
+             in itertools.zip_longest(profiles_paths, gpu_memory_gib, gpu_hour_usd)]  # fmt: skip
+    kept, outcomes = choice.choose(demands, kinds, min_replicas)
+    doc = to_json(list(kept.deployments), kept.kind.profiles, kept.kind.memory_gib, min_replicas, kept.kind.hour_usd)
+    if len(outcomes) > 1:
+        doc["kinds"] = kind_rows(kept, outcomes)
     print(json.dumps(doc, indent=2, sort_keys=True) if output == "json" else "\n".join(text_lines(doc)))
 
 

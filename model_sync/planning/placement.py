@@ -12,7 +12,8 @@ deployments as their summed cost needs at BUSY_TARGET (at least one), each model
 them where each replica's GPU stays within BUSY_TARGET and its planned memory (model_sync/admission/
 gpu_plan.py: the server process, each instance) within the GPU's allowance, or into a new one. Every
 deployment has at least --min-replicas replicas, and each replica runs, of each of its models, enough
-instances for that model's rate over the replicas at LOAD_TARGET of an instance's capacity.
+instances for that model's rate over the replicas at LOAD_TARGET of an instance's capacity, and at least
+SHARED_MIN_INSTANCES of each model where models share the GPU.
 
 The prediction sums costs measured alone, and models sharing a GPU contend for it: BUSY_TARGET is set
 from the plan's GPU check (docs/model-sync.md#plan), not from what one GPU could hold alone.
@@ -35,6 +36,12 @@ LOAD_TARGET = 0.8  # an instance planned at this share of its measured capacity
 # (consolidation.json) and missed two at 0.393 (plan-check-busy80.json, p99 95 and 205 ms); 0.3 leaves about a
 # fifth of margin below the pass for noise and other model mixes.
 BUSY_TARGET = 0.3
+# Instances of each model on a GPU that models share: with one, a model's requests wait behind its own batch
+# while the other models' kernels stretch it. Measured on one H100 (bench/results/): the twelve models at two
+# instances each met every p99 at a summed cost of 0.368 (consolidation.json); at one instance each, resnet50
+# missed 80 ms at 0.393 (plan-check-busy80.json, 94.7 ms) and again beside six models at 0.196 predicted,
+# 31 % busy measured (plan-check-one-instance.json, 100.7 ms).
+SHARED_MIN_INSTANCES = 2
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,18 @@ class Deployment:
         """One replica's GPU busy fraction (the models' costs, their rates split over the replicas)."""
         return sum(n.busy for n in [*self.needs, *([extra] if extra else [])]) / self.replicas
 
+    def instances(self, need: Need, extra: Need | None = None) -> int:
+        """Instances of `need`'s model on each replica (with `extra` placed too): its rate's, and at least
+        SHARED_MIN_INSTANCES where models share the GPU."""
+        shared = len(self.needs) + (extra is not None) > 1
+        return max(need.instances(self.replicas), SHARED_MIN_INSTANCES if shared else 1)
+
     def memory(self, extra: Need | None = None) -> int:
         """One replica's planned GPU memory: gpu_plan's plan of its models' instances (Triton's PyTorch
         backend, the profiles' backend: the server process once, then each instance)."""
         needs = [*self.needs, *([extra] if extra else [])]
         planned = [gpu_plan.Need(n.demand.model, n.demand.model, n.profile.bytes_per_instance,
-                                 ({"kind": "KIND_GPU", "count": n.instances(self.replicas), "gpus": []},),
+                                 ({"kind": "KIND_GPU", "count": self.instances(n, extra), "gpus": []},),
                                  backend=PROFILED_BACKEND) for n in needs]  # fmt: skip
         # the card's size does not enter `planned` (the sum); what it allows is checked by plan()
         card = DeploymentGpu(self.name, "plan", MAX_GPU_MEMORY_GIB, tuple(n.demand.model for n in needs))

@@ -71,7 +71,8 @@ def test_a_plan_is_written_as_the_stack_parser_reads_it_and_only_its_deployments
     assert stack.stat().st_mode == mode  # replaced, not recreated with the temporary file's 0600
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"wrote 1 planned deployment(s) to {stack} (node group gpu-h100)"
-    assert "resnet18: model-sync export ... --instance-count 1" in lines
+    resnet18 = next(m for m in planned["models"] if m["model"] == "resnet18")
+    assert f"resnet18: model-sync export ... --instance-count {resnet18['instances']}" in lines
 
 
 def test_dry_run_prints_the_diff_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ within the GPU's busy and memory targets, and what cannot be planned is one line
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -17,7 +18,7 @@ import yaml
 from model_sync import errors
 from model_sync.admission import gpu_plan
 from model_sync.environments import DeploymentGpu
-from model_sync.planning import document, inputs, placement
+from model_sync.planning import choice, document, inputs, placement
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILES = ROOT / "bench" / "results" / "model-profiles.json"
@@ -73,8 +74,9 @@ def test_the_twelve_models_share_as_few_gpus_as_their_summed_cost_needs_balanced
     assert max(busy) - min(busy) < 5  # each model onto the least busy GPU: balanced, not first-fit
     for d in doc["deployments"]:
         assert d["replicas"] == 1
-        for m in d["models"]:  # 100 req/s at 80 % of each instance's capacity
-            assert m["instances"] == math.ceil(100 / (m["instance_capacity"] * placement.LOAD_TARGET)), m
+        for m in d["models"]:  # 100 req/s at 80 % of each instance's capacity, at least two where models share
+            at_rate = math.ceil(100 / (m["instance_capacity"] * placement.LOAD_TARGET))
+            assert m["instances"] == max(at_rate, placement.SHARED_MIN_INSTANCES) == 2, m
         # The memory is gpu_plan's own plan of those instances, on the same allowance push and promote check.
         needs = [gpu_plan.Need(m["model"], m["model"], profiles.models[m["model"]].bytes_per_instance,
                                ({"kind": "KIND_GPU", "count": m["instances"], "gpus": []},), backend="pytorch_libtorch")
@@ -98,9 +100,14 @@ def test_a_model_busier_than_one_gpu_gets_replicas_and_the_rest_are_packed_besid
     assert all(d.busy() <= placement.BUSY_TARGET for d in deployments)
     assert all(d.memory() <= 80 * (1 << 30) * gpu_plan.HEADROOM for d in deployments)
     assert sorted(n.demand.model for d in deployments for n in d.needs) == ["mlp-small", "resnet34", "squeezenet"]
-    assert heavy.instances(first.replicas) == math.ceil(
-        3000 / first.replicas / (heavy.capacity * placement.LOAD_TARGET)
+    assert first.needs == [heavy]  # alone on its GPUs: the instances its rate needs, as profiled
+    assert (
+        first.instances(heavy)
+        == heavy.instances(first.replicas)
+        == math.ceil(3000 / first.replicas / (heavy.capacity * placement.LOAD_TARGET))
     )
+    (shared,) = deployments[1:]
+    assert all(shared.instances(n) >= placement.SHARED_MIN_INSTANCES for n in shared.needs)
 
 
 def test_a_target_no_measured_step_met_is_refused_naming_the_model(tmp_path: Path) -> None:
@@ -154,3 +161,61 @@ def test_the_monthly_cost_is_every_planned_gpu_all_month_at_the_given_price(tmp_
     )
     unpriced = _cli("--demand", str(demand), "--gpu-memory-gib", "80").stdout.splitlines()
     assert unpriced[-1] == "cost: not computed; give --gpu-hour-usd, the on-demand price of one GPU-hour"
+
+
+def _kind(gpu: str, memory_gib: float, hour_usd: float | None) -> choice.Kind:
+    """The real profiles as measured, relabelled as another GPU kind: the choice compares plans, not GPUs."""
+    return choice.Kind(dataclasses.replace(inputs.read_profiles(PROFILES), gpu=gpu), memory_gib, hour_usd)
+
+
+def test_of_several_gpu_kinds_the_cheapest_plan_a_month_is_kept_and_every_kind_is_listed() -> None:
+    """With profiles of several kinds, each is planned on its own memory; the cheapest a month wins (the
+    fewest GPUs without prices), a kind that cannot plan is left out with its reason, never chosen."""
+    demands = [inputs.Demand("resnet34", 3000, 80), inputs.Demand("squeezenet", 300, 80)]
+    dear, cheap = _kind("A", 80, 9.0), _kind("B", 80, 3.0)
+    kept, outcomes = choice.choose(demands, [dear, cheap], 1)
+    assert (kept.kind, [o.kind for o in outcomes]) == (cheap, [dear, cheap])
+    assert kept.gpus == outcomes[0].gpus > 1  # the same profiles plan the same GPUs: the price decides
+    unpriced, _ = choice.choose(demands, [_kind("A", 80, None), _kind("B", 80, None)], 1)
+    assert unpriced.kind.profiles.gpu == "A"  # a tie goes to the kind given first
+    small = _kind("S", 0.5, 0.1)  # too little memory for resnet34's instances
+    kept, outcomes = choice.choose(demands, [small, dear], 1)
+    assert kept.kind == dear
+    assert (outcomes[0].refused or "").startswith("plan: model resnet34: ")
+    with pytest.raises(errors.SyncError, match=r"^plan: no GPU kind plans every model: S: model resnet34: .* \| T: "):
+        choice.choose(demands, [small, _kind("T", 0.5, 0.1)], 1)
+
+
+def test_the_cli_lists_every_kind_weighed_and_refuses_mismatched_kind_options(tmp_path: Path) -> None:
+    """`--profiles`/`--gpu-memory-gib`/`--gpu-hour-usd` once per kind: the kinds weighed are in the text and
+    the JSON; options that do not pair up, or two files of one GPU, are one usage line."""
+    demand = str(_demand(tmp_path, {"resnet18": {"rate": 100, "p99Ms": 80}}))
+    repeat = str(ROOT / "bench" / "results" / "model-profiles-repeat.json")  # measured on the same H100
+    done = _cli("--demand", demand, "--gpu-memory-gib", "80", "--profiles", repeat, "--gpu-memory-gib", "80")
+    assert done.returncode == errors.USAGE
+    assert done.stderr.strip() == (
+        "model-sync: plan: --profiles of the same GPU twice (NVIDIA H100 80GB HBM3, NVIDIA H100 80GB HBM3); "
+        "allowed: one profiles file per GPU kind"
+    )
+    done = _cli("--demand", demand, "--gpu-memory-gib", "80", "--profiles", repeat, "--gpu-hour-usd", "3")
+    assert done.returncode == errors.USAGE
+    assert done.stderr.strip().startswith("model-sync: plan: 2 --profiles, 1 --gpu-memory-gib, 1 --gpu-hour-usd; ")
+    one = _cli("--demand", demand, "--gpu-memory-gib", "80", "--output", "json")
+    assert "kinds" not in json.loads(one.stdout)  # one kind: nothing weighed
+    rows = document.kind_rows(*choice.choose([inputs.Demand("resnet18", 100, 80)], [_kind("A", 80, 2.0)], 1))
+    assert rows == [{"gpu": "A", "gpu_memory_gib": 80, "gpu_hour_usd": 2.0, "gpus": 1, "monthly_usd": 1460.0,
+                     "refused": None, "chosen": True}]  # fmt: skip
+    text = document.text_lines({**json.loads(one.stdout), "kinds": rows})
+    assert text[-1] == "kind A (80 GiB): 1 GPU(s), $1,460.00 a month (kept)"
+
+
+def test_the_documented_plan_is_what_the_command_prints() -> None:
+    """docs/model-sync.md#plan shows the twelve models' plan: its lines are the command's output today."""
+    text = (ROOT / "docs" / "model-sync.md").read_text()
+    block = text[text.index("```\nmodel-sync plan --profiles bench/results/model-profiles.json") + 4 :]
+    command, *printed = block[: block.index("```")].strip().splitlines()
+    argv = command.split()[2:]
+    done = subprocess.run([sys.executable, "-m", "model_sync", "plan", *argv],
+                          capture_output=True, text=True, cwd=ROOT, check=False)  # fmt: skip
+    assert done.returncode == errors.OK, done.stderr
+    assert done.stdout.splitlines() == printed

@@ -1,0 +1,63 @@
+"""Which GPU kind a plan is for, when models were profiled on several (`model-sync plan` with --profiles,
+--gpu-memory-gib and --gpu-hour-usd once per kind): each kind is planned on its own profiles and memory
+(model_sync/planning/placement.py), and the plan kept is the cheapest a month when every kind has a price,
+else the one of fewest GPUs; a tie goes to the kind given first. A kind whose plan is refused (a target its
+profiles never met, a model too big for its memory) is left out with its reason; when every kind is
+refused, so is the plan, in one line naming each kind's reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from model_sync import errors
+from model_sync.planning import inputs, placement
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One GPU kind: the models' profiles measured on it, its memory, and its on-demand GPU-hour price."""
+
+    profiles: inputs.Profiles
+    memory_gib: float
+    hour_usd: float | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One kind's plan, or why it was refused."""
+
+    kind: Kind
+    deployments: tuple[placement.Deployment, ...]
+    refused: str | None
+
+    @property
+    def gpus(self) -> int:
+        return sum(d.replicas for d in self.deployments)
+
+
+def choose(demands: list[inputs.Demand], kinds: list[Kind], min_replicas: int) -> tuple[Outcome, list[Outcome]]:
+    """The kept plan and every kind's outcome (in the order given); refused when no kind plans."""
+    names = [k.profiles.gpu for k in kinds]
+    if len(set(names)) < len(names):
+        raise errors.usage(f"plan: --profiles of the same GPU twice ({', '.join(names)}); allowed: one profiles "
+                           "file per GPU kind")  # fmt: skip
+    outcomes = [_outcome(demands, k, min_replicas) for k in kinds]
+    planned = [o for o in outcomes if o.refused is None]
+    if not planned:
+        if len(kinds) == 1:
+            raise errors.SyncError(errors.REFUSED, outcomes[0].refused or "")
+        raise errors.SyncError(errors.REFUSED, "plan: no GPU kind plans every model: " + " | ".join(
+            f"{o.kind.profiles.gpu}: {(o.refused or '').removeprefix('plan: ')}" for o in outcomes))  # fmt: skip
+    priced = all(k.hour_usd is not None for k in kinds)
+    kept = min(planned, key=lambda o: (o.gpus * (o.kind.hour_usd or 0) if priced else o.gpus, outcomes.index(o)))
+    return kept, outcomes
+
+
+def _outcome(demands: list[inputs.Demand], kind: Kind, min_replicas: int) -> Outcome:
+    try:
+        return Outcome(kind, tuple(placement.plan(demands, kind.profiles, kind.memory_gib, min_replicas)), None)
+    except errors.SyncError as e:
+        if e.code != errors.REFUSED:
+            raise
+        return Outcome(kind, (), str(e))
