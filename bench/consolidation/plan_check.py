@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plan", type=Path, required=True, help="model-sync plan --output json, one replica a deployment")
     p.add_argument("--window-ms", type=int, default=2500, help="perf_analyzer's measurement window (3 per step)")
     p.add_argument("--passes", type=int, default=1, help="check the whole plan this many times, a fresh server each")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="check these planned deployments only (default: all)")
     a = p.parse_args(argv)
     plan_doc = json.loads(a.plan.read_text())
     if any(d["replicas"] != 1 for d in plan_doc["deployments"]):
@@ -100,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
                            "deployments": [], "errors": []}  # fmt: skip
     if doc["gpu"] != plan_doc["gpu"]:  # a faster GPU would pass a plan the profiled one fails
         doc["errors"].append(f"the plan is for the {plan_doc['gpu']}, this GPU is the {doc['gpu']}: not checked")
-    runs = [(n, d) for n in range(1, a.passes + 1) for d in plan_doc["deployments"]] if not doc["errors"] else []
+    chosen = [d for d in plan_doc["deployments"] if a.only is None or d["name"] in a.only]
+    if not chosen:
+        p.error(
+            f"--only {' '.join(a.only)}: no such deployment; allowed: {', '.join(d['name'] for d in plan_doc['deployments'])}"
+        )
+    doc["checked"] = [d["name"] for d in chosen]
+    runs = [(n, d) for n in range(1, a.passes + 1) for d in chosen] if not doc["errors"] else []
     for number, deployment in runs:
         try:
             doc["deployments"].append(check_one(a, deployment, number))
