@@ -283,6 +283,22 @@ def test_a_plan_is_checked_only_on_the_gpu_it_was_profiled_on(tmp_path: Path) ->
     assert doc["check"] == {"rates_met": False, "memory_within_10_percent": False}
 
 
+def test_only_names_planned_deployments_and_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plan_check --only: the deployments it checks are recorded (`checked`), so a partial check never reads
+    as the whole plan's; a name the plan lacks is a usage error naming the planned ones."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(result("plan-check.json")["plan"]))
+    out = tmp_path / "plan-check.json"
+    argv = ["--plan", str(plan), "--triton-root", str(tmp_path / "none"), "--perf-analyzer", "none",
+            "--out", str(out), "--work", str(tmp_path / "work"), "--device", "cpu", "--passes", "2"]  # fmt: skip
+    assert plan_check.main([*argv, "--only", "plan-2"]) == 1  # not the plan's GPU: nothing served
+    assert json.loads(out.read_text())["checked"] == ["plan-2"]
+    with pytest.raises(SystemExit) as stop:
+        plan_check.main([*argv, "--only", "plan-9"])
+    assert stop.value.code == 2
+    assert "--only plan-9: no such deployment; allowed: plan-1, plan-2" in capsys.readouterr().err
+
+
 def test_the_baseline_answers_perf_analyzers_metadata_and_echoes_request_ids() -> None:
     pages = describe("m", (3, 4), (1, 10))
     assert json.loads(pages["/v2/models/m"])["inputs"][0]["shape"] == [1, 3, 4]
