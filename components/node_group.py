@@ -37,7 +37,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.gpu import gpu_contract
-from components.gpu.gpu_instances import gpu_of
+from components.gpu.gpu_instances import gpus_of
 from components.gpu.gpu_sharing import GpuSharing, bottlerocket_settings, refusal
 from components.iam.roles import role_with_policies
 from components.stack_config.model import NodeGroupConfig
@@ -125,7 +125,7 @@ class NodeGroupArgs:
             )
         if self.gpu_sharing.shared:
             bad = (
-                refusal(self.gpu_sharing, self.ami_type, [gpu_of(t) for t in self.instance_types])
+                refusal(self.gpu_sharing, self.ami_type, gpus_of(self.instance_types))
                 if self.kind == "gpu"
                 else ("", "is set on a system group", "whole")
             )
@@ -298,7 +298,7 @@ class NodeGroup(pulumi.ComponentResource):
         """The nodes' launch template: IMDSv2 with hop limit 1, an encrypted gp3 root volume, the tags; on a
         shared GPU group, the Bottlerocket settings that share its GPUs as user data (EKS merges them)."""
         shared = args.gpu_sharing.shared
-        settings = bottlerocket_settings(args.gpu_sharing, [gpu_of(t) for t in args.instance_types]) if shared else ""
+        settings = bottlerocket_settings(args.gpu_sharing, gpus_of(args.instance_types)) if shared else ""
         return aws.ec2.LaunchTemplate(
             f"{name}-launch-template",
             name_prefix=f"{args.group_name}-",

@@ -11,6 +11,7 @@ node of an empty group would bring).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 
@@ -91,11 +92,16 @@ def gpu_of(instance_type: str) -> Gpu:
     return _GPU_BY_TYPE.get(instance_type) or _GPU_BY_FAMILY[instance_type.split(".", 1)[0]]
 
 
-def guaranteed_gpu(instance_types: tuple[str, ...] | list[str]) -> Gpu:
+def gpus_of(instance_types: Sequence[str]) -> list[Gpu]:
+    """The GPU of each of a node group's instance types, in their order."""
+    return [gpu_of(t) for t in instance_types]
+
+
+def guaranteed_gpu(instance_types: Sequence[str]) -> Gpu:
     """The GPU every node of a group is guaranteed to have: the one with the least memory among its
     instance types (the node autoscaler may launch any of them). Its model names that GPU, or
     every model that has that memory, joined by "|" (g5 with g6: "A10G|L4", both 24 GiB)."""
-    gpus = [gpu_of(t) for t in instance_types]
+    gpus = gpus_of(instance_types)
     least = min(g.memory_gib for g in gpus)
     return Gpu("|".join(sorted({g.model for g in gpus if g.memory_gib == least})), least)
 
@@ -115,7 +121,7 @@ ARCHITECTURES: dict[str, str] = {
 }
 
 
-def architectures(instance_types: tuple[str, ...] | list[str]) -> list[str]:
+def architectures(instance_types: Sequence[str]) -> list[str]:
     """The CUDA architectures a node group's nodes may have (every instance type the node autoscaler
     may launch), sorted, each once: the `architectures` of the stack output `tritonGpus`."""
-    return sorted({ARCHITECTURES[gpu_of(t).model] for t in instance_types})
+    return sorted({ARCHITECTURES[g.model] for g in gpus_of(instance_types)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.gpu.gpu_instances import gpu_of
+from components.gpu.gpu_instances import gpus_of
 from components.gpu.gpu_sharing import MIG_PROFILES, MODES, REPLICA_BOUNDS, GpuSharing, refusal
 from components.stack_config.errors import ConfigError
 from components.stack_config.readers import read_choice, read_int, read_mapping
@@ -39,7 +39,7 @@ def read_gpu_sharing(base: str, kind: str, value: Any, ami_type: str, instance_t
     if mode != "mig" and profile is not None:
         raise ConfigError(f"{key}.migProfile", profile, f"is set with mode {mode}", "migProfile with mode mig")
     sharing = GpuSharing(mode, replicas, profile or "")
-    bad = refusal(sharing, ami_type, [gpu_of(t) for t in instance_types])
+    bad = refusal(sharing, ami_type, gpus_of(instance_types))
     if bad is not None:
         field, why, allowed = bad
         raise ConfigError(
