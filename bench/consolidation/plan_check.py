@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="+", metavar="NAME", help="check these planned deployments only (default: all)")
     a = p.parse_args(argv)
     plan_doc = json.loads(a.plan.read_text())
+    if a.passes < 1:
+        p.error(f"--passes {a.passes}; allowed: 1 or more")
     if any(d["replicas"] != 1 for d in plan_doc["deployments"]):
         p.error("--plan: a deployment of more than one replica; allowed: deployments of one replica (one GPU each)")
     shutil.rmtree(a.work, ignore_errors=True)
