@@ -40,7 +40,7 @@ BUSY_TARGET = 0.3
 # while the other models' kernels stretch it. Measured on one H100 (bench/results/): the twelve models at two
 # instances each met every p99 at a summed cost of 0.368 (consolidation.json); at one instance each, resnet50
 # missed 80 ms at 0.393 (plan-check-busy80.json, 94.7 ms) and again beside six models at 0.196 predicted,
-# 31 % busy measured (plan-check-one-instance.json, 100.7 ms).
+# 31 % busy measured (plan-check-one-instance.json, 100.7 ms); at two, those seven met (plan-check.json, 70.5 ms).
 SHARED_MIN_INSTANCES = 2
 
 
