@@ -50,7 +50,8 @@ def choose(demands: list[inputs.Demand], kinds: list[Kind], min_replicas: int) -
         raise errors.SyncError(errors.REFUSED, "plan: no GPU kind plans every model: " + " | ".join(
             f"{o.kind.profiles.gpu}: {(o.refused or '').removeprefix('plan: ')}" for o in outcomes))  # fmt: skip
     priced = all(k.hour_usd is not None for k in kinds)
-    kept = min(planned, key=lambda o: (o.gpus * (o.kind.hour_usd or 0) if priced else o.gpus, outcomes.index(o)))
+    # min keeps the first of equal costs: a tie goes to the kind given first
+    kept = min(planned, key=lambda o: o.gpus * (o.kind.hour_usd or 0) if priced else o.gpus)
     return kept, outcomes
 
 
