@@ -20,29 +20,47 @@ from pathlib import Path
 LOOPBACK = "127.0.0.1"
 
 
-_ISSUED: set[int] = set()  # every port free_port() handed out in this process
+# Every port free_port() handed out in this process, with the socket that holds it: bound
+# (SO_REUSEADDR), never listening, until this process exits.
+_RESERVED: dict[int, socket.socket] = {}
+
+
+class ProcessExited(RuntimeError):
+    """A supervised process ended while something waited on it: wait_until raises it at once."""
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free when asked (the kernel picks it) and that this process
-    has not handed out before: the kernel may pick a port again once its socket is closed, and a
-    tritonserver given the same port for HTTP and metrics exits at start ("already in use")."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((LOOPBACK, 0))
-            port = int(s.getsockname()[1])
-        if port not in _ISSUED:
-            _ISSUED.add(port)
-            return port
+    """A TCP port on 127.0.0.1, reserved for a server this process starts.
+
+    The port stays bound by a socket of this process (SO_REUSEADDR, never listening) until the
+    process exits. No other process's bind(0) can pick it, nor can an outgoing connection use it as
+    its source port. The tests run in several processes at once, and a port picked and then closed
+    was picked again by another test process before tritonserver bound it; tritonserver exits at
+    once when that happens ("already in use").
+
+    The server binds the port over the reservation. tritonserver's HTTP, gRPC and metrics
+    endpoints, rclone, moto and the agent's metrics endpoint all set SO_REUSEADDR. A client that
+    connects to a reserved port that nothing serves is refused, as it would be on a free port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((LOOPBACK, 0))
+    port = int(sock.getsockname()[1])
+    _RESERVED[port] = sock
+    return port
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.2, what: str = "condition") -> None:
-    """Poll `predicate` until it returns True; TimeoutError naming `what` after `timeout` seconds."""
+    """Poll `predicate` until it returns True; TimeoutError naming `what` after `timeout` seconds.
+    Any error of the predicate counts as "not yet", except ProcessExited: that is raised at once."""
     deadline = time.monotonic() + timeout
     while True:
-        with contextlib.suppress(Exception):
+        try:
             if predicate():
                 return
+        except ProcessExited:
+            raise
+        except Exception:  # noqa: S110 - a predicate's error means "not yet" (e.g. a refused connection)
+            pass
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
@@ -105,6 +123,11 @@ class Process:
     @property
     def returncode(self) -> int | None:
         return self.popen.poll() if self.popen else None
+
+    def require_running(self) -> None:
+        """ProcessExited naming this process, its exit code and the end of its log, if it has ended."""
+        if not self.running:
+            raise ProcessExited(f"{self.name} exited {self.returncode}: {self.log_tail()}")
 
     def signal(self, sig: int) -> None:
         """Send `sig` to this child's process group (the child and what it spawned, e.g. python stubs)."""

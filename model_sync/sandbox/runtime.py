@@ -214,8 +214,8 @@ class TritonServer:
     def _live(self) -> bool:
         """HTTP live and the metrics endpoint answering: Triton starts its metrics service after the
         HTTP one (~40 ms later, measured), and a caller reading /metrics at once was refused."""
-        if self.process is None or not self.process.running:
-            raise LocalRuntimeError(f"tritonserver exited: {self.process.log_tail() if self.process else ''}")
+        if self.process is not None:
+            self.process.require_running()
         return (
             http_status(self.http_url + "/v2/health/live") == 200
             and http_status(f"http://{LOOPBACK}:{self.metrics_port}/metrics") == 200

@@ -110,8 +110,8 @@ class RcloneS3Server(_Endpoint):
         return self
 
     def _answers(self) -> bool:
-        if self.process is None or not self.process.running:
-            raise RuntimeError(f"rclone serve s3 exited: {self.process.log_tail() if self.process else ''}")
+        if self.process is not None:
+            self.process.require_running()
         return http_status(self.endpoint_url + "/") != 0
 
     def stop(self) -> None:
