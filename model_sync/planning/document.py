@@ -99,13 +99,16 @@ def command(profiles_paths: list[Path], demand_path: Path, gpu_memory_gib: list[
         raise errors.usage(f"plan: {counts[0]} --profiles, {counts[1]} --gpu-memory-gib, {counts[2]} --gpu-hour-usd; "
                            "allowed: one --gpu-memory-gib per --profiles (its GPU kind), and one --gpu-hour-usd "
                            "per --profiles or none")  # fmt: skip
-    for memory, price in itertools.zip_longest(gpu_memory_gib, gpu_hour_usd):
-        if not 0 < memory <= MAX_GPU_MEMORY_GIB or min_replicas < 1 or (price is not None and price <= 0):
+    if min_replicas < 1:
+        raise errors.usage(f"plan: --min-replicas {min_replicas}; allowed: at least 1 replica")
+    for memory in gpu_memory_gib:
+        if not 0 < memory <= MAX_GPU_MEMORY_GIB:
             raise errors.usage(
-                f"plan: --gpu-memory-gib {memory:g} / --min-replicas {min_replicas} / --gpu-hour-usd "
-                f"{price}; allowed: a GPU memory in (0, {MAX_GPU_MEMORY_GIB}] GiB, at least 1 replica and a "
-                "positive price"
+                f"plan: --gpu-memory-gib {memory:g}; allowed: a GPU memory in (0, {MAX_GPU_MEMORY_GIB}] GiB"
             )
+    for price in gpu_hour_usd:
+        if not price > 0:
+            raise errors.usage(f"plan: --gpu-hour-usd {price:g}; allowed: a positive price of one GPU-hour in USD")
     demands = inputs.read_demand(demand_path)
     kinds = [choice.Kind(inputs.read_profiles(path), memory, price) for path, memory, price
              in itertools.zip_longest(profiles_paths, gpu_memory_gib, gpu_hour_usd)]  # fmt: skip

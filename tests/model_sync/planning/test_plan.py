@@ -128,8 +128,9 @@ def test_a_target_no_measured_step_met_is_refused_naming_the_model(tmp_path: Pat
         ({"gpt": {"rate": 1, "p99Ms": 80}}, [], r"plan: model gpt: no profile; allowed: one of efficientnet-b0, "),
         ({"resnet18": {"rate": 1}}, [], r"models\.resnet18: \{'rate': 1\}; allowed: \{rate: requests a second, p99Ms"),
         ({"resnet18": {"rate": -1, "p99Ms": 80}}, [], r"allowed: rate and p99Ms as positive numbers"),
-        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "0"], r"--gpu-memory-gib 0 / --min-replicas 1 /"),
-        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "80", "--gpu-hour-usd", "0"], r"--gpu-hour-usd 0.0; allowed: .* a positive price"),
+        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "0"], r"plan: --gpu-memory-gib 0; allowed: a GPU memory in \(0, \d+\] GiB$"),
+        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "80", "--min-replicas", "0"], r"plan: --min-replicas 0; allowed: at least 1 replica$"),
+        ({"resnet18": {"rate": 1, "p99Ms": 80}}, ["--gpu-memory-gib", "80", "--gpu-hour-usd", "0"], r"plan: --gpu-hour-usd 0; allowed: a positive price of one GPU-hour in USD$"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_usage_line(tmp_path: Path, demand: dict, flags: list[str], message: str) -> None:
