@@ -9,7 +9,8 @@ for 730 hours). From each model's serving profile measured alone on one instance
 (--demand, YAML: `models: {NAME: {rate: <peak requests a second>, p99Ms: <target>}}`), for the GPU the
 profiles were measured on (--gpu-memory-gib: its memory). With profiles of several GPU kinds (--profiles,
 --gpu-memory-gib and --gpu-hour-usd once per kind, in the same order), each kind is planned and the plan
-kept is the cheapest a month (the fewest GPUs without prices); every kind weighed is listed. Reads and
+kept is the cheapest a month (the fewest GPUs without prices); every kind weighed is listed. Profiles of
+one GPU given more than once are draws of it: each model's lowest capacity of them is planned. Reads and
 writes nothing else.
 
 Exit codes: 0 planned; 2 usage (a file or value not allowed, a model without a profile); 4 refused (a
@@ -36,7 +37,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--profiles", type=Path, required=True, action="append", metavar="FILE",
-                   help="model-profiles.json of one GPU kind (once per kind)")  # fmt: skip
+                   help="model-profiles.json of one GPU kind (once per kind, or per draw of a kind)")  # fmt: skip
     p.add_argument("--demand", type=Path, required=True, metavar="FILE", help="YAML: models: {NAME: {rate, p99Ms}}")
     p.add_argument("--gpu-memory-gib", type=float, required=True, action="append", metavar="N",
                    help="memory of the profiles' GPU (once per --profiles)")  # fmt: skip

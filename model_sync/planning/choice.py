@@ -3,7 +3,8 @@
 (model_sync/planning/placement.py), and the plan kept is the cheapest a month when every kind has a price,
 else the one of fewest GPUs; a tie goes to the kind given first. A kind whose plan is refused (a target its
 profiles never met, a model too big for its memory) is left out with its reason; when every kind is
-refused, so is the plan, in one line naming each kind's reason.
+refused, so is the plan, in one line naming each kind's reason. Profiles of one GPU given more than once
+are repeated draws of that kind: the plan reads each model's lowest capacity of them.
 """
 
 from __future__ import annotations
@@ -36,12 +37,24 @@ class Outcome:
         return sum(d.replicas for d in self.deployments)
 
 
+def kinds_of(given: list[Kind]) -> list[Kind]:
+    """One Kind per GPU, in the order first given: profiles of a GPU given more than once are draws of it
+    (inputs.combine), which must have been given the same memory and price."""
+    by_gpu: dict[str, list[Kind]] = {}
+    for kind in given:
+        by_gpu.setdefault(kind.profiles.gpu, []).append(kind)
+    kinds = []
+    for gpu, draws in by_gpu.items():
+        if len({(k.memory_gib, k.hour_usd) for k in draws}) > 1:
+            raise errors.usage(f"plan: {gpu} profiled {len(draws)} times with different --gpu-memory-gib or "
+                               "--gpu-hour-usd; allowed: the same memory and price for each draw of one GPU")  # fmt: skip
+        kinds.append(Kind(inputs.combine([k.profiles for k in draws]), draws[0].memory_gib, draws[0].hour_usd))
+    return kinds
+
+
 def choose(demands: list[inputs.Demand], kinds: list[Kind], min_replicas: int) -> tuple[Outcome, list[Outcome]]:
-    """The kept plan and every kind's outcome (in the order given); refused when no kind plans."""
-    names = [k.profiles.gpu for k in kinds]
-    if len(set(names)) < len(names):
-        raise errors.usage(f"plan: --profiles of the same GPU twice ({', '.join(names)}); allowed: one profiles "
-                           "file per GPU kind")  # fmt: skip
+    """The kept plan and every kind's outcome (in the order given, one per GPU); refused when no kind plans."""
+    kinds = kinds_of(kinds)
     outcomes = [_outcome(demands, k, min_replicas) for k in kinds]
     planned = [o for o in outcomes if o.refused is None]
     if not planned:

@@ -54,10 +54,15 @@ def to_json(deployments: list[placement.Deployment], profiles: inputs.Profiles, 
              "memory_bytes": d.memory(), "memory_allowed_bytes": allowed,
              "models": [{"model": n.demand.model, "rate": n.demand.rate, "p99_ms": n.demand.p99_ms,
                          "instances": d.instances(n), "instance_capacity": round(n.capacity, 1),
-                         "profile_complete": n.profile.complete} for n in d.needs]}
+                         "profile_complete": n.profile.complete, **_draws(n)} for n in d.needs]}
             for d in deployments
         ],
     }  # fmt: skip
+
+
+def _draws(need: placement.Need) -> dict[str, int]:
+    """`draws`: how many profiles of the model its capacity is the lowest of, where more than one."""
+    return {"draws": len(need.profile.draws)} if len(need.profile.draws) > 1 else {}
 
 
 def kind_rows(kept: choice.Outcome, outcomes: list[choice.Outcome]) -> list[dict[str, Any]]:
@@ -71,9 +76,14 @@ def kind_rows(kept: choice.Outcome, outcomes: list[choice.Outcome]) -> list[dict
     ]  # fmt: skip
 
 
+def _draws_text(doc: dict[str, Any]) -> str:
+    draws = max((m.get("draws", 1) for d in doc["deployments"] for m in d["models"]), default=1)
+    return f"; each model's lowest capacity of up to {draws} profile draws" if draws > 1 else ""
+
+
 def text_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"plan: {sum(len(d['models']) for d in doc['deployments'])} models on {doc['gpus']} GPU(s) "
-             f"({doc['gpu']}, {doc['gpu_memory_gib']:g} GiB; {doc['backend'].split(':')[0]})"]  # fmt: skip
+             f"({doc['gpu']}, {doc['gpu_memory_gib']:g} GiB; {doc['backend'].split(':')[0]}{_draws_text(doc)})"]  # fmt: skip
     for d in doc["deployments"]:
         models = ", ".join(f"{m['model']} x{m['instances']}" for m in d["models"])
         lines.append(f"{d['name']}: {d['replicas']} replica(s), each GPU {d['gpu_busy_pct']:g} % busy, "

@@ -34,19 +34,19 @@ class Point:
 
 @dataclass(frozen=True)
 class Profile:
-    """One model measured alone on one instance: GPU memory per instance and its steps (passing ones)."""
+    """One model measured alone on one instance: GPU memory per instance and its steps, in one draw (a
+    profiles file) or several of the same GPU (`combine`)."""
 
     model: str
-    bytes_per_instance: int
-    points: tuple[Point, ...]  # every measured step, by rate
-    complete: bool  # the search found a failing rate above its best: the best is not a lower bound
+    bytes_per_instance: int  # the highest of the draws'
+    draws: tuple[tuple[Point, ...], ...]  # per draw, every measured step by rate
+    complete: bool  # every draw's search found a failing rate above its best: the best is not a lower bound
 
 
 @dataclass(frozen=True)
 class Profiles:
     gpu: str
     backend: str
-    served_share: float
     models: dict[str, Profile]
 
 
@@ -74,7 +74,7 @@ def read_profiles(path: Path) -> Profiles:
         models = {}
         for name, m in doc["models"].items():
             points = tuple(sorted((_point(p, share) for p in m["curve"]), key=lambda p: p.rate))
-            models[name] = Profile(name, int(m["bytes_per_instance"]), points, bool(m["complete"]))
+            models[name] = Profile(name, int(m["bytes_per_instance"]), (points,), bool(m["complete"]))
         backend = str(doc["backend"])
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise _fail(
@@ -82,7 +82,24 @@ def read_profiles(path: Path) -> Profiles:
         ) from None
     if not backend.startswith(PROFILED_BACKEND):
         raise _fail(path, f"backend {backend!r}", f"profiles served by {PROFILED_BACKEND} (the memory plan's backend)")
-    return Profiles(str(doc["gpu"]), backend, share, models)
+    return Profiles(str(doc["gpu"]), backend, models)
+
+
+def combine(draws: list[Profiles]) -> Profiles:
+    """Profiles of one GPU measured more than once: per model, every draw's steps (the plan reads the
+    lowest capacity of them) and the highest memory per instance. Draws of another GPU or backend are
+    one usage line."""
+    first = draws[0]
+    for other in draws[1:]:
+        if (other.gpu, other.backend) != (first.gpu, first.backend):
+            raise errors.usage(f"plan: draws of {first.gpu} ({first.backend}) and {other.gpu} ({other.backend}); "
+                               "allowed: repeated profiles of one GPU served by one backend")  # fmt: skip
+    models: dict[str, Profile] = {}
+    for name in dict.fromkeys(n for d in draws for n in d.models):
+        each = [d.models[name] for d in draws if name in d.models]
+        models[name] = Profile(name, max(p.bytes_per_instance for p in each),
+                               tuple(steps for p in each for steps in p.draws), all(p.complete for p in each))  # fmt: skip
+    return Profiles(first.gpu, first.backend, models)
 
 
 def _point(step: dict[str, Any], share: float) -> Point:

@@ -3,8 +3,9 @@
 Per model, from its profile measured alone on one instance: the **capacity** of one instance at the
 model's p99 target is the highest throughput of the steps, from the lowest rate up, that met the target
 (and served their offered rate) before the first that did not; the GPU share that step kept busy, per
-request, is its **GPU cost**. A model whose lowest measured rate already missed its target is refused
-(exit 4), naming it and that step's p99.
+request, is its **GPU cost**. Of a GPU profiled more than once (draws), the lowest capacity and the
+highest cost are read. A model whose lowest measured rate already missed its target (in any draw) is
+refused (exit 4), naming it and that step's p99.
 
 Models are then placed, largest GPU cost first. A model busier than BUSY_TARGET of --min-replicas GPUs
 gets a deployment of its own with as many replicas (one GPU each) as its cost needs; the others share: as many
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from model_sync import errors
 from model_sync.admission import gpu_plan
 from model_sync.environments import MAX_GPU_MEMORY_GIB, DeploymentGpu
-from model_sync.planning.inputs import PROFILED_BACKEND, Demand, Profile, Profiles
+from model_sync.planning.inputs import PROFILED_BACKEND, Demand, Point, Profile, Profiles
 
 LOAD_TARGET = 0.8  # an instance planned at this share of its measured capacity
 # A GPU planned at most this busy: the sum of its models' GPU cost, each measured alone. Measured on one H100
@@ -95,18 +96,26 @@ def need_of(demand: Demand, profiles: Profiles) -> Need:
     if profile is None:
         raise errors.SyncError(errors.USAGE, f"plan: model {demand.model}: no profile; allowed: one of "
                                              f"{', '.join(sorted(profiles.models))}")  # fmt: skip
-    # The steps from the lowest rate up to the first that missed the target (or its rate): a step that met
-    # it above one that missed is not read as capacity (near the knee one step's p99 is chance).
-    met = list(itertools.takewhile(lambda p: p.served and p.p99_ms <= demand.p99_ms, profile.points))
+    bests = [_best_met(demand, steps) for steps in profile.draws]
+    # Of several draws, the lowest capacity and the highest GPU cost per request: a draw's best is chance
+    # near the knee (docs/gpu-benchmark.md, "Repeatable in memory, not in the best rate").
+    return Need(demand, profile, min(b.throughput for b in bests),
+                max(b.gpu_util_pct / 100 / b.throughput for b in bests))  # fmt: skip
+
+
+def _best_met(demand: Demand, steps: tuple[Point, ...]) -> Point:
+    """The step of most throughput from the lowest rate up to the first that missed the target (or its
+    rate): a step that met it above one that missed is not read as capacity (near the knee one step's p99
+    is chance). Refused when the lowest rate measured already missed."""
+    met = list(itertools.takewhile(lambda p: p.served and p.p99_ms <= demand.p99_ms, steps))
     if not met:
-        first = profile.points[0] if profile.points else None
+        first = steps[0] if steps else None
         seen = (f"its lowest rate measured, {first.rate:g} req/s, took p99 {first.p99_ms:g} ms"
                 f"{'' if first.served else ' and was not served'}" if first else "no step measured")  # fmt: skip
         raise errors.SyncError(errors.REFUSED, f"plan: model {demand.model}: no measured step of one instance meets "
                                                f"p99 {demand.p99_ms:g} ms ({seen}); allowed: a p99 target the "
                                                "profile met, or a profile measured at lower rates")  # fmt: skip
-    best = max(met, key=lambda p: p.throughput)
-    return Need(demand, profile, best.throughput, best.gpu_util_pct / 100 / best.throughput)
+    return max(met, key=lambda p: p.throughput)
 
 
 def allowed_bytes(gpu_memory_gib: float) -> int:
