@@ -34,9 +34,9 @@ def free_port() -> int:
 
     The port stays bound by a socket of this process (SO_REUSEADDR, never listening) until the
     process exits. No other process's bind(0) can pick it, nor can an outgoing connection use it as
-    its source port. The tests run in several processes at once, and a port picked and then closed
-    was picked again by another test process before tritonserver bound it; tritonserver exits at
-    once when that happens ("already in use").
+    its source port (the kernel skips ports that bind() holds). The tests run in several processes
+    at once: a port picked and then closed can be picked again by another of them before
+    tritonserver binds it, and tritonserver then exits at start ("already in use", measured).
 
     The server binds the port over the reservation. tritonserver's HTTP, gRPC and metrics
     endpoints, rclone, moto and the agent's metrics endpoint all set SO_REUSEADDR. A client that
