@@ -11,19 +11,16 @@ from model_sync.contract.compat import TRITON_RELEASES
 
 
 def read_agent_image(value: Any, environment: str) -> str:
-    """`agentImage`: registry/repo:tag in dev, pinned by digest in staging and prod; never `latest`."""
+    """`agentImage`: registry/repo:tag, or pinned by digest, in dev; pinned by digest in staging and prod;
+    never `latest`."""
     key = config_key("agentImage")
-    dev = environment == "dev"
-    agent_image = read_str(
-        key,
-        value,
-        IMAGE_TAGGED if dev else IMAGE_PINNED,
-        "registry/repo:tag in dev; registry/repo:tag@sha256:<digest> in staging and prod"
-        if dev
-        else "an image pinned by digest: registry/repo:tag@sha256:<64 hex>",
-    )
-    if dev and not (IMAGE_TAGGED.match(agent_image) or IMAGE_PINNED.match(agent_image)):
-        raise ConfigError(key, agent_image, "is not an image reference", "registry/repo:tag[@sha256:<digest>]")
+    if environment == "dev":
+        agent_image = read_str(key, value)
+        if not (IMAGE_TAGGED.match(agent_image) or IMAGE_PINNED.match(agent_image)):
+            raise ConfigError(key, agent_image, "is not valid", "registry/repo:tag[@sha256:<64 hex>] in dev; "
+                              "registry/repo:tag@sha256:<64 hex> in staging and prod")  # fmt: skip
+    else:
+        agent_image = read_str(key, value, IMAGE_PINNED, "an image pinned by digest: registry/repo:tag@sha256:<64 hex>")
     if agent_image.endswith(":latest"):
         raise ConfigError(
             key, agent_image, "uses the mutable latest tag", "a version tag, pinned by digest outside dev"

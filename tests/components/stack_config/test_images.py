@@ -17,6 +17,19 @@ def test_agent_image_must_be_pinned_by_digest_outside_dev(stack: str) -> None:
     fails(cfg, r"agentImage: 'registry.example.com/agent:0.1.0' is not valid; allowed: an image pinned by digest")
 
 
+def test_dev_takes_an_agent_image_by_tag_or_pinned_by_digest_and_nothing_else() -> None:
+    """dev may use a tag; a digest-pinned reference, what staging and prod need, is accepted there too."""
+    cfg = raw("dev")
+    for image in ("registry.example.com/agent:0.1.0", "registry.example.com/agent:0.1.0" + DIGEST):
+        cfg[K + "agentImage"] = image
+        assert parse(cfg).agent_image == image
+    cfg[K + "agentImage"] = "registry.example.com/agent"
+    fails(
+        cfg,
+        r"agentImage: 'registry.example.com/agent' is not valid; allowed: registry/repo:tag\[@sha256:<64 hex>\] in dev",
+    )
+
+
 def test_agent_image_latest_refused() -> None:
     cfg = raw("dev")
     cfg[K + "agentImage"] = "registry.example.com/agent:latest"
