@@ -63,7 +63,6 @@ cluster = EksCluster(
         subnet_ids=network.private_subnet_ids,
         cluster_admin_role_arns=config.cluster_admin_role_arns,
         public_access_cidrs=config.cluster_endpoint_public_access_cidrs,
-        allow_world_open_endpoint=config.allow_world_open_cluster_endpoint,
         log_types=config.cluster_log_types,
         log_retention_days=config.cluster_log_retention_days,
         deletion_protection=config.environment != "dev",

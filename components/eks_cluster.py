@@ -66,9 +66,8 @@ class EksClusterArgs:
     subnet_ids: private subnets for the control-plane ENIs (required, >= 2 AZs).
     cluster_admin_role_arns: IAM roles granted AmazonEKSClusterAdminPolicy (required, >= 1, distinct).
     public_access_cidrs: CIDRs allowed to the public endpoint; empty (default) = private only.
-        CIDRs whose union is wider than a /8 (components/stack_config/cidr_rules.py) are refused here unless
-        allow_world_open_endpoint (stack config already gates it).
-    allow_world_open_endpoint: explicit opt-in for 0.0.0.0/0 (default False).
+        CIDRs whose union is wider than a /8 (components/stack_config/cidr_rules.py) are refused here, as the
+        stack config and the policy pack refuse them.
     log_types: control-plane log types (default all five).
     log_retention_days: CloudWatch retention of those logs, in days (default 90).
     deletion_protection: refuse `DeleteCluster` until turned off (default True; dev may turn it off).
@@ -81,7 +80,6 @@ class EksClusterArgs:
     subnet_ids: pulumi.Input[Sequence[str]]
     cluster_admin_role_arns: Sequence[str]
     public_access_cidrs: Sequence[str] = ()
-    allow_world_open_endpoint: bool = False
     log_types: Sequence[str] = CONTROL_PLANE_LOG_TYPES
     log_retention_days: int = 90
     deletion_protection: bool = True
@@ -116,11 +114,10 @@ class EksClusterArgs:
                     f"EksClusterArgs.public_access_cidrs: {cidr!r} is not an IPv4 CIDR; allowed: CIDRs such as "
                     "198.51.100.0/24"
                 )
-        if cidr_rules.world_open(self.public_access_cidrs) and not self.allow_world_open_endpoint:
+        if cidr_rules.world_open(self.public_access_cidrs):
             raise ValueError(
                 f"EksClusterArgs.public_access_cidrs: {cidr_rules.describe(self.public_access_cidrs)} opens the API "
-                "to the internet; "
-                "allowed: specific CIDRs whose union is at most a /8, or allow_world_open_endpoint=True after review"
+                "to the internet; allowed: specific CIDRs whose union is at most a /8, or none (a private endpoint)"
             )
         for t in self.log_types:
             if t not in CONTROL_PLANE_LOG_TYPES:

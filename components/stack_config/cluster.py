@@ -36,12 +36,11 @@ def read_network(
 
 
 def read_api_access(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Who reaches the EKS API: `clusterEndpointPublicAccessCidrs` (with `allowWorldOpenClusterEndpoint`)
-    and `clusterAdminRoleArns`, each role once (one account and role name, whatever the path or case)."""
-    allow_world = KEYS_BY_NAME["allowWorldOpenClusterEndpoint"].read(values["allowWorldOpenClusterEndpoint"])
+    """Who reaches the EKS API: `clusterEndpointPublicAccessCidrs` (never the internet) and
+    `clusterAdminRoleArns`, each role once (one account and role name, whatever the path or case)."""
     key = config_key("clusterEndpointPublicAccessCidrs")
     endpoint_cidrs = [str(read_cidr(key, c)) for c in read_list(key, values["clusterEndpointPublicAccessCidrs"])]
-    rules.check_endpoint_exposure(endpoint_cidrs, allow_world)
+    rules.check_endpoint_exposure(endpoint_cidrs)
     key = config_key("clusterAdminRoleArns")
     admin_arns = read_list(key, values["clusterAdminRoleArns"])
     if not admin_arns:
@@ -59,7 +58,6 @@ def read_api_access(values: Mapping[str, Any]) -> dict[str, Any]:
             )
     return {
         "cluster_endpoint_public_access_cidrs": tuple(endpoint_cidrs),
-        "allow_world_open_cluster_endpoint": allow_world,
         "cluster_admin_role_arns": tuple(admin_arns),
     }
 

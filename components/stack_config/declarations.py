@@ -216,16 +216,9 @@ KEYS: tuple[Key, ...] = (
         "clusterEndpointPublicAccessCidrs",
         "array",
         "CIDRs allowed to reach the EKS API endpoint publicly. Empty (default) = private endpoint only. CIDRs whose "
-        "union is wider than a /8 (0.0.0.0/0 however spelled) are refused unless allowWorldOpenClusterEndpoint is "
-        "true.",
+        "union is wider than a /8 (0.0.0.0/0 however spelled) are refused.",
         [],
         items="string",
-    ),
-    Key(
-        "allowWorldOpenClusterEndpoint",
-        "boolean",
-        "Explicit, reviewed opt-in to a public EKS endpoint open to 0.0.0.0/0. Never set in the shipped stacks.",
-        False,
     ),
     Key(
         "clusterAdminRoleArns",

@@ -72,7 +72,6 @@ class StackConfig:
     vpc_cidr: str
     nat_gateway_mode: str
     cluster_endpoint_public_access_cidrs: tuple[str, ...]
-    allow_world_open_cluster_endpoint: bool
     cluster_admin_role_arns: tuple[str, ...]
     cluster_log_types: tuple[str, ...]
     cluster_log_retention_days: int

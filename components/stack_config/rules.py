@@ -66,16 +66,15 @@ def check_nat_mode(nat_mode: str, environment: str) -> None:
         )
 
 
-def check_endpoint_exposure(endpoint_cidrs: Sequence[str], allow_world: bool) -> None:
-    """The EKS API is never open to the internet (the union of the CIDRs, not their spelling) unless
-    allowWorldOpenClusterEndpoint says so."""
-    if cidr_rules.world_open(endpoint_cidrs) and not allow_world:
+def check_endpoint_exposure(endpoint_cidrs: Sequence[str]) -> None:
+    """The EKS API is never open to the internet (the union of the CIDRs, not their spelling): the policy
+    pack refuses it too, at every preview and up."""
+    if cidr_rules.world_open(endpoint_cidrs):
         raise ConfigError(
             config_key("clusterEndpointPublicAccessCidrs"),
             cidr_rules.describe(endpoint_cidrs),
             "opens the cluster API to the internet",
-            f"specific CIDRs whose union is at most a /8, or set {config_key('allowWorldOpenClusterEndpoint')}=true "
-            "after review",
+            "specific CIDRs whose union is at most a /8, or none (a private endpoint, reached from inside the VPC)",
         )
 
 

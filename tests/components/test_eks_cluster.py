@@ -247,17 +247,13 @@ def test_cluster_args_validation(changes: dict, match: str) -> None:
         EksClusterArgs(**{**base, **changes})
 
 
-def test_world_open_endpoint_needs_explicit_opt_in() -> None:
-    args = EksClusterArgs(
-        cluster_name="c",
-        region="us-east-1",
-        kubernetes_version="1.33",
-        subnet_ids=[],
-        cluster_admin_role_arns=[_ADMIN],
-        public_access_cidrs=["0.0.0.0/0"],
-        allow_world_open_endpoint=True,
-    )
-    assert args.public_access_cidrs == ["0.0.0.0/0"]
+def test_world_open_endpoint_is_refused_and_specific_cidrs_are_taken() -> None:
+    """The component refuses what the policy pack refuses: a public endpoint whose CIDRs span the internet."""
+    base = {"cluster_name": "c", "region": "us-east-1", "kubernetes_version": "1.33", "subnet_ids": [],
+            "cluster_admin_role_arns": [_ADMIN]}  # fmt: skip
+    assert EksClusterArgs(**base, public_access_cidrs=["198.51.100.0/24"]).public_access_cidrs == ["198.51.100.0/24"]
+    with pytest.raises(ValueError, match=r"public_access_cidrs: .* opens the API to the internet; allowed: .* or none"):
+        EksClusterArgs(**base, public_access_cidrs=["0.0.0.0/0"])
 
 
 @pytest.mark.parametrize(

@@ -70,16 +70,18 @@ def test_world_open_endpoint_refused_by_default(cidrs: list[str]) -> None:
         r"clusterEndpointPublicAccessCidrs: '"
         + re.escape(", ".join(cidrs))
         + r" \(their union .*% of IPv4\)' opens the cluster API to the internet; "
-        r"allowed: specific CIDRs whose union is at most a /8, or set "
-        r"triton-platform:allowWorldOpenClusterEndpoint=true",
+        r"allowed: specific CIDRs whose union is at most a /8, or none \(a private endpoint, reached from inside "
+        r"the VPC\)$",
     )
 
 
-def test_world_open_endpoint_allowed_only_explicitly() -> None:
+def test_no_key_opens_the_endpoint_to_the_world() -> None:
+    """The policy pack refuses a world-open endpoint at every preview and up, whatever the stack says: the
+    stack file has no opt-in that would pass the parser and then fail the pack."""
     cfg = raw("dev")
     cfg[K + "clusterEndpointPublicAccessCidrs"] = ["0.0.0.0/0"]
     cfg[K + "allowWorldOpenClusterEndpoint"] = True
-    assert parse(cfg).cluster_endpoint_public_access_cidrs == ("0.0.0.0/0",)
+    fails(cfg, r"allowWorldOpenClusterEndpoint")
 
 
 def test_gpu_pool_limit_must_hold_max_replicas() -> None:
