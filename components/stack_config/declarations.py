@@ -34,6 +34,7 @@ from components.stack_config.vocabulary import (
     NAT_MODES,
     NODE_GROUP_KINDS,
     PROJECT,
+    PROVIDER_NAMESPACES,
     SYSTEM_AMI_TYPES,
     TLS_ISSUERS,
     config_key,
@@ -517,8 +518,8 @@ def check_declared(where: str, name: str, value: Any) -> None:
 
 def declared_values(raw: Mapping[str, Any]) -> tuple[Any, dict[str, Any], set[str]]:
     """Split raw config (`namespace:key -> value`) into `aws:region`, every declared key's value (its
-    default where the stack sets none) and the names the stack sets. An unknown project key, or a
-    required one left out, is a ConfigError."""
+    default where the stack sets none) and the names the stack sets. An unknown project key, a key in a
+    namespace neither the project's nor a provider's, or a required one left out, is a ConfigError."""
     values: dict[str, Any] = {}
     region: Any = None
     for full_key, value in raw.items():
@@ -529,6 +530,9 @@ def declared_values(raw: Mapping[str, Any]) -> tuple[Any, dict[str, Any], set[st
             if name not in KEYS_BY_NAME:
                 raise ConfigError(full_key, value, "is an unknown config key", ", ".join(sorted(KEYS_BY_NAME)))
             values[name] = value
+        elif namespace not in PROVIDER_NAMESPACES:
+            raise ConfigError(full_key, value, f"is in namespace {namespace!r}, which nothing reads",
+                              f"{PROJECT}:<key>, or the settings of {', '.join(PROVIDER_NAMESPACES)}")  # fmt: skip
     explicit = set(values)  # what the stack file sets (the rest takes its default)
     for k in KEYS:
         if k.name not in values:

@@ -14,6 +14,10 @@ import re
 from components.upstream import versions
 
 PROJECT = "triton-platform"
+# The other config namespaces a stack may set: the providers the program uses (requirements.txt's
+# pulumi-* packages) and Pulumi's own (e.g. pulumi:disable-default-providers). A key in any other
+# namespace, a misspelled project name most likely, is refused rather than ignored.
+PROVIDER_NAMESPACES = ("aws", "kubernetes", "random", "pulumi")
 ENVIRONMENTS = ("dev", "staging", "prod")
 # Only minor versions with every pinned EKS add-on and an autoscaler image (components/upstream/versions.py).
 KUBERNETES_VERSIONS = versions.KUBERNETES_VERSIONS

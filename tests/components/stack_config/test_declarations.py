@@ -17,7 +17,8 @@ from components.stack_config.declarations import (
 )
 from components.stack_config.errors import ConfigError
 from components.stack_config.model import StackConfig
-from tests.components.stack_config._helpers import K, fails, raw
+from components.stack_config.vocabulary import PROVIDER_NAMESPACES
+from tests.components.stack_config._helpers import K, fails, parse, raw
 from tests.pulumi_kit import ROOT
 from tests.pulumi_kit import stack_config as stack_file
 
@@ -26,6 +27,25 @@ def test_unknown_top_level_key_rejected() -> None:
     cfg = raw("dev")
     cfg[K + "availabilityZoneCont"] = 3
     fails(cfg, r"triton-platform:availabilityZoneCont: 3 is an unknown config key; allowed: .*availabilityZoneCount")
+
+
+def test_a_key_in_a_namespace_nothing_reads_is_refused_and_the_providers_settings_pass() -> None:
+    """A misspelled project namespace was ignored: the key's value silently never applied."""
+    cfg = raw("dev")
+    cfg["triton-platfrom:platformReplicas"] = 9
+    fails(cfg, r"^triton-platfrom:platformReplicas: 9 is in namespace 'triton-platfrom', which nothing reads; "
+               r"allowed: triton-platform:<key>, or the settings of aws, kubernetes, random, pulumi$")  # fmt: skip
+    cfg = raw("dev")
+    cfg.update(
+        {"aws:profile": "ops", "kubernetes:enableServerSideApply": "true", "pulumi:disable-default-providers": "[]"}
+    )
+    parse(cfg)
+
+
+def test_the_provider_namespaces_are_the_providers_the_program_pins() -> None:
+    pinned = {line.split("==")[0].removeprefix("pulumi-") for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if line.startswith("pulumi-")}  # fmt: skip
+    assert set(PROVIDER_NAMESPACES) == pinned | {"pulumi"}
 
 
 def test_missing_required_key() -> None:
