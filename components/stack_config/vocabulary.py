@@ -22,6 +22,8 @@ ENVIRONMENTS = ("dev", "staging", "prod")
 # Only minor versions with every pinned EKS add-on and an autoscaler image (components/upstream/versions.py).
 KUBERNETES_VERSIONS = versions.KUBERNETES_VERSIONS
 NAT_MODES = ("single", "perAz")
+# Node label keys a stack's `nodeGroups.<g>.labels` may not set: the platform's own and Kubernetes'.
+RESERVED_LABEL_PREFIXES = ("triton-platform.io/", "kubernetes.io/")
 CAPACITY_TYPES = ("ON_DEMAND", "SPOT")
 GPU_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA")
 SYSTEM_AMI_TYPES = ("AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64")
