@@ -10,6 +10,8 @@ import pytest
 from components.stack_config import parser
 from components.stack_config.errors import ConfigError
 from tests.components.stack_config._helpers import K, fails, parse, raw
+from tests.pulumi_kit import ROOT
+from tests.pulumi_kit import stack_config as stack_file
 
 
 def test_prod_needs_three_azs() -> None:
@@ -233,3 +235,19 @@ def test_a_replica_must_fit_every_instance_type_of_its_group(field: str, value: 
     cfg[K + "nodeGroups"]["gpu-l4"]["instanceTypes"] = ["g6.2xlarge"]  # the larger size alone fits cpu and memory
     cfg[K + "nodeGroups"]["gpu-l4"]["diskSizeGiB"] = 200
     assert parse(cfg).triton_deployments[0].node_group == "gpu-l4"
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_the_capacity_table_lists_every_gpu_group_of_the_stacks_as_the_stack_files_size_it(stack: str) -> None:
+    """docs/node-autoscaling.md's "Capacity settings per stack": a GPU group added to a stack file (dev's
+    shared L4s were) shows there, with its capacity type, sizes and deployments."""
+    table = (ROOT / "docs" / "node-autoscaling.md").read_text()
+    cfg = parser.parse(stack_file(stack), stack)
+    for group in (g for g in cfg.node_groups if g.kind == "gpu"):
+        rows = [line for line in table.splitlines() if line.startswith(f"| {stack} | {group.name} (")]
+        assert len(rows) == 1, (stack, group.name)
+        cells = [c.strip() for c in rows[0].strip("|").split("|")]
+        assert cells[2:4] == [group.capacity_type, f"{group.min_size} / {group.desired_size} / {group.max_size}"]
+        served = {f"{d.name} {d.min_replicas}..{d.max_replicas}" for d in cfg.triton_deployments
+                  if d.node_group == group.name}  # fmt: skip
+        assert set(cells[5].split(", ")) == served
