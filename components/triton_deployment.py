@@ -80,12 +80,9 @@ NODE_PROVISIONING_SECONDS = 900
 # ref: https://github.com/pulumi/pulumi-kubernetes/issues/672
 PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 
-# Selectors of the only clients allowed in (NetworkPolicy).
-PROMETHEUS_POD_LABELS = network_policies.PROMETHEUS_POD_LABELS
-# EKS Pod Identity agent (host network, link-local). ref:
+# EKS Pod Identity agent (host network, link-local): the agent's credentials (NetworkPolicy egress). ref:
 # https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
-IMDS_CIDR = "169.254.169.254/32"
 
 
 @dataclass(frozen=True)
@@ -559,57 +556,25 @@ def hpa_spec(d: TritonDeploymentConfig) -> dict[str, Any]:
     }
 
 
-def _ns_selector(namespace: str) -> dict[str, Any]:
-    return {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-
-
 def network_policy_spec(
     d: TritonDeploymentConfig, *, ingress_namespace: str, monitoring_namespace: str
 ) -> dict[str, Any]:
     """Ingress: the Envoy proxies to http/grpc, Prometheus to Triton's and the agent's metrics,
     nothing else. Egress: DNS, HTTPS (S3 through the gateway endpoint uses S3's public addresses;
     IMDS excluded) and the EKS Pod Identity agent (credentials)."""
-    tcp = "TCP"
-    return {
-        "podSelector": {"matchLabels": selector_labels(d)},
-        "policyTypes": ["Ingress", "Egress"],
-        "ingress": [
-            {
-                "from": [
-                    {
-                        "namespaceSelector": _ns_selector(ingress_namespace),
-                        "podSelector": {"matchLabels": naming.PROXY_POD_LABELS},
-                    }
-                ],
-                "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],
-            },
-            {
-                "from": [
-                    {
-                        "namespaceSelector": _ns_selector(monitoring_namespace),
-                        "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS},
-                    }
-                ],
-                "ports": [{"port": METRICS_PORT, "protocol": tcp}, {"port": AGENT_METRICS_PORT, "protocol": tcp}],
-            },
+    np = network_policies
+    return np.policy(
+        selector_labels(d),
+        ingress=[
+            np.rule([np.pods_in(ingress_namespace, naming.PROXY_POD_LABELS)], *np.tcp(HTTP_PORT, GRPC_PORT)),
+            np.from_prometheus_rule(monitoring_namespace, *np.tcp(METRICS_PORT, AGENT_METRICS_PORT)),
         ],
-        "egress": [
-            {
-                "to": [
-                    {
-                        "namespaceSelector": _ns_selector("kube-system"),
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                    }
-                ],
-                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}],
-            },
-            {
-                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}],
-                "ports": [{"port": 443, "protocol": tcp}],
-            },
-            {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT_CIDR}}], "ports": [{"port": 80, "protocol": tcp}]},
+        egress=[
+            np.dns_rule(),
+            np.rule([np.internet()], *np.tcp(443)),
+            np.rule([np.cidr(POD_IDENTITY_AGENT_CIDR)], *np.tcp(80)),
         ],
-    }
+    )
 
 
 def service_monitor_spec(d: TritonDeploymentConfig, namespace: str) -> dict[str, Any]:
