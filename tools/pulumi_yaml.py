@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from tools.generated import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = """\
 # Generated config section: edit components/stack_config/declarations.py (KEYS), then `make pulumi-yaml`.
@@ -42,15 +44,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    path = ROOT / "Pulumi.yaml"
-    text = render()
-    if args.check:
-        if not path.exists() or path.read_text() != text:
-            print("Pulumi.yaml is stale: run `make pulumi-yaml`", file=sys.stderr)
-            return 1
-        return 0
-    path.write_text(text)
-    return 0
+    return write_or_check(ROOT / "Pulumi.yaml", render(), check=args.check, regenerate="make pulumi-yaml")
 
 
 if __name__ == "__main__":

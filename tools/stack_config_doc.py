@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tools.generated import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "stack-config.md"
 
@@ -74,14 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 when the page is stale; write nothing")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if not PAGE.exists() or PAGE.read_text() != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run `make stack-config-doc`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text)
-    return 0
+    return write_or_check(PAGE, render(), check=args.check, regenerate="make stack-config-doc")
 
 
 if __name__ == "__main__":
