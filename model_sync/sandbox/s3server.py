@@ -201,19 +201,15 @@ class MotoS3Server(_Endpoint):
             return ""
 
     def _wait(self, state: str, timeout: float) -> None:
-        """Until the launcher reports `state` (and, serving, answers HTTP); RuntimeError if it exits."""
+        """Until the launcher reports `state` (and, serving, answers HTTP); ProcessExited if it exits."""
 
         def reached() -> bool:
-            if self.process is None or not self.process.running:
-                return True  # raised below, with the log
+            if self.process is not None:
+                self.process.require_running()
             return self._state() == state and (state != moto_s3.SERVING or http_status(self.endpoint_url + "/") != 0)
 
         what = f"moto-s3 {state} on {self.endpoint_url} (log {self.log_path})"
         wait_until(reached, timeout, interval=0.02, what=what)
-        if self.process is None or not self.process.running:
-            code = self.process.returncode if self.process else None
-            tail = self.process.log_tail() if self.process else ""
-            raise RuntimeError(f"moto-s3 exited {code}: {tail}")
 
     def _create(self, names: tuple[str, ...] | list[str]) -> None:
         import botocore.exceptions
