@@ -49,9 +49,7 @@ def _field_rows(fields: tuple[Any, ...]) -> list[str]:
     rows = []
     for f in fields:
         default = "required" if f.required else ("none" if f.default is None else _value(f.default))
-        allowed = (" \\| ".join(f"`{c}`" for c in f.choices) if f.choices
-                   else f"{f.minimum}-{f.maximum}" if f.minimum is not None else "")  # fmt: skip
-        rows.append(f"| `{f.name}` | {default} | {allowed} | {_cell(f.doc)} |")
+        rows.append(f"| `{f.name}` | {default} | {_cell(f.bounds)} | {_cell(f.doc)} |")
     return rows
 
 

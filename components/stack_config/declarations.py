@@ -46,6 +46,13 @@ from model_sync.contract.canary_policy import KEYS as CANARY_KEYS
 REQUIRED: Any = object()  # the default of a key the stack file must set
 
 
+def bounds_text(choices: tuple[Any, ...], minimum: int | None, maximum: int | None, joiner: str = " | ") -> str:
+    """What a key or field allows, as the docs write it: its choices joined, or its integer range."""
+    if choices:
+        return joiner.join(map(str, choices))
+    return f"{minimum}-{maximum}" if minimum is not None else ""
+
+
 @dataclass(frozen=True)
 class Key:
     """One top-level config key.
@@ -74,11 +81,7 @@ class Key:
     @property
     def bounds(self) -> str:
         """What is allowed, as the description writes it: `1-1440`, `dev | staging | prod`, `1, 3, 5`."""
-        if self.choices:
-            return (" | " if self.type == "string" else ", ").join(map(str, self.choices))
-        if self.minimum is not None:
-            return f"{self.minimum}-{self.maximum}"
-        return ""
+        return bounds_text(self.choices, self.minimum, self.maximum, " | " if self.type == "string" else ", ")
 
     @property
     def description(self) -> str:
@@ -119,6 +122,11 @@ class Field:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     doc: str = ""
+
+    @property
+    def bounds(self) -> str:
+        """What is allowed: `ON_DEMAND | SPOT`, `1-1000`, or nothing."""
+        return bounds_text(self.choices, self.minimum, self.maximum)
 
     def read(self, base: str, entry: Mapping[str, Any]) -> Any:
         """The field of `entry` (the entry at key `base`), or its default, checked against its bounds."""
